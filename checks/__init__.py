@@ -1,0 +1,15 @@
+"""The registry of checks and the contract engine.
+
+Importing this package registers every rule: GDR0xx (sources), GDR1xx (model), GDR2xx (kernel call),
+GDR3xx (dry-run).
+"""
+
+from . import rules_kernel  # noqa: F401  (registers GDR2xx)
+from .call import PackedDecodeCall
+from .contract import check_kda_packed_decode, check_packed_decode, run_contract
+from .registry import RULES, Finding, Rule, get
+
+__all__ = [
+    "RULES", "Finding", "PackedDecodeCall", "Rule", "check_kda_packed_decode", "check_packed_decode", "get",
+    "run_contract",
+]

@@ -1,0 +1,28 @@
+"""Triton GDN/KDA packed-decode kernels, their float64 references and reference-engine loaders.
+
+Importing this package does not import torch or triton; the names below load their module on first use.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "packed_decode": ".gdn",
+    "launch_packed_decode": ".gdn",
+    "kda_packed_decode": ".kda",
+    "launch_kda_packed_decode": ".kda",
+    "naive_packed_decode": ".naive",
+    "naive_kda_packed_decode": ".naive",
+    "load_sglang_packed_decode": ".engines",
+    "load_vllm_packed_decode": ".engines",
+    "TileConfig": ".tiling",
+    "pick_config": ".tiling",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

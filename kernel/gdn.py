@@ -1,0 +1,131 @@
+"""GDN packed recurrent decode: Triton kernel and checked wrapper (float64 reference in naive.py).
+
+Per (row n, value head j), with G = HV // H and key head i = j // G (contract section 6.1):
+    decay = exp(-exp(A_log[j]) * softplus(a[n, j] + dt_bias[j])),  beta = sigmoid(b[n, j])
+    u = beta * (v - decay * S k);  S' = decay * S + u k^T;  o = S' q = decay * (S q) + u (k . q)
+The last identity lets one pass over the loaded state tile give both reductions, so the tile is read
+once and written once and nothing waits on the updated state.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._triton_common import load_query_key, load_slot, locate_program, softplus
+from .layout import Engine, check_engine, infer_heads, next_power_of_2
+from .tiling import TileConfig, pick_config
+
+
+@triton.jit
+def gdn_packed_decode_kernel(
+    mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale,
+    stride_qkv, stride_a, stride_b, stride_slot, stride_index,
+    key_heads, value_heads,  # run-time ints: head configs share one compiled variant
+    K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
+    USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_SLOT_ZERO: tl.constexpr,
+):
+    i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
+    slot, live = load_slot(slots, i_n, stride_index, SKIP_SLOT_ZERO)
+
+    row = mixed_qkv + i_n * stride_qkv
+    q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
+    q = q * scale
+    k_dot_q = tl.sum(k * q)
+
+    z = tl.load(a + i_n * stride_a + i_hv).to(tl.float32) + tl.load(dt_bias + i_hv).to(tl.float32)
+    decay = tl.exp(-tl.exp(tl.load(A_log + i_hv).to(tl.float32)) * softplus(z, 20.0))
+    beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))
+    if ROUND_BETA:  # sglang 0.5.23 GDN: beta goes through b's dtype
+        beta = beta.to(b.dtype.element_ty).to(tl.float32)
+
+    o_k = tl.arange(0, BK)
+    mask_k = o_k < K
+    head_state = state + slot * stride_slot + i_hv * (V * K)
+    v_row = row + 2 * key_heads * K + i_hv * V
+    out_row = out + head_row * V
+    state_rows = tl.where(live, V, 0)  # a skipped row touches no state: every state lane masked off
+    for t in range(TILES):
+        o_v = v_start + t * BV + tl.arange(0, BV)
+        mask_v = o_v < V
+        tile_mask = (o_v < state_rows)[:, None] & mask_k[None, :]
+        p_state = head_state + o_v[:, None] * K + o_k[None, :]
+        S = tl.load(p_state, mask=tile_mask, other=0.0).to(tl.float32)
+        v = tl.load(v_row + o_v, mask=mask_v, other=0.0).to(tl.float32)
+        predicted = tl.sum(S * k[None, :], axis=1)
+        read = tl.sum(S * q[None, :], axis=1)
+        u = beta * (v - decay * predicted)
+        o = decay * read + u * k_dot_q
+        tl.store(out_row + o_v, tl.where(live, o, 0.0).to(out.dtype.element_ty), mask=mask_v)
+        S = S * decay + u[:, None] * k[None, :]
+        tl.store(p_state, S.to(state.dtype.element_ty), mask=tile_mask)
+
+
+def launch_packed_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    engine: Engine = "sglang",
+    config: TileConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch without the contract checks (for callers that ran them, e.g. before CUDA-graph capture)."""
+    check_engine(engine)
+    B = mixed_qkv.shape[0]
+    HV, V, K = initial_state.shape[-3:]
+    H = infer_heads(mixed_qkv.shape[1], HV, V, K)
+    tiling = (config or pick_config(B * HV, V, K, initial_state.element_size())).fitted(V, K)
+    if B == 0:
+        return out, initial_state
+    grid = (tiling.programs_per_head(V) * B * HV,)
+    gdn_packed_decode_kernel[grid](
+        mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
+        mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
+        H, HV,
+        K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
+        USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=engine == "sglang",
+        SKIP_SLOT_ZERO=engine == "vllm",
+        num_warps=tiling.num_warps, num_stages=tiling.num_stages,
+    )
+    return out, initial_state
+
+
+def packed_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    engine: Engine = "sglang",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One GDN decode step, in place: writes ``out`` and the named slots of ``initial_state``.
+
+    Same arguments as sglang's ``fused_recurrent_gated_delta_rule_packed_decode``; ``engine`` picks the
+    skip sentinel and beta rounding of that engine. Calls the contract checks first and raises their
+    first error (ValueError), so unsafe calls (bad slots, non-dense pool...) never reach the GPU.
+    """
+    check_engine(engine)
+    from gdr_check import check_packed_decode  # the checks are torch-free; import them only when used
+
+    check_packed_decode(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+        use_qk_l2norm_in_kernel, engine=engine,
+    ).raise_for_errors()
+    return launch_packed_decode(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+        use_qk_l2norm_in_kernel, engine=engine,
+    )

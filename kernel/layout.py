@@ -1,0 +1,30 @@
+"""Facts about the packed-decode call that the kernels, references and benchmark share (no torch/triton)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+Engine = Literal["sglang", "vllm"]
+ENGINES: tuple[str, ...] = ("sglang", "vllm")
+
+
+def check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES} (got {engine!r})")
+
+
+def infer_heads(qkv_width: int, HV: int, V: int, K: int) -> int:
+    """H as the reference wrapper infers it: the width is [q (H*K) | k (H*K) | v (HV*V)]."""
+    return (qkv_width - HV * V) // 2 // K
+
+
+def row_is_live(slot: Any, engine: str) -> Any:
+    """Whether a row with this slot index is computed. sglang skips idx < 0; vLLM also skips its null slot 0.
+
+    Works elementwise on tensors as well as on ints.
+    """
+    return slot > 0 if engine == "vllm" else slot >= 0
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()

@@ -1,0 +1,54 @@
+"""How the decode kernels cut the work into programs (no torch/triton here, so the table is cheap to read).
+
+A program owns one (row n, value head j) pair and ``block_v * tiles_per_program`` rows of that head's
+[V, K] state, looping over ``tiles_per_program`` tiles of [block_v, next_pow2(K)]. The launch is a 1-D grid
+of ``cdiv(V, block_v * tiles_per_program) * B * HV`` programs, so B has no 65535 limit (2**31 - 1 programs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .layout import next_power_of_2
+
+# Keep the fp32 state tile at or under this many elements per thread: the tile lives in registers, and
+# past ~128 per thread ptxas spills (the reference kernel spills from K = 256 on with one warp).
+MAX_TILE_ELEMENTS_PER_THREAD = 128
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    block_v: int
+    tiles_per_program: int = 1
+    num_warps: int = 1
+    num_stages: int = 1
+
+    def fitted(self, V: int, K: int) -> "TileConfig":
+        """This config with block_v clamped to the head (V) and to the register budget (K)."""
+        budget_rows = max(1, MAX_TILE_ELEMENTS_PER_THREAD * 32 * self.num_warps // next_power_of_2(K))
+        register_cap = 1 << (budget_rows.bit_length() - 1)  # largest power of two within the budget
+        block_v = max(1, min(self.block_v, next_power_of_2(V), register_cap))
+        tiles = max(1, min(self.tiles_per_program, -(-V // block_v)))
+        return TileConfig(block_v, tiles, self.num_warps, self.num_stages)
+
+    def programs_per_head(self, V: int) -> int:
+        return -(-V // (self.block_v * self.tiles_per_program))
+
+
+# Chosen on an H200 by benchmarks/decode_bandwidth.py --tune (K = V = 128, bf16 activations); keyed by the
+# number of (row, value head) pairs B*HV, i.e. how much independent work the launch has.
+# (upper bound on B*HV, fp32-state config, 2-byte-state config)
+_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
+    (64, TileConfig(8, 1, 1), TileConfig(8, 1, 1)),
+    (512, TileConfig(16, 1, 1), TileConfig(16, 1, 1)),
+    (1 << 62, TileConfig(32, 1, 1), TileConfig(32, 1, 1)),
+)
+
+
+def pick_config(head_rows: int, V: int, K: int, state_itemsize: int) -> TileConfig:
+    """The tiling for a launch with ``head_rows`` = B*HV (row, value head) pairs."""
+    for bound, fp32_config, narrow_config in _TABLE:
+        if head_rows <= bound:
+            config = fp32_config if state_itemsize >= 4 else narrow_config
+            return config.fitted(V, K)
+    raise AssertionError("unreachable: the last bound is unbounded")

@@ -1,0 +1,93 @@
+"""Diagnostics and reports: what every check produces and every renderer consumes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator, Literal
+
+Severity = Literal["error", "warning", "info"]
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
+DOCS_URL = "https://github.com/gdr-check/gdr-check/blob/main/docs/rules.md#"
+
+
+@dataclass
+class Location:
+    """Where a diagnostic points: a config key or index line, a tensor, or a kernel argument."""
+
+    file: str | None = None
+    json_key: str | None = None
+    line: int | None = None
+    column: int | None = None
+    end_line: int | None = None
+    end_column: int | None = None
+    tensor: str | None = None
+    shard: str | None = None
+    argument: str | None = None
+
+    def __str__(self) -> str:
+        if self.file is None:
+            return f"argument `{self.argument}`" if self.argument else "<call>"
+        text = self.file
+        if self.line is not None:
+            text += f":{self.line}:{self.column or 1}"
+        return text
+
+
+@dataclass
+class Diagnostic:
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    fixes: list[str] = field(default_factory=list)
+    wrapper: bool = False
+    notes: list[str] = field(default_factory=list)
+    location: Location | None = None
+    bindings: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+    @property
+    def url(self) -> str:
+        return DOCS_URL + self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["url"] = self.url
+        return data
+
+
+@dataclass
+class Report:
+    """The outcome of checking one target: every diagnostic, wrapper-enforced ones first in wrapper order."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Diagnostic]:
+        return iter(self.diagnostics)
+
+    def __len__(self) -> int:
+        return len(self.diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def codes(self) -> list[str]:
+        return [d.code for d in self.diagnostics]
+
+    def raise_for_errors(self) -> None:
+        """Raise ValueError with the first error's message, as the reference wrapper would."""
+        for diagnostic in self.diagnostics:
+            if diagnostic.severity == "error":
+                raise ValueError(diagnostic.message)
+
+    def __repr__(self) -> str:
+        return f"Report(ok={self.ok}, codes={self.codes()})"

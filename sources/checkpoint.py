@@ -1,0 +1,45 @@
+"""What the readers produce: a checkpoint's config, tensor metadata and where each came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as its safetensors header describes it (no data is ever read)."""
+
+    name: str
+    dtype: str  # canonical torch name: "bfloat16", "float32", ...
+    shape: tuple[int, ...]
+    shard: str  # file name relative to the checkpoint root
+
+
+@dataclass(frozen=True)
+class KeyLocation:
+    """A span in a JSON file, 1-based; `end_column` is the column after the last character.
+
+    For an object key it runs from the key's opening quote to the end of its value.
+    """
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass
+class Checkpoint:
+    target: str
+    root: Path | None
+    kind: str  # "safetensors-file" | "sharded" | "directory" | "hf-cache" | "config-only"
+    config: dict | None = None
+    config_file: str | None = None
+    config_keys: dict[str, KeyLocation] = field(default_factory=dict)
+    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    index_file: str | None = None
+    index_lines: dict[str, KeyLocation] = field(default_factory=dict)
+    files_read: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    notes: list[str] = field(default_factory=list)

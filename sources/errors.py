@@ -1,0 +1,108 @@
+"""`SourceError`: a checkpoint that cannot be read, as one line naming the file, tied to a GDR0xx rule."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from ..report import Diagnostic
+
+# Values come from files written by strangers: keep each one short and printable so that the message stays
+# one readable line whatever a header holds.
+_MAX_VALUE_CHARS = 160
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """`path` relative to the working directory when it lies below it, else absolute."""
+    absolute = os.path.abspath(os.fspath(path))
+    try:
+        relative = os.path.relpath(absolute)
+    except ValueError:  # another drive on Windows
+        return absolute
+    return absolute if relative.startswith("..") else relative
+
+
+def printable(value: Any, limit: int = _MAX_VALUE_CHARS) -> str:
+    """`value` as text without control characters or line breaks, shortened to about `limit` characters."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    if text.isprintable():
+        return text
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
+
+
+class SourceError(Exception):
+    """The checkpoint cannot be read. `str(e)` is one line: the file, the rule's message, and the fix.
+
+    `code` is a GDR0xx rule declared in `gdr_check.checks.rules_source`; the message is that rule's template
+    filled with `values`, so the one-line error and the rule's docs never drift apart.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        path: str | os.PathLike[str] | None,
+        *,
+        fix: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        end_line: int | None = None,
+        end_column: int | None = None,
+        tensor: str | None = None,
+        shard: str | None = None,
+        **values: Any,
+    ) -> None:
+        rule = _rule(code)
+        self.code = code
+        self.name = rule.name
+        self.path = display_path(path) if path is not None else None
+        self.values = {key: printable(value) for key, value in values.items()}
+        self.message = rule.message.format(**self.values)
+        self.fixes: list[str] = [printable(fix, 400)] if fix else list(rule.fixes[:1])
+        self.line, self.column = line, column
+        self.end_line, self.end_column = end_line, end_column
+        self.tensor, self.shard = tensor, shard
+        where = printable(self.path, 400) if self.path else None
+        text = f"{where}: {self.message}" if where else self.message
+        if self.fixes:
+            text += f"; help: {self.fixes[0]}"
+        super().__init__(text)
+
+    def diagnostic(self) -> "Diagnostic":
+        """The error as a `Diagnostic` of its rule, located at the file (and line) it names."""
+        from ..checks.registry import Finding
+        from ..report import Location
+
+        location = Location(
+            file=self.path, line=self.line, column=self.column, end_line=self.end_line,
+            end_column=self.end_column, tensor=self.tensor, shard=self.shard,
+        )
+        return _rule(self.code).diagnostic(Finding(values=dict(self.values), fixes=list(self.fixes), location=location))
+
+
+def _rule(code: str):
+    # Imported here, not at module level: `checks/__init__` may import modules that import `sources`, and the
+    # rules only need to exist by the time an error is raised.
+    from ..checks import rules_source  # noqa: F401  (registers the GDR0xx rules)
+    from ..checks.registry import RULES
+
+    rule = RULES.get(code)
+    if rule is None:
+        raise KeyError(f"{code} is not a declared rule")
+    return rule
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def join_names(names: Sequence[str], limit: int = 3) -> str:
+    """`a`, `b`, `c` and 4 more."""
+    shown = ", ".join(f"`{printable(n, 80)}`" for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

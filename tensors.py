@@ -1,0 +1,204 @@
+"""Torch-free description of a tensor: what the checks need to know, from a live tensor or from metadata.
+
+A `TensorSpec` carries shape, stride, dtype and device, and when known the values (slot indices) and the
+storage it aliases. Live torch tensors are read by duck typing, so this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Sequence
+
+# Canonical dtype names are torch's, without the "torch." prefix.
+DTYPE_ITEMSIZE: dict[str, int] = {
+    "float64": 8, "float32": 4, "bfloat16": 2, "float16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+    "bool": 1, "complex64": 8, "complex128": 16,
+}
+
+_SHORT = {
+    "float64": "f64", "float32": "f32", "bfloat16": "bf16", "float16": "f16",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",
+}
+
+_ALIASES = {
+    "fp32": "float32", "f32": "float32", "float": "float32", "fp16": "float16", "f16": "float16",
+    "half": "float16", "bf16": "bfloat16", "fp64": "float64", "f64": "float64", "double": "float64",
+    "i32": "int32", "int": "int32", "i64": "int64", "long": "int64", "u8": "uint8",
+}
+
+
+def canonical_dtype(dtype: Any) -> str:
+    """Map a torch dtype, numpy dtype or name ("bf16", "torch.float32", "F32") to torch's name."""
+    name = str(dtype).removeprefix("torch.").strip()
+    name = _ALIASES.get(name.lower(), name.lower())
+    return name
+
+
+def short_dtype(dtype: str) -> str:
+    return _SHORT.get(dtype, dtype)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape, stride, dtype and device of one tensor; `values` and `storage` when known.
+
+    `storage` identifies the underlying buffer (for aliasing checks) and `offset` is the storage offset in
+    elements, as in torch.
+    """
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: str = "bfloat16"
+    device: str = "cuda:0"
+    values: tuple[int | float, ...] | None = field(default=None, compare=False)
+    storage: int | None = None
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        if len(self.shape) != len(self.stride):
+            raise ValueError(f"shape {self.shape} and stride {self.stride} have different ranks")
+
+    @classmethod
+    def of(
+        cls,
+        shape: Sequence[int],
+        dtype: Any = "bfloat16",
+        device: str = "cuda:0",
+        *,
+        stride: Sequence[int] | None = None,
+        values: Iterable[int | float] | None = None,
+        storage: int | None = None,
+        offset: int = 0,
+    ) -> "TensorSpec":
+        """A tensor of `shape`, contiguous unless `stride` is given."""
+        shape = tuple(int(s) for s in shape)
+        return cls(
+            shape=shape,
+            stride=tuple(stride) if stride is not None else contiguous_strides(shape),
+            dtype=canonical_dtype(dtype),
+            device=device,
+            values=tuple(values) if values is not None else None,
+            storage=storage,
+            offset=offset,
+        )
+
+    @classmethod
+    def from_tensor(cls, tensor: Any, *, read_values: bool = False) -> "TensorSpec":
+        """Describe a torch tensor (duck-typed) or return a TensorSpec unchanged.
+
+        Reading values copies the tensor to the host, which synchronises a GPU; only index tensors need it.
+        """
+        if isinstance(tensor, TensorSpec):
+            return tensor
+        device = str(tensor.device)
+        values = None
+        if read_values and device != "meta" and tensor.numel() <= 1 << 20:
+            values = tuple(tensor.reshape(-1).tolist())
+        storage = None
+        try:
+            if device != "meta":
+                storage = int(tensor.untyped_storage().data_ptr())
+        except (AttributeError, RuntimeError):
+            storage = None
+        return cls(
+            shape=tuple(tensor.shape),
+            stride=tuple(tensor.stride()),
+            dtype=canonical_dtype(tensor.dtype),
+            device=device,
+            values=values,
+            storage=storage,
+            offset=int(tensor.storage_offset()) if hasattr(tensor, "storage_offset") else 0,
+        )
+
+    # -- derived properties -------------------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_ITEMSIZE.get(self.dtype, 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.itemsize
+
+    def is_contiguous(self) -> bool:
+        """torch semantics: size-1 axes may have any stride; empty tensors are contiguous."""
+        if self.numel() == 0:
+            return True
+        expected = 1
+        for size, step in zip(reversed(self.shape), reversed(self.stride)):
+            if size != 1:
+                if step != expected:
+                    return False
+                expected *= size
+        return True
+
+    def byte_span(self) -> tuple[int, int] | None:
+        """[start, end) bytes of the storage this view can touch; None when empty."""
+        if self.numel() == 0:
+            return None
+        last = sum((size - 1) * step for size, step in zip(self.shape, self.stride) if step > 0)
+        first = sum((size - 1) * step for size, step in zip(self.shape, self.stride) if step < 0)
+        return ((self.offset + first) * self.itemsize, (self.offset + last + 1) * self.itemsize)
+
+    def overlaps(self, other: "TensorSpec") -> bool:
+        if self.storage is None or other.storage is None or self.storage != other.storage:
+            return False
+        mine, theirs = self.byte_span(), other.byte_span()
+        return bool(mine and theirs and mine[0] < theirs[1] and theirs[0] < mine[1])
+
+    def with_shape(self, shape: Sequence[int]) -> "TensorSpec":
+        """The same buffer seen as a contiguous tensor of another shape (a reshape)."""
+        return replace(self, shape=tuple(shape), stride=contiguous_strides(tuple(shape)))
+
+    def describe(self) -> str:
+        """Compact dtype-shape notation, e.g. `bf16[8,8192]`."""
+        text = f"{short_dtype(self.dtype)}[{','.join(str(s) for s in self.shape)}]"
+        if not self.is_contiguous():
+            text += f" stride=({', '.join(str(s) for s in self.stride)})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "shape": list(self.shape),
+            "stride": list(self.stride),
+            "dtype": self.dtype,
+            "device": self.device,
+        }
+        if self.values is not None:
+            data["values"] = list(self.values)
+        if self.storage is not None:
+            data["storage"] = self.storage
+            data["offset"] = self.offset
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TensorSpec":
+        return cls.of(
+            data["shape"],
+            data.get("dtype", "bfloat16"),
+            data.get("device", "cuda:0"),
+            stride=data.get("stride"),
+            values=data.get("values"),
+            storage=data.get("storage"),
+            offset=data.get("offset", 0),
+        )
