@@ -1,0 +1,176 @@
+"""Load the reference engines' packed-decode kernels for side-by-side comparison.
+
+sglang's package ``__init__`` pulls in the whole server stack, so instead of importing sglang we execute its
+single ``fused_recurrent.py`` with light stand-ins for the two modules it imports (``fla.op`` for ``exp``
+and ``fla.utils`` for ``input_guard``). The file comes from, in order: the ``source`` argument, the
+``GDR_CHECK_SGLANG_PATH`` environment variable (a wheel, an unpacked tree, or the file itself), or an
+installed sglang distribution located through its metadata (not imported).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import types
+import zipfile
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import triton
+import triton.language as tl
+
+SGLANG_PATH_ENV = "GDR_CHECK_SGLANG_PATH"
+SGLANG_FILE = "sglang/kernels/ops/attention/fla/fused_recurrent.py"
+_FLA = "sglang.kernels.ops.attention.fla"
+_GDN_NAME = "fused_recurrent_gated_delta_rule_packed_decode"
+_KDA_NAME = "fused_recurrent_kda_packed_decode"
+
+
+@triton.jit
+def _standin_exp(x):
+    # A jit function rather than `tl.exp` itself: the interpreter cannot call a bare bound `tl.exp`.
+    return tl.exp(x)
+
+
+def _identity_decorator(fn: Callable) -> Callable:
+    return fn
+
+
+def _kda_cuda_not_covered(*args: Any, **kwargs: Any) -> bool:
+    # Stand-in for sglang's JIT-compiled CUDA KDA path: always decline, so the Triton kernel runs.
+    return False
+
+
+def _standin_modules() -> dict[str, types.ModuleType]:
+    names = ["sglang", "sglang.kernels", "sglang.kernels.ops", "sglang.kernels.ops.attention", _FLA]
+    modules = {name: types.ModuleType(name) for name in names}
+    for name in names:
+        modules[name].__path__ = []  # mark as packages
+    modules[f"{_FLA}.op"] = types.ModuleType(f"{_FLA}.op")
+    modules[f"{_FLA}.op"].exp = _standin_exp
+    modules[f"{_FLA}.utils"] = types.ModuleType(f"{_FLA}.utils")
+    modules[f"{_FLA}.utils"].input_guard = _identity_decorator
+    kda_cuda = types.ModuleType("sglang.kernels.ops.attention.kda_packed_decode")
+    kda_cuda.covered = _kda_cuda_not_covered
+    modules[kda_cuda.__name__] = kda_cuda
+    for name, module in modules.items():  # `from parent import child` reads the parent's attribute
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(modules[parent], child, module)
+    return modules
+
+
+@contextlib.contextmanager
+def _stand_ins_installed() -> Iterator[None]:
+    """Put the stand-ins in sys.modules for the duration, then restore whatever was there."""
+    stand_ins = _standin_modules()
+    saved = {name: sys.modules.get(name) for name in stand_ins}
+    sys.modules.update(stand_ins)
+    try:
+        yield
+    finally:
+        for name, previous in saved.items():
+            if previous is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = previous
+
+
+@functools.lru_cache(maxsize=None)
+def _extract_from_wheel(wheel: Path) -> Path:
+    target = Path(tempfile.mkdtemp(prefix="gdr_check_sglang_"))
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract(SGLANG_FILE, target)
+    return target / SGLANG_FILE
+
+
+def find_sglang_source(source: str | os.PathLike | None = None) -> Path | None:
+    """The sglang ``fused_recurrent.py`` to load, or None when none is available.
+
+    An explicit ``source`` (or the environment variable) that holds no such file raises FileNotFoundError:
+    a wrong path should not silently fall back to another copy.
+    """
+    given = source if source is not None else os.environ.get(SGLANG_PATH_ENV) or None
+    if given is not None:
+        path = Path(given)
+        if path.is_file() and path.suffix == ".whl":
+            return _extract_from_wheel(path.resolve())
+        if path.is_file():
+            return path
+        for candidate in (path / SGLANG_FILE, path / "python" / SGLANG_FILE):  # unpacked wheel, git checkout
+            if candidate.is_file():
+                return candidate
+        raise FileNotFoundError(f"no {SGLANG_FILE} under {path}")
+    try:
+        located = Path(importlib.metadata.distribution("sglang").locate_file(SGLANG_FILE))
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return located if located.is_file() else None
+
+
+@functools.lru_cache(maxsize=None)
+def _load_module(path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(f"gdr_check_reference_sglang_{abs(hash(path))}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with _stand_ins_installed():
+        spec.loader.exec_module(module)
+    return module
+
+
+def load_sglang_packed_decode(source: str | os.PathLike | None = None) -> tuple[Callable, Callable]:
+    """sglang's ``(GDN, KDA)`` packed-decode wrappers, unmodified, from the first source found.
+
+    Raises FileNotFoundError when there is no source. Each function has ``source_path`` set.
+    """
+    path = find_sglang_source(source)
+    if path is None:
+        raise FileNotFoundError(
+            f"no sglang source: install sglang, or set {SGLANG_PATH_ENV} to a wheel or an unpacked tree"
+        )
+    module = _load_module(path.resolve())
+    gdn_impl, kda_impl = getattr(module, _GDN_NAME), getattr(module, _KDA_NAME)
+
+    @functools.wraps(gdn_impl)
+    def gdn(*args: Any, **kwargs: Any):
+        return gdn_impl(*args, **kwargs)
+
+    @functools.wraps(kda_impl)
+    def kda(*args: Any, **kwargs: Any):
+        # With use_qk_l2norm_in_kernel the wrapper imports its CUDA fast path at call time; the stand-in
+        # declines every call.
+        with _stand_ins_installed():
+            return kda_impl(*args, **kwargs)
+
+    gdn.source_path = kda.source_path = str(path)  # type: ignore[attr-defined]
+    return gdn, kda
+
+
+_VLLM_MODULES = (
+    "vllm.model_executor.layers.fla.ops.fused_recurrent",
+    "vllm.third_party.flash_linear_attention.ops.fused_recurrent",
+)
+
+
+def load_vllm_packed_decode() -> Callable | None:
+    """vLLM's GDN packed-decode wrapper when vLLM is installed and has one; None otherwise (best effort)."""
+    if importlib.util.find_spec("vllm") is None:
+        return None
+    for name in _VLLM_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # a partial or broken vLLM install is the same as none for comparison purposes
+            continue
+        fn = getattr(module, _GDN_NAME, None)
+        if fn is not None:
+            return fn
+    return None
