@@ -7,7 +7,13 @@ from typing import Any, Iterator, Literal
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
-DOCS_URL = "https://github.com/gdr-check/gdr-check/blob/main/docs/rules.md#"
+# Rule docs ship with the project; links are relative to its root.
+DOCS_URL = "docs/rules.md"
+
+
+def rule_url(code: str, name: str) -> str:
+    """Where a rule is documented (docs/rules.md anchors are `<code>-<name>`)."""
+    return f"{DOCS_URL}#{code.lower()}-{name}"
 
 
 @dataclass
@@ -48,7 +54,7 @@ class Diagnostic:
 
     @property
     def url(self) -> str:
-        return DOCS_URL + self.name
+        return rule_url(self.code, self.name)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

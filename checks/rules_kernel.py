@@ -1047,7 +1047,7 @@ def slot_zero(ctx: CallContext):
 @rule(
     "GDR248", "head-dims-spill-registers", severity="warning",
     summary="K is large enough to spill registers",
-    message="K={K} needs a [{BV}, {BK}] fp32 state tile per warp: registers spill past K = 128",
+    message="head dim K={K} needs a [{BV}, {BK}] fp32 state tile per warp: registers spill past K = 128",
     explanation=(
         "The kernel holds a [BV, BK] fp32 tile in one warp. Past K = 128 it spills (K = 256: 190 spills; "
         "K = 512: 1214 spills and about 5x slower; K = 1024: 2678 spills, 10x slower and a 6.6 s compile). "
@@ -1123,7 +1123,7 @@ def cpu_tensors(ctx: CallContext):
 @rule(
     "GDR252", "empty-batches", severity="info",
     summary="the batch is empty",
-    message="B=0: the call is a no-op",
+    message="the batch is empty (B=0): the call is a no-op",
     explanation="With no rows the kernel launches an empty grid and returns (kernel-contract.md U18).",
     engines="sglang 0.5.23 and vLLM.",
 )

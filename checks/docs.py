@@ -1,0 +1,70 @@
+"""Generate docs/rules.md from the registry: `python -m gdr_check.checks.docs [--check]`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from . import RULES
+from .registry import CATEGORIES, Rule
+
+DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
+
+
+def _wrapper_positions(rule: Rule) -> str:
+    names = {"gdn": "GDN", "kda": "KDA"}
+    return ", ".join(f"{names[v]} check {n}" for v, n in sorted(rule.wrapper.items()))
+
+
+def render_rule(rule: Rule) -> str:
+    lines = [f"### {rule.code} `{rule.name}`", ""]
+    lines.append(f"*{rule.summary}.* Default severity: **{rule.severity}**."
+                 + (f" Enforced by the reference wrapper ({_wrapper_positions(rule)})." if rule.wrapper else ""))
+    lines += ["", "**Message**", "", "```text", rule.message, "```", "", "**What it means**", "", rule.explanation]
+    if rule.causes:
+        lines += ["", "**When it happens**", ""] + [f"- {cause}" for cause in rule.causes]
+    if rule.example:
+        lines += ["", "**Example**", "", "```python", rule.example, "```"]
+    if rule.fixes:
+        lines += ["", "**Fix**", ""] + [f"- {fix}" for fix in rule.fixes]
+    if rule.engines:
+        lines += ["", f"**Engines:** {rule.engines}"]
+    return "\n".join(lines) + "\n"
+
+
+def render() -> str:
+    out = [
+        "# gdr-check rules",
+        "",
+        "Generated from the rule registry by `python -m gdr_check.checks.docs`; do not edit by hand.",
+        "Wrapper-enforced kernel rules quote the reference wrapper's message exactly (sglang 0.5.23).",
+        "",
+        "| code | name | severity | summary |",
+        "|---|---|---|---|",
+    ]
+    rules = sorted(RULES.values(), key=lambda r: r.code)
+    out += [f"| {r.code} | [`{r.name}`](#{r.code.lower()}-{r.name}) | {r.severity} | {r.summary} |" for r in rules]
+    for prefix, title in CATEGORIES.items():
+        group = [r for r in rules if r.code.startswith(prefix)]
+        if group:
+            out += ["", f"## {prefix}xx: {title}", ""]
+            out += [render_rule(r) for r in group]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = render()
+    if "--check" in argv:
+        current = DOCS_PATH.read_text(encoding="utf-8") if DOCS_PATH.exists() else ""
+        if current != text:
+            print(f"{DOCS_PATH} is out of date: run `python -m gdr_check.checks.docs`", file=sys.stderr)
+            return 1
+        return 0
+    DOCS_PATH.write_text(text, encoding="utf-8")
+    print(f"wrote {DOCS_PATH} ({len(RULES)} rules)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

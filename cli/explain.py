@@ -1,0 +1,63 @@
+"""`gdr-check explain CODE|NAME|"<pasted error message>"`."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from ..checks.explain import Explanation, explain
+from .main import app
+from .output import Output, tool_info
+
+
+def _render_full(found: Explanation) -> str:
+    rule = found.rule
+    lines = [f"{rule.code} {rule.name} ({rule.severity}): {rule.summary}", ""]
+    if found.matched_message:
+        lines += [f"matched: {found.matched_message}"]
+        if found.values:
+            lines += ["values:  " + ", ".join(f"{k}={v}" for k, v in found.values.items())]
+        lines.append("")
+    lines += ["message template:", f"  {rule.message}", "", rule.explanation]
+    if rule.causes:
+        lines += ["", "when it happens:"] + [f"  - {cause}" for cause in rule.causes]
+    if rule.fixes:
+        lines += ["", "fix:"] + [f"  - {fix}" for fix in rule.fixes]
+    if rule.example:
+        lines += ["", "example:", f"  {rule.example}"]
+    if rule.engines:
+        lines += ["", f"engines: {rule.engines}"]
+    return "\n".join(lines)
+
+
+@app.command("explain")
+def explain_command(
+    query: str = typer.Argument(None, help="A rule code (GDR212), name (state-pool-not-4d) or a pasted error message."),
+    all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),
+    output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
+                                      help="full or json."),
+) -> int:
+    """Explain a rule, or map a kernel error message to the rule that reports it."""
+    from ..checks import RULES
+
+    out = Output(output_format)
+    if all_rules:
+        found = [explain(code) for code in sorted(RULES)]
+    elif query:
+        single = explain(query)
+        if single is None:
+            out.error_line(f"no rule matches {query!r}",
+                           hint="pass a code (GDR212), a rule name, or the whole error message as printed")
+            if output_format == "json":
+                out.write(json.dumps({"tool": tool_info(), "query": query, "error": "no rule matches"}))
+            raise typer.Exit(1)
+        found = [single]
+    else:
+        raise typer.BadParameter("give a code, a rule name or an error message, or --all", param_hint="QUERY")
+    if output_format == "json":
+        docs = [f.to_dict() for f in found]
+        out.write(json.dumps(docs if all_rules else docs[0], indent=2))
+    else:
+        out.write("\n\n".join(_render_full(f) for f in found))
+    return 0
