@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from ..report import Diagnostic
+    from .checkpoint import KeyLocation
 
 # Values come from files written by strangers: keep each one short and printable so that the message stays
 # one readable line whatever a header holds.
@@ -48,14 +48,10 @@ class SourceError(Exception):
         self,
         code: str,
         path: str | os.PathLike[str] | None,
+        /,
         *,
         fix: str | None = None,
-        line: int | None = None,
-        column: int | None = None,
-        end_line: int | None = None,
-        end_column: int | None = None,
-        tensor: str | None = None,
-        shard: str | None = None,
+        location: "KeyLocation | None" = None,
         **values: Any,
     ) -> None:
         rule = _rule(code)
@@ -65,9 +61,13 @@ class SourceError(Exception):
         self.values = {key: printable(value) for key, value in values.items()}
         self.message = rule.message.format(**self.values)
         self.fixes: list[str] = [printable(fix, 400)] if fix else list(rule.fixes[:1])
-        self.line, self.column = line, column
-        self.end_line, self.end_column = end_line, end_column
-        self.tensor, self.shard = tensor, shard
+        # Template values that are also parts of the location (`line`, `tensor`, ...) serve both.
+        self.line: int | None = location.line if location else values.get("line")
+        self.column: int | None = location.column if location else values.get("column")
+        self.end_line: int | None = location.end_line if location else None
+        self.end_column: int | None = location.end_column if location else None
+        self.tensor: str | None = values.get("tensor")
+        self.shard: str | None = values.get("shard")
         where = printable(self.path, 400) if self.path else None
         text = f"{where}: {self.message}" if where else self.message
         if self.fixes:

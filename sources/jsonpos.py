@@ -37,7 +37,8 @@ def key_spans(text: str) -> Iterator[tuple[Path, KeyLocation]]:
     its value; an array element's path ends with its index and its span covers the element.
     """
     position = _Positions(text)
-    # Each frame: [is_object, path of the container, pending key, start offset of the pending member, index]
+    # Each frame: [is_object, path of the container, pending key, start of the pending member, element index,
+    # start of the container's own member (its key, or itself in an array)]
     stack: list[list] = []
     expecting_key = False
     at = 0
@@ -74,18 +75,14 @@ def key_spans(text: str) -> Iterator[tuple[Path, KeyLocation]]:
             expecting_key = False
             continue
         if punct in ("{", "["):
-            parent_path: Path = ()
-            if stack:
-                parent_path, member_start = member(stack[-1], start)
-                stack.append([punct == "{", parent_path, None, member_start, 0])
-            else:
-                stack.append([punct == "{", (), None, start, 0])
+            path, member_start = member(stack[-1], start) if stack else ((), start)
+            stack.append([punct == "{", path, None, member_start, 0, member_start])
             expecting_key = punct == "{"
             continue
         if punct in ("}", "]"):
             frame = stack.pop()
-            if stack and frame[1]:
-                yield frame[1], span(frame[3], at)
+            if frame[1]:
+                yield frame[1], span(frame[5], at)
             expecting_key = False
             continue
         # A scalar value (string or literal) inside a container.
@@ -96,4 +93,5 @@ def key_spans(text: str) -> Iterator[tuple[Path, KeyLocation]]:
 
 def dotted_keys(text: str) -> dict[str, KeyLocation]:
     """`key_spans` with paths joined by dots: "text_config.linear_num_value_heads", "layer_types.3"."""
-    return {".".join(str(part) for part in path): location for path, location in key_spans(text)}
+    spans = sorted(key_spans(text), key=lambda item: (item[1].line, item[1].column))
+    return {".".join(str(part) for part in path): location for path, location in spans}

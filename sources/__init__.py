@@ -1,0 +1,12 @@
+"""Checkpoint readers: config.json, safetensors indexes and headers, the Hugging Face cache.
+
+Metadata only: tensor data is never read, nothing is unpickled, and neither torch, triton nor numpy is
+imported. Every input that cannot be read raises `SourceError` with a GDR0xx code
+(`gdr_check.checks.rules_source`).
+"""
+
+from .checkpoint import Checkpoint, KeyLocation, TensorInfo
+from .errors import SourceError
+from .open import open_checkpoint
+
+__all__ = ["Checkpoint", "KeyLocation", "SourceError", "TensorInfo", "open_checkpoint"]

@@ -1,0 +1,112 @@
+"""Guarded file access for the readers: the link policy, regular files only, bounded reads, a byte count.
+
+Everything a reader opens goes through one `MetadataReader`, so the safety rules (links only where the
+Hugging Face cache puts them, no FIFOs or devices, caps before reading) live in one place and `bytes_read`
+counts every byte taken from disk.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import SourceError, display_path
+
+INCOMPLETE_SUFFIX = ".incomplete"
+
+
+class MetadataReader:
+    """Opens a checkpoint's files under the safety rules and records what was read.
+
+    `cache_repo` is the Hugging Face cache repo directory (`models--org--name`) when the checkpoint lives in
+    the cache: only then may a checkpoint file be a link, and only into that repo's `blobs/`.
+    """
+
+    def __init__(self, cache_repo: Path | None = None, named: Path | None = None) -> None:
+        self.cache_repo = cache_repo
+        # The file the user named may itself be a link outside the cache: that is their choice. Links found
+        # inside a checkpoint are not.
+        self.named = named
+        self.files_read: list[str] = []
+        self.bytes_read = 0
+
+    # -- link policy --------------------------------------------------------------------------------------
+    def check_links(self, path: Path) -> None:
+        """Raise unless `path` is a plain file entry or a cache link into this repo's `blobs/`."""
+        if not path.is_symlink() or (path == self.named and self.cache_repo is None):
+            return
+        link_target = os.readlink(path)
+        real = Path(os.path.realpath(path))
+        if self.cache_repo is None:
+            raise SourceError(
+                "GDR010", path, file=path.name, link_target=link_target,
+                allowed="a Hugging Face cache snapshot (files inside a checkpoint must not be links)",
+            )
+        blobs = Path(os.path.realpath(self.cache_repo / "blobs"))
+        if real.parent != blobs:
+            raise SourceError(
+                "GDR010", path, file=path.name, link_target=link_target,
+                allowed=f"`blobs/` of `{self.cache_repo.name}`",
+            )
+        partial = real.with_name(real.name + INCOMPLETE_SUFFIX)
+        if real.name.endswith(INCOMPLETE_SUFFIX) or (not real.exists() and partial.exists()):
+            blob = real if real.name.endswith(INCOMPLETE_SUFFIX) else partial
+            raise SourceError(
+                "GDR008", path, file=path.name, blob=f"blobs/{blob.name}",
+                fix=f"re-download `{path.name}` (run the download again; it resumes)",
+            )
+        if not real.exists():
+            raise SourceError(
+                "GDR009", path, file=path.name, link_target=link_target, fix=f"re-download `{path.name}`"
+            )
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def open(self, path: Path) -> tuple[BinaryIO, int]:
+        """Open a checkpoint file for reading after the link and file-type checks; returns (file, size)."""
+        self.check_links(path)
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            raise SourceError("GDR004", path, file=path.name, reason=_reason(exc)) from None
+        # A FIFO or a device would block or never end: only regular files are read.
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError("GDR004", path, file=path.name, reason="not a regular file")
+        try:
+            handle = open(path, "rb", buffering=0)
+        except OSError as exc:
+            raise SourceError("GDR004", path, file=path.name, reason=_reason(exc)) from None
+        self.files_read.append(display_path(path))
+        return handle, info.st_size
+
+    def read(self, handle: BinaryIO, path: Path, count: int) -> bytes:
+        """Read up to `count` bytes (the caller has bounded `count`) and add them to `bytes_read`."""
+        chunks, left = [], count
+        try:
+            while left > 0:
+                chunk = handle.read(min(left, 1 << 24))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        except OSError as exc:
+            raise SourceError("GDR004", path, file=path.name, reason=_reason(exc)) from None
+        data = b"".join(chunks)
+        self.bytes_read += len(data)
+        return data
+
+    def read_small_file(self, path: Path, limit: int, what: str) -> bytes:
+        """The whole of a JSON metadata file, refusing files over `limit` bytes before reading them."""
+        handle, size = self.open(path)
+        with handle:
+            if size > limit:
+                raise SourceError("GDR005", path, what=what, size=size, limit=limit)
+            data = self.read(handle, path, limit + 1)
+        if len(data) > limit:  # the file grew after the size check
+            raise SourceError("GDR005", path, what=what, size=len(data), limit=limit)
+        return data
+
+
+def _reason(exc: OSError) -> str:
+    return (exc.strerror or type(exc).__name__).lower()

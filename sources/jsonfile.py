@@ -1,0 +1,41 @@
+"""Load config.json and model.safetensors.index.json: size cap, strict UTF-8, errors with line and column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import SourceError
+from .files import MetadataReader
+
+# Real configs and indexes are kilobytes to a few megabytes (a 41-shard index is ~60 KB).
+MAX_JSON_BYTES = 16 * 1024 * 1024
+# Python refuses to convert integer literals of more than 4300 digits (and raises without a position); no
+# real field is that long, so such a literal becomes infinity and fails the type checks downstream.
+_MAX_INT_DIGITS = 4000
+
+
+def parse_int(literal: str) -> int | float:
+    return int(literal) if len(literal) <= _MAX_INT_DIGITS else float("inf")
+
+
+def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid_code: str) -> tuple[Any, str]:
+    """(parsed value, text) of the JSON file at `path`; `invalid_code` is raised for unparseable content."""
+    raw = reader.read_small_file(path, MAX_JSON_BYTES, what)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        reason = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+        raise SourceError(invalid_code, path, line=line, column=column, reason=reason) from None
+    try:
+        return json.loads(text, parse_int=parse_int), text
+    except json.JSONDecodeError as exc:
+        reason = exc.msg[:1].lower() + exc.msg[1:]
+        raise SourceError(invalid_code, path, line=exc.lineno, column=exc.colno, reason=reason) from None
+    except RecursionError:
+        raise SourceError(invalid_code, path, line=1, column=1, reason="JSON nested too deeply") from None
+    except ValueError as exc:
+        raise SourceError(invalid_code, path, line=1, column=1, reason=str(exc)) from None

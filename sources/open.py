@@ -1,0 +1,236 @@
+"""`open_checkpoint`: turn what the user named into a `Checkpoint`, reading metadata only."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from .checkpoint import Checkpoint, TensorInfo
+from .errors import SourceError, display_path
+from .files import MetadataReader
+from .hf_cache import (
+    CacheEntry, enclosing_cache_repo, is_cache_repo_dir, looks_like_repo_id, resolve_cache_repo, resolve_repo_id,
+)
+from .jsonfile import load_json_file
+from .jsonpos import dotted_keys, key_spans
+from .safetensors_header import json_type, read_safetensors_header
+
+CONFIG_NAME = "config.json"
+SINGLE_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
+SAFETENSORS_SUFFIX = ".safetensors"
+INDEX_SUFFIX = ".safetensors.index.json"
+# Pickle-based weights: reported, never opened.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
+CONFIG_ONLY_NOTE = "only `config.json` was read: no weights were cross-checked"
+
+
+def open_checkpoint(target: str | os.PathLike[str], *, cache_dir: str | None = None) -> Checkpoint:
+    """Read the metadata of `target`: a `.safetensors` file, a sharded index or its directory, a model
+    directory, a bare `config.json`, a Hugging Face cache entry, or an `org/name` id found in the local cache.
+
+    Reads config.json, indexes and safetensors headers only (never tensor data, never a pickle). Raises
+    `SourceError` (one line naming the file, with a GDR0xx code) when the checkpoint cannot be read.
+    """
+    text = os.fspath(target)
+    path = Path(os.path.abspath(os.path.expanduser(text)))
+    if not os.path.lexists(path):
+        if looks_like_repo_id(text):
+            reader = MetadataReader()
+            entry = resolve_repo_id(text, reader, cache_dir)
+            return _open_cache_entry(text, entry, reader)
+        raise SourceError("GDR001", None, path=text)
+    cache_repo = enclosing_cache_repo(path)
+    if path.is_symlink() and not path.exists() and cache_repo is None:
+        raise SourceError("GDR009", path, file=path.name, link_target=os.readlink(path))
+    if path.is_dir():
+        if is_cache_repo_dir(path):
+            reader = MetadataReader(path)
+            return _open_cache_entry(text, resolve_cache_repo(path, reader), reader)
+        builder = _Builder(text, path, "hf-cache" if cache_repo else "directory", MetadataReader(cache_repo))
+        return builder.directory(path)
+    reader = MetadataReader(cache_repo, named=path)
+    return _Builder(text, path.parent, "", reader).file(path)
+
+
+def _open_cache_entry(target: str, entry: CacheEntry, reader: MetadataReader) -> Checkpoint:
+    reader.cache_repo = entry.repo_dir
+    builder = _Builder(target, entry.snapshot, "hf-cache", reader)
+    builder.checkpoint.notes.append(entry.note)
+    return builder.directory(entry.snapshot)
+
+
+class _Builder:
+    """Fills one `Checkpoint` from the files of one checkpoint directory."""
+
+    def __init__(self, target: str, root: Path, kind: str, reader: MetadataReader) -> None:
+        self.reader = reader
+        self.root = root
+        self.checkpoint = Checkpoint(target=target, root=root, kind=kind)
+
+    # -- entry points -------------------------------------------------------------------------------------
+    def file(self, path: Path) -> Checkpoint:
+        name = path.name
+        if name.endswith(PICKLE_SUFFIXES):
+            raise _pickle_error(path)
+        if name.endswith(SAFETENSORS_SUFFIX):
+            self.checkpoint.kind = "safetensors-file"
+            self._config_beside()
+            self._shard(path, name)
+        elif name.endswith(INDEX_SUFFIX):
+            self.checkpoint.kind = "sharded"
+            self._config_beside()
+            self._sharded(path)
+        elif name.endswith(".json"):
+            self._config_only(path)
+        else:
+            raise SourceError(
+                "GDR002", path, path=display_path(path),
+                reason="expected a `.safetensors` file, a safetensors index or a `config.json`",
+            )
+        return self._finish()
+
+    def directory(self, directory: Path) -> Checkpoint:
+        try:
+            entries = sorted(os.listdir(directory))
+        except OSError as exc:
+            raise SourceError("GDR004", directory, file=directory.name, reason=(exc.strerror or "error").lower()) from None
+        indexes = [e for e in entries if e.endswith(INDEX_SUFFIX)]
+        weights = [e for e in entries if e.endswith(SAFETENSORS_SUFFIX)]
+        if SINGLE_NAME in entries:
+            self._set_kind("directory")
+            self._config_beside()
+            self._shard(directory / SINGLE_NAME, SINGLE_NAME)
+        elif INDEX_NAME in entries or len(indexes) == 1:
+            self._set_kind("sharded")
+            self._config_beside()
+            self._sharded(directory / (INDEX_NAME if INDEX_NAME in entries else indexes[0]))
+        elif weights:
+            # No index: every safetensors file is part of the checkpoint (e.g. `consolidated.safetensors`).
+            self._set_kind("directory")
+            self._config_beside()
+            for name in weights:
+                self._shard(directory / name, name)
+        elif pickles := [e for e in entries if e.endswith(PICKLE_SUFFIXES)]:
+            raise _pickle_error(directory / pickles[0])
+        elif CONFIG_NAME in entries:
+            self._config_only(directory / CONFIG_NAME)
+        else:
+            raise SourceError(
+                "GDR002", directory, path=display_path(directory),
+                reason="the directory holds no `config.json`, `.safetensors` file or safetensors index",
+            )
+        return self._finish()
+
+    # -- parts --------------------------------------------------------------------------------------------
+    def _set_kind(self, kind: str) -> None:
+        if self.checkpoint.kind != "hf-cache":
+            self.checkpoint.kind = kind
+
+    def _config_beside(self) -> None:
+        path = self.root / CONFIG_NAME
+        if os.path.lexists(path):
+            self._config(path)
+
+    def _config_only(self, path: Path) -> None:
+        self.checkpoint.kind = "config-only"
+        self._config(path)
+        self.checkpoint.notes.append(CONFIG_ONLY_NOTE)
+
+    def _config(self, path: Path) -> None:
+        value, text = load_json_file(self.reader, path, what=f"`{path.name}`", invalid_code="GDR020")
+        if not isinstance(value, dict):
+            raise SourceError("GDR021", path, json_type=json_type(value))
+        self.checkpoint.config = value
+        self.checkpoint.config_file = display_path(path)
+        self.checkpoint.config_keys = dotted_keys(text)
+
+    def _shard(self, path: Path, shard: str) -> list[TensorInfo]:
+        infos = read_safetensors_header(self.reader, path, shard)
+        tensors = self.checkpoint.tensors
+        for info in infos:
+            prior = tensors.get(info.name)
+            if prior is not None:
+                raise SourceError("GDR045", path, tensor=info.name, shard=prior.shard, other_shard=shard)
+            tensors[info.name] = info
+        return infos
+
+    def _sharded(self, index_path: Path) -> None:
+        value, text = load_json_file(self.reader, index_path, what=f"`{index_path.name}`", invalid_code="GDR040")
+        if not isinstance(value, dict):
+            raise SourceError("GDR041", index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
+        weight_map = value.get("weight_map")
+        if weight_map is None:
+            raise SourceError("GDR041", index_path, reason="it has no `weight_map`")
+        if not isinstance(weight_map, dict):
+            raise SourceError(
+                "GDR041", index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object"
+            )
+        lines = {path[1]: span for path, span in key_spans(text) if len(path) == 2 and path[0] == "weight_map"}
+        self.checkpoint.index_file = display_path(index_path)
+        self.checkpoint.index_lines = lines
+
+        by_shard: dict[str, list[str]] = defaultdict(list)
+        for tensor, shard in weight_map.items():
+            if not isinstance(shard, str):
+                raise SourceError(
+                    "GDR041", index_path, location=lines.get(tensor),
+                    reason=f"`weight_map` maps `{tensor}` to a JSON {json_type(shard)}, not a file name",
+                )
+            if not is_plain_file_name(shard):
+                raise SourceError("GDR042", index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
+            by_shard[shard].append(tensor)
+
+        # Report every missing shard before reading any header: re-downloading is one step.
+        missing = [s for s in sorted(by_shard) if not os.path.lexists(self.root / s)]
+        if missing:
+            first = missing[0]
+            also = f" (and {len(missing) - 1} more missing shards)" if len(missing) > 1 else ""
+            raise SourceError(
+                "GDR043", index_path, location=lines.get(by_shard[first][0]), shard=first,
+                fix=f"re-download `{first}`{also}",
+            )
+        for shard in sorted(by_shard):
+            present = {info.name for info in self._shard(self.root / shard, shard)}
+            for tensor in by_shard[shard]:
+                if tensor not in present:
+                    raise SourceError(
+                        "GDR044", index_path, location=lines.get(tensor), tensor=tensor, shard=shard,
+                        fix=f"download the index and `{shard}` of one revision again",
+                    )
+        unlisted = [name for name in self.checkpoint.tensors if name not in weight_map]
+        if unlisted:
+            self.checkpoint.notes.append(
+                f"{len(unlisted)} tensor(s) in the shards are not listed in `{index_path.name}`, "
+                f"e.g. `{unlisted[0]}`"
+            )
+
+    def _finish(self) -> Checkpoint:
+        checkpoint = self.checkpoint
+        checkpoint.files_read = list(self.reader.files_read)
+        checkpoint.bytes_read = self.reader.bytes_read
+        return checkpoint
+
+
+def is_plain_file_name(name: str) -> bool:
+    """A shard name from an index: one file name in the checkpoint directory, nothing that walks out of it."""
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and not os.path.isabs(name)
+        and not (len(name) >= 2 and name[1] == ":")  # a Windows drive
+    )
+
+
+def _pickle_error(path: Path) -> SourceError:
+    return SourceError(
+        "GDR003", path, file=path.name,
+        fix=(
+            "convert it to safetensors (e.g. with the `safetensors` convert script, or `transformers` "
+            "`save_pretrained(..., safe_serialization=True)`) and check the converted directory"
+        ),
+    )

@@ -1,0 +1,261 @@
+"""Read and validate one safetensors header: 8-byte little-endian length N, then N bytes of JSON.
+
+Why not `safetensors.safe_open`: reading metadata through it needs a framework, and with
+`framework="numpy"` the first `keys()` call imports numpy (observed with safetensors 0.8.0: ~100 modules,
+~45 ms); the other frameworks import torch, jax or mlx. The metadata path must import none of them, and the
+library's errors ("incomplete metadata, file not fully covered") name neither the file nor the sizes. So the
+header is read here with the stdlib, under the same rules the library enforces (plus duplicate names, which
+the format forbids), and every failure is a `SourceError` with a GDR03x code.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from ..tensors import canonical_dtype
+from .checkpoint import TensorInfo
+from .errors import SourceError
+from .files import MetadataReader
+from .jsonfile import parse_int
+
+# The safetensors library refuses longer headers; real ones are kilobytes to a few megabytes.
+MAX_HEADER_BYTES = 100_000_000
+_U64_LIMIT = 1 << 64
+METADATA_KEY = "__metadata__"
+
+# safetensors dtype -> (canonical torch name, bits per element). The sub-byte float formats have no torch
+# dtype with the same element size, so they keep descriptive names in torch's style.
+SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
+    "BOOL": ("bool", 8),
+    "U8": ("uint8", 8), "I8": ("int8", 8),
+    "U16": ("uint16", 16), "I16": ("int16", 16),
+    "U32": ("uint32", 32), "I32": ("int32", 32),
+    "U64": ("uint64", 64), "I64": ("int64", 64),
+    "F16": ("float16", 16), "BF16": ("bfloat16", 16), "F32": ("float32", 32), "F64": ("float64", 64),
+    "C64": ("complex64", 64),
+    "F8_E4M3": ("float8_e4m3fn", 8), "F8_E5M2": ("float8_e5m2", 8),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", 8), "F8_E5M2FNUZ": ("float8_e5m2fnuz", 8),
+    "F8_E8M0": ("float8_e8m0fnu", 8),
+    "F6_E2M3": ("float6_e2m3fn", 6), "F6_E3M2": ("float6_e3m2fn", 6),
+    "F4": ("float4_e2m1fn", 4),
+}
+
+
+def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> list[TensorInfo]:
+    """The tensors of the safetensors file at `path`, read from its header only.
+
+    Raises `SourceError` for a truncated or oversized file, an over-long or malformed header, or tensor
+    entries that do not tile the data region exactly.
+    """
+    handle, size = reader.open(path)
+    with handle:
+        if size < 8:
+            raise SourceError(
+                "GDR030", path, actual_size=size, expected_size=8, detail="the 8-byte header length",
+                fix=f"re-download or re-copy `{path.name}`",
+            )
+        length = struct.unpack("<Q", reader.read(handle, path, 8).ljust(8, b"\0"))[0]
+        # Bound N by the cap and the file size before reading it, so memory never follows a claimed length.
+        if length > MAX_HEADER_BYTES:
+            raise SourceError(
+                "GDR031", path, length=length, limit=MAX_HEADER_BYTES,
+                fix=f"check that `{path.name}` is a safetensors file, and re-download it if it is",
+            )
+        if 8 + length > size:
+            raise SourceError(
+                "GDR030", path, actual_size=size, expected_size=8 + length,
+                detail=f"8 + {length}-byte header", fix=f"re-download or re-copy `{path.name}`",
+            )
+        raw = reader.read(handle, path, length)
+    if len(raw) < length:  # the file shrank while being read
+        raise SourceError(
+            "GDR030", path, actual_size=8 + len(raw), expected_size=8 + length,
+            detail=f"8 + {length}-byte header", fix=f"re-download or re-copy `{path.name}`",
+        )
+    tensors, data_end = parse_header(raw, path, shard)
+    expected = 8 + length + data_end
+    if size < expected:
+        raise SourceError(
+            "GDR030", path, actual_size=size, expected_size=expected,
+            detail=f"8 + {length}-byte header + {data_end} bytes of tensor data",
+            fix=f"re-download or re-copy `{path.name}`",
+        )
+    if size > expected:
+        raise SourceError("GDR038", path, extra=size - expected, actual_size=size, expected_size=expected)
+    return tensors
+
+
+def parse_header(raw: bytes, path: Path | str, shard: str) -> tuple[list[TensorInfo], int]:
+    """Tensors described by the header bytes `raw`, in header order, and the end of their data region."""
+    document = _decode(raw, path)
+    metadata = document.pop(METADATA_KEY, None)
+    if metadata is not None and not (
+        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise SourceError("GDR032", path, reason=f"`{METADATA_KEY}` must map strings to strings")
+    tensors: list[TensorInfo] = []
+    spans: list[tuple[int, int, str]] = []
+    for name, entry in document.items():
+        info, begin, end = _tensor(name, entry, path, shard)
+        tensors.append(info)
+        spans.append((begin, end, name))
+    return tensors, _check_tiling(spans, path)
+
+
+def _decode(raw: bytes, path: Path | str) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at header offset {exc.start})"
+        raise SourceError("GDR032", path, reason=reason) from None
+    try:
+        document = json.loads(
+            text, object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_int=parse_int
+        )
+    except json.JSONDecodeError as exc:
+        reason = f"invalid JSON at line {exc.lineno}, column {exc.colno} of the header: {exc.msg}"
+        raise SourceError("GDR032", path, reason=reason) from None
+    except _DuplicateName as exc:
+        raise SourceError("GDR032", path, reason=f"duplicate name `{exc.name}`") from None
+    except RecursionError:
+        raise SourceError("GDR032", path, reason="JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal over Python's digit limit, NaN/Infinity
+        raise SourceError("GDR032", path, reason=f"invalid JSON value: {exc}") from None
+    if not isinstance(document, dict):
+        raise SourceError("GDR032", path, reason=f"the header is a JSON {json_type(document)}, not an object")
+    return document
+
+
+def _tensor(name: str, entry: Any, path: Path | str, shard: str) -> tuple[TensorInfo, int, int]:
+    if not isinstance(entry, dict):
+        raise SourceError("GDR032", path, reason=f"entry `{name}` is a JSON {json_type(entry)}, not an object")
+    for key in ("dtype", "shape", "data_offsets"):
+        if key not in entry:
+            raise SourceError("GDR032", path, reason=f"tensor `{name}` has no `{key}`", tensor=name)
+    dtype = entry["dtype"]
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+        raise SourceError("GDR033", path, tensor=name, dtype=dtype if isinstance(dtype, str) else brief(dtype))
+    torch_name, bits = SAFETENSORS_DTYPES[dtype]
+    shape = _shape(name, entry["shape"], path)
+    begin, end = _offsets(name, entry["data_offsets"], path)
+    span = end - begin
+    nbits = _numel_bits(shape, bits, limit=span * 8)
+    if nbits != span * 8:
+        expected = f"more than {span}" if nbits < 0 else f"{nbits / 8:g}"
+        raise SourceError("GDR035", path, tensor=name, span=span, expected=expected)
+    return TensorInfo(name=name, dtype=canonical_dtype(torch_name), shape=shape, shard=shard), begin, end
+
+
+def _shape(name: str, shape: Any, path: Path | str) -> tuple[int, ...]:
+    def bad(reason: str) -> SourceError:
+        return SourceError("GDR034", path, tensor=name, shape=brief(shape), reason=reason)
+
+    if not isinstance(shape, list):
+        raise bad(f"a JSON {json_type(shape)}, not a list")
+    for dim in shape:
+        if not _is_int(dim):
+            raise bad(f"`{brief(dim)}` is not an integer")
+        if dim < 0:
+            raise bad(f"`{dim}` is negative")
+        if dim >= _U64_LIMIT:
+            raise bad("a dimension does not fit in 64 bits")
+    return tuple(shape)
+
+
+def _offsets(name: str, offsets: Any, path: Path | str) -> tuple[int, int]:
+    shown = brief(offsets)
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(v) for v in offsets):
+        raise SourceError("GDR037", path, tensor=name, offsets=shown, reason="expected two integers [begin, end]")
+    begin, end = offsets
+    if begin < 0 or end < 0 or end >= _U64_LIMIT:
+        raise SourceError("GDR037", path, tensor=name, offsets=shown, reason="offsets must be in 0..2**64-1")
+    if begin > end:
+        raise SourceError("GDR037", path, tensor=name, offsets=shown, reason="begin is after end")
+    return begin, end
+
+
+def _numel_bits(shape: tuple[int, ...], bits: int, *, limit: int) -> int:
+    """prod(shape) * bits, or -1 once it exceeds `limit` (a hostile shape must not build a huge integer)."""
+    if 0 in shape:
+        return 0
+    total = bits
+    for dim in shape:
+        total *= dim
+        if total > limit:
+            return -1
+    return total
+
+
+def _check_tiling(spans: list[tuple[int, int, str]], path: Path | str) -> int:
+    """Sorted by offset, the tensors must tile [0, end) with no gap or overlap; returns the end."""
+    previous_end, previous_name, previous_empty = 0, None, True
+    for begin, end, name in sorted(spans):
+        if begin < previous_end:
+            if begin < end and not previous_empty:
+                raise SourceError("GDR036", path, tensor=previous_name, other=name)
+            raise SourceError(
+                "GDR037", path, tensor=name, offsets=f"[{begin}, {end}]",
+                reason=f"starts inside tensor `{previous_name}`",
+            )
+        if begin > previous_end:
+            after = f"tensor `{previous_name}`" if previous_name else "the start of the data region"
+            raise SourceError(
+                "GDR037", path, tensor=name, offsets=f"[{begin}, {end}]",
+                reason=f"leaves a {begin - previous_end}-byte gap after {after}",
+            )
+        previous_end, previous_name, previous_empty = end, name, begin == end
+    return previous_end
+
+
+class _DuplicateName(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateName(key)
+        result[key] = value
+    return result
+
+
+def _no_constants(token: str) -> Any:
+    raise ValueError(f"`{token}` is not allowed")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def brief(value: Any, depth: int = 2) -> str:
+    """A short JSON rendering of a value from a hostile file: a few items, a few levels, a few characters."""
+    if isinstance(value, list):
+        if depth == 0:
+            return "[...]"
+        items = [brief(item, depth - 1) for item in value[:6]]
+        return "[" + ", ".join(items + (["..."] if len(value) > 6 else [])) + "]"
+    if isinstance(value, dict):
+        return "{...}"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type: object, array, string, number, boolean, null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
