@@ -69,7 +69,8 @@ class SourceError(Exception):
         self.tensor: str | None = values.get("tensor")
         self.shard: str | None = values.get("shard")
         where = printable(self.path, 400) if self.path else None
-        text = f"{where}: {self.message}" if where else self.message
+        # Prefix the file unless the message already names it (`path ... does not exist`).
+        text = f"{where}: {self.message}" if where and f"`{where}`" not in self.message else self.message
         if self.fixes:
             text += f"; help: {self.fixes[0]}"
         super().__init__(text)

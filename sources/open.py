@@ -43,7 +43,10 @@ def open_checkpoint(target: str | os.PathLike[str], *, cache_dir: str | None = N
         raise SourceError("GDR001", None, path=text)
     cache_repo = enclosing_cache_repo(path)
     if path.is_symlink() and not path.exists() and cache_repo is None:
-        raise SourceError("GDR009", path, file=path.name, link_target=os.readlink(path))
+        raise SourceError(
+            "GDR009", path, file=path.name, link_target=os.readlink(path),
+            fix=f"re-download `{path.name}` or fix the link",
+        )
     if path.is_dir():
         if is_cache_repo_dir(path):
             reader = MetadataReader(path)
