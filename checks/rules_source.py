@@ -112,7 +112,7 @@ declare(
 declare(
     "GDR007", "model-not-found", scope=_SOURCE,
     summary="model not in the local Hugging Face cache",
-    message="model `{repo_id}` is not in the local Hugging Face cache `{cache_dir}`",
+    message="`{repo_id}` is neither a local path nor a model in the local Hugging Face cache `{cache_dir}`",
     explanation=(
         "The target looks like a Hugging Face repo id and is not a local path, so it is looked up in the local "
         "cache (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`), where it is absent. "

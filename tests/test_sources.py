@@ -435,7 +435,8 @@ CASES = {
     ),
     "model-not-cached": (
         lambda t: "Qwen/Qwen3-Next-80B-A3B-Instruct",
-        "GDR007", "model `Qwen/Qwen3-Next-80B-A3B-Instruct` is not in the local Hugging Face cache `{tmp}/hub`; "
+        "GDR007", "`Qwen/Qwen3-Next-80B-A3B-Instruct` is neither a local path nor a model in the local Hugging Face "
+        "cache `{tmp}/hub`; "
         "help: download it (`hf download Qwen/Qwen3-Next-80B-A3B-Instruct`), or set `HF_HUB_CACHE` to the cache "
         "that holds it",
     ),
