@@ -1,0 +1,725 @@
+"""GDR1xx: model-level rules: family, config fields, layer map, config vs weights, tensor parallelism, state memory.
+
+They examine a `ModelContext` (the model description, the deployment and the engine's choices); the kernel
+call built from them is checked separately by the contract engine (GDR2xx), which also reports the launch
+grid limit (GDR244) and pool bounds (GDR241) for the chosen batch and slot count.
+
+Numbering, stable once released:
+    GDR101-GDR106  family, config fields and layer map
+    GDR111-GDR115  config vs weights
+    GDR121-GDR125  tensor parallelism and head grouping
+    GDR131-GDR133  state memory and engine support
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from ..report import Diagnostic, Location
+from .registry import Finding, declare, findings_of, rule, rules_in_scope
+
+if TYPE_CHECKING:
+    from ..models.deployment import Deployment, EngineSettings
+    from ..models.description import LinearAttentionModel, Source
+    from ..models.expected import RankHeads, StateMemory
+
+MODEL = "model"
+GDN_TP_ENGINES = "sglang 0.5.23 and vLLM (both split the GDN heads, projections and conv by TP)."
+
+
+@dataclass
+class ModelContext:
+    """What the model-level rules examine."""
+
+    model: "LinearAttentionModel"
+    deployment: "Deployment"
+    settings: "EngineSettings"
+    heads: "RankHeads | None" = None
+    memory: "StateMemory | None" = None
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+def format_bytes(count: int) -> str:
+    """1536 -> "1.5 KiB"; 75497472 -> "72 MiB"."""
+    value, unit = float(count), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return f"{text} {unit}"
+
+
+def format_layers(layers: Iterable[int]) -> str:
+    """[0, 1, 2, 4, 5] -> "0-2, 4-5"."""
+    items = sorted(set(layers))
+    runs: list[str] = []
+    start = prev = None
+    for item in items + [None]:  # type: ignore[list-item]
+        if item is not None and prev is not None and item == prev + 1:
+            prev = item
+            continue
+        if start is not None:
+            runs.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = item
+    return ", ".join(runs)
+
+
+def _where(source: "Source | None") -> Location | None:
+    return source.location if source is not None else None
+
+
+def _source_note(source: "Source") -> str:
+    location = source.location
+    if source.kind == "config":
+        where = f" ({location})" if location is not None and location.file else ""
+        return f"from config key `{source.key}`{where}"
+    if source.kind == "tensor":
+        shard = f" in `{source.shard}`" if source.shard else ""
+        return f"from tensor `{source.tensor}` {source.detail or ''}{shard}".replace("  ", " ")
+    return f"from {source.detail or source.kind}"
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def working_tp_sizes(model: "LinearAttentionModel") -> list[int]:
+    """TP sizes that split the linear-attention heads and the full-attention heads evenly."""
+    H, HV = model.num_k_heads, model.num_v_heads
+    if not H or not HV:
+        return []
+    sizes = _divisors(math.gcd(H, HV))
+    if model.num_attention_heads:
+        sizes = [t for t in sizes if model.num_attention_heads % t == 0]
+    kv = model.num_key_value_heads if model.kind == "gdn" else None
+    if kv:
+        sizes = [t for t in sizes if kv % t == 0 or t % kv == 0]
+    return sizes
+
+
+def _sizes_text(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes)) if sizes else "none"
+
+
+def run_model_rules(ctx: ModelContext) -> list[Diagnostic]:
+    """Every model-scope rule with a check function, in code order."""
+    diagnostics: list[Diagnostic] = []
+    bindings = {"tp": ctx.deployment.tp, "B": ctx.deployment.batch}
+    model = ctx.model
+    for name, symbol in (("num_k_heads", "H"), ("num_v_heads", "HV"), ("head_k_dim", "K"), ("head_v_dim", "V")):
+        if getattr(model, name):
+            bindings[symbol] = getattr(model, name)
+    for model_rule in rules_in_scope(MODEL):
+        if model_rule.check is None:
+            continue
+        for finding in findings_of(model_rule.check(ctx)):
+            diagnostic = model_rule.diagnostic(finding)
+            diagnostic.bindings = {**bindings, **diagnostic.bindings}
+            diagnostics.append(diagnostic)
+    return diagnostics
+
+
+# -- GDR101-GDR106: family, config fields, layer map -------------------------------------------------------------
+NO_LINEAR_LAYERS = declare(
+    "GDR101", "models-without-linear-attention", severity="info", scope=MODEL,
+    summary="the model has no GDN or KDA layers",
+    message="`{architecture}` has no GDN or KDA layers: nothing to check",
+    explanation=(
+        "gdr-check checks the packed recurrent decode kernels of Gated DeltaNet (GDN) and Kimi Delta "
+        "Attention (KDA) layers. This model has none: its config names no linear-attention layers and its "
+        "tensors hold no GDN/KDA parameters (`A_log`, `dt_bias`, the short convolutions).\n\n"
+        "Ring/Ling-linear (`bailing_moe_linear`) and MiniMax-Text-01/M1 use lightning attention and "
+        "MiniCPM-SALA uses simple GLA, so they are out of scope; Jet-Nemotron's JetBlock decodes with "
+        "another kernel."
+    ),
+    causes=("a plain transformer checkpoint", "a lightning-attention hybrid (MiniMax, Ring/Ling-linear)"),
+    fixes=("point gdr-check at a Qwen3-Next, Qwen3.5/3.6, Kimi-Linear or other GDN/KDA checkpoint",),
+    example="gdr-check MiniMaxAI/MiniMax-Text-01",
+)
+
+
+@rule(
+    "GDR102", "unknown-architectures", severity="warning", scope=MODEL,
+    summary="architecture not known: geometry inferred from tensors",
+    message="`{architecture}` is not a known GDN/KDA architecture: its geometry is inferred from tensor shapes",
+    explanation=(
+        "The checkpoint carries GDN or KDA parameters under a layer namespace gdr-check recognises, but its "
+        "architecture has no adapter. The head counts and dims are read off the tensor shapes (`A_log` gives "
+        "the value heads, the norm weight the value head dim, the conv weight the [q | k | v] width). The "
+        "key head dim cannot be separated from the key head count by shapes alone; without a config field "
+        "it is assumed equal to the value head dim.\n\n"
+        "How the engine builds the model (which layers are linear, the field names it reads) is unknown, so "
+        "the per-rank shapes are a best guess."
+    ),
+    causes=("a new or renamed model family", "a safetensors file without its config.json"),
+    fixes=("check the inferred numbers against the model card", "pass the checkpoint with its config.json"),
+    example="gdr-check ./my-gdn-model/model.safetensors   # no config.json beside it",
+)
+def unknown_architecture(ctx: ModelContext):
+    model = ctx.model
+    if model.known_architecture:
+        return None
+    notes = [f"{name} = {getattr(model, name)} {_source_note(model.sources[name])}"
+             for name in ("num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim", "conv_kernel")
+             if name in model.sources]
+    return Finding({"architecture": model.architecture}, notes=notes,
+                   fixes=["if the engine serves this architecture, check which config fields it reads for "
+                          "the linear-attention heads"])
+
+
+@rule(
+    "GDR103", "missing-config-fields", scope=MODEL,
+    summary="a linear-attention field is missing from the config",
+    message="the config has no `{key}`",
+    explanation=(
+        "Each family keeps its linear-attention geometry in fixed config fields (Qwen: "
+        "`linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, "
+        "`linear_conv_kernel_dim`; Kimi-Linear: `linear_attn_config.num_heads`, `head_dim`, "
+        "`short_conv_kernel_size`). An engine that does not find a field uses its config class default, "
+        "which need not match the weights.\n\n"
+        "When a tensor measures the value, gdr-check uses it and reports a warning; otherwise the geometry "
+        "is incomplete and no per-rank shapes can be computed (error)."
+    ),
+    causes=("a hand-edited or truncated config.json", "a config exported by another tool"),
+    fixes=("add the field with the value the weights hold",),
+    example='{"linear_num_key_heads": 16, "linear_key_head_dim": 128}   # no linear_num_value_heads',
+)
+def missing_fields(ctx: ModelContext):
+    findings = []
+    for missing in ctx.model.missing_fields:
+        key = missing.keys[0]
+        if missing.inferred is not None:
+            value = getattr(ctx.model, missing.field)
+            findings.append(Finding(
+                {"key": key}, severity="warning",
+                notes=[f"{missing.field} = {value} {_source_note(missing.inferred)}"],
+                fixes=[f"add `\"{key.rsplit('.', 1)[-1]}\": {value}` to the config"]))
+        else:
+            findings.append(Finding(
+                {"key": key}, notes=[f"no tensor measures {missing.field} either: per-rank shapes cannot be computed"],
+                fixes=[f"add `{key.rsplit('.', 1)[-1]}` to the config"]))
+    return findings
+
+
+@rule(
+    "GDR104", "malformed-layer-maps", scope=MODEL,
+    summary="the config's layer map is inconsistent",
+    message="`{key}` {problem}",
+    explanation=(
+        "The layer map says which decoder layers are linear attention: `layer_types` (Qwen3.5/3.6, "
+        "GigaChat 3.5, OLMo-Hybrid), `full_attention_interval` (Qwen3-Next), 1-based "
+        "`linear_attn_config.kda_layers` (Kimi-Linear) or 0-based `full_attention_layers` (GigaChat 3.5). "
+        "A list of the wrong length, an index outside the model, or a layer named both linear and full "
+        "makes the engines build a different model than the weights describe, or fail at load time. "
+        "sglang 0.5.23 asserts, without a message, that Kimi's `kda_layers` and `full_attn_layers` are both set."
+    ),
+    causes=("`layer_types` copied from a model with another depth", "0-based indices in a 1-based list"),
+    fixes=("make the layer map cover exactly `num_hidden_layers` layers",),
+    example='"num_hidden_layers": 48, "layer_types": [... 40 entries ...]',
+)
+def malformed_layer_maps(ctx: ModelContext):
+    locate = _config_location(ctx)
+    return [Finding({"key": key, "problem": problem}, location=locate(key),
+                    fixes=["fix the list so that every layer index is in range and named once"])
+            for key, problem in ctx.model.layer_map.problems]
+
+
+def _config_location(ctx: ModelContext):
+    """A function from a dotted config key to its Location, using any config source's file."""
+    sources = [s for s in ctx.model.sources.values() if s.kind == "config" and s.location is not None]
+    file = sources[0].location.file if sources else None  # type: ignore[union-attr]
+
+    def locate(key: str) -> Location:
+        for source in ctx.model.sources.values():
+            if source.key == key and source.location is not None:
+                return source.location
+        return Location(file=file, json_key=key)
+
+    return locate
+
+
+@rule(
+    "GDR105", "layer-types-disagreeing-with-interval", severity="warning", scope=MODEL,
+    summary="`layer_types` and `full_attention_interval` disagree",
+    message="`layer_types` and `full_attention_interval`={interval} disagree on layers {layers}",
+    explanation=(
+        "The checkpoint lists its layer kinds explicitly, and transformers (and gdr-check) follow that list. "
+        "sglang 0.5.23 ignores `layer_types` for Qwen3-Next and Qwen3.5/3.6: its config classes discard it "
+        "and make layer i full attention iff (i+1) % `full_attention_interval` == 0. Where the two disagree, "
+        "sglang builds a different model than the weights hold: it looks for `linear_attn` weights in a "
+        "full-attention layer or the reverse, and the state pool has a different number of layers. "
+        "vLLM's rule was not verified."
+    ),
+    causes=("a checkpoint with a custom layer pattern served by sglang",),
+    fixes=("make `layer_types` follow the interval rule, or serve with an engine that reads `layer_types`",),
+    example='"full_attention_interval": 4, "layer_types": ["linear_attention", "full_attention", ...]',
+    engines="sglang 0.5.23 (Qwen3NextConfig, Qwen3_5TextConfig).",
+)
+def layer_types_vs_interval(ctx: ModelContext):
+    model = ctx.model
+    layer_map = model.layer_map
+    adapter = model.adapter
+    if adapter is None or not adapter.sglang_uses_interval or layer_map.interval_linear is None:
+        return None
+    if layer_map.key is None or layer_map.key == layer_map.interval_key or layer_map.linear is None:
+        return None
+    by_types, by_interval = set(layer_map.linear), set(layer_map.interval_linear)
+    differ = sorted(by_types ^ by_interval)
+    if not differ:
+        return None
+    notes = [
+        f"`layer_types` makes layers {format_layers(by_types)} linear attention ({len(by_types)} layers)",
+        f"the interval rule makes layers {format_layers(by_interval)} linear attention ({len(by_interval)} layers)",
+        "sglang 0.5.23 follows the interval rule; transformers and this report follow `layer_types`",
+    ]
+    if ctx.deployment.engine == "vllm":
+        notes.append("how vLLM derives the layer kinds was not verified")
+    return Finding({"interval": layer_map.interval, "layers": format_layers(differ)},
+                   location=_config_location(ctx)(layer_map.key), notes=notes,
+                   fixes=["set `full_attention_interval` and `layer_types` so that they agree, or check the "
+                          "model under an engine that reads `layer_types`"])
+
+
+@rule(
+    "GDR106", "negative-eigenvalue-betas", severity="warning", scope=MODEL,
+    summary="the model doubles beta, which the packed kernel does not",
+    message="`linear_allow_neg_eigval` is true: the model scales beta by 2, which the packed decode kernel does not do",
+    explanation=(
+        "OLMo-Hybrid lets the delta-rule coefficient reach [0, 2] by multiplying sigmoid(b) by 2 "
+        "(`linear_allow_neg_eigval`, true by default). The packed decode kernels apply sigmoid(b) and nothing "
+        "else, so decoding such a model with them silently changes every state update."
+    ),
+    causes=("an OLMo-Hybrid checkpoint",),
+    fixes=("decode with a kernel that takes beta directly, or fold the factor into the kernel call",),
+    example='"model_type": "olmo_hybrid", "linear_allow_neg_eigval": true',
+)
+def negative_eigenvalues(ctx: ModelContext):
+    flag = ctx.model.beta_scale_flag
+    if flag is None or not flag[0]:
+        return None
+    return Finding({}, location=_where(flag[1]), notes=[f"the flag is {_source_note(flag[1])}"],
+                   fixes=["use a decode path that scales beta by 2 (the packed kernels compute beta = sigmoid(b))"])
+
+
+# -- GDR111-GDR115: config vs weights ------------------------------------------------------------------------
+def _quantity(field: str) -> str:
+    from ..models.adapters import QUANTITIES
+
+    return QUANTITIES.get(field, field)
+
+
+def _mismatch_location(config_source: "Source", tensor_source: "Source") -> Location:
+    """The config key's position, carrying the tensor and shard too."""
+    base = config_source.location or Location()
+    return Location(file=base.file, json_key=base.json_key, line=base.line, column=base.column,
+                    end_line=base.end_line, end_column=base.end_column,
+                    tensor=tensor_source.tensor, shard=tensor_source.shard)
+
+
+def _layers_note(layers: tuple[int, ...], total: int) -> str:
+    if len(layers) == total and total > 1:
+        return f"every linear-attention layer ({total}) shows the same"
+    if len(layers) > 1:
+        return f"the same in layers {format_layers(layers)}"
+    return f"only in layer {layers[0]}"
+
+
+@rule(
+    "GDR111", "config-weight-mismatches", scope=MODEL,
+    summary="the config and the weights disagree",
+    message="config says {expected} {quantity} but `{tensor}` holds {actual}",
+    explanation=(
+        "Engines size every buffer from the config and then load the weights into it. When a tensor "
+        "measures a different head count or head dim than the config declares, loading fails with a shape "
+        "error, or worse, a tensor of the same size is read with the wrong layout. Each tensor axis is "
+        "solved for the field it measures (`A_log` holds the value heads, the norm weight the value head "
+        "dim, the conv weight the [q | k | v] width), so the diagnostic names the field that disagrees and "
+        "the first tensor that shows it."
+    ),
+    causes=("a config.json from another model size", "weights resharded or pruned without updating the config",
+            "a quantised export that changed a projection's layout"),
+    fixes=("use the config.json that belongs to these weights",),
+    example="config: `linear_num_value_heads` = 32; `model.layers.0.linear_attn.A_log` has shape [8]",
+)
+def config_weight_mismatches(ctx: ModelContext):
+    findings = []
+    total = len(ctx.model.linear_layers)
+    for item in ctx.model.disagreements:
+        if item.expected_source.kind not in ("config", "default"):
+            continue
+        notes = [
+            f"{item.field} = {item.expected} {_source_note(item.expected_source)}",
+            f"{item.field} = {item.actual} {_source_note(item.actual_source)}",
+            _layers_note(item.layers, total),
+        ]
+        key = item.expected_source.leaf or item.field
+        findings.append(Finding(
+            {"expected": item.expected, "quantity": _quantity(item.field), "tensor": item.actual_source.tensor,
+             "actual": item.actual},
+            location=_mismatch_location(item.expected_source, item.actual_source), notes=notes,
+            fixes=[f"if the weights are right, set `{key}` to {item.actual}; otherwise use weights made for "
+                   f"`{key}` = {item.expected}"]))
+    return findings
+
+
+@rule(
+    "GDR112", "layer-weight-mismatches", scope=MODEL,
+    summary="linear-attention layers disagree with each other",
+    message="`{tensor}` holds {actual} {quantity} but `{other}` holds {expected}",
+    explanation=(
+        "Every linear-attention layer of a model has the same geometry: the engines allocate one state pool "
+        "shape for all of them. When the config does not give a field, gdr-check takes it from the tensors; "
+        "a layer whose tensors measure another value cannot be served with that pool."
+    ),
+    causes=("shards from two different checkpoints mixed in one directory", "a partially converted checkpoint"),
+    fixes=("re-download or re-export the shards that hold the odd layers",),
+    example="layer 0 `A_log` [32], layer 4 `A_log` [16]",
+)
+def layer_weight_mismatches(ctx: ModelContext):
+    findings = []
+    for item in ctx.model.disagreements:
+        if item.expected_source.kind != "tensor":
+            continue
+        findings.append(Finding(
+            {"tensor": item.actual_source.tensor, "actual": item.actual, "quantity": _quantity(item.field),
+             "other": item.expected_source.tensor, "expected": item.expected},
+            location=item.actual_source.location,
+            notes=[f"layers {format_layers(item.layers)} hold {item.actual}",
+                   f"{item.field} = {item.expected} {_source_note(item.expected_source)}"],
+            fixes=["make every linear-attention layer come from the same checkpoint"]))
+    return findings
+
+
+@rule(
+    "GDR113", "unexpected-tensor-shapes", scope=MODEL,
+    summary="a tensor's shape fits no geometry",
+    message="`{tensor}` has shape {actual}, expected {expected}",
+    explanation=(
+        "The tensor's shape is not what the layer's geometry gives, and no single head count or head dim "
+        "explains the difference (a wrong rank, a padded projection, an extra block)."
+    ),
+    causes=("a padded or quantised projection", "a tensor saved with an extra axis"),
+    fixes=("re-export the tensor in the layout the architecture uses",),
+    example="`linear_attn.in_proj_qkvz.weight` [12300, 2048] for Qwen3-Next",
+)
+def unexpected_shapes(ctx: ModelContext):
+    findings = []
+    for item in ctx.model.shape_mismatches:
+        expected = list(item.expected) if item.expected is not None else "another rank"
+        findings.append(Finding(
+            {"tensor": item.source.tensor, "actual": list(item.actual), "expected": expected},
+            location=item.source.location,
+            notes=[f"layers {format_layers(item.layers)}", f"in `{item.source.shard}`" if item.source.shard else ""],
+            fixes=["compare with the same tensor in a released checkpoint of this architecture"]))
+    for finding in findings:
+        finding.notes = [n for n in finding.notes if n]
+    return findings
+
+
+@rule(
+    "GDR114", "layer-kind-mismatches", scope=MODEL,
+    summary="the config's layer map and the tensors disagree",
+    message="`{key}` makes layers {layers} {config_kind} layers but their tensors are {tensor_kind}",
+    explanation=(
+        "The engines build each decoder layer as the config's layer map says and then load its weights. A "
+        "layer the config calls linear attention must hold the linear-attention tensors (Qwen: "
+        "`linear_attn.*`; Kimi: `self_attn.A_log`, `self_attn.q_conv1d`, ...), and a full-attention layer "
+        "must not. Otherwise loading fails, or the state pool is sized for the wrong number of layers."
+    ),
+    causes=("a layer map copied from another model", "0-based indices in Kimi's 1-based `kda_layers`"),
+    fixes=("make the layer map match the weights",),
+    example='"kda_layers": [0, 1, 2, 4, ...]   # Kimi lists layers from 1',
+)
+def layer_kind_mismatches(ctx: ModelContext):
+    findings = []
+    for item in ctx.model.layer_kind_mismatches:
+        key = item.source.key if item.source is not None and item.source.key else "linear_layers"
+        notes = [f"for example `{item.example}`"] if item.example else []
+        findings.append(Finding(
+            {"key": key, "layers": format_layers(item.layers), "config_kind": item.config_kind,
+             "tensor_kind": item.tensor_kind},
+            location=_where(item.source), notes=notes,
+            fixes=[f"fix `{key}` so that layers {format_layers(item.layers)} are {item.tensor_kind} layers"]))
+    return findings
+
+
+@rule(
+    "GDR115", "missing-layer-tensors", scope=MODEL,
+    summary="a linear-attention layer lacks a tensor",
+    message="linear-attention layers {layers} lack `{tensor}`",
+    explanation=(
+        "Every linear-attention layer needs all of its parameters: the projections, the short convolution, "
+        "`A_log`, `dt_bias` and the output norm. A missing one fails the engine's weight loading, or leaves "
+        "a parameter at its initial value."
+    ),
+    causes=("a missing shard", "an export that dropped parameters", "tensors renamed by a conversion tool"),
+    fixes=("re-download or re-export the checkpoint",),
+    example="`model.layers.0.linear_attn.dt_bias` absent",
+)
+def missing_tensors(ctx: ModelContext):
+    findings = []
+    for item in ctx.model.missing_tensors:
+        tensor = item.suffix if item.suffix != "*" else "any tensor"
+        findings.append(Finding(
+            {"layers": format_layers(item.layers), "tensor": tensor},
+            location=Location(tensor=item.example),
+            notes=[f"expected `{item.example}`"],
+            fixes=["check that every shard of the index is present and complete"]))
+    return findings
+
+
+# -- GDR121-GDR125: tensor parallelism and head grouping --------------------------------------------------------
+@rule(
+    "GDR121", "tp-not-dividing-linear-heads", scope=MODEL,
+    summary="TP does not divide the linear-attention heads",
+    message="tp={tp} does not divide `{key}`={value}; TP sizes that work: {working}",
+    explanation=(
+        "Both engines shard the linear-attention layers by head: each rank holds H/tp key heads, HV/tp "
+        "value heads, their slice of every projection and conv channel block, and a state pool of "
+        "[slots, HV/tp, V, K]. A TP size that does not divide H and HV cannot be loaded: sglang and vLLM "
+        "stop in `divide()` with `AssertionError: <n> is not divisible by <tp>`; sglang's Kimi-Linear raises "
+        "`ValueError: KDA num_heads (<H>) must be divisible by shard tp_size (<tp>)`.\n\n"
+        "Every Qwen GDN model has 16 key heads, so TP is at most 16; Kimi-Linear has 32 KDA heads. The TP "
+        "sizes listed also divide the full-attention heads (GDR122)."
+    ),
+    causes=("TP 3 or 6 for a model with 16 or 32 heads", "TP 32 for a Qwen GDN model"),
+    fixes=("pick a TP size from the list; use data or pipeline parallelism for more GPUs",),
+    example="gdr-check Qwen/Qwen3.5-27B --tp 3",
+    engines="sglang 0.5.23 and vLLM.",
+)
+def tp_linear_heads(ctx: ModelContext):
+    model, tp = ctx.model, ctx.deployment.tp
+    H, HV, K, V = model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim
+    if not H or not HV or tp == 1:
+        return None
+    candidates = [("num_k_heads", H), ("num_v_heads", HV)]
+    if K and V:
+        candidates += [("key width H*K", H * K), ("value width HV*V", HV * V),
+                       ("conv width 2*H*K+HV*V", 2 * H * K + HV * V)]
+    failing = [(name, value) for name, value in candidates if value % tp]
+    if not failing:
+        return None
+    name, value = failing[0]
+    key = model.field_name(name) if name in ("num_k_heads", "num_v_heads") else name
+    notes = [f"{_quantity_text(model, n)} = {v} is not divisible by {tp} either" for n, v in failing[1:]]
+    if model.kind == "kda":
+        notes.append(f"sglang 0.5.23 raises `ValueError: KDA num_heads ({H}) must be divisible by shard "
+                     f"tp_size ({tp})`; vLLM fails a bare assertion")
+    else:
+        notes.append(f"sglang and vLLM stop while loading, in `divide()`: `AssertionError: <n> is not divisible "
+                     f"by {tp}` for the first sharded width that does not split")
+        if model.num_attention_heads and model.num_attention_heads % tp and ctx.deployment.engine == "vllm":
+            notes.append("vLLM checks the attention heads first and stops there (GDR122)")
+    working = working_tp_sizes(model)
+    fixes = [f"use tp={t}" for t in _nearest(working, tp)] or ["no TP size > 1 splits these heads"]
+    return Finding({"tp": tp, "key": key, "value": value, "working": _sizes_text(working)},
+                   location=_where(model.sources.get(name)), notes=notes, fixes=fixes)
+
+
+def _quantity_text(model: "LinearAttentionModel", name: str) -> str:
+    return f"`{model.field_name(name)}`" if name in ("num_k_heads", "num_v_heads") else name
+
+
+def _nearest(sizes: list[int], tp: int) -> list[int]:
+    """The working sizes just below and above tp."""
+    below = [s for s in sizes if s < tp]
+    above = [s for s in sizes if s > tp]
+    return ([below[-1]] if below else []) + ([above[0]] if above else [])
+
+
+@rule(
+    "GDR122", "tp-not-dividing-attention-heads", scope=MODEL,
+    summary="TP does not divide the full-attention heads",
+    message="tp={tp} does not divide `num_attention_heads`={heads}",
+    explanation=(
+        "The full-attention layers of a hybrid model are sharded by attention head, separately from the "
+        "linear-attention layers. vLLM checks this before anything else and raises `ValueError: Total "
+        "number of attention heads (<N>) must be divisible by tensor parallel size (<T>).`; sglang's "
+        "Kimi-Linear asserts `num_attention_heads must be divisible by world_size`. In sglang the "
+        "attention TP size can be smaller than TP with DP attention, so the same TP may load there.\n\n"
+        "This is not a kernel precondition: the GDN/KDA layers may split fine at this TP (Qwen3.5-0.8B/2B "
+        "have 8 attention heads and 27B has 24, so TP 16 fails here while the GDN layers allow it)."
+    ),
+    causes=("TP 16 for Qwen3.5-27B (24 heads) or Qwen3.5-0.8B (8 heads)",),
+    fixes=("pick a TP size that divides both head counts; sglang: DP attention lowers the attention TP size",),
+    example="gdr-check Qwen/Qwen3.6-27B --tp 16 --engine vllm",
+    engines="vLLM (ModelConfig.verify_with_parallel_config); sglang for Kimi-Linear and without DP attention.",
+)
+def tp_attention_heads(ctx: ModelContext):
+    heads, tp = ctx.model.num_attention_heads, ctx.deployment.tp
+    if not heads or heads % tp == 0:
+        return None
+    if ctx.deployment.engine == "vllm":
+        note = (f"vLLM raises `ValueError: Total number of attention heads ({heads}) must be divisible by "
+                f"tensor parallel size ({tp}).`")
+    elif ctx.model.kind == "kda":
+        note = "sglang 0.5.23 raises `AssertionError: num_attention_heads must be divisible by world_size`"
+    else:
+        note = ("sglang fails in `divide()` unless DP attention makes the attention TP size a divisor of "
+                f"{heads}")
+    working = working_tp_sizes(ctx.model)
+    return Finding({"tp": tp, "heads": heads}, location=_where(ctx.model.sources.get("num_attention_heads")),
+                   notes=[note, f"TP sizes that work: {_sizes_text(working)}"],
+                   fixes=[f"use tp={t}" for t in _nearest(working, tp)] or ["use tp=1"])
+
+
+@rule(
+    "GDR123", "tp-not-fitting-kv-heads", scope=MODEL,
+    summary="TP neither divides nor is a multiple of the KV heads",
+    message="tp={tp} neither divides nor is a multiple of `num_key_value_heads`={kv_heads}",
+    explanation=(
+        "The full-attention layers split KV heads across ranks when TP divides them, and replicate them when "
+        "TP is a multiple of them. Any other TP size leaves some rank with a fraction of a KV head, which "
+        "neither engine supports."
+    ),
+    causes=("TP 3 for a model with 2 or 4 KV heads",),
+    fixes=("pick a TP size that divides or is a multiple of the KV heads",),
+    example="num_key_value_heads = 4, tp = 6",
+    engines="sglang 0.5.23 and vLLM.",
+)
+def tp_kv_heads(ctx: ModelContext):
+    kv, tp = ctx.model.num_key_value_heads, ctx.deployment.tp
+    if ctx.model.kind != "gdn" or not kv or kv % tp == 0 or tp % kv == 0:
+        return None
+    return Finding({"tp": tp, "kv_heads": kv}, location=_where(ctx.model.sources.get("num_key_value_heads")),
+                   fixes=[f"use tp={t}" for t in _nearest(working_tp_sizes(ctx.model), tp)] or ["use tp=1"])
+
+
+@rule(
+    "GDR124", "uneven-value-head-groups", scope=MODEL,
+    summary="the value heads are not a multiple of the key heads",
+    message="`{hv_key}`={HV} is not a multiple of `{h_key}`={H}",
+    explanation=(
+        "The packed decode kernel maps value head j to key head j // (HV/H), so HV must be a multiple of H. "
+        "It infers H from the `mixed_qkv` width and raises `ValueError: Invalid head config inferred from "
+        "mixed_qkv: H=<H>, HV=<HV>.` otherwise. No TP size can fix a config like this."
+    ),
+    causes=("a config whose value head count was edited", "key and value head counts swapped"),
+    fixes=("use a checkpoint whose value head count is a multiple of its key head count",),
+    example='"linear_num_key_heads": 16, "linear_num_value_heads": 30',
+    engines="sglang 0.5.23 and vLLM (the same kernel check).",
+)
+def uneven_groups(ctx: ModelContext):
+    model = ctx.model
+    H, HV = model.num_k_heads, model.num_v_heads
+    if not H or not HV or HV % H == 0:
+        return None
+    tp = ctx.deployment.tp
+    note = None
+    if H % tp == 0 and HV % tp == 0:
+        note = (f"the kernel would raise: ValueError: Invalid head config inferred from mixed_qkv: "
+                f"H={H // tp}, HV={HV // tp}.")
+    return Finding({"hv_key": model.field_name("num_v_heads"), "HV": HV, "h_key": model.field_name("num_k_heads"),
+                    "H": H}, location=_where(model.sources.get("num_v_heads")), notes=[note] if note else [],
+                   fixes=[f"use a checkpoint whose `{model.field_name('num_v_heads')}` is a multiple of {H}"])
+
+
+@rule(
+    "GDR125", "asymmetric-kda-heads", scope=MODEL,
+    summary="KDA key and value head shapes differ",
+    message="the KDA kernel needs equal key and value heads and head dims (got H={H}, HV={HV}, K={K}, V={V})",
+    explanation=(
+        "Kimi Delta Attention runs with H = HV heads of K = V channels: the packed decode kernel infers H "
+        "from the `mixed_qkv` width and requires num_q_heads == num_k_heads and head_q_dim == head_k_dim. "
+        "The optional `num_k_heads` / `head_k_dim` fields fall back to `num_heads` / `head_dim`; a config "
+        "that sets them to other values describes a model the kernel cannot decode."
+    ),
+    causes=("`linear_attn_config.head_k_dim` or `num_k_heads` set to a different value",),
+    fixes=("drop the optional `num_k_heads` / `head_k_dim` fields or set them equal to `num_heads` / `head_dim`",),
+    example='"linear_attn_config": {"num_heads": 32, "head_dim": 128, "head_k_dim": 64}',
+    engines="sglang 0.5.23 (`fused_recurrent_kda_packed_decode`).",
+)
+def asymmetric_kda(ctx: ModelContext):
+    model = ctx.model
+    if model.kind != "kda" or not model.complete:
+        return None
+    if model.num_k_heads == model.num_v_heads and model.head_k_dim == model.head_v_dim:
+        return None
+    source = model.sources.get("num_k_heads") if model.num_k_heads != model.num_v_heads else model.sources.get("head_k_dim")
+    return Finding({"H": model.num_k_heads, "HV": model.num_v_heads, "K": model.head_k_dim, "V": model.head_v_dim},
+                   location=_where(source),
+                   fixes=["set the key head count and dim equal to the value head count and dim"])
+
+
+# -- GDR131-GDR133: state memory and engine support ------------------------------------------------------------
+@rule(
+    "GDR131", "linear-state-footprints", severity="info", scope=MODEL,
+    summary="linear-attention state per request",
+    message="each request holds {per_request} of linear-attention state per rank: {layers} layers x ({conv} conv + {ssm} SSM)",
+    explanation=(
+        "A linear-attention layer keeps a fixed-size state per request instead of a KV cache: the short-conv "
+        "window (W-1 columns of the [q | k | v] channels) and the recurrent SSM state [HV/tp, V, K]. The "
+        "engines allocate one slot per request in every linear-attention layer, plus the reserved row 0, so "
+        "the pool costs (slots) x (this number) per rank."
+    ),
+    fixes=("a bf16 SSM state halves the SSM part, at some accuracy cost (GDR249)",),
+    example="Qwen3-Next-80B at TP 1: 36 x (48 KiB + 2 MiB) = 73.69 MiB per request",
+)
+def state_footprint(ctx: ModelContext):
+    memory = ctx.memory
+    if memory is None:
+        return None
+    settings = ctx.settings
+    return Finding(
+        {"per_request": format_bytes(memory.bytes_per_request), "layers": memory.linear_layers,
+         "conv": format_bytes(memory.conv_bytes_per_layer), "ssm": format_bytes(memory.ssm_bytes_per_layer)},
+        notes=[f"SSM state {settings.state_dtype} ({settings.state_dtype_reason}); conv state "
+               f"{settings.conv_dtype} ({settings.conv_dtype_reason})",
+               f"the pool of {memory.num_slots} slots takes {format_bytes(memory.pool_bytes)} per rank"])
+
+
+@rule(
+    "GDR132", "state-budgets-too-small", severity="warning", scope=MODEL,
+    summary="the memory budget does not hold the decode batch",
+    message="a {budget} budget holds the state of {fit} requests per rank, fewer than the batch of {batch}",
+    explanation=(
+        "The linear-attention state pool needs one slot per running request (plus the reserved row 0) in "
+        "every linear-attention layer. When the budget holds fewer requests than the decode batch, the "
+        "engine caps the running requests below the batch, or fails to start."
+    ),
+    causes=("a large batch at low TP", "an fp32 SSM state on a small GPU"),
+    fixes=("raise TP, lower the batch, or use a bf16 SSM state",),
+    example="gdr-check Qwen/Qwen3-Next-80B-A3B-Instruct --batch 512 --gpu-memory 8GiB",
+)
+def state_budget(ctx: ModelContext):
+    memory = ctx.memory
+    if memory is None or memory.budget is None or memory.requests_that_fit is None:
+        return None
+    if memory.requests_that_fit >= ctx.deployment.batch:
+        return None
+    needed = memory.bytes_per_request * (ctx.deployment.batch + 1)
+    return Finding({"budget": format_bytes(memory.budget), "fit": memory.requests_that_fit,
+                    "batch": ctx.deployment.batch},
+                   notes=[f"{ctx.deployment.batch} requests need {format_bytes(needed)} per rank "
+                          f"({ctx.deployment.batch + 1} slots x {format_bytes(memory.bytes_per_request)})"],
+                   fixes=[f"lower the batch to {memory.requests_that_fit}",
+                          "raise TP to split the state across more ranks"])
+
+
+@rule(
+    "GDR133", "engines-without-default-packed-decode", severity="info", scope=MODEL,
+    summary="the engine does not decode with this kernel by default",
+    message="vLLM {statement}",
+    explanation=(
+        "vLLM runs the GDN packed decode kernel only when `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is set "
+        "(PR #36596), and its KDA packed op has a different API (`raw_g`, `raw_beta`, `state_indices`). "
+        "The shapes shown are those of the packed decode contract, with vLLM's pools and dtypes."
+    ),
+    fixes=("set `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1` to use the GDN packed decode in vLLM",),
+    engines="vLLM.",
+)
+def vllm_opt_in(ctx: ModelContext):
+    if ctx.deployment.engine != "vllm":
+        return None
+    if ctx.model.kind == "kda":
+        return Finding({"statement": "decodes KDA with another kernel API: the call shown follows sglang's "
+                                     "KDA packed decode contract"})
+    return Finding({"statement": "runs the GDN packed decode only with `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` set"},
+                   fixes=["export VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1"])
+
+
+# Rules whose errors mean the per-rank call is not what an engine would run, so the contract is not run.
+BLOCKING_RULES: frozenset[str] = frozenset({"GDR103", "GDR121", "GDR124", "GDR125"})

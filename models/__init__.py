@@ -1,0 +1,40 @@
+"""Model descriptions: architecture adapters, built-in geometries, deployments and per-rank kernel shapes.
+
+The public names are loaded on first use (PEP 562), so importing a submodule, e.g. from the GDR1xx rules,
+does not pull in the whole pipeline.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "check_model": "check", "check_checkpoint": "check", "check_builtin": "check", "ModelCheck": "check",
+    "open_target": "check", "SCHEMA_VERSION": "check",
+    "Deployment": "deployment", "EngineSettings": "deployment", "resolve": "deployment",
+    "LinearAttentionModel": "description", "Source": "description", "describe": "description",
+    "expected_call": "expected", "engine_pools": "expected", "state_memory": "expected",
+    "per_rank_heads": "expected", "StateMemory": "expected", "RankHeads": "expected",
+    "BuiltinModel": "builtin", "list_builtin": "builtin", "get_builtin": "builtin",
+    "select_adapter": "adapters", "ADAPTERS": "adapters",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .adapters import ADAPTERS, select_adapter
+    from .builtin import BuiltinModel, get_builtin, list_builtin
+    from .check import SCHEMA_VERSION, ModelCheck, check_builtin, check_checkpoint, check_model, open_target
+    from .deployment import Deployment, EngineSettings, resolve
+    from .description import LinearAttentionModel, Source, describe
+    from .expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,557 @@
+"""Architecture adapters: where each family keeps its linear-attention fields, layer map and tensors.
+
+An adapter is a table, not a parser: config keys per model field, the namespaces its layers live under, a
+layer-map rule, and the tensor layouts of one linear-attention layer, each tensor axis written as a formula
+of the geometry (H, HV, K, V, W, hidden) and tagged with the model field it measures. `description.py` reads
+these tables to build the model description and to solve every tensor axis back into a field value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Literal, Mapping
+
+Kind = Literal["gdn", "kda"]
+
+# The geometry fields every description has, in the order they are reported.
+GEOMETRY_FIELDS: tuple[str, ...] = ("num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim", "conv_kernel")
+# Fields that only size the projections (cross-checked against tensors, not used by the kernel).
+SHAPE_FIELDS: tuple[str, ...] = GEOMETRY_FIELDS + ("hidden_size",)
+# How a disagreement reads: "config says 32 value heads but ... holds 8".
+QUANTITIES: dict[str, str] = {
+    "num_k_heads": "key heads",
+    "num_v_heads": "value heads",
+    "head_k_dim": "channels per key head",
+    "head_v_dim": "channels per value head",
+    "conv_kernel": "conv taps",
+    "hidden_size": "hidden channels",
+}
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Symbol values for the tensor formulas; None where not known yet."""
+
+    H: int | None = None
+    HV: int | None = None
+    K: int | None = None
+    V: int | None = None
+    W: int | None = None
+    hidden: int | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, int | None]) -> "Geometry":
+        return cls(
+            H=values.get("num_k_heads"), HV=values.get("num_v_heads"), K=values.get("head_k_dim"),
+            V=values.get("head_v_dim"), W=values.get("conv_kernel"), hidden=values.get("hidden_size"),
+        )
+
+
+_SYMBOL_OF_FIELD = {"num_k_heads": "H", "num_v_heads": "HV", "head_k_dim": "K", "head_v_dim": "V",
+                    "conv_kernel": "W", "hidden_size": "hidden"}
+
+
+def with_field(geometry: Geometry, name: str, value: int | None) -> Geometry:
+    return replace(geometry, **{_SYMBOL_OF_FIELD[name]: value})
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One tensor axis: its size as a formula of the geometry, and the field it measures (None: a literal 1)."""
+
+    size: Callable[[Geometry], int]
+    field: str | None = None
+
+    def expected(self, geometry: Geometry) -> int | None:
+        try:
+            return int(self.size(geometry))
+        except TypeError:  # a symbol is still unknown
+            return None
+
+    def solve(self, actual: int, geometry: Geometry) -> int | None:
+        """The value of `field` that gives `actual`, the others held fixed; None when no positive integer does.
+
+        Every formula here is linear in each single field, so two evaluations give slope and intercept.
+        """
+        if self.field is None:
+            return None
+        try:
+            at0 = self.size(with_field(geometry, self.field, 0))
+            at1 = self.size(with_field(geometry, self.field, 1))
+        except TypeError:
+            return None
+        slope = at1 - at0
+        if slope <= 0 or (actual - at0) % slope:
+            return None
+        value = (actual - at0) // slope
+        return value if value > 0 else None
+
+
+ONE = Dim(lambda g: 1)
+
+
+def _hidden() -> Dim:
+    return Dim(lambda g: g.hidden, "hidden_size")
+
+
+@dataclass(frozen=True)
+class TensorRule:
+    """A tensor of one linear-attention layer: name suffix after the mixer prefix, and its accepted shapes.
+
+    Shapes are tried by rank, so a tensor stored in two layouts (Kimi's conv weights [P, 1, W] or [P, W],
+    `A_log` [1, 1, H, 1] or [H]) lists both. Axes are checked in order: earlier tensors fix the fields later
+    ones are solved against, so put the tensors that measure one field alone first.
+    """
+
+    suffix: str
+    shapes: tuple[tuple[Dim, ...], ...]
+    required: bool = True
+
+    def shape_for_rank(self, rank: int) -> tuple[Dim, ...] | None:
+        for shape in self.shapes:
+            if len(shape) == rank:
+                return shape
+        return None
+
+
+def T(suffix: str, *shapes: tuple[Dim, ...], required: bool = True) -> TensorRule:
+    return TensorRule(suffix, tuple(shapes), required)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The tensors of one linear-attention layer, under `{namespace}layers.{i}.{mixer}.`."""
+
+    name: str
+    mixer: str
+    marker: str  # a suffix only this layout has: identifies the layout of a layer
+    tensors: tuple[TensorRule, ...]
+
+    @property
+    def prefix(self) -> str:
+        return self.mixer + "."
+
+
+# -- the layouts -------------------------------------------------------------------------------------------
+def _heads_v(): return Dim(lambda g: g.HV, "num_v_heads")
+def _head_v(): return Dim(lambda g: g.V, "head_v_dim")
+def _taps(): return Dim(lambda g: g.W, "conv_kernel")
+
+
+def _conv(width: Callable[[Geometry], int], field_name: str) -> tuple[tuple[Dim, ...], ...]:
+    """A depthwise conv weight: [C, 1, W], or [C, W] as some exports store it."""
+    return ((Dim(width, field_name), ONE, _taps()), (Dim(width, field_name), _taps()))
+
+
+def _qkv_width(g: Geometry) -> int:
+    return 2 * g.H * g.K + g.HV * g.V
+
+
+GDN_FUSED = Layout(  # Qwen3-Next: fused interleaved projections (models.md 5.1)
+    name="gdn-fused-qkvz", mixer="linear_attn", marker="in_proj_qkvz.weight",
+    tensors=(
+        T("A_log", (_heads_v(),)),
+        T("dt_bias", (_heads_v(),)),
+        T("norm.weight", (_head_v(),)),
+        T("in_proj_ba.weight", (Dim(lambda g: 2 * g.HV, "num_v_heads"), _hidden())),
+        T("out_proj.weight", (_hidden(), Dim(lambda g: g.HV * g.V, "head_v_dim"))),
+        T("conv1d.weight", *_conv(_qkv_width, "num_k_heads")),
+        T("in_proj_qkvz.weight", (Dim(lambda g: 2 * g.H * g.K + 2 * g.HV * g.V, "num_k_heads"), _hidden())),
+    ),
+)
+
+GDN_SPLIT = Layout(  # Qwen3.5/3.6: split projections, already in [q | k | v] order (models.md 5.2)
+    name="gdn-split-qkv", mixer="linear_attn", marker="in_proj_qkv.weight",
+    tensors=(
+        T("A_log", (_heads_v(),)),
+        T("dt_bias", (_heads_v(),)),
+        T("norm.weight", (_head_v(),)),
+        T("in_proj_b.weight", (_heads_v(), _hidden())),
+        T("in_proj_a.weight", (_heads_v(), _hidden())),
+        T("in_proj_z.weight", (Dim(lambda g: g.HV * g.V, "head_v_dim"), _hidden())),
+        T("out_proj.weight", (_hidden(), Dim(lambda g: g.HV * g.V, "head_v_dim"))),
+        T("conv1d.weight", *_conv(_qkv_width, "num_k_heads")),
+        T("in_proj_qkv.weight", (Dim(_qkv_width, "num_k_heads"), _hidden())),
+    ),
+)
+
+GDN_SEPARATE = Layout(  # OLMo-Hybrid style: separate q/k/v projections and convs
+    name="gdn-separate-qkv", mixer="linear_attn", marker="q_conv1d.weight",
+    tensors=(
+        T("A_log", (_heads_v(),)),
+        T("dt_bias", (_heads_v(),)),
+        T("o_norm.weight", (_head_v(),)),
+        T("b_proj.weight", (_heads_v(), _hidden())),
+        T("a_proj.weight", (_heads_v(), _hidden())),
+        T("v_proj.weight", (Dim(lambda g: g.HV * g.V, "head_v_dim"), _hidden())),
+        T("o_proj.weight", (_hidden(), Dim(lambda g: g.HV * g.V, "head_v_dim"))),
+        T("v_conv1d.weight", *_conv(lambda g: g.HV * g.V, "head_v_dim")),
+        T("q_proj.weight", (Dim(lambda g: g.H * g.K, "num_k_heads"), _hidden())),
+        T("k_proj.weight", (Dim(lambda g: g.H * g.K, "num_k_heads"), _hidden())),
+        T("q_conv1d.weight", *_conv(lambda g: g.H * g.K, "num_k_heads")),
+        T("k_conv1d.weight", *_conv(lambda g: g.H * g.K, "num_k_heads")),
+    ),
+)
+
+# Kimi-Linear KDA (models.md 5.3). H = HV and K = V = D; P = H*D. `A_log` is stored [1, 1, H, 1].
+KDA = Layout(
+    name="kda", mixer="self_attn", marker="q_conv1d.weight",
+    tensors=(
+        T("A_log", (ONE, ONE, _heads_v(), ONE), (_heads_v(),)),
+        T("o_norm.weight", (_head_v(),)),
+        T("b_proj.weight", (_heads_v(), _hidden())),
+        T("f_a_proj.weight", (Dim(lambda g: g.K, "head_k_dim"), _hidden())),
+        T("dt_bias", (Dim(lambda g: g.HV * g.K, "head_k_dim"),)),
+        T("f_b_proj.weight", (Dim(lambda g: g.HV * g.K, "head_k_dim"), Dim(lambda g: g.K, "head_k_dim"))),
+        T("g_a_proj.weight", (Dim(lambda g: g.V, "head_v_dim"), _hidden())),
+        T("g_b_proj.weight", (Dim(lambda g: g.HV * g.V, "head_v_dim"), Dim(lambda g: g.V, "head_v_dim"))),
+        T("v_proj.weight", (Dim(lambda g: g.HV * g.V, "head_v_dim"), _hidden())),
+        T("o_proj.weight", (_hidden(), Dim(lambda g: g.HV * g.V, "head_v_dim"))),
+        T("v_conv1d.weight", *_conv(lambda g: g.HV * g.V, "head_v_dim")),
+        T("q_proj.weight", (Dim(lambda g: g.H * g.K, "num_k_heads"), _hidden())),
+        T("k_proj.weight", (Dim(lambda g: g.H * g.K, "num_k_heads"), _hidden())),
+        T("q_conv1d.weight", *_conv(lambda g: g.H * g.K, "num_k_heads")),
+        T("k_conv1d.weight", *_conv(lambda g: g.H * g.K, "num_k_heads")),
+    ),
+)
+
+GDN_LAYOUTS: tuple[Layout, ...] = (GDN_FUSED, GDN_SPLIT, GDN_SEPARATE)
+
+
+# -- layer maps ----------------------------------------------------------------------------------------------
+@dataclass
+class LayerMap:
+    """Which layers the config makes linear-attention layers, and the key that says so."""
+
+    linear: list[int] | None = None
+    key: str | None = None
+    # Qwen: what the `full_attention_interval` rule gives, which is what sglang 0.5.23 builds.
+    interval_linear: list[int] | None = None
+    interval_key: str | None = None
+    interval: int | None = None
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (dotted key, what is wrong)
+
+
+class ConfigView:
+    """Look fields up in a config: first in each section (e.g. `text_config`), then at the root."""
+
+    def __init__(self, config: Mapping[str, Any] | None, sections: Iterable[str] = ()) -> None:
+        self.config = dict(config or {})
+        self.sections = tuple(s for s in sections if isinstance(self.config.get(s), dict)) + ("",)
+
+    def raw(self, dotted: str) -> Any:
+        node: Any = self.config
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def find(self, key: str) -> tuple[Any, str] | None:
+        """(value, dotted key) of the first non-null occurrence of `key`."""
+        for section in self.sections:
+            dotted = f"{section}.{key}" if section else key
+            value = self.raw(dotted)
+            if value is not None:
+                return value, dotted
+        return None
+
+    def first(self, keys: Iterable[str]) -> tuple[Any, str] | None:
+        for key in keys:
+            found = self.find(key)
+            if found is not None:
+                return found
+        return None
+
+
+def _num_layers(view: ConfigView) -> int | None:
+    found = view.find("num_hidden_layers")
+    return found[0] if found and isinstance(found[0], int) else None
+
+
+def _from_layer_types(view: ConfigView, linear_names: frozenset[str], known: frozenset[str]) -> LayerMap | None:
+    found = view.find("layer_types")
+    if found is None:
+        return None
+    types, key = found
+    result = LayerMap(key=key)
+    if not isinstance(types, list):
+        result.problems.append((key, "is not a list"))
+        return result
+    unknown = sorted({str(t) for t in types if t not in known})
+    if unknown:
+        result.problems.append((key, f"holds unknown layer kinds {', '.join(f'`{u}`' for u in unknown)}"))
+    count = _num_layers(view)
+    if count is not None and len(types) != count:
+        result.problems.append((key, f"has {len(types)} entries but `num_hidden_layers` is {count}"))
+    result.linear = [i for i, t in enumerate(types) if t in linear_names]
+    return result
+
+
+def _from_interval(view: ConfigView) -> tuple[list[int], str, int] | None:
+    found = view.find("full_attention_interval")
+    count = _num_layers(view)
+    if found is None or count is None or not isinstance(found[0], int) or found[0] <= 0:
+        return None
+    interval, key = found
+    return [i for i in range(count) if (i + 1) % interval != 0], key, interval
+
+
+_QWEN_KINDS = frozenset({"linear_attention", "full_attention"})
+
+
+def qwen_layer_map(view: ConfigView) -> LayerMap:
+    """Explicit `layer_types` when present; else layer i is full iff (i+1) % full_attention_interval == 0."""
+    interval = _from_interval(view)
+    result = _from_layer_types(view, frozenset({"linear_attention"}), _QWEN_KINDS) or LayerMap()
+    if interval is not None:
+        result.interval_linear, result.interval_key, result.interval = interval
+        if result.linear is None:
+            result.linear, result.key = interval[0], interval[1]
+    return result
+
+
+def kimi_layer_map(view: ConfigView, *, one_based: bool = True) -> LayerMap:
+    """Layer i is KDA iff (i+1) is in `linear_attn_config.kda_layers` (1-based)."""
+    result = LayerMap()
+    base = 1 if one_based else 0
+    count = _num_layers(view)
+    kda = view.find("linear_attn_config.kda_layers")
+    full = view.find("linear_attn_config.full_attn_layers")
+    if full is None:
+        # sglang 0.5.23 asserts, with no message, that both lists are set.
+        result.problems.append(("linear_attn_config.full_attn_layers",
+                                "is missing: sglang 0.5.23 asserts that it is set"))
+    if kda is None:
+        result.problems.append(("linear_attn_config.kda_layers", "is missing"))
+        return result
+    values, key = kda
+    result.key = key
+    if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
+        result.problems.append((key, "is not a list of layer numbers"))
+        return result
+    out_of_range = [v for v in values if v < base or (count is not None and v - base >= count)]
+    if out_of_range:
+        span = f"{base}..{count - 1 + base}" if count is not None else f">= {base}"
+        result.problems.append((key, f"names layers {out_of_range} outside {span} (the list is {base}-based)"))
+    result.linear = sorted({v - base for v in values if v not in out_of_range})
+    if full is not None and isinstance(full[0], list):
+        both = sorted(set(values) & set(full[0]))
+        if both:
+            result.problems.append((key, f"and `full_attn_layers` both name layers {both}"))
+    return result
+
+
+def generic_layer_map(view: ConfigView) -> LayerMap:
+    """`layer_types`, else a 0-based `full_attention_layers` (GigaChat 3.5), else the interval rule."""
+    kinds = frozenset({"linear_attention", "full_attention", "attention", "sliding_attention"})
+    by_types = _from_layer_types(view, frozenset({"linear_attention"}), kinds)
+    if by_types is not None:
+        return by_types
+    full = view.find("full_attention_layers")
+    count = _num_layers(view)
+    if full is not None and count is not None and isinstance(full[0], list):
+        values, key = full
+        result = LayerMap(key=key)
+        bad = [v for v in values if not isinstance(v, int) or not 0 <= v < count]
+        if bad:
+            result.problems.append((key, f"names layers {bad} outside 0..{count - 1} (the list is 0-based)"))
+        result.linear = [i for i in range(count) if i not in set(values)]
+        return result
+    interval = _from_interval(view)
+    if interval is not None:
+        return LayerMap(linear=interval[0], key=interval[1])
+    return LayerMap()
+
+
+# -- adapters ------------------------------------------------------------------------------------------------
+_LINEAR_FIELDS: dict[str, tuple[str, ...]] = {
+    "num_k_heads": ("linear_num_key_heads",),
+    "num_v_heads": ("linear_num_value_heads",),
+    "head_k_dim": ("linear_key_head_dim",),
+    "head_v_dim": ("linear_value_head_dim",),
+    "conv_kernel": ("linear_conv_kernel_dim",),
+    "hidden_size": ("hidden_size",),
+    "num_hidden_layers": ("num_hidden_layers",),
+    "num_attention_heads": ("num_attention_heads",),
+    "num_key_value_heads": ("num_key_value_heads",),
+}
+
+_KIMI_FIELDS: dict[str, tuple[str, ...]] = {
+    # Optional num_k_heads / head_k_dim fall back to num_heads / head_dim; the root `head_dim` (72 in some
+    # copies) and `num_key_value_heads` are legacy fields that KDA ignores.
+    "num_k_heads": ("linear_attn_config.num_k_heads", "linear_attn_config.num_heads"),
+    "num_v_heads": ("linear_attn_config.num_heads",),
+    "head_k_dim": ("linear_attn_config.head_k_dim", "linear_attn_config.head_dim"),
+    "head_v_dim": ("linear_attn_config.head_dim",),
+    "conv_kernel": ("linear_attn_config.short_conv_kernel_size",),
+    "hidden_size": ("hidden_size",),
+    "num_hidden_layers": ("num_hidden_layers",),
+    "num_attention_heads": ("num_attention_heads",),
+}
+
+QWEN_NAMESPACES = ("model.language_model.", "language_model.model.", "model.")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    family: str
+    kind: Kind
+    architectures: tuple[str, ...]
+    model_types: tuple[str, ...]
+    sections: tuple[str, ...]  # config sections searched before the root
+    fields: Mapping[str, tuple[str, ...]]
+    layer_map: Callable[[ConfigView], LayerMap]
+    layouts: tuple[Layout, ...]
+    namespaces: tuple[str, ...] = ("model.",)
+    # Layer-kind markers: in-layer name prefixes of a full-attention layer.
+    full_markers: tuple[str, ...] = ("self_attn.",)
+    # sglang 0.5.23 builds the layer map from `full_attention_interval`, ignoring `layer_types`.
+    sglang_uses_interval: bool = False
+    # False for the fallback that infers an unknown architecture from its tensors.
+    known: bool = True
+
+
+QWEN3_NEXT = Adapter(
+    family="qwen3-next", kind="gdn",
+    architectures=("Qwen3NextForCausalLM",), model_types=("qwen3_next",),
+    sections=(), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_FUSED,),
+    namespaces=("model.",), sglang_uses_interval=True,
+)
+
+QWEN3_5 = Adapter(
+    family="qwen3.5", kind="gdn",
+    architectures=("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"),
+    model_types=("qwen3_5", "qwen3_5_text"),
+    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    namespaces=QWEN_NAMESPACES, sglang_uses_interval=True,
+)
+
+QWEN3_5_MOE = Adapter(
+    family="qwen3.5-moe", kind="gdn",
+    architectures=("Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"),
+    model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
+    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    namespaces=QWEN_NAMESPACES, sglang_uses_interval=True,
+)
+
+KIMI_LINEAR = Adapter(
+    family="kimi-linear", kind="kda",
+    architectures=("KimiLinearForCausalLM",), model_types=("kimi_linear",),
+    sections=(), fields=_KIMI_FIELDS, layer_map=kimi_layer_map, layouts=(KDA,),
+    namespaces=("model.", "language_model.model."),
+    full_markers=("self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj", "self_attn.kv_a_layernorm"),
+)
+
+GENERIC_GDN = Adapter(  # OLMo-Hybrid, GigaChat 3.5 and other configs with the Qwen `linear_*` fields
+    family="generic-gdn", kind="gdn",
+    architectures=("OlmoHybridForCausalLM", "Olmo3_5HybridForCausalLM", "GigaChat3_5ForCausalLM"),
+    model_types=("olmo_hybrid", "olmo3_5_hybrid", "gigachat3_5"),
+    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
+    namespaces=QWEN_NAMESPACES,
+)
+
+INFERRED_GDN = Adapter(
+    family="inferred-gdn", kind="gdn", architectures=(), model_types=(),
+    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
+    namespaces=QWEN_NAMESPACES + ("",), known=False,
+)
+
+INFERRED_KDA = Adapter(
+    family="inferred-kda", kind="kda", architectures=(), model_types=(),
+    sections=("text_config",), fields=_KIMI_FIELDS, layer_map=lambda view: LayerMap(), layouts=(KDA,),
+    namespaces=QWEN_NAMESPACES + ("",),
+    full_markers=KIMI_LINEAR.full_markers, known=False,
+)
+
+ADAPTERS: tuple[Adapter, ...] = (QWEN3_NEXT, QWEN3_5, QWEN3_5_MOE, KIMI_LINEAR, GENERIC_GDN)
+
+# Families that are not GDN/KDA, or whose linear attention the packed decode kernel does not run.
+OUT_OF_SCOPE: dict[str, str] = {
+    "bailing_moe_linear": "Ring/Ling-linear uses MiniMax-style lightning attention, not GDN or KDA",
+    "BailingMoeLinearForCausalLM": "Ring/Ling-linear uses MiniMax-style lightning attention, not GDN or KDA",
+    "BailingMoeLinearV2ForCausalLM": "Ring/Ling-linear uses MiniMax-style lightning attention, not GDN or KDA",
+    "minimax_text_01": "MiniMax uses lightning attention, not GDN or KDA",
+    "minimax_m1": "MiniMax uses lightning attention, not GDN or KDA",
+    "MiniMaxText01ForCausalLM": "MiniMax uses lightning attention, not GDN or KDA",
+    "MiniMaxM1ForCausalLM": "MiniMax uses lightning attention, not GDN or KDA",
+    "minicpm_sala": "MiniCPM-SALA uses simple GLA / lightning attention, not GDN or KDA",
+    "jet_nemotron": ("Jet-Nemotron's JetBlock decodes with `fused_recurrent_gated_delta_rule_update`, "
+                     "not the packed decode kernel"),
+    "JetNemotronForCausalLM": ("Jet-Nemotron's JetBlock decodes with `fused_recurrent_gated_delta_rule_update`, "
+                               "not the packed decode kernel"),
+}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the config says the model is."""
+
+    architecture: str
+    model_types: tuple[str, ...]
+
+
+def identify(config: Mapping[str, Any] | None) -> Identity:
+    config = config or {}
+    architectures = config.get("architectures")
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    types = [config.get("model_type")]
+    text = config.get("text_config")
+    if isinstance(text, dict):
+        types.append(text.get("model_type"))
+    model_types = tuple(t for t in types if isinstance(t, str))
+    name = architecture if isinstance(architecture, str) else (model_types[0] if model_types else "unknown")
+    return Identity(architecture=name, model_types=model_types)
+
+
+_LAYER_NAME = re.compile(r"^(?P<ns>.*?)layers\.(?P<index>\d+)\.(?P<rest>.+)$")
+
+
+def _has_marker(tensor_names: Iterable[str], layouts: Iterable[Layout]) -> bool:
+    suffixes = [layout.prefix + "A_log" for layout in layouts] + [layout.prefix + layout.marker for layout in layouts]
+    for name in tensor_names:
+        match = _LAYER_NAME.match(name)
+        if match and any(match["rest"] == suffix for suffix in suffixes):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The adapter for a checkpoint, or why there is nothing to check (`adapter` None)."""
+
+    identity: Identity
+    adapter: Adapter | None
+    reason: str | None = None
+
+
+def select_adapter(config: Mapping[str, Any] | None, tensor_names: Iterable[str]) -> Selection:
+    """Pick the family adapter by architecture or model_type; fall back to tensor-shape inference."""
+    identity = identify(config)
+    keys = (identity.architecture,) + identity.model_types
+    for adapter in ADAPTERS:
+        if any(key in adapter.architectures or key in adapter.model_types for key in keys):
+            return Selection(identity, adapter)
+    for key in keys:
+        if key in OUT_OF_SCOPE:
+            return Selection(identity, None, OUT_OF_SCOPE[key])
+    names = list(tensor_names)
+    if _has_marker(names, GDN_LAYOUTS):
+        return Selection(identity, INFERRED_GDN)
+    if _has_marker(names, (KDA,)):
+        return Selection(identity, INFERRED_KDA)
+    view = ConfigView(config, ("text_config",))
+    if view.find("linear_num_value_heads") is not None:
+        return Selection(identity, INFERRED_GDN)
+    if view.find("linear_attn_config.num_heads") is not None:
+        return Selection(identity, INFERRED_KDA)
+    return Selection(identity, None, None)
+
+
+def split_layer_name(name: str) -> tuple[str, int, str] | None:
+    """(namespace, layer index, in-layer name) of `{ns}layers.{i}.{rest}`, or None."""
+    match = _LAYER_NAME.match(name)
+    if match is None:
+        return None
+    return match["ns"], int(match["index"]), match["rest"]

@@ -1,0 +1,517 @@
+"""The model description: the linear-attention geometry of a checkpoint, from its config and every layer's tensors.
+
+`describe()` reads the config through the family adapter, then solves every tensor axis of every
+linear-attention layer back into the field it measures. The description records each value with its source
+and keeps every disagreement (config vs weights, layer vs layer), missing tensor and layer-kind mismatch as
+plain evidence; the GDR1xx rules in `checks/rules_model.py` turn that evidence into diagnostics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Mapping, Protocol
+
+from ..report import Location
+from ..tensors import canonical_dtype
+from .adapters import (
+    GEOMETRY_FIELDS, SHAPE_FIELDS, Adapter, ConfigView, Geometry, Identity, LayerMap, Layout, split_layer_name,
+    with_field,
+)
+
+SourceKind = Literal["config", "tensor", "assumed", "default"]
+
+
+class TensorLike(Protocol):
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    shard: str
+
+
+class CheckpointLike(Protocol):
+    """What the description reads from `gdr_check.sources.Checkpoint`."""
+
+    config: dict | None
+    config_file: str | None
+    config_keys: Mapping[str, Any]
+    tensors: Mapping[str, TensorLike]
+    index_file: str | None
+    index_lines: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a value came from: a config key, a tensor, or an assumption."""
+
+    kind: SourceKind
+    key: str | None = None
+    tensor: str | None = None
+    shard: str | None = None
+    location: Location | None = None
+    detail: str | None = None
+
+    @property
+    def leaf(self) -> str | None:
+        """The config key without its section (`text_config.linear_num_key_heads` -> `linear_num_key_heads`)."""
+        return self.key.rsplit(".", 1)[-1] if self.key else None
+
+    def __str__(self) -> str:
+        if self.kind == "config":
+            return f"config `{self.key}`"
+        if self.kind == "tensor":
+            return f"tensor `{self.tensor}`"
+        return self.detail or self.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "key": self.key, "tensor": self.tensor, "shard": self.shard,
+                "detail": self.detail}
+
+
+class Locator:
+    """Turns config keys and tensor names into `Source`s with report locations."""
+
+    def __init__(self, checkpoint: CheckpointLike) -> None:
+        self.checkpoint = checkpoint
+
+    def config(self, dotted: str) -> Source:
+        where = (self.checkpoint.config_keys or {}).get(dotted)
+        location = Location(
+            file=self.checkpoint.config_file, json_key=dotted,
+            line=getattr(where, "line", None), column=getattr(where, "column", None),
+            end_line=getattr(where, "end_line", None), end_column=getattr(where, "end_column", None),
+        )
+        return Source("config", key=dotted, location=location)
+
+    def tensor(self, info: TensorLike) -> Source:
+        where = (self.checkpoint.index_lines or {}).get(info.name)
+        location = Location(
+            file=self.checkpoint.index_file if where is not None else info.shard,
+            line=getattr(where, "line", None), column=getattr(where, "column", None),
+            end_line=getattr(where, "end_line", None), end_column=getattr(where, "end_column", None),
+            tensor=info.name, shard=info.shard,
+        )
+        return Source("tensor", tensor=info.name, shard=info.shard, location=location,
+                      detail=f"{canonical_dtype(info.dtype)}{list(info.shape)}")
+
+
+# -- evidence ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Disagreement:
+    """Tensors that measure `field` as `actual` while the description holds `expected`."""
+
+    field: str
+    expected: int
+    expected_source: Source
+    actual: int
+    actual_source: Source  # the first tensor that shows `actual`
+    actual_shape: tuple[int, ...]
+    layers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShapeMismatch:
+    """A tensor whose shape no single field explains."""
+
+    source: Source
+    actual: tuple[int, ...]
+    expected: tuple[int, ...] | None
+    layers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MissingTensor:
+    suffix: str  # in-layer name, e.g. `linear_attn.A_log`
+    example: str  # the full name in the first layer that lacks it
+    layers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LayerKindMismatch:
+    config_kind: str  # what the config makes these layers: "linear-attention" or "full-attention"
+    tensor_kind: str  # what their tensors are
+    layers: tuple[int, ...]
+    source: Source | None  # the layer-map key
+    example: str | None  # a tensor name that shows the tensors' kind
+
+
+@dataclass(frozen=True)
+class MissingField:
+    field: str
+    keys: tuple[str, ...]
+    inferred: Source | None  # the tensor the value was taken from instead, if any
+
+
+@dataclass
+class ModelDtypes:
+    activation: str
+    activation_source: Source
+    A_log: str | None = None  # checkpoint dtypes; the engines hold A_log as an fp32 parameter
+    dt_bias: str | None = None
+    mamba_ssm_dtype: str | None = None  # the config's requested SSM state dtype, verbatim
+    mamba_ssm_dtype_source: Source | None = None
+
+
+@dataclass
+class LinearAttentionModel:
+    architecture: str
+    family: str
+    kind: Literal["gdn", "kda"]
+    num_hidden_layers: int | None
+    linear_layers: list[int]
+    num_k_heads: int | None
+    num_v_heads: int | None
+    head_k_dim: int | None
+    head_v_dim: int | None
+    conv_kernel: int | None
+    hidden_size: int | None
+    num_attention_heads: int | None
+    num_key_value_heads: int | None
+    dtypes: ModelDtypes
+    sources: dict[str, Source] = field(default_factory=dict)
+    known_architecture: bool = True
+    adapter: Adapter | None = None
+    namespace: str | None = None
+    layouts: tuple[str, ...] = ()
+    layer_map: LayerMap = field(default_factory=LayerMap)
+    weights_checked: bool = False
+    # Beta doubling (OLMo-Hybrid `linear_allow_neg_eigval`), which the packed kernel does not do.
+    beta_scale_flag: tuple[bool, Source] | None = None
+    missing_fields: list[MissingField] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+    shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
+    missing_tensors: list[MissingTensor] = field(default_factory=list)
+    layer_kind_mismatches: list[LayerKindMismatch] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Every geometry field is known, so per-rank shapes can be computed."""
+        return all(getattr(self, name) for name in GEOMETRY_FIELDS)
+
+    @property
+    def group_size(self) -> int | None:
+        if self.num_k_heads and self.num_v_heads and self.num_v_heads % self.num_k_heads == 0:
+            return self.num_v_heads // self.num_k_heads
+        return None
+
+    def field_name(self, name: str) -> str:
+        """How a field is named in messages: its config key, or the description's own name."""
+        source = self.sources.get(name)
+        return (source.leaf if source is not None and source.kind == "config" else None) or name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "architecture": self.architecture,
+            "family": self.family,
+            "kind": self.kind,
+            "num_hidden_layers": self.num_hidden_layers,
+            "linear_layers": list(self.linear_layers),
+            "num_k_heads": self.num_k_heads,
+            "num_v_heads": self.num_v_heads,
+            "head_k_dim": self.head_k_dim,
+            "head_v_dim": self.head_v_dim,
+            "conv_kernel": self.conv_kernel,
+            "hidden_size": self.hidden_size,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "dtypes": {
+                "activation": self.dtypes.activation,
+                "A_log": self.dtypes.A_log,
+                "dt_bias": self.dtypes.dt_bias,
+                "mamba_ssm_dtype": self.dtypes.mamba_ssm_dtype,
+            },
+            "sources": {name: source.to_dict() for name, source in self.sources.items()},
+            "weights_checked": self.weights_checked,
+        }
+
+
+# -- solving tensor shapes -----------------------------------------------------------------------------------
+@dataclass
+class _LayerEvidence:
+    observations: list[tuple[str, int, TensorLike]] = field(default_factory=list)  # (field, value, tensor)
+    residuals: list[tuple[TensorLike, tuple[int, ...] | None]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # in-layer names
+
+
+def _expected_shape(dims, geometry: Geometry) -> tuple[int, ...] | None:
+    sizes = [dim.expected(geometry) for dim in dims]
+    return None if any(s is None for s in sizes) else tuple(sizes)  # type: ignore[arg-type]
+
+
+def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geometry) -> _LayerEvidence:
+    """Read every tensor of one layer against `geometry`.
+
+    An axis that disagrees is solved for the field it measures, and that value holds for the rest of the
+    layer: a wrong head count shows up once (at the tensor that measures it alone), not once per tensor.
+    """
+    evidence = _LayerEvidence()
+    local = geometry
+    for rule in layout.tensors:
+        name = layout.prefix + rule.suffix
+        info = tensors.get(name)
+        if info is None:
+            if rule.required:
+                evidence.missing.append(name)
+            continue
+        dims = rule.shape_for_rank(len(info.shape))
+        if dims is None:
+            evidence.residuals.append((info, _expected_shape(rule.shapes[0], local)))
+            continue
+        unexplained = False
+        for dim, actual in zip(dims, info.shape):
+            expected = dim.expected(local)
+            if expected == actual:
+                continue
+            solved = dim.solve(actual, local)
+            if solved is None:
+                unexplained = unexplained or expected is not None
+                continue
+            evidence.observations.append((dim.field, solved, info))  # type: ignore[arg-type]
+            local = with_field(local, dim.field, solved)  # type: ignore[arg-type]
+        if unexplained:
+            evidence.residuals.append((info, _expected_shape(dims, geometry)))
+    return evidence
+
+
+# -- building the description --------------------------------------------------------------------------------
+def _int_value(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _pick_namespace(names: Iterable[str], namespaces: tuple[str, ...]) -> str | None:
+    seen = {parts[0] for parts in map(split_layer_name, names) if parts is not None}
+    for namespace in namespaces:
+        if namespace in seen:
+            return namespace
+    return None
+
+
+def _distinctive(layout: Layout) -> set[str]:
+    """In-layer names that mark a layer as linear attention (a KDA layer shares `self_attn.` with MLA)."""
+    generic = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
+    return {layout.prefix + r.suffix for r in layout.tensors
+            if layout.mixer != "self_attn" or r.suffix not in generic}
+
+
+def _layer_is_linear(rests: Iterable[str], adapter: Adapter) -> bool:
+    for layout in adapter.layouts:
+        marks = _distinctive(layout)
+        if layout.mixer != "self_attn":
+            if any(rest.startswith(layout.prefix) for rest in rests):
+                return True
+        elif any(rest in marks for rest in rests):
+            return True
+    return False
+
+
+def _layer_is_full(rests: Iterable[str], adapter: Adapter) -> bool:
+    return any(rest.startswith(marker) for rest in rests for marker in adapter.full_markers)
+
+
+def _layout_of(rests: Mapping[str, Any], adapter: Adapter) -> Layout:
+    for layout in adapter.layouts:
+        if layout.prefix + layout.marker in rests:
+            return layout
+    return max(adapter.layouts, key=lambda lay: sum(lay.prefix + r.suffix in rests for r in lay.tensors))
+
+
+def _ranges(layers: Iterable[int]) -> tuple[int, ...]:
+    return tuple(sorted(set(layers)))
+
+
+def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -> LinearAttentionModel | None:
+    """The description of a checkpoint's linear-attention layers; None when it has none."""
+    view = ConfigView(checkpoint.config, adapter.sections)
+    locate = Locator(checkpoint)
+
+    values: dict[str, int | None] = {}
+    sources: dict[str, Source] = {}
+    for name, keys in adapter.fields.items():
+        found = view.first(keys)
+        if found is not None and _int_value(found[0]) is not None:
+            values[name], sources[name] = found[0], locate.config(found[1])
+
+    # Tensors of each decoder layer, keyed by their in-layer name.
+    namespace = _pick_namespace(checkpoint.tensors, adapter.namespaces)
+    layers: dict[int, dict[str, TensorLike]] = {}
+    if namespace is not None:
+        for name, info in checkpoint.tensors.items():
+            parts = split_layer_name(name)
+            if parts is not None and parts[0] == namespace:
+                layers.setdefault(parts[1], {})[parts[2]] = info
+    have_weights = bool(layers)
+
+    num_layers = values.get("num_hidden_layers")
+    if num_layers is None and layers:
+        num_layers = max(layers) + 1
+        sources["num_hidden_layers"] = Source("tensor", detail="the highest layer index in the tensor names + 1")
+
+    layer_map = adapter.layer_map(view)
+    tensor_linear = sorted(i for i, rests in layers.items() if _layer_is_linear(rests, adapter))
+    if layer_map.linear is not None:
+        linear = sorted(layer_map.linear)
+        sources["linear_layers"] = locate.config(layer_map.key) if layer_map.key else Source("default")
+    else:
+        linear = tensor_linear
+        sources["linear_layers"] = Source("tensor", detail="the layers that hold linear-attention tensors")
+    if not linear:
+        return None
+
+    model = LinearAttentionModel(
+        architecture=identity.architecture, family=adapter.family, kind=adapter.kind,
+        num_hidden_layers=num_layers, linear_layers=linear,
+        num_k_heads=None, num_v_heads=None, head_k_dim=None, head_v_dim=None, conv_kernel=None,
+        hidden_size=None, num_attention_heads=values.get("num_attention_heads"),
+        num_key_value_heads=values.get("num_key_value_heads"),
+        dtypes=_dtypes(view, locate, layers, linear, namespace),
+        known_architecture=adapter.known, adapter=adapter, namespace=namespace, layer_map=layer_map,
+        weights_checked=have_weights,
+    )
+    if model.num_key_value_heads is None and adapter.kind == "gdn" and model.num_attention_heads is not None:
+        # Missing KV heads mean multi-head attention, as in transformers.
+        model.num_key_value_heads = model.num_attention_heads
+        sources["num_key_value_heads"] = Source("default", detail="`num_attention_heads` (no `num_key_value_heads`)")
+
+    if have_weights:
+        _check_layer_kinds(model, layers, tensor_linear, adapter, locate, namespace or "")
+
+    linear_with_tensors = [i for i in linear if i in layers and _layer_is_linear(layers[i], adapter)]
+    layouts = {i: _layout_of(layers[i], adapter) for i in linear_with_tensors}
+    model.layouts = tuple(sorted({layout.name for layout in layouts.values()}))
+
+    _fill_from_tensors(values, sources, layers, layouts, locate)
+    for name in SHAPE_FIELDS:
+        setattr(model, name, values.get(name))
+    model.sources = sources
+
+    if adapter.known:
+        for name in GEOMETRY_FIELDS:
+            source = sources.get(name)
+            if source is None or source.kind != "config":
+                model.missing_fields.append(MissingField(name, adapter.fields[name], source))
+
+    _verify_tensors(model, layers, layouts, locate, namespace or "")
+    model.beta_scale_flag = _beta_scale_flag(view, identity, locate)
+    return model
+
+
+def _dtypes(view: ConfigView, locate: Locator, layers: dict[int, dict[str, TensorLike]], linear: list[int],
+            namespace: str | None) -> ModelDtypes:
+    found = view.first(("dtype", "torch_dtype"))
+    if found is not None and isinstance(found[0], str):
+        dtypes = ModelDtypes(canonical_dtype(found[0]), locate.config(found[1]))
+    else:
+        dtypes = ModelDtypes("bfloat16", Source("default", detail="bfloat16 (no `dtype`/`torch_dtype` in the config)"))
+    ssm = view.find("mamba_ssm_dtype")
+    if ssm is not None and isinstance(ssm[0], str):
+        dtypes.mamba_ssm_dtype, dtypes.mamba_ssm_dtype_source = ssm[0], locate.config(ssm[1])
+    for index in linear:
+        for rest, info in layers.get(index, {}).items():
+            if rest.endswith(".A_log") and dtypes.A_log is None:
+                dtypes.A_log = canonical_dtype(info.dtype)
+            if rest.endswith(".dt_bias") and dtypes.dt_bias is None:
+                dtypes.dt_bias = canonical_dtype(info.dtype)
+        if dtypes.A_log and dtypes.dt_bias:
+            break
+    return dtypes
+
+
+def _check_layer_kinds(model: LinearAttentionModel, layers: dict[int, dict[str, TensorLike]],
+                       tensor_linear: list[int], adapter: Adapter, locate: Locator, namespace: str) -> None:
+    config_linear = set(model.linear_layers)
+    source = model.sources.get("linear_layers")
+    if source is not None and source.kind != "config":
+        return  # the layer map came from the tensors themselves
+    no_linear = [i for i in sorted(config_linear) if i in layers and i not in tensor_linear]
+    if no_linear:
+        rests = layers[no_linear[0]]
+        example = next((r for r in sorted(rests) if _layer_is_full([r], adapter)), next(iter(sorted(rests)), None))
+        kind = "full-attention" if _layer_is_full(rests, adapter) else "non-linear-attention"
+        model.layer_kind_mismatches.append(LayerKindMismatch(
+            "linear-attention", kind, _ranges(no_linear), source,
+            f"{namespace}layers.{no_linear[0]}.{example}" if example else None))
+    extra = [i for i in tensor_linear if i not in config_linear]
+    if extra:
+        rests = layers[extra[0]]
+        example = next((r for r in sorted(rests) if _layer_is_linear([r], adapter)), None)
+        model.layer_kind_mismatches.append(LayerKindMismatch(
+            "full-attention", "linear-attention", _ranges(extra), source,
+            f"{namespace}layers.{extra[0]}.{example}" if example else None))
+    absent = [i for i in sorted(config_linear) if i not in layers]
+    if absent:
+        model.missing_tensors.append(MissingTensor(
+            "*", f"{namespace}layers.{absent[0]}.*", _ranges(absent)))
+
+
+def _fill_from_tensors(values: dict[str, int | None], sources: dict[str, Source],
+                       layers: dict[int, dict[str, TensorLike]], layouts: dict[int, Layout],
+                       locate: Locator) -> None:
+    """Fields the config does not give: the value most layers' tensors imply (K = V when nothing says K)."""
+    for _ in range(3):
+        unknown = [name for name in SHAPE_FIELDS if values.get(name) is None]
+        if not unknown or not layouts:
+            return
+        geometry = Geometry.of(values)
+        votes: dict[str, Counter] = {name: Counter() for name in unknown}
+        first: dict[tuple[str, int], TensorLike] = {}
+        for index, layout in layouts.items():
+            for name, value, info in solve_layer(layers[index], layout, geometry).observations:
+                if name in votes:
+                    votes[name][value] += 1
+                    first.setdefault((name, value), info)
+        progressed = False
+        for name, counter in votes.items():
+            if counter:
+                value = counter.most_common(1)[0][0]
+                values[name], sources[name] = value, locate.tensor(first[(name, value)])
+                progressed = True
+        if values.get("head_k_dim") is None and values.get("head_v_dim") is not None:
+            values["head_k_dim"] = values["head_v_dim"]
+            sources["head_k_dim"] = Source("assumed", detail="assumed equal to head_v_dim (no tensor holds K alone)")
+            progressed = True
+        if not progressed:
+            return
+
+
+def _verify_tensors(model: LinearAttentionModel, layers: dict[int, dict[str, TensorLike]],
+                    layouts: dict[int, Layout], locate: Locator, namespace: str) -> None:
+    values = {name: getattr(model, name) for name in SHAPE_FIELDS}
+    geometry = Geometry.of(values)
+    by_value: dict[tuple[str, int], list[tuple[int, TensorLike]]] = {}
+    shapes: dict[tuple[str, tuple[int, ...], tuple[int, ...] | None], list[tuple[int, TensorLike]]] = {}
+    missing: dict[str, list[int]] = {}
+    for index, layout in sorted(layouts.items()):
+        evidence = solve_layer(layers[index], layout, geometry)
+        for name, value, info in evidence.observations:
+            if values.get(name) is not None and value != values[name]:
+                by_value.setdefault((name, value), []).append((index, info))
+        for info, expected in evidence.residuals:
+            rest = split_layer_name(info.name)
+            suffix = rest[2] if rest else info.name
+            shapes.setdefault((suffix, tuple(info.shape), expected), []).append((index, info))
+        for rest in evidence.missing:
+            missing.setdefault(rest, []).append(index)
+    for (name, value), hits in by_value.items():
+        index, info = hits[0]
+        model.disagreements.append(Disagreement(
+            field=name, expected=values[name], expected_source=model.sources[name], actual=value,  # type: ignore[arg-type]
+            actual_source=locate.tensor(info), actual_shape=tuple(info.shape),
+            layers=_ranges(i for i, _ in hits)))
+    for (suffix, actual, expected), hits in shapes.items():
+        model.shape_mismatches.append(ShapeMismatch(locate.tensor(hits[0][1]), actual, expected,
+                                                    _ranges(i for i, _ in hits)))
+    for rest, indices in missing.items():
+        model.missing_tensors.append(MissingTensor(rest, f"{namespace}layers.{indices[0]}.{rest}", _ranges(indices)))
+
+
+_NEG_EIGVAL_DEFAULT_TRUE = ("olmo_hybrid", "olmo3_5_hybrid")
+
+
+def _beta_scale_flag(view: ConfigView, identity: Identity, locate: Locator) -> tuple[bool, Source] | None:
+    found = view.find("linear_allow_neg_eigval")
+    if found is not None:
+        return bool(found[0]), locate.config(found[1])
+    if any(t in _NEG_EIGVAL_DEFAULT_TRUE for t in identity.model_types):
+        return True, Source("default", detail="the OLMo-Hybrid default (`linear_allow_neg_eigval` = true)")
+    return None
