@@ -82,39 +82,48 @@ def _width_candidates(ctx: CallContext, width: int) -> list[str]:
     return hints
 
 
-def _gate_heads_fixes(ctx: CallContext, name: str, got: int, want: int, per: str = "value head") -> list[str]:
+def _gate_heads_fixes(ctx: CallContext, name: str, got: int, want: int, per: str = "value head",
+                      width: int = 1) -> list[str]:
+    """Likely causes of a gate with `got` columns where `want` are needed; `width` columns make one head
+    (KDA `a`: K), so the head arithmetic runs on got // width."""
     fixes: list[str] = []
     HV = ctx.HV or 0
-    if got == 2 * want:
+    if width > 1 and got % width:
+        return [f"produce `{name}` with {want} columns per row"]
+    heads, want_heads = got // width, want // width
+    cols = "" if width == 1 else f" ({got} columns = {heads}*K)"
+    if width == 1 and got == 2 * want:
         fixes.append(f"`{name}` has 2*{want} = {got} columns: the fused `ba` projection was passed unsplit; "
                      f"split it into `b` and `a` (Qwen3-Next stores b first in each key-head group)")
-    tp = _tp_split(got, want)
+    tp = _tp_split(heads, want_heads)
     if tp:
         fixes.append(
-            f"`{name}` has HV/{tp} = {got} heads (sharded for tp_size={tp}) but the pool has HV={want} "
-            f"(unsharded): shard the pool by the same HV split: HV // tp_size = {want} // {tp} = {got}, "
-            f"a per-layer pool of shape (S, {got}, {ctx.V}, {ctx.K}), and size `out` and `A_log`/`dt_bias` "
-            f"with {got} heads too"
+            f"`{name}` has HV/{tp} = {heads} heads{cols} (sharded for tp_size={tp}) but the pool has "
+            f"HV={want_heads} (unsharded): shard the pool by the same HV split: HV // tp_size = {want_heads} "
+            f"// {tp} = {heads}, a per-layer pool of shape (S, {heads}, {ctx.V}, {ctx.K}), and size `out` and "
+            f"`A_log`/`dt_bias` with {heads} heads too"
         )
-    tp = _tp_split(want, got)
+    tp = _tp_split(want_heads, heads)
     if tp:
         fixes.append(
-            f"`{name}` carries {got} = {tp}*{want} heads, the unsharded count for tp_size={tp}: slice this "
-            f"rank's heads, `{name}[:, rank*{want}:(rank+1)*{want}]`, or shard the projection that makes it"
+            f"`{name}` carries {heads} = {tp}*{want_heads} heads{cols}, the unsharded count for tp_size={tp}: "
+            f"slice this rank's heads, `{name}[:, rank*{want}:(rank+1)*{want}]`, or shard the projection that "
+            f"makes it"
         )
-    if ctx.H and ctx.H != HV and got == ctx.H:
+    if ctx.H and ctx.H != HV and heads == ctx.H:
+        what = "H" if width == 1 else f"H*K = {heads}*{width}"
         fixes.append(
-            f"`{name}` has {got} columns = H, the number of key heads (num_k_heads, inferred from `mixed_qkv`): "
-            f"it was computed with num_k_heads; the gate needs one value per {per} (HV={HV})"
+            f"`{name}` has {got} columns = {what}, the number of key heads (num_k_heads, inferred from "
+            f"`mixed_qkv`): it was computed with num_k_heads; the gate needs one value per {per} (HV={HV})"
         )
-    if ctx.K and HV and got == HV * ctx.K and want == HV:
+    if width == 1 and ctx.K and HV and got == HV * ctx.K and want == HV:
         fixes.append(f"`{name}` has HV*K = {got} columns, a KDA per-channel gate: use the KDA kernel "
                      f"(`fused_recurrent_kda_packed_decode`) for KDA models")
     if not fixes:
         fixes.append(f"produce `{name}` with {want} columns per row")
     # When the other per-head inputs agree with the gates, the pool is the odd one out: say that first.
     others = {ctx.call.A_log.numel(), ctx.call.out.shape[2] if ctx.call.out.ndim == 4 else None}
-    if got not in others:
+    if heads not in others:
         fixes.sort(key=lambda fix: "shard the pool" in fix)
     return fixes
 
@@ -657,7 +666,7 @@ def kda_gate_width(ctx: CallContext):
         fixes = [f"`a` has HV = {got} columns, a GDN-style per-head gate: KDA needs one value per key channel, "
                  f"[B, HV*K] = [B, {want}] (the `f_b_proj` output)"]
     else:
-        fixes = _gate_heads_fixes(ctx, "a", got, want, per="key channel of each value head")
+        fixes = _gate_heads_fixes(ctx, "a", got, want, per="key channel of each value head", width=ctx.K or 1)
     return Finding({"HV": ctx.HV, "K": ctx.K, "a_shape": tuple(ctx.call.a.shape)}, fixes, argument="a")
 
 
@@ -732,7 +741,10 @@ def kda_q_size(ctx: CallContext):
     q_dim = _q_size_failure(ctx)
     if q_dim is None:
         return None
-    return Finding({"q_dim": q_dim, "K": ctx.K}, _width_candidates(ctx, ctx.qkv_dim), argument="mixed_qkv")
+    fixes = _width_candidates(ctx, ctx.qkv_dim) or [
+        f"the q block is {q_dim} channels, not a multiple of K={ctx.K}: KDA needs num_q_heads == num_k_heads and "
+        f"head_q_dim == head_k_dim; pass exactly [q | k | v]"]
+    return Finding({"q_dim": q_dim, "K": ctx.K}, fixes, argument="mixed_qkv")
 
 
 @rule(
@@ -765,6 +777,8 @@ def kda_cuda_fast_path(ctx: CallContext):
             misses.append(f"`{name}` is {getattr(c, name).dtype}")
     if c.ssm_state_indices.dtype != "int32":
         misses.append(f"`ssm_state_indices` is {c.ssm_state_indices.dtype}")
+    if not c.ssm_state_indices.is_contiguous():
+        misses.append("`ssm_state_indices` is not contiguous")
     if c.initial_state.ndim == 4 and c.initial_state.stride[1:] != (ctx.V * ctx.K, ctx.K, 1):
         misses.append("the inner state is not dense")
     if misses:
@@ -813,17 +827,19 @@ def state_inner_layout(ctx: CallContext):
     if spec.ndim != 4 or ctx.K is None or spec.stride[-1] != 1:
         return None
     HV, V, K = ctx.HV, ctx.V, ctx.K
+    if not (HV and V and K):  # an empty [HV, V, K] block: nothing is addressed
+        return None
     want = (V * K, K, 1)
     got = spec.stride[1:]
     # Size-1 axes are never stepped over, so their stride is irrelevant.
     if all(size == 1 or g == w for size, g, w in zip(spec.shape[1:], got, want)):
         return None
-    if got[1] > K and got[1] != K:
-        fix = (f"the pool is padded in K (row stride {got[1]} > K={K}): allocate it with V rows of exactly "
-               f"K={K} elements")
-    elif got[0] < got[1]:
+    if HV > 1 and V > 1 and got[0] < got[1]:
         fix = (f"the pool is a permuted view (head stride {got[0]} < row stride {got[1]}, e.g. stored "
                f"[S, V, HV, K]): store it physically as [S, HV, V, K]")
+    elif got[1] > K:
+        fix = (f"the pool is padded in K (row stride {got[1]} > K={K}): allocate it with V rows of exactly "
+               f"K={K} elements")
     else:
         fix = (f"the [HV, V, K] block is not dense (strides {got}): take a per-layer view whose slot block is "
                f"contiguous, e.g. `pool[layer]` of a stacked pool, not a head slice")
@@ -919,7 +935,8 @@ def duplicate_slots(ctx: CallContext):
     for slot, rows in rows_by_slot.items():
         if len(rows) > 1:
             findings.append(Finding({"slot": slot, "rows": ", ".join(map(str, rows))},
-                                    [f"give rows {', '.join(map(str, rows[1:]))} their own slots"],
+                                    [f"give row {rows[1]} its own slot" if len(rows) == 2 else
+                                     f"give rows {', '.join(map(str, rows[1:]))} their own slots"],
                                     argument="ssm_state_indices"))
     return findings
 
@@ -1181,7 +1198,8 @@ def lower_bound_sign(ctx: CallContext):
 )
 def scale_convention(ctx: CallContext):
     scale = ctx.call.scale
-    if not ctx.K or isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
+    if not ctx.K or isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
+            or scale <= 0:
         return None
     expected = ctx.K ** -0.5
     if isinstance(scale, float) and math.isclose(scale, expected, rel_tol=1e-3):
