@@ -143,7 +143,7 @@ NO_LINEAR_LAYERS = declare(
 
 @rule(
     "GDR102", "unknown-architectures", severity="warning", scope=MODEL,
-    summary="architecture not known: geometry inferred from tensors",
+    summary="unknown architecture: geometry inferred from tensors",
     message="`{architecture}` is not a known GDN/KDA architecture: its geometry is inferred from tensor shapes",
     explanation=(
         "The checkpoint carries GDN or KDA parameters under a layer namespace gdr-check recognises, but its "
@@ -438,6 +438,8 @@ def layer_kind_mismatches(ctx: ModelContext):
     for item in ctx.model.layer_kind_mismatches:
         key = item.source.key if item.source is not None and item.source.key else "linear_layers"
         notes = [f"for example `{item.example}`"] if item.example else []
+        if ctx.model.family == "kimi-linear":
+            notes.append("Kimi's `kda_layers` is 1-based: layer i is a KDA layer iff i+1 is listed")
         findings.append(Finding(
             {"key": key, "layers": format_layers(item.layers), "config_kind": item.config_kind,
              "tensor_kind": item.tensor_kind},
@@ -474,7 +476,7 @@ def missing_tensors(ctx: ModelContext):
 # -- GDR121-GDR125: tensor parallelism and head grouping --------------------------------------------------------
 @rule(
     "GDR121", "tp-not-dividing-linear-heads", scope=MODEL,
-    summary="TP does not divide the linear-attention heads",
+    summary="tp size does not divide the linear-attention heads",
     message="tp={tp} does not divide `{key}`={value}; TP sizes that work: {working}",
     explanation=(
         "Both engines shard the linear-attention layers by head: each rank holds H/tp key heads, HV/tp "
@@ -532,7 +534,7 @@ def _nearest(sizes: list[int], tp: int) -> list[int]:
 
 @rule(
     "GDR122", "tp-not-dividing-attention-heads", scope=MODEL,
-    summary="TP does not divide the full-attention heads",
+    summary="tp size does not divide the full-attention heads",
     message="tp={tp} does not divide `num_attention_heads`={heads}",
     explanation=(
         "The full-attention layers of a hybrid model are sharded by attention head, separately from the "
@@ -568,7 +570,7 @@ def tp_attention_heads(ctx: ModelContext):
 
 @rule(
     "GDR123", "tp-not-fitting-kv-heads", scope=MODEL,
-    summary="TP neither divides nor is a multiple of the KV heads",
+    summary="tp size neither divides nor is a multiple of the kv heads",
     message="tp={tp} neither divides nor is a multiple of `num_key_value_heads`={kv_heads}",
     explanation=(
         "The full-attention layers split KV heads across ranks when TP divides them, and replicate them when "
@@ -619,7 +621,7 @@ def uneven_groups(ctx: ModelContext):
 
 @rule(
     "GDR125", "asymmetric-kda-heads", scope=MODEL,
-    summary="KDA key and value head shapes differ",
+    summary="key and value head shapes of a kda model differ",
     message="the KDA kernel needs equal key and value heads and head dims (got H={H}, HV={HV}, K={K}, V={V})",
     explanation=(
         "Kimi Delta Attention runs with H = HV heads of K = V channels: the packed decode kernel infers H "

@@ -365,8 +365,8 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         hidden_size=None, num_attention_heads=values.get("num_attention_heads"),
         num_key_value_heads=values.get("num_key_value_heads"),
         dtypes=_dtypes(view, locate, layers, linear, namespace),
-        known_architecture=adapter.known, adapter=adapter, namespace=namespace, layer_map=layer_map,
-        weights_checked=have_weights,
+        sources=sources, known_architecture=adapter.known, adapter=adapter, namespace=namespace,
+        layer_map=layer_map, weights_checked=have_weights,
     )
     if model.num_key_value_heads is None and adapter.kind == "gdn" and model.num_attention_heads is not None:
         # Missing KV heads mean multi-head attention, as in transformers.
@@ -383,7 +383,6 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     _fill_from_tensors(values, sources, layers, layouts, locate)
     for name in SHAPE_FIELDS:
         setattr(model, name, values.get(name))
-    model.sources = sources
 
     if adapter.known:
         for name in GEOMETRY_FIELDS:

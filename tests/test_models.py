@@ -1,0 +1,393 @@
+"""Model descriptions: adapters per family, layer maps, config vs weights, and the model-level rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from checkpoint_builders import (
+    interval_layer_types, kda_layer, kimi_config, kimi_tensors, olmo_hybrid_layer, qwen3_5_config,
+    qwen3_next_config, qwen_tensors, write_checkpoint, write_safetensors,
+)
+
+from gdr_check.checks.registry import RULES
+from gdr_check.models import Deployment, check_checkpoint, check_model, get_builtin, list_builtin
+from gdr_check.models.adapters import select_adapter
+from gdr_check.sources import Checkpoint, TensorInfo
+
+DEFAULT = Deployment()
+
+
+def codes(result) -> list[str]:
+    return result.report.codes()
+
+
+def only(result, code: str):
+    found = [d for d in result.report if d.code == code]
+    assert len(found) == 1, (code, [(d.code, d.message) for d in result.report])
+    return found[0]
+
+
+def config_only(config: dict, tensors: dict | None = None) -> Checkpoint:
+    infos = {name: TensorInfo(name, dtype, tuple(shape), "model.safetensors")
+             for name, (dtype, shape) in (tensors or {}).items()}
+    return Checkpoint(target="mem", root=None, kind="config-only", config=config, config_file="config.json",
+                      tensors=infos)
+
+
+# -- descriptions per family -----------------------------------------------------------------------------------
+def test_qwen3_next_small_checkpoint(tmp_path: Path):
+    config = qwen3_next_config()
+    write_checkpoint(tmp_path, config, qwen_tensors(config))
+    result = check_model(str(tmp_path), DEFAULT)
+    model = result.model
+    assert (model.architecture, model.family, model.kind) == ("Qwen3NextForCausalLM", "qwen3-next", "gdn")
+    assert model.linear_layers == [0, 1, 2, 4, 5, 6]  # (i+1) % 4 == 0 is full attention
+    assert (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim, model.conv_kernel) == (
+        2, 4, 16, 16, 4)
+    assert model.weights_checked and model.layouts == ("gdn-fused-qkvz",)
+    assert model.sources["num_v_heads"].key == "linear_num_value_heads"
+    assert model.sources["num_v_heads"].location.line is not None
+    assert model.sources["linear_layers"].key == "full_attention_interval"
+    assert model.dtypes.A_log == "bfloat16" and model.dtypes.activation == "bfloat16"
+    assert result.report.ok, [(d.code, d.message) for d in result.report]
+
+
+@pytest.mark.parametrize("namespace,text_only", [
+    ("model.language_model.", False), ("language_model.model.", False), ("model.", True),
+])
+def test_qwen3_5_namespaces(tmp_path: Path, namespace: str, text_only: bool):
+    config = qwen3_5_config(text_only=text_only)
+    write_checkpoint(tmp_path, config, qwen_tensors(config, namespace=namespace))
+    result = check_model(str(tmp_path), DEFAULT)
+    model = result.model
+    assert model.family == "qwen3.5" and model.namespace == namespace
+    assert model.linear_layers == [0, 1, 2, 4, 5, 6]
+    assert model.sources["linear_layers"].key == ("layer_types" if text_only else "text_config.layer_types")
+    assert model.dtypes.A_log == "float32" and model.dtypes.mamba_ssm_dtype == "float32"
+    assert result.report.ok
+
+
+def test_qwen3_5_moe_adapter():
+    config = qwen3_5_config(moe=True)
+    result = check_checkpoint(config_only(config), DEFAULT)
+    assert result.model.family == "qwen3.5-moe"
+    assert not result.model.weights_checked
+    assert any("no weights were read" in note for note in result.notes)
+
+
+def test_kimi_linear_small_checkpoint(tmp_path: Path):
+    config = kimi_config()
+    write_checkpoint(tmp_path, config, kimi_tensors(config, conv_rank=2))
+    result = check_model(str(tmp_path), Deployment(tp=2))
+    model = result.model
+    assert (model.kind, model.family) == ("kda", "kimi-linear")
+    assert model.linear_layers == [0, 1, 2, 4, 5, 6]  # 1-based kda_layers [1, 2, 3, 5, 6, 7]
+    assert (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim) == (4, 4, 16, 16)
+    assert model.num_key_value_heads is None  # the legacy field is ignored for KDA
+    assert model.sources["head_k_dim"].key == "linear_attn_config.head_dim"  # not the legacy root head_dim 72
+    assert model.dtypes.A_log == "float32"
+    assert result.report.errors == []
+
+
+def test_kimi_optional_key_fields_fall_back():
+    config = kimi_config()
+    config["linear_attn_config"]["num_k_heads"] = 4
+    result = check_checkpoint(config_only(config), DEFAULT)
+    assert result.model.sources["num_k_heads"].key == "linear_attn_config.num_k_heads"
+    assert result.model.sources["num_v_heads"].key == "linear_attn_config.num_heads"
+
+
+def test_kimi_asymmetric_heads_error():
+    config = kimi_config()
+    config["linear_attn_config"]["head_k_dim"] = 8
+    result = check_checkpoint(config_only(config), DEFAULT)
+    assert only(result, "GDR125").message == (
+        "the KDA kernel needs equal key and value heads and head dims (got H=4, HV=4, K=8, V=16)")
+    assert not result.contract_run
+
+
+def test_generic_olmo_hybrid(tmp_path: Path):
+    config = {
+        "architectures": ["OlmoHybridForCausalLM"], "model_type": "olmo_hybrid", "hidden_size": 64,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        "linear_num_key_heads": 2, "linear_num_value_heads": 2, "linear_key_head_dim": 16,
+        "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16",
+    }
+    tensors = {}
+    for i in range(3):
+        tensors.update(olmo_hybrid_layer(f"model.layers.{i}.", 64, 2, 2, 16, 32, 4))
+    write_checkpoint(tmp_path, config, tensors)
+    result = check_model(str(tmp_path), DEFAULT)
+    assert result.model.family == "generic-gdn" and result.model.layouts == ("gdn-separate-qkv",)
+    assert result.shapes()["mixed_qkv"] == [8, 2 * 2 * 16 + 2 * 32]
+    # OLMo-Hybrid doubles beta by default, which the packed kernel does not do.
+    assert only(result, "GDR106").severity == "warning"
+    assert not any(d.code.startswith("GDR11") for d in result.report)
+
+
+def test_gigachat_zero_based_full_attention_layers():
+    config = {
+        "architectures": ["GigaChat3_5ForCausalLM"], "model_type": "gigachat3_5", "hidden_size": 64,
+        "num_hidden_layers": 6, "full_attention_layers": [0, 5], "num_attention_heads": 4,
+        "num_key_value_heads": 2, "linear_num_key_heads": 8, "linear_num_value_heads": 16,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    }
+    result = check_checkpoint(config_only(config), DEFAULT)
+    assert result.model.linear_layers == [1, 2, 3, 4]
+    assert result.model.sources["linear_layers"].key == "full_attention_layers"
+
+
+def test_unknown_architecture_inferred_from_tensors(tmp_path: Path):
+    reference = qwen3_5_config(text_only=True, H=2, HV=4, K=16, V=16)
+    tensors = qwen_tensors(reference, namespace="model.")
+    write_safetensors(tmp_path / "model.safetensors", tensors)  # no config.json
+    result = check_model(str(tmp_path / "model.safetensors"), DEFAULT)
+    model = result.model
+    assert model.family == "inferred-gdn" and not model.known_architecture
+    assert (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim, model.conv_kernel) == (
+        2, 4, 16, 16, 4)
+    assert model.sources["head_k_dim"].kind == "assumed"
+    assert model.sources["num_v_heads"].tensor == "model.layers.0.linear_attn.A_log"
+    assert model.linear_layers == [0, 1, 2, 4, 5, 6] and model.num_hidden_layers == 8
+    warning = only(result, "GDR102")
+    assert warning.severity == "warning"
+    assert warning.message == "`unknown` is not a known GDN/KDA architecture: its geometry is inferred from tensor shapes"
+    assert result.call is not None
+
+
+def test_unknown_kda_architecture_inferred():
+    config = kimi_config()
+    tensors = kimi_tensors(config)
+    checkpoint = config_only({"architectures": ["SolarOpen2ForCausalLM"], "num_hidden_layers": 8}, tensors)
+    result = check_checkpoint(checkpoint, DEFAULT)
+    model = result.model
+    assert model.kind == "kda" and (model.num_v_heads, model.head_v_dim, model.head_k_dim) == (4, 16, 16)
+    assert "GDR102" in codes(result)
+
+
+@pytest.mark.parametrize("architecture,model_type,phrase", [
+    ("MiniMaxText01ForCausalLM", "minimax_text_01", "lightning attention"),
+    ("BailingMoeLinearV2ForCausalLM", "bailing_moe_linear", "Ring/Ling-linear"),
+    ("LlamaForCausalLM", "llama", "no layer is a GDN/KDA layer"),
+])
+def test_models_without_linear_attention(architecture: str, model_type: str, phrase: str):
+    result = check_checkpoint(config_only({"architectures": [architecture], "model_type": model_type,
+                                           "num_hidden_layers": 4}), DEFAULT)
+    diagnostic = only(result, "GDR101")
+    assert diagnostic.message == f"`{architecture}` has no GDN or KDA layers: nothing to check"
+    assert diagnostic.severity == "info" and any(phrase in note for note in diagnostic.notes)
+    assert result.model is None and result.call is None
+    document = result.to_dict()
+    assert document["model"] is None and document["shapes"] == {}
+
+
+def test_qwen_config_with_every_layer_full_has_nothing_to_check():
+    config = qwen3_5_config(layer_types=["full_attention"] * 8)
+    result = check_checkpoint(config_only(config), DEFAULT)
+    assert codes(result) == ["GDR101"]
+
+
+# -- config vs weights ---------------------------------------------------------------------------------------
+def test_config_says_more_value_heads_than_a_log(tmp_path: Path):
+    weights = qwen3_next_config(HV=8)
+    config = qwen3_next_config(HV=32)
+    write_checkpoint(tmp_path, config, qwen_tensors(weights))
+    result = check_model(str(tmp_path), DEFAULT)
+    diagnostic = only(result, "GDR111")
+    assert diagnostic.message == "config says 32 value heads but `model.layers.0.linear_attn.A_log` holds 8"
+    assert diagnostic.severity == "error"
+    location = diagnostic.location
+    assert location.json_key == "linear_num_value_heads" and location.file.endswith("config.json")
+    text = (tmp_path / "config.json").read_text().splitlines()
+    assert '"linear_num_value_heads"' in text[location.line - 1]
+    assert location.tensor == "model.layers.0.linear_attn.A_log" and location.shard == "model.safetensors"
+    assert any("config key `linear_num_value_heads`" in note for note in diagnostic.notes)
+    assert any("every linear-attention layer (6)" in note for note in diagnostic.notes)
+    # One cause, one diagnostic: the projections sized for 8 heads are explained by the same field.
+    assert not any(d.code in ("GDR113", "GDR112") for d in result.report)
+
+
+def test_one_layer_disagrees_with_config(tmp_path: Path):
+    config = qwen3_5_config(text_only=True)
+    tensors = qwen_tensors(config)
+    tensors["model.layers.5.linear_attn.norm.weight"] = ("F32", (32,))
+    write_checkpoint(tmp_path, config, tensors)
+    result = check_model(str(tmp_path), DEFAULT)
+    diagnostic = only(result, "GDR111")
+    assert diagnostic.message == (
+        "config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` holds 32")
+    assert any("only in layer 5" in note for note in diagnostic.notes)
+
+
+def test_layer_vs_layer_without_config_values():
+    reference = qwen3_5_config(text_only=True)
+    tensors = qwen_tensors(reference)
+    tensors["model.layers.6.linear_attn.A_log"] = ("F32", (8,))
+    result = check_checkpoint(config_only({"architectures": ["Mystery"], "num_hidden_layers": 8}, tensors), DEFAULT)
+    diagnostic = only(result, "GDR112")
+    assert diagnostic.message == (
+        "`model.layers.6.linear_attn.A_log` holds 8 value heads but `model.layers.0.linear_attn.A_log` holds 4")
+
+
+def test_unexplained_shape(tmp_path: Path):
+    config = qwen3_next_config()
+    tensors = qwen_tensors(config)
+    tensors["model.layers.1.linear_attn.in_proj_qkvz.weight"] = ("BF16", (193, 64))
+    write_checkpoint(tmp_path, config, tensors)
+    diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR113")
+    assert diagnostic.message == "`model.layers.1.linear_attn.in_proj_qkvz.weight` has shape [193, 64], expected [192, 64]"
+
+
+def test_missing_tensor_in_one_layer(tmp_path: Path):
+    config = qwen3_next_config()
+    tensors = qwen_tensors(config)
+    del tensors["model.layers.4.linear_attn.dt_bias"]
+    write_checkpoint(tmp_path, config, tensors)
+    diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR115")
+    assert diagnostic.message == "linear-attention layers 4 lack `linear_attn.dt_bias`"
+
+
+def test_layer_kind_mismatch_against_layer_types(tmp_path: Path):
+    config = qwen3_5_config(text_only=True)
+    tensors = qwen_tensors(config, linear=[0, 1, 2, 4, 5, 6, 7])  # layer 7 holds GDN weights
+    write_checkpoint(tmp_path, config, tensors)
+    diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR114")
+    assert diagnostic.message == (
+        "`layer_types` makes layers 7 full-attention layers but their tensors are linear-attention")
+
+
+def test_kimi_zero_based_kda_layers_mistake(tmp_path: Path):
+    config = kimi_config()
+    tensors = kimi_tensors(config)
+    config["linear_attn_config"]["kda_layers"] = [n - 1 for n in config["linear_attn_config"]["kda_layers"]]
+    write_checkpoint(tmp_path, config, tensors)
+    result = check_model(str(tmp_path), DEFAULT)
+    messages = [(d.code, d.message) for d in result.report if d.code in ("GDR104", "GDR114")]
+    assert messages == [
+        ("GDR104", "`linear_attn_config.kda_layers` names layers [0] outside 1..8 (the list is 1-based)"),
+        ("GDR104", "`linear_attn_config.kda_layers` and `full_attn_layers` both name layers [4]"),
+        ("GDR114", "`linear_attn_config.kda_layers` makes layers 3 linear-attention layers but their tensors "
+                   "are full-attention"),
+        ("GDR114", "`linear_attn_config.kda_layers` makes layers 2, 6 full-attention layers but their tensors "
+                   "are linear-attention"),
+    ]
+    assert any("1-based" in note for d in result.report if d.code == "GDR114" for note in d.notes)
+
+
+def test_layer_types_disagree_with_interval():
+    types = interval_layer_types(8)
+    types[3], types[2] = "linear_attention", "full_attention"
+    config = qwen3_5_config(layer_types=types)
+    result = check_checkpoint(config_only(config), DEFAULT)
+    diagnostic = only(result, "GDR105")
+    assert diagnostic.severity == "warning"
+    assert diagnostic.message == "`layer_types` and `full_attention_interval`=4 disagree on layers 2-3"
+    assert any("sglang 0.5.23 follows the interval rule" in note for note in diagnostic.notes)
+    assert result.model.linear_layers == [0, 1, 3, 4, 5, 6]  # explicit layer_types wins
+
+
+def test_qwen3_next_explicit_layer_types_preferred():
+    types = ["linear_attention"] * 7 + ["full_attention"]
+    result = check_checkpoint(config_only(qwen3_next_config(layer_types=types)), DEFAULT)
+    assert result.model.linear_layers == list(range(7))
+    assert only(result, "GDR105").message.endswith("disagree on layers 3")
+
+
+def test_missing_config_field_taken_from_tensors(tmp_path: Path):
+    config = qwen3_next_config()
+    del config["linear_num_value_heads"]
+    write_checkpoint(tmp_path, config, qwen_tensors(qwen3_next_config()))
+    result = check_model(str(tmp_path), DEFAULT)
+    diagnostic = only(result, "GDR103")
+    assert diagnostic.message == "the config has no `linear_num_value_heads`" and diagnostic.severity == "warning"
+    assert result.model.num_v_heads == 4 and result.call is not None
+
+
+def test_missing_config_field_without_weights_is_an_error():
+    config = qwen3_next_config()
+    del config["linear_key_head_dim"]
+    result = check_checkpoint(config_only(config), DEFAULT)
+    assert only(result, "GDR103").severity == "error"
+    assert result.call is None and result.to_dict()["shapes"] == {}
+
+
+def test_value_heads_not_multiple_of_key_heads():
+    result = check_checkpoint(config_only(qwen3_next_config(H=16, HV=30, K=128, V=128)), DEFAULT)
+    diagnostic = only(result, "GDR124")
+    assert diagnostic.message == "`linear_num_value_heads`=30 is not a multiple of `linear_num_key_heads`=16"
+    assert any("Invalid head config inferred from mixed_qkv: H=16, HV=30." in n for n in diagnostic.notes)
+    assert not result.contract_run
+
+
+# -- full-size geometries, sparse on disk -------------------------------------------------------------------------
+def test_qwen3_next_80b_sharded_full_size(tmp_path: Path):
+    config = get_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct").config_copy()
+    write_checkpoint(tmp_path, config, qwen_tensors(config), shards=41)
+    assert len(list(tmp_path.glob("model-*-of-00041.safetensors"))) == 41
+    result = check_model(str(tmp_path), Deployment(tp=4))
+    model = result.model
+    assert result.checkpoint.kind in ("directory", "sharded")
+    assert len(model.linear_layers) == 36 and model.linear_layers[:4] == [0, 1, 2, 4]
+    assert (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim) == (16, 32, 128, 128)
+    assert result.shapes()["mixed_qkv"] == [8, 2048]
+    assert result.report.errors == []
+
+
+def test_qwen3_next_80b_sharded_mismatch_points_at_index(tmp_path: Path):
+    config = get_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct").config_copy()
+    tensors = qwen_tensors(config)
+    tensors["model.layers.46.linear_attn.A_log"] = ("BF16", (16,))
+    write_checkpoint(tmp_path, config, tensors, shards=41)
+    diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR111")
+    assert diagnostic.message == "config says 32 value heads but `model.layers.46.linear_attn.A_log` holds 16"
+    assert diagnostic.location.shard.endswith("-of-00041.safetensors")
+    note = next(n for n in diagnostic.notes if "from tensor" in n)
+    assert "bfloat16[16]" in note
+
+
+def test_qwen3_5_moe_full_size(tmp_path: Path):
+    config = get_builtin("Qwen/Qwen3.5-35B-A3B").config_copy()
+    tensors = qwen_tensors(config, namespace="model.language_model.", experts=256, expert_dim=512)
+    write_checkpoint(tmp_path, config, tensors, shards=14)
+    result = check_model(str(tmp_path), Deployment(tp=2))
+    model = result.model
+    assert model.family == "qwen3.5-moe" and len(model.linear_layers) == 30
+    assert result.shapes()["mixed_qkv"] == [8, 4096]
+    assert result.report.errors == []
+
+
+def test_kimi_linear_48b_full_size(tmp_path: Path):
+    config = get_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct").config_copy()
+    write_checkpoint(tmp_path, config, kimi_tensors(config), shards=20)
+    result = check_model(str(tmp_path), Deployment(tp=8))
+    model = result.model
+    assert len(model.linear_layers) == 20 and model.linear_layers[3] == 4
+    assert (model.num_v_heads, model.head_v_dim) == (32, 128)
+    assert result.shapes() == {
+        "mixed_qkv": [8, 1536], "a": [8, 512], "b": [8, 4], "A_log": [4], "dt_bias": [512],
+        "initial_state": [9, 4, 128, 128], "out": [8, 1, 4, 128], "ssm_state_indices": [8],
+    }
+    assert result.report.errors == []
+
+
+# -- built-ins and rule metadata --------------------------------------------------------------------------------
+def test_builtin_list_and_lookup():
+    ids = [m.repo_id for m in list_builtin()]
+    assert "Qwen/Qwen3-Next-80B-A3B-Instruct" in ids and "moonshotai/Kimi-Linear-48B-A3B-Base" in ids
+    assert get_builtin("qwen/qwen3.6-27b").repo_id == "Qwen/Qwen3.6-27B"
+    assert get_builtin("Qwen/Qwen3.5-2B").confidence == "U"
+    for model in list_builtin():
+        assert select_adapter(model.config, []).adapter is not None
+
+
+def test_model_rules_metadata():
+    model_rules = [r for r in RULES.values() if r.code.startswith("GDR1")]
+    assert len(model_rules) >= 15
+    for rule in model_rules:
+        assert rule.summary and (rule.summary[0].islower() or rule.summary[0] == "`")
+        assert not rule.message.endswith(".") and (rule.message[0].islower() or rule.message[0] in "`")
+        assert rule.explanation and rule.scope == "model"
+    json.dumps([r.name for r in model_rules])
