@@ -1,0 +1,182 @@
+"""`--output-format full`: the human report (header, per-rank shapes, rustc-style diagnostics, summary)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ...report import Diagnostic
+from ...tensors import short_dtype
+from ..results import TargetResult
+
+STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
+LABEL = {"error": "error", "warning": "warning", "info": "info"}
+
+
+def _ranges(values: list[int]) -> str:
+    """[0, 1, 2, 4, 5] -> "0-2, 4-5"."""
+    spans: list[str] = []
+    start = prev = None
+    for v in values + [None]:  # type: ignore[list-item]
+        if start is not None and (v is None or v != prev + 1):
+            spans.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if v is not None and start is None:
+            start = v
+        prev = v
+    return ", ".join(spans)
+
+
+def _mib(n: int | float | None) -> str:
+    return "?" if n is None else f"{n / 2**20:.3f}".rstrip("0").rstrip(".") + " MiB"
+
+
+def _source_line(check: Any) -> str:
+    src = check.source_dict()
+    kind = src["kind"]
+    if kind == "builtin":
+        return "built-in description (no files read)"
+    read = f"{len(src['files_read'])} file(s), {src['bytes_read']:,} bytes of metadata"
+    what = {"config-only": "config.json only (no weights cross-checked)", "sharded": "sharded safetensors checkpoint",
+            "safetensors-file": "single safetensors file", "directory": "model directory",
+            "hf-cache": "Hugging Face cache snapshot"}.get(kind, kind)
+    return f"{what}, {src['tensors']} tensors; read {read}"
+
+
+def _header(console: Console, result: TargetResult) -> None:
+    check = result.check
+    console.print(f"[bold]{escape(result.target)}[/bold]", soft_wrap=True)
+    rows: list[tuple[str, str]] = [("source", _source_line(check))]
+    model = check.model
+    if model is not None:
+        layers = model.linear_layers
+        total = model.num_hidden_layers
+        rows.append(("model", f"{model.architecture} ({model.family}), {model.kind.upper()}: "
+                              f"{len(layers)} of {total} layers linear [{_ranges(layers)}]"))
+        rows.append(("heads", f"H={model.num_k_heads} HV={model.num_v_heads} K={model.head_k_dim} "
+                              f"V={model.head_v_dim} conv={model.conv_kernel}"))
+    dep = check.deployment
+    settings = check.settings
+    state = settings.state_dtype if settings else (dep.state_dtype or "default")
+    slot_note = " (slot 0 reserved)" if dep.engine == "sglang" else " (block 0 null)"
+    rows.append(("deployment", f"{dep.engine}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
+                               f"state {state}"))
+    for note in check.source_dict()["notes"]:
+        rows.append(("note", note))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        console.print(f"  [dim]{key.ljust(width)}[/dim]  {escape(value)}", soft_wrap=True)
+
+
+def _shapes_table(console: Console, check: Any) -> None:
+    if check.call is None:
+        return
+    tp = check.deployment.tp
+    table = Table(title=f"kernel call per rank (tp={tp}: each of {tp} rank(s), every linear layer)",
+                  title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("argument", "shape", "dtype", "strides"):
+        table.add_column(column)
+    for name, spec in check.call.tensors().items():
+        table.add_row(name, str(list(spec.shape)), short_dtype(spec.dtype), str(list(spec.stride)))
+    table.add_row("scale", f"{check.call.scale:.6g}", "float", "")
+    for name, spec in check.pools.items():
+        if name in check.call.tensors():  # the pool view the kernel receives is already listed
+            continue
+        label = f"{check.deployment.engine} {name}"
+        table.add_row(f"[dim]{escape(label)}[/dim]", str(list(spec.shape)), short_dtype(spec.dtype), str(list(spec.stride)))
+    console.print()
+    console.print(table)
+    memory = check.memory
+    if memory is not None:
+        line = (f"  state per rank: {_mib(memory.bytes_per_request)} per request ({memory.linear_layers} layers x "
+                f"({_mib(memory.conv_bytes_per_layer)} conv + {_mib(memory.ssm_bytes_per_layer)} SSM)), "
+                f"{_mib(memory.pool_bytes)} for {memory.num_slots} slots")
+        if memory.budget is not None:
+            line += f"; {memory.requests_that_fit} request(s) fit in {_mib(memory.budget)}"
+        console.print(escape(line), soft_wrap=True)
+
+
+def _location(d: Diagnostic) -> str | None:
+    loc = d.location
+    if loc is None:
+        return None
+    if loc.file is None:
+        return f"kernel argument `{loc.argument}`" if loc.argument else None
+    text = loc.file + (f":{loc.line}:{loc.column or 1}" if loc.line is not None else "")
+    if loc.json_key:
+        text += f"  `{loc.json_key}`"
+    elif loc.tensor:
+        text += f"  `{loc.tensor}`"
+    return text
+
+
+def render_diagnostic(console: Console, d: Diagnostic) -> None:
+    console.print(f"[{STYLE[d.severity]}]{LABEL[d.severity]}[{d.code}][/]: [bold]{escape(d.message)}[/bold]",
+                  soft_wrap=True)
+    where = _location(d)
+    if where:
+        console.print(f"  [blue]-->[/blue] {escape(where)}", soft_wrap=True)
+    notes = list(d.notes)
+    if d.location is not None and d.location.shard and d.location.tensor:
+        notes.append(f"tensor `{d.location.tensor}` in {d.location.shard}")
+    if d.wrapper and d.severity == "error":
+        notes.append("the reference wrapper raises ValueError with this message")
+    dims = " ".join(f"{k}={v}" for k, v in d.bindings.items() if k in ("B", "H", "HV", "K", "V", "S", "tp"))
+    if dims:
+        notes.append(f"bound dims: {dims}")
+    if notes:
+        console.print("   [blue]|[/blue]")
+    for note in notes:
+        console.print(f"   [blue]=[/blue] [bold]note[/bold]: {escape(note)}", soft_wrap=True)
+    for fix in d.fixes:
+        console.print(f"[bold green]help[/bold green]: {escape(fix)}", soft_wrap=True)
+    console.print()
+
+
+def summary_line(results: list[TargetResult]) -> str:
+    counts = {"error": 0, "warning": 0, "info": 0}
+    for r in results:
+        for d in r.diagnostics:
+            counts[d.severity] += 1
+    unreadable = sum(r.error is not None for r in results)
+    checked = len(results) - unreadable
+    parts = [f"{counts['error']} error(s)", f"{counts['warning']} warning(s)", f"{counts['info']} note(s)"]
+    text = f"summary: {checked} checked: " + ", ".join(parts)
+    if unreadable:
+        text += f"; {unreadable} could not be read"
+    return text
+
+
+def make_console(stream: Any, color: bool) -> Console:
+    return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=120,
+                   soft_wrap=False, emoji=False)
+
+
+def use_color() -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+
+
+def render(results: list[TargetResult], *, color: bool = False) -> str:
+    buffer = io.StringIO()
+    console = make_console(buffer, color)
+    for result in results:
+        if result.error is not None:
+            console.print(f"[bold red]error[{escape(result.error.code)}][/]: {escape(result.error.message)}",
+                          soft_wrap=True)
+            console.print()
+            continue
+        _header(console, result)
+        _shapes_table(console, result.check)
+        console.print()
+        for diagnostic in result.diagnostics:
+            render_diagnostic(console, diagnostic)
+    console.print(summary_line(results), soft_wrap=True)
+    return buffer.getvalue()
