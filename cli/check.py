@@ -107,7 +107,7 @@ def check_command(
     text = render(results, color=use_color() and output_file is None) if output_format == "full" else render(results)
     if output_file is not None:
         output_file.write_text(text, encoding="utf-8")
-    else:
+    elif text:
         out.write(text)
     for result in results:
         if result.error is not None:

@@ -168,15 +168,13 @@ def render(results: list[TargetResult], *, color: bool = False) -> str:
     buffer = io.StringIO()
     console = make_console(buffer, color)
     for result in results:
-        if result.error is not None:
-            console.print(f"[bold red]error[{escape(result.error.code)}][/]: {escape(result.error.message)}",
-                          soft_wrap=True)
-            console.print()
+        if result.error is not None:  # reported on stderr as one line by the command
             continue
         _header(console, result)
         _shapes_table(console, result.check)
         console.print()
         for diagnostic in result.diagnostics:
             render_diagnostic(console, diagnostic)
-    console.print(summary_line(results), soft_wrap=True)
+    if any(r.error is None for r in results):
+        console.print(summary_line(results), soft_wrap=True)
     return buffer.getvalue()
