@@ -1,0 +1,260 @@
+"""Deployments: per-rank call shapes and layouts, engine pools and dtypes, state bytes, TP rules, JSON document."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
+
+from gdr_check.models import Deployment, check_builtin, check_model
+from gdr_check.sources import SourceError
+
+MiB = 1024 * 1024
+KiB = 1024
+
+# models.md section 9: (repo id, L_lin, [(tp, H_l, HV_l, width, conv KiB/slot/layer, SSM MiB/request)])
+TABLE_9 = [
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", 36, [
+        (1, 16, 32, 8192, 48, 72), (2, 8, 16, 4096, 24, 36), (4, 4, 8, 2048, 12, 18), (8, 2, 4, 1024, 6, 9),
+        (16, 1, 2, 512, 3, 4.5)]),
+    ("Qwen/Qwen3.5-0.8B", 18, [
+        (1, 16, 16, 6144, 36, 18), (2, 8, 8, 3072, 18, 9), (4, 4, 4, 1536, 9, 4.5), (8, 2, 2, 768, 4.5, 2.25),
+        (16, 1, 1, 384, 2.25, 1.125)]),
+    ("Qwen/Qwen3.5-4B", 24, [
+        (1, 16, 32, 8192, 48, 48), (4, 4, 8, 2048, 12, 12), (16, 1, 2, 512, 3, 3)]),
+    ("Qwen/Qwen3.6-27B", 48, [
+        (1, 16, 48, 10240, 60, 144), (2, 8, 24, 5120, 30, 72), (8, 2, 6, 1280, 7.5, 18), (16, 1, 3, 640, 3.75, 9)]),
+    ("Qwen/Qwen3.5-35B-A3B", 30, [(1, 16, 32, 8192, 48, 60), (8, 2, 4, 1024, 6, 7.5)]),
+    ("Qwen/Qwen3.5-122B-A10B", 36, [(1, 16, 64, 12288, 72, 144), (16, 1, 4, 768, 4.5, 9)]),
+    ("Qwen/Qwen3.5-397B-A17B", 45, [(4, 4, 16, 3072, 18, 45), (8, 2, 8, 1536, 9, 22.5)]),
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", 20, [
+        (1, 32, 32, 12288, 72, 40), (2, 16, 16, 6144, 36, 20), (8, 4, 4, 1536, 9, 5), (32, 1, 1, 384, 2.25, 1.25)]),
+]
+
+
+@pytest.mark.parametrize("repo_id,layers,rows", TABLE_9, ids=[r[0] for r in TABLE_9])
+def test_models_md_section_9(repo_id: str, layers: int, rows):
+    for tp, H_l, HV_l, width, conv_kib, ssm_mib in rows:
+        result = check_builtin(repo_id, Deployment(tp=tp))
+        assert (result.heads.H, result.heads.HV, result.heads.width) == (H_l, HV_l, width)
+        memory = result.memory
+        assert memory.linear_layers == layers
+        assert memory.conv_bytes_per_layer == conv_kib * KiB
+        assert memory.ssm_bytes_per_layer * layers == ssm_mib * MiB
+        assert memory.bytes_per_request == (conv_kib * KiB + ssm_mib * MiB / layers) * layers
+
+
+def test_qwen3_5_397b_tp8_matches_tpu_inference_quote():
+    # vllm-project/tpu-inference #2482: "4.27 -> 2.17 MB/slot" at TP 8, 8 layers per stage.
+    fp32 = check_builtin("Qwen/Qwen3.5-397B-A17B", Deployment(tp=8)).memory
+    bf16 = check_builtin("Qwen/Qwen3.5-397B-A17B", Deployment(tp=8, state_dtype="bf16")).memory
+    assert 8 * (fp32.ssm_bytes_per_layer + fp32.conv_bytes_per_layer) == 4_268_032
+    assert 8 * (bf16.ssm_bytes_per_layer + bf16.conv_bytes_per_layer) == 2_170_880
+
+
+def test_sglang_call_for_qwen3_next_tp2():
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=2, batch=4))
+    call = result.call
+    assert call.variant == "gdn" and call.use_qk_l2norm_in_kernel and call.lower_bound is None
+    assert call.scale == 128 ** -0.5
+    spec = {name: (t.shape, t.stride, t.dtype) for name, t in call.tensors().items()}
+    assert spec["mixed_qkv"] == ((4, 4096), (4096, 1), "bfloat16")
+    assert spec["a"] == ((4, 16), (16, 1), "bfloat16") and spec["b"] == spec["a"]
+    assert spec["A_log"] == ((16,), (1,), "float32")  # fp32 parameter, though the checkpoint stores bf16
+    assert spec["dt_bias"] == ((16,), (1,), "bfloat16")
+    assert spec["initial_state"] == ((5, 16, 128, 128), (16 * 128 * 128, 128 * 128, 128, 1), "float32")
+    assert spec["out"] == ((4, 1, 16, 128), (16 * 128, 16 * 128, 128, 1), "bfloat16")
+    assert spec["ssm_state_indices"] == ((4,), (1,), "int32")
+    assert call.ssm_state_indices.values == (1, 2, 3, 4)
+    assert all(t.device == "cuda:0" for t in call.tensors().values())
+    pools = result.pools
+    assert pools["ssm_pool"].shape == (36, 5, 16, 128, 128) and pools["ssm_pool"].dtype == "float32"
+    assert pools["conv_pool"].shape == (36, 5, 4096, 3) and pools["conv_pool"].dtype == "bfloat16"
+    assert pools["initial_state"].stride == pools["ssm_pool"].stride[1:]
+    assert result.contract_run and result.report.errors == []
+
+
+def test_kda_call_and_pools():
+    result = check_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct", Deployment(tp=4))
+    call = result.call
+    assert call.variant == "kda"
+    assert call.a.shape == (8, 8 * 128) and call.dt_bias.shape == (8 * 128,) and call.dt_bias.dtype == "float32"
+    assert call.b.shape == (8, 8) and call.A_log.shape == (8,)
+    assert result.pools["conv_pool"].shape == (20, 9, 3, 3072)  # window-first for KDA
+    assert result.settings.state_dtype == "float32"
+
+
+def test_vllm_pools_are_per_layer_and_window_first():
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=4, engine="vllm"))
+    assert set(result.pools) == {"ssm_state", "conv_state"}
+    assert result.pools["ssm_state"].shape == (9, 8, 128, 128)
+    assert result.pools["conv_state"].shape == (9, 3, 2048)
+
+
+@pytest.mark.parametrize("repo_id,engine,state_dtype,expected", [
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", "sglang", None, "float32"),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", "vllm", None, "bfloat16"),  # no mamba_ssm_dtype: the model dtype
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", "vllm", "float32", "float32"),
+    ("Qwen/Qwen3.5-4B", "vllm", None, "float32"),  # from text_config.mamba_ssm_dtype
+    ("Qwen/Qwen3.5-4B", "sglang", "bf16", "bfloat16"),
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "vllm", "bfloat16", "float32"),  # KDA state is always fp32
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "sglang", None, "float32"),
+])
+def test_state_dtype_defaults(repo_id: str, engine: str, state_dtype: str | None, expected: str):
+    result = check_builtin(repo_id, Deployment(engine=engine, state_dtype=state_dtype))
+    assert result.settings.state_dtype == expected
+    assert result.call.initial_state.dtype == expected
+    assert result.to_dict()["deployment"]["state_dtype"] == expected
+
+
+def test_bf16_state_reported_by_contract():
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm"))
+    assert "GDR249" in result.report.codes()
+
+
+def test_sglang_ignores_unknown_mamba_ssm_dtype(tmp_path: Path):
+    config = qwen3_next_config(mamba_ssm_dtype="float8")
+    write_checkpoint(tmp_path, config, qwen_tensors(qwen3_next_config()))
+    result = check_model(str(tmp_path), Deployment())
+    assert result.settings.state_dtype == "float32"
+    assert any("ignores `mamba_ssm_dtype`" in note for note in result.notes)
+
+
+# -- tensor parallelism -----------------------------------------------------------------------------------------
+def test_tp3_on_qwen3_next():
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=3))
+    errors = {d.code: d for d in result.report.errors}
+    assert errors["GDR121"].message == (
+        "tp=3 does not divide `linear_num_key_heads`=16; TP sizes that work: 1, 2, 4, 8, 16")
+    assert errors["GDR121"].location.json_key == "linear_num_key_heads"
+    assert errors["GDR121"].fixes == ["use tp=2", "use tp=4"]
+    assert errors["GDR122"].message == "tp=3 does not divide `num_attention_heads`=16"
+    assert errors["GDR123"].message == "tp=3 neither divides nor is a multiple of `num_key_value_heads`=2"
+    assert result.call is None and result.to_dict()["shapes"] == {} and not result.contract_run
+
+
+def test_tp3_on_qwen3_6_27b_fails_gdn_but_not_attention():
+    result = check_builtin("Qwen/Qwen3.6-27B", Deployment(tp=3, engine="vllm"))
+    codes = result.report.codes()
+    assert "GDR121" in codes and "GDR122" not in codes
+    diagnostic = next(d for d in result.report if d.code == "GDR121")
+    assert diagnostic.message == "tp=3 does not divide `linear_num_key_heads`=16; TP sizes that work: 1, 2, 4, 8"
+    assert any("conv width 2*H*K+HV*V = 10240 is not divisible by 3" in n for n in diagnostic.notes)
+
+
+def test_tp16_attention_heads_reported_separately():
+    result = check_builtin("Qwen/Qwen3.6-27B", Deployment(tp=16, engine="vllm"))
+    diagnostic = next(d for d in result.report if d.code == "GDR122")
+    assert diagnostic.message == "tp=16 does not divide `num_attention_heads`=24"
+    assert any("Total number of attention heads (24) must be divisible by tensor parallel size (16)." in n
+               for n in diagnostic.notes)
+    # The GDN layers split fine at TP 16: the call exists and passes the contract.
+    assert result.call is not None and result.contract_run
+    assert "GDR121" not in result.report.codes()
+
+
+def test_tp32_on_qwen_gdn():
+    result = check_builtin("Qwen/Qwen3.5-397B-A17B", Deployment(tp=32))
+    message = next(d.message for d in result.report if d.code == "GDR121")
+    assert message == "tp=32 does not divide `linear_num_key_heads`=16; TP sizes that work: 1, 2, 4, 8, 16"
+
+
+def test_kda_tp_message():
+    result = check_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct", Deployment(tp=6))
+    diagnostic = next(d for d in result.report if d.code == "GDR121")
+    assert diagnostic.message == (
+        "tp=6 does not divide `num_heads`=32; TP sizes that work: 1, 2, 4, 8, 16, 32")
+    assert any("KDA num_heads (32) must be divisible by shard tp_size (6)" in n for n in diagnostic.notes)
+
+
+# -- batch, slots, memory -------------------------------------------------------------------------------------
+def test_grid_limit_from_contract():
+    ok = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=2047))
+    assert "GDR244" not in ok.report.codes()
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=2048))
+    assert "GDR244" in result.report.codes()
+    vllm = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=2048, engine="vllm"))
+    assert "GDR244" not in vllm.report.codes()
+
+
+def test_too_few_slots():
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=8, slots=8))
+    assert result.call.initial_state.shape[0] == 8
+    assert "GDR241" in result.report.codes()
+
+
+def test_state_footprint_and_budget():
+    per_request = (48 * KiB + 2 * MiB) * 36
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=8, gpu_memory=1024 * MiB))
+    assert result.memory.bytes_per_request == per_request
+    assert result.memory.requests_that_fit == 1024 * MiB // per_request - 1 == 12
+    info = next(d for d in result.report if d.code == "GDR131")
+    assert info.message == (
+        "each request holds 73.688 MiB of linear-attention state per rank: 36 layers x (48 KiB conv + 2 MiB SSM)")
+    assert "GDR132" not in result.report.codes()
+    small = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=64, gpu_memory=1024 * MiB))
+    warning = next(d for d in small.report if d.code == "GDR132")
+    assert warning.severity == "warning"
+    assert warning.message == "a 1 GiB budget holds the state of 12 requests per rank, fewer than the batch of 64"
+
+
+def test_deployment_validation():
+    with pytest.raises(ValueError):
+        Deployment(engine="trt")
+    with pytest.raises(ValueError):
+        Deployment(state_dtype="int8")
+    assert Deployment(batch=16).num_slots == 17
+
+
+# -- entry point and document ----------------------------------------------------------------------------------
+def test_builtin_fallback_when_not_cached(tmp_path: Path):
+    result = check_model("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=4), cache_dir=str(tmp_path))
+    assert result.builtin is not None and result.checkpoint.kind == "builtin"
+    assert "not in the local cache: using the built-in description of Qwen/Qwen3-Next-80B-A3B-Instruct" in (
+        result.to_dict()["source"]["notes"])
+    assert result.shapes()["mixed_qkv"] == [8, 2048]
+
+
+def test_unknown_repo_id_raises_source_error(tmp_path: Path):
+    with pytest.raises(SourceError) as caught:
+        check_model("nobody/NoSuchModel-1B", Deployment(), cache_dir=str(tmp_path))
+    assert caught.value.code == "GDR007"
+
+
+def test_json_document():
+    document = check_builtin("Qwen/Qwen3.5-35B-A3B", Deployment(tp=2, batch=4)).to_dict()
+    text = json.dumps(document)
+    assert json.loads(text) == document
+    assert document["schema_version"] == 1
+    assert document["model"] == {**document["model"], "architecture": "Qwen3_5MoeForConditionalGeneration",
+                                 "kind": "gdn", "num_hidden_layers": 40, "num_k_heads": 16, "num_v_heads": 32,
+                                 "head_k_dim": 128, "head_v_dim": 128, "conv_kernel": 4}
+    assert len(document["model"]["linear_layers"]) == 30
+    assert document["deployment"] == {**document["deployment"], "tp": 2, "batch": 4, "num_slots": 5,
+                                      "state_dtype": "float32", "engine": "sglang"}
+    assert document["shapes"] == {
+        "mixed_qkv": [4, 4096], "a": [4, 16], "b": [4, 16], "A_log": [16], "dt_bias": [16],
+        "initial_state": [5, 16, 128, 128], "out": [4, 1, 16, 128], "ssm_state_indices": [4],
+    }
+    assert {"code", "name", "severity", "message", "fixes"} <= set(document["diagnostics"][0])
+
+
+def test_metadata_path_imports_no_torch(tmp_path: Path):
+    config = qwen3_next_config()
+    write_checkpoint(tmp_path, config, qwen_tensors(config))
+    script = (
+        "import sys\n"
+        "from gdr_check.models import check_model, Deployment\n"
+        f"check_model({str(tmp_path)!r}, Deployment(tp=2)).to_dict()\n"
+        "heavy = [m for m in ('torch', 'triton', 'numpy') if m in sys.modules]\n"
+        "print(heavy)\n"
+        "sys.exit(1 if heavy else 0)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
