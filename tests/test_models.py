@@ -391,3 +391,26 @@ def test_model_rules_metadata():
         assert not rule.message.endswith(".") and (rule.message[0].islower() or rule.message[0] in "`")
         assert rule.explanation and rule.scope == "model"
     json.dumps([r.name for r in model_rules])
+
+
+def test_sharded_tensor_diagnostic_points_at_index_line(tmp_path: Path):
+    config = get_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct").config_copy()
+    tensors = qwen_tensors(config)
+    name = "model.layers.9.linear_attn.in_proj_qkvz.weight"
+    tensors[name] = ("BF16", (12289, 2048))
+    write_checkpoint(tmp_path, config, tensors, shards=41)
+    diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR113")
+    assert diagnostic.message == f"`{name}` has shape [12289, 2048], expected [12288, 2048]"
+    location = diagnostic.location
+    assert location.file.endswith("model.safetensors.index.json") and location.tensor == name
+    index_lines = (tmp_path / "model.safetensors.index.json").read_text().splitlines()
+    assert name in index_lines[location.line - 1]
+
+
+def test_bare_config_json(tmp_path: Path):
+    config = get_builtin("Qwen/Qwen3.6-27B").config_copy()
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=2))
+    result = check_model(str(tmp_path / "config.json"), Deployment(tp=8))
+    assert result.checkpoint.kind == "config-only" and not result.model.weights_checked
+    assert result.shapes()["mixed_qkv"] == [8, 1280]
+    assert result.model.sources["num_v_heads"].location.line is not None
