@@ -801,7 +801,10 @@ def head_dim_zero(ctx: CallContext):
     qk_dim = ctx.qkv_dim - ctx.HV * ctx.V
     if qk_dim <= 0 or qk_dim % 2:
         return None
-    return Finding({"shape": tuple(ctx.state.shape)}, argument="initial_state")
+    S = ctx.S if ctx.S is not None else "S"
+    return Finding({"shape": tuple(ctx.state.shape)},
+                   [f"the pool's K axis is empty: allocate it as [{S}, {ctx.HV}, {ctx.V}, head_k_dim]"],
+                   argument="initial_state")
 
 
 # -- GDR240+: what the kernels assume without checking ---------------------------------------------------
