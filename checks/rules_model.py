@@ -467,7 +467,7 @@ def missing_tensors(ctx: ModelContext):
         tensor = item.suffix if item.suffix != "*" else "any tensor"
         findings.append(Finding(
             {"layers": format_layers(item.layers), "tensor": tensor},
-            location=Location(tensor=item.example),
+            location=Location(file=item.file, tensor=item.example),
             notes=[f"expected `{item.example}`"],
             fixes=["check that every shard of the index is present and complete"]))
     return findings

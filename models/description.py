@@ -124,6 +124,7 @@ class MissingTensor:
     suffix: str  # in-layer name, e.g. `linear_attn.A_log`
     example: str  # the full name in the first layer that lacks it
     layers: tuple[int, ...]
+    file: str | None = None  # where the layer's other tensors are listed (the index, or their shard)
 
 
 @dataclass(frozen=True)
@@ -501,7 +502,10 @@ def _verify_tensors(model: LinearAttentionModel, layers: dict[int, dict[str, Ten
         model.shape_mismatches.append(ShapeMismatch(locate.tensor(hits[0][1]), actual, expected,
                                                     _ranges(i for i, _ in hits)))
     for rest, indices in missing.items():
-        model.missing_tensors.append(MissingTensor(rest, f"{namespace}layers.{indices[0]}.{rest}", _ranges(indices)))
+        sibling = next(iter(layers[indices[0]].values()))
+        file = locate.tensor(sibling).location.file  # type: ignore[union-attr]
+        model.missing_tensors.append(
+            MissingTensor(rest, f"{namespace}layers.{indices[0]}.{rest}", _ranges(indices), file))
 
 
 _NEG_EIGVAL_DEFAULT_TRUE = ("olmo_hybrid", "olmo3_5_hybrid")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from checkpoint_builders import (
-    interval_layer_types, kda_layer, kimi_config, kimi_tensors, olmo_hybrid_layer, qwen3_5_config,
+    interval_layer_types, kimi_config, kimi_tensors, olmo_hybrid_layer, qwen3_5_config,
     qwen3_next_config, qwen_tensors, write_checkpoint, write_safetensors,
 )
 
@@ -248,6 +248,8 @@ def test_missing_tensor_in_one_layer(tmp_path: Path):
     write_checkpoint(tmp_path, config, tensors)
     diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR115")
     assert diagnostic.message == "linear-attention layers 4 lack `linear_attn.dt_bias`"
+    assert diagnostic.location.file == "model.safetensors"
+    assert diagnostic.location.tensor == "model.layers.4.linear_attn.dt_bias"
 
 
 def test_layer_kind_mismatch_against_layer_types(tmp_path: Path):
