@@ -52,15 +52,19 @@ REFERENCE_TBPS = {
     (16, 64, "bf16"): (0.52, 1.94, 3.16, 3.84, 4.06),
 }
 
-# Tilings timed by --tune: (block_v, tiles_per_program, num_warps, num_stages).
+# Tilings timed by --tune: (block_v, tiles_per_program, num_warps, num_stages, evict_first).
 CANDIDATES = tuple(
     TileConfig(*c)
     for c in (
-        (4, 1, 1, 1), (8, 1, 1, 1), (16, 1, 1, 1), (16, 1, 2, 1), (32, 1, 1, 1), (32, 1, 2, 1),
-        (32, 1, 4, 1), (64, 1, 4, 1), (128, 1, 8, 1), (8, 4, 1, 3), (16, 2, 1, 2), (16, 4, 1, 2),
-        (32, 2, 1, 2), (32, 4, 1, 3), (64, 2, 4, 2),
+        (4, 1), (8, 1), (16, 1), (8, 1, 1, 1, True), (16, 1, 1, 1, True), (4, 2), (4, 4), (8, 2), (8, 4),
+        (8, 8), (8, 2, 1, 1, True), (8, 4, 1, 1, True), (16, 2), (16, 4), (16, 2, 1, 1, True),
+        (16, 4, 1, 1, True),
     )
 )
+
+
+def config_label(c: TileConfig) -> str:
+    return f"{c.block_v}x{c.tiles_per_program}/w{c.num_warps}/s{c.num_stages}{'/E' if c.evict_first else ''}"
 
 
 def bytes_per_call(B: int, H: int, HV: int, state_itemsize: int, act_itemsize: int = 2) -> int:
@@ -141,6 +145,17 @@ def graph_time_us(launch: Callable[[torch.Tensor], object], index_sets: list[tor
         times.append(start.elapsed_time(end) * 1e3 / len(index_sets))
     del graph
     return statistics.median(times)
+
+
+def matched_copy_us(total_bytes: int, sets: int) -> float:
+    """Per-copy time of a device-to-device copy moving the same bytes (read + write), rotated like the kernel."""
+    words = total_bytes // 2 // 4
+    src = torch.randn(sets, words, device="cuda")
+    dst = torch.empty_like(src)
+    slots = [torch.tensor(i) for i in range(sets)]
+    us = graph_time_us(lambda i: dst[int(i)].copy_(src[int(i)]), slots)
+    del src, dst
+    return us
 
 
 def copy_roofline_tbps(size_bytes: int = 4 << 30) -> float:
@@ -242,11 +257,12 @@ def run_point(problem: Problem, sglang_gdn, args) -> dict:
             fitted = config.fitted(V, K)
             if fitted != config:
                 continue
-            tuned[str(tuple(asdict(config).values()))] = graph_time_us(ours(config), problem.index_sets)
+            tuned[config_label(config)] = graph_time_us(ours(config), problem.index_sets)
         point["tune_us"] = tuned
         point["best"], point["best_us"] = min(tuned.items(), key=lambda kv: kv[1])
     if sglang_gdn is not None:
         point["sglang_us"] = graph_time_us(lambda idx: sglang_gdn(*problem.args(idx)), problem.index_sets)
+    point["copy_us"] = matched_copy_us(int(point["bytes"]), problem.sets)
     if args.warm:
         same = [problem.index_sets[0]]
         point["ours_warm_us"] = graph_time_us(ours(chosen), same)
@@ -271,8 +287,9 @@ def fmt(x: float | None, spec: str) -> str:
 
 
 def print_table(points: list[dict], roofline: float) -> None:
-    header = (f"{'H,HV':>6} {'state':>5} {'B':>4} | {'ours us':>8} {'TB/s':>5} {'roof':>5} | {'sgl us':>8} "
-              f"{'TB/s':>5} | {'ratio':>5} {'ref':>5} {'vsRef':>5} | {'warm us o/s':>13} | ok  config")
+    """One line per point. roof: share of the big-copy roofline; @size: ours over a same-size copy."""
+    header = (f"{'H,HV':>6} {'state':>5} {'B':>4} | {'ours us':>8} {'TB/s':>5} {'roof':>5} {'@size':>5} | "
+              f"{'sgl us':>8} {'TB/s':>5} {'ratio':>5} | {'ref':>5} {'/ref':>5} | {'warm us o/s':>13} | ok  config")
     print(header)
     print("-" * len(header))
     for p in points:
@@ -281,13 +298,12 @@ def print_table(points: list[dict], roofline: float) -> None:
         ratio = p["sglang_us"] / p["ours_us"] if "sglang_us" in p else None
         warm = (f"{fmt(p.get('ours_warm_us'), '.1f')}/{fmt(p.get('sglang_warm_us'), '.1f')}"
                 if "ours_warm_us" in p else "-")
-        c = p["config"]
+        at_size = p["copy_us"] / p["ours_us"] if "copy_us" in p else None
         print(f"{p['H']:>2},{p['HV']:>3} {p['state']:>5} {p['B']:>4} | {p['ours_us']:>8.1f} "
-              f"{p['ours_tbps']:>5.2f} {p['ours_tbps'] / roofline:>5.1%} | {fmt(p.get('sglang_us'), '8.1f')} "
-              f"{fmt(p.get('sglang_tbps'), '5.2f')} | {fmt(ratio, '5.2f')} {fmt(ref_tbps, '5.2f')} "
-              f"{fmt(p['ours_tbps'] / ref_tbps if ref_tbps else None, '5.2f')} | {warm:>13} | "
-              f"{'yes' if p['verify']['ok'] else 'NO '} {c['block_v']}x{c['tiles_per_program']}"
-              f"/w{c['num_warps']}/s{c['num_stages']}"
+              f"{p['ours_tbps']:>5.2f} {p['ours_tbps'] / roofline:>5.1%} {fmt(at_size, '5.1%')} | "
+              f"{fmt(p.get('sglang_us'), '8.1f')} {fmt(p.get('sglang_tbps'), '5.2f')} {fmt(ratio, '5.2f')} | "
+              f"{fmt(ref_tbps, '5.2f')} {fmt(p['ours_tbps'] / ref_tbps if ref_tbps else None, '5.2f')} | "
+              f"{warm:>13} | {'yes' if p['verify']['ok'] else 'NO '} {config_label(TileConfig(**p['config']))}"
               + (f"  best {p['best']} {p['best_us']:.1f}us" if "best" in p else ""))
 
 

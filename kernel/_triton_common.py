@@ -47,3 +47,19 @@ def load_slot(slots, i_n, stride_index, SKIP_SLOT_ZERO: tl.constexpr):
     else:
         live = slot >= 0
     return slot, live
+
+
+@triton.jit
+def load_state_tile(head_state, rows, row_limit, K: tl.constexpr, BK: tl.constexpr, EVICTION: tl.constexpr):
+    """State rows ``rows`` of one head as a [BV, BK] tile in the pool's dtype; rows >= row_limit read 0."""
+    o_k = tl.arange(0, BK)
+    mask = (rows < row_limit)[:, None] & (o_k < K)[None, :]
+    return tl.load(head_state + rows[:, None] * K + o_k[None, :], mask=mask, other=0.0, eviction_policy=EVICTION)
+
+
+@triton.jit
+def store_state_tile(head_state, rows, row_limit, tile, K: tl.constexpr, BK: tl.constexpr, EVICTION: tl.constexpr):
+    o_k = tl.arange(0, BK)
+    mask = (rows < row_limit)[:, None] & (o_k < K)[None, :]
+    tl.store(head_state + rows[:, None] * K + o_k[None, :], tile.to(head_state.dtype.element_ty), mask=mask,
+             eviction_policy=EVICTION)

@@ -22,6 +22,9 @@ class TileConfig:
     tiles_per_program: int = 1
     num_warps: int = 1
     num_stages: int = 1
+    # Load and store the state with an evict-first L2 policy: it is streamed once, while q/k rows and
+    # the slot indices are shared between programs.
+    evict_first: bool = False
 
     def fitted(self, V: int, K: int) -> "TileConfig":
         """This config with block_v clamped to the head (V) and to the register budget (K)."""
@@ -29,7 +32,7 @@ class TileConfig:
         register_cap = 1 << (budget_rows.bit_length() - 1)  # largest power of two within the budget
         block_v = max(1, min(self.block_v, next_power_of_2(V), register_cap))
         tiles = max(1, min(self.tiles_per_program, -(-V // block_v)))
-        return TileConfig(block_v, tiles, self.num_warps, self.num_stages)
+        return TileConfig(block_v, tiles, self.num_warps, self.num_stages, self.evict_first)
 
     def programs_per_head(self, V: int) -> int:
         return -(-V // (self.block_v * self.tiles_per_program))
@@ -39,9 +42,11 @@ class TileConfig:
 # number of (row, value head) pairs B*HV, i.e. how much independent work the launch has.
 # (upper bound on B*HV, fp32-state config, 2-byte-state config)
 _TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
-    (64, TileConfig(8, 1, 1), TileConfig(8, 1, 1)),
-    (512, TileConfig(16, 1, 1), TileConfig(16, 1, 1)),
-    (1 << 62, TileConfig(32, 1, 1), TileConfig(32, 1, 1)),
+    (64, TileConfig(4), TileConfig(4)),
+    (128, TileConfig(4), TileConfig(8)),
+    (512, TileConfig(16), TileConfig(16)),
+    (1024, TileConfig(16), TileConfig(8)),
+    (1 << 62, TileConfig(16), TileConfig(16, 2, 1, 2)),
 )
 
 
