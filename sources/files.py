@@ -80,29 +80,32 @@ class MetadataReader:
         self.files_read.append(display_path(path))
         return handle, info.st_size
 
-    def read(self, handle: BinaryIO, path: Path, count: int) -> bytes:
-        """Read up to `count` bytes (the caller has bounded `count`) and add them to `bytes_read`."""
-        chunks, left = [], count
+    def read(self, handle: BinaryIO, path: Path, count: int) -> bytearray:
+        """Read up to `count` bytes and add them to `bytes_read`. Callers bound `count` by the file size, so
+        the buffer is allocated once, at most as large as the file."""
+        buffer = bytearray(count)
+        view, done = memoryview(buffer), 0
         try:
-            while left > 0:
-                chunk = handle.read(min(left, 1 << 24))
-                if not chunk:
+            while done < count:
+                got = handle.readinto(view[done:])
+                if not got:
                     break
-                chunks.append(chunk)
-                left -= len(chunk)
+                done += got
         except OSError as exc:
             raise SourceError("GDR004", path, file=path.name, reason=_reason(exc)) from None
-        data = b"".join(chunks)
-        self.bytes_read += len(data)
-        return data
+        finally:
+            view.release()
+        del buffer[done:]
+        self.bytes_read += done
+        return buffer
 
-    def read_small_file(self, path: Path, limit: int, what: str) -> bytes:
+    def read_small_file(self, path: Path, limit: int, what: str) -> bytearray:
         """The whole of a JSON metadata file, refusing files over `limit` bytes before reading them."""
         handle, size = self.open(path)
         with handle:
             if size > limit:
                 raise SourceError("GDR005", path, what=what, size=size, limit=limit)
-            data = self.read(handle, path, limit + 1)
+            data = self.read(handle, path, size + 1)  # +1 notices a file that grew since the size check
         if len(data) > limit:  # the file grew after the size check
             raise SourceError("GDR005", path, what=what, size=len(data), limit=limit)
         return data

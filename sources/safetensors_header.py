@@ -88,7 +88,7 @@ def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> l
     return tensors
 
 
-def parse_header(raw: bytes, path: Path | str, shard: str) -> tuple[list[TensorInfo], int]:
+def parse_header(raw: bytes | bytearray, path: Path | str, shard: str) -> tuple[list[TensorInfo], int]:
     """Tensors described by the header bytes `raw`, in header order, and the end of their data region."""
     document = _decode(raw, path)
     metadata = document.pop(METADATA_KEY, None)
@@ -105,7 +105,7 @@ def parse_header(raw: bytes, path: Path | str, shard: str) -> tuple[list[TensorI
     return tensors, _check_tiling(spans, path)
 
 
-def _decode(raw: bytes, path: Path | str) -> dict[str, Any]:
+def _decode(raw: bytes | bytearray, path: Path | str) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
