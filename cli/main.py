@@ -18,7 +18,7 @@ try:  # typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions
 
-from .output import Output, output_format_from_argv
+from .output import Output
 
 HELP_OPTIONS = ("--help", "-h", "--version")
 
@@ -76,7 +76,7 @@ _register_commands()
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    output = Output(output_format_from_argv(argv))
+    output = Output.from_argv(argv)
     try:
         result = app(args=argv, prog_name="gdr-check", standalone_mode=False)
         return int(result or 0)

@@ -1,31 +1,48 @@
 """One output sink: report data to stdout (or --output-file), errors and hints to stderr.
 
 Machine formats are written with plain writes, never through rich, which hard-wraps long lines when
-stdout is not a terminal.
+stdout is not a terminal. A run that cannot complete still writes a record in the selected format
+(a JSON document, a JSON line, a SARIF log, an `::error`, a JUnit error), to the output file when one is
+named, so that the next CI step always finds something it can parse.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit")
 FORMATS = ("full", "concise", *MACHINE_FORMATS)
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
+OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 SCHEMA_VERSION = 1
+
+
+def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
+    """The last value given to one of `names` (`--name VALUE` or `--name=VALUE`), read before parsing."""
+    chosen = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg in names and i + 1 < len(argv):
+            chosen = argv[i + 1]
+        for name in names:
+            if name.startswith("--") and arg.startswith(name + "="):
+                chosen = arg.split("=", 1)[1]
+    return chosen
 
 
 def output_format_from_argv(argv: Sequence[str]) -> str:
     """The requested format, read before parsing so that usage errors honour it too."""
-    chosen = os.environ.get(FORMAT_ENV, "full")
-    for i, arg in enumerate(argv):
-        if arg == "--output-format" and i + 1 < len(argv):
-            chosen = argv[i + 1]
-        elif arg.startswith("--output-format="):
-            chosen = arg.split("=", 1)[1]
+    chosen = _option_value(argv, ("--output-format",)) or os.environ.get(FORMAT_ENV, "full")
     return chosen if chosen in FORMATS else "full"
+
+
+def output_file_from_argv(argv: Sequence[str]) -> str | None:
+    return _option_value(argv, ("--output-file", "-o")) or os.environ.get(OUTPUT_FILE_ENV) or None
 
 
 def tool_info() -> dict[str, str]:
@@ -35,8 +52,13 @@ def tool_info() -> dict[str, str]:
 
 
 class Output:
-    def __init__(self, fmt: str = "full") -> None:
+    def __init__(self, fmt: str = "full", output_file: str | os.PathLike[str] | None = None) -> None:
         self.format = fmt
+        self.output_file = Path(output_file) if output_file else None
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> "Output":
+        return cls(output_format_from_argv(argv), output_file_from_argv(argv))
 
     @property
     def is_machine(self) -> bool:
@@ -46,16 +68,47 @@ class Output:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
 
+    def write_report(self, text: str) -> None:
+        """The report itself: to --output-file when given (created, or replaced), else to stdout."""
+        if self.output_file is not None:
+            if self.output_file.parent != Path(""):
+                self.output_file.parent.mkdir(parents=True, exist_ok=True)
+            self.output_file.write_text(text, encoding="utf-8")
+        elif text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def info_line(self, message: str) -> None:
+        sys.stderr.write(message + "\n")
+
     def error_line(self, message: str, hint: str | None = None) -> None:
         sys.stderr.write(f"error: {message}\n")
         if hint:
             sys.stderr.write(f"hint: {hint}\n")
 
     def fatal(self, code: str, message: str, *, path: str | None = None, hint: str | None = None) -> None:
-        """Report a run that could not complete (exit 2) in the selected format."""
+        """Report a run that could not complete (exit 2): one stderr line, and a record in the format."""
+        from .formats import format_module
+        from .results import FatalError
+
         self.error_line(message, hint)
-        if self.format in ("json", "json-lines", "sarif"):
-            self.write(json.dumps(fatal_document(code, message, path), sort_keys=False))
+        error = FatalError(code, message, path)
+        try:
+            self.write_report(format_module(self.format).render_fatal(error))
+        except OSError as failure:  # the output file itself cannot be written: say so, keep exit 2
+            self.error_line(f"cannot write `{self.output_file}`: {(failure.strerror or 'error').lower()}")
+        if self.format == "github":
+            self.append_step_summary(format_module("github").fatal_step_summary(error))
+
+    def append_step_summary(self, markdown: str) -> None:
+        path = os.environ.get(STEP_SUMMARY_ENV)
+        if not path:
+            return
+        try:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(markdown)
+        except OSError as failure:  # a summary is a courtesy: never fail the run over it
+            self.error_line(f"cannot append to ${STEP_SUMMARY_ENV} ({path}): {(failure.strerror or 'error').lower()}")
 
 
 def fatal_document(code: str, message: str, path: str | None) -> dict[str, Any]:

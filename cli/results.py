@@ -7,14 +7,18 @@ from typing import Any
 
 from ..report import Diagnostic, Report
 
+FAILING_DEFAULT = ("error",)
+FAILING_WITH_WARNINGS = ("error", "warning")
+
 
 @dataclass
 class FatalError:
-    """The target could not be read (exit 2)."""
+    """The target (or the whole run) could not be completed: exit 2."""
 
     code: str
     message: str
     path: str | None = None
+    diagnostic: Diagnostic | None = None  # the GDR0xx diagnostic, when a reader raised it
 
 
 @dataclass
@@ -23,16 +27,34 @@ class TargetResult:
     check: Any = None  # gdr_check.models.ModelCheck when the target was read
     error: FatalError | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)  # after selection
+    tp: int | None = None  # the requested TP size (also set when the target could not be read)
 
     @property
     def report(self) -> Report:
         return Report(self.diagnostics)
 
     @property
+    def deployment_tp(self) -> int | None:
+        if self.check is not None:
+            return self.check.deployment.tp
+        return self.tp
+
+    @property
     def label(self) -> str:
         if self.check is not None and self.check.deployment.tp != 1:
             return f"{self.target} (tp={self.check.deployment.tp})"
         return self.target
+
+    def fallback_file(self) -> str | None:
+        """The file that stands for the checkpoint when a diagnostic has none (a kernel argument, a TP
+        rule): its `config.json`, else its index. None for a built-in description (no file at all)."""
+        if self.check is None:
+            return self.error.path if self.error is not None else None
+        source = self.check.source_dict()
+        for candidate in (source.get("config_file"), source.get("index_file"), *source.get("files_read", ())):
+            if candidate:
+                return candidate
+        return None
 
     def document(self) -> dict[str, Any]:
         """The stable JSON document of this result (also for a target that could not be read)."""
@@ -41,6 +63,8 @@ class TargetResult:
         if self.error is not None:
             doc = fatal_document(self.error.code, self.error.message, self.error.path)
             doc["source"] = {"target": self.target, "path": self.error.path}
+            if self.error.diagnostic is not None:
+                doc["diagnostics"] = [self.error.diagnostic.to_dict()]
             return doc
         doc = {"schema_version": SCHEMA_VERSION, "tool": tool_info()}
         doc.update(self.check.to_dict())
@@ -49,10 +73,36 @@ class TargetResult:
         return doc
 
 
+@dataclass
+class Run:
+    """Every result of one invocation, with what the renderers need to know about the run as a whole."""
+
+    results: list[TargetResult]
+    failing: tuple[str, ...] = FAILING_DEFAULT
+    exit_zero: bool = False
+    color: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.results, error_on_warning="warning" in self.failing, exit_zero=self.exit_zero)
+
+    @property
+    def is_matrix(self) -> bool:
+        """Several TP sizes for one target: labels and lines then name the TP size."""
+        sizes: dict[str, set[int | None]] = {}
+        for result in self.results:
+            sizes.setdefault(result.target, set()).add(result.deployment_tp)
+        return any(len(tps) > 1 for tps in sizes.values())
+
+    def fails(self, result: TargetResult) -> bool:
+        return result.error is not None or any(d.severity in self.failing for d in result.diagnostics)
+
+
 def exit_code(results: list[TargetResult], *, error_on_warning: bool = False, exit_zero: bool = False) -> int:
+    """2 if any target could not be read; else 0 with --exit-zero; else 1 if any diagnostic fails the run."""
     if any(r.error is not None for r in results):
         return 2
     if exit_zero:
         return 0
-    failing = ("error", "warning") if error_on_warning else ("error",)
+    failing = FAILING_WITH_WARNINGS if error_on_warning else FAILING_DEFAULT
     return 1 if any(d.severity in failing for r in results for d in r.diagnostics) else 0

@@ -1,17 +1,18 @@
-"""One renderer per output format; each turns the run's results into text."""
+"""One module per output format; each turns a `Run` into text (`render`) and a run that could not complete
+into that format's error record (`render_fatal`). Only `full` and `concise` are for people; `json`,
+`json-lines` and `sarif` are the stable formats for programs."""
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+from types import ModuleType
 
-from ..results import TargetResult
+MODULES = {
+    "full": "full", "concise": "concise", "json": "json", "json-lines": "json_lines", "github": "github",
+    "sarif": "sarif", "junit": "junit",
+}
 
-Renderer = Callable[[list[TargetResult]], str]
 
-
-def renderer(fmt: str) -> Renderer:
-    if fmt == "json":
-        from .json import render
-    else:
-        from .full import render
-    return render
+def format_module(fmt: str) -> ModuleType:
+    """The module rendering `fmt`, imported on demand so that a run loads only what it prints."""
+    return importlib.import_module(f"{__name__}.{MODULES[fmt]}")

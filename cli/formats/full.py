@@ -13,7 +13,8 @@ from rich.table import Table
 
 from ...report import Diagnostic
 from ...tensors import short_dtype
-from ..results import TargetResult
+from ..results import FatalError, Run, TargetResult
+from .common import matrix_rows, mib, passing_tp_sizes, summary_line
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 LABEL = {"error": "error", "warning": "warning", "info": "info"}
@@ -34,7 +35,7 @@ def _ranges(values: list[int]) -> str:
 
 
 def _mib(n: int | float | None) -> str:
-    return "?" if n is None else f"{n / 2**20:.3f}".rstrip("0").rstrip(".") + " MiB"
+    return "?" if n is None else mib(n)
 
 
 def _source_line(check: Any) -> str:
@@ -49,7 +50,9 @@ def _source_line(check: Any) -> str:
     return f"{what}, {src['tensors']} tensors; read {read}"
 
 
-def _header(console: Console, result: TargetResult) -> None:
+def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] | None = None) -> None:
+    """Source, model and deployment; with `tp_sizes` (a matrix) the TP sizes instead of one, and only the
+    checkpoint's notes (each TP size's own notes would repeat)."""
     check = result.check
     console.print(f"[bold]{escape(result.target)}[/bold]", soft_wrap=True)
     rows: list[tuple[str, str]] = [("source", _source_line(check))]
@@ -65,9 +68,11 @@ def _header(console: Console, result: TargetResult) -> None:
     settings = check.settings
     state = settings.state_dtype if settings else (dep.state_dtype or "default")
     slot_note = " (slot 0 reserved)" if dep.engine == "sglang" else " (block 0 null)"
-    rows.append(("deployment", f"{dep.engine}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
+    tp_text = f"tp={dep.tp}" if tp_sizes is None else "tp=" + ", ".join(map(str, tp_sizes))
+    rows.append(("deployment", f"{dep.engine}, {tp_text}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
                                f"state {state}"))
-    for note in check.source_dict()["notes"]:
+    notes = check.source_dict()["notes"] if tp_sizes is None else list(getattr(check.checkpoint, "notes", []) or [])
+    for note in notes:
         rows.append(("note", note))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
@@ -139,20 +144,6 @@ def render_diagnostic(console: Console, d: Diagnostic) -> None:
     console.print()
 
 
-def summary_line(results: list[TargetResult]) -> str:
-    counts = {"error": 0, "warning": 0, "info": 0}
-    for r in results:
-        for d in r.diagnostics:
-            counts[d.severity] += 1
-    unreadable = sum(r.error is not None for r in results)
-    checked = len(results) - unreadable
-    parts = [f"{counts['error']} error(s)", f"{counts['warning']} warning(s)", f"{counts['info']} note(s)"]
-    text = f"summary: {checked} checked: " + ", ".join(parts)
-    if unreadable:
-        text += f"; {unreadable} could not be read"
-    return text
-
-
 def make_console(stream: Any, color: bool) -> Console:
     return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=120,
                    soft_wrap=False, emoji=False)
@@ -164,17 +155,66 @@ def use_color() -> bool:
     return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
 
 
-def render(results: list[TargetResult], *, color: bool = False) -> str:
-    buffer = io.StringIO()
-    console = make_console(buffer, color)
+def _matrix_table(console: Console, run: Run, target: str) -> None:
+    rows = [row for row in matrix_rows(run) if row.target == target]
+    table = Table(title=f"deployment matrix ({len(rows)} TP sizes)", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    for column in ("tp", "result", "errors", "warnings", "HV per rank", "width", "state per request"):
+        table.add_column(column, justify="left" if column == "result" else "right")
+    for row in rows:
+        verdict = "[green]pass[/green]" if row.passed else "[red]fail[/red]"
+        table.add_row(str(row.tp), verdict, str(row.errors), str(row.warnings),
+                      str(row.value_heads_per_rank or "-"), str(row.width or "-"), mib(row.state_bytes_per_request))
+    console.print(table)
+    sizes = passing_tp_sizes(rows, target)
+    console.print(f"  passes at tp={', '.join(map(str, sizes))}" if sizes else "  passes at no TP size checked",
+                  soft_wrap=True)
+    console.print()
+
+
+def _tp_heading(console: Console, run: Run, result: TargetResult) -> None:
+    errors = sum(d.severity == "error" for d in result.diagnostics)
+    warnings = sum(d.severity == "warning" for d in result.diagnostics)
+    verdict = "[red]fail[/red]" if run.fails(result) else "[green]pass[/green]"
+    console.print(f"[bold]tp={result.deployment_tp}[/bold]: {verdict}, {errors} error(s), {warnings} warning(s)",
+                  soft_wrap=True)
+    console.print()
+
+
+def _target_groups(results: list[TargetResult]) -> dict[str, list[TargetResult]]:
+    groups: dict[str, list[TargetResult]] = {}
     for result in results:
-        if result.error is not None:  # reported on stderr as one line by the command
+        groups.setdefault(result.target, []).append(result)
+    return groups
+
+
+def render(run: Run) -> str:
+    buffer = io.StringIO()
+    console = make_console(buffer, run.color)
+    for target, results in _target_groups(run.results).items():
+        readable = [r for r in results if r.error is None]  # unreadable ones are one stderr line each
+        if not readable:
             continue
-        _header(console, result)
-        _shapes_table(console, result.check)
+        if len(results) == 1:
+            result = readable[0]
+            _header(console, result)
+            _shapes_table(console, result.check)
+            console.print()
+            for diagnostic in result.diagnostics:
+                render_diagnostic(console, diagnostic)
+            continue
+        _header(console, readable[0], tp_sizes=[r.deployment_tp for r in readable])
         console.print()
-        for diagnostic in result.diagnostics:
-            render_diagnostic(console, diagnostic)
-    if any(r.error is None for r in results):
-        console.print(summary_line(results), soft_wrap=True)
-    return buffer.getvalue()
+        for result in readable:
+            _tp_heading(console, run, result)
+            for diagnostic in result.diagnostics:
+                render_diagnostic(console, diagnostic)
+        _matrix_table(console, run, target)
+    if any(r.error is None for r in run.results):
+        console.print(summary_line(run), soft_wrap=True)
+    # rich pads table lines to the table's width; trailing blanks only get in the way of diffs and greps
+    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+
+
+def render_fatal(error: FatalError) -> str:
+    return ""  # one `error:` line on stderr

@@ -1,17 +1,23 @@
-"""`--output-format json`: one stable, versioned document (a `results` list when several targets ran)."""
+"""`--output-format json`: one stable, versioned document (a `results` list when several targets or TP sizes
+ran). The shape is described by docs/schema/report-v1.json; fields are only ever added."""
 
 from __future__ import annotations
 
 import json
 
-from ..output import SCHEMA_VERSION, tool_info
-from ..results import TargetResult
+from ..output import SCHEMA_VERSION, fatal_document, tool_info
+from ..results import FatalError, Run
 
 
-def render(results: list[TargetResult]) -> str:
+def render(run: Run) -> str:
+    results = run.results
     if len(results) == 1:
         document = results[0].document()
     else:
         document = {"schema_version": SCHEMA_VERSION, "tool": tool_info(),
                     "results": [r.document() for r in results]}
     return json.dumps(document, indent=2, sort_keys=False) + "\n"
+
+
+def render_fatal(error: FatalError) -> str:
+    return json.dumps(fatal_document(error.code, error.message, error.path), indent=2) + "\n"

@@ -1,0 +1,266 @@
+"""`[tool.gdr-check]` in a `pyproject.toml`: discovery, validation and per-path overrides.
+
+The file is found by walking up from each checked path (the first one found wins), then from the working
+directory. A `pyproject.toml` without a `[tool.gdr-check]` table is skipped, so a project's own pyproject does
+not hide the one that configures gdr-check. Every mistake is one line naming the file and the key (exit 2).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable, Mapping
+
+from .selection import RuleSelection, SelectorError, known_rules, rule_selection
+
+PYPROJECT = "pyproject.toml"
+TABLE = "tool.gdr-check"
+SELECTION_KEYS = ("select", "extend-select", "ignore")
+TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "state-dtype", "gpu-memory",
+                  "exit-zero", "error-on-warning", "overrides")
+OVERRIDE_KEYS = ("paths", *SELECTION_KEYS)
+ENGINES = ("sglang", "vllm")
+
+
+class ConfigError(Exception):
+    """A bad `[tool.gdr-check]`: exit 2 with one line naming the file and key."""
+
+    code = "config"
+
+    def __init__(self, path: Path, key: str | None, problem: str) -> None:
+        self.path = _shown(path)
+        where = f"{self.path}: `{key}`" if key else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class Override:
+    """`[[tool.gdr-check.overrides]]`: a selection layer for targets matching `paths` (globs, relative to the
+    pyproject's directory; a glob also matches everything below what it matches)."""
+
+    paths: tuple[str, ...]
+    selection: RuleSelection
+
+    def matches(self, relative: str) -> bool:
+        candidates = [relative, *(str(parent) for parent in PurePosixPath(relative).parents if str(parent) != ".")]
+        return any(fnmatch.fnmatchcase(candidate, pattern.rstrip("/"))
+                   for pattern in self.paths for candidate in candidates)
+
+
+@dataclass
+class Config:
+    """What `[tool.gdr-check]` sets; None means "not set"."""
+
+    path: Path | None = None
+    selection: RuleSelection = field(default_factory=RuleSelection)
+    overrides: tuple[Override, ...] = ()
+    output_format: str | None = None
+    engine: str | None = None
+    tp: list[int] | None = None
+    batch: int | None = None
+    slots: int | None = None
+    state_dtype: str | None = None
+    gpu_memory: str | None = None
+    exit_zero: bool | None = None
+    error_on_warning: bool | None = None
+
+    @property
+    def root(self) -> Path | None:
+        return self.path.parent if self.path is not None else None
+
+    def layers_for(self, target: str) -> list[RuleSelection]:
+        """The config's selection layers for one target: the table, then each override that matches it."""
+        layers = [self.selection]
+        relative = self.relative_target(target)
+        if relative is not None:
+            layers.extend(o.selection for o in self.overrides if o.matches(relative))
+        return layers
+
+    def relative_target(self, target: str) -> str | None:
+        """`target` relative to the pyproject's directory (posix), the repo id as given, or None when outside."""
+        if self.root is None:
+            return None
+        if not os.path.lexists(target):
+            return target  # a repo id: overrides may name it (`paths = ["Qwen/*"]`)
+        try:
+            return Path(os.path.abspath(target)).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+
+def _shown(path: Path) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+# -- discovery ------------------------------------------------------------------------------------------------
+def find_config_file(start: Path) -> Path | None:
+    """The nearest `pyproject.toml` with a `[tool.gdr-check]` table at or above `start`."""
+    directory = start if start.is_dir() else start.parent
+    for folder in (directory, *directory.parents):
+        candidate = folder / PYPROJECT
+        if candidate.is_file() and _has_table(candidate):
+            return candidate
+    return None
+
+
+def discover(targets: Iterable[str], cwd: Path | None = None) -> Path | None:
+    for target in targets:
+        if os.path.lexists(target):
+            found = find_config_file(Path(os.path.abspath(target)))
+            if found is not None:
+                return found
+    return find_config_file(Path(os.path.abspath(cwd or os.getcwd())))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(path, None, f"not valid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(path, None, f"cannot read it: {(error.strerror or 'error').lower()}") from None
+
+
+def _has_table(path: Path) -> bool:
+    tool = _read_toml(path).get("tool")
+    return isinstance(tool, dict) and "gdr-check" in tool
+
+
+# -- validation -----------------------------------------------------------------------------------------------
+def load_config(path: Path) -> Config:
+    """Read and validate `[tool.gdr-check]` of `path`. Raises ConfigError."""
+    table = _read_toml(path).get("tool", {}).get("gdr-check", {})
+    if not isinstance(table, dict):
+        raise ConfigError(path, TABLE, "must be a table")
+    _reject_unknown(path, TABLE, table, TOP_LEVEL_KEYS)
+    reader = _Reader(path, table, TABLE)
+    config = Config(path=path)
+    config.selection = reader.selection()
+    config.output_format = reader.choice("output-format", _formats())
+    config.engine = reader.choice("engine", ENGINES)
+    config.tp = reader.tp_sizes("tp")
+    config.batch = reader.integer("batch", minimum=0)
+    config.slots = reader.integer("slots", minimum=1)
+    config.state_dtype = reader.string("state-dtype")
+    gpu_memory = table.get("gpu-memory")
+    if gpu_memory is not None and (isinstance(gpu_memory, bool) or not isinstance(gpu_memory, (int, str))):
+        raise ConfigError(path, f"{TABLE}.gpu-memory", f"expected a size like \"80GiB\" or a byte count, got "
+                                                        f"{_toml_type(gpu_memory)}")
+    config.gpu_memory = None if gpu_memory is None else str(gpu_memory)
+    config.exit_zero = reader.boolean("exit-zero")
+    config.error_on_warning = reader.boolean("error-on-warning")
+    config.overrides = _overrides(path, table.get("overrides"))
+    return config
+
+
+def _formats() -> tuple[str, ...]:
+    from .output import FORMATS
+
+    return FORMATS
+
+
+def _reject_unknown(path: Path, where: str, table: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in allowed:
+            hint = {"extend_select": "extend-select", "output_format": "output-format",
+                    "exit_zero": "exit-zero", "error_on_warning": "error-on-warning"}.get(key)
+            suggestion = f"; did you mean `{hint}`?" if hint else f" (expected one of: {', '.join(allowed)})"
+            raise ConfigError(path, f"{where}.{key}", f"unknown key{suggestion}")
+
+
+def _toml_type(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array",
+            dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _overrides(path: Path, value: Any) -> tuple[Override, ...]:
+    if value is None:
+        return ()
+    key = f"{TABLE}.overrides"
+    if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+        raise ConfigError(path, key, "expected an array of tables (`[[tool.gdr-check.overrides]]`)")
+    overrides: list[Override] = []
+    for index, entry in enumerate(value):
+        where = f"{key}[{index}]"
+        _reject_unknown(path, where, entry, OVERRIDE_KEYS)
+        reader = _Reader(path, entry, where)
+        paths = reader.strings("paths")
+        if not paths:
+            raise ConfigError(path, f"{where}.paths", "required: a non-empty array of globs")
+        overrides.append(Override(tuple(paths), reader.selection()))
+    return tuple(overrides)
+
+
+class _Reader:
+    """Typed reads from one TOML table; every error names the dotted key."""
+
+    def __init__(self, path: Path, table: Mapping[str, Any], where: str) -> None:
+        self.path, self.table, self.where = path, table, where
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.path, f"{self.where}.{key}", problem)
+
+    def strings(self, key: str) -> list[str] | None:
+        value = self.table.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self.fail(key, f"expected an array of strings, got {_toml_type(value)}")
+        return value
+
+    def string(self, key: str) -> str | None:
+        value = self.table.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(key, f"expected a string, got {_toml_type(value)}")
+        return value
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str | None:
+        value = self.string(key)
+        if value is not None and value not in allowed:
+            raise self.fail(key, f"unknown value {value!r}; expected one of: {', '.join(allowed)}")
+        return value
+
+    def boolean(self, key: str) -> bool | None:
+        value = self.table.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {_toml_type(value)}")
+        return value
+
+    def integer(self, key: str, *, minimum: int) -> int | None:
+        value = self.table.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"expected an integer, got {_toml_type(value)}")
+        if value < minimum:
+            raise self.fail(key, f"must be >= {minimum}, got {value}")
+        return value
+
+    def tp_sizes(self, key: str) -> list[int] | None:
+        value = self.table.get(key)
+        if value is None:
+            return None
+        sizes = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+        if not isinstance(sizes, list) or not sizes or not all(
+                isinstance(size, int) and not isinstance(size, bool) and size >= 1 for size in sizes):
+            raise self.fail(key, "expected a TP size >= 1 or a non-empty array of them, e.g. [1, 2, 4, 8]")
+        return sizes
+
+    def selection(self) -> RuleSelection:
+        lists = {key: self.strings(key) for key in SELECTION_KEYS}
+        rules = known_rules()
+        for key, values in lists.items():
+            for value in values or ():
+                try:
+                    rule_selection([value], rules=rules)
+                except SelectorError as error:
+                    raise self.fail(key, str(error)) from None
+        return rule_selection(lists["select"], lists["extend-select"], lists["ignore"], rules=rules)
