@@ -111,9 +111,9 @@ def _gate_heads_fixes(ctx: CallContext, name: str, got: int, want: int, per: str
             f"makes it"
         )
     if ctx.H and ctx.H != HV and heads == ctx.H:
-        what = "H" if width == 1 else f"H*K = {heads}*{width}"
+        what = "H, the number of key heads" if width == 1 else f"H*K = {heads}*{width}, H the number of key heads"
         fixes.append(
-            f"`{name}` has {got} columns = {what}, the number of key heads (num_k_heads, inferred from "
+            f"`{name}` has {got} columns = {what} (num_k_heads, inferred from "
             f"`mixed_qkv`): it was computed with num_k_heads; the gate needs one value per {per} (HV={HV})"
         )
     if width == 1 and ctx.K and HV and got == HV * ctx.K and want == HV:
