@@ -52,19 +52,19 @@ REFERENCE_TBPS = {
     (16, 64, "bf16"): (0.52, 1.94, 3.16, 3.84, 4.06),
 }
 
-# Tilings timed by --tune: (block_v, tiles_per_program, num_warps, num_stages, evict_first).
-CANDIDATES = tuple(
-    TileConfig(*c)
-    for c in (
-        (4, 1), (8, 1), (16, 1), (8, 1, 1, 1, True), (16, 1, 1, 1, True), (4, 2), (4, 4), (8, 2), (8, 4),
-        (8, 8), (8, 2, 1, 1, True), (8, 4, 1, 1, True), (16, 2), (16, 4), (16, 2, 1, 1, True),
-        (16, 4, 1, 1, True),
-    )
+# Tilings timed by --tune (see kernel/tiling.py for the fields).
+_T = TileConfig
+CANDIDATES = (
+    _T(4), _T(8), _T(16), _T(8, evict_first=True), _T(16, evict_first=True), _T(32),
+    _T(16, 2, num_stages=2, prefetch=False), _T(16, 2, num_stages=2, prefetch=False, evict_first=True),
+    _T(8, 4), _T(8, 4, evict_first=True), _T(16, 2), _T(16, 2, evict_first=True),
 )
 
 
 def config_label(c: TileConfig) -> str:
-    return f"{c.block_v}x{c.tiles_per_program}/w{c.num_warps}/s{c.num_stages}{'/E' if c.evict_first else ''}"
+    return (f"{c.block_v}x{c.tiles_per_program}/w{c.num_warps}/s{c.num_stages}{'/E' if c.evict_first else ''}"
+            f"{'/np' if c.tiles_per_program > 1 and not c.prefetch else ''}"
+            f"{f'/r{c.max_registers}' if c.max_registers else ''}")
 
 
 def bytes_per_call(B: int, H: int, HV: int, state_itemsize: int, act_itemsize: int = 2) -> int:

@@ -31,7 +31,7 @@ def gdn_packed_decode_kernel(
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
     key_heads, value_heads,  # run-time ints: head configs share one compiled variant
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
-    STATE_EVICTION: tl.constexpr,
+    STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
     USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_SLOT_ZERO: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
@@ -52,11 +52,15 @@ def gdn_packed_decode_kernel(
     v_row = row + 2 * key_heads * K + i_hv * V
     out_row = out + head_row * V
     state_rows = tl.where(live, V, 0)  # a skipped row touches no state: every state lane masked off
-    rows = v_start + tl.arange(0, BV)
-    next_tile = load_state_tile(head_state, rows, state_rows, K, BK, STATE_EVICTION)
+    if PREFETCH:
+        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     for t in range(TILES):
-        S = next_tile.to(tl.float32)
-        if TILES > 1:
+        rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
+        if not PREFETCH:
+            S = load_state_tile(head_state, rows, state_rows, K, BK, STATE_EVICTION).to(tl.float32)
+        else:
+            S = next_tile.to(tl.float32)
+        if PREFETCH and TILES > 1:
             # Issue the next tile's load before this tile's store: a load cannot be moved above an
             # earlier store that may alias it, so otherwise the loop waits one full latency per tile.
             next_limit = tl.where(t + 1 < TILES, state_rows, 0)
@@ -68,7 +72,6 @@ def gdn_packed_decode_kernel(
         o = decay * read + u * k_dot_q
         tl.store(out_row + rows, tl.where(live, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
         store_state_tile(head_state, rows, state_rows, S * decay + u[:, None] * k[None, :], K, BK, STATE_EVICTION)
-        rows += BV
 
 
 def launch_packed_decode(
@@ -100,10 +103,10 @@ def launch_packed_decode(
         mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
         H, HV,
         K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
-        STATE_EVICTION="evict_first" if tiling.evict_first else "",
+        STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=engine == "sglang",
         SKIP_SLOT_ZERO=engine == "vllm",
-        num_warps=tiling.num_warps, num_stages=tiling.num_stages,
+        **tiling.launch_options(),
     )
     return out, initial_state
 

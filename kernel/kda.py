@@ -31,7 +31,7 @@ def kda_packed_decode_kernel(
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
     key_heads, value_heads,
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
-    STATE_EVICTION: tl.constexpr,
+    STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
     USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_SLOT_ZERO: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
@@ -60,11 +60,15 @@ def kda_packed_decode_kernel(
     v_row = row + 2 * key_heads * K + i_hv * V
     out_row = out + head_row * V
     state_rows = tl.where(live, V, 0)  # a skipped row touches no state: every state lane masked off
-    rows = v_start + tl.arange(0, BV)
-    next_tile = load_state_tile(head_state, rows, state_rows, K, BK, STATE_EVICTION)
+    if PREFETCH:
+        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     for t in range(TILES):
-        S = next_tile.to(tl.float32)
-        if TILES > 1:  # prefetch before this tile's store (see gdn.py)
+        rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
+        if not PREFETCH:
+            S = load_state_tile(head_state, rows, state_rows, K, BK, STATE_EVICTION).to(tl.float32)
+        else:
+            S = next_tile.to(tl.float32)
+        if PREFETCH and TILES > 1:  # prefetch before this tile's store (see gdn.py)
             next_limit = tl.where(t + 1 < TILES, state_rows, 0)
             next_tile = load_state_tile(head_state, rows + BV, next_limit, K, BK, STATE_EVICTION)
         v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)
@@ -73,7 +77,6 @@ def kda_packed_decode_kernel(
         tl.store(out_row + rows, tl.where(live, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
         store_state_tile(head_state, rows, state_rows, S * decay[None, :] + u[:, None] * k[None, :], K, BK,
                          STATE_EVICTION)
-        rows += BV
 
 
 def launch_kda_packed_decode(
@@ -107,10 +110,10 @@ def launch_kda_packed_decode(
         mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
         H, HV,
         K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
-        STATE_EVICTION="evict_first" if tiling.evict_first else "",
+        STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), USE_LOWER_BOUND=lower_bound is not None,
         SKIP_SLOT_ZERO=engine == "vllm",
-        num_warps=tiling.num_warps, num_stages=tiling.num_stages,
+        **tiling.launch_options(),
     )
     return out, initial_state
 

@@ -25,6 +25,16 @@ class TileConfig:
     # Load and store the state with an evict-first L2 policy: it is streamed once, while q/k rows and
     # the slot indices are shared between programs.
     evict_first: bool = False
+    # With several tiles per program, issue tile t+1's load before tile t's store (see gdn.py).
+    prefetch: bool = True
+    # Register cap per thread (ptxas maxnreg): more resident warps, so more state bytes in flight.
+    max_registers: int | None = None
+
+    def launch_options(self) -> dict:
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.max_registers is not None:
+            options["maxnreg"] = self.max_registers
+        return options
 
     def fitted(self, V: int, K: int) -> "TileConfig":
         """This config with block_v clamped to the head (V) and to the register budget (K)."""
@@ -32,21 +42,25 @@ class TileConfig:
         register_cap = 1 << (budget_rows.bit_length() - 1)  # largest power of two within the budget
         block_v = max(1, min(self.block_v, next_power_of_2(V), register_cap))
         tiles = max(1, min(self.tiles_per_program, -(-V // block_v)))
-        return TileConfig(block_v, tiles, self.num_warps, self.num_stages, self.evict_first)
+        return TileConfig(block_v, tiles, self.num_warps, self.num_stages, self.evict_first, self.prefetch,
+                          self.max_registers)
 
     def programs_per_head(self, V: int) -> int:
         return -(-V // (self.block_v * self.tiles_per_program))
 
 
-# Chosen on an H200 by benchmarks/decode_bandwidth.py --tune (K = V = 128, bf16 activations); keyed by the
-# number of (row, value head) pairs B*HV, i.e. how much independent work the launch has.
-# (upper bound on B*HV, fp32-state config, 2-byte-state config)
+# Chosen on an H200 (torch 2.11, triton 3.6) by `benchmarks/decode_bandwidth.py --tune`, K = V = 128, bf16
+# activations, cold L2. Keyed by the number of (row, value head) pairs B*HV, i.e. how much independent work
+# the launch has: few pairs want many tiny programs (latency), many pairs want 8-16 rows per warp
+# (bandwidth). Rows: (upper bound on B*HV, fp32-state config, 2-byte-state config).
 _TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
-    (64, TileConfig(4), TileConfig(4)),
-    (128, TileConfig(4), TileConfig(8)),
-    (512, TileConfig(16), TileConfig(16)),
-    (1024, TileConfig(16), TileConfig(8)),
-    (1 << 62, TileConfig(16), TileConfig(16, 2, 1, 2)),
+    (32, TileConfig(4), TileConfig(4)),
+    (128, TileConfig(4), TileConfig(16, evict_first=True)),
+    (256, TileConfig(16, evict_first=True), TileConfig(16, evict_first=True)),
+    (2048, TileConfig(8, evict_first=True), TileConfig(16, evict_first=True)),
+    (4096, TileConfig(16), TileConfig(16, evict_first=True)),
+    (8192, TileConfig(16), TileConfig(8, 4, evict_first=True)),
+    (1 << 62, TileConfig(16), TileConfig(8, 4)),
 )
 
 
