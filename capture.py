@@ -1,0 +1,662 @@
+"""Record the arguments of live packed-decode kernel calls to a JSON file, and read such recordings back.
+
+    import gdr_check
+
+    with gdr_check.capture("decode-{rank}.json"):
+        engine.generate(prompts)            # every packed-decode call is recorded, then runs as usual
+
+    @gdr_check.capture("decode.json")       # or as a decorator; calls accumulate up to `max_calls`
+    def decode_step(...): ...
+
+Then `gdr-check call decode-0.json --model Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4`.
+
+On enter, the packed-decode functions of the installed engines (sglang, vLLM) are replaced by a recording
+wrapper in every imported module that holds them, so call sites that did `from ... import <function>` are
+covered too; on exit everything is restored and the recording is written atomically. Capture inside the
+process that runs the model: sglang and vLLM run their model workers in child processes by default.
+
+This module imports neither torch nor the engines at import time; tensors are read by duck typing.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import threading
+import types
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
+from .tensors import TensorSpec
+
+SCHEMA_VERSION = 1
+KIND = "gdr-check-capture"
+DEFAULT_MAX_CALLS = 256  # a Qwen3-Next decode step makes 36 calls per rank: about 7 steps
+GDN_FUNCTION = "fused_recurrent_gated_delta_rule_packed_decode"
+KDA_FUNCTION = "fused_recurrent_kda_packed_decode"
+
+# Where each engine defines the packed-decode functions. Paths that do not exist in the installed version are
+# skipped; call sites that imported a function by name are found by identity, not listed here.
+ENGINE_TARGETS: dict[str, tuple[str, ...]] = {
+    "sglang": (
+        f"sglang.kernels.ops.attention.fla.fused_recurrent:{GDN_FUNCTION}",
+        f"sglang.kernels.ops.attention.fla.fused_recurrent:{KDA_FUNCTION}",
+        # releases that kept the FLA kernels under srt/
+        f"sglang.srt.layers.attention.fla.fused_recurrent:{GDN_FUNCTION}",
+        f"sglang.srt.layers.attention.fla.fused_recurrent:{KDA_FUNCTION}",
+    ),
+    "vllm": (
+        f"vllm.model_executor.layers.fla.ops.fused_recurrent:{GDN_FUNCTION}",
+        f"vllm.third_party.flash_linear_attention.ops.fused_recurrent:{GDN_FUNCTION}",
+        f"vllm.model_executor.layers.fla.ops.kda:{KDA_FUNCTION}",
+    ),
+}
+# Positional order of the sglang wrappers (kernel-contract.md §1); the KDA one adds `lower_bound`.
+PARAMETERS: tuple[str, ...] = (*ARGUMENTS, "use_qk_l2norm_in_kernel", "lower_bound")
+_TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_MAX_UNRECORDED = 20  # reasons kept for calls that could not be described
+
+
+class CaptureError(ValueError):
+    """A capture that cannot start: a bad target, engine or path."""
+
+
+# -- writing ---------------------------------------------------------------------------------------------------
+def _tool() -> dict[str, str]:
+    from . import __version__
+
+    return {"name": "gdr-check", "version": __version__}
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename, so readers never see a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def dump_recording(document: dict[str, Any]) -> str:
+    """The recording as JSON text: the header indented, one line per call (a call is long but flat)."""
+    header = json.dumps({k: v for k, v in document.items() if k != "calls"}, indent=1)
+    calls = [json.dumps(call, separators=(", ", ": ")) for call in document.get("calls", [])]
+    body = "[]" if not calls else "[\n  " + ",\n  ".join(calls) + "\n ]"
+    return header[:-2] + f',\n "calls": {body}\n}}\n'
+
+
+def _process_rank() -> int:
+    """This process's distributed rank, for `{rank}` in the path: torch.distributed, then RANK, else 0."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+            return int(torch.distributed.get_rank())
+    except Exception:  # noqa: BLE001 - a half-initialised process group must not stop the write
+        pass
+    for name in ("RANK", "LOCAL_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def _resolve_path(template: str) -> Path:
+    if "{" not in template:
+        return Path(template)
+    try:
+        return Path(template.format_map({"pid": os.getpid(), "rank": _process_rank()}))
+    except (KeyError, IndexError, ValueError) as error:
+        raise CaptureError(f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({error})")
+
+
+# -- what one call looks like ------------------------------------------------------------------------------------
+def _torch_state() -> tuple[bool, bool]:
+    """(compiling, capturing a CUDA graph). Reading index values would break a graph capture."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False, False
+    compiling = False
+    try:
+        compiling = bool(torch.compiler.is_compiling())
+    except Exception:  # noqa: BLE001 - older torch
+        pass
+    capturing = False
+    try:
+        capturing = bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    except Exception:  # noqa: BLE001
+        pass
+    return compiling, capturing
+
+
+def _number(value: Any, read_tensor: bool) -> float | None:
+    """A float for JSON: Python numbers as they are, one-element tensors when reading is allowed."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if read_tensor and hasattr(value, "item"):
+        try:
+            return float(value.item())
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _caller(frame: types.FrameType | None) -> dict[str, Any] | None:
+    if frame is None:
+        return None
+    return {"module": frame.f_globals.get("__name__"), "function": frame.f_code.co_name, "line": frame.f_lineno}
+
+
+def _guess_engine(module: str) -> str | None:
+    top = module.split(".", 1)[0]
+    return top if top in ENGINES else None
+
+
+def _guess_variant(name: str, parameters: Iterable[str]) -> str:
+    return "kda" if "kda" in name.lower() or "lower_bound" in parameters else "gdn"
+
+
+Binder = Callable[[tuple, dict], dict]
+
+
+def _binder(function: Callable) -> tuple[Binder | None, str | None]:
+    """A function mapping (args, kwargs) to argument names, or the reason the function cannot be recorded."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is None:  # a C or JIT callable: assume the sglang positional order
+        def by_position(args: tuple, kwargs: dict) -> dict:
+            return {**dict(zip(PARAMETERS, args)), **kwargs}
+        return by_position, None
+    missing = [name for name in ARGUMENTS if name not in signature.parameters]
+    if missing:
+        names = ", ".join(f"`{name}`" for name in missing)
+        return None, f"its signature is not the sglang packed-decode API (no {names})"
+
+    def bind(args: tuple, kwargs: dict) -> dict:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    return bind, None
+
+
+@dataclass
+class _Site:
+    """One distinct function object being recorded, wherever it is held."""
+
+    original: Callable
+    target: str
+    module: str
+    function: str
+    variant: str
+    engine: str | None
+    bind: Binder
+    wrapper: Callable = field(init=False)
+    holders: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+
+    def describe(self, args: tuple, kwargs: dict, read_values: bool) -> PackedDecodeCall:
+        arguments = self.bind(args, kwargs)
+        tensors: dict[str, TensorSpec] = {}
+        for name in TENSOR_ARGUMENTS:
+            value = arguments.get(name)
+            if value is None or not hasattr(value, "shape"):
+                raise TypeError(f"`{name}` is {type(value).__name__}, not a tensor")
+            tensors[name] = TensorSpec.from_tensor(value, read_values=read_values and name == "ssm_state_indices")
+        lower_bound = arguments.get("lower_bound")
+        return PackedDecodeCall(
+            scale=_number(arguments.get("scale"), read_values),
+            use_qk_l2norm_in_kernel=bool(arguments.get("use_qk_l2norm_in_kernel", False)),
+            lower_bound=None if lower_bound is None else _number(lower_bound, read_values),
+            variant=self.variant,  # type: ignore[arg-type]
+            **tensors,
+        )
+
+
+# -- patching ------------------------------------------------------------------------------------------------------
+def _module_namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, namespace) of every imported module; namespaces are read directly so lazy modules stay lazy."""
+    for name, module in list(sys.modules.items()):
+        if not isinstance(module, types.ModuleType):
+            continue
+        try:
+            namespace = object.__getattribute__(module, "__dict__")
+        except AttributeError:
+            continue
+        if isinstance(namespace, dict):
+            yield name, namespace
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    if not isinstance(target, str) or not _TARGET.match(target.strip()):
+        raise CaptureError(f"bad capture target {target!r}: expected 'package.module:function_name'")
+    module, attribute = target.strip().split(":")
+    return module, attribute
+
+
+def _engines_to_search(engine: str | None) -> list[str]:
+    """The named engine; else the engines already imported; else every installed engine."""
+    if engine is not None:
+        return [engine]
+    imported = [name for name in ENGINES if name in sys.modules]
+    if imported:
+        return imported
+    installed = []
+    for name in ENGINES:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                installed.append(name)
+        except (ImportError, ValueError):
+            continue
+    return installed
+
+
+class Capture:
+    """A context manager and decorator that records packed-decode calls to `path` (see the module docs).
+
+    `path` may hold `{pid}` and `{rank}`. `targets` adds import paths ("package.module:function_name") to the
+    engines' own; `engine` ("sglang" or "vllm") limits the search to one engine and labels every call with it.
+    At most `max_calls` calls are recorded; later ones run unrecorded and are counted. Re-entering (a decorated
+    function that recurses, or the same object used again) keeps one recording that grows across uses and is
+    rewritten at every outermost exit.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, targets: Sequence[str] | None = None,
+                 max_calls: int = DEFAULT_MAX_CALLS, engine: str | None = None) -> None:
+        if engine is not None and engine not in ENGINES:
+            raise CaptureError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
+        if isinstance(targets, str):
+            targets = [targets]
+        if max_calls < 0:
+            raise CaptureError(f"max_calls must be >= 0 (got {max_calls})")
+        self.path_template = os.fspath(path)
+        self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
+        self.max_calls = max_calls
+        self.engine = engine
+        self.path: Path | None = None
+        self._state_lock = threading.RLock()
+        self._calls_lock = threading.Lock()
+        self._depth = 0
+        self._sites: list[_Site] = []
+        self._replaced: list[tuple[dict[str, Any], str, _Site]] = []
+        self._skipped: list[dict[str, str]] = []
+        self._calls: list[dict[str, Any]] = []
+        self._calls_seen = 0
+        self._calls_dropped = 0
+        self._unrecorded: list[dict[str, Any]] = []
+
+    # -- context manager and decorator ---------------------------------------------------------------------
+    def __enter__(self) -> "Capture":
+        with self._state_lock:
+            if self._depth == 0:
+                self._patch()
+            self._depth += 1
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        with self._state_lock:
+            self._depth -= 1
+            if self._depth:
+                return
+            self._unpatch()
+            try:
+                self.write()
+            except Exception as error:  # noqa: BLE001
+                if exc is None:
+                    raise
+                # The body already failed; its exception matters more than the recording.
+                warnings.warn(f"gdr_check.capture could not write {self.path_template}: {error}", RuntimeWarning,
+                              stacklevel=2)
+
+    def __call__(self, function: Callable) -> Callable:
+        @functools.wraps(function)
+        def captured(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return function(*args, **kwargs)
+
+        return captured
+
+    # -- results -----------------------------------------------------------------------------------------------
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        with self._calls_lock:
+            return list(self._calls)
+
+    def document(self) -> dict[str, Any]:
+        with self._calls_lock:
+            calls = list(self._calls)
+            seen, dropped, unrecorded = self._calls_seen, self._calls_dropped, list(self._unrecorded)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": KIND,
+            "tool": _tool(),
+            "patched": [{"function": s.function, "module": s.module, "variant": s.variant, "engine": s.engine,
+                         "targets": list(s.targets), "holders": list(s.holders)} for s in self._sites],
+            "skipped_targets": list(self._skipped),
+            "max_calls": self.max_calls,
+            "calls_seen": seen,
+            "calls_dropped": dropped,
+            "unrecorded": unrecorded,
+            "calls": calls,
+        }
+
+    def write(self) -> Path:
+        text = dump_recording(self.document())  # serialised first: a failure leaves no file
+        self.path = _resolve_path(self.path_template)
+        write_atomically(self.path, text)
+        return self.path
+
+    # -- patching ------------------------------------------------------------------------------------------------
+    def _targets(self) -> list[tuple[str, bool]]:
+        defaults = [t for engine in _engines_to_search(self.engine) for t in ENGINE_TARGETS[engine]]
+        return [(t, False) for t in defaults] + [(t, True) for t in self.extra_targets]
+
+    def _resolve(self, target: str, explicit: bool) -> Callable | None:
+        module_name, attribute = _split_target(target)
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:  # noqa: BLE001 - an engine that fails to import is skipped, not fatal
+            if explicit:
+                raise CaptureError(f"cannot import {module_name!r} for capture target {target!r}: {error}") from error
+            if not isinstance(error, ModuleNotFoundError):
+                self._skipped.append({"target": target, "reason": f"import failed: {type(error).__name__}: {error}"})
+            return None
+        function = getattr(module, attribute, None)
+        if function is None or not callable(function):
+            if explicit:
+                raise CaptureError(f"capture target {target!r}: {module_name} has no function {attribute!r}")
+            return None
+        return function
+
+    def _patch(self) -> None:
+        self._sites, self._replaced, self._skipped = [], [], []
+        by_id: dict[int, _Site] = {}
+        for target, explicit in self._targets():
+            function = self._resolve(target, explicit)
+            if function is None:
+                continue
+            site = by_id.get(id(function))
+            if site is None:
+                site = self._new_site(target, function)
+                if site is None:
+                    continue
+                by_id[id(function)] = site
+                self._sites.append(site)
+            site.targets.append(target)
+        for module_name, namespace in _module_namespaces():
+            for key, value in list(namespace.items()):
+                site = by_id.get(id(value))
+                if site is not None and value is site.original:
+                    namespace[key] = site.wrapper
+                    site.holders.append(f"{module_name}.{key}")
+                    self._replaced.append((namespace, key, site))
+        if not self._sites:
+            searched = _engines_to_search(self.engine)
+            where = f"in {' or '.join(searched)}" if searched else "(neither sglang nor vLLM is installed)"
+            warnings.warn(f"gdr_check.capture found no packed-decode function to record {where}; pass "
+                          f"targets=['package.module:function_name'] for another location",
+                          RuntimeWarning, stacklevel=3)
+
+    def _new_site(self, target: str, function: Callable) -> _Site | None:
+        bind, problem = _binder(function)
+        if bind is None:
+            self._skipped.append({"target": target, "reason": f"not recorded: {problem}"})
+            return None
+        module_name = target.split(":", 1)[0]
+        name = getattr(function, "__name__", target.rsplit(":", 1)[1])
+        try:
+            parameters = list(inspect.signature(function).parameters)
+        except (TypeError, ValueError):
+            parameters = []
+        site = _Site(original=function, target=target, module=module_name, function=name,
+                     variant=_guess_variant(name, parameters), engine=self.engine or _guess_engine(module_name),
+                     bind=bind)
+        site.wrapper = self._wrapper_for(site)
+        return site
+
+    def _wrapper_for(self, site: _Site) -> Callable:
+        original = site.original
+
+        @functools.wraps(original)
+        def recording_wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self._depth > 0:
+                self._record(site, args, kwargs, sys._getframe(1))
+            return original(*args, **kwargs)
+
+        recording_wrapper.__gdr_check_capture__ = self  # type: ignore[attr-defined]
+        return recording_wrapper
+
+    def _unpatch(self) -> None:
+        wrappers = {id(site.wrapper): site for site in self._sites}
+        for namespace, key, site in self._replaced:
+            if namespace.get(key) is site.wrapper:
+                namespace[key] = site.original
+        # Modules imported during the capture may have copied a wrapper by name.
+        for _, namespace in _module_namespaces():
+            for key, value in list(namespace.items()):
+                site = wrappers.get(id(value))
+                if site is not None and value is site.wrapper:
+                    namespace[key] = site.original
+        self._replaced = []
+
+    # -- recording -------------------------------------------------------------------------------------------------
+    def _record(self, site: _Site, args: tuple, kwargs: dict, frame: types.FrameType | None) -> None:
+        """Describe one call. Never raises: the engine's call must run whatever happens here."""
+        try:
+            compiling, capturing = _torch_state()
+            if compiling:  # under torch.compile tracing the arguments are fake tensors
+                return
+            with self._calls_lock:
+                self._calls_seen += 1
+                if len(self._calls) >= self.max_calls:
+                    self._calls_dropped += 1
+                    return
+            try:
+                call = site.describe(args, kwargs, read_values=not capturing)
+            except Exception as error:  # noqa: BLE001
+                self._note_unrecorded(site, f"{type(error).__name__}: {error}")
+                return
+            entry = {
+                "function": site.function, "module": site.module, "engine": site.engine, "variant": site.variant,
+                "caller": _caller(frame), "values_read": not capturing, "call": call.to_dict(),
+            }
+            with self._calls_lock:
+                if len(self._calls) >= self.max_calls:
+                    self._calls_dropped += 1
+                    return
+                entry = {"index": len(self._calls), **entry}
+                self._calls.append(entry)
+        except Exception:  # noqa: BLE001 - recording is best effort
+            return
+
+    def _note_unrecorded(self, site: _Site, reason: str) -> None:
+        with self._calls_lock:
+            if len(self._unrecorded) < _MAX_UNRECORDED:
+                self._unrecorded.append({"function": site.function, "module": site.module, "reason": reason})
+
+
+# -- reading -------------------------------------------------------------------------------------------------------
+class RecordingError(Exception):
+    """A recording that cannot be read: one line naming the file (exit code 2 in the CLI)."""
+
+    code = "recording"
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    index: int
+    call: PackedDecodeCall
+    function: str | None = None
+    engine: str | None = None
+    caller: str | None = None
+    values_read: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "function": self.function, "engine": self.engine,
+                "variant": self.call.variant, "caller": self.caller, "values_read": self.values_read,
+                "call": self.call.to_dict()}
+
+
+@dataclass(frozen=True)
+class Recording:
+    path: str
+    calls: list[RecordedCall]
+    calls_seen: int | None = None
+    calls_dropped: int = 0
+    skipped_targets: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _tensor(data: Any, where: str) -> TensorSpec:
+    if not isinstance(data, dict):
+        raise ValueError(f"`{where}` must be an object with `shape`, `stride` and `dtype`")
+    for key in ("shape", "stride"):
+        value = data.get(key)
+        if not isinstance(value, list) or not all(_is_int(v) for v in value):
+            raise ValueError(f"`{where}.{key}` must be a list of integers")
+    if any(size < 0 for size in data["shape"]):
+        raise ValueError(f"`{where}.shape` has a negative size")
+    if len(data["shape"]) != len(data["stride"]):
+        raise ValueError(f"`{where}.shape` and `{where}.stride` have different lengths")
+    if not isinstance(data.get("dtype"), str):
+        raise ValueError(f"`{where}.dtype` must be a string")
+    if "device" in data and not isinstance(data["device"], str):
+        raise ValueError(f"`{where}.device` must be a string")
+    values = data.get("values")
+    if values is not None and (not isinstance(values, list)
+                               or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+        raise ValueError(f"`{where}.values` must be a list of numbers")
+    for key in ("storage", "offset"):
+        if data.get(key) is not None and not _is_int(data[key]):
+            raise ValueError(f"`{where}.{key}` must be an integer")
+    return TensorSpec.from_dict(data)
+
+
+def _optional_number(data: dict[str, Any], key: str, where: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"`{where}.{key}` must be a number or null")
+    return float(value)
+
+
+def _call_entry(entry: Any, index: int) -> RecordedCall:
+    where = f"calls[{index}]"
+    if not isinstance(entry, dict):
+        raise ValueError(f"`{where}` must be an object")
+    data = entry.get("call")
+    if not isinstance(data, dict):
+        raise ValueError(f"`{where}.call` is missing")
+    variant = data.get("variant", entry.get("variant", "gdn"))
+    if variant not in ("gdn", "kda"):
+        raise ValueError(f"`{where}.call.variant` must be \"gdn\" or \"kda\" (got {variant!r})")
+    engine = entry.get("engine")
+    if engine is not None and engine not in ENGINES:
+        raise ValueError(f"`{where}.engine` must be one of {', '.join(ENGINES)} or null (got {engine!r})")
+    missing = [name for name in (*TENSOR_ARGUMENTS, "scale") if name not in data]
+    if missing:
+        raise ValueError(f"`{where}.call` has no `{missing[0]}`")
+    tensors = {name: _tensor(data[name], f"{where}.call.{name}") for name in TENSOR_ARGUMENTS}
+    flag = data.get("use_qk_l2norm_in_kernel", False)
+    if not isinstance(flag, bool):
+        raise ValueError(f"`{where}.call.use_qk_l2norm_in_kernel` must be true or false")
+    call = PackedDecodeCall(
+        scale=_optional_number(data, "scale", f"{where}.call"), use_qk_l2norm_in_kernel=flag,
+        lower_bound=_optional_number(data, "lower_bound", f"{where}.call"), variant=variant, **tensors,
+    )
+    caller = entry.get("caller")
+    if isinstance(caller, dict):
+        caller = ":".join(str(caller[k]) for k in ("module", "function", "line") if caller.get(k) is not None)
+    function = entry.get("function")
+    return RecordedCall(index=entry["index"] if _is_int(entry.get("index")) else index, call=call,
+                        function=function if isinstance(function, str) else None, engine=engine,
+                        caller=caller if isinstance(caller, str) and caller else None,
+                        values_read=entry.get("values_read", True) is not False)
+
+
+def load_recording(path: str | os.PathLike[str]) -> Recording:
+    """Read and validate a recording. Raises `RecordingError` (one line) for anything unreadable."""
+    shown = os.fspath(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise RecordingError(shown, "is a directory, not a recording") from None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise RecordingError(shown, f"cannot read the recording: {reason}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RecordingError(shown, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+    if not isinstance(document, dict):
+        raise RecordingError(shown, f"not a gdr-check recording: the top level is a {type(document).__name__}, "
+                                    f"not an object")
+    version = document.get("schema_version")
+    if version is None or document.get("kind", KIND) != KIND:
+        raise RecordingError(shown, "not a gdr-check recording (no `schema_version`/`kind`); record one with "
+                                    "`gdr_check.capture()`")
+    if version != SCHEMA_VERSION:
+        raise RecordingError(shown, f"recording schema_version {version!r} is not supported; this gdr-check "
+                                    f"reads version {SCHEMA_VERSION}")
+    calls = document.get("calls")
+    if not isinstance(calls, list):
+        raise RecordingError(shown, "`calls` must be a list")
+    try:
+        recorded = [_call_entry(entry, i) for i, entry in enumerate(calls)]
+    except (ValueError, TypeError) as error:
+        raise RecordingError(shown, str(error)) from None
+    seen = document.get("calls_seen")
+    dropped = document.get("calls_dropped")
+    skipped = document.get("skipped_targets")
+    return Recording(
+        path=shown, calls=recorded, calls_seen=seen if _is_int(seen) else None,
+        calls_dropped=dropped if _is_int(dropped) else 0,
+        skipped_targets=[s for s in skipped if isinstance(s, dict)] if isinstance(skipped, list) else [],
+    )
+
+
+# `gdr_check.capture(...)` must work however `gdr_check.capture` was reached: importing this submodule binds
+# the package attribute to the module, so the module itself is callable, and its `capture` attribute is the
+# module too (a lazy package export of "capture" then yields the same object).
+class _CallableModule(types.ModuleType):
+    def __call__(self, path: str | os.PathLike[str], *, targets: Sequence[str] | None = None,
+                 max_calls: int = DEFAULT_MAX_CALLS, engine: str | None = None) -> Capture:
+        """Record the packed-decode calls made inside a `with` block or a decorated function to `path`."""
+        return Capture(path, targets=targets, max_calls=max_calls, engine=engine)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+capture = sys.modules[__name__]
