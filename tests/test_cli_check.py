@@ -185,3 +185,32 @@ def test_builtin_matrix(repo: Path):
     result = run_cli("Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "1,2,4,8,3", "--isolated")
     assert result.exit_code == 1
     assert "passes at tp=1, 2, 4, 8" in result.stdout
+
+
+# -- integration files ----------------------------------------------------------------------------------------
+def _hook_files_pattern() -> str:
+    text = (TESTS.parent / ".pre-commit-hooks.yaml").read_text()
+    line = next(line for line in text.splitlines() if line.strip().startswith("files:"))
+    return line.split(":", 1)[1].strip().strip("'")
+
+
+@pytest.mark.parametrize("name,matches", [
+    ("config.json", True), ("models/qwen/config.json", True), ("model.safetensors", True),
+    ("ckpt/model-00001-of-00041.safetensors", True), ("ckpt/model.safetensors.index.json", True),
+    ("ckpt/tokenizer_config.json", False), ("ckpt/generation_config.json", False),
+    ("ckpt/pytorch_model.bin", False), ("notes/config.json.bak", False), ("a.safetensors.tmp", False),
+])
+def test_pre_commit_hook_file_pattern(name: str, matches: bool):
+    import re
+
+    assert bool(re.search(_hook_files_pattern(), name)) is matches
+
+
+def test_pre_commit_hook_and_action_run_the_check_command():
+    hook = (TESTS.parent / ".pre-commit-hooks.yaml").read_text()
+    assert "entry: gdr-check check" in hook and "require_serial: true" in hook and "language: python" in hook
+    action = (TESTS.parent / "action.yml").read_text()
+    assert "using: composite" in action and "gdr-check check" in action
+    # inputs reach the script through the environment, never as `${{ }}` inside `run:`
+    run_block = action[action.index("run: |"):]
+    assert "${{" not in run_block
