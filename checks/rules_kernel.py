@@ -855,7 +855,13 @@ def _live_rows(ctx: CallContext) -> list[tuple[int, int]] | None:
     if spec.values is None or spec.ndim != 1:
         return None
     skip_at_or_below = 0 if ctx.engine == "vllm" else -1
-    return [(row, int(v)) for row, v in enumerate(spec.values) if int(v) > skip_at_or_below]
+    return [(row, int(v)) for row, v in enumerate(spec.values)
+            if int(v) > skip_at_or_below and not _wrapped_skip(ctx, v)]
+
+
+def _wrapped_skip(ctx: CallContext, value: int | float) -> bool:
+    """A uint8 255 in a pool of at most 255 slots is a -1 that wrapped: GDR243 reports that cause."""
+    return ctx.call.ssm_state_indices.dtype == "uint8" and int(value) == 255 and (ctx.S or 0) <= 255
 
 
 def _padding_rows(values: tuple) -> int:
@@ -892,8 +898,6 @@ def indices_in_range(ctx: CallContext):
     for row, slot in bad[:3]:
         fix = (f"grow the pool to at least {max(s for _, s in bad) + 1} slots, or fix the slot table "
                f"(largest index {max(s for _, s in bad)})")
-        if ctx.call.ssm_state_indices.dtype == "uint8" and slot == 255:
-            fix = "uint8 cannot hold -1 (it reads as 255): use int32 indices"
         findings.append(Finding({"slot": slot, "row": row, "S": ctx.S, "last": ctx.S - 1}, [fix],
                                 argument="ssm_state_indices"))
     return findings
@@ -958,10 +962,16 @@ def duplicate_slots(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
 )
 def index_dtype(ctx: CallContext):
-    dtype = ctx.call.ssm_state_indices.dtype
-    if dtype in ("int32", "int64"):
+    spec = ctx.call.ssm_state_indices
+    if spec.dtype in ("int32", "int64"):
         return None
-    return Finding({"dtype": dtype}, [f"convert with `.to(torch.int32)` (got {dtype})"], argument="ssm_state_indices")
+    fixes = [f"convert with `.to(torch.int32)` (got {spec.dtype})"]
+    wrapped = [row for row, v in enumerate(spec.values or ()) if _wrapped_skip(ctx, v)]
+    if wrapped:
+        rows = f"rows {', '.join(map(str, wrapped[:8]))} hold" if len(wrapped) > 1 else f"row {wrapped[0]} holds"
+        fixes.insert(0, f"{rows} 255: a -1 padding sentinel that uint8 "
+                        f"cannot represent, so the kernel writes slot 255 instead of skipping the row")
+    return Finding({"dtype": spec.dtype}, fixes, argument="ssm_state_indices")
 
 
 @rule(
@@ -1209,3 +1219,22 @@ def scale_convention(ctx: CallContext):
         return None
     return Finding({"value": scale, "expected": expected, "K": ctx.K}, argument="scale")
 
+
+@rule(
+    "GDR256", "zero-value-head-dims",
+    summary="the pool has V = 0",
+    message=("`initial_state` has V=0 (shape {shape}): the wrapper raises ZeroDivisionError when it sizes "
+             "the value tiles"),
+    explanation=(
+        "After its last check the wrapper computes BV = min(next_power_of_2(V), 32) and NV = cdiv(V, BV); "
+        "with V = 0, BV is 0 and the division raises ZeroDivisionError before any launch."
+    ),
+    fixes=("allocate the pool as [S, HV, V, K] with V = head_v_dim",),
+    engines=GDN_ENGINES,
+)
+def value_head_dim_zero(ctx: CallContext):
+    if ctx.V != 0 or not ctx.K:
+        return None
+    return Finding({"shape": tuple(ctx.state.shape)},
+                   [f"the pool's V axis (dim -2) is 0: allocate [S, {ctx.HV}, head_v_dim, {ctx.K}]"],
+                   argument="initial_state")

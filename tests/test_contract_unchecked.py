@@ -153,12 +153,32 @@ def test_bool_indices_are_an_error(variant):
 
 
 def test_uint8_cannot_hold_the_skip_sentinel():
+    # One cause, one error: the wrapped -1 (255) is explained by the dtype rule, not as an out-of-range slot.
     report = check("gdn", with_(call_for("gdn"), ssm_state_indices=torch.tensor([1, 2, 3, 255], dtype=torch.uint8)))
-    assert errors(report) == [
-        ("GDR241", "`ssm_state_indices` holds slot 255 at row 3, but the pool has 8 slots (0..7)"),
-        ("GDR243", "`ssm_state_indices` has dtype uint8; the kernel expects int32 or int64"),
-    ]
-    assert report.errors[0].fixes == ["uint8 cannot hold -1 (it reads as 255): use int32 indices"]
+    assert errors(report) == [("GDR243", "`ssm_state_indices` has dtype uint8; the kernel expects int32 or int64")]
+    assert report.errors[0].fixes[0] == (
+        "row 3 holds 255: a -1 padding sentinel that uint8 cannot represent, so the kernel writes slot 255 "
+        "instead of skipping the row")
+
+
+def test_uint8_255_in_a_large_pool_is_a_real_slot():
+    call = with_(call_for("gdn"), ssm_state_indices=torch.tensor([1, 2, 3, 255], dtype=torch.uint8))
+    call["initial_state"] = torch.empty(300, *call["initial_state"].shape[1:])
+    assert [d.code for d in check("gdn", call).errors] == ["GDR243"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_zero_value_head_dim_is_reported(variant):
+    call = call_for(variant)
+    S, HV, V, K = call["initial_state"].shape
+    call["initial_state"] = torch.empty(S, HV, 0, K)
+    call["out"] = torch.empty(call["out"].shape[0], 1, HV, 0)
+    width = call["mixed_qkv"].shape[1] - HV * V
+    call["mixed_qkv"] = torch.empty(call["mixed_qkv"].shape[0], width)
+    report = check(variant, call)
+    assert [(d.code, d.message) for d in report.errors] == [
+        ("GDR256", f"`initial_state` has V=0 (shape {(S, HV, 0, K)}): the wrapper raises ZeroDivisionError when "
+                   "it sizes the value tiles")]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
