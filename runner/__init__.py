@@ -1,0 +1,27 @@
+"""The dry-run: the deployment's exact per-rank call, run on synthetic tensors in a child process.
+
+Torch-free modules (safe on the metadata path): `api` (`dry_run`, `dry_run_check`), `plan` (what to run),
+`geometry` (launch sizes, interpreter reductions), `tolerances`, `launch` (the child process) and `diagnose`
+(results -> GDR3xx diagnostics). The child (`python -m gdr_check.runner.child`) imports torch and triton and
+runs `session`, which uses `tensors`, `kernels`, `verify` and `timing`.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "dry_run": ".api",
+    "dry_run_check": ".api",
+    "DryRunResult": ".api",
+    "DryRunEnvironmentError": ".api",
+    "DryRunPlan": ".plan",
+    "launch_geometry": ".geometry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,103 @@
+"""The dry-run as a library call: check the deployment, refuse on errors, run the child, collect diagnostics.
+
+Torch-free: torch and triton are imported only by the child process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..report import Diagnostic
+from .diagnose import dryrun_diagnostics
+from .launch import DEFAULT_TIMEOUT_S, ChildOutcome, run_child
+from .plan import DryRunPlan, plan_for
+
+SCHEMA_VERSION = 1
+
+
+class DryRunEnvironmentError(RuntimeError):
+    """The child cannot run at all (torch or triton missing, no CUDA device for `--device cuda`): exit 2."""
+
+    code = "environment"
+
+
+@dataclass
+class DryRunResult:
+    check: Any  # gdr_check.models.ModelCheck
+    plan: DryRunPlan | None = None
+    outcome: ChildOutcome | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def launched(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def child(self) -> dict[str, Any]:
+        return (self.outcome.result or {}) if self.outcome is not None else {}
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+    @property
+    def refused_because(self) -> list[str]:
+        if self.launched:
+            return []
+        return [d.code for d in self.check.report if d.severity == "error"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON document: fields are only ever added."""
+        check = self.check
+        document = check.to_dict()
+        child = self.child
+        plan = self.plan
+        document.update({
+            "schema_version": SCHEMA_VERSION,
+            "command": "dry-run",
+            "launched": self.launched,
+            "refused_because": self.refused_because,
+            "passed": self.ok and self.launched and not (self.outcome and self.outcome.crashed),
+            "dry_run": None if plan is None else {
+                "backend": plan.backend, "engine": plan.engine, "device_requested": plan.device,
+                "steps_requested": plan.steps, "seed": plan.seed,
+            },
+            "environment": child.get("device"),
+            "kernels": child.get("kernels", {}),
+            "geometry": child.get("geometry"),
+            "steps": child.get("steps", []),
+            "timing": child.get("timing"),
+            "child": None if self.outcome is None else {
+                "returncode": self.outcome.returncode, "timed_out": self.outcome.timed_out,
+                "status": child.get("status"), "last_stderr_line": self.outcome.last_stderr_line
+                if self.outcome.crashed else None,
+            },
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        })
+        return document
+
+
+def _shown(check: Any) -> list[Diagnostic]:
+    # The deployment's own errors and warnings; its infos belong to `gdr-check PATH`.
+    return [d for d in check.report if d.severity in ("error", "warning")]
+
+
+def dry_run_check(check: Any, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
+                  timeout: float = DEFAULT_TIMEOUT_S, timing: bool = True) -> DryRunResult:
+    """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError."""
+    if not check.report.ok or check.call is None:
+        return DryRunResult(check=check, diagnostics=_shown(check))
+    plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=timing)
+    outcome = run_child(plan, timeout=timeout)
+    if outcome.result is not None and outcome.result.get("status") == "environment":
+        raise DryRunEnvironmentError(outcome.result.get("message", "the dry-run environment is broken"))
+    return DryRunResult(check=check, plan=plan, outcome=outcome,
+                        diagnostics=dryrun_diagnostics(outcome, backend) + _shown(check))
+
+
+def dry_run(target: str, deployment: Any, **options: Any) -> DryRunResult:
+    """`check_model(target, deployment)`, then `dry_run_check`. Raises SourceError for unreadable input."""
+    from ..models import check_model
+
+    return dry_run_check(check_model(target, deployment), **options)

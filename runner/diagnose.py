@@ -1,0 +1,163 @@
+"""The child's result (or its crash) as GDR3xx diagnostics (no torch here: this runs in the CLI process).
+
+One diagnostic per (check, kernel): the worst failing step in the message, every failing step in a note.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from ..checks import rules_dryrun as rules
+from ..checks.registry import Finding
+from ..report import Diagnostic, Location
+from .launch import ChildOutcome
+
+KERNEL_NAMES = {"builtin": "gdr-check", "sglang": "sglang", "vllm": "vLLM"}
+
+
+def number(value: Any) -> float:
+    """A float from the child's JSON, where non-finite values arrive as strings."""
+    return float(value) if value is not None else math.nan
+
+
+def fmt(value: Any) -> str:
+    x = number(value)
+    return f"{x:.2g}" if math.isfinite(x) else str(x)
+
+
+def _rows(rows: list[int], limit: int = 8) -> str:
+    text = ", ".join(map(str, rows[:limit]))
+    return text + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def _failing(steps: list[dict[str, Any]], kernel: str, check: str) -> list[tuple[int, dict[str, Any]]]:
+    found = []
+    for step in steps:
+        result = step.get("kernels", {}).get(kernel, {}).get(check)
+        if result is not None and not result.get("passed", True):
+            found.append((step["step"], result))
+    return found
+
+
+def _ratio(result: dict[str, Any], key: str = "error") -> float:
+    ratio = number(result.get(key)) / number(result.get("tolerance"))
+    return math.inf if math.isnan(ratio) else ratio
+
+
+def _steps_note(failing: list[tuple[int, dict[str, Any]]], total: int) -> list[str]:
+    if len(failing) <= 1:
+        return []
+    return [f"fails at steps {', '.join(str(s) for s, _ in failing)} of {total}"]
+
+
+def _verification(steps: list[dict[str, Any]], kernel: str, out_dtype: str, state_dtype: str) -> list[Diagnostic]:
+    name = KERNEL_NAMES.get(kernel, kernel)
+    total = len(steps)
+    found: list[Diagnostic] = []
+    checks: list[tuple[str, Any, Callable[[dict[str, Any]], float], Callable[[int, dict[str, Any]], Finding]]] = [
+        ("written", rules.UNWRITTEN_OUTPUT, lambda r: r["nan_elements"],
+         lambda s, r: Finding({"kernel": name, "count": r["nan_elements"], "step": s, "rows": _rows(r["rows"])},
+                              argument="out")),
+        ("output", rules.OUTPUT_MISMATCH, _ratio,
+         lambda s, r: Finding({"kernel": name, "step": s, "error": fmt(r["error"]), "tolerance": fmt(r["tolerance"]),
+                               "dtype": out_dtype, "row": r["row"], "head": r["head"]}, argument="out")),
+        ("state", rules.STATE_MISMATCH, _ratio,
+         lambda s, r: Finding({"kernel": name, "step": s, "error": fmt(r["error"]), "tolerance": fmt(r["tolerance"]),
+                               "dtype": state_dtype, "slot": r["slot"], "head": r["head"]},
+                              argument="initial_state")),
+        ("untouched", rules.UNTOUCHED_MODIFIED, lambda r: r["modified_elements"],
+         lambda s, r: Finding({"kernel": name, "count": r["modified_elements"], "step": s, "where": r["first"]},
+                              argument="initial_state")),
+        ("skipped_rows", rules.SKIPPED_NOT_ZERO, lambda r: r["nonzero_elements"],
+         lambda s, r: Finding({"kernel": name, "count": r["nonzero_elements"], "step": s, "rows": _rows(r["rows"])},
+                              argument="out")),
+    ]
+    for check, rule, severity_of, finding_of in checks:
+        failing = _failing(steps, kernel, check)
+        if not failing:
+            continue
+        step, worst = max(failing, key=lambda item: severity_of(item[1]))
+        finding = finding_of(step, worst)
+        finding.notes.extend(_steps_note(failing, total))
+        found.append(rule.diagnostic(finding))
+    return found
+
+
+def _agreement(steps: list[dict[str, Any]], engine: str) -> list[Diagnostic]:
+    found = []
+    for tensor in ("out", "initial_state"):
+        failing = [(s["step"], s["agreement"][tensor]) for s in steps
+                   if not s.get("agreement", {}).get(tensor, {}).get("passed", True)]
+        if not failing:
+            continue
+        step, worst = max(failing, key=lambda item: _ratio(item[1], "difference"))
+        finding = Finding({"engine": KERNEL_NAMES.get(engine, engine), "tensor": tensor, "step": step,
+                           "difference": fmt(worst["difference"]), "tolerance": fmt(worst["tolerance"])},
+                          argument=tensor, notes=_steps_note(failing, len(steps)))
+        found.append(rules.BACKEND_DISAGREEMENT.diagnostic(finding))
+    return found
+
+
+def _raised(steps: list[dict[str, Any]]) -> list[Diagnostic]:
+    found = []
+    for step in steps:
+        for kernel, result in step.get("kernels", {}).items():
+            if "raised" in result:
+                raised = result["raised"]
+                message = raised["message"].splitlines()[0] if raised["message"] else "(no message)"
+                found.append(rules.KERNEL_RAISED.diagnostic(Finding(
+                    {"kernel": KERNEL_NAMES.get(kernel, kernel), "exception": raised["exception"], "step": step["step"],
+                     "error": message},
+                    notes=["the child stopped after this call: a CUDA error can leave its context unusable"])))
+    return found
+
+
+def _interpreter(result: dict[str, Any]) -> list[Diagnostic]:
+    if not result.get("device", {}).get("interpreter"):
+        return []
+    geometry = result.get("geometry") or {}
+    found = []
+    substitutions = geometry.get("substitutions") or []
+    if substitutions:
+        arguments = ", ".join(change["what"] for change in substitutions)
+        found.append(rules.BF16_NOT_VERIFIABLE.diagnostic(Finding({"arguments": arguments})))
+    reductions = geometry.get("reductions") or []
+    if reductions:
+        text = ", ".join(f"{c['what']} {c['before']} -> {c['after']}" for c in reductions)
+        found.append(rules.REDUCED_SIZES.diagnostic(Finding({"reductions": text}, notes=list(geometry.get("notes", [])))))
+    return found
+
+
+def crash_diagnostic(outcome: ChildOutcome) -> Diagnostic:
+    notes = []
+    if outcome.timed_out:
+        notes.append("raise `--timeout`, or run at smaller sizes")
+    return rules.CHILD_CRASHED.diagnostic(Finding({"how": outcome.how(), "last_line": outcome.last_stderr_line},
+                                                  notes=notes))
+
+
+def dryrun_diagnostics(outcome: ChildOutcome, backend: str) -> list[Diagnostic]:
+    """Every GDR3xx diagnostic of one child run, errors first."""
+    if outcome.crashed:
+        return [crash_diagnostic(outcome)]
+    result = outcome.result or {}
+    if result.get("status") == "failed":
+        return [rules.CHILD_CRASHED.diagnostic(Finding(
+            {"how": f"failed with {result.get('exception', 'an exception')}", "last_line": result.get("message", "")},
+            notes=["set GDR_CHECK_DEBUG=1 to see the child's traceback"]))]
+    missing = result.get("backend_unavailable")
+    if missing:
+        return [rules.BACKEND_UNAVAILABLE.diagnostic(Finding(missing))] + _interpreter(result)
+    steps = result.get("steps", [])
+    call = (result.get("geometry") or {}).get("call") or {}
+    out_dtype = call.get("out", {}).get("dtype", "?")
+    state_dtype = call.get("initial_state", {}).get("dtype", "?")
+    found = _raised(steps)
+    for kernel in result.get("kernels", {}):
+        found.extend(_verification(steps, kernel, out_dtype, state_dtype))
+    if backend != "builtin":
+        found.extend(_agreement(steps, backend))
+    found.extend(_interpreter(result))
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(found, key=lambda d: order[d.severity])
