@@ -1,0 +1,261 @@
+"""`gdr_check.capture()`: records live calls through the engines' import paths, restores everything, writes
+atomically. The engines are stand-ins (tests/fake_engine) with the real function names and signatures,
+installed under the real module paths for each test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import gdr_check
+import gdr_check.capture as capture_module
+from fake_engine import SGLANG_GDN_CALLER, install
+from gdr_check.capture import Capture, CaptureError, RecordingError, load_recording
+
+GDN = "fused_recurrent_gated_delta_rule_packed_decode"
+KDA = "fused_recurrent_kda_packed_decode"
+# Small GDN geometry: B rows, H=2 key heads, HV=4 value heads, K=V=8, S slots.
+B, H, HV, K, V, S = 3, 2, 4, 8, 8, 6
+
+
+def gdn_arguments(*, mixed_qkv=None) -> dict:
+    """A GDN call with the engines' awkward-but-valid layouts: gates as column blocks of one fused buffer,
+    the pool as one layer's view of a stacked [layers, slots, HV, V, K] pool."""
+    ba = torch.zeros(B, 2 * HV, dtype=torch.bfloat16)
+    stacked = torch.zeros(2, S, HV, V, K)
+    return dict(
+        mixed_qkv=torch.zeros(B, 2 * H * K + HV * V, dtype=torch.bfloat16) if mixed_qkv is None else mixed_qkv,
+        a=ba[:, HV:], b=ba[:, :HV], A_log=torch.zeros(HV), dt_bias=torch.zeros(HV, dtype=torch.bfloat16),
+        scale=K ** -0.5, initial_state=stacked[1], out=torch.empty(B, 1, HV, V, dtype=torch.bfloat16),
+        ssm_state_indices=torch.tensor([4, 1, 2], dtype=torch.int32),
+    )
+
+
+def kda_arguments() -> dict:
+    arguments = gdn_arguments()
+    arguments["mixed_qkv"] = torch.zeros(B, 3 * HV * K, dtype=torch.bfloat16)
+    arguments["a"] = torch.zeros(B, HV * K, dtype=torch.bfloat16)
+    arguments["dt_bias"] = torch.zeros(HV * K)
+    return arguments
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    return install(monkeypatch)
+
+
+def read(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_records_every_argument_from_a_by_name_call_site(engine, tmp_path):
+    path = tmp_path / "rec.json"
+    arguments = gdn_arguments()
+    with gdr_check.capture(path):
+        engine.gdn_caller.forward_decode(**arguments)
+
+    document = read(path)
+    assert document["schema_version"] == 1 and document["tool"]["name"] == "gdr-check"
+    [entry] = document["calls"]
+    assert (entry["function"], entry["engine"], entry["variant"]) == (GDN, "sglang", "gdn")
+    assert entry["caller"]["module"] == SGLANG_GDN_CALLER and entry["caller"]["function"] == "forward_decode"
+    call = entry["call"]
+    assert call["mixed_qkv"]["shape"] == [B, 2 * H * K + HV * V] and call["mixed_qkv"]["dtype"] == "bfloat16"
+    assert call["a"]["shape"] == [B, HV] and call["a"]["stride"] == [2 * HV, 1]
+    assert call["a"]["offset"] == HV and call["a"]["storage"] == call["b"]["storage"]
+    assert call["initial_state"]["shape"] == [S, HV, V, K]
+    assert call["initial_state"]["stride"] == [HV * V * K, V * K, K, 1]
+    assert call["initial_state"]["offset"] == S * HV * V * K  # layer 1 of the stacked pool
+    assert call["initial_state"]["dtype"] == "float32" and call["A_log"]["dtype"] == "float32"
+    assert call["ssm_state_indices"] == {**call["ssm_state_indices"], "shape": [B], "dtype": "int32",
+                                         "values": [4, 1, 2]}
+    assert call["scale"] == pytest.approx(K ** -0.5) and call["use_qk_l2norm_in_kernel"] is True
+    holders = {h for p in document["patched"] if p["function"] == GDN and p["engine"] == "sglang" for h in p["holders"]}
+    assert holders == {f"sglang.kernels.ops.attention.fla.fused_recurrent.{GDN}", f"{SGLANG_GDN_CALLER}.{GDN}"}
+
+
+def test_kda_keywords_and_lower_bound_and_vllm_engine(engine, tmp_path):
+    path = tmp_path / "rec.json"
+    with gdr_check.capture(path):
+        engine.kda_caller.forward_decode(**kda_arguments(), lower_bound=-5.0)
+        engine.vllm_caller.forward_decode(**gdn_arguments())
+    kda, vllm = read(path)["calls"]
+    assert (kda["function"], kda["variant"], kda["engine"]) == (KDA, "kda", "sglang")
+    assert kda["call"]["lower_bound"] == -5.0 and kda["call"]["a"]["shape"] == [B, HV * K]
+    assert (vllm["function"], vllm["engine"], vllm["index"]) == (GDN, "vllm", 1)
+    assert vllm["call"]["use_qk_l2norm_in_kernel"] is True  # passed positionally
+
+
+def test_originals_are_restored_everywhere(engine, tmp_path):
+    original = engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
+    session = gdr_check.capture(tmp_path / "rec.json")
+    with session:
+        assert engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode is not original
+        late = engine.load("sglang.srt.models.late_caller", "gdn_caller.py")  # imported during the capture
+        assert late.fused_recurrent_gated_delta_rule_packed_decode is not original
+    for module in (engine.sglang_kernels, engine.gdn_caller, late):
+        assert module.fused_recurrent_gated_delta_rule_packed_decode is original
+    assert engine.kda_caller.fused_recurrent_kda_packed_decode is engine.sglang_kernels.fused_recurrent_kda_packed_decode
+    engine.gdn_caller.forward_decode(**gdn_arguments())  # after exit: not recorded
+    assert len(session.calls) == 0
+
+
+def test_a_failing_call_is_recorded_and_the_error_propagates(engine, tmp_path):
+    path = tmp_path / "rec.json"
+    original = engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
+    arguments = gdn_arguments(mixed_qkv=torch.zeros(B, 1, 2 * H * K + HV * V, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="stand-in kernel"):
+        with gdr_check.capture(path):
+            engine.gdn_caller.forward_decode(**arguments)
+    assert read(path)["calls"][0]["call"]["mixed_qkv"]["shape"] == [B, 1, 2 * H * K + HV * V]
+    assert engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode is original
+
+
+def test_decorator_form_accumulates_and_restores_between_calls(engine, tmp_path):
+    path = tmp_path / "rec.json"
+    original = engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode
+
+    @gdr_check.capture(path, max_calls=3)
+    def decode_step():
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+        return "done"
+
+    assert decode_step.__name__ == "decode_step"
+    assert decode_step() == "done"
+    assert engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode is original
+    assert len(read(path)["calls"]) == 1
+    decode_step(), decode_step(), decode_step()
+    document = read(path)
+    assert [c["index"] for c in document["calls"]] == [0, 1, 2]
+    assert (document["calls_seen"], document["calls_dropped"]) == (4, 1)
+
+
+def test_the_write_is_atomic(engine, tmp_path):
+    path = tmp_path / "rec.json"
+    path.write_text("previous recording")
+
+    def failing_replace(source, target):
+        raise OSError("disk full")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(capture_module.os, "replace", failing_replace)
+        with pytest.raises(OSError, match="disk full"):
+            with gdr_check.capture(path):
+                engine.gdn_caller.forward_decode(**gdn_arguments())
+    assert path.read_text() == "previous recording"
+    assert os.listdir(tmp_path) == ["rec.json"]  # no temporary file left behind
+    with gdr_check.capture(path):
+        pass
+    assert read(path)["calls"] == [] and os.listdir(tmp_path) == ["rec.json"]
+
+
+def test_graph_capture_skips_index_values_and_compile_skips_the_call(engine, tmp_path, monkeypatch):
+    path = tmp_path / "rec.json"
+    monkeypatch.setattr(capture_module, "_torch_state", lambda: (False, True))
+    with gdr_check.capture(path):
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+    [entry] = read(path)["calls"]
+    assert entry["values_read"] is False and "values" not in entry["call"]["ssm_state_indices"]
+    monkeypatch.setattr(capture_module, "_torch_state", lambda: (True, False))
+    with gdr_check.capture(path):
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+    assert read(path)["calls"] == []
+
+
+def test_extra_targets_and_other_apis(engine, tmp_path):
+    engine.load("myengine.ops", "kernels.py")
+    engine.load("myengine.other", "other_api.py")
+    path = tmp_path / "rec.json"
+    targets = [f"myengine.ops:{GDN}", "myengine.other:fused_recurrent_kda_packed_decode"]
+    with gdr_check.capture(path, targets=targets, engine="vllm"):
+        sys.modules["myengine.ops"].fused_recurrent_gated_delta_rule_packed_decode(**gdn_arguments())
+    document = read(path)
+    [entry] = document["calls"]
+    assert entry["module"] == "myengine.ops" and entry["engine"] == "vllm"  # `engine` labels every call
+    [skipped] = document["skipped_targets"]
+    assert skipped["target"] == targets[1] and "`a`, `b`" in skipped["reason"]
+
+
+@pytest.mark.parametrize("target", ["no_colon.at.all", "pkg.mod:", ":f", "pkg mod:f"])
+def test_bad_targets_fail_at_construction(target, tmp_path):
+    with pytest.raises(CaptureError, match="package.module:function_name"):
+        gdr_check.capture(tmp_path / "rec.json", targets=[target])
+
+
+def test_explicit_targets_that_do_not_resolve_fail_on_enter(engine, tmp_path):
+    with pytest.raises(CaptureError, match="cannot import"):
+        with gdr_check.capture(tmp_path / "rec.json", targets=["gdr_check_no_such_module:f"]):
+            pass
+    with pytest.raises(CaptureError, match="has no function"):
+        with gdr_check.capture(tmp_path / "rec.json", targets=["gdr_check.tensors:no_such_function"]):
+            pass
+    assert not (tmp_path / "rec.json").exists()
+
+
+def test_nothing_to_patch_warns_and_still_writes(tmp_path, monkeypatch):
+    monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", ("gdr_check_absent_engine.ops:f",))
+    with pytest.warns(RuntimeWarning, match="no packed-decode function"):
+        with gdr_check.capture(tmp_path / "rec.json", engine="sglang"):
+            pass
+    assert read(tmp_path / "rec.json")["calls"] == []
+
+
+def test_path_placeholders(engine, tmp_path):
+    with gdr_check.capture(tmp_path / "sub" / "rec-{pid}.json") as session:
+        pass
+    assert session.path == tmp_path / "sub" / f"rec-{os.getpid()}.json" and session.path.exists()
+    with pytest.raises(CaptureError, match="placeholder"):
+        gdr_check.capture(tmp_path / "rec-{host}.json")
+
+
+def test_recordings_round_trip_through_the_reader(engine, tmp_path):
+    path = tmp_path / "rec.json"
+    with gdr_check.capture(path) as session:
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+        engine.kda_caller.forward_decode(**kda_arguments())
+    recording = load_recording(path)
+    assert [c.call.to_dict() for c in recording.calls] == [c["call"] for c in session.calls]
+    assert recording.calls[0].caller.startswith(SGLANG_GDN_CALLER + ":forward_decode:")
+    assert recording.calls[0].call.ssm_state_indices.values == (4, 1, 2)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "not valid JSON"),
+    ("[]", "top level is a list"),
+    ('{"calls": []}', "not a gdr-check recording"),
+    ('{"schema_version": 9, "calls": []}', "schema_version 9"),
+    ('{"schema_version": 1, "calls": {}}', "`calls` must be a list"),
+    ('{"schema_version": 1, "calls": [{"call": {"variant": "gdn"}}]}', "has no `mixed_qkv`"),
+])
+def test_the_reader_rejects_malformed_files_in_one_line(tmp_path, text, message):
+    path = tmp_path / "rec.json"
+    path.write_text(text)
+    with pytest.raises(RecordingError, match=message) as error:
+        load_recording(path)
+    assert "\n" not in str(error.value)
+
+
+def test_capture_does_not_import_torch():
+    probe = textwrap.dedent("""
+        import json, sys, tempfile, warnings, os
+        import gdr_check
+        import gdr_check.capture
+        warnings.simplefilter("ignore")
+        with gdr_check.capture(os.path.join(tempfile.mkdtemp(), "rec.json")):
+            pass
+        print(json.dumps({"torch": "torch" in sys.modules}))
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"torch": False}
+
+
+def test_the_module_is_the_capture_factory():
+    assert callable(gdr_check.capture) and gdr_check.capture.capture is gdr_check.capture
+    assert isinstance(gdr_check.capture("unused.json"), Capture)
