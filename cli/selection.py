@@ -17,8 +17,6 @@ extend-select = ["GDR213"]` keeps GDR213 alone of the GDR2xx rules.
 from __future__ import annotations
 
 import difflib
-import importlib
-import pkgutil
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -94,14 +92,10 @@ def _layer_decision(layer: RuleSelection, code: str) -> bool | None:
 
 # -- parsing --------------------------------------------------------------------------------------------------
 def known_rules() -> Mapping[str, object]:
-    """Every registered rule, code -> Rule; imports each `checks.rules_*` module so that all are registered."""
-    from ..checks import registry
+    """Every registered rule, code -> Rule (importing `gdr_check.checks` registers them all)."""
+    from ..checks import RULES
 
-    package = importlib.import_module("gdr_check.checks")
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name.startswith("rules_"):
-            importlib.import_module(f"gdr_check.checks.{module.name}")
-    return registry.RULES
+    return RULES
 
 
 def _categories() -> tuple[str, ...]:
