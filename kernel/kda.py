@@ -21,7 +21,7 @@ from ._triton_common import (
     softplus,
     store_state_tile,
 )
-from .layout import Engine, check_engine, infer_heads, next_power_of_2
+from .layout import Engine, check_engine, infer_heads, next_power_of_2, raise_contract_errors
 from .tiling import TileConfig, pick_config
 
 
@@ -141,10 +141,11 @@ def kda_packed_decode(
     check_engine(engine)
     from gdr_check import check_kda_packed_decode
 
-    check_kda_packed_decode(
+    report = check_kda_packed_decode(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
         use_qk_l2norm_in_kernel, lower_bound, engine=engine,
-    ).raise_for_errors()
+    )
+    raise_contract_errors(report)
     return launch_kda_packed_decode(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
         use_qk_l2norm_in_kernel, lower_bound, engine=engine,
