@@ -295,6 +295,7 @@ class Capture:
         if max_calls < 0:
             raise CaptureError(f"max_calls must be >= 0 (got {max_calls})")
         self.path_template = os.fspath(path)
+        _resolve_path(self.path_template)  # a bad placeholder fails here, not after the engine ran
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.max_calls = max_calls
         self.engine = engine

@@ -53,7 +53,7 @@ ARGUMENT_DIFFERS = declare(
 SHARDED_BY_OTHER_TP = declare(
     "GDR161", "arguments-sharded-by-different-tp", scope=MODEL,
     summary="per-head arguments were sharded for different TP sizes",
-    message="{group} sharded by a different TP than {reference} ({group_fits} tp={group_tp}, "
+    message="`{arguments}` sharded by a different TP than {reference} ({group_fits} tp={group_tp}, "
             "{reference_fits} tp={reference_tp})",
     explanation=(
         "Every per-head argument of one call must hold the same rank's heads: `a`, `b`, `A_log`, `dt_bias`, "
@@ -73,7 +73,7 @@ SHARDED_BY_OTHER_TP = declare(
 NOT_SHARDED = declare(
     "GDR162", "unsharded-arguments", scope=MODEL,
     summary="an argument has the global (unsharded) size while the rest are per-rank",
-    message="{group} not sharded ({detail})",
+    message="`{arguments}` not sharded ({detail})",
     explanation=(
         "With tensor parallelism each rank holds H/tp key heads and HV/tp value heads. This argument has the "
         "global count, so it was built from an unsharded projection or parameter, or sized from the config "
@@ -147,7 +147,7 @@ STATE_DTYPE = declare(
 OTHER_DTYPES = declare(
     "GDR167", "dtypes-differing-from-engine", severity="warning", scope=MODEL,
     summary="arguments have other dtypes than the engine passes",
-    message="{arguments} {recorded} where {engine} passes {expected}",
+    message="`{arguments}` {verb} {recorded} where {engine} passes {expected}",
     explanation=(
         "The engines pass bf16 activations for these models, `A_log` as an fp32 parameter, `dt_bias` in the "
         "parameter dtype (bf16 for Qwen GDN, fp32 for KDA) and int32 slot indices. The kernel converts what "
@@ -512,23 +512,21 @@ class _Comparer:
     def report_groups(self, fits: dict[str, int | None], heads: dict[str, int | None], reference: int) -> None:
         model = self.model
         odd = {name: t for name, t in fits.items() if t is not None and t != reference}
-        groups: list[tuple[list[str], str, str]] = []
-        for pair, label, plural in ((("a", "b"), "gates", "gates fit"),
-                                    (("A_log", "dt_bias"), "`A_log`/`dt_bias`", "`A_log`/`dt_bias` fit")):
+        groups: list[tuple[list[str], str]] = []  # (arguments, what they fit, as a subject)
+        for pair, plural in ((("a", "b"), "gates fit"), (("A_log", "dt_bias"), "decay parameters fit")):
             if all(n in odd for n in pair) and odd[pair[0]] == odd[pair[1]]:
-                groups.append((list(pair), label, plural))
+                groups.append((list(pair), plural))
             else:
-                groups += [([n], f"`{n}`", f"`{n}` fits") for n in pair if n in odd]
-        for name in ("mixed_qkv", "out"):
-            if name in odd:
-                groups.append(([name], f"`{name}`", f"`{name}` fits"))
+                groups += [([n], "it fits") for n in pair if n in odd]
+        groups += [([name], "it fits") for name in ("mixed_qkv", "out") if name in odd]
         if "initial_state" in odd:
-            groups.append((["initial_state"], "the pool", "pool fits"))
+            groups.append((["initial_state"], "pool fits"))
         pool_is_reference = fits.get("initial_state") == reference
         ref_label, ref_fits = ("the pool", "pool fits") if pool_is_reference else ("the other arguments",
                                                                                    "the others fit")
         at_reference = f"at tp={reference} a rank holds HV_l={model.HV // reference}"
-        for members, label, plural in groups:
+        for members, plural in groups:
+            arguments = "`/`".join(members)  # inside the template's backticks: `a`/`b`
             t = odd[members[0]]
             notes = [self.carry_note(n, heads[n], t) for n in members]
             if not pool_is_reference or "initial_state" in members:
@@ -538,11 +536,11 @@ class _Comparer:
             fix = (f"size every per-head argument for the TP the layer runs at (tp={self.tp}: "
                    f"H_l={model.H // self.tp}, HV_l={model.HV // self.tp})")
             if t == 1 and reference != 1:
-                self.emit(NOT_SHARDED, {"group": label, "detail": self.unsharded_detail(members, heads, reference,
-                                                                                        at_reference)},
+                self.emit(NOT_SHARDED, {"arguments": arguments,
+                                        "detail": self.unsharded_detail(members, heads, reference, at_reference)},
                           argument=members[0], notes=notes[len(members):], fixes=[fix], covers=members)
             else:
-                self.emit(SHARDED_BY_OTHER_TP, {"group": label, "reference": ref_label, "group_fits": plural,
+                self.emit(SHARDED_BY_OTHER_TP, {"arguments": arguments, "reference": ref_label, "group_fits": plural,
                                                 "group_tp": t, "reference_fits": ref_fits,
                                                 "reference_tp": reference},
                           argument=members[0], notes=notes, fixes=[fix], covers=members)
@@ -563,9 +561,7 @@ class _Comparer:
         if members == ["mixed_qkv"]:
             return (f"width {self.ctx.qkv_dim} is the global width; at tp={reference} a rank's width is "
                     f"{model.width(reference)}")
-        subject = "/".join(f"`{n}`" for n in members)
-        verb = "carries" if len(members) == 1 else "carry"
-        return f"{subject} {verb} {heads[members[0]]} value heads, the global HV; {at_reference}"
+        return f"{heads[members[0]]} value heads, the global HV; {at_reference}"
 
     def width_notes(self, width: int, reference: int) -> list[str]:
         model = self.model
@@ -632,8 +628,8 @@ class _Comparer:
                 pairs.setdefault((got, want), []).append(name)
         for (got, want), names in pairs.items():
             only_indices = names == ["ssm_state_indices"]
-            subject = _names(names) + (" is" if len(names) == 1 else " are")
-            self.emit(OTHER_DTYPES, {"arguments": subject, "recorded": got, "engine": self.engine, "expected": want},
+            self.emit(OTHER_DTYPES, {"arguments": "`, `".join(names), "verb": "is" if len(names) == 1 else "are",
+                                     "recorded": got, "engine": self.engine, "expected": want},
                       argument=names[0], severity="info" if only_indices else None)
 
     def flags(self) -> None:

@@ -1,0 +1,245 @@
+"""`gdr-check call`: recorded calls through the contract, and with `--model` compared with the model's call.
+
+Round trips capture real torch calls through the stand-in engine (tests/fake_engine); the cause-by-cause
+comparisons use recordings written from TensorSpecs. Qwen3-Next-80B at tp=4 (built in, offline): H_l=4,
+HV_l=8, K=V=128, `mixed_qkv` width 2048 (qkvz: 3072).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+import gdr_check
+from fake_engine import install
+from gdr_check.capture import SCHEMA_VERSION, dump_recording
+from gdr_check.checks.call import PackedDecodeCall
+from gdr_check.cli.main import main
+from gdr_check.models import Deployment, check_builtin
+from gdr_check.tensors import TensorSpec
+
+QWEN = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+KIMI = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
+B = 2
+T = TensorSpec.of
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(capsys, *argv: str) -> tuple[int, dict]:
+    code, out, _ = run(capsys, *argv, "--output-format", "json")
+    return code, json.loads(out)
+
+
+def codes_of(document: dict, index: int = 0) -> list[str]:
+    return [d["code"] for d in document["calls"][index]["diagnostics"]]
+
+
+def expected_call(repo: str = QWEN, tp: int = 4) -> PackedDecodeCall:
+    return check_builtin(repo, Deployment(tp=tp, batch=B)).call
+
+
+def write_recording(path, *calls: PackedDecodeCall, engine: str = "sglang") -> str:
+    document = {"schema_version": SCHEMA_VERSION, "kind": "gdr-check-capture", "calls": [
+        {"index": i, "function": None, "engine": engine, "variant": c.variant, "call": c.to_dict()}
+        for i, c in enumerate(calls)]}
+    path.write_text(dump_recording(document))
+    return str(path)
+
+
+# -- capture, then check -------------------------------------------------------------------------------------------
+def torch_call(*, width: int = 2048, gate_heads: int = 8) -> dict:
+    """Qwen3-Next tp=4 shapes on the CPU (B=2, three slots)."""
+    bf16 = torch.bfloat16
+    return dict(
+        mixed_qkv=torch.zeros(B, width, dtype=bf16), a=torch.zeros(B, gate_heads, dtype=bf16),
+        b=torch.zeros(B, gate_heads, dtype=bf16), A_log=torch.zeros(8), dt_bias=torch.zeros(8, dtype=bf16),
+        scale=128 ** -0.5, initial_state=torch.empty(3, 8, 128, 128), out=torch.empty(B, 1, 8, 128, dtype=bf16),
+        ssm_state_indices=torch.tensor([1, 2], dtype=torch.int32),
+    )
+
+
+@pytest.fixture
+def record(monkeypatch, tmp_path):
+    """record(**torch_call options) -> path of a recording of one call through the sglang stand-in."""
+    engine = install(monkeypatch)
+
+    def recorder(name: str = "rec.json", **options) -> str:
+        path = tmp_path / name
+        with gdr_check.capture(path):
+            engine.gdn_caller.forward_decode(**torch_call(**options))
+        return str(path)
+
+    return recorder
+
+
+def test_a_correct_call_passes_alone_and_against_the_model(record, capsys):
+    path = record()
+    code, out, err = run(capsys, "call", path)
+    assert code == 0 and "call #0" in out and "error[" not in out and err == ""
+    code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    assert code == 0 and document["summary"]["errors"] == 0
+    assert not [c for c in codes_of(document) if c.startswith("GDR16") or c.startswith("GDR17")]
+    assert all(not row["differences"] for row in document["calls"][0]["comparison"])
+
+
+def test_gates_for_another_tp_and_qkvz_are_named(record, capsys):
+    path = record(width=3072, gate_heads=4)  # gates for tp=8, pool for tp=4, qkvz instead of qkv
+    code, out, err = run(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    assert code == 1 and err == ""
+    assert "`a`/`b` sharded by a different TP than the pool (gates fit tp=8, pool fits tp=4)" in out
+    assert "qkvz passed instead of qkv (width 3072 includes z; inferred H = 8 = 2*H_l)" in out
+    code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    assert code == 1 and {"GDR214", "GDR161", "GDR164"} <= set(codes_of(document))
+    wrapper = next(d for d in document["calls"][0]["diagnostics"] if d["code"] == "GDR214")
+    assert wrapper["fixes"] == [] and any("GDR161" in note for note in wrapper["notes"])
+    rows = {row["argument"]: row for row in document["calls"][0]["comparison"]}
+    assert rows["a"]["differences"] == ["shape"] and rows["a"]["expected"]["shape"] == [B, 8]
+
+
+def test_qkvz_passes_every_wrapper_check_and_only_the_comparison_catches_it(record, capsys):
+    path = record(width=3072)
+    code, document = run_json(capsys, "call", path)
+    assert code == 0 and document["summary"]["errors"] == 0  # kernel-contract.md §7.1
+    code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    errors = [d["code"] for d in document["calls"][0]["diagnostics"] if d["severity"] == "error"]
+    assert code == 1 and errors == ["GDR164"]
+
+
+# -- one cause at a time ----------------------------------------------------------------------------------------------
+def _for_tp(tp: int, **changes) -> PackedDecodeCall:
+    return replace(expected_call(tp=tp), **changes)
+
+
+CASES = {
+    "mixed_qkv global width": (
+        lambda: _for_tp(4, mixed_qkv=T((B, 8192))),
+        "GDR162", "`mixed_qkv` not sharded (width 8192 is the global width; at tp=4 a rank's width is 2048)"),
+    "gates tp=4, the rest tp=2": (
+        lambda: _for_tp(2, a=T((B, 8)), b=T((B, 8))),
+        "GDR161", "`a`/`b` sharded by a different TP than the pool (gates fit tp=4, pool fits tp=2)"),
+    "everything for tp=2": (
+        lambda: _for_tp(2),
+        "GDR163", "the call is sized for tp=2, not tp=4"),
+    "pool unsharded": (
+        lambda: _for_tp(4, initial_state=T((B + 1, 32, 128, 128), "float32")),
+        "GDR162", "`initial_state` not sharded (32 value heads, the global HV; at tp=4 a rank holds HV_l=8)"),
+    "l2norm off": (
+        lambda: _for_tp(4, use_qk_l2norm_in_kernel=False),
+        "GDR168", f"`use_qk_l2norm_in_kernel` is False, but sglang decodes `{QWEN}` with True"),
+    "full-attention scale": (
+        lambda: _for_tp(4, scale=256 ** -0.5),
+        "GDR169", "`scale` is 0.0625 instead of K**-0.5 = 0.0883883 (head_dim**-0.5: the full-attention "
+                  "`head_dim` 256)"),
+    "KDA kernel for a GDN model": (
+        lambda: _for_tp(4, variant="kda"),
+        "GDR170", f"the KDA kernel was called for `{QWEN}`, a GDN model"),
+    "fused ba unsplit": (
+        lambda: _for_tp(4, a=T((B, 16))),
+        "GDR160", f"`a` is bf16[2,16], but `{QWEN}` at tp=4 expects bf16[2,8]"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_cause_is_named(case, tmp_path, capsys):
+    build, code, message = CASES[case]
+    path = write_recording(tmp_path / "rec.json", build())
+    exit_code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    diagnostics = document["calls"][0]["diagnostics"]
+    found = [d for d in diagnostics if d["code"] == code]
+    assert found and found[0]["message"] == message, [d["message"] for d in diagnostics]
+    assert exit_code == 1
+
+
+def test_superseded_contract_rules_are_dropped(tmp_path, capsys):
+    path = write_recording(tmp_path / "rec.json", _for_tp(4, use_qk_l2norm_in_kernel=False, scale=1.0))
+    _, alone = run_json(capsys, "call", path)
+    _, compared = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    assert {"GDR250", "GDR255"} <= set(codes_of(alone))
+    assert not {"GDR250", "GDR255"} & set(codes_of(compared))
+    assert {"GDR168", "GDR169"} <= set(codes_of(compared))
+    scale = next(d for d in compared["calls"][0]["diagnostics"] if d["code"] == "GDR169")
+    assert scale["message"].endswith("(no scaling)")
+
+
+def test_a_bf16_state_is_a_warning_not_an_error(tmp_path, capsys):
+    state = T((B + 1, 8, 128, 128), "bfloat16")
+    path = write_recording(tmp_path / "rec.json", _for_tp(4, initial_state=state))
+    code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    [found] = [d for d in document["calls"][0]["diagnostics"] if d["code"] == "GDR166"]
+    assert code == 0 and found["severity"] == "warning"
+    assert found["message"] == f"`initial_state` is bfloat16 where sglang keeps the state of `{QWEN}` in float32"
+    code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4", "--state-dtype", "bfloat16")
+    assert "GDR166" not in codes_of(document)
+
+
+def test_kimi_a_log_in_its_checkpoint_shape(tmp_path, capsys):
+    call = replace(expected_call(KIMI), A_log=T((1, 1, 32, 1), "float32"))
+    path = write_recording(tmp_path / "rec.json", call)
+    code, document = run_json(capsys, "call", path, "--model", KIMI, "--tp", "4")
+    messages = {d["code"]: d["message"] for d in document["calls"][0]["diagnostics"]}
+    assert code == 1 and "GDR205" in messages  # the wrapper's own check
+    assert messages["GDR165"] == ("`A_log` has shape [1, 1, 32, 1] instead of [8] (the checkpoint shape "
+                                  "[1, 1, H, 1] of Kimi's `A_log`, not flattened)")
+    assert messages["GDR162"] == "`A_log` not sharded (32 value heads, the global HV; at tp=4 a rank holds HV_l=8)"
+
+
+# -- the command's edges ---------------------------------------------------------------------------------------------
+def test_identical_calls_are_shown_once_and_index_selects_one(tmp_path, capsys):
+    good, bad = expected_call(), _for_tp(4, mixed_qkv=T((B, 3072)))
+    path = write_recording(tmp_path / "rec.json", good, good, bad)
+    code, out, _ = run(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    assert code == 1 and "call #0 (and 1 identical: #1)" in out and "call #2" in out
+    assert "3 call(s) checked, 2 distinct" in out
+    code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4", "--index", "1")
+    assert code == 0 and [c["index"] for c in document["calls"]] == [1]
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("{", "not valid JSON"),
+    ('["calls"]', "top level is a list"),
+    ('{"calls": []}', "not a gdr-check recording"),
+    ('{"schema_version": 2, "calls": []}', "schema_version 2 is not supported"),
+    ('{"schema_version": 1, "calls": []}', "no recorded calls"),
+    ('{"schema_version": 1, "calls": [{"call": {"variant": "gdn"}}]}', "has no `mixed_qkv`"),
+    ('{"schema_version": 1, "calls": [{"call": {"variant": "xyz"}}]}', "`calls[0].call.variant`"),
+])
+def test_malformed_recordings_exit_2_with_one_line(tmp_path, capsys, content, fragment):
+    path = tmp_path / "rec.json"
+    path.write_text(content)
+    code, out, err = run(capsys, "call", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and fragment in err and "Traceback" not in err
+    code, out, err = run(capsys, "call", str(path), "--output-format", "json")
+    assert code == 2 and json.loads(out)["error"]["code"] == "recording" and err.count("\n") == 1
+
+
+def test_malformed_tensor_fields_exit_2(tmp_path, capsys):
+    document = json.loads(dump_recording({"schema_version": 1, "calls": [
+        {"index": 0, "call": expected_call().to_dict()}]}))
+    document["calls"][0]["call"]["a"]["shape"] = ["2", 8]
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(document))
+    code, _, err = run(capsys, "call", str(path))
+    assert code == 2 and "`calls[0].call.a.shape` must be a list of integers" in err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["call", "{missing}"], "cannot read the recording"),
+    (["call", "{rec}", "--index", "5"], "there is no call 5"),
+    (["call", "{rec}", "--model", "{missing}"], "does not exist"),
+    (["call", "{rec}", "--output-format", "sarif"], "full or json"),
+    (["call", "{rec}", "--tp", "4"], "pass --model too"),
+])
+def test_usage_and_input_errors_exit_2_with_one_line(tmp_path, capsys, argv, fragment):
+    rec = write_recording(tmp_path / "rec.json", expected_call())
+    names = {"rec": rec, "missing": str(tmp_path / "missing")}
+    code, out, err = run(capsys, *[arg.format(**names) for arg in argv])
+    assert code == 2 and err.count("\n") <= 2 and fragment in err and "Traceback" not in err
