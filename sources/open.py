@@ -13,7 +13,7 @@ from .hf_cache import (
     CacheEntry, enclosing_cache_repo, is_cache_repo_dir, looks_like_repo_id, resolve_cache_repo, resolve_repo_id,
 )
 from .jsonfile import load_json_file
-from .jsonpos import dotted_keys, key_spans
+from .jsonpos import LazyKeyLocations, dotted_keys, member_spans
 from .safetensors_header import json_type, read_safetensors_header
 
 CONFIG_NAME = "config.json"
@@ -170,20 +170,23 @@ class _Builder:
             raise SourceError(
                 "GDR041", index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object"
             )
-        lines = {path[1]: span for path, span in key_spans(text) if len(path) == 2 and path[0] == "weight_map"}
+        # Located only when first used: see LazyKeyLocations.
+        lines = LazyKeyLocations(lambda: member_spans(text, "weight_map"))
         self.checkpoint.index_file = display_path(index_path)
         self.checkpoint.index_lines = lines
 
         by_shard: dict[str, list[str]] = defaultdict(list)
         for tensor, shard in weight_map.items():
-            if not isinstance(shard, str):
+            if type(shard) is not str:
                 raise SourceError(
                     "GDR041", index_path, location=lines.get(tensor),
                     reason=f"`weight_map` maps `{tensor}` to a JSON {json_type(shard)}, not a file name",
                 )
-            if not is_plain_file_name(shard):
-                raise SourceError("GDR042", index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
             by_shard[shard].append(tensor)
+        for shard, tensors in by_shard.items():
+            if not is_plain_file_name(shard):
+                tensor = tensors[0]
+                raise SourceError("GDR042", index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
 
         # Report every missing shard before reading any header: re-downloading is one step.
         missing = [s for s in sorted(by_shard) if not os.path.lexists(self.root / s)]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import pickle
 import struct
 import subprocess
 import sys
@@ -259,6 +261,20 @@ def test_index_line_locations(tmp_path):
     assert ckpt.index_lines["w.a"] == KeyLocation(6, 5, 6, 28)
     assert lines[5][4:27] == '"w.a": "s1.safetensors"'
     assert ckpt.index_lines["w.b"].line == 7
+
+
+def test_index_lines_are_located_on_first_use_and_behave_as_a_dict(tmp_path):
+    write_sharded(tmp_path / "ck", {"s1.safetensors": {"w.a": ("F32", [2])}, "s2.safetensors": {"w.b": ("F32", [2])}})
+    lines = open_checkpoint("ck").index_lines
+    assert isinstance(lines, dict) and lines._compute is not None  # nothing located yet
+    expected = {"w.a": KeyLocation(6, 5, 6, 28), "w.b": KeyLocation(7, 5, 7, 28)}
+    assert lines == expected and lines._compute is None
+    assert len(lines) == 2 and list(lines) == ["w.a", "w.b"] and lines.get("w.c") is None
+    assert pickle.loads(pickle.dumps(lines)) == expected
+    assert dict(lines) == expected and {**lines} == expected and repr(lines) == repr(expected)
+    assert dataclasses.asdict(open_checkpoint("ck"))["index_lines"]["w.b"] == {
+        "line": 7, "column": 5, "end_line": 7, "end_column": 28,
+    }
 
 
 # -- safety ---------------------------------------------------------------------------------------------------
