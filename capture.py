@@ -259,6 +259,16 @@ def _split_target(target: str) -> tuple[str, str]:
     return module, attribute
 
 
+def _live_original(function: Callable) -> Callable:
+    """`function`, minus the wrappers of captures that have already ended (captures that overlap without
+    nesting would otherwise leave a finished capture's pass-through wrapper installed)."""
+    while True:
+        owner = getattr(function, "__gdr_check_capture__", None)
+        if owner is None or owner._depth > 0:
+            return function
+        function = function.__wrapped__  # type: ignore[attr-defined]
+
+
 def _engines_to_search(engine: str | None) -> list[str]:
     """The named engine; else the engines already imported; else every installed engine."""
     if engine is not None:
@@ -384,7 +394,9 @@ class Capture:
         except Exception as error:  # noqa: BLE001 - an engine that fails to import is skipped, not fatal
             if explicit:
                 raise CaptureError(f"cannot import {module_name!r} for capture target {target!r}: {error}") from error
-            if not isinstance(error, ModuleNotFoundError):
+            # A path this engine version does not have is expected; a module that exists but fails is news.
+            absent = isinstance(error, ModuleNotFoundError) and module_name.startswith(str(error.name))
+            if not absent:
                 self._skipped.append({"target": target, "reason": f"import failed: {type(error).__name__}: {error}"})
             return None
         function = getattr(module, attribute, None)
@@ -456,13 +468,13 @@ class Capture:
         wrappers = {id(site.wrapper): site for site in self._sites}
         for namespace, key, site in self._replaced:
             if namespace.get(key) is site.wrapper:
-                namespace[key] = site.original
+                namespace[key] = _live_original(site.original)
         # Modules imported during the capture may have copied a wrapper by name.
         for _, namespace in _module_namespaces():
             for key, value in list(namespace.items()):
                 site = wrappers.get(id(value))
                 if site is not None and value is site.wrapper:
-                    namespace[key] = site.original
+                    namespace[key] = _live_original(site.original)
         self._replaced = []
 
     # -- recording -------------------------------------------------------------------------------------------------

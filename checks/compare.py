@@ -403,14 +403,12 @@ class _Comparer:
     def interpret_width(self, width: int, reference: int) -> tuple[str, int] | None:
         """("qkv" | "qkvz" | "v", tp) that explains a `mixed_qkv` width, preferring the reference TP."""
         model = self.model
-        sizes = [reference] + [t for t in model.tp_sizes() if t != reference]
-        forms = ["qkv", "qkvz"] if model.kind == "gdn" else ["qkv"]
-        for form in forms:
-            for t in sizes:
-                if model.H % t or model.HV % t:
-                    continue
-                if width == model.width(t, with_z=form == "qkvz"):
-                    return form, t
+        forms = ["qkv", "qkvz"] if model.kind == "gdn" else ["qkv"]  # Kimi has no fused z projection
+        others = [t for t in model.tp_sizes() if t != reference]
+        candidates = [(form, reference) for form in forms] + [(form, t) for form in forms for t in others]
+        for form, t in candidates:
+            if model.H % t == 0 and model.HV % t == 0 and width == model.width(t, with_z=form == "qkvz"):
+                return form, t
         if width == model.HV // reference * model.V:
             return "v", reference
         return None

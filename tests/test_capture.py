@@ -259,3 +259,21 @@ def test_capture_does_not_import_torch():
 def test_the_module_is_the_capture_factory():
     assert callable(gdr_check.capture) and gdr_check.capture.capture is gdr_check.capture
     assert isinstance(gdr_check.capture("unused.json"), Capture)
+
+
+def test_nested_and_overlapping_captures_leave_the_original_in_place(engine, tmp_path):
+    original = engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
+    outer, inner = gdr_check.capture(tmp_path / "outer.json"), gdr_check.capture(tmp_path / "inner.json")
+    with outer:
+        with inner:
+            engine.gdn_caller.forward_decode(**gdn_arguments())
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+    assert (len(outer.calls), len(inner.calls)) == (2, 1)
+    assert engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode is original
+    first, second = gdr_check.capture(tmp_path / "a.json"), gdr_check.capture(tmp_path / "b.json")
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # ends before the capture it encloses
+    second.__exit__(None, None, None)
+    assert engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode is original
+    assert engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode is original
