@@ -94,7 +94,9 @@ class Output:
         self.error_line(message, hint)
         error = FatalError(code, message, path)
         try:
-            self.write_report(format_module(self.format).render_fatal(error))
+            record = format_module(self.format).render_fatal(error)
+            if record:  # the human formats have nothing to add to the stderr line
+                self.write_report(record)
         except OSError as failure:  # the output file itself cannot be written: say so, keep exit 2
             self.error_line(f"cannot write `{self.output_file}`: {(failure.strerror or 'error').lower()}")
         if self.format == "github":
