@@ -153,7 +153,9 @@ def _number(value: Any, read_tensor: bool) -> float | None:
         return None if value is None else float(value)
     if isinstance(value, (int, float)):
         return float(value)
-    if read_tensor and hasattr(value, "item"):
+    if hasattr(value, "item"):  # a tensor: reading it synchronises, which a CUDA-graph capture forbids
+        if not read_tensor:
+            return None
         try:
             return float(value.item())
         except (TypeError, ValueError, RuntimeError):
