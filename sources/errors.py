@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..report import Diagnostic
@@ -97,13 +97,3 @@ def _rule(code: str):
     if rule is None:
         raise KeyError(f"{code} is not a declared rule")
     return rule
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def join_names(names: Sequence[str], limit: int = 3) -> str:
-    """`a`, `b`, `c` and 4 more."""
-    shown = ", ".join(f"`{printable(n, 80)}`" for n in names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

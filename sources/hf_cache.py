@@ -106,7 +106,10 @@ def resolve_cache_repo(repo_dir: Path, reader: MetadataReader, repo_id: str | No
             raise unresolved(f"`snapshots/{commit}` is missing")
         return CacheEntry(repo_id, repo_dir, snapshot, _resolved_note(repo_id, snapshot))
     # Downloads pinned to a commit write no ref; a single snapshot is then unambiguous.
-    candidates = sorted(p for p in snapshots.iterdir() if p.is_dir()) if snapshots.is_dir() else []
+    try:
+        candidates = sorted(p for p in snapshots.iterdir() if p.is_dir()) if snapshots.is_dir() else []
+    except OSError as exc:
+        raise SourceError("GDR004", snapshots, file="snapshots", reason=(exc.strerror or "error").lower()) from None
     if len(candidates) == 1:
         note = _resolved_note(repo_id, candidates[0]) + f"; it has no `refs/{REVISION}`, so its only snapshot was used"
         return CacheEntry(repo_id, repo_dir, candidates[0], note)
