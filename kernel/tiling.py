@@ -58,9 +58,8 @@ _TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     (128, TileConfig(4), TileConfig(16, evict_first=True)),
     (256, TileConfig(16, evict_first=True), TileConfig(16, evict_first=True)),
     (2048, TileConfig(8, evict_first=True), TileConfig(16, evict_first=True)),
-    (4096, TileConfig(16), TileConfig(16, evict_first=True)),
-    (8192, TileConfig(16), TileConfig(8, 4, evict_first=True)),
-    (1 << 62, TileConfig(16), TileConfig(8, 4)),
+    (8192, TileConfig(16), TileConfig(16, 2, num_stages=2, evict_first=True, prefetch=False)),
+    (1 << 62, TileConfig(16), TileConfig(16, 2, num_stages=2, prefetch=False)),
 )
 
 
