@@ -6,7 +6,9 @@ storage it aliases. Live torch tensors are read by duck typing, so this module n
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
@@ -32,9 +34,52 @@ _ALIASES = {
 
 def canonical_dtype(dtype: Any) -> str:
     """Map a torch dtype, numpy dtype or name ("bf16", "torch.float32", "F32") to torch's name."""
+    # The runtime guard converts 8 dtypes per call: memoise (dtypes are few; the size bound keeps hostile
+    # names from growing the table).
+    memo = type(dtype) is str or type(dtype).__name__ == "dtype"  # not numbers: 1 == True, str differs
+    if memo and dtype in _CANONICAL:
+        return _CANONICAL[dtype]
     name = str(dtype).removeprefix("torch.").strip()
     name = _ALIASES.get(name.lower(), name.lower())
+    if memo and len(_CANONICAL) < _CANONICAL_LIMIT:
+        _CANONICAL[dtype] = name
     return name
+
+
+_CANONICAL: dict[Any, str] = {}
+_CANONICAL_LIMIT = 256
+
+
+def _device_name(device: Any) -> str:
+    """`str(device)`, memoised: formatting a torch.device costs more than the rest of a spec's fields."""
+    try:
+        return _DEVICE_NAMES[device]
+    except KeyError:
+        name = str(device)
+        if len(_DEVICE_NAMES) < _CANONICAL_LIMIT:
+            _DEVICE_NAMES[device] = name
+        return name
+    except TypeError:  # unhashable duck-typed device
+        return str(device)
+
+
+_DEVICE_NAMES: dict[Any, str] = {}
+
+
+def _reports_plain_ints(tensor_type: type) -> bool:
+    """Whether tensors of this type report shape and stride as Python ints: plain torch tensors and
+    Parameters do; subclasses (fake tensors under tracing) may hold symbolic sizes, which need `int()`."""
+    known = _PLAIN_INT_TYPES.get(tensor_type)
+    if known is None:
+        torch = sys.modules.get("torch")  # never imported here: a live tensor means torch is loaded
+        plain = (getattr(torch, "Tensor", None), getattr(getattr(torch, "nn", None), "Parameter", None))
+        known = torch is not None and tensor_type in plain
+        if len(_PLAIN_INT_TYPES) < _CANONICAL_LIMIT:
+            _PLAIN_INT_TYPES[tensor_type] = known
+    return known
+
+
+_PLAIN_INT_TYPES: dict[type, bool] = {}
 
 
 def short_dtype(dtype: str) -> str:
@@ -66,11 +111,12 @@ class TensorSpec:
     offset: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-        object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
+        object.__setattr__(self, "shape", tuple(map(int, self.shape)))
+        object.__setattr__(self, "stride", tuple(map(int, self.stride)))
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
         if len(self.shape) != len(self.stride):
             raise ValueError(f"shape {self.shape} and stride {self.stride} have different ranks")
+        object.__setattr__(self, "ndim", len(self.shape))  # see `ndim`
 
     @classmethod
     def of(
@@ -104,7 +150,7 @@ class TensorSpec:
         """
         if isinstance(tensor, TensorSpec):
             return tensor
-        device = str(tensor.device)
+        device = _device_name(tensor.device)
         values = None
         if read_values and device != "meta" and tensor.numel() <= 1 << 20:
             values = tuple(tensor.reshape(-1).tolist())
@@ -114,19 +160,26 @@ class TensorSpec:
                 storage = int(tensor.untyped_storage().data_ptr())
         except (AttributeError, RuntimeError):
             storage = None
-        return cls(
-            shape=tuple(tensor.shape),
-            stride=tuple(tensor.stride()),
-            dtype=canonical_dtype(tensor.dtype),
-            device=device,
-            values=values,
-            storage=storage,
-            offset=int(tensor.storage_offset()) if hasattr(tensor, "storage_offset") else 0,
+        if _reports_plain_ints(type(tensor)):  # torch already gives int tuples of equal rank
+            shape, stride, offset = tuple(tensor.shape), tensor.stride(), tensor.storage_offset()
+        else:
+            shape, stride = tuple(map(int, tensor.shape)), tuple(map(int, tensor.stride()))
+            offset = int(tensor.storage_offset()) if hasattr(tensor, "storage_offset") else 0
+            if len(shape) != len(stride):
+                raise ValueError(f"shape {shape} and stride {stride} have different ranks")
+        # The fields are normalised above, so skip the dataclass __init__/__post_init__: the runtime guard
+        # builds eight specs per call and this halves their cost. Same field values as `cls(...)`.
+        spec = cls.__new__(cls)
+        spec.__dict__.update(
+            shape=shape, stride=stride, dtype=canonical_dtype(tensor.dtype), device=device, values=values,
+            storage=storage, offset=offset, ndim=len(shape),
         )
+        return spec
 
     # -- derived properties -------------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def ndim(self) -> int:
+        # Stored at construction (the rules read it ~20 times per guarded call; a property costs a call each).
         return len(self.shape)
 
     def numel(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,8 +36,22 @@ class PackedDecodeCall:
     lower_bound: float | None = None
     variant: Variant = "gdn"
 
+    @classmethod
+    def of_specs(cls, **fields: Any) -> "PackedDecodeCall":
+        """`PackedDecodeCall(**fields)` with every field given, minus the frozen dataclass's per-field
+        `object.__setattr__` (the runtime guard builds one call per checked kernel launch)."""
+        if fields.keys() != _FIELD_NAMES:
+            return cls(**fields)  # the regular constructor reports what is missing or unknown
+        call = cls.__new__(cls)
+        call.__dict__.update(fields)
+        return call
+
     def tensors(self) -> dict[str, TensorSpec]:
-        return {name: getattr(self, name) for name in TENSOR_ARGUMENTS}
+        # Several rules ask for this on every guarded call: build it once per (immutable) call, hand out copies.
+        cached = self.__dict__.get("_tensors")
+        if cached is None:
+            cached = self.__dict__["_tensors"] = {name: getattr(self, name) for name in TENSOR_ARGUMENTS}
+        return dict(cached)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"variant": self.variant}
@@ -57,6 +72,9 @@ class PackedDecodeCall:
             variant=data.get("variant", "gdn"),
             **tensors,
         )
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(PackedDecodeCall))
 
 
 def next_power_of_2(n: int) -> int:
