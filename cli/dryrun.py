@@ -95,54 +95,77 @@ def _header(console: Console, target: str, result: Any) -> None:
             rows.append(("state", f"layer {geometry['pool_layer']} of ssm_pool {_spec(geometry['pool'])}"))
         else:
             rows.append(("state", _spec(geometry["call"]["initial_state"])))
-        for change in geometry.get("substitutions", []):
-            rows.append(("dtype", f"{change['what']} {change['before']} run as {change['after']}"))
+        substituted = geometry.get("substitutions") or []
+        if substituted:
+            names = ", ".join(change["what"].strip("`") for change in substituted)
+            rows.append(("dtypes", f"bf16 run as fp16 (the interpreter cannot run bf16): {names}"))
     console.print(f"[bold]{escape(target)}[/bold]  dry-run", soft_wrap=True)
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         console.print(f"  [dim]{key.ljust(width)}[/dim]  {escape(value)}", soft_wrap=True)
 
 
-def _cell(check: dict[str, Any] | None, error_key: str = "error") -> str:
-    from ..runner.diagnose import fmt
+def _error(check: dict[str, Any], expected_tolerance: float | None, key: str = "error") -> str:
+    """The error, its own tolerance when it is not the column's (a beta rounding tie), red when it fails."""
+    from ..runner.diagnose import fmt, number
 
-    if check is None:
-        return "-"
-    text = f"{fmt(check[error_key])} ({fmt(check['tolerance'])})"
+    text = fmt(check[key])
+    if expected_tolerance is not None and number(check["tolerance"]) != expected_tolerance:
+        text += f" (tol {fmt(check['tolerance'])})"
     return text if check.get("passed", True) else f"[bold red]{text}[/bold red]"
 
 
-def _flag(check: dict[str, Any] | None, count_key: str) -> str:
-    if check is None:
-        return "-"
-    return "ok" if check.get("passed", True) else f"[bold red]{check[count_key]}[/bold red]"
+def _flags(run: dict[str, Any]) -> str:
+    """untouched slots / skipped rows zero / every element written: "ok" or the offending count."""
+    parts = []
+    for key, count in (("untouched", "modified_elements"), ("skipped_rows", "nonzero_elements"),
+                       ("written", "nan_elements")):
+        check = run[key]
+        parts.append("ok" if check.get("passed", True) else f"[bold red]{check[count]}[/bold red]")
+    return " / ".join(parts)
+
+
+def _column_tolerance(steps: list[dict[str, Any]], key: str) -> float | None:
+    from ..runner.diagnose import number
+
+    for step in steps:
+        for run in step["kernels"].values():
+            if key in run:
+                return number(run[key]["tolerance"])
+    return None
 
 
 def _steps_table(console: Console, result: Any) -> None:
-    from ..runner.diagnose import KERNEL_NAMES
+    from ..runner.diagnose import KERNEL_NAMES, fmt
 
     steps = result.child.get("steps") or []
     if not steps:
         return
-    table = Table(title="steps (errors relative to the largest float64 reference value; tolerance in brackets)",
-                  title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("step", "kernel", "live/skipped", "out", "touched state", "untouched", "skipped = 0", "written"):
-        table.add_column(column)
+    out_tol, state_tol = _column_tolerance(steps, "output"), _column_tolerance(steps, "state")
+    table = Table(title="steps: errors relative to the largest float64 reference value; checks: untouched slots / "
+                        "skipped rows zero / no NaN left", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    table.add_column("step")
+    table.add_column("kernel")
+    table.add_column("live/skip")
+    table.add_column(f"out (tol {fmt(out_tol)})")
+    table.add_column(f"state (tol {fmt(state_tol)})")
+    table.add_column("checks")
+    engine = result.plan.backend if result.plan is not None else "builtin"
     agreement = any("agreement" in s for s in steps)
     if agreement:
-        table.add_column("agree (out / state)")
+        table.add_column(f"vs {KERNEL_NAMES.get(engine, engine)}: out / state")
     for step in steps:
         for name, run in step["kernels"].items():
             cells = [str(step["step"]), KERNEL_NAMES.get(name, name), f"{step['live_rows']}/{step['skipped_rows']}"]
             if "raised" in run:
-                cells += [f"[bold red]raised {escape(run['raised']['exception'])}[/bold red]", "", "", "", ""]
+                cells += [f"[bold red]raised {escape(run['raised']['exception'])}[/bold red]", "", ""]
             else:
-                cells += [_cell(run["output"]), _cell(run["state"]), _flag(run["untouched"], "modified_elements"),
-                          _flag(run["skipped_rows"], "nonzero_elements"), _flag(run["written"], "nan_elements")]
+                cells += [_error(run["output"], out_tol), _error(run["state"], state_tol), _flags(run)]
             if agreement:
                 agree = step.get("agreement")
-                cells.append(f"{_cell(agree['out'], 'difference')} / {_cell(agree['initial_state'], 'difference')}"
-                             if agree and name == "builtin" else "")
+                cells.append(f"{_error(agree['out'], None, 'difference')} / "
+                             f"{_error(agree['initial_state'], None, 'difference')}" if agree and name == "builtin" else "")
             table.add_row(*cells)
     console.print()
     console.print(table)
@@ -157,8 +180,8 @@ def _timing_lines(console: Console, result: Any) -> None:
     console.print()
     if not timing.get("meaningful"):
         for name, numbers in timing.get("kernels", {}).items():
-            console.print(f"timing: {KERNEL_NAMES.get(name, name)} {numbers['median_us'] / 1e6:.3g} s median per call "
-                          f"({escape(timing['method'])}; no bandwidth figures)", soft_wrap=True)
+            console.print(f"timing: {KERNEL_NAMES.get(name, name)} {numbers['median_us'] / 1e6:.3g} s median per call, "
+                          f"{escape(timing['method'])}; no bandwidth figures", soft_wrap=True)
         return
     copy = timing["copy"]
     console.print(f"timing: {timing['method']}, B={timing['rows']} ({timing['live_rows']} live), "
@@ -173,9 +196,11 @@ def _timing_lines(console: Console, result: Any) -> None:
 def _summary(result: Any) -> str:
     counts = {level: sum(d.severity == level for d in result.diagnostics) for level in ("error", "warning", "info")}
     tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    if result.unavailable is not None:
+        return f"dry-run not launched: backend `{result.plan.backend}` is not available; {tally}"
     if not result.launched:
         codes = ", ".join(result.refused_because) or "no per-rank call"
-        return f"dry-run not launched: the deployment has errors ({codes}); fix them first: {tally}"
+        return f"dry-run not launched: the deployment has {len(result.refused_because)} error(s) ({codes}); fix them first"
     steps = len(result.child.get("steps") or [])
     verdict = "passed" if result.ok else "failed"
     return f"dry-run {verdict}: {steps} step(s) verified; {tally}"
@@ -237,7 +262,7 @@ def dry_run_command(
     try:
         result = dry_run_check(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout)
     except DryRunEnvironmentError as error:
-        out.fatal("environment", str(error), hint="the dry-run needs torch and triton: pip install 'gdr-check[kernel]'")
+        out.fatal("environment", str(error))
         return 2
     if output_format == "json":
         out.write(render_json(result))

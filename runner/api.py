@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..checks import rules_dryrun
+from ..checks.registry import Finding
 from ..report import Diagnostic
+from .backends import known_unavailable
 from .diagnose import dryrun_diagnostics
 from .launch import DEFAULT_TIMEOUT_S, ChildOutcome, run_child
 from .plan import DryRunPlan, plan_for
@@ -28,10 +31,11 @@ class DryRunResult:
     plan: DryRunPlan | None = None
     outcome: ChildOutcome | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    unavailable: str | None = None  # why the backend was refused before a child ran
 
     @property
     def launched(self) -> bool:
-        return self.plan is not None
+        return self.outcome is not None
 
     @property
     def child(self) -> dict[str, Any]:
@@ -45,6 +49,8 @@ class DryRunResult:
     def refused_because(self) -> list[str]:
         if self.launched:
             return []
+        if self.unavailable is not None:
+            return [rules_dryrun.BACKEND_UNAVAILABLE.code]
         return [d.code for d in self.check.report if d.severity == "error"]
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,6 +64,7 @@ class DryRunResult:
             "command": "dry-run",
             "launched": self.launched,
             "refused_because": self.refused_because,
+            "backend_unavailable": self.unavailable,
             "passed": self.ok and self.launched and not (self.outcome and self.outcome.crashed),
             "dry_run": None if plan is None else {
                 "backend": plan.backend, "engine": plan.engine, "device_requested": plan.device,
@@ -89,6 +96,10 @@ def dry_run_check(check: Any, *, backend: str = "builtin", device: str = "auto",
     if not check.report.ok or check.call is None:
         return DryRunResult(check=check, diagnostics=_shown(check))
     plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=timing)
+    reason = known_unavailable(backend, plan.variant)
+    if reason is not None:
+        missing = rules_dryrun.BACKEND_UNAVAILABLE.diagnostic(Finding({"backend": backend, "reason": reason}))
+        return DryRunResult(check=check, plan=plan, diagnostics=[missing] + _shown(check), unavailable=reason)
     outcome = run_child(plan, timeout=timeout)
     if outcome.result is not None and outcome.result.get("status") == "environment":
         raise DryRunEnvironmentError(outcome.result.get("message", "the dry-run environment is broken"))

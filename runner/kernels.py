@@ -6,6 +6,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .backends import known_unavailable
+
 
 @dataclass(frozen=True)
 class KernelUnderTest:
@@ -40,11 +42,11 @@ def engine_kernel(backend: str, variant: str) -> KernelUnderTest | str:
         chosen = kda if variant == "kda" else gdn
         label = f"sglang {variant.upper()} packed decode from {getattr(chosen, 'source_path', '?')}"
         return KernelUnderTest(name="sglang", label=label, checked=chosen, fast=chosen)
-    if variant == "kda":
-        return ("vLLM's KDA packed op has another API (raw_g, raw_beta, state_indices; `out` [1, B, H, V]); only "
-                "its GDN packed decode can be compared")
+    reason = known_unavailable(backend, variant)
+    if reason is not None:
+        return reason
     gdn = load_vllm_packed_decode()
     if gdn is None:
-        return "vLLM is not installed here, or its FLA module has no fused_recurrent_gated_delta_rule_packed_decode"
+        return "vLLM's FLA module has no fused_recurrent_gated_delta_rule_packed_decode (or does not import)"
     module = getattr(gdn, "__module__", "vllm")
     return KernelUnderTest(name="vllm", label=f"vLLM GDN packed decode ({module})", checked=gdn, fast=gdn)

@@ -24,6 +24,7 @@ class ChildOutcome:
     returncode: int | None
     stderr: str
     timed_out: bool = False
+    timeout: float | None = None
 
     @property
     def last_stderr_line(self) -> str:
@@ -37,7 +38,7 @@ class ChildOutcome:
     def how(self) -> str:
         """How a crashed child ended, for the GDR311 message."""
         if self.timed_out:
-            return "did not finish within the timeout and was killed"
+            return f"did not finish within {self.timeout:g} s and was killed"
         code = self.returncode
         if code is not None and code < 0:
             try:
@@ -71,7 +72,7 @@ def run_child(plan: DryRunPlan, *, timeout: float = DEFAULT_TIMEOUT_S, env: Mapp
     except subprocess.TimeoutExpired:
         process.kill()
         stdout, stderr = process.communicate()
-        return ChildOutcome(None, process.returncode, stderr or "", timed_out=True)
+        return ChildOutcome(None, process.returncode, stderr or "", timed_out=True, timeout=timeout)
     return ChildOutcome(_parse(stdout), process.returncode, stderr or "")
 
 

@@ -114,7 +114,7 @@ def _timing(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest]
             seconds = [s["kernels"][kernel.name]["seconds"] for s in steps if "seconds" in s["kernels"].get(kernel.name, {})]
             if seconds:
                 per_kernel[kernel.name] = {"median_us": statistics.median(seconds) * 1e6}
-        return {"meaningful": False, "method": "wall clock under the Triton interpreter (not a kernel time)",
+        return {"meaningful": False, "method": "interpreter wall clock, not a kernel time",
                 "kernels": per_kernel}
     B, S = geometry.dims.B, geometry.dims.S
     indices = timing_indices(B, S)

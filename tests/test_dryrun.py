@@ -1,0 +1,363 @@
+"""`gdr-check dry-run`: end to end on small checkpoints under the Triton interpreter, plus the torch-free parts.
+
+End-to-end runs start the real child process (`python -m gdr_check.runner.child`), which picks the interpreter
+because this machine has no CUDA device (or GDR_CHECK_TEST_GPU is unset and conftest set TRITON_INTERPRET).
+Sizes are tiny (H=2, HV=4, K=V=16; batch 2, 2 steps) so each run costs a few seconds.
+
+The child-crash and timeout tests use the test-only hook GDR_CHECK_DRYRUN_TEST_FAULT (runner/child.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
+
+from gdr_check.checks.call import PackedDecodeCall
+from gdr_check.cli.main import main
+from gdr_check.models import Deployment, check_builtin
+from gdr_check.runner.geometry import launch_geometry, restrided
+from gdr_check.tensors import TensorSpec
+
+REPO = Path(__file__).resolve().parents[1]
+SGLANG_SOURCE = REPO / ".sglang" / "src"
+FAULT = "GDR_CHECK_DRYRUN_TEST_FAULT"
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("dryrun")
+    gdn = qwen3_next_config(layers=4, H=2, HV=4, K=16, V=16)
+    kda = kimi_config(layers=4, H=4, D=16)
+    return {
+        "gdn": write_checkpoint(root / "gdn", gdn, qwen_tensors(gdn)),
+        "kda": write_checkpoint(root / "kda", kda, kimi_tensors(kda)),
+    }
+
+
+def dry_run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["dry-run", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def dry_run_json(capsys, *args: str) -> tuple[int, dict]:
+    code, out, _ = dry_run(capsys, *args, "--output-format", "json")
+    return code, json.loads(out)
+
+
+def all_checks_passed(document: dict) -> bool:
+    return all(check.get("passed", True)
+               for step in document["steps"] for run in step["kernels"].values() for check in run.values()
+               if isinstance(check, dict))
+
+
+# -- end to end ----------------------------------------------------------------------------------------------------
+def _sglang_source() -> str | None:
+    return os.environ.get("GDR_CHECK_SGLANG_PATH") or (str(SGLANG_SOURCE) if SGLANG_SOURCE.is_dir() else None)
+
+
+@pytest.fixture(scope="module")
+def passing_runs(checkpoints) -> dict[str, tuple[int, str, str]]:
+    """Every end-to-end run expected to pass, started together: the interpreter runs are CPU-bound but each
+    child spends seconds importing torch, so running them side by side keeps the module well under a minute."""
+    common = ["--batch", "2", "--steps", "2"]
+    commands = {f"{variant}-{engine}": [str(checkpoints[variant]), *common, "--engine", engine,
+                                        "--output-format", "json"]
+                for variant in ("gdn", "kda") for engine in ("sglang", "vllm")}
+    commands["full"] = [str(checkpoints["gdn"]), *common, "--output-format", "full"]
+    env = {**os.environ}
+    if _sglang_source():
+        env["GDR_CHECK_SGLANG_PATH"] = _sglang_source()  # type: ignore[assignment]
+        commands["sglang-backend"] = [str(checkpoints["gdn"]), *common, "--backend", "sglang", "--output-format", "json"]
+    processes = {name: subprocess.Popen([sys.executable, "-m", "gdr_check", "dry-run", *args], env=env, text=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for name, args in commands.items()}
+    results = {}
+    for name, process in processes.items():
+        out, err = process.communicate(timeout=300)
+        results[name] = (process.returncode, out, err)
+    return results
+
+
+@pytest.mark.parametrize("variant", ["gdn", "kda"])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_passes_for_each_variant_and_engine(passing_runs, variant, engine):
+    code, out, err = passing_runs[f"{variant}-{engine}"]
+    document = json.loads(out)
+    assert code == 0, ([d["message"] for d in document["diagnostics"]], err)
+    assert document["launched"] and document["passed"]
+    assert document["environment"]["interpreter"] is True
+    assert [s["step"] for s in document["steps"]] == [1, 2]
+    assert all_checks_passed(document)
+    step = document["steps"][0]
+    assert step["live_rows"] == 1 and step["skipped_rows"] == 1
+    assert document["geometry"]["call"]["variant"] == variant
+    if engine == "sglang":
+        # The state is a per-layer view of the stacked pool, with its neighbours allocated around it.
+        assert document["geometry"]["pool"]["shape"] == [3, 3, 4, 16, 16]
+        assert document["geometry"]["pool_layer"] == 1
+        assert -1 in step["indices"]
+    else:
+        assert document["geometry"]["pool"] is None
+    codes = [d["code"] for d in document["diagnostics"]]
+    assert "GDR321" in codes  # bf16 activations ran as fp16: said, not passed as bf16
+
+
+def test_json_document_shape(passing_runs):
+    document = json.loads(passing_runs["gdn-sglang"][1])
+    assert document["schema_version"] == 1 and document["tool"]["name"] == "gdr-check"
+    assert document["command"] == "dry-run"
+    assert document["deployment"] == {"tp": 1, "batch": 2, "num_slots": 3, "state_dtype": "float32",
+                                      "conv_dtype": "bfloat16", "engine": "sglang", "gpu_memory": None}
+    assert document["dry_run"] == {"backend": "builtin", "engine": "sglang", "device_requested": "auto",
+                                   "steps_requested": 2, "seed": 0}
+    assert set(document["steps"][0]["kernels"]["builtin"]) == {"seconds", "output", "state", "untouched",
+                                                               "skipped_rows", "written"}
+    assert document["timing"]["meaningful"] is False and "bandwidth_gbps" not in document["timing"]
+    for diagnostic in document["diagnostics"]:
+        assert {"code", "name", "severity", "message", "notes", "fixes", "url"} <= set(diagnostic)
+
+
+def test_full_report_on_cpu(passing_runs):
+    code, out, err = passing_runs["full"]
+    assert code == 0, out + err
+    assert "no CUDA device: Triton interpreter on CPU" in out
+    assert "layer 1 of ssm_pool [3, 3, 4, 16, 16]" in out
+    assert "not a kernel time; no bandwidth figures" in out
+    assert "warning[GDR321]" in out
+    assert out.rstrip().endswith("dry-run passed: 2 step(s) verified; 0 error(s), 1 warning(s), 0 note(s)")
+
+
+def test_sglang_backend_runs_the_engine_kernel_and_compares(passing_runs):
+    if "sglang-backend" not in passing_runs:
+        pytest.skip("no sglang source (.sglang/src or GDR_CHECK_SGLANG_PATH)")
+    code, out, err = passing_runs["sglang-backend"]
+    document = json.loads(out)
+    assert code == 0, ([d["message"] for d in document["diagnostics"]], err)
+    assert list(document["kernels"]) == ["sglang", "builtin"]
+    for step in document["steps"]:
+        assert set(step["kernels"]) == {"sglang", "builtin"}
+        assert step["agreement"]["out"]["passed"] and step["agreement"]["initial_state"]["passed"]
+    assert all_checks_passed(document)
+
+
+def test_unavailable_backend_is_an_error(capsys, checkpoints):
+    code, document = dry_run_json(capsys, str(checkpoints["kda"]), "--batch", "2", "--backend", "vllm")
+    assert code == 1
+    assert document["diagnostics"][0]["code"] == "GDR313"
+    assert "KDA packed op has another API" in document["diagnostics"][0]["message"]
+    assert document["launched"] is False and document["refused_because"] == ["GDR313"]
+    assert document["steps"] == []
+
+
+def test_refuses_a_deployment_with_errors(capsys, checkpoints):
+    code, out, _ = dry_run(capsys, str(checkpoints["gdn"]), "--tp", "3")
+    assert code == 1
+    assert "error[GDR121]" in out
+    assert "dry-run not launched: the deployment has 3 error(s) (GDR121, GDR122, GDR123)" in out
+
+    code, document = dry_run_json(capsys, str(checkpoints["gdn"]), "--tp", "3")
+    assert code == 1
+    assert document["launched"] is False and document["passed"] is False
+    assert document["refused_because"] == ["GDR121", "GDR122", "GDR123"]
+    assert document["steps"] == [] and document["child"] is None
+
+
+def test_child_crash_is_reported(capsys, checkpoints, monkeypatch):
+    monkeypatch.setenv(FAULT, "abort")
+    code, out, _ = dry_run(capsys, str(checkpoints["gdn"]), "--batch", "2")
+    assert code == 1
+    assert ("error[GDR311]: the dry-run child process was killed by SIGABRT; last stderr line: simulated device "
+            f"fault ({FAULT}=abort)") in out
+
+    code, document = dry_run_json(capsys, str(checkpoints["gdn"]), "--batch", "2")
+    assert code == 1
+    assert document["launched"] is True and document["passed"] is False
+    assert document["child"]["returncode"] < 0 and document["child"]["timed_out"] is False
+    assert [d["code"] for d in document["diagnostics"]] == ["GDR311"]
+
+
+def test_child_timeout_is_reported(capsys, checkpoints, monkeypatch):
+    monkeypatch.setenv(FAULT, "hang")
+    code, document = dry_run_json(capsys, str(checkpoints["gdn"]), "--batch", "2", "--timeout", "1")
+    assert code == 1
+    assert document["child"]["timed_out"] is True
+    assert "did not finish within 1 s and was killed" in document["diagnostics"][0]["message"]
+
+
+def test_broken_environment_is_one_line_and_exit_2(capsys, checkpoints, tmp_path, monkeypatch):
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('simulated: no torch here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code, out, err = dry_run(capsys, str(checkpoints["gdn"]), "--batch", "2")
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        "error: torch is not importable (simulated: no torch here); the dry-run needs `pip install gdr-check[kernel]`"
+    ]
+    code, out, _ = dry_run(capsys, str(checkpoints["gdn"]), "--output-format", "json")
+    assert code == 2 and json.loads(out)["error"]["code"] == "environment"
+
+
+def test_usage_errors_exit_2(capsys, checkpoints):
+    assert dry_run(capsys, str(checkpoints["gdn"]), "--backend", "sglang", "--engine", "vllm")[0] == 2
+    assert dry_run(capsys, str(checkpoints["gdn"]), "--steps", "0")[0] == 2
+    assert dry_run(capsys, str(checkpoints["gdn"]), "--output-format", "sarif")[0] == 2
+
+
+def test_the_cli_process_never_imports_torch(checkpoints):
+    # The child aborts before it imports anything heavy; the parent must not have imported torch either.
+    script = ("import sys; from gdr_check.cli.main import main; code = main(['dry-run', sys.argv[1]]); "
+              "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'heavy import'; sys.exit(code)")
+    env = {**os.environ, FAULT: "abort"}
+    done = subprocess.run([sys.executable, "-c", script, str(checkpoints["gdn"])], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 1, done.stderr
+    assert "GDR311" in done.stdout
+
+
+# -- torch-free parts -------------------------------------------------------------------------------------------------
+def test_interpreter_geometry_keeps_group_size_and_layouts():
+    check = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=1, batch=16))
+    geometry = launch_geometry(check.call, check.pools, interpreter=True)
+    assert geometry.deployed.to_dict() == {"B": 16, "S": 17, "H": 16, "HV": 32, "K": 128, "V": 128}
+    assert geometry.dims.to_dict() == {"B": 4, "S": 8, "H": 1, "HV": 2, "K": 128, "V": 128}
+    assert [c.text() for c in geometry.reductions] == [
+        "batch B 16 -> 4", "slots S 17 -> 8", "key heads H 16 -> 1", "value heads HV 32 -> 2"]
+    assert "H 16 -> 1, HV 32 -> 2 (G=2, K=128, V=128 and the layouts kept)" in geometry.notes[0]
+    call = geometry.call
+    assert call.mixed_qkv.shape == (4, 2 * 128 + 2 * 128) and call.mixed_qkv.dtype == "float16"
+    assert call.initial_state.dtype == "float32" and call.A_log.dtype == "float32"
+    assert {c.what for c in geometry.substitutions} == {"`mixed_qkv`", "`a`", "`b`", "`dt_bias`", "`out`"}
+    # The state is a view of the stacked pool: the pool's inner strides, offset to the middle layer.
+    assert geometry.pool.shape == (36, 8, 2, 128, 128)
+    assert call.initial_state.stride == geometry.pool.stride[1:]
+    assert call.initial_state.offset == 18 * geometry.pool.stride[0]
+
+
+def test_gpu_geometry_is_the_deployed_call():
+    check = check_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct", Deployment(tp=2, batch=8))
+    geometry = launch_geometry(check.call, check.pools, interpreter=False)
+    assert geometry.reductions == () and geometry.substitutions == ()
+    for name, spec in check.call.tensors().items():
+        launched = getattr(geometry.call, name)
+        assert (launched.shape, launched.stride, launched.dtype) == (spec.shape, spec.stride, spec.dtype), name
+
+
+def test_restrided_keeps_each_axis_padding():
+    padded = TensorSpec.of((9, 4, 16, 16), "float32", stride=(2 * 4 * 16 * 16, 16 * 16, 16, 1))  # backing[::2]
+    reduced = restrided(padded, (5, 2, 16, 16))
+    assert reduced.stride == (2 * 16 * 16 + 4 * 16 * 16, 16 * 16, 16, 1)
+    wide_rows = TensorSpec.of((8, 128), "bfloat16", stride=(192, 1))
+    assert restrided(wide_rows, (4, 64), "float16").stride == (128, 1)
+
+
+def test_step_indices_are_distinct_live_slots_with_padding():
+    import torch
+
+    from gdr_check.runner.tensors import live_rows, step_indices
+
+    generator = torch.Generator().manual_seed(0)
+    for engine in ("sglang", "vllm"):
+        for batch, slots in ((4, 5), (8, 9), (4, 3)):
+            for step in range(4):
+                values = step_indices(batch, slots, engine, step, generator)
+                live = [values[r] for r in live_rows(values, engine)]
+                assert len(live) == len(set(live)) and all(1 <= s < slots for s in live)
+                assert len(live) < batch  # some padding rows every step
+                padding = [v for v in values if v not in live]
+                assert all(v == -1 or (engine == "vllm" and v == 0) for v in padding)
+    one_row = [step_indices(1, 2, "sglang", step, generator) for step in range(2)]
+    assert one_row == [[1], [-1]]
+
+
+def test_plan_round_trips_through_json():
+    from gdr_check.runner.plan import DryRunPlan
+
+    check = check_builtin("Qwen/Qwen3.5-4B", Deployment(tp=2, batch=4))
+    plan = DryRunPlan(call=check.call, pools=check.pools, backend="sglang", device="cpu", steps=2, seed=7)
+    again = DryRunPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert again.to_dict() == plan.to_dict()
+    assert isinstance(again.call, PackedDecodeCall) and again.call.variant == "gdn"
+
+
+# -- the checks catch broken kernels (in-process session, float64 stand-in kernels: no Triton) ------------------------
+def _stand_in(flaw: str | None):
+    """The float64 reference written back in the kernel's dtypes, with one deliberate flaw."""
+    import torch
+
+    from gdr_check.kernel.naive import naive_packed_decode
+
+    def kernel(*args, **_):
+        if flaw == "raise":
+            raise ValueError("simulated contract refusal")
+        state, out, indices = args[6], args[7], args[8]
+        ref_out, ref_state = naive_packed_decode(*args, engine="sglang")
+        live = indices >= 0
+        slots = indices[live].long()
+        out.copy_(ref_out.to(out.dtype))
+        state[slots] = ref_state[slots].to(state.dtype)
+        if flaw == "output":
+            out[live] *= 1.05
+        elif flaw == "state":
+            state[slots] += 0.01
+        elif flaw == "slot0":
+            state[0] += 1.0
+        elif flaw == "unwritten":
+            out[~live] = float("nan")
+        elif flaw == "skipped":
+            out[~live] = 1.0
+        return out, state
+
+    return kernel
+
+
+def _session(monkeypatch, checkpoints, ours: str | None, engine: str | None = None) -> list[str]:
+    import torch
+
+    from gdr_check.models import check_model
+    from gdr_check.runner import session
+    from gdr_check.runner.diagnose import dryrun_diagnostics
+    from gdr_check.runner.kernels import KernelUnderTest
+    from gdr_check.runner.launch import ChildOutcome
+    from gdr_check.runner.plan import plan_for
+
+    def kernel(name: str, flaw: str | None) -> KernelUnderTest:
+        return KernelUnderTest(name=name, label=f"stand-in ({flaw})", checked=_stand_in(flaw), fast=_stand_in(flaw))
+
+    monkeypatch.setattr(session, "builtin_kernel", lambda variant, profile: kernel("builtin", ours))
+    monkeypatch.setattr(session, "engine_kernel", lambda backend, variant: kernel(backend, engine))
+    check = check_model(str(checkpoints["gdn"]), Deployment(batch=4))
+    backend = "builtin" if engine is None else "sglang"
+    plan = plan_for(check, backend=backend, steps=2, timing=False)
+    result = {"status": "ok", "device": {"interpreter": False},
+              **session.run_session(plan, torch.device("cpu"), interpreter=False)}
+    return [d.code for d in dryrun_diagnostics(ChildOutcome(result, 0, ""), backend)]
+
+
+@pytest.mark.parametrize("flaw,code", [(None, None), ("output", "GDR301"), ("state", "GDR302"),
+                                       ("slot0", "GDR303"), ("skipped", "GDR304"), ("unwritten", "GDR305"),
+                                       ("raise", "GDR312")])
+def test_each_check_catches_its_flaw(monkeypatch, checkpoints, flaw, code):
+    assert _session(monkeypatch, checkpoints, flaw) == ([] if code is None else [code])
+
+
+def test_engine_and_ours_disagreeing(monkeypatch, checkpoints):
+    codes = _session(monkeypatch, checkpoints, ours="state", engine="good")
+    assert sorted(codes) == ["GDR302", "GDR306"]
+
+
+def test_diagnostics_name_the_worst_step(monkeypatch, checkpoints):
+    from gdr_check.checks import rules_dryrun
+
+    message = rules_dryrun.STATE_MISMATCH.diagnostic(**{
+        "kernel": "gdr-check", "step": 2, "error": "0.02", "tolerance": "1e-05", "dtype": "float32", "slot": 3,
+        "head": 1}).message
+    assert message.startswith("the state of touched slots after the gdr-check kernel differs")
+    assert rules_dryrun.STATE_MISMATCH.message_pattern().fullmatch(message)
