@@ -20,6 +20,7 @@ _EXPORTS = {
     "Location": "gdr_check.report",
     "TensorSpec": "gdr_check.tensors",
     "RULES": "gdr_check.checks.registry",
+    "capture": "gdr_check.capture",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -27,6 +28,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 if TYPE_CHECKING:
     from .checks.call import PackedDecodeCall
     from .checks.contract import check_kda_packed_decode, check_packed_decode, run_contract
+    from .capture import capture
     from .checks.registry import RULES
     from .report import Diagnostic, Location, Report
     from .tensors import TensorSpec

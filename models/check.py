@@ -157,7 +157,8 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
         return result
 
     result.model = model
-    if not model.weights_checked and builtin is None:
+    # A config-only checkpoint already says so (the reader's note); other sources may still lack linear weights.
+    if not model.weights_checked and builtin is None and checkpoint.kind != "config-only":
         result.notes.append("no weights were read: shapes come from the config alone and nothing was cross-checked")
     settings = resolve(model, deployment)
     result.settings = settings

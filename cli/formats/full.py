@@ -128,13 +128,15 @@ def render_diagnostic(console: Console, d: Diagnostic) -> None:
     if where:
         console.print(f"  [blue]-->[/blue] {escape(where)}", soft_wrap=True)
     notes = list(d.notes)
-    if d.location is not None and d.location.shard and d.location.tensor:
-        notes.append(f"tensor `{d.location.tensor}` in {d.location.shard}")
+    tensor = d.location.tensor if d.location is not None else None
+    if tensor and d.location.shard and not any(f"`{tensor}`" in note for note in notes):
+        notes.append(f"tensor `{tensor}` in {d.location.shard}")
     if d.wrapper and d.severity == "error":
         notes.append("the reference wrapper raises ValueError with this message")
     dims = " ".join(f"{k}={v}" for k, v in d.bindings.items() if k in ("B", "H", "HV", "K", "V", "S", "tp"))
     if dims:
-        notes.append(f"bound dims: {dims}")
+        # Kernel-call rules see one rank's tensors; the others see the whole model.
+        notes.append(f"bound dims{' (per rank)' if d.code.startswith('GDR2') else ''}: {dims}")
     if notes:
         console.print("   [blue]|[/blue]")
     for note in notes:
