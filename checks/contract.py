@@ -36,11 +36,17 @@ def run_contract(call: PackedDecodeCall, engine: Engine = "sglang") -> Report:
         raise ValueError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
     ctx = CallContext.build(call, engine)
     diagnostics: list[Diagnostic] = []
+    wrapper_stopped = False  # the reference wrapper raises at its first failing check and runs nothing after it
     for rule in _ordered_rules(call.variant):
         result = rule.check(ctx)  # type: ignore[misc]
         if result is not None:  # most rules find nothing: skip building an empty list
             for finding in findings_of(result):
-                diagnostics.append(rule.diagnostic(finding))
+                diagnostic = rule.diagnostic(finding)
+                # A wrapper step that does not raise (KDA's CUDA fast-path choice) only happens if reached.
+                if rule.wrapper and diagnostic.severity != "error" and wrapper_stopped:
+                    continue
+                wrapper_stopped = wrapper_stopped or (bool(rule.wrapper) and diagnostic.severity == "error")
+                diagnostics.append(diagnostic)
     bindings = ctx.bindings()
     for diagnostic in diagnostics:
         diagnostic.bindings = {**bindings, **diagnostic.bindings}
