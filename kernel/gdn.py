@@ -97,7 +97,7 @@ def launch_packed_decode(
     tiling = (config or pick_config(B * HV, V, K, initial_state.element_size())).fitted(V, K)
     if B == 0:
         return out, initial_state
-    grid = (tiling.programs_per_head(V) * B * HV,)
+    grid = tiling.grid(B, HV, V)
     gdn_packed_decode_kernel[grid](
         mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
         mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),

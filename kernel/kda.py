@@ -103,7 +103,7 @@ def launch_kda_packed_decode(
     tiling = (config or pick_config(B * HV, V, K, initial_state.element_size())).fitted(V, K)
     if B == 0:
         return out, initial_state
-    grid = (tiling.programs_per_head(V) * B * HV,)
+    grid = tiling.grid(B, HV, V)
     kda_packed_decode_kernel[grid](
         mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
         float(lower_bound) if lower_bound is not None else 0.0,

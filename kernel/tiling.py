@@ -14,6 +14,7 @@ from .layout import next_power_of_2
 # Keep the fp32 state tile at or under this many elements per thread: the tile lives in registers, and
 # past ~128 per thread ptxas spills (the reference kernel spills from K = 256 on with one warp).
 MAX_TILE_ELEMENTS_PER_THREAD = 128
+MAX_PROGRAMS = 2**31 - 1  # CUDA's limit on grid dimension 0
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,13 @@ class TileConfig:
 
     def programs_per_head(self, V: int) -> int:
         return -(-V // (self.block_v * self.tiles_per_program))
+
+    def grid(self, B: int, HV: int, V: int) -> tuple[int]:
+        """The 1-D launch grid; program ids are int32, which is the only bound on B."""
+        programs = self.programs_per_head(V) * B * HV
+        if programs > MAX_PROGRAMS:
+            raise ValueError(f"the launch needs {programs} programs, more than {MAX_PROGRAMS}: split the batch")
+        return (programs,)
 
 
 # Chosen on an H200 (torch 2.11, triton 3.6) by `benchmarks/decode_bandwidth.py --tune`, K = V = 128, bf16

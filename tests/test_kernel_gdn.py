@@ -122,7 +122,9 @@ def test_no_grid_limit_refusal_because_the_grid_is_one_dimensional():
                                  1.0, pool, torch.zeros(B, 1, HV, 1), slots, True)
     assert "GDR244" in report.codes()  # sglang's kernel would fail to launch this
     raise_contract_errors(report)  # ours takes it: one program per (row, head, V tile), any B
-    assert pick_config(B * HV, 1, 1, 4).programs_per_head(1) * B * HV < 2**31
+    assert pick_config(B * HV, 1, 1, 4).grid(B, HV, 1) == (B * HV,)
+    with pytest.raises(ValueError, match="split the batch"):
+        TileConfig(1).grid(2**31, 1, 1)
 
 
 def test_empty_batch_is_a_no_op():
