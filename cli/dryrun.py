@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from typing import Any, Optional
 
 import typer
@@ -142,8 +143,7 @@ def _steps_table(console: Console, result: Any) -> None:
     if not steps:
         return
     out_tol, state_tol = _column_tolerance(steps, "output"), _column_tolerance(steps, "state")
-    table = Table(title="steps: errors relative to the largest float64 reference value; checks: untouched slots / "
-                        "skipped rows zero / no NaN left", title_justify="left",
+    table = Table(title="steps: errors relative to the largest float64 reference value", title_justify="left",
                   show_edge=False, pad_edge=False)
     table.add_column("step")
     table.add_column("kernel")
@@ -169,6 +169,7 @@ def _steps_table(console: Console, result: Any) -> None:
             table.add_row(*cells)
     console.print()
     console.print(table)
+    console.print("checks: untouched slots bitwise equal / skipped rows zero / no NaN left in `out`", soft_wrap=True)
 
 
 def _timing_lines(console: Console, result: Any) -> None:
@@ -268,9 +269,8 @@ def dry_run_command(
         out.write(render_json(result))
     else:
         out.write(render_full(target, result, color=use_color()))
-    if result.outcome is not None and result.outcome.crashed and os.environ.get("GDR_CHECK_DEBUG"):
-        out.error_line("child stderr follows")
-        import sys
-
-        sys.stderr.write(result.outcome.stderr)
+    outcome = result.outcome
+    if outcome is not None and os.environ.get("GDR_CHECK_DEBUG") and (outcome.crashed or result.child.get("status") != "ok"):
+        out.error_line("the dry-run child's stderr follows")
+        sys.stderr.write(outcome.stderr)
     return 0 if result.ok else 1

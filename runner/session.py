@@ -19,7 +19,7 @@ from .kernels import KernelUnderTest, builtin_kernel, engine_kernel
 from .plan import DryRunPlan
 from .tensors import CallTensors, allocate, build_tensors, live_rows, pool_allocation, refresh_inputs, step_indices
 from .tensors import timing_indices
-from .timing import bytes_per_call, copy_bandwidth, cuda_time_us
+from .timing import METHOD, bytes_per_call, cold_time_us, copy_bandwidth
 from .verify import beta_ties, check_run, compare_runs, reference
 
 MAX_LISTED_INDICES = 64
@@ -123,13 +123,12 @@ def _timing(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest]
     moved = bytes_per_call(B, live, *_row_bytes(tensors))
     copy = copy_bandwidth(device)
     per_kernel = {}
-    method = ""
     for kernel in kernels:
-        us, method = cuda_time_us(lambda k=kernel: k.fast(*tensors.args()))
+        us = cold_time_us(lambda k=kernel: k.fast(*tensors.args()))
         gbps = moved / us / 1e3
         per_kernel[kernel.name] = {"median_us": us, "bandwidth_gbps": gbps,
-                                   "fraction_of_copy": gbps / copy["bandwidth_gbps"], "method": method}
-    return {"meaningful": True, "method": method, "bytes_per_call": moved, "rows": B, "live_rows": live,
+                                   "fraction_of_copy": gbps / copy["bandwidth_gbps"]}
+    return {"meaningful": True, "method": METHOD, "bytes_per_call": moved, "rows": B, "live_rows": live,
             "kernels": per_kernel, "copy": copy}
 
 

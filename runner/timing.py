@@ -1,9 +1,11 @@
 """Latency of a kernel call and the device's copy bandwidth, timed the same way (child process only).
 
-On CUDA: a graph of `REPEAT` back-to-back launches, replayed and timed with CUDA events (the method of the
-kernel-contract.md section 11 figures: warm, same slots every launch), falling back to events around eager
-launches when capture fails. Under the interpreter nothing is timed here: the wall clock of the verified
-steps is reported, marked as not a kernel time.
+On CUDA each sample is one eager launch between two CUDA events, after an L2 flush (a 512 MiB memset on the
+same stream). The state is then read from HBM as in serving, where a layer's slots are not in L2 from the
+previous launch; and the flush keeps the GPU busy while the host enqueues the launch, so the events time the
+kernel, not the Python wrapper. The copy roofline is a device-to-device copy of 2 GiB timed the same way.
+Under the interpreter nothing is timed here: the wall clock of the verified steps is reported, marked as not a
+kernel time.
 """
 
 from __future__ import annotations
@@ -13,59 +15,38 @@ from typing import Callable
 
 import torch
 
-REPEAT = 10
-SAMPLES = 15
-COPY_BYTES = 1 << 30  # large enough to stream from HBM on any current GPU (H200 L2: 60 MB)
+SAMPLES = 30
+FLUSH_BYTES = 512 << 20  # well over the L2 of current GPUs (H200: 60 MB)
+COPY_BYTES = 2 << 30
+METHOD = "eager launches after an L2 flush, CUDA events, median of 30"
 
 
-def _events_us(run: Callable[[], object], launches: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(SAMPLES):
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / launches)
-    return statistics.median(times)
-
-
-def cuda_time_us(launch: Callable[[], object], repeat: int = REPEAT) -> tuple[float, str]:
-    """Median microseconds per launch, and the method used."""
-    launch()  # compile and warm up outside any capture
+def cold_time_us(launch: Callable[[], object], samples: int = SAMPLES) -> float:
+    """Median microseconds of one launch with a cold L2."""
+    launch()  # compile and warm up the launch path
     torch.cuda.synchronize()
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            launch()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(repeat):
-                launch()
-        graph.replay()
-        torch.cuda.synchronize()
-        return _events_us(graph.replay, repeat), "cuda-graph replay, CUDA events"
-    except Exception:  # noqa: BLE001 - some wrappers cannot be captured; eager launches still time the kernel
-        torch.cuda.synchronize()
-
-        def eager() -> None:
-            for _ in range(repeat):
-                launch()
-
-        return _events_us(eager, repeat), "eager launches, CUDA events"
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    events = []
+    for _ in range(samples):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    del flush
+    return statistics.median(start.elapsed_time(end) * 1e3 for start, end in events)
 
 
 def copy_bandwidth(device: torch.device, size_bytes: int = COPY_BYTES) -> dict[str, float | str]:
     """Device-to-device copy of `size_bytes`, timed like the kernel: bytes read + written per second."""
     source = torch.empty(size_bytes, dtype=torch.uint8, device=device).random_(0, 255)
     target = torch.empty_like(source)
-    us, method = cuda_time_us(lambda: target.copy_(source), repeat=2)
+    us = cold_time_us(lambda: target.copy_(source), samples=10)
     del source, target
     torch.cuda.empty_cache()
-    return {"bytes": 2 * size_bytes, "median_us": us, "bandwidth_gbps": 2 * size_bytes / us / 1e3,
-            "method": method}
+    return {"bytes": 2 * size_bytes, "median_us": us, "bandwidth_gbps": 2 * size_bytes / us / 1e3, "method": METHOD}
 
 
 def bytes_per_call(batch: int, live_rows: int, state_row_bytes: int, qkv_row_bytes: int, out_row_bytes: int) -> int:
