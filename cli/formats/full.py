@@ -98,13 +98,10 @@ def _shapes_table(console: Console, check: Any) -> None:
     console.print()
     console.print(table)
     memory = check.memory
-    if memory is not None:
-        line = (f"  state per rank: {_mib(memory.bytes_per_request)} per request ({memory.linear_layers} layers x "
-                f"({_mib(memory.conv_bytes_per_layer)} conv + {_mib(memory.ssm_bytes_per_layer)} SSM)), "
-                f"{_mib(memory.pool_bytes)} for {memory.num_slots} slots")
-        if memory.budget is not None:
-            line += f"; {memory.requests_that_fit} request(s) fit in {_mib(memory.budget)}"
-        console.print(escape(line), soft_wrap=True)
+    # Bytes per request are in the GDR131 note; the table only adds what a --gpu-memory budget holds.
+    if memory is not None and memory.budget is not None:
+        console.print(escape(f"  state budget: {memory.requests_that_fit} request(s) fit in {_mib(memory.budget)} "
+                             f"per rank at {_mib(memory.bytes_per_request)} each"), soft_wrap=True)
 
 
 def _location(d: Diagnostic) -> str | None:
