@@ -87,18 +87,19 @@ def _gate_heads_fixes(ctx: CallContext, name: str, got: int, want: int, per: str
     """Likely causes of a gate with `got` columns where `want` are needed; `width` columns make one head
     (KDA `a`: K), so the head arithmetic runs on got // width."""
     fixes: list[str] = []
+    has, carries, it_was = ("have", "carry", "they were") if "/" in name else ("has", "carries", "it was")
     HV = ctx.HV or 0
     if width > 1 and got % width:
         return [f"produce `{name}` with {want} columns per row"]
     heads, want_heads = got // width, want // width
     cols = "" if width == 1 else f" ({got} columns = {heads}*K)"
     if width == 1 and got == 2 * want:
-        fixes.append(f"`{name}` has 2*{want} = {got} columns: the fused `ba` projection was passed unsplit; "
+        fixes.append(f"`{name}` {has} 2*{want} = {got} columns: the fused `ba` projection was passed unsplit; "
                      f"split it into `b` and `a` (Qwen3-Next stores b first in each key-head group)")
     tp = _tp_split(heads, want_heads)
     if tp:
         fixes.append(
-            f"`{name}` has HV/{tp} = {heads} heads{cols} (sharded for tp_size={tp}) but the pool has "
+            f"`{name}` {has} HV/{tp} = {heads} heads{cols} (sharded for tp_size={tp}) but the pool has "
             f"HV={want_heads} (unsharded): shard the pool by the same HV split: HV // tp_size = {want_heads} "
             f"// {tp} = {heads}, a per-layer pool of shape (S, {heads}, {ctx.V}, {ctx.K}), and size `out` and "
             f"`A_log`/`dt_bias` with {heads} heads too"
@@ -106,18 +107,18 @@ def _gate_heads_fixes(ctx: CallContext, name: str, got: int, want: int, per: str
     tp = _tp_split(want_heads, heads)
     if tp:
         fixes.append(
-            f"`{name}` carries {heads} = {tp}*{want_heads} heads{cols}, the unsharded count for tp_size={tp}: "
+            f"`{name}` {carries} {heads} = {tp}*{want_heads} heads{cols}, the unsharded count for tp_size={tp}: "
             f"slice this rank's heads, `{name}[:, rank*{want}:(rank+1)*{want}]`, or shard the projection that "
             f"makes it"
         )
     if ctx.H and ctx.H != HV and heads == ctx.H:
         what = "H, the number of key heads" if width == 1 else f"H*K = {heads}*{width}, H the number of key heads"
         fixes.append(
-            f"`{name}` has {got} columns = {what} (num_k_heads, inferred from "
-            f"`mixed_qkv`): it was computed with num_k_heads; the gate needs one value per {per} (HV={HV})"
+            f"`{name}` {has} {got} columns = {what} (num_k_heads, inferred from "
+            f"`mixed_qkv`): {it_was} computed with num_k_heads; the gate needs one value per {per} (HV={HV})"
         )
     if width == 1 and ctx.K and HV and got == HV * ctx.K and want == HV:
-        fixes.append(f"`{name}` has HV*K = {got} columns, a KDA per-channel gate: use the KDA kernel "
+        fixes.append(f"`{name}` {has} HV*K = {got} columns, a KDA per-channel gate: use the KDA kernel "
                      f"(`fused_recurrent_kda_packed_decode`) for KDA models")
     if not fixes:
         fixes.append(f"produce `{name}` with {want} columns per row")

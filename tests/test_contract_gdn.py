@@ -189,7 +189,7 @@ def test_gates_sharded_against_an_unsharded_pool_say_shard_the_pool():
     first = report.errors[0]
     assert first.message == "`a`/`b` must have shape [B, HV] with HV=32 (got a.shape=(8, 16), b.shape=(8, 16))."
     assert first.fixes[0] == (
-        "`a`/`b` has HV/2 = 16 heads (sharded for tp_size=2) but the pool has HV=32 (unsharded): shard the pool "
+        "`a`/`b` have HV/2 = 16 heads (sharded for tp_size=2) but the pool has HV=32 (unsharded): shard the pool "
         "by the same HV split: HV // tp_size = 32 // 2 = 16, a per-layer pool of shape (S, 16, 128, 128), and "
         "size `out` and `A_log`/`dt_bias` with 16 heads too")
     # The other per-head inputs disagree with the pool for the same reason, and say so.
@@ -205,7 +205,7 @@ def test_gates_computed_with_num_k_heads_are_named():
     report = check("gdn", call)
     assert [d.code for d in report.errors] == ["GDR214"]
     assert report.errors[0].fixes[0] == (
-        "`a`/`b` has 16 columns = H, the number of key heads (num_k_heads, inferred from `mixed_qkv`): it was "
+        "`a`/`b` have 16 columns = H, the number of key heads (num_k_heads, inferred from `mixed_qkv`): they were "
         "computed with num_k_heads; the gate needs one value per value head (HV=32)")
 
 
