@@ -50,12 +50,16 @@ class ModelCheck:
         return {name: list(spec.shape) for name, spec in self.call.tensors().items()}
 
     def source_dict(self) -> dict[str, Any]:
+        from ..sources.errors import display_path
+
         checkpoint = self.checkpoint
         root = getattr(checkpoint, "root", None)
         return {
             "target": getattr(checkpoint, "target", None),
             "kind": getattr(checkpoint, "kind", None),
-            "root": str(root) if root is not None else None,
+            # Shown like every other path (relative to the working directory when below it), so that the JSON
+            # document does not depend on where the checkout lives.
+            "root": display_path(root) if root is not None else None,
             "config_file": getattr(checkpoint, "config_file", None),
             "index_file": getattr(checkpoint, "index_file", None),
             "files_read": list(getattr(checkpoint, "files_read", []) or []),
