@@ -161,6 +161,9 @@ def check_outcome(run: CliRun, fmt: str, names: Sequence[str]) -> None:
         assert any(name in errors[0] for name in names), context
     else:
         assert not errors, context
+    # Besides that one line, stderr holds only the one-line summaries of the formats that print one.
+    others = [line for line in run.stderr.splitlines() if not line.startswith(("error:", "summary:", "hint:"))]
+    assert not others, context
     check_document(fmt, run.stdout, failed=run.code == 2, context=context)
 
 
