@@ -18,7 +18,6 @@ import json
 import os
 import re
 import signal
-import struct
 import subprocess
 import sys
 import tracemalloc
@@ -39,7 +38,6 @@ from test_fuzz_sources import (
 
 from gdr_check.cli.main import main
 from gdr_check.cli.output import FORMATS
-from gdr_check.sources.jsonfile import MAX_JSON_BYTES
 from gdr_check.sources.safetensors_header import MAX_HEADER_BYTES
 
 # Every example runs once per output format, so the budget is smaller than the reader suite's.
@@ -110,8 +108,7 @@ def _warmed_up() -> bool:
     return True
 
 
-def run_cli(args: Sequence[str], *, trace_memory: bool = False, warm: bool = True, cwd: Path | None = None,
-            **env: str) -> CliRun:
+def run_cli(args: Sequence[str], *, trace_memory: bool = False, warm: bool = True, **env: str) -> CliRun:
     """`gdr-check ARGS --isolated` in this process, with stdout and stderr captured."""
     if warm:
         _warmed_up()
@@ -119,8 +116,6 @@ def run_cli(args: Sequence[str], *, trace_memory: bool = False, warm: bool = Tru
     peak = None
     with contextlib.ExitStack() as stack:
         stack.enter_context(plain_environment(**env))
-        if cwd is not None:
-            stack.enter_context(contextlib.chdir(cwd))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(err))
         stack.enter_context(no_hang())
