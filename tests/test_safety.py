@@ -30,6 +30,7 @@ from fixtures_sources import (
     INDEX_NAME, make_hf_cache_repo, qwen3_next_config, qwen3_next_layer, write_json, write_raw_safetensors,
     write_safetensors, write_sharded,
 )
+from checkpoint_builders import kimi_config, kimi_tensors, write_checkpoint
 from test_fuzz_cli import check_outcome, run_cli
 
 from gdr_check.sources.jsonfile import MAX_JSON_BYTES
@@ -290,13 +291,16 @@ _SITECUSTOMIZE = textwrap.dedent("""
 """)
 
 
-def _cli_command() -> list[str]:
+def _cli_command(how: str = "script") -> list[str]:
     script = Path(sysconfig.get_path("scripts")) / "gdr-check"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "gdr_check"]
+    if how == "script" and script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", "gdr_check"]
 
 
-def _heavy_modules_after(tmp_path: Path, args: list[str], *, fake_torch: bool = False) -> tuple[list[str], int]:
-    """Run the installed `gdr-check` (else `python -m gdr_check`) with an exit hook injected through
+def _heavy_modules_after(tmp_path: Path, args: list[str], *, fake_torch: bool = False,
+                         how: str = "script") -> tuple[list[str], int]:
+    """Run the installed `gdr-check` (or `python -m gdr_check`) with an exit hook injected through
     sitecustomize; returns the heavy modules loaded at exit and the exit code."""
     hook_dir = tmp_path / "hook"
     hook_dir.mkdir(exist_ok=True)
@@ -307,22 +311,28 @@ def _heavy_modules_after(tmp_path: Path, args: list[str], *, fake_torch: bool = 
                GDR_CHECK_TEST_MODULES_OUT=str(out))
     if fake_torch:
         env["GDR_CHECK_TEST_FAKE_TORCH"] = "1"
-    done = subprocess.run([*_cli_command(), *args, "--isolated"], cwd=tmp_path, env=env, capture_output=True,
+    env["HF_HUB_CACHE"] = str(tmp_path / "empty-cache")  # the repo id below falls back to the built-in model
+    done = subprocess.run([*_cli_command(how), *args, "--isolated"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert out.exists(), done.stderr  # the hook ran: an existing sitecustomize did not shadow it
     return json.loads(out.read_text()), done.returncode
 
 
-def _small_checkpoints(tmp_path: Path) -> None:
-    write_sharded(tmp_path / "ok", {"s0.safetensors": SMALL}, config=qwen3_next_config())
+def _small_checkpoints(tmp_path: Path) -> list[str]:
+    """One target of each kind the CLI reads; returns them as arguments."""
+    write_sharded(tmp_path / "qwen", {"s0.safetensors": SMALL}, config=qwen3_next_config())
+    kimi = kimi_config()
+    write_checkpoint(tmp_path / "kimi", kimi, kimi_tensors(kimi))
+    write_json(tmp_path / "config-only" / "config.json", qwen3_next_config())
     write_sharded(tmp_path / "broken", {"s0.safetensors": SMALL}, config=qwen3_next_config())
     (tmp_path / "broken" / "s0.safetensors").unlink()
+    return ["qwen", "kimi", "config-only", BUILTIN_ID, "broken"]
 
 
-@pytest.mark.parametrize("fmt", ["full", "sarif"])
-def test_the_cli_never_imports_torch_or_triton(tmp_path, fmt):
-    _small_checkpoints(tmp_path)
-    heavy, code = _heavy_modules_after(tmp_path, ["ok", "broken", "--tp", "1,2", "--output-format", fmt])
+@pytest.mark.parametrize("fmt, how", [("full", "script"), ("sarif", "script"), ("json", "module")])
+def test_the_cli_never_imports_torch_or_triton(tmp_path, fmt, how):
+    targets = _small_checkpoints(tmp_path)
+    heavy, code = _heavy_modules_after(tmp_path, [*targets, "--tp", "1,2", "--output-format", fmt], how=how)
     assert code == 2  # one target could not be read: the error path ran too
     assert heavy == []
 
@@ -330,6 +340,6 @@ def test_the_cli_never_imports_torch_or_triton(tmp_path, fmt):
 def test_the_import_guard_detects_torch(tmp_path):
     """Meta-test: with torch in sys.modules, the same harness reports it (so the test above can fail)."""
     _small_checkpoints(tmp_path)
-    heavy, _ = _heavy_modules_after(tmp_path, ["ok"], fake_torch=True)
+    heavy, _ = _heavy_modules_after(tmp_path, ["qwen"], fake_torch=True)
     assert heavy == ["torch"]
 
