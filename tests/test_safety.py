@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_builders import kimi_config, kimi_tensors, write_checkpoint
 from fixtures_sources import (
     INDEX_NAME, make_hf_cache_repo, qwen3_next_config, qwen3_next_layer, write_json, write_raw_safetensors,
     write_safetensors, write_sharded,
 )
-from checkpoint_builders import kimi_config, kimi_tensors, write_checkpoint
 from test_fuzz_cli import check_outcome, run_cli
 
 from gdr_check.sources.jsonfile import MAX_JSON_BYTES
