@@ -470,9 +470,10 @@ def markdown_rows(numbers: dict[str, Any]) -> str:
         f"{'pass' if process['pass'] else 'FAIL'} |",
     ]
     data = numbers["bytes"]
+    kernel = f" (rchar {data['kernel_bytes']:,} B)" if data["kernel_bytes"] is not None else ""
     rows.append(
-        f"| (b) bytes read, all 41 shards + index + config | {data['reader_bytes']:,} B (rchar "
-        f"{data['kernel_bytes']:,} B) | metadata files {data['metadata_bytes']:,} B | "
+        f"| (b) bytes read, all 41 shards + index + config | {data['reader_bytes']:,} B{kernel} | "
+        f"metadata files {data['metadata_bytes']:,} B | "
         f"{data['reader_bytes'] / data['metadata_bytes']:.3f} | = header size | {'pass' if data['pass'] else 'FAIL'} |"
     )
     for timing in numbers["guard"]:
