@@ -18,21 +18,63 @@ try:  # typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions
 
+from .coercion import install_plain_coercion
 from .output import Output
 
 HELP_OPTIONS = ("--help", "-h", "--version")
+
+
+# Every command, in the order `--help` lists them: name -> the module of this package that defines it. A
+# module is imported only when its command can run (see `commands_for`), so `gdr-check ckpt --tp 4` does not
+# load the explain, call and dry-run commands and what they import.
+COMMANDS: dict[str, str] = {"explain": "explain", "check": "check", "call": "call", "dry-run": "dryrun"}
+DEFAULT_COMMAND = "check"
 
 
 class DefaultCommandGroup(typer.core.TyperGroup):
     """Runs `check` when the first argument is not a command: `gdr-check model.safetensors --tp 4`."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:  # type: ignore[override]
+        # Typer's own value conversion would import pydantic for the first option: see `.coercion`.
+        install_plain_coercion(self.get_params(ctx))
         if not args or (args[0] not in self.commands and args[0] not in HELP_OPTIONS):
             args = ["check", *args]
         return super().parse_args(ctx, args)
 
 
-app = typer.Typer(
+def commands_for(args: Sequence[str]) -> tuple[str, ...]:
+    """The commands an invocation can reach: the command named first, all of them for the root's own
+    options (`--help` lists them), else the default command (`gdr-check ckpt --tp 4`)."""
+    if args and args[0] in COMMANDS:
+        return (args[0],)
+    if args and args[0] in HELP_OPTIONS:
+        return tuple(COMMANDS)
+    return (DEFAULT_COMMAND,)
+
+
+class _Command(typer.core.TyperCommand):
+    """A typer command whose options are converted without pydantic where typer's result is known: see
+    `.coercion`. The parameters (and the help option, made for the context) are complete only here."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:  # type: ignore[override]
+        install_plain_coercion(self.get_params(ctx))
+        return super().parse_args(ctx, args)
+
+
+class _Typer(typer.Typer):
+    """A Typer app whose commands are `_Command`s, and that imports the modules of the commands an invocation
+    can reach just before typer builds its command group from the registered commands."""
+
+    def command(self, name=None, *, cls=None, **kwargs):
+        return super().command(name, cls=cls or _Command, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        argv = kwargs["args"] if "args" in kwargs else (args[0] if args else None)
+        _register_commands(commands_for(list(sys.argv[1:] if argv is None else argv)))
+        return super().__call__(*args, **kwargs)
+
+
+app = _Typer(
     cls=DefaultCommandGroup,
     name="gdr-check",
     help="Shape diagnostics for the GDN/KDA packed recurrent decode kernels (sglang, vLLM).",
@@ -59,19 +101,20 @@ def _root(
     """gdr-check: every precondition of the packed-decode kernels, before deployment, without a GPU."""
 
 
-def _register_commands() -> None:
-    # Each module adds its command to `app`; imported here so `--help` lists them all.
-    from . import explain  # noqa: F401
-
-    for optional in ("check", "call", "dryrun"):
+def _register_commands(names: Sequence[str] = tuple(COMMANDS)) -> None:
+    """Import the modules of the commands `names` (each adds its command to `app`), and keep the commands
+    registered so far in `COMMANDS` order, whatever order they were imported in."""
+    for name in names:
+        module = f"{__package__}.{COMMANDS[name]}"
+        if module in sys.modules:
+            continue
         try:
-            __import__(f"{__package__}.{optional}")
+            __import__(module)
         except ModuleNotFoundError as error:
-            if error.name != f"{__package__}.{optional}":
+            if name == "explain" or error.name != module:
                 raise
-
-
-_register_commands()
+    order = list(COMMANDS)
+    app.registered_commands.sort(key=lambda info: order.index(info.name) if info.name in order else len(order))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

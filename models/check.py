@@ -132,8 +132,11 @@ def open_target(target: str, *, cache_dir: str | None = None) -> tuple[Any, Buil
 
 def check_model(target: str, deployment: Deployment, *, cache_dir: str | None = None) -> ModelCheck:
     """Check one model for one deployment. Raises `SourceError` when the input cannot be read."""
-    checkpoint, builtin = open_target(target, cache_dir=cache_dir)
-    return check_checkpoint(checkpoint, deployment, builtin=builtin)
+    from ..sources.files import gc_paused
+
+    with gc_paused():  # the description builds as many small objects as the reading: see gc_paused
+        checkpoint, builtin = open_target(target, cache_dir=cache_dir)
+        return check_checkpoint(checkpoint, deployment, builtin=builtin)
 
 
 def check_builtin(repo_id: str, deployment: Deployment) -> ModelCheck:

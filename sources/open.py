@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint, TensorInfo
 from .errors import SourceError, display_path
-from .files import MetadataReader
+from .files import MetadataReader, gc_paused
 from .hf_cache import (
     CacheEntry, enclosing_cache_repo, is_cache_repo_dir, looks_like_repo_id, resolve_cache_repo, resolve_repo_id,
 )
@@ -33,6 +33,11 @@ def open_checkpoint(target: str | os.PathLike[str], *, cache_dir: str | None = N
     Reads config.json, indexes and safetensors headers only (never tensor data, never a pickle). Raises
     `SourceError` (one line naming the file, with a GDR0xx code) when the checkpoint cannot be read.
     """
+    with gc_paused():  # see gc_paused: the collector would find nothing, at the cost of the reading again
+        return _open_checkpoint(target, cache_dir)
+
+
+def _open_checkpoint(target: str | os.PathLike[str], cache_dir: str | None) -> Checkpoint:
     text = os.fspath(target)
     path = Path(os.path.abspath(os.path.expanduser(text)))
     if not os.path.lexists(path):
