@@ -150,28 +150,46 @@ class TensorSpec:
         """
         if isinstance(tensor, TensorSpec):
             return tensor
-        device = _device_name(tensor.device)
+        # This is the runtime guard's hot path (eight tensors per guarded call), so each torch attribute is read
+        # once and names come from memo tables keyed by the torch objects themselves, inlined here instead of
+        # through `_device_name`/`canonical_dtype` (a Python call costs about as much as the torch read).
+        plain = _PLAIN_INT_TYPES.get(type(tensor))
+        if plain is None:
+            plain = _reports_plain_ints(type(tensor))
+        device_object = tensor.device
+        try:
+            device = _DEVICE_NAMES[device_object]
+        except (KeyError, TypeError):  # first sight, or an unhashable duck-typed device
+            device = _device_name(device_object)
         values = None
         if read_values and device != "meta" and tensor.numel() <= 1 << 20:
             values = tuple(tensor.reshape(-1).tolist())
         storage = None
-        try:
-            if device != "meta":
-                storage = int(tensor.untyped_storage().data_ptr())
-        except (AttributeError, RuntimeError):
-            storage = None
-        if _reports_plain_ints(type(tensor)):  # torch already gives int tuples of equal rank
+        if device != "meta":
+            try:
+                storage = tensor.untyped_storage().data_ptr()
+            except (AttributeError, RuntimeError):
+                storage = None
+            else:
+                if not plain:  # torch gives an int; a duck type may not
+                    storage = int(storage)
+        if plain:  # torch already gives int tuples of equal rank
             shape, stride, offset = tuple(tensor.shape), tensor.stride(), tensor.storage_offset()
         else:
             shape, stride = tuple(map(int, tensor.shape)), tuple(map(int, tensor.stride()))
             offset = int(tensor.storage_offset()) if hasattr(tensor, "storage_offset") else 0
             if len(shape) != len(stride):
                 raise ValueError(f"shape {shape} and stride {stride} have different ranks")
+        dtype_object = tensor.dtype
+        try:  # a torch dtype is hashable and never equal to a name, so it can key the same table as names
+            dtype = _CANONICAL[dtype_object] if plain else canonical_dtype(dtype_object)
+        except KeyError:
+            dtype = canonical_dtype(dtype_object)
         # The fields are normalised above, so skip the dataclass __init__/__post_init__: the runtime guard
         # builds eight specs per call and this halves their cost. Same field values as `cls(...)`.
         spec = cls.__new__(cls)
         spec.__dict__.update(
-            shape=shape, stride=stride, dtype=canonical_dtype(tensor.dtype), device=device, values=values,
+            shape=shape, stride=stride, dtype=dtype, device=device, values=values,
             storage=storage, offset=offset, ndim=len(shape),
         )
         return spec

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,13 +36,18 @@ class PackedDecodeCall:
     variant: Variant = "gdn"
 
     @classmethod
-    def of_specs(cls, **fields: Any) -> "PackedDecodeCall":
-        """`PackedDecodeCall(**fields)` with every field given, minus the frozen dataclass's per-field
-        `object.__setattr__` (the runtime guard builds one call per checked kernel launch)."""
-        if fields.keys() != _FIELD_NAMES:
-            return cls(**fields)  # the regular constructor reports what is missing or unknown
+    def of_specs(cls, mixed_qkv: TensorSpec, a: TensorSpec, b: TensorSpec, A_log: TensorSpec, dt_bias: TensorSpec,
+                 scale: Any, initial_state: TensorSpec, out: TensorSpec, ssm_state_indices: TensorSpec,
+                 use_qk_l2norm_in_kernel: bool, lower_bound: float | None, variant: Variant) -> "PackedDecodeCall":
+        """`PackedDecodeCall(...)` with every field given (in field order), minus the frozen dataclass's
+        per-field `object.__setattr__` and keyword matching (the runtime guard builds one call per checked
+        kernel launch)."""
         call = cls.__new__(cls)
-        call.__dict__.update(fields)
+        call.__dict__.update(
+            mixed_qkv=mixed_qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, scale=scale, initial_state=initial_state,
+            out=out, ssm_state_indices=ssm_state_indices, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+            lower_bound=lower_bound, variant=variant,
+        )
         return call
 
     def tensors(self) -> dict[str, TensorSpec]:
@@ -72,9 +76,6 @@ class PackedDecodeCall:
             variant=data.get("variant", "gdn"),
             **tensors,
         )
-
-
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(PackedDecodeCall))
 
 
 def next_power_of_2(n: int) -> int:
@@ -122,24 +123,34 @@ class CallContext:
 
     @classmethod
     def build(cls, call: PackedDecodeCall, engine: Engine = "sglang") -> "CallContext":
-        ctx = cls(call=call, engine=engine)
-        ctx.mixed_qkv = _squeezed(call.mixed_qkv, 2)
-        ctx.a = _squeezed(call.a, 2)
-        ctx.b = _squeezed(call.b, 2)
-        ctx.A_log = _squeezed(call.A_log, 1)
-        ctx.dt_bias = _squeezed(call.dt_bias, 1)
-        ctx.indices = _squeezed(call.ssm_state_indices, 1)
-        if ctx.mixed_qkv is not None:
-            ctx.B = ctx.mixed_qkv.shape[0]
-            ctx.qkv_dim = ctx.mixed_qkv.shape[1]
+        # Built once per guarded call: derive everything into locals and construct once (setting a dozen
+        # attributes one by one after `__init__` cost as much again); `_squeezed` only runs for a wrong rank.
+        mixed_qkv, a, b = call.mixed_qkv, call.a, call.b
+        A_log, dt_bias, indices = call.A_log, call.dt_bias, call.ssm_state_indices
+        if mixed_qkv.ndim != 2:
+            mixed_qkv = _squeezed(mixed_qkv, 2)
+        if a.ndim != 2:
+            a = _squeezed(a, 2)
+        if b.ndim != 2:
+            b = _squeezed(b, 2)
+        if A_log.ndim != 1:
+            A_log = _squeezed(A_log, 1)
+        if dt_bias.ndim != 1:
+            dt_bias = _squeezed(dt_bias, 1)
+        if indices.ndim != 1:
+            indices = _squeezed(indices, 1)
+        B = qkv_dim = HV = V = K = S = None
+        if mixed_qkv is not None:
+            B, qkv_dim = mixed_qkv.shape
         state = call.initial_state
         if state.ndim >= 3:
-            ctx.HV, ctx.V, ctx.K = state.shape[-3:]
+            HV, V, K = state.shape[-3:]
         if state.ndim == 4:
-            ctx.S = state.shape[0]
+            S = state.shape[0]
         elif state.ndim == 5:  # the stacked [layers, slots, HV, V, K] pool: one layer's view has shape[1] slots
-            ctx.S = state.shape[1]
-        ctx.H = ctx.infer_heads(ctx.qkv_dim)
+            S = state.shape[1]
+        ctx = cls(call, engine, mixed_qkv, a, b, A_log, dt_bias, indices, B, HV, V, K, S, qkv_dim)
+        ctx.H = ctx.infer_heads(qkv_dim)
         return ctx
 
     @property
@@ -166,5 +177,5 @@ class CallContext:
         return self.HV // self.H if self.H and self.HV else None
 
     def bindings(self) -> dict[str, int]:
-        names = ("B", "H", "HV", "K", "V", "S")
-        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        named = (("B", self.B), ("H", self.H), ("HV", self.HV), ("K", self.K), ("V", self.V), ("S", self.S))
+        return {name: value for name, value in named if value is not None}

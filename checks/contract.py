@@ -8,49 +8,78 @@ follow, by code.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
 from .call import ENGINES, CallContext, Engine, PackedDecodeCall, Variant
-from .registry import RULES, Rule, findings_of, rules_in_scope
+from .registry import RULES, Finding, Rule, findings_of, rules_in_scope
+from .rules_kernel import WRAPPER_CLEAR_COVERS, wrapper_checks_clear
+
+
+@dataclass(frozen=True)
+class _Order:
+    """The call rules of one variant in report order, and the same without the rules the all-clear fast path
+    covers (None when the fast path and the registry disagree on what that is: then every call runs every
+    rule, and tests/test_contract_fast_path.py fails)."""
+
+    rules: tuple[Rule, ...]
+    after_clear: tuple[Rule, ...] | None
 
 
 def _ordered_rules(variant: Variant) -> tuple[Rule, ...]:
-    # Sorting the registry on every call was a fifth of the runtime guard's cost; rules are only ever added,
-    # so the registry's size tells when the cached order is stale.
-    return _rule_order(variant, len(RULES))
+    return _rule_order(variant, len(RULES)).rules
 
 
 @functools.lru_cache(maxsize=8)
-def _rule_order(variant: Variant, registered: int) -> tuple[Rule, ...]:
+def _rule_order(variant: Variant, registered: int) -> _Order:
+    # Sorting the registry on every call was a fifth of the runtime guard's cost; rules are only ever added,
+    # so the registry's size tells when the cached order is stale.
     rules = rules_in_scope("call")
     wrapper = sorted((r for r in rules if variant in r.wrapper), key=lambda r: (r.wrapper[variant], r.code))
     unchecked = [r for r in rules if not r.wrapper]
-    return tuple(wrapper + unchecked)
+    ordered = tuple(wrapper + unchecked)
+    raising = {r.code for r in rules if r.wrapper and r.severity == "error"}
+    after_clear = None
+    if raising == WRAPPER_CLEAR_COVERS:
+        after_clear = tuple(r for r in ordered if r.code not in WRAPPER_CLEAR_COVERS)
+    return _Order(ordered, after_clear)
 
 
 def run_contract(call: PackedDecodeCall, engine: Engine = "sglang") -> Report:
     """Every diagnostic of one call: wrapper-enforced ones first, in the wrapper's order."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
-    ctx = CallContext.build(call, engine)
-    diagnostics: list[Diagnostic] = []
+    return Report(_diagnostics(CallContext.build(call, engine)))
+
+
+def _diagnostics(ctx: CallContext, fast_path: bool = True) -> list[Diagnostic]:
+    """The diagnostics of every call rule on `ctx`, in report order. `fast_path=False` runs every rule even
+    when the wrapper checks are all clear (the tests compare both)."""
+    order = _rule_order(ctx.call.variant, len(RULES))
+    rules = order.rules
+    if fast_path and order.after_clear is not None and wrapper_checks_clear(ctx):
+        rules = order.after_clear  # every covered rule would find nothing: skip them
+    found: list[tuple[Rule, Finding]] = []
     wrapper_stopped = False  # the reference wrapper raises at its first failing check and runs nothing after it
-    for rule in _ordered_rules(call.variant):
+    for rule in rules:
         result = rule.check(ctx)  # type: ignore[misc]
-        if result is not None:  # most rules find nothing: skip building an empty list
-            for finding in findings_of(result):
-                diagnostic = rule.diagnostic(finding)
-                # A wrapper step that does not raise (KDA's CUDA fast-path choice) only happens if reached.
-                if rule.wrapper and diagnostic.severity != "error" and wrapper_stopped:
-                    continue
-                wrapper_stopped = wrapper_stopped or (bool(rule.wrapper) and diagnostic.severity == "error")
-                diagnostics.append(diagnostic)
+        if result is None:  # most rules find nothing: skip building an empty list
+            continue
+        for finding in findings_of(result):
+            raises = (finding.severity or rule.severity) == "error"
+            # A wrapper step that does not raise (KDA's CUDA fast-path choice) only happens if reached.
+            if rule.wrapper and not raises and wrapper_stopped:
+                continue
+            wrapper_stopped = wrapper_stopped or (bool(rule.wrapper) and raises)
+            found.append((rule, finding))
+    if not found:
+        return []
+    # Messages are formatted and the call's bindings (B, H, HV, ...) merged under each finding's own values
+    # in one step per diagnostic.
     bindings = ctx.bindings()
-    for diagnostic in diagnostics:
-        diagnostic.bindings = {**bindings, **diagnostic.bindings}
-    return Report(diagnostics)
+    return [rule.diagnostic_with(finding, finding.values, dict(bindings)) for rule, finding in found]
 
 
 def describe_call(
@@ -98,10 +127,8 @@ def check_packed_decode(
     """
     spec = TensorSpec.from_tensor  # direct calls: this is the per-step runtime guard, keep it lean
     call = PackedDecodeCall.of_specs(
-        mixed_qkv=spec(mixed_qkv), a=spec(a), b=spec(b), A_log=spec(A_log), dt_bias=spec(dt_bias), scale=scale,
-        initial_state=spec(initial_state), out=spec(out),
-        ssm_state_indices=spec(ssm_state_indices, read_values=read_values),
-        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, lower_bound=None, variant="gdn",
+        spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
+        spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, None, "gdn",
     )
     return run_contract(call, engine)
 
@@ -125,10 +152,8 @@ def check_kda_packed_decode(
     """Check a `fused_recurrent_kda_packed_decode` call (KDA) without running it."""
     spec = TensorSpec.from_tensor
     call = PackedDecodeCall.of_specs(
-        mixed_qkv=spec(mixed_qkv), a=spec(a), b=spec(b), A_log=spec(A_log), dt_bias=spec(dt_bias), scale=scale,
-        initial_state=spec(initial_state), out=spec(out),
-        ssm_state_indices=spec(ssm_state_indices, read_values=read_values),
-        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, lower_bound=lower_bound, variant="kda",
+        spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
+        spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, lower_bound, "kda",
     )
     return run_contract(call, engine)
 

@@ -835,6 +835,8 @@ def state_inner_layout(ctx: CallContext):
         return None
     want = (V * K, K, 1)
     got = spec.stride[1:]
+    if got == want:  # the usual dense pool, decided without the per-axis loop below
+        return None
     # Size-1 axes are never stepped over, so their stride is irrelevant.
     if all(size == 1 or g == w for size, g, w in zip(spec.shape[1:], got, want)):
         return None
@@ -1045,7 +1047,9 @@ def out_aliasing(ctx: CallContext):
     out = ctx.call.out
     findings = []
     for name in ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "ssm_state_indices"):
-        if out.overlaps(getattr(ctx.call, name)):
+        other = getattr(ctx.call, name)
+        # Separate allocations have different storages: compare those before the byte spans.
+        if other.storage == out.storage and out.overlaps(other):
             findings.append(Finding({"other": name}, [f"allocate `out` in its own buffer, not inside `{name}`"],
                                     argument="out"))
     return findings
@@ -1145,6 +1149,8 @@ def l2norm_flag(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
 )
 def cpu_tensors(ctx: CallContext):
+    if ctx.call.mixed_qkv.device != "cpu":  # the usual GPU call, decided without collecting every device
+        return None
     devices = {spec.device for spec in ctx.call.tensors().values()}
     if devices == {"cpu"}:
         return Finding({"device": "cpu"}, argument="mixed_qkv")
@@ -1239,3 +1245,60 @@ def value_head_dim_zero(ctx: CallContext):
     return Finding({"shape": tuple(ctx.state.shape)},
                    [f"the pool's V axis (dim -2) is 0: allocate [S, {ctx.HV}, head_v_dim, {ctx.K}]"],
                    argument="initial_state")
+
+
+# -- the all-clear fast path for the wrapper checks ------------------------------------------------------
+# The runtime guard runs on every decode step, and a healthy call passes every wrapper check. Running the ~20
+# wrapper rules one by one costs several times what the wrapper itself spends on them, so the contract engine
+# first asks `wrapper_checks_clear`, which evaluates all their pass conditions at once; only when it says no
+# do the rules themselves run (they also build the fixes and messages). The rules stay the single source of
+# truth: this function may only answer True where every covered rule finds nothing (it may answer False
+# spuriously: some valid calls take the slow path), and tests/test_contract_fast_path.py checks that on
+# random calls, and that the covered codes are exactly the registry's error-raising wrapper rules.
+WRAPPER_CLEAR_COVERS = frozenset({
+    "GDR201", "GDR202", "GDR203", "GDR204", "GDR205", "GDR206", "GDR207", "GDR208", "GDR209", "GDR210", "GDR211",
+    "GDR212", "GDR213", "GDR214", "GDR215", "GDR216", "GDR217", "GDR218", "GDR219", "GDR220", "GDR221", "GDR222",
+    "GDR223", "GDR224", "GDR225", "GDR227",
+})  # every wrapper rule but GDR226, which reports on every covered KDA call (it says which kernel runs)
+
+
+def wrapper_checks_clear(ctx: CallContext) -> bool:
+    """True only if none of the WRAPPER_CLEAR_COVERS rules of `ctx.variant`'s wrapper has a finding."""
+    c = ctx.call
+    mixed_qkv, a, b, A_log, dt_bias = c.mixed_qkv, c.a, c.b, c.A_log, c.dt_bias
+    state, out, indices = c.initial_state, c.out, c.ssm_state_indices
+    # GDR201, 203, 205, 207, 212: ranks. With these, the squeezed views in `ctx` are the tensors themselves.
+    if (mixed_qkv.ndim != 2 or a.ndim != 2 or b.ndim != 2 or A_log.ndim != 1 or dt_bias.ndim != 1
+            or indices.ndim != 1 or state.ndim != 4):
+        return False
+    # GDR202, 204, 206, 213: unit stride along the last axis.
+    if (mixed_qkv.stride[1] != 1 or a.stride[1] != 1 or b.stride[1] != 1 or A_log.stride[0] != 1
+            or dt_bias.stride[0] != 1 or state.stride[3] != 1):
+        return False
+    # GDR209: one device.
+    device = mixed_qkv.device
+    if not (a.device == b.device == A_log.device == dt_bias.device == state.device == out.device
+            == indices.device == device):
+        return False
+    B, HV, V, K = ctx.B, ctx.HV, ctx.V, ctx.K
+    if HV < 1 or V < 1 or K < 1:  # empty or negative head dims: leave them to the rules (GDR227, GDR256)
+        return False
+    # GDR210, 211: one row per request.
+    if a.shape[0] != B or b.shape[0] != B or indices.shape[0] != B:
+        return False
+    # GDR216: `out` is [B, 1, HV, V]; GDR208: its strides are the contiguous ones (the rule also accepts
+    # other strides on size-1 axes: those calls take the slow path).
+    if out.shape != (B, 1, HV, V) or out.stride != (HV * V, HV * V, V, 1):
+        return False
+    # GDR217, 218/225, 219: the width splits into q and k of H heads of K each, and H divides HV (so H > 0;
+    # GDR227 needs K = 0, excluded above).
+    qk_dim = ctx.qkv_dim - HV * V
+    if qk_dim <= 0 or qk_dim % 2 or (qk_dim // 2) % K or HV % (qk_dim // 2 // K):
+        return False
+    # GDR220: one K tile (always true, BK >= K; evaluated as the rule does, so that it stays wired).
+    if -(-K // next_power_of_2(K)) != 1:
+        return False
+    if ctx.variant == "gdn":  # GDR214, 215: per-value-head gates and decay parameters
+        return a.shape[1] == HV and b.shape[1] == HV and A_log.shape[0] == HV and dt_bias.shape[0] == HV
+    # KDA GDR221-224: `a` and `dt_bias` per key channel of each value head, `b` and `A_log` per value head.
+    return a.shape[1] == HV * K and b.shape[1] == HV and A_log.shape[0] == HV and dt_bias.shape[0] == HV * K
