@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping, TypeVar
 
 Kind = Literal["gdn", "kda"]
 
@@ -555,3 +555,47 @@ def split_layer_name(name: str) -> tuple[str, int, str] | None:
     if match is None:
         return None
     return match["ns"], int(match["index"]), match["rest"]
+
+
+V = TypeVar("V")
+
+
+def layers_by_namespace(tensors: Mapping[str, V]) -> dict[str, dict[int, dict[str, V]]]:
+    """Every `{ns}layers.{i}.{rest}` entry of `tensors`, split as `split_layer_name` splits it and grouped:
+    namespace -> layer index -> in-layer name -> value, each level in the order first seen (a later entry
+    with the same in-layer name replaces the value in place, as dict assignment does).
+
+    A 41-shard MoE checkpoint has ~76k tensor names, and a layer's names come one after another, so a name
+    that starts with the `{ns}layers.{i}.` of a name already split, continues after it and holds no newline
+    is split without the regular expression: the pattern splits it there too. (Its match at that point
+    exists; an earlier one would lie inside the shared prefix, since "layers." cannot overlap itself and a
+    digit run ends at the "l" of the prefix's own "layers.", so it would have matched the earlier name too,
+    whose namespace is the earliest match.)
+    """
+    match = _LAYER_NAME.match
+    grouped: dict[str, dict[int, dict[str, V]]] = {}
+    numbers: dict[str, int] = {}  # "07" and "7" are both layer 7
+    prefix: str | None = None  # `{ns}layers.{i}.` of the last name the pattern split, and its layer
+    cut = 0
+    layer: dict[str, V] = {}
+    for name, value in tensors.items():
+        if prefix is not None and name.startswith(prefix) and len(name) > cut and "\n" not in name:
+            layer[name[cut:]] = value
+            continue
+        found = match(name)
+        if found is None:
+            continue
+        namespace, digits, rest = found.groups()
+        layers = grouped.get(namespace)
+        if layers is None:
+            layers = grouped[namespace] = {}
+        index = numbers.get(digits)
+        if index is None:
+            index = numbers[digits] = int(digits)
+        layer = layers.get(index)  # type: ignore[assignment]
+        if layer is None:
+            layer = layers[index] = {}
+        layer[rest] = value
+        prefix = f"{namespace}layers.{digits}."
+        cut = len(prefix)
+    return grouped

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Iterable, Literal, Mapping, Protocol
 
 from ..report import Location
 from ..tensors import canonical_dtype
 from .adapters import (
-    GEOMETRY_FIELDS, SHAPE_FIELDS, Adapter, ConfigView, Geometry, Identity, LayerMap, Layout, split_layer_name,
-    with_field,
+    GEOMETRY_FIELDS, SHAPE_FIELDS, Adapter, ConfigView, Geometry, Identity, LayerMap, Layout, layers_by_namespace,
+    split_layer_name, with_field,
 )
 
 SourceKind = Literal["config", "tensor", "assumed", "default"]
@@ -298,7 +299,7 @@ def _layer_is_linear(rests: Iterable[str], adapter: Adapter) -> bool:
     for layout in adapter.layouts:
         marks = _distinctive(layout)
         if layout.mixer != "self_attn":
-            if any(rest.startswith(layout.prefix) for rest in rests):
+            if any(map(str.startswith, rests, repeat(layout.prefix))):  # a full layer has ~1.5k names
                 return True
         elif any(rest in marks for rest in rests):
             return True
@@ -333,14 +334,9 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
             values[name], sources[name] = found[0], locate.config(found[1])
 
     # Tensors of each decoder layer, keyed by their in-layer name.
-    # Each name is split once: a 41-shard MoE checkpoint has ~76k of them.
-    split = [(parts, info) for name, info in checkpoint.tensors.items() if (parts := split_layer_name(name))]
-    namespace = _pick_namespace({parts[0] for parts, _ in split}, adapter.namespaces)
-    layers: dict[int, dict[str, TensorLike]] = {}
-    if namespace is not None:
-        for parts, info in split:
-            if parts[0] == namespace:
-                layers.setdefault(parts[1], {})[parts[2]] = info
+    by_namespace = layers_by_namespace(checkpoint.tensors)
+    namespace = _pick_namespace(set(by_namespace), adapter.namespaces)
+    layers: dict[int, dict[str, TensorLike]] = by_namespace[namespace] if namespace is not None else {}
     have_weights = bool(layers)
 
     num_layers = values.get("num_hidden_layers")
