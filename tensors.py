@@ -168,11 +168,10 @@ class TensorSpec:
         if device != "meta":
             try:
                 storage = tensor.untyped_storage().data_ptr()
-            except (AttributeError, RuntimeError):
-                storage = None
-            else:
                 if not plain:  # torch gives an int; a duck type may not
                     storage = int(storage)
+            except (AttributeError, RuntimeError):
+                storage = None
         if plain:  # torch already gives int tuples of equal rank
             shape, stride, offset = tuple(tensor.shape), tensor.stride(), tensor.storage_offset()
         else:

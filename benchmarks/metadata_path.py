@@ -8,8 +8,9 @@
     to the header size, whatever the size of the data region.
 (c) The runtime guard `check_packed_decode(..., read_values=False)` on live CPU torch tensors with the per-rank
     shapes of Qwen3-Next at TP 4 against the real sglang 0.5.23 wrapper (loaded by `kernel/engines.py`) with its
-    Triton launch stubbed out, so that only its Python checks run. Target: at most 2x. Kimi-Linear (KDA) is
-    measured the same way for information.
+    Triton launch stubbed out, so that only its Python checks run, both on the same tensors. Target: at most 2x.
+    Kimi-Linear (KDA) is measured the same way for information, and both again on meta tensors (where the
+    guard's CPU-tensor warning does not fire, as on a GPU), for information.
 
     python benchmarks/metadata_path.py                 # table on stdout
     python benchmarks/metadata_path.py --runs 11 --markdown
@@ -250,16 +251,17 @@ def count_reads(directory: Path) -> ReadCount:
 _TORCH_DTYPES = ("bfloat16", "float16", "float32", "int32", "int64")
 
 
-def live_call(repo_id: str, batch: int = 8) -> dict[str, Any]:
-    """CPU tensors with the per-rank shapes and dtypes gdr-check expects for `repo_id` at TP 4."""
+def live_call(repo_id: str, batch: int = 8, device: str = "cpu") -> dict[str, Any]:
+    """Tensors (CPU by default) with the per-rank shapes and dtypes gdr-check expects for `repo_id` at TP 4."""
     import torch
 
     call = check_builtin(repo_id, Deployment(tp=TP, batch=batch)).call
     assert call is not None
     dtypes = {name: getattr(torch, name) for name in _TORCH_DTYPES}
-    args: dict[str, Any] = {name: torch.zeros(spec.shape, dtype=dtypes[spec.dtype]) for name, spec in call.tensors().items()}
+    args: dict[str, Any] = {name: torch.zeros(spec.shape, dtype=dtypes[spec.dtype], device=device)
+                            for name, spec in call.tensors().items()}
     indices = args["ssm_state_indices"]
-    args["ssm_state_indices"] = torch.arange(1, indices.numel() + 1, dtype=indices.dtype)  # slot 0 is reserved
+    args["ssm_state_indices"] = torch.arange(1, indices.numel() + 1, dtype=indices.dtype, device=device)  # slot 0 is reserved
     args.update(scale=call.scale, use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, variant=call.variant)
     return args
 
@@ -312,21 +314,23 @@ def sglang_source() -> Path | None:
 TENSOR_ORDER = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices")
 
 
-def guard_timings(repo_id: str, number: int, rounds: int) -> dict[str, Any]:
+def guard_timings(repo_id: str, number: int, rounds: int, device: str = "cpu") -> dict[str, Any]:
+    """Guard and reference wrapper on the same tensors. On `meta` tensors (no memory, so the numbers a GPU
+    would give for the Python work, minus the CPU-tensor warning GDR251) reading index values is not timed."""
     from gdr_check.checks.contract import check_kda_packed_decode, check_packed_decode
 
-    args = live_call(repo_id)
+    args = live_call(repo_id, device=device)
     positional = [args[name] for name in TENSOR_ORDER] + [args["use_qk_l2norm_in_kernel"]]
     ours = check_packed_decode if args["variant"] == "gdn" else check_kda_packed_decode
     report = ours(*positional, read_values=False)
     if report.errors:
         raise SystemExit(f"{repo_id}: the guard rejects the benchmark call: {report.codes()}")
-    functions: dict[str, Callable[[], Any]] = {
-        "guard": lambda: ours(*positional, read_values=False),
-        "guard_values": lambda: ours(*positional, read_values=True),
-    }
-    result: dict[str, Any] = {"repo_id": repo_id, "variant": args["variant"], "codes": report.codes(),
-                              "reference": None, "reference_missing": None}
+    functions: dict[str, Callable[[], Any]] = {"guard": lambda: ours(*positional, read_values=False)}
+    if device != "meta":
+        functions["guard_values"] = lambda: ours(*positional, read_values=True)
+    result: dict[str, Any] = {"repo_id": repo_id, "variant": args["variant"], "device": device,
+                              "codes": report.codes(), "reference": None, "reference_missing": None,
+                              "guard_values": None}
     try:
         from gdr_check.kernel import engines
 
@@ -435,20 +439,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(c) runtime guard on live CPU tensors, per-rank shapes at TP {TP}, B=8 "
           f"(best of {options.rounds} batches of {options.number} calls)")
     numbers["guard"] = []
-    for repo_id in (QWEN3_NEXT, KIMI_LINEAR):
-        timing = guard_timings(repo_id, options.number, options.rounds)
-        numbers["guard"].append(timing)
-        line = (f"    {timing['variant'].upper()} {repo_id}: guard {timing['guard']:.1f} us "
-                f"(reading index values: {timing['guard_values']:.1f} us)")
-        if timing["reference"] is None:
-            print(line + f"; no reference wrapper: {timing['reference_missing']}")
-            continue
-        ratio = timing["guard"] / timing["reference"]
-        timing["ratio"] = ratio
-        target = " (target <= 2)" if timing["variant"] == "gdn" else " (for information)"
-        verdict = ("PASS" if ratio <= GUARD_TARGET else "FAIL") if timing["variant"] == "gdn" else ""
-        print(line + f", sglang wrapper checks {timing['reference']:.1f} us: {ratio:.2f}x{target} {verdict}")
-        print(f"      guard reports on this call: {', '.join(timing['codes']) or 'nothing'}")
+    # The headline: CPU tensors, both sides on the very same tensors. Then the same on meta tensors, for
+    # information: what the Python work costs where the CPU-tensor warning (GDR251) does not fire, as on a GPU.
+    for device in ("cpu", "meta"):
+        if device == "meta":
+            print("    on meta tensors (for information: no CPU-tensor warning, as on a GPU)")
+        for repo_id in (QWEN3_NEXT, KIMI_LINEAR):
+            timing = guard_timings(repo_id, options.number, options.rounds, device)
+            numbers["guard"].append(timing)
+            headline = device == "cpu" and timing["variant"] == "gdn"
+            line = f"    {timing['variant'].upper()} {repo_id}: guard {timing['guard']:.1f} us"
+            if timing["guard_values"] is not None:
+                line += f" (reading index values: {timing['guard_values']:.1f} us)"
+            if timing["reference"] is None:
+                print(line + f"; no reference wrapper: {timing['reference_missing']}")
+                continue
+            ratio = timing["guard"] / timing["reference"]
+            timing["ratio"] = ratio
+            target = " (target <= 2)" if headline else " (for information)"
+            verdict = ("PASS" if ratio <= GUARD_TARGET else "FAIL") if headline else ""
+            print(line + f", sglang wrapper checks {timing['reference']:.1f} us: {ratio:.2f}x{target} {verdict}")
+            print(f"      guard reports on this call: {', '.join(timing['codes']) or 'nothing'}")
     machine["load_after"] = os.getloadavg()[0]
     print(f"\nload average after: {machine['load_after']:.2f}")
 
@@ -478,15 +489,18 @@ def markdown_rows(numbers: dict[str, Any]) -> str:
     )
     for timing in numbers["guard"]:
         gdn = timing["variant"] == "gdn"
+        headline = gdn and timing["device"] == "cpu"
+        tensors = "CPU tensors" if timing["device"] == "cpu" else f"{timing['device']} tensors"
         if timing["reference"] is None:  # nothing to compare with: say so
-            rows.append(f"| (c) guard, {timing['repo_id'].split('/')[1]} TP {TP} | {timing['guard']:.1f} us | "
-                        f"no reference wrapper available | - | {'<= 2' if gdn else '-'} | not measured |")
+            rows.append(f"| (c) guard, {timing['repo_id'].split('/')[1]} TP {TP}, {tensors} | "
+                        f"{timing['guard']:.1f} us | no reference wrapper available | - | "
+                        f"{'<= 2' if headline else '-'} | not measured |")
             continue
-        result = ("pass" if timing["ratio"] <= GUARD_TARGET else "FAIL") if gdn else "info"
+        result = ("pass" if timing["ratio"] <= GUARD_TARGET else "FAIL") if headline else "info"
         rows.append(
             f"| (c) `check_{'' if gdn else 'kda_'}packed_decode(read_values=False)`, {timing['repo_id'].split('/')[1]} "
-            f"TP {TP} | {timing['guard']:.1f} us | sglang wrapper checks {timing['reference']:.1f} us | "
-            f"{timing['ratio']:.2f} | {'<= 2' if gdn else '-'} | {result} |"
+            f"TP {TP}, {tensors} | {timing['guard']:.1f} us | sglang wrapper checks {timing['reference']:.1f} us | "
+            f"{timing['ratio']:.2f} | {'<= 2' if headline else '-'} | {result} |"
         )
     return "\n".join(rows)
 

@@ -14,7 +14,7 @@ from typing import Any
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
 from .call import ENGINES, CallContext, Engine, PackedDecodeCall, Variant
-from .registry import RULES, Finding, Rule, findings_of, rules_in_scope
+from .registry import RULES, Finding, Rule, rules_in_scope
 from .rules_kernel import WRAPPER_CLEAR_COVERS, wrapper_checks_clear
 
 
@@ -67,7 +67,7 @@ def _diagnostics(ctx: CallContext, fast_path: bool = True) -> list[Diagnostic]:
         result = rule.check(ctx)  # type: ignore[misc]
         if result is None:  # most rules find nothing: skip building an empty list
             continue
-        for finding in findings_of(result):
+        for finding in (result,) if isinstance(result, Finding) else result:  # findings_of, inlined
             raises = (finding.severity or rule.severity) == "error"
             # A wrapper step that does not raise (KDA's CUDA fast-path choice) only happens if reached.
             if rule.wrapper and not raises and wrapper_stopped:

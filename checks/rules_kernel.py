@@ -1149,10 +1149,9 @@ def l2norm_flag(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
 )
 def cpu_tensors(ctx: CallContext):
-    if ctx.call.mixed_qkv.device != "cpu":  # the usual GPU call, decided without collecting every device
-        return None
-    devices = {spec.device for spec in ctx.call.tensors().values()}
-    if devices == {"cpu"}:
+    c = ctx.call  # every tensor argument (TENSOR_ARGUMENTS), spelt out: this rule runs on every guarded call
+    if (c.mixed_qkv.device == c.a.device == c.b.device == c.A_log.device == c.dt_bias.device == c.initial_state.device
+            == c.out.device == c.ssm_state_indices.device == "cpu"):
         return Finding({"device": "cpu"}, argument="mixed_qkv")
     return None
 
