@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter
+from itertools import repeat
+from operator import attrgetter, eq
 from pathlib import Path
 
-from .checkpoint import Checkpoint, TensorInfo
+from .checkpoint import Checkpoint
 from .errors import SourceError, display_path
 from .files import MetadataReader, gc_paused
 from .hf_cache import (
@@ -24,6 +26,7 @@ INDEX_SUFFIX = ".safetensors.index.json"
 # Pickle-based weights: reported, never opened.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
 CONFIG_ONLY_NOTE = "only `config.json` was read: no weights were cross-checked"
+_NAME = attrgetter("name")
 
 
 def open_checkpoint(target: str | os.PathLike[str], *, cache_dir: str | None = None) -> Checkpoint:
@@ -154,15 +157,19 @@ class _Builder:
         self.checkpoint.config_file = display_path(path)
         self.checkpoint.config_keys = dotted_keys(text)
 
-    def _shard(self, path: Path, shard: str) -> list[TensorInfo]:
+    def _shard(self, path: Path, shard: str) -> list[str]:
+        """Read one shard's header into the checkpoint; returns its tensor names, in header order."""
         infos = read_safetensors_header(self.reader, path, shard)
         tensors = self.checkpoint.tensors
-        for info in infos:
-            prior = tensors.get(info.name)
-            if prior is not None:
-                raise SourceError("GDR045", path, tensor=info.name, shard=prior.shard, other_shard=shard)
-            tensors[info.name] = info
-        return infos
+        names = list(map(_NAME, infos))
+        if not tensors.keys().isdisjoint(names):  # a name an earlier shard holds: find the first, in order
+            for info in infos:
+                prior = tensors.get(info.name)
+                if prior is not None:
+                    raise SourceError("GDR045", path, tensor=info.name, shard=prior.shard, other_shard=shard)
+                tensors[info.name] = info
+        tensors.update(zip(names, infos))
+        return names
 
     def _sharded(self, index_path: Path) -> None:
         value, text = load_json_file(self.reader, index_path, what=f"`{index_path.name}`", invalid_code="GDR040")
@@ -180,38 +187,49 @@ class _Builder:
         self.checkpoint.index_file = display_path(index_path)
         self.checkpoint.index_lines = lines
 
-        by_shard: dict[str, list[str]] = defaultdict(list)
-        for tensor, shard in weight_map.items():
-            if type(shard) is not str:
-                raise SourceError(
-                    "GDR041", index_path, location=lines.get(tensor),
-                    reason=f"`weight_map` maps `{tensor}` to a JSON {json_type(shard)}, not a file name",
-                )
-            by_shard[shard].append(tensor)
-        for shard, tensors in by_shard.items():
+        # An index of a large checkpoint has ~76k entries: the checks below run as C-level passes over it, and
+        # walk it in order only to name the first entry at fault.
+        def first_tensor(shard: str) -> str:
+            return next(tensor for tensor, value in weight_map.items() if value == shard)
+
+        if not set(map(type, weight_map.values())) <= {str}:
+            for tensor, shard in weight_map.items():
+                if type(shard) is not str:
+                    raise SourceError(
+                        "GDR041", index_path, location=lines.get(tensor),
+                        reason=f"`weight_map` maps `{tensor}` to a JSON {json_type(shard)}, not a file name",
+                    )
+        shards = list(dict.fromkeys(weight_map.values()))  # in order of first mention
+        for shard in shards:
             if not is_plain_file_name(shard):
-                tensor = tensors[0]
+                tensor = first_tensor(shard)
                 raise SourceError("GDR042", index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
 
         # Report every missing shard before reading any header: re-downloading is one step.
-        missing = [s for s in sorted(by_shard) if not os.path.lexists(self.root / s)]
+        missing = [s for s in sorted(shards) if not os.path.lexists(self.root / s)]
         if missing:
             first = missing[0]
             also = f" (and {len(missing) - 1} more missing shards)" if len(missing) > 1 else ""
             raise SourceError(
-                "GDR043", index_path, location=lines.get(by_shard[first][0]), shard=first,
+                "GDR043", index_path, location=lines.get(first_tensor(first)), shard=first,
                 fix=f"re-download `{first}`{also}",
             )
-        for shard in sorted(by_shard):
-            present = {info.name for info in self._shard(self.root / shard, shard)}
-            for tensor in by_shard[shard]:
-                if tensor not in present:
-                    raise SourceError(
-                        "GDR044", index_path, location=lines.get(tensor), tensor=tensor, shard=shard,
-                        fix=f"download the index and `{shard}` of one revision again",
-                    )
-        unlisted = [name for name in self.checkpoint.tensors if name not in weight_map]
-        if unlisted:
+        listed = Counter(weight_map.values())
+        for shard in sorted(shards):
+            names = self._shard(self.root / shard, shard)
+            # Every tensor the index puts in this shard is in its header: as many of the header's (distinct)
+            # names are put in this shard by the index as the index puts there in all.
+            if sum(map(eq, map(weight_map.get, names), repeat(shard))) != listed[shard]:
+                present = set(names)
+                for tensor, value in weight_map.items():
+                    if value == shard and tensor not in present:
+                        raise SourceError(
+                            "GDR044", index_path, location=lines.get(tensor), tensor=tensor, shard=shard,
+                            fix=f"download the index and `{shard}` of one revision again",
+                        )
+        # Every tensor of the index is in the shards by now, so only unlisted ones make the counts differ.
+        if len(self.checkpoint.tensors) != len(weight_map):
+            unlisted = [name for name in self.checkpoint.tensors if name not in weight_map]
             self.checkpoint.notes.append(
                 f"{len(unlisted)} tensor(s) in the shards are not listed in `{index_path.name}`, "
                 f"e.g. `{unlisted[0]}`"
