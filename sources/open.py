@@ -199,7 +199,8 @@ class _Builder:
                         "GDR041", index_path, location=lines.get(tensor),
                         reason=f"`weight_map` maps `{tensor}` to a JSON {json_type(shard)}, not a file name",
                     )
-        shards = list(dict.fromkeys(weight_map.values()))  # in order of first mention
+        listed = Counter(weight_map.values())  # index entries per shard, shards in order of first mention
+        shards = list(listed)
         for shard in shards:
             if not is_plain_file_name(shard):
                 tensor = first_tensor(shard)
@@ -214,7 +215,6 @@ class _Builder:
                 "GDR043", index_path, location=lines.get(first_tensor(first)), shard=first,
                 fix=f"re-download `{first}`{also}",
             )
-        listed = Counter(weight_map.values())
         for shard in sorted(shards):
             names = self._shard(self.root / shard, shard)
             # Every tensor the index puts in this shard is in its header: as many of the header's (distinct)

@@ -179,11 +179,13 @@ def _colons_outside_strings(text: str) -> int:
 def _members(document: dict[str, Any], metadata: Any) -> int:
     """Object members in the parsed header (called after validation: shapes and offsets are int lists)."""
     count = len(document) + (1 + len(metadata) if metadata is not None else 0)
+    sizes = list(map(len, document.values()))
+    count += sum(sizes)
     nested: list[Any] = []
-    for entry in document.values():
-        count += len(entry)
-        if len(entry) > 3:  # extra keys may hold objects of their own
-            nested.extend(v for k, v in entry.items() if k not in ("dtype", "shape", "data_offsets"))
+    if sizes and max(sizes) > 3:  # extra keys may hold objects of their own
+        for entry in document.values():
+            if len(entry) > 3:
+                nested.extend(v for k, v in entry.items() if k not in ("dtype", "shape", "data_offsets"))
     while nested:
         value = nested.pop()
         if isinstance(value, dict):
