@@ -17,7 +17,6 @@ import io
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tracemalloc
@@ -32,8 +31,8 @@ from fixtures_sources import INDEX_NAME, qwen3_next_config, qwen3_next_layer, wr
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_fuzz_sources import (
-    SafetensorsSpec, config_bytes, index_bytes, safetensors_specs, scratch_dir, valid_headers, write_checkpoint,
-    write_spec,
+    SafetensorsSpec, config_bytes, index_bytes, no_hang, safetensors_specs, scratch_dir, valid_headers,
+    write_checkpoint, write_spec,
 )
 
 from gdr_check.cli.main import main
@@ -62,24 +61,6 @@ class CliRun:
     stdout: str
     stderr: str
     peak: int | None = None  # bytes, when traced
-
-
-class Hang(BaseException):
-    """Raised by the alarm: a BaseException, so that the CLI's catch-all cannot turn a hang into exit 2."""
-
-
-@contextlib.contextmanager
-def no_hang(seconds: float = HANG_SECONDS) -> Iterator[None]:
-    def alarm(signum, frame):
-        raise Hang(f"the CLI ran for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager
@@ -118,7 +99,7 @@ def run_cli(args: Sequence[str], *, trace_memory: bool = False, warm: bool = Tru
         stack.enter_context(plain_environment(**env))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(err))
-        stack.enter_context(no_hang())
+        stack.enter_context(no_hang(HANG_SECONDS, "the CLI"))
         if trace_memory:
             tracemalloc.start()
         try:

@@ -265,10 +265,14 @@ def write_checkpoint(
 
 # -- the property -----------------------------------------------------------------------------------------------
 
+class Hang(BaseException):
+    """Raised by the alarm: a BaseException, so that no `except Exception` under test can swallow a hang."""
+
+
 @contextlib.contextmanager
-def no_hang(seconds: float = HANG_SECONDS) -> Iterator[None]:
+def no_hang(seconds: float = HANG_SECONDS, what: str = "open_checkpoint") -> Iterator[None]:
     def alarm(signum, frame):
-        raise TimeoutError(f"open_checkpoint ran for more than {seconds} s")
+        raise Hang(f"{what} ran for more than {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
