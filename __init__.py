@@ -6,21 +6,23 @@ the public names below are loaded lazily (PEP 562), so `import gdr_check` stays 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "check_packed_decode": "gdr_check.checks.contract",
-    "check_kda_packed_decode": "gdr_check.checks.contract",
-    "run_contract": "gdr_check.checks.contract",
-    "PackedDecodeCall": "gdr_check.checks.call",
-    "Report": "gdr_check.report",
-    "Diagnostic": "gdr_check.report",
-    "Location": "gdr_check.report",
-    "TensorSpec": "gdr_check.tensors",
-    "RULES": "gdr_check.checks.registry",
-    "capture": "gdr_check.capture",
+    "check_packed_decode": ".checks.contract",
+    "check_kda_packed_decode": ".checks.contract",
+    "run_contract": ".checks.contract",
+    "PackedDecodeCall": ".checks.call",
+    "Report": ".report",
+    "Diagnostic": ".report",
+    "Location": ".report",
+    "TensorSpec": ".tensors",
+    "RULES": ".checks",  # the package, which registers every rule first
+    "capture": ".capture",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -34,14 +36,4 @@ if TYPE_CHECKING:
     from .tensors import TensorSpec
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'gdr_check' has no attribute {name!r}")
-    import importlib
-
-    if name == "RULES":
-        importlib.import_module("gdr_check.checks")  # registers every rule
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

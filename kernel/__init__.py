@@ -3,8 +3,7 @@
 Importing this package does not import torch or triton; the names below load their module on first use.
 """
 
-from importlib import import_module
-from typing import Any
+from .._lazy import lazy_getattr
 
 _EXPORTS = {
     "packed_decode": ".gdn",
@@ -21,8 +20,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -6,8 +6,9 @@ does not pull in the whole pipeline.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
     "check_model": "check", "check_checkpoint": "check", "check_builtin": "check", "ModelCheck": "check",
@@ -31,10 +32,4 @@ if TYPE_CHECKING:
     from .expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _EXPORTS.items()}, globals())

@@ -6,8 +6,7 @@ Torch-free modules (safe on the metadata path): `api` (`dry_run`, `dry_run_check
 runs `session`, which uses `tensors`, `kernels`, `verify` and `timing`.
 """
 
-from importlib import import_module
-from typing import Any
+from .._lazy import lazy_getattr
 
 _EXPORTS = {
     "dry_run": ".api",
@@ -20,8 +19,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -1,0 +1,22 @@
+"""PEP 562 lazy exports, shared by the package `__init__` modules.
+
+A package lists `name -> module` (relative to the package) and gets a module `__getattr__` that imports the
+module on first use, so importing the package stays cheap and never pulls in torch or triton.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any, Callable, Mapping
+
+
+def lazy_getattr(package: str, exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(module, package), name)
+        namespace[name] = value  # later lookups skip __getattr__
+        return value
+
+    return __getattr__
