@@ -263,3 +263,33 @@ def mutated(variant: str, *names: str, base: dict[str, Any] | None = None) -> di
 def touched(variant: str, name: str) -> frozenset[str]:
     """The arguments a mutation replaces."""
     return frozenset(_mutations(variant)[name](call_for(variant)))
+
+
+# Checks 1-13 are the same in both wrappers (same conditions, order and messages):
+# (mutation, code, wrapper position, exact message), shared by the GDN and KDA test tables.
+SHARED_WRAPPER_CASES = [
+    ("mixed_qkv-token-axis", "GDR201", 1, "`mixed_qkv` must be a 2D tensor (got ndim=3)."),
+    ("mixed_qkv-1BD", "GDR201", 1, "`mixed_qkv` must be a 2D tensor (got ndim=3)."),
+    ("mixed_qkv-transposed", "GDR202", 2, "`mixed_qkv` must be contiguous in the last dim."),
+    ("mixed_qkv-every-other-column", "GDR202", 2, "`mixed_qkv` must be contiguous in the last dim."),
+    ("a-3d", "GDR203", 3, "`a` and `b` must be 2D tensors (got a.ndim=3, b.ndim=2)."),
+    ("ab-flat", "GDR203", 3, "`a` and `b` must be 2D tensors (got a.ndim=1, b.ndim=1)."),
+    ("b-interleaved", "GDR204", 4, "`a`/`b` must be contiguous in the last dim."),
+    ("a-transposed", "GDR204", 4, "`a`/`b` must be contiguous in the last dim."),
+    ("A_log-kimi-4d", "GDR205", 5, "`A_log`/`dt_bias` must be 1D tensors."),
+    ("dt_bias-column", "GDR205", 5, "`A_log`/`dt_bias` must be 1D tensors."),
+    ("A_log-strided-shard", "GDR206", 6, "`A_log`/`dt_bias` must be contiguous."),
+    ("dt_bias-strided-shard", "GDR206", 6, "`A_log`/`dt_bias` must be contiguous."),
+    ("indices-2d", "GDR207", 7, "`ssm_state_indices` must be 1D for packed decode (got ndim=2)."),
+    ("out-head-slice", "GDR208", 8, "`out` must be contiguous."),
+    ("out-permuted", "GDR208", 8, "`out` must be contiguous."),
+    ("indices-on-meta", "GDR209", 9, "All inputs must be on the same device."),
+    ("mixed_qkv-on-meta", "GDR209", 9, "All inputs must be on the same device."),
+    ("a-padded-rows", "GDR210", 10, "Mismatched batch sizes: mixed_qkv.shape[0]=4, a.shape[0]=6, b.shape[0]=4."),
+    ("ab-per-token", "GDR210", 10, "Mismatched batch sizes: mixed_qkv.shape[0]=4, a.shape[0]=8, b.shape[0]=8."),
+    ("indices-per-token", "GDR211", 11, "`ssm_state_indices` must have shape [B] (got (8,); expected (4,))."),
+    ("indices-short", "GDR211", 11, "`ssm_state_indices` must have shape [B] (got (3,); expected (4,))."),
+    ("stacked-pool", "GDR212", 12, "`initial_state` must be a 4D tensor (got ndim=5)."),
+    ("single-slot-state", "GDR212", 12, "`initial_state` must be a 4D tensor (got ndim=3)."),
+    ("pool-kv-transposed", "GDR213", 13, "`initial_state` must be contiguous in the last dim."),
+]
