@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from gdr_check.cli.targets import group_targets
 
 TESTS = Path(__file__).resolve().parent
 SARIF_SCHEMA = json.loads((TESTS / "schemas" / "sarif-schema-2.1.0.json").read_text())
-REPORT_SCHEMA = json.loads((TESTS.parent / "docs" / "schema" / "report-v1.json").read_text())
+REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Every output format on the same diagnostics: golden files for the text formats, schema validation for
-SARIF (the pinned OASIS 2.1.0 schema) and for our json / json-lines documents (docs/schema/report-v1.json).
+SARIF (the pinned OASIS 2.1.0 schema) and for our json / json-lines documents (src/gdr_check/schema/report-v1.json).
 
 The golden run checks `ckpt` (the `bad` checkpoint) at tp 2 and 3 with a bfloat16 state pool, reporting:
 GDR111 (config/weights mismatch at a config.json line), GDR121 (a TP error), GDR249 (a kernel-argument
@@ -9,6 +9,7 @@ warning) and GDR253 (an info note). Regenerate with GDR_CHECK_UPDATE_GOLDEN=1 af
 from __future__ import annotations
 
 import json
+from importlib import resources
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,7 +23,7 @@ from gdr_check.cli.formats.github import escape_data, escape_property, workflow_
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden"
 SARIF_SCHEMA = json.loads((TESTS / "schemas" / "sarif-schema-2.1.0.json").read_text())
-REPORT_SCHEMA = json.loads((TESTS.parent / "docs" / "schema" / "report-v1.json").read_text())
+REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 GOLDEN_ARGS = ("ckpt", "--tp", "2,3", "--state-dtype", "bfloat16", "--ignore", "GDR122,GDR123,GDR131",
                "--isolated")
 TEXT_FORMATS = {"full": "txt", "concise": "txt", "github": "txt", "json-lines": "jsonl", "junit": "xml"}

@@ -1,9 +1,11 @@
 """The registry: stable, well-formed rules, and docs generated from it."""
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from gdr_check.checks import RULES
-from gdr_check.checks import docs as rule_docs
 from gdr_check.checks.registry import CATEGORIES
 
 
@@ -33,5 +35,10 @@ def test_non_wrapper_messages_follow_the_rustc_style():
         assert not rule.message[0].isupper(), rule.code
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def test_docs_are_up_to_date():
-    assert rule_docs.main(["--check"]) == 0, "run `python -m gdr_check.checks.docs`"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_rules_doc.py"),
+                           str(ROOT / "docs" / "rules.md"), "--check"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

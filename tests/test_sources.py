@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import gdr_check.sources
 from fixtures_sources import (
     INDEX_NAME, header_for, make_hf_cache_repo, qwen3_next_config, qwen3_next_layer, write_json,
     write_raw_safetensors, write_safetensors, write_sharded,
@@ -700,7 +702,7 @@ def test_hostile_names_stay_on_one_short_line(tmp_path):
 
 def test_every_source_rule_is_raised_somewhere():
     source_codes = {code for code, rule in RULES.items() if rule.scope == "source"}
-    sources_dir = Path(__file__).resolve().parent.parent / "sources"
+    sources_dir = Path(gdr_check.sources.__file__).resolve().parent
     text = "".join(p.read_text() for p in sources_dir.glob("*.py"))
     assert {code for code in source_codes if f'"{code}"' in text or f"{code!r}" in text} | {"GDR020", "GDR040"} == source_codes
     tested = {code for _, code, _ in CASES.values()} | {"GDR005", "GDR042"}

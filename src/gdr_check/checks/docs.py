@@ -1,15 +1,10 @@
-"""Generate docs/rules.md from the registry: `python -m gdr_check.checks.docs [--check]`."""
+"""Render the rules reference from the registry (the developer script `scripts/generate_rules_doc.py` writes it
+to `docs/rules.md`; `explain` and SARIF use the per-rule text)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from . import RULES
 from .registry import CATEGORIES, Rule
-
-DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
-
 
 def _wrapper_positions(rule: Rule) -> str:
     names = {"gdn": "GDN", "kda": "KDA"}
@@ -36,7 +31,7 @@ def render() -> str:
     out = [
         "# gdr-check rules",
         "",
-        "Generated from the rule registry by `python -m gdr_check.checks.docs`; do not edit by hand.",
+        "Generated from the rule registry by `python scripts/generate_rules_doc.py docs/rules.md`; do not edit by hand.",
         "Wrapper-enforced kernel rules quote the reference wrapper's message exactly (sglang 0.5.23).",
         "",
         "| code | name | severity | summary |",
@@ -50,21 +45,3 @@ def render() -> str:
             out += ["", f"## {prefix}xx: {title}", ""]
             out += [render_rule(r) for r in group]
     return "\n".join(out).rstrip() + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    text = render()
-    if "--check" in argv:
-        current = DOCS_PATH.read_text(encoding="utf-8") if DOCS_PATH.exists() else ""
-        if current != text:
-            print(f"{DOCS_PATH} is out of date: run `python -m gdr_check.checks.docs`", file=sys.stderr)
-            return 1
-        return 0
-    DOCS_PATH.write_text(text, encoding="utf-8")
-    print(f"wrote {DOCS_PATH} ({len(RULES)} rules)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
 """`--output-format json`: one stable, versioned document (a `results` list when several targets or TP sizes
-ran). The shape is described by docs/schema/report-v1.json; fields are only ever added."""
+ran). The shape is described by src/gdr_check/schema/report-v1.json; fields are only ever added."""
 
 from __future__ import annotations
 
