@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, released as tomli
+    import tomli as tomllib
 
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
