@@ -7,44 +7,12 @@ follow, by code.
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
 from typing import Any
 
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
 from .call import ENGINES, CallContext, Engine, PackedDecodeCall, Variant
-from .registry import RULES, Finding, Rule, rules_in_scope
-from .rules_kernel import WRAPPER_CLEAR_COVERS, wrapper_checks_clear
-
-
-@dataclass(frozen=True)
-class _Order:
-    """The call rules of one variant in report order, and the same without the rules the all-clear fast path
-    covers (None when the fast path and the registry disagree on what that is: then every call runs every
-    rule, and tests/test_contract_fast_path.py fails)."""
-
-    rules: tuple[Rule, ...]
-    after_clear: tuple[Rule, ...] | None
-
-
-def _ordered_rules(variant: Variant) -> tuple[Rule, ...]:
-    return _rule_order(variant, len(RULES)).rules
-
-
-@functools.lru_cache(maxsize=8)
-def _rule_order(variant: Variant, registered: int) -> _Order:
-    # Sorting the registry on every call was a fifth of the runtime guard's cost; rules are only ever added,
-    # so the registry's size tells when the cached order is stale.
-    rules = rules_in_scope("call")
-    wrapper = sorted((r for r in rules if variant in r.wrapper), key=lambda r: (r.wrapper[variant], r.code))
-    unchecked = [r for r in rules if not r.wrapper]
-    ordered = tuple(wrapper + unchecked)
-    raising = {r.code for r in rules if r.wrapper and r.severity == "error"}
-    after_clear = None
-    if raising == WRAPPER_CLEAR_COVERS:
-        after_clear = tuple(r for r in ordered if r.code not in WRAPPER_CLEAR_COVERS)
-    return _Order(ordered, after_clear)
+from .registry import RULE_SET, Finding, Rule, RuleSet
 
 
 def run_contract(call: PackedDecodeCall, engine: Engine = "sglang") -> Report:
@@ -54,16 +22,16 @@ def run_contract(call: PackedDecodeCall, engine: Engine = "sglang") -> Report:
     return Report(_diagnostics(CallContext.build(call, engine)))
 
 
-def _diagnostics(ctx: CallContext, fast_path: bool = True) -> list[Diagnostic]:
-    """The diagnostics of every call rule on `ctx`, in report order. `fast_path=False` runs every rule even
-    when the wrapper checks are all clear (the tests compare both)."""
-    order = _rule_order(ctx.call.variant, len(RULES))
-    rules = order.rules
-    if fast_path and order.after_clear is not None and wrapper_checks_clear(ctx):
-        rules = order.after_clear  # every covered rule would find nothing: skip them
+def _diagnostics(ctx: CallContext, fast_path: bool = True, rules: RuleSet = RULE_SET) -> list[Diagnostic]:
+    """The diagnostics of every call rule of `rules` on `ctx`, in report order. `fast_path=False` runs every
+    rule even when the wrapper checks are all clear (the tests compare both)."""
+    plan = rules.call_plan(ctx.call.variant)
+    ordered = plan.rules
+    if fast_path and plan.clear(ctx):
+        ordered = plan.after_clear  # every covered rule would find nothing: skip them
     found: list[tuple[Rule, Finding]] = []
     wrapper_stopped = False  # the reference wrapper raises at its first failing check and runs nothing after it
-    for rule in rules:
+    for rule in ordered:
         result = rule.check(ctx)  # type: ignore[misc]
         if result is None:  # most rules find nothing: skip building an empty list
             continue

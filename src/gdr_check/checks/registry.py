@@ -1,9 +1,15 @@
 """The one registry of checks, ruff-style: each rule is a declarative unit with a stable code.
 
 A rule declares its code (`GDR` + three digits, grouped by hundreds), kebab-case name, default severity,
-message template, explanation, typical causes and generic fixes. Rules that examine a kernel call or a
-model carry a `check` function; rules raised by readers (GDR0xx) or the dry-run (GDR3xx) are declared here
-and reported where they are detected. Docs are generated from these declarations.
+message template, explanation, typical causes, generic fixes and an executable example (an input that triggers
+it; tests/test_rule_examples.py runs every one). Rules that examine a kernel call or a model carry a `check`
+function; rules raised by readers (GDR0xx) or the dry-run (GDR3xx) are declared here and reported where they
+are detected. Docs are generated from these declarations.
+
+The rules live in a `RuleSet`; `RULE_SET` is the package's, and the module-level `RULES`, `declare`, `rule`,
+`get` and `rules_in_scope` are its. A rule set also holds each reference wrapper's order of checks, declared
+once per variant as a tuple of codes (`declare_wrapper_order`): the rules' positions ("check N") and the
+contract engine's all-clear fast path are derived from it (`call_plan`).
 """
 
 from __future__ import annotations
@@ -13,9 +19,12 @@ import functools
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, Union
 
 from ..report import Diagnostic, Location, Severity
+
+if TYPE_CHECKING:
+    from .call import CallContext
 
 CATEGORIES: dict[str, str] = {
     "GDR0": "File and format integrity",
@@ -37,6 +46,18 @@ class Finding:
     severity: Severity | None = None
 
 
+class Example(Protocol):
+    """An executable example of a rule: a small input that triggers it (and no other error).
+
+    `text` is what the docs show; `diagnostics` runs the input through the stage that reports the rule
+    (the contract engine for a call, the model checks for a config, ...) with the rules of `rules`."""
+
+    @property
+    def text(self) -> str: ...
+
+    def diagnostics(self, rules: "RuleSet") -> list[Diagnostic]: ...
+
+
 @dataclass(frozen=True)
 class Rule:
     code: str
@@ -47,13 +68,20 @@ class Rule:
     explanation: str
     fixes: tuple[str, ...] = ()
     causes: tuple[str, ...] = ()
-    example: str = ""
+    example: Example | None = None
     engines: str = ""
     # Position of this check in each reference wrapper ("gdn"/"kda" -> 1-based index); empty when the
-    # wrapper does not check it.
+    # wrapper does not check it. Derived from the rule set's wrapper orders, never written by hand.
     wrapper: Mapping[str, int] = field(default_factory=dict)
     scope: str = "call"
     check: Callable[[Any], Finding | Iterable[Finding] | None] | None = None
+    # A wrapper rule's pass predicate: a Python expression that is true only when `check` finds nothing
+    # (it may be false spuriously). It may assume that the predicates of the checks before it in each
+    # wrapper's order hold. Its names: `ctx`, `c` (the call), the call's tensors `mixed_qkv`, `a`, `b`,
+    # `A_log`, `dt_bias`, `state`, `out`, `indices`, the context's `B`, `HV`, `V`, `K`, `qkv_dim`, and the
+    # globals of the module that defines `check`. An expression, not a function: the engine joins the
+    # predicates of a wrapper into one compiled function (`call_plan`), as fast as a hand-written one.
+    clear: str = ""
 
     @property
     def is_wrapper_check(self) -> bool:
@@ -109,54 +137,181 @@ class Rule:
         return re.compile("".join(parts))
 
 
+_CODE = re.compile(r"^GDR\d{3}$")
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+# One step of a wrapper: a code, or the codes that share one position (K = 0 fails at the Q-size check with
+# a ZeroDivisionError instead of its ValueError: GDR227 shares GDR218's step).
+Step = Union[str, "tuple[str, ...]"]
+
+_CLEAR_PREAMBLE = (
+    "    c = ctx.call\n"
+    "    mixed_qkv, a, b, A_log, dt_bias = c.mixed_qkv, c.a, c.b, c.A_log, c.dt_bias\n"
+    "    state, out, indices = c.initial_state, c.out, c.ssm_state_indices\n"
+    "    B, HV, V, K, qkv_dim = ctx.B, ctx.HV, ctx.V, ctx.K, ctx.qkv_dim\n"
+)
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The call rules of one variant in report order (the wrapper's checks in its order, then the rest by
+    code), the wrapper rules the all-clear fast path covers (those with a pass predicate), the rules left to
+    run when it answers yes, and the fast path itself: `clear(ctx)` is the conjunction of the covered rules'
+    predicates, in the wrapper's order, compiled into one function."""
+
+    rules: tuple[Rule, ...]
+    covered: frozenset[str]
+    after_clear: tuple[Rule, ...]
+    clear: Callable[["CallContext"], bool]
+
+
+class RuleSet:
+    """Rules by code and name, and the reference wrappers' orders of checks."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, Rule] = {}
+        self.by_name: dict[str, Rule] = {}
+        self.wrapper_orders: dict[str, tuple[Step, ...]] = {}
+        self._positions: dict[str, dict[str, int]] = {}  # code -> {variant: position}
+        self._plans: dict[tuple[str, int], CallPlan] = {}
+
+    # -- declaring -------------------------------------------------------------------------------------
+    def declare_wrapper_order(self, variant: str, steps: Sequence[Step]) -> tuple[Step, ...]:
+        """Declare the checks of `variant`'s reference wrapper, in the order it makes them, before their
+        rules: each rule declared afterwards gets its 1-based position from here."""
+        if variant in self.wrapper_orders:
+            raise ValueError(f"the {variant} wrapper order is declared twice")
+        steps = tuple(steps)
+        for position, step in enumerate(steps, 1):
+            for code in (step,) if isinstance(step, str) else step:
+                if code in self.rules:
+                    raise ValueError(f"{code} is declared before the {variant} wrapper order that places it")
+                if variant in self._positions.setdefault(code, {}):
+                    raise ValueError(f"{code} appears twice in the {variant} wrapper order")
+                self._positions[code][variant] = position
+        self.wrapper_orders[variant] = steps
+        return steps
+
+    def declare(self, code: str, name: str, *, severity: Severity = "error", scope: str = "call",
+                **fields: Any) -> Rule:
+        """Register a rule that is reported where it is detected (a reader, the dry-run)."""
+        for key in ("fixes", "causes"):
+            if key in fields:
+                fields[key] = tuple(fields[key])
+        if "wrapper" in fields:
+            raise ValueError(f"{code}: wrapper positions come from the wrapper order, not the rule")
+        wrapper = dict(self._positions.get(code, {}))
+        rule = Rule(code=code, name=name, severity=severity, scope=scope, wrapper=wrapper, **fields)
+        if not _CODE.match(rule.code):
+            raise ValueError(f"bad rule code {rule.code!r}")
+        if not _NAME.match(rule.name):
+            raise ValueError(f"bad rule name {rule.name!r}")
+        if rule.code in self.rules or rule.name in self.by_name:
+            raise ValueError(f"duplicate rule {rule.code} {rule.name}")
+        if rule.clear and not wrapper:
+            raise ValueError(f"{code} has a pass predicate but no wrapper order places it")
+        if rule.clear and rule.severity != "error":
+            raise ValueError(f"{code}: only error-raising wrapper rules have pass predicates")
+        if wrapper and rule.severity == "error" and rule.check is not None and not rule.clear:
+            raise ValueError(f"{code}: an error-raising wrapper rule needs its pass predicate (`clear=`)")
+        if rule.clear:
+            compile(rule.clear, f"<{code} clear>", "eval")  # a syntax error fails at import
+        self.rules[rule.code] = rule
+        self.by_name[rule.name] = rule
+        return rule
+
+    def rule(self, code: str, name: str, *, severity: Severity = "error", scope: str = "call", **fields: Any
+             ) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
+        """Decorator: register a rule whose check function examines a call or model context."""
+
+        def wrap(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            self.declare(code, name, severity=severity, scope=scope, check=check, **fields)
+            return check
+
+        return wrap
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def get(self, code_or_name: str) -> Rule | None:
+        key = code_or_name.strip()
+        return self.rules.get(key.upper()) or self.by_name.get(key.lower())
+
+    def in_scope(self, scope: str) -> list[Rule]:
+        return sorted((r for r in self.rules.values() if r.scope == scope), key=lambda r: r.code)
+
+    def wrapper_steps(self, variant: str) -> list[tuple[Rule, ...]]:
+        """The rules of each step of `variant`'s wrapper, in its order; fails on a code with no rule."""
+        steps = []
+        for step in self.wrapper_orders[variant]:
+            codes = (step,) if isinstance(step, str) else step
+            missing = [code for code in codes if code not in self.rules]
+            if missing:
+                raise LookupError(f"the {variant} wrapper order names undeclared rules: {', '.join(missing)}")
+            steps.append(tuple(self.rules[code] for code in codes))
+        return steps
+
+    def call_plan(self, variant: str) -> CallPlan:
+        """The rules to run on a call of `variant`, their order and the all-clear fast path (cached; rules
+        are only ever added, so the number of rules tells when the cache is stale)."""
+        key = (variant, len(self.rules))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._build_plan(variant)
+        return plan
+
+    def _build_plan(self, variant: str) -> CallPlan:
+        steps = self.wrapper_steps(variant) if variant in self.wrapper_orders else []
+        # Report order: by position, codes sharing a position by code.
+        wrapper = [r for step in steps for r in sorted(step, key=lambda r: r.code) if r.scope == "call"]
+        in_wrapper = {r.code for r in wrapper}
+        rest = [r for r in self.in_scope("call") if r.code not in in_wrapper and not r.wrapper]
+        ordered = tuple(wrapper + rest)
+        # The predicates in the wrapper's order (each may assume the ones before it).
+        predicates = [r for step in steps for r in step if r.clear]
+        covered = frozenset(r.code for r in predicates)
+        return CallPlan(ordered, covered, tuple(r for r in ordered if r.code not in covered),
+                        _compile_clear(variant, predicates))
+
+
+def _compile_clear(variant: str, predicates: list[Rule]) -> Callable[["CallContext"], bool]:
+    """One function returning the conjunction of the predicates. When every predicate's rule is defined in
+    one module, the function is compiled with that module's globals (a name such as `next_power_of_2` is
+    looked up when the function runs, as in the rule); otherwise each module's predicates are compiled
+    apart and called in turn."""
+    groups: list[tuple[dict[str, Any], list[Rule]]] = []
+    for rule in predicates:
+        namespace = getattr(rule.check, "__globals__", None) or {}
+        if groups and groups[-1][0] is namespace:
+            groups[-1][1].append(rule)
+        else:
+            groups.append((namespace, [rule]))
+    functions = [_compile_group(f"{variant}_wrapper_checks_clear", namespace, rules) for namespace, rules in groups]
+    if len(functions) == 1:
+        return functions[0]
+    return lambda ctx: all(function(ctx) for function in functions)
+
+
+def _compile_group(name: str, namespace: dict[str, Any], rules: list[Rule]) -> Callable[["CallContext"], bool]:
+    body = " and ".join(f"({r.clear})" for r in rules) or "True"
+    source = f"def {name}(ctx):\n{_CLEAR_PREAMBLE}    return bool({body})\n"
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<{name}: {', '.join(r.code for r in rules)}>", "exec"), namespace, scope)
+    function: Callable[["CallContext"], bool] = scope[name]
+    function.__doc__ = "True only if none of " + ", ".join(r.code for r in rules) + " has a finding."
+    return function
+
+
 _DIAGNOSTIC_FIELDS = ("code", "name", "severity", "message", "fixes", "wrapper", "notes", "location", "bindings",
                       "summary")
 if tuple(f.name for f in dataclasses.fields(Diagnostic)) != _DIAGNOSTIC_FIELDS:  # Rule.diagnostic_with relies on it
     raise RuntimeError("report.Diagnostic's fields changed: update Rule.diagnostic_with")
 
-RULES: dict[str, Rule] = {}
-_BY_NAME: dict[str, Rule] = {}
-_CODE = re.compile(r"^GDR\d{3}$")
-_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-
-
-def _register(rule: Rule) -> Rule:
-    if not _CODE.match(rule.code):
-        raise ValueError(f"bad rule code {rule.code!r}")
-    if not _NAME.match(rule.name):
-        raise ValueError(f"bad rule name {rule.name!r}")
-    if rule.code in RULES or rule.name in _BY_NAME:
-        raise ValueError(f"duplicate rule {rule.code} {rule.name}")
-    RULES[rule.code] = rule
-    _BY_NAME[rule.name] = rule
-    return rule
-
-
-def declare(code: str, name: str, *, severity: Severity = "error", scope: str = "call", **fields: Any) -> Rule:
-    """Register a rule that is reported where it is detected (a reader, the dry-run)."""
-    for key in ("fixes", "causes"):
-        if key in fields:
-            fields[key] = tuple(fields[key])
-    return _register(Rule(code=code, name=name, severity=severity, scope=scope, **fields))
-
-
-def rule(code: str, name: str, *, severity: Severity = "error", scope: str = "call", **fields: Any):
-    """Decorator: register a rule whose check function examines a call or model context."""
-
-    def wrap(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        declare(code, name, severity=severity, scope=scope, check=check, **fields)
-        return check
-
-    return wrap
-
-
-def get(code_or_name: str) -> Rule | None:
-    key = code_or_name.strip()
-    return RULES.get(key.upper()) or _BY_NAME.get(key.lower())
-
-
-def rules_in_scope(scope: str) -> list[Rule]:
-    return sorted((r for r in RULES.values() if r.scope == scope), key=lambda r: r.code)
+RULE_SET = RuleSet()
+RULES: dict[str, Rule] = RULE_SET.rules
+declare = RULE_SET.declare
+rule = RULE_SET.rule
+get = RULE_SET.get
+rules_in_scope = RULE_SET.in_scope
+declare_wrapper_order = RULE_SET.declare_wrapper_order
 
 
 def findings_of(result: Finding | Iterable[Finding] | None) -> list[Finding]:

@@ -1,0 +1,127 @@
+"""Executable examples of the kernel-call rules: a small packed-decode call that triggers each one.
+
+Every example starts from one valid base call (B=4 rows, 8 state slots, K=V=8; GDN with H=2 key and HV=4
+value heads, KDA with H=HV=4) on `cuda:0` and changes a few arguments. It is described by TensorSpecs, so it
+runs without torch or a GPU; `diagnostics` puts it through the contract engine. The docs show `text`, and
+tests/test_rule_examples.py asserts that each example fires its own rule and no other error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..tensors import TensorSpec
+
+if TYPE_CHECKING:
+    from ..report import Diagnostic
+    from .registry import RuleSet
+
+BATCH, SLOTS, HEAD_K, HEAD_V, VALUE_HEADS = 4, 8, 8, 8, 4
+KEY_HEADS = {"gdn": 2, "kda": 4}  # KDA (Kimi style): H = HV
+BASE_TEXT = (f"the base call: B={BATCH}, {SLOTS} slots, K=V={HEAD_K}, HV={VALUE_HEADS} value heads (GDN: H=2 "
+             f"key heads, KDA: H=HV), activations bf16 except `b` (fp32), A_log/dt_bias/state fp32, int32 slots "
+             f"3, 1, 5, 2, scale K**-0.5, use_qk_l2norm_in_kernel=True, on cuda:0")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A changed tensor argument; fields left None keep the base argument's dtype, device and storage."""
+
+    shape: tuple[int, ...]
+    dtype: str | None = None
+    stride: tuple[int, ...] | None = None
+    device: str | None = None
+    values: tuple[int | float, ...] | None = None
+    storage: int | None = None
+
+    def text(self) -> str:
+        parts = [f"{self.dtype or ''} [{', '.join(map(str, self.shape))}]".strip()]
+        if self.stride is not None:
+            parts.append(f"strides ({', '.join(map(str, self.stride))})")
+        if self.device is not None:
+            parts.append(f"on {self.device}")
+        if self.values is not None:
+            parts.append(f"values {list(self.values)}")
+        if self.storage is not None:
+            parts.append(f"in the buffer of `{_STORAGE_NAMES[self.storage]}`")
+        return ", ".join(parts)
+
+
+def spec(*shape: int, dtype: str | None = None, stride: tuple[int, ...] | None = None, device: str | None = None,
+         values: tuple[int | float, ...] | None = None, storage: str | None = None) -> Tensor:
+    """A changed tensor of `shape`; `storage` names the base argument whose buffer it lies in."""
+    return Tensor(tuple(shape), dtype, stride, device, values, _STORAGES[storage] if storage else None)
+
+
+_ARGUMENT_ORDER = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "ssm_state_indices")
+_STORAGES = {name: number for number, name in enumerate(_ARGUMENT_ORDER, 1)}
+_STORAGE_NAMES = {number: name for name, number in _STORAGES.items()}
+
+
+def base_arguments(variant: str, device: str = "cuda:0") -> dict[str, Any]:
+    """The keyword arguments of the valid base call (TensorSpecs and values)."""
+    H, HV, K, V, B = KEY_HEADS[variant], VALUE_HEADS, HEAD_K, HEAD_V, BATCH
+    gate = HV * K if variant == "kda" else HV
+    shapes = {
+        "mixed_qkv": ((B, 2 * H * K + HV * V), "bfloat16"), "a": ((B, gate), "bfloat16"), "b": ((B, HV), "float32"),
+        "A_log": ((HV,), "float32"), "dt_bias": ((gate,), "float32"),
+        "initial_state": ((SLOTS, HV, V, K), "float32"), "out": ((B, 1, HV, V), "bfloat16"),
+        "ssm_state_indices": ((B,), "int32"),
+    }
+    arguments: dict[str, Any] = {
+        name: TensorSpec.of(shape, dtype, device, storage=_STORAGES[name],
+                            values=(3, 1, 5, 2) if name == "ssm_state_indices" else None)
+        for name, (shape, dtype) in shapes.items()
+    }
+    arguments.update(scale=K ** -0.5, use_qk_l2norm_in_kernel=True)
+    if variant == "kda":
+        arguments["lower_bound"] = None
+    return arguments
+
+
+@dataclass(frozen=True)
+class CallExample:
+    """The base call of `variant` with `changes` (argument -> `spec(...)` or a value), checked for `engine`.
+
+    `reachable=False` marks a check no call can trigger (GDR220): its example shows the call that comes
+    closest, and the test asserts that it stays quiet."""
+
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    note: str = ""
+    variant: str = "gdn"
+    engine: str = "sglang"
+    device: str = "cuda:0"
+    reachable: bool = True
+
+    @property
+    def text(self) -> str:
+        head = f"{self.variant.upper()} call, {self.engine}"
+        if self.device != "cuda:0":
+            head += f", every tensor on {self.device}"
+        lines = [f"# {head}: the base call" + (" with" if self.changes else "")]
+        for name, value in self.changes.items():
+            lines.append(f"{name} = {value.text() if isinstance(value, Tensor) else repr(value)}")
+        if self.note:
+            lines.append(f"# {self.note}")
+        return "\n".join(lines)
+
+    def call(self) -> Any:
+        from .call import PackedDecodeCall
+
+        arguments = base_arguments(self.variant, self.device)
+        for name, value in self.changes.items():
+            if isinstance(value, Tensor):
+                base: TensorSpec = arguments[name]
+                value = TensorSpec.of(
+                    value.shape, value.dtype or base.dtype, value.device or base.device, stride=value.stride,
+                    values=value.values, storage=value.storage if value.storage is not None else base.storage,
+                )
+            arguments[name] = value
+        return PackedDecodeCall(variant=self.variant, **arguments)  # type: ignore[arg-type]
+
+    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+        from .call import CallContext
+        from .contract import _diagnostics
+
+        return _diagnostics(CallContext.build(self.call(), self.engine), rules=rules)  # type: ignore[arg-type]

@@ -1,0 +1,445 @@
+"""GDR240-GDR256: the preconditions the packed-decode kernels assume without checking.
+
+No wrapper raises for these (kernel-contract.md U1-U18): the kernel runs and gives wrong output or state,
+crashes the process's CUDA context, or just runs slowly. The contract engine reports them after the wrapper
+checks, by code. Fixes are computed from the numbers in the call (kernel_causes).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .call import GRID_DIM_LIMIT, CallContext, next_power_of_2
+from .examples import CallExample, spec
+from .kernel_causes import live_rows, padding_rows, wrapped_skip
+from .registry import Finding, rule
+
+GDN_ENGINES = "sglang 0.5.23 and vLLM (same check, same message)."
+KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."
+
+
+# -- GDR240+: what the kernels assume without checking ---------------------------------------------------
+@rule(
+    "GDR240", "state-pool-inner-layout-not-dense",
+    summary="the state pool's inner [HV, V, K] block is not dense",
+    message="`initial_state` inner strides are {inner}, the kernel assumes ({VK}, {K}, 1)",
+    explanation=(
+        "The kernel addresses slot s, head j, row v, column k at `s*stride(0) + j*V*K + v*K + k`: only the "
+        "slot pitch `stride(0)` is taken from the tensor, the inner [HV, V, K] block is assumed dense. A "
+        "permuted pool ([S, V, HV, K] viewed as [S, HV, V, K]) or a K-padded pool passes every wrapper check "
+        "and silently produces wrong output and state (kernel-contract.md U1). Page-padded slot pitches are "
+        "fine."
+    ),
+    causes=("a pool stored [S, V, HV, K] and permuted", "a pool padded in K (row stride > K)",
+            "a head slice of a wider pool"),
+    fixes=("store the pool with a dense [HV, V, K] block per slot; any slot pitch is fine",),
+    engines="sglang 0.5.23 and vLLM Triton kernels (sglang's CUDA KDA path checks it).",
+    example=CallExample({"initial_state": spec(8, 4, 8, 8, stride=(256, 8, 32, 1))}, "a [S, V, HV, K] pool permuted"),
+)
+def state_inner_layout(ctx: CallContext):
+    spec = ctx.state
+    if spec.ndim != 4 or ctx.K is None or spec.stride[-1] != 1:
+        return None
+    HV, V, K = ctx.HV, ctx.V, ctx.K
+    if not (HV and V and K):  # an empty [HV, V, K] block: nothing is addressed
+        return None
+    want = (V * K, K, 1)
+    got = spec.stride[1:]
+    if got == want:  # the usual dense pool, decided without the per-axis loop below
+        return None
+    # Size-1 axes are never stepped over, so their stride is irrelevant.
+    if all(size == 1 or g == w for size, g, w in zip(spec.shape[1:], got, want)):
+        return None
+    if HV > 1 and V > 1 and got[0] < got[1]:
+        fix = (f"the pool is a permuted view (head stride {got[0]} < row stride {got[1]}, e.g. stored "
+               f"[S, V, HV, K]): store it physically as [S, HV, V, K]")
+    elif got[1] > K:
+        fix = (f"the pool is padded in K (row stride {got[1]} > K={K}): allocate it with V rows of exactly "
+               f"K={K} elements")
+    else:
+        fix = (f"the [HV, V, K] block is not dense (strides {got}): take a per-layer view whose slot block is "
+               f"contiguous, e.g. `pool[layer]` of a stacked pool, not a head slice")
+    return Finding({"inner": tuple(got), "VK": V * K, "K": K}, [fix], argument="initial_state")
+
+
+@rule(
+    "GDR241", "slot-indices-out-of-range",
+    summary="a slot index is past the end of the pool",
+    message="`ssm_state_indices` holds slot {slot} at row {row}, but the pool has {S} slots (0..{last})",
+    explanation=(
+        "Nothing checks 0 <= index < S. An index just past the end of a view silently overwrites the "
+        "neighbouring memory; one far past the end raises `CUDA error: an illegal memory access`, after "
+        "which every CUDA call in the process fails (kernel-contract.md U3)."
+    ),
+    causes=("a slot table sized for a larger pool", "uint8 indices where -1 became 255",
+            "a per-layer pool with fewer slots than the allocator hands out"),
+    fixes=("size the pool for every slot the allocator can hand out (sglang: size+1 rows)",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"ssm_state_indices": spec(4, values=(3, 1, 9, 2))}, "slot 9 in a pool of 8 slots"),
+)
+def indices_in_range(ctx: CallContext):
+    live = live_rows(ctx)
+    if live is None or ctx.S is None:
+        return None
+    bad = [(row, slot) for row, slot in live if slot >= ctx.S]
+    findings = []
+    for row, slot in bad[:3]:
+        fix = (f"grow the pool to at least {max(s for _, s in bad) + 1} slots, or fix the slot table "
+               f"(largest index {max(s for _, s in bad)})")
+        findings.append(Finding({"slot": slot, "row": row, "S": ctx.S, "last": ctx.S - 1}, [fix],
+                                argument="ssm_state_indices"))
+    return findings
+
+
+@rule(
+    "GDR242", "duplicate-slot-indices",
+    summary="two rows of one batch update the same slot",
+    message="slot {slot} is used by rows {rows} of one batch",
+    explanation=(
+        "Programs of different rows read and write their slot concurrently. Two rows on one slot race: "
+        "the slot ends up with one row's update, the other's, or an element-wise mixture, and both outputs "
+        "come from the pre-step state (kernel-contract.md U5). An index tensor expanded with stride 0 "
+        "guarantees this."
+    ),
+    causes=("an index tensor made with `.expand(B)` (stride 0)", "two requests given the same slot"),
+    fixes=("give every live request its own slot; padding rows use -1",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"ssm_state_indices": spec(4, values=(3, 3, 5, 2))}, "two requests given slot 3"),
+)
+def duplicate_slots(ctx: CallContext):
+    spec = ctx.indices
+    if spec is not None and spec.shape[0] > 1 and spec.stride[0] == 0:
+        live = live_rows(ctx)
+        if live is None or live:
+            slot = live[0][1] if live else "?"
+            return Finding({"slot": slot, "rows": f"0..{spec.shape[0] - 1}"},
+                           ["`ssm_state_indices` has stride 0 (an expanded tensor): every row names the same "
+                            "slot; build a real [B] tensor of distinct slots"],
+                           notes=["stride-0 index tensor: the rows cannot name different slots"],
+                           argument="ssm_state_indices")
+    live = live_rows(ctx)
+    if not live:
+        return None
+    values = ctx.call.ssm_state_indices.values or ()
+    padding_start = len(values) - padding_rows(values) if ctx.engine == "sglang" else len(values)
+    rows_by_slot: dict[int, list[int]] = {}
+    for row, slot in live:
+        if row < padding_start:
+            rows_by_slot.setdefault(slot, []).append(row)
+    findings = []
+    for slot, rows in rows_by_slot.items():
+        if len(rows) > 1:
+            findings.append(Finding({"slot": slot, "rows": ", ".join(map(str, rows))},
+                                    [f"give row {rows[1]} its own slot" if len(rows) == 2 else
+                                     f"give rows {', '.join(map(str, rows[1:]))} their own slots"],
+                                    argument="ssm_state_indices"))
+    return findings
+
+
+@rule(
+    "GDR243", "slot-index-dtypes",
+    summary="`ssm_state_indices` is not int32 or int64",
+    message="`ssm_state_indices` has dtype {dtype}; the kernel expects int32 or int64",
+    explanation=(
+        "Any dtype is accepted and converted after the load: floats are truncated (1.7 -> slot 1), bool reads "
+        "as 0/1, and uint8 cannot hold the -1 skip sentinel (it becomes 255, out of range) "
+        "(kernel-contract.md U6)."
+    ),
+    fixes=("use int32 indices (what sglang passes) or int64",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"ssm_state_indices": spec(4, dtype="float32", values=(3, 1, 5, 2))}, "`slots.float()`"),
+)
+def index_dtype(ctx: CallContext):
+    spec = ctx.call.ssm_state_indices
+    if spec.dtype in ("int32", "int64"):
+        return None
+    fixes = [f"convert with `.to(torch.int32)` (got {spec.dtype})"]
+    wrapped = [row for row, v in enumerate(spec.values or ()) if wrapped_skip(ctx, v)]
+    if wrapped:
+        rows = f"rows {', '.join(map(str, wrapped[:8]))} hold" if len(wrapped) > 1 else f"row {wrapped[0]} holds"
+        fixes.insert(0, f"{rows} 255: a -1 padding sentinel that uint8 "
+                        f"cannot represent, so the kernel writes slot 255 instead of skipping the row")
+    return Finding({"dtype": spec.dtype}, fixes, argument="ssm_state_indices")
+
+
+@rule(
+    "GDR244", "grid-limit-exceeded",
+    summary="the launch grid exceeds CUDA's 65535 limit",
+    message="the launch grid needs {what} = {value} > 65535, the CUDA grid limit: the launch fails",
+    explanation=(
+        "sglang's GDN packed decode launches a (NV, B*HV) grid; CUDA caps grid dimension 1 at 65535, so "
+        "B*HV > 65535 fails at launch with `Triton Error [CUDA]: invalid argument` (kernel-contract.md U7). "
+        "That is B >= 2048 at HV = 32 and B >= 1024 at HV = 64. The KDA kernel launches (NV, B, HV): B and HV "
+        "must each be <= 65535. vLLM splits the GDN grid when needed."
+    ),
+    causes=("a large decode batch on a rank with many value heads",),
+    fixes=("cap the decode batch below 65536 // HV", "raise TP to lower HV per rank"),
+    engines="sglang 0.5.23 (GDN and KDA); vLLM splits the GDN grid.",
+    example=CallExample({"mixed_qkv": spec(16384, 64), "a": spec(16384, 4), "b": spec(16384, 4),
+                         "out": spec(16384, 1, 4, 8), "ssm_state_indices": spec(16384)},
+                        "B=16384 rows of HV=4 heads: B*HV = 65536"),
+)
+def grid_limit(ctx: CallContext):
+    if ctx.B is None or ctx.HV is None:
+        return None
+    B, HV = ctx.B, ctx.HV
+    if ctx.variant == "gdn":
+        if ctx.engine == "vllm" or B * HV <= GRID_DIM_LIMIT:
+            return None
+        return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV},
+                       [f"cap the decode batch at {GRID_DIM_LIMIT // HV} (65535 // HV={HV}), or raise TP so "
+                        f"that each rank has fewer value heads"], argument="mixed_qkv")
+    for what, value in (("B", B), ("HV", HV)):
+        if value > GRID_DIM_LIMIT:
+            return Finding({"what": what, "value": value}, [f"keep {what} <= 65535"], argument="mixed_qkv")
+    return None
+
+
+@rule(
+    "GDR245", "invalid-scales",
+    summary="`scale` is missing, not a number, or not positive",
+    message="`scale` is {value!r}; the kernel needs a positive float (typically K**-0.5 = {expected})",
+    explanation=(
+        "The wrapper does not validate `scale`: None fails inside Triton's compiler, 0.0 gives an all-zero "
+        "`out`, and negative or non-finite values are accepted and give wrong output (kernel-contract.md "
+        "U11). The neighbouring wrappers assert `scale > 0`."
+    ),
+    fixes=("pass `scale = head_k_dim ** -0.5`",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"scale": None}),
+)
+def scale_valid(ctx: CallContext):
+    scale = ctx.call.scale
+    expected = ctx.K ** -0.5 if ctx.K else "K**-0.5"
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        return Finding({"value": scale, "expected": expected},
+                       [f"pass `scale={expected}` (head_k_dim ** -0.5)" if ctx.K else "pass head_k_dim ** -0.5"],
+                       argument="scale")
+    return None
+
+
+@rule(
+    "GDR246", "out-aliases-inputs",
+    summary="`out` shares memory with an input",
+    message="`out` overlaps `{other}` in memory",
+    explanation=(
+        "Programs read `mixed_qkv`, `a`, `b` and the pool while other programs write `out`, so overlapping "
+        "memory gives order-dependent results (kernel-contract.md U17)."
+    ),
+    fixes=("allocate `out` separately",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"out": spec(4, 1, 4, 8, storage="mixed_qkv")}, "`out` inside the `mixed_qkv` buffer"),
+)
+def out_aliasing(ctx: CallContext):
+    out = ctx.call.out
+    findings = []
+    for name in ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "ssm_state_indices"):
+        other = getattr(ctx.call, name)
+        # Separate allocations have different storages: compare those before the byte spans.
+        if other.storage == out.storage and out.overlaps(other):
+            findings.append(Finding({"other": name}, [f"allocate `out` in its own buffer, not inside `{name}`"],
+                                    argument="out"))
+    return findings
+
+
+@rule(
+    "GDR247", "live-requests-in-slot-zero",
+    summary="a live request uses slot 0, which sglang reserves for padding",
+    message="row {row} uses slot 0, which sglang reserves as the dummy slot that padding rows write",
+    explanation=(
+        "sglang's allocator hands out slots 1..size; slot 0 is a dummy write target for CUDA-graph padding "
+        "rows (the zero-initialised request-to-slot table). A live request in slot 0 shares it with every "
+        "padding row, which overwrite its state. Trailing rows at slot 0 are taken as padding. vLLM skips "
+        "index 0 (NULL_BLOCK_ID) instead."
+    ),
+    fixes=("hand out slots from 1; padding rows use -1 or trail the batch",),
+    engines="sglang 0.5.23 (padding convention).",
+    example=CallExample({"ssm_state_indices": spec(4, values=(0, 1, 5, 2))}, "a live request in slot 0"),
+)
+def slot_zero(ctx: CallContext):
+    spec = ctx.call.ssm_state_indices
+    if ctx.engine != "sglang" or spec.values is None or spec.ndim != 1:
+        return None
+    live_end = len(spec.values) - padding_rows(spec.values)
+    rows = [row for row, v in enumerate(spec.values[:live_end]) if int(v) == 0]
+    return [Finding({"row": row}, ["give this request a slot from 1..size, or mark a padding row with -1"],
+                    argument="ssm_state_indices") for row in rows[:3]]
+
+
+@rule(
+    "GDR248", "head-dims-spill-registers", severity="warning",
+    summary="K is large enough to spill registers",
+    message="head dim K={K} needs a [{BV}, {BK}] fp32 state tile per warp: registers spill past K = 128",
+    explanation=(
+        "The kernel holds a [BV, BK] fp32 tile in one warp. Past K = 128 it spills (K = 256: 190 spills; "
+        "K = 512: 1214 spills and about 5x slower; K = 1024: 2678 spills, 10x slower and a 6.6 s compile). "
+        "Results stay correct (kernel-contract.md U13)."
+    ),
+    fixes=("expect slower decode; keep head_k_dim <= 128 where the model allows",),
+    engines="sglang 0.5.23 and vLLM Triton kernels.",
+    example=CallExample({"mixed_qkv": spec(4, 1056), "initial_state": spec(8, 4, 8, 256), "scale": 256 ** -0.5},
+                        "K=256"),
+)
+def register_spills(ctx: CallContext):
+    if not ctx.K or ctx.K <= 128:
+        return None
+    return Finding({"K": ctx.K, "BK": next_power_of_2(ctx.K), "BV": min(next_power_of_2(ctx.V or 1), 32)},
+                   argument="initial_state")
+
+
+@rule(
+    "GDR249", "low-precision-states", severity="warning",
+    summary="the recurrent state is kept in 16-bit precision",
+    message="`initial_state` is {dtype}: the state is rounded to {dtype} at every step",
+    explanation=(
+        "The kernel computes in fp32 and stores the state back in the pool's dtype. A bf16 state rounds every "
+        "step (rms relative error about 2.6e-3, steady over 256 steps); sglang reported GSM8K 0.955 with fp32 "
+        "against 0.945 with bf16 on Qwen3-Next (kernel-contract.md U8)."
+    ),
+    fixes=("keep the SSM state in float32 (`--mamba-ssm-dtype float32`)",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"initial_state": spec(8, 4, 8, 8, dtype="bfloat16")}, "a bf16 state pool"),
+)
+def state_precision(ctx: CallContext):
+    dtype = ctx.state.dtype
+    if dtype not in ("bfloat16", "float16"):
+        return None
+    return Finding({"dtype": dtype}, ["allocate the pool in float32 if memory allows (2x the state bytes)"],
+                   argument="initial_state")
+
+
+@rule(
+    "GDR250", "qk-l2norm-disabled", severity="warning",
+    summary="`use_qk_l2norm_in_kernel` is False",
+    message="`use_qk_l2norm_in_kernel` is False, while sglang and vLLM decode these models with True",
+    explanation=(
+        "The flag defaults to False but the engines pass True for Qwen3-Next/3.5 and Kimi-Linear. The wrong "
+        "value gives silently wrong output: magnitude about 7.6 instead of 0.05 in one test "
+        "(kernel-contract.md U15)."
+    ),
+    fixes=("pass `use_qk_l2norm_in_kernel=True` unless the model normalises q and k itself",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"use_qk_l2norm_in_kernel": False}),
+)
+def l2norm_flag(ctx: CallContext):
+    if ctx.call.use_qk_l2norm_in_kernel:
+        return None
+    return Finding(argument="mixed_qkv")
+
+
+@rule(
+    "GDR251", "cpu-tensors", severity="warning",
+    summary="the tensors are on the CPU",
+    message="all tensors are on {device}: the Triton kernel cannot run there outside the interpreter",
+    explanation=(
+        "The device check only compares devices, so all-CPU tensors pass it and then fail inside Triton with "
+        "`Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)` (kernel-contract.md U16). "
+        "They run only under `TRITON_INTERPRET=1`."
+    ),
+    fixes=("move the tensors to the GPU",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({}, device="cpu"),
+)
+def cpu_tensors(ctx: CallContext):
+    c = ctx.call  # every tensor argument (TENSOR_ARGUMENTS), spelt out: this rule runs on every guarded call
+    if (c.mixed_qkv.device == c.a.device == c.b.device == c.A_log.device == c.dt_bias.device == c.initial_state.device
+            == c.out.device == c.ssm_state_indices.device == "cpu"):
+        return Finding({"device": "cpu"}, argument="mixed_qkv")
+    return None
+
+
+@rule(
+    "GDR252", "empty-batches", severity="info",
+    summary="the batch is empty",
+    message="the batch is empty (B=0): the call is a no-op",
+    explanation="With no rows the kernel launches an empty grid and returns (kernel-contract.md U18).",
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"mixed_qkv": spec(0, 64), "a": spec(0, 4), "b": spec(0, 4), "out": spec(0, 1, 4, 8),
+                         "ssm_state_indices": spec(0, values=())}, "B=0"),
+)
+def empty_batch(ctx: CallContext):
+    return Finding(argument="mixed_qkv") if ctx.B == 0 else None
+
+
+@rule(
+    "GDR253", "beta-rounded-to-gate-dtype", severity="info",
+    summary="sglang rounds beta to `b`'s dtype",
+    message="sglang 0.5.23 rounds beta = sigmoid(b) to {dtype} before the update",
+    explanation=(
+        "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a bf16 `b` "
+        "perturbs beta by up to 2^-9 relative. Against an fp32-beta reference the state differs by about 1e-3 "
+        "relative, bounded over steps. vLLM (since PR #53877) keeps beta in fp32 (kernel-contract.md §6.1, §8)."
+    ),
+    fixes=("compare against references with the same beta semantics",),
+    engines="sglang 0.5.23 GDN only.",
+    example=CallExample({"b": spec(4, 4, dtype="bfloat16")}, "a bf16 `b`, rounded by sglang 0.5.23"),
+)
+def beta_rounding(ctx: CallContext):
+    dtype = ctx.call.b.dtype
+    if ctx.variant != "gdn" or ctx.engine != "sglang" or dtype in ("float32", "float64"):
+        return None
+    return Finding({"dtype": dtype}, argument="b")
+
+
+@rule(
+    "GDR254", "positive-lower-bounds", severity="warning",
+    summary="KDA `lower_bound` is not negative",
+    message="`lower_bound` is {value}: the safe gate g = lower_bound * sigmoid(...) must be negative to decay",
+    explanation=(
+        "With `lower_bound` set, the KDA gate is g = lower_bound * sigmoid(exp(A_log) * z) and the state is "
+        "multiplied by exp(g). A positive bound makes exp(g) > 1: the state grows at every step."
+    ),
+    fixes=("pass a negative bound (the safe gate's lower limit for g)",),
+    engines=KDA_ENGINES,
+    example=CallExample({"lower_bound": 1.0}, variant="kda"),
+)
+def lower_bound_sign(ctx: CallContext):
+    bound = ctx.call.lower_bound
+    if ctx.variant != "kda" or bound is None:
+        return None
+    if isinstance(bound, (int, float)) and not isinstance(bound, bool) and bound < 0:
+        return None
+    return Finding({"value": bound}, argument="lower_bound")
+
+
+@rule(
+    "GDR255", "scales-not-inverse-sqrt-head-dim", severity="info",
+    summary="`scale` is not K**-0.5",
+    message="`scale` is {value!r}, not K**-0.5 = {expected} for K={K}",
+    explanation="sglang and vLLM pass `head_k_dim ** -0.5`. Another value is legal but usually a mistake "
+                "(an int, or the full-attention head_dim's scale).",
+    fixes=("pass `scale = head_k_dim ** -0.5`",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"scale": 0.5}, "K**-0.5 is 0.354 for K=8"),
+)
+def scale_convention(ctx: CallContext):
+    scale = ctx.call.scale
+    if not ctx.K or isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
+            or scale <= 0:
+        return None
+    expected = ctx.K ** -0.5
+    if isinstance(scale, float) and math.isclose(scale, expected, rel_tol=1e-3):
+        return None
+    return Finding({"value": scale, "expected": expected, "K": ctx.K}, argument="scale")
+
+
+@rule(
+    "GDR256", "zero-value-head-dims",
+    summary="the pool has V = 0",
+    message=("`initial_state` has V=0 (shape {shape}): the wrapper raises ZeroDivisionError when it sizes "
+             "the value tiles"),
+    explanation=(
+        "After its last check the wrapper computes BV = min(next_power_of_2(V), 32) and NV = cdiv(V, BV); "
+        "with V = 0, BV is 0 and the division raises ZeroDivisionError before any launch."
+    ),
+    fixes=("allocate the pool as [S, HV, V, K] with V = head_v_dim",),
+    engines=GDN_ENGINES,
+    example=CallExample({"mixed_qkv": spec(4, 32), "initial_state": spec(8, 4, 0, 8), "out": spec(4, 1, 4, 0)},
+                        "a pool with V=0"),
+)
+def value_head_dim_zero(ctx: CallContext):
+    if ctx.V != 0 or not ctx.K:
+        return None
+    return Finding({"shape": tuple(ctx.state.shape)},
+                   [f"the pool's V axis (dim -2) is 0: allocate [S, {ctx.HV}, head_v_dim, {ctx.K}]"],
+                   argument="initial_state")
