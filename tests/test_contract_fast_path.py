@@ -1,9 +1,10 @@
 """The contract engine's all-clear fast path for the wrapper checks agrees with running every rule.
 
-`rules_kernel.wrapper_checks_clear` evaluates the pass conditions of the error-raising wrapper rules at once;
-when it answers True the engine skips those rules. The rules stay the source of truth, so:
-- the fast path covers exactly the registry's error-raising wrapper rules (a new wrapper rule must be added
-  to it, or the engine turns the fast path off and the first test fails);
+`RuleSet.call_plan(variant).clear` is the pass predicates of the variant's error-raising wrapper rules (each
+declared beside its check), compiled into one function; when it answers True the engine skips those rules.
+The rules stay the source of truth, so:
+- the fast path covers exactly the variant's error-raising wrapper rules (a rule without a predicate cannot be
+  declared);
 - where it answers True, every covered rule finds nothing (soundness), on random near-valid and absurd calls;
 - the reports with and without the fast path are identical (codes, messages, fixes, bindings, order);
 - healthy calls, including the awkward-but-valid layouts, do take it.
@@ -17,9 +18,8 @@ from hypothesis import strategies as st
 
 from gdr_check import TensorSpec
 from gdr_check.checks.call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
-from gdr_check.checks.contract import _diagnostics, _rule_order
-from gdr_check.checks.registry import RULES, findings_of, rules_in_scope
-from gdr_check.checks.rules_kernel import WRAPPER_CLEAR_COVERS, wrapper_checks_clear
+from gdr_check.checks.contract import _diagnostics
+from gdr_check.checks.registry import RULE_SET, findings_of, rules_in_scope
 from test_contract_robust import specs as absurd_specs
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
@@ -27,22 +27,21 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None,
 
 
 def test_the_fast_path_covers_exactly_the_raising_wrapper_rules():
-    raising = {r.code for r in rules_in_scope("call") if r.wrapper and r.severity == "error"}
-    assert WRAPPER_CLEAR_COVERS == raising
     for variant in ("gdn", "kda"):
-        order = _rule_order(variant, len(RULES))
-        assert order.after_clear is not None
-        assert [r.code for r in order.after_clear] == [r.code for r in order.rules
-                                                       if r.code not in WRAPPER_CLEAR_COVERS]
+        plan = RULE_SET.call_plan(variant)
+        raising = {r.code for r in rules_in_scope("call") if variant in r.wrapper and r.severity == "error"}
+        assert plan.covered == raising
+        assert [r.code for r in plan.after_clear] == [r.code for r in plan.rules if r.code not in plan.covered]
 
 
 def _agree(call: PackedDecodeCall, engine: str) -> bool:
     """Assert that the fast path is sound and changes nothing on this call; return whether it was taken."""
     ctx = CallContext.build(call, engine)
-    clear = wrapper_checks_clear(ctx)
+    plan = RULE_SET.call_plan(call.variant)
+    clear = plan.clear(ctx)
     if clear:
-        for rule in _rule_order(call.variant, len(RULES)).rules:
-            if rule.code in WRAPPER_CLEAR_COVERS:
+        for rule in plan.rules:
+            if rule.code in plan.covered:
                 assert not findings_of(rule.check(ctx)), (rule.code, call)
     fast = [d.to_dict() for d in _diagnostics(ctx, fast_path=True)]
     slow = [d.to_dict() for d in _diagnostics(ctx, fast_path=False)]

@@ -84,9 +84,9 @@ def test_check_20_is_dead_for_every_K_up_to_1024():
 
 def test_check_20_fires_with_its_template_when_BK_were_smaller_than_K(monkeypatch):
     """The dead check is wired: with a (hypothetical) smaller tile it reports the wrapper's message."""
-    import gdr_check.checks.rules_kernel as rules_kernel
+    import gdr_check.checks.rules_wrapper as rules_wrapper
 
-    monkeypatch.setattr(rules_kernel, "next_power_of_2", lambda n: max(1, n // 2))
+    monkeypatch.setattr(rules_wrapper, "next_power_of_2", lambda n: max(1, n // 2))
     report = check_packed_decode(**_spec_call(8))
     first = report.errors[0]
     assert (first.code, first.wrapper, first.message) == (

@@ -76,9 +76,9 @@ def test_check_23_is_dead_for_every_K_up_to_1024():
 
 
 def test_check_23_fires_with_its_template_when_BK_were_smaller_than_K(monkeypatch):
-    import gdr_check.checks.rules_kernel as rules_kernel
+    import gdr_check.checks.rules_wrapper as rules_wrapper
 
-    monkeypatch.setattr(rules_kernel, "next_power_of_2", lambda n: max(1, n // 2))
+    monkeypatch.setattr(rules_wrapper, "next_power_of_2", lambda n: max(1, n // 2))
     first = check_kda_packed_decode(**_spec_call(16)).errors[0]
     assert (first.code, first.message) == ("GDR220", "Packed decode kernel only supports NK=1 (got K=16, BK=8).")
 

@@ -5,8 +5,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from gdr_check import TensorSpec
 from gdr_check.checks import RULES
-from gdr_check.checks.registry import CATEGORIES
+from gdr_check.checks.call import CallContext, PackedDecodeCall
+from gdr_check.checks.contract import _diagnostics
+from gdr_check.checks.docs import render
+from gdr_check.checks.examples import CallExample, base_arguments, spec
+from gdr_check.checks.registry import CATEGORIES, Finding, RuleSet
+from gdr_check.checks.rules_wrapper import GDN_WRAPPER_ORDER, KDA_WRAPPER_ORDER
 
 
 def test_codes_names_and_severities_are_well_formed():
@@ -25,6 +33,17 @@ def test_wrapper_rules_cover_both_wrappers_in_order():
         positions = sorted(r.wrapper[variant] for r in RULES.values() if variant in r.wrapper)
         # K = 0 shares the Q-size position (ZeroDivisionError instead of ValueError).
         assert sorted(set(positions)) == list(range(1, count + 1)), variant
+        assert len(positions) == count + 1, variant
+    assert RULES["GDR227"].wrapper == {"gdn": RULES["GDR218"].wrapper["gdn"], "kda": RULES["GDR225"].wrapper["kda"]}
+
+
+def test_positions_are_derived_from_the_order_tuples():
+    for variant, order in (("gdn", GDN_WRAPPER_ORDER), ("kda", KDA_WRAPPER_ORDER)):
+        for position, step in enumerate(order, 1):
+            for code in (step,) if isinstance(step, str) else step:
+                assert RULES[code].wrapper[variant] == position, (variant, code)
+        placed = {code for step in order for code in ((step,) if isinstance(step, str) else step)}
+        assert placed == {code for code, rule in RULES.items() if variant in rule.wrapper}
 
 
 def test_non_wrapper_messages_follow_the_rustc_style():
@@ -42,3 +61,93 @@ def test_docs_are_up_to_date():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_rules_doc.py"),
                            str(ROOT / "docs" / "rules.md"), "--check"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+# -- adding a wrapper check: the rule, its place in the order tuple, its example; nothing else ------------------
+def _throwaway_rules(with_new_check: bool) -> RuleSet:
+    """A small rule set shaped like the real one: a wrapper of three checks, then (optionally) a new check
+    between the first two. Only the lines marked NEW differ between the two sets."""
+    rules = RuleSet()
+    order = ["GDR291", "GDR293"]
+    if with_new_check:
+        order.insert(1, "GDR292")  # NEW: its position in the order
+    rules.declare_wrapper_order("gdn", (*order, ("GDR294", "GDR295")))
+
+    @rules.rule("GDR291", "toy-mixed-qkv-not-2d", summary="s", message="`mixed_qkv` must be 2D.", explanation="e",
+                clear="mixed_qkv.ndim == 2", example=CallExample({"mixed_qkv": spec(4, 1, 64)}))
+    def toy_ndim(ctx):
+        return None if ctx.call.mixed_qkv.ndim == 2 else Finding()
+
+    if with_new_check:  # NEW: the rule, with its pass predicate and its example
+        @rules.rule("GDR292", "toy-b-not-fp32", summary="s", message="`b` must be {want} (got {dtype}).",
+                    explanation="e", clear="b.dtype == 'float32'",
+                    example=CallExample({"b": spec(4, 4, dtype="bfloat16")}))
+        def toy_b_dtype(ctx):
+            dtype = ctx.call.b.dtype
+            return None if dtype == "float32" else Finding({"want": "float32", "dtype": dtype})
+
+    @rules.rule("GDR293", "toy-state-not-4d", summary="s", message="`initial_state` must be 4D.", explanation="e",
+                clear="state.ndim == 4", example=CallExample({"initial_state": spec(2, 8, 4, 8, 8)}))
+    def toy_state(ctx):
+        return None if ctx.call.initial_state.ndim == 4 else Finding()
+
+    @rules.rule("GDR294", "toy-q-size", summary="s", message="bad Q size.", explanation="e",
+                clear="K > 0 and (qkv_dim - HV * V) // 2 % K == 0",
+                example=CallExample({"mixed_qkv": spec(4, 56)}))
+    def toy_q(ctx):
+        return Finding() if ctx.K and (ctx.qkv_dim - ctx.HV * ctx.V) // 2 % ctx.K else None
+
+    @rules.rule("GDR295", "toy-k-zero", summary="s", message="K is 0.", explanation="e", clear="K > 0",
+                example=CallExample({"initial_state": spec(8, 4, 8, 0)}))
+    def toy_k(ctx):
+        return Finding() if ctx.K == 0 else None
+
+    return rules
+
+
+def _codes(rules: RuleSet, example: CallExample, fast_path: bool = True) -> list[str]:
+    ctx = CallContext.build(example.call(), example.engine)
+    return [d.code for d in _diagnostics(ctx, fast_path, rules)]
+
+
+def test_adding_a_wrapper_check_needs_only_the_rule_its_position_and_its_example():
+    before, after = _throwaway_rules(False), _throwaway_rules(True)
+    # The order, positions and report order follow the tuple.
+    assert [after.rules[c].wrapper for c in ("GDR291", "GDR292", "GDR293", "GDR294", "GDR295")] == [
+        {"gdn": 1}, {"gdn": 2}, {"gdn": 3}, {"gdn": 4}, {"gdn": 4}]
+    assert before.rules["GDR293"].wrapper == {"gdn": 2}
+    assert [r.code for r in after.call_plan("gdn").rules] == ["GDR291", "GDR292", "GDR293", "GDR294", "GDR295"]
+    # The fast path covers it, answers no on its example and yes on the base call.
+    plan = after.call_plan("gdn")
+    assert plan.covered == {"GDR291", "GDR292", "GDR293", "GDR294", "GDR295"} and plan.after_clear == ()
+    bad = after.rules["GDR292"].example
+    assert not plan.clear(CallContext.build(bad.call()))
+    assert plan.clear(CallContext.build(CallExample().call()))
+    assert before.call_plan("gdn").clear(CallContext.build(bad.call()))  # the old set did not check it
+    # Each example fires exactly its rule, with and without the fast path; the new one's message is filled.
+    for code, rule in after.rules.items():
+        assert _codes(after, rule.example) == _codes(after, rule.example, fast_path=False) == [code]
+    ctx = CallContext.build(bad.call())
+    assert [d.message for d in _diagnostics(ctx, rules=after)] == ["`b` must be float32 (got bfloat16)."]
+    # The docs list it in the order and show its example.
+    text = render(after)
+    assert "- GDN wrapper, checks 1-4: GDR291, GDR292, GDR293, GDR294 = GDR295" in text
+    assert "GDN check 2" in text.split("### GDR292")[1].split("###")[0]
+    assert "b = bfloat16 [4, 4]" in text
+
+
+def test_a_wrapper_rule_without_its_predicate_or_position_is_refused_at_declaration():
+    rules = RuleSet()
+    rules.declare_wrapper_order("gdn", ("GDR291",))
+    with pytest.raises(ValueError, match="needs its pass predicate"):
+        rules.rule("GDR291", "toy", summary="s", message="m", explanation="e")(lambda ctx: None)
+    with pytest.raises(ValueError, match="no wrapper order places it"):
+        rules.rule("GDR299", "toy-free", summary="s", message="m", explanation="e", clear="True")(lambda ctx: None)
+    with pytest.raises(SyntaxError):
+        rules.rule("GDR291", "toy", summary="s", message="m", explanation="e", clear="a ==")(lambda ctx: None)
+    late = RuleSet()
+    late.declare("GDR291", "toy", summary="s", message="m", explanation="e")
+    with pytest.raises(ValueError, match="declared before"):
+        late.declare_wrapper_order("gdn", ("GDR291",))
+    with pytest.raises(LookupError, match="undeclared rules: GDR291"):
+        rules.call_plan("gdn")

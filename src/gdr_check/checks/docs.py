@@ -3,8 +3,9 @@ to `docs/rules.md`; `explain` and SARIF use the per-rule text)."""
 
 from __future__ import annotations
 
-from . import RULES
-from .registry import CATEGORIES, Rule
+from typing import Iterable
+
+from .registry import CATEGORIES, RULE_SET, Rule, RuleSet
 
 def _wrapper_positions(rule: Rule) -> str:
     names = {"gdn": "GDN", "kda": "KDA"}
@@ -18,8 +19,8 @@ def render_rule(rule: Rule) -> str:
     lines += ["", "**Message**", "", "```text", rule.message, "```", "", "**What it means**", "", rule.explanation]
     if rule.causes:
         lines += ["", "**When it happens**", ""] + [f"- {cause}" for cause in rule.causes]
-    if rule.example:
-        lines += ["", "**Example**", "", "```python", rule.example, "```"]
+    if rule.example is not None:
+        lines += ["", "**Example**", "", "```python", example_text(rule), "```"]
     if rule.fixes:
         lines += ["", "**Fix**", ""] + [f"- {fix}" for fix in rule.fixes]
     if rule.engines:
@@ -27,7 +28,17 @@ def render_rule(rule: Rule) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render() -> str:
+def example_text(rule: Rule) -> str:
+    return str(rule.example) if rule.example is not None else ""
+
+
+def _wrapper_orders(rules: RuleSet) -> Iterable[str]:
+    for variant, steps in rules.wrapper_orders.items():
+        checks = [" = ".join(step) if isinstance(step, tuple) else step for step in steps]
+        yield f"- {variant.upper()} wrapper, checks 1-{len(steps)}: " + ", ".join(checks)
+
+
+def render(rules: RuleSet = RULE_SET) -> str:
     out = [
         "# gdr-check rules",
         "",
@@ -37,11 +48,17 @@ def render() -> str:
         "| code | name | severity | summary |",
         "|---|---|---|---|",
     ]
-    rules = sorted(RULES.values(), key=lambda r: r.code)
-    out += [f"| {r.code} | [`{r.name}`](#{r.code.lower()}-{r.name}) | {r.severity} | {r.summary} |" for r in rules]
+    ordered = sorted(rules.rules.values(), key=lambda r: r.code)
+    out += [f"| {r.code} | [`{r.name}`](#{r.code.lower()}-{r.name}) | {r.severity} | {r.summary} |" for r in ordered]
     for prefix, title in CATEGORIES.items():
-        group = [r for r in rules if r.code.startswith(prefix)]
+        group = [r for r in ordered if r.code.startswith(prefix)]
         if group:
             out += ["", f"## {prefix}xx: {title}", ""]
+            if prefix == "GDR2":
+                from .examples import BASE_TEXT
+
+                out += ["The reference wrappers check in this order (codes sharing a check joined by `=`):", ""]
+                out += list(_wrapper_orders(rules))
+                out += ["", f"Each example below is a packed-decode call that changes {BASE_TEXT}.", ""]
             out += [render_rule(r) for r in group]
     return "\n".join(out).rstrip() + "\n"

@@ -35,8 +35,8 @@ class Tensor:
     values: tuple[int | float, ...] | None = None
     storage: int | None = None
 
-    def text(self) -> str:
-        parts = [f"{self.dtype or ''} [{', '.join(map(str, self.shape))}]".strip()]
+    def text(self, base: TensorSpec) -> str:
+        parts = [f"{self.dtype or base.dtype} [{', '.join(map(str, self.shape))}]"]
         if self.stride is not None:
             parts.append(f"strides ({', '.join(map(str, self.stride))})")
         if self.device is not None:
@@ -100,11 +100,15 @@ class CallExample:
         if self.device != "cuda:0":
             head += f", every tensor on {self.device}"
         lines = [f"# {head}: the base call" + (" with" if self.changes else "")]
+        base = base_arguments(self.variant, self.device)
         for name, value in self.changes.items():
-            lines.append(f"{name} = {value.text() if isinstance(value, Tensor) else repr(value)}")
+            lines.append(f"{name} = {value.text(base[name]) if isinstance(value, Tensor) else repr(value)}")
         if self.note:
             lines.append(f"# {self.note}")
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
 
     def call(self) -> Any:
         from .call import PackedDecodeCall

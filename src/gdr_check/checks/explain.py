@@ -30,7 +30,7 @@ class Explanation:
             "explanation": rule.explanation,
             "causes": list(rule.causes),
             "fixes": list(rule.fixes),
-            "example": rule.example,
+            "example": str(rule.example) if rule.example is not None else "",
             "engines": rule.engines,
             "wrapper": dict(rule.wrapper),
             "values": self.values,
