@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -701,9 +702,13 @@ def test_hostile_names_stay_on_one_short_line(tmp_path):
 
 
 def test_every_source_rule_is_raised_somewhere():
+    from gdr_check.errors import SourceError
+
     source_codes = {code for code, rule in RULES.items() if rule.scope == "source"}
+    classes = {cls.rule.code: cls.__name__ for cls in SourceError.__subclasses__()}
+    assert set(classes) == source_codes  # every GDR0xx rule is a typed error
     sources_dir = Path(gdr_check.sources.__file__).resolve().parent
     text = "".join(p.read_text() for p in sources_dir.glob("*.py"))
-    assert {code for code in source_codes if f'"{code}"' in text or f"{code!r}" in text} | {"GDR020", "GDR040"} == source_codes
+    assert {code for code, name in classes.items() if re.search(rf"\b{name}\b", text)} == source_codes
     tested = {code for _, code, _ in CASES.values()} | {"GDR005", "GDR042"}
     assert tested == source_codes

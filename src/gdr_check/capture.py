@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
+from .errors import InputError
 from .tensors import TensorSpec
 
 SCHEMA_VERSION = 1
@@ -516,7 +517,7 @@ class Capture:
 
 
 # -- reading -------------------------------------------------------------------------------------------------------
-class RecordingError(Exception):
+class RecordingError(InputError):
     """A recording that cannot be read: one line naming the file (exit code 2 in the CLI)."""
 
     code = "recording"

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import typer
 
+from ..errors import InputError
 from ..report import Diagnostic
 from ..tensors import TensorSpec, short_dtype
 from .main import app
@@ -24,7 +25,7 @@ CALL_FORMATS = ("full", "json")
 _MAX_VALUES_SHOWN = 8
 
 
-class EmptyRecording(Exception):
+class EmptyRecording(InputError):
     """A recording without calls: nothing was checked, which must not pass a CI gate (exit 2)."""
 
     code = "recording"

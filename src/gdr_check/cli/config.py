@@ -19,6 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
+from ..errors import InputError
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
 PYPROJECT = "pyproject.toml"
@@ -30,7 +31,7 @@ OVERRIDE_KEYS = ("paths", *SELECTION_KEYS)
 ENGINES = ("sglang", "vllm")
 
 
-class ConfigError(Exception):
+class ConfigError(InputError):
     """A bad `[tool.gdr-check]`: exit 2 with one line naming the file and key."""
 
     code = "config"

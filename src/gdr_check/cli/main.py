@@ -19,6 +19,7 @@ try:  # typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions
 
+from ..errors import InputError
 from .coercion import install_plain_coercion
 from .output import Output
 
@@ -143,15 +144,15 @@ def _main(argv: Sequence[str] | None) -> int:
         output.fatal("usage", "interrupted")
     except click_exceptions.ClickException as error:
         output.fatal("usage", error.format_message().replace("\n", " "))
+    except InputError as error:  # bad input: one line naming it, exit 2
+        if os.environ.get("GDR_CHECK_DEBUG"):
+            raise
+        output.fatal(error.code, str(error), path=error.path)
     except Exception as error:  # noqa: BLE001 - the one place that turns failures into exit code 2
         if os.environ.get("GDR_CHECK_DEBUG"):
             raise
-        code = getattr(error, "code", None)
-        if isinstance(code, str) and code:
-            output.fatal(code, str(error), path=getattr(error, "path", None))
-        else:
-            output.fatal("internal", f"internal error: {type(error).__name__}: {error}",
-                         hint="set GDR_CHECK_DEBUG=1 for the full traceback")
+        output.fatal("internal", f"internal error: {type(error).__name__}: {error}",
+                     hint="set GDR_CHECK_DEBUG=1 for the full traceback")
     return 2
 
 

@@ -21,7 +21,6 @@ from .description import LinearAttentionModel, describe
 from .expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory
 
 SCHEMA_VERSION = 1
-MODEL_NOT_FOUND = "GDR007"
 
 
 @dataclass
@@ -123,8 +122,10 @@ def open_target(target: str, *, cache_dir: str | None = None) -> tuple[Any, Buil
     try:
         return open_checkpoint(target, cache_dir=cache_dir), None
     except SourceError as error:
+        from ..checks.rules_source import ModelNotFound
+
         model = get_builtin(str(target))
-        if getattr(error, "code", None) != MODEL_NOT_FOUND or model is None:
+        if not isinstance(error, ModelNotFound) or model is None:
             raise
         note = f"not in the local cache: using the built-in description of {model.repo_id}"
         return builtin_checkpoint(model, note), model

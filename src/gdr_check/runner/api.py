@@ -10,6 +10,7 @@ from typing import Any
 
 from ..checks import rules_dryrun
 from ..checks.registry import Finding
+from ..errors import InputError
 from ..report import Diagnostic
 from .backends import known_unavailable
 from .diagnose import dryrun_diagnostics
@@ -19,7 +20,7 @@ from .plan import DryRunPlan, plan_for
 SCHEMA_VERSION = 1
 
 
-class DryRunEnvironmentError(RuntimeError):
+class DryRunEnvironmentError(InputError, RuntimeError):
     """The child cannot run at all (torch or triton missing, no CUDA device for `--device cuda`): exit 2."""
 
     code = "environment"

@@ -14,6 +14,9 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from ..checks.rules_source import (
+    DanglingLinks, IncompleteDownloads, LinksOutsideHfCacheBlobs, OversizedJsonFiles, UnreadableFiles,
+)
 from .errors import SourceError, display_path
 
 INCOMPLETE_SUFFIX = ".incomplete"
@@ -62,26 +65,22 @@ class MetadataReader:
         link_target = os.readlink(path)
         real = Path(os.path.realpath(path))
         if self.cache_repo is None:
-            raise SourceError(
-                "GDR010", path, file=path.name, link_target=link_target,
+            raise LinksOutsideHfCacheBlobs(path, file=path.name, link_target=link_target,
                 allowed="a Hugging Face cache snapshot (files inside a checkpoint must not be links)",
             )
         blobs = Path(os.path.realpath(self.cache_repo / "blobs"))
         if real.parent != blobs:
-            raise SourceError(
-                "GDR010", path, file=path.name, link_target=link_target,
+            raise LinksOutsideHfCacheBlobs(path, file=path.name, link_target=link_target,
                 allowed=f"`blobs/` of `{self.cache_repo.name}`",
             )
         partial = real.with_name(real.name + INCOMPLETE_SUFFIX)
         if real.name.endswith(INCOMPLETE_SUFFIX) or (not real.exists() and partial.exists()):
             blob = real if real.name.endswith(INCOMPLETE_SUFFIX) else partial
-            raise SourceError(
-                "GDR008", path, file=path.name, blob=f"blobs/{blob.name}",
+            raise IncompleteDownloads(path, file=path.name, blob=f"blobs/{blob.name}",
                 fix=f"re-download `{path.name}` (run the download again; it resumes)",
             )
         if not real.exists():
-            raise SourceError(
-                "GDR009", path, file=path.name, link_target=link_target, fix=f"re-download `{path.name}`"
+            raise DanglingLinks(path, file=path.name, link_target=link_target, fix=f"re-download `{path.name}`"
             )
 
     # -- reading ------------------------------------------------------------------------------------------
@@ -91,14 +90,14 @@ class MetadataReader:
         try:
             info = os.stat(path)
         except OSError as exc:
-            raise SourceError("GDR004", path, file=path.name, reason=_reason(exc)) from None
+            raise UnreadableFiles(path, file=path.name, reason=_reason(exc)) from None
         # A FIFO or a device would block or never end: only regular files are read.
         if not stat.S_ISREG(info.st_mode):
-            raise SourceError("GDR004", path, file=path.name, reason="not a regular file")
+            raise UnreadableFiles(path, file=path.name, reason="not a regular file")
         try:
             handle = open(path, "rb", buffering=0)
         except OSError as exc:
-            raise SourceError("GDR004", path, file=path.name, reason=_reason(exc)) from None
+            raise UnreadableFiles(path, file=path.name, reason=_reason(exc)) from None
         self.files_read.append(display_path(path))
         return handle, info.st_size
 
@@ -114,7 +113,7 @@ class MetadataReader:
                     break
                 done += got
         except OSError as exc:
-            raise SourceError("GDR004", path, file=path.name, reason=_reason(exc)) from None
+            raise UnreadableFiles(path, file=path.name, reason=_reason(exc)) from None
         finally:
             view.release()
         del buffer[done:]
@@ -126,10 +125,10 @@ class MetadataReader:
         handle, size = self.open(path)
         with handle:
             if size > limit:
-                raise SourceError("GDR005", path, what=what, size=size, limit=limit)
+                raise OversizedJsonFiles(path, what=what, size=size, limit=limit)
             data = self.read(handle, path, size + 1)  # +1 notices a file that grew since the size check
         if len(data) > limit:  # the file grew after the size check
-            raise SourceError("GDR005", path, what=what, size=len(data), limit=limit)
+            raise OversizedJsonFiles(path, what=what, size=len(data), limit=limit)
         return data
 
 

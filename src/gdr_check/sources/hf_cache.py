@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..checks.rules_source import (
+    ModelNotFound, UnreadableFiles, UnresolvedCacheRevisions,
+)
 from .errors import SourceError
 from .files import MetadataReader
 
@@ -75,8 +78,7 @@ def resolve_repo_id(repo_id: str, reader: MetadataReader, cache_dir: str | None 
     root = cache_root(cache_dir)
     repo_dir = root / repo_folder(repo_id)
     if not repo_dir.is_dir():
-        raise SourceError(
-            "GDR007", None, repo_id=repo_id, cache_dir=str(root),
+        raise ModelNotFound(None, repo_id=repo_id, cache_dir=str(root),
             fix=f"download it (`hf download {repo_id}`), or set `HF_HUB_CACHE` to the cache that holds it",
         )
     snapshot = _snapshot_via_hub(repo_id, root)
@@ -92,8 +94,7 @@ def resolve_cache_repo(repo_dir: Path, reader: MetadataReader, repo_id: str | No
     ref = repo_dir / "refs" / REVISION
 
     def unresolved(reason: str) -> SourceError:
-        return SourceError(
-            "GDR006", repo_dir, repo=repo_id, revision=REVISION, reason=reason,
+        return UnresolvedCacheRevisions(repo_dir, repo=repo_id, revision=REVISION, reason=reason,
             fix=f"download the model again (`hf download {repo_id}`)",
         )
 
@@ -109,7 +110,7 @@ def resolve_cache_repo(repo_dir: Path, reader: MetadataReader, repo_id: str | No
     try:
         candidates = sorted(p for p in snapshots.iterdir() if p.is_dir()) if snapshots.is_dir() else []
     except OSError as exc:
-        raise SourceError("GDR004", snapshots, file="snapshots", reason=(exc.strerror or "error").lower()) from None
+        raise UnreadableFiles(snapshots, file="snapshots", reason=(exc.strerror or "error").lower()) from None
     if len(candidates) == 1:
         note = _resolved_note(repo_id, candidates[0]) + f"; it has no `refs/{REVISION}`, so its only snapshot was used"
         return CacheEntry(repo_id, repo_dir, candidates[0], note)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import SourceError
+from ..errors import SourceError
 from .files import MetadataReader
 
 # Real configs and indexes are kilobytes to a few megabytes (a 41-shard index is ~60 KB).
@@ -20,8 +20,8 @@ def parse_int(literal: str) -> int | float:
     return int(literal) if len(literal) <= _MAX_INT_DIGITS else float("inf")
 
 
-def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid_code: str) -> tuple[Any, str]:
-    """(parsed value, text) of the JSON file at `path`; `invalid_code` is raised for unparseable content."""
+def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: type[SourceError]) -> tuple[Any, str]:
+    """(parsed value, text) of the JSON file at `path`; `invalid` (a rule's error) is raised for unparseable content."""
     raw = reader.read_small_file(path, MAX_JSON_BYTES, what)
     try:
         text = raw.decode("utf-8")
@@ -29,13 +29,13 @@ def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid_cod
         line = raw.count(b"\n", 0, exc.start) + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         reason = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
-        raise SourceError(invalid_code, path, line=line, column=column, reason=reason) from None
+        raise invalid(path, line=line, column=column, reason=reason) from None
     try:
         return json.loads(text, parse_int=parse_int), text
     except json.JSONDecodeError as exc:
         reason = exc.msg[:1].lower() + exc.msg[1:]
-        raise SourceError(invalid_code, path, line=exc.lineno, column=exc.colno, reason=reason) from None
+        raise invalid(path, line=exc.lineno, column=exc.colno, reason=reason) from None
     except RecursionError:
-        raise SourceError(invalid_code, path, line=1, column=1, reason="JSON nested too deeply") from None
+        raise invalid(path, line=1, column=1, reason="JSON nested too deeply") from None
     except ValueError as exc:
-        raise SourceError(invalid_code, path, line=1, column=1, reason=str(exc)) from None
+        raise invalid(path, line=1, column=1, reason=str(exc)) from None

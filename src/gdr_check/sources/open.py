@@ -8,6 +8,11 @@ from itertools import repeat
 from operator import attrgetter, eq
 from pathlib import Path
 
+from ..checks.rules_source import (
+    DanglingLinks, DuplicateTensors, InvalidConfigJson, InvalidIndexJson, MalformedIndexes, MissingPaths,
+    MissingShards, NonObjectConfigs, PickleCheckpoints, ShardPathsOutsideCheckpoint, TensorsMissingFromShards,
+    UnreadableFiles, UnrecognizedInputs,
+)
 from .checkpoint import Checkpoint
 from .errors import SourceError, display_path
 from .files import MetadataReader, gc_paused
@@ -48,11 +53,10 @@ def _open_checkpoint(target: str | os.PathLike[str], cache_dir: str | None) -> C
             reader = MetadataReader()
             entry = resolve_repo_id(text, reader, cache_dir)
             return _open_cache_entry(text, entry, reader)
-        raise SourceError("GDR001", None, path=text)
+        raise MissingPaths(None, path=text)
     cache_repo = enclosing_cache_repo(path)
     if path.is_symlink() and not path.exists() and cache_repo is None:
-        raise SourceError(
-            "GDR009", path, file=path.name, link_target=os.readlink(path),
+        raise DanglingLinks(path, file=path.name, link_target=os.readlink(path),
             fix=f"re-download `{path.name}` or fix the link",
         )
     if path.is_dir():
@@ -96,8 +100,7 @@ class _Builder:
         elif name.endswith(".json"):
             self._config_only(path)
         else:
-            raise SourceError(
-                "GDR002", path, path=display_path(path),
+            raise UnrecognizedInputs(path, path=display_path(path),
                 reason="expected a `.safetensors` file, a safetensors index or a `config.json`",
             )
         return self._finish()
@@ -106,7 +109,7 @@ class _Builder:
         try:
             entries = sorted(os.listdir(directory))
         except OSError as exc:
-            raise SourceError("GDR004", directory, file=directory.name, reason=(exc.strerror or "error").lower()) from None
+            raise UnreadableFiles(directory, file=directory.name, reason=(exc.strerror or "error").lower()) from None
         indexes = [e for e in entries if e.endswith(INDEX_SUFFIX)]
         weights = [e for e in entries if e.endswith(SAFETENSORS_SUFFIX)]
         if SINGLE_NAME in entries:
@@ -128,8 +131,7 @@ class _Builder:
         elif CONFIG_NAME in entries:
             self._config_only(directory / CONFIG_NAME)
         else:
-            raise SourceError(
-                "GDR002", directory, path=display_path(directory),
+            raise UnrecognizedInputs(directory, path=display_path(directory),
                 reason="the directory holds no `config.json`, `.safetensors` file or safetensors index",
             )
         return self._finish()
@@ -150,9 +152,9 @@ class _Builder:
         self.checkpoint.notes.append(CONFIG_ONLY_NOTE)
 
     def _config(self, path: Path) -> None:
-        value, text = load_json_file(self.reader, path, what=f"`{path.name}`", invalid_code="GDR020")
+        value, text = load_json_file(self.reader, path, what=f"`{path.name}`", invalid=InvalidConfigJson)
         if not isinstance(value, dict):
-            raise SourceError("GDR021", path, json_type=json_type(value))
+            raise NonObjectConfigs(path, json_type=json_type(value))
         self.checkpoint.config = value
         self.checkpoint.config_file = display_path(path)
         self.checkpoint.config_keys = dotted_keys(text)
@@ -166,21 +168,20 @@ class _Builder:
             for info in infos:
                 prior = tensors.get(info.name)
                 if prior is not None:
-                    raise SourceError("GDR045", path, tensor=info.name, shard=prior.shard, other_shard=shard)
+                    raise DuplicateTensors(path, tensor=info.name, shard=prior.shard, other_shard=shard)
                 tensors[info.name] = info
         tensors.update(zip(names, infos))
         return names
 
     def _sharded(self, index_path: Path) -> None:
-        value, text = load_json_file(self.reader, index_path, what=f"`{index_path.name}`", invalid_code="GDR040")
+        value, text = load_json_file(self.reader, index_path, what=f"`{index_path.name}`", invalid=InvalidIndexJson)
         if not isinstance(value, dict):
-            raise SourceError("GDR041", index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
+            raise MalformedIndexes(index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
         weight_map = value.get("weight_map")
         if weight_map is None:
-            raise SourceError("GDR041", index_path, reason="it has no `weight_map`")
+            raise MalformedIndexes(index_path, reason="it has no `weight_map`")
         if not isinstance(weight_map, dict):
-            raise SourceError(
-                "GDR041", index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object"
+            raise MalformedIndexes(index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object"
             )
         # Located only when first used: see LazyKeyLocations.
         lines = LazyKeyLocations(lambda: member_spans(text, "weight_map"))
@@ -195,8 +196,7 @@ class _Builder:
         if not set(map(type, weight_map.values())) <= {str}:
             for tensor, shard in weight_map.items():
                 if type(shard) is not str:
-                    raise SourceError(
-                        "GDR041", index_path, location=lines.get(tensor),
+                    raise MalformedIndexes(index_path, location=lines.get(tensor),
                         reason=f"`weight_map` maps `{tensor}` to a JSON {json_type(shard)}, not a file name",
                     )
         listed = Counter(weight_map.values())  # index entries per shard, shards in order of first mention
@@ -204,15 +204,14 @@ class _Builder:
         for shard in shards:
             if not is_plain_file_name(shard):
                 tensor = first_tensor(shard)
-                raise SourceError("GDR042", index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
+                raise ShardPathsOutsideCheckpoint(index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
 
         # Report every missing shard before reading any header: re-downloading is one step.
         missing = [s for s in sorted(shards) if not os.path.lexists(self.root / s)]
         if missing:
             first = missing[0]
             also = f" (and {len(missing) - 1} more missing shards)" if len(missing) > 1 else ""
-            raise SourceError(
-                "GDR043", index_path, location=lines.get(first_tensor(first)), shard=first,
+            raise MissingShards(index_path, location=lines.get(first_tensor(first)), shard=first,
                 fix=f"re-download `{first}`{also}",
             )
         for shard in sorted(shards):
@@ -223,8 +222,7 @@ class _Builder:
                 present = set(names)
                 for tensor, value in weight_map.items():
                     if value == shard and tensor not in present:
-                        raise SourceError(
-                            "GDR044", index_path, location=lines.get(tensor), tensor=tensor, shard=shard,
+                        raise TensorsMissingFromShards(index_path, location=lines.get(tensor), tensor=tensor, shard=shard,
                             fix=f"download the index and `{shard}` of one revision again",
                         )
         # Every tensor of the index is in the shards by now, so only unlisted ones make the counts differ.
@@ -256,8 +254,7 @@ def is_plain_file_name(name: str) -> bool:
 
 
 def _pickle_error(path: Path) -> SourceError:
-    return SourceError(
-        "GDR003", path, file=path.name,
+    return PickleCheckpoints(path, file=path.name,
         fix=(
             "convert it to safetensors (e.g. with the `safetensors` convert script, or `transformers` "
             "`save_pretrained(..., safe_serialization=True)`) and check the converted directory"

@@ -17,6 +17,11 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from ..checks.rules_source import (
+    InvalidDataOffsets, InvalidTensorShapes, MalformedSafetensorsHeaders, OverlappingTensors,
+    OversizedSafetensorsFiles, OversizedSafetensorsHeaders, TensorSizeMismatches, TruncatedSafetensorsFiles,
+    UnknownTensorDtypes,
+)
 from ..tensors import canonical_dtype
 from .checkpoint import TensorInfo
 from .errors import SourceError
@@ -56,38 +61,33 @@ def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> l
     handle, size = reader.open(path)
     with handle:
         if size < 8:
-            raise SourceError(
-                "GDR030", path, actual_size=size, expected_size=8, detail="the 8-byte header length",
+            raise TruncatedSafetensorsFiles(path, actual_size=size, expected_size=8, detail="the 8-byte header length",
                 fix=f"re-download or re-copy `{path.name}`",
             )
         length = struct.unpack("<Q", reader.read(handle, path, 8).ljust(8, b"\0"))[0]
         # Bound N by the cap and the file size before reading it, so memory never follows a claimed length.
         if length > MAX_HEADER_BYTES:
-            raise SourceError(
-                "GDR031", path, length=length, limit=MAX_HEADER_BYTES,
+            raise OversizedSafetensorsHeaders(path, length=length, limit=MAX_HEADER_BYTES,
                 fix=f"check that `{path.name}` is a safetensors file, and re-download it if it is",
             )
         if 8 + length > size:
-            raise SourceError(
-                "GDR030", path, actual_size=size, expected_size=8 + length,
+            raise TruncatedSafetensorsFiles(path, actual_size=size, expected_size=8 + length,
                 detail=f"8 + {length}-byte header", fix=f"re-download or re-copy `{path.name}`",
             )
         raw = reader.read(handle, path, length)
     if len(raw) < length:  # the file shrank while being read
-        raise SourceError(
-            "GDR030", path, actual_size=8 + len(raw), expected_size=8 + length,
+        raise TruncatedSafetensorsFiles(path, actual_size=8 + len(raw), expected_size=8 + length,
             detail=f"8 + {length}-byte header", fix=f"re-download or re-copy `{path.name}`",
         )
     tensors, data_end = parse_header(raw, path, shard)
     expected = 8 + length + data_end
     if size < expected:
-        raise SourceError(
-            "GDR030", path, actual_size=size, expected_size=expected,
+        raise TruncatedSafetensorsFiles(path, actual_size=size, expected_size=expected,
             detail=f"8 + {length}-byte header + {data_end} bytes of tensor data",
             fix=f"re-download or re-copy `{path.name}`",
         )
     if size > expected:
-        raise SourceError("GDR038", path, extra=size - expected, actual_size=size, expected_size=expected)
+        raise OversizedSafetensorsFiles(path, extra=size - expected, actual_size=size, expected_size=expected)
     return tensors
 
 
@@ -99,7 +99,7 @@ def parse_header(raw: bytes | bytearray, path: Path | str, shard: str) -> tuple[
     if metadata is not None and not (
         isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
     ):
-        raise SourceError("GDR032", path, reason=f"`{METADATA_KEY}` must map strings to strings")
+        raise MalformedSafetensorsHeaders(path, reason=f"`{METADATA_KEY}` must map strings to strings")
     tensors: list[TensorInfo] = []
     spans: list[tuple[int, int, str]] = []
     dtypes, limit = SAFETENSORS_DTYPES, _U64_LIMIT
@@ -148,7 +148,7 @@ def _text(raw: bytes | bytearray, path: Path | str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         reason = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at header offset {exc.start})"
-        raise SourceError("GDR032", path, reason=reason) from None
+        raise MalformedSafetensorsHeaders(path, reason=reason) from None
 
 
 def _loads(text: str, path: Path | str, object_pairs_hook: Any = None) -> dict[str, Any]:
@@ -156,15 +156,15 @@ def _loads(text: str, path: Path | str, object_pairs_hook: Any = None) -> dict[s
         document = json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON at line {exc.lineno}, column {exc.colno} of the header: {exc.msg}"
-        raise SourceError("GDR032", path, reason=reason) from None
+        raise MalformedSafetensorsHeaders(path, reason=reason) from None
     except _DuplicateName as exc:
-        raise SourceError("GDR032", path, reason=f"duplicate name `{exc.name}`") from None
+        raise MalformedSafetensorsHeaders(path, reason=f"duplicate name `{exc.name}`") from None
     except RecursionError:
-        raise SourceError("GDR032", path, reason="JSON nested too deeply") from None
+        raise MalformedSafetensorsHeaders(path, reason="JSON nested too deeply") from None
     except ValueError as exc:  # NaN/Infinity, or an integer literal over Python's 4300-digit limit
-        raise SourceError("GDR032", path, reason=f"invalid JSON value: {exc}") from None
+        raise MalformedSafetensorsHeaders(path, reason=f"invalid JSON value: {exc}") from None
     if not isinstance(document, dict):
-        raise SourceError("GDR032", path, reason=f"the header is a JSON {json_type(document)}, not an object")
+        raise MalformedSafetensorsHeaders(path, reason=f"the header is a JSON {json_type(document)}, not an object")
     return document
 
 
@@ -198,14 +198,14 @@ def _members(document: dict[str, Any], metadata: Any) -> int:
 
 def _tensor(name: str, entry: Any, path: Path | str, shard: str) -> tuple[TensorInfo, int, int]:
     if type(entry) is not dict:
-        raise SourceError("GDR032", path, reason=f"entry `{name}` is a JSON {json_type(entry)}, not an object")
+        raise MalformedSafetensorsHeaders(path, reason=f"entry `{name}` is a JSON {json_type(entry)}, not an object")
     try:
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     except KeyError as missing:
-        raise SourceError("GDR032", path, reason=f"tensor `{name}` has no `{missing.args[0]}`", tensor=name) from None
+        raise MalformedSafetensorsHeaders(path, reason=f"tensor `{name}` has no `{missing.args[0]}`", tensor=name) from None
     known = SAFETENSORS_DTYPES.get(dtype) if type(dtype) is str else None
     if known is None:
-        raise SourceError("GDR033", path, tensor=name, dtype=dtype if isinstance(dtype, str) else brief(dtype))
+        raise UnknownTensorDtypes(path, tensor=name, dtype=dtype if isinstance(dtype, str) else brief(dtype))
     torch_name, bits = known
     shape = _shape(name, shape, path)
     begin, end = _offsets(name, offsets, path)
@@ -213,7 +213,7 @@ def _tensor(name: str, entry: Any, path: Path | str, shard: str) -> tuple[Tensor
     nbits = _numel_bits(shape, bits, limit=span * 8)
     if nbits != span * 8:
         expected = f"more than {span}" if nbits < 0 else f"{nbits / 8:g}"
-        raise SourceError("GDR035", path, tensor=name, span=span, expected=expected)
+        raise TensorSizeMismatches(path, tensor=name, span=span, expected=expected)
     return TensorInfo(name=name, dtype=torch_name, shape=shape, shard=shard), begin, end
 
 
@@ -223,7 +223,7 @@ def _shape(name: str, shape: Any, path: Path | str) -> tuple[int, ...]:
         return tuple(shape)
 
     def bad(reason: str) -> SourceError:
-        return SourceError("GDR034", path, tensor=name, shape=brief(shape), reason=reason)
+        return InvalidTensorShapes(path, tensor=name, shape=brief(shape), reason=reason)
 
     if not isinstance(shape, list):
         raise bad(f"a JSON {json_type(shape)}, not a list")
@@ -244,7 +244,7 @@ def _offsets(name: str, offsets: Any, path: Path | str) -> tuple[int, int]:
             return begin, end
 
     def bad(reason: str) -> SourceError:
-        return SourceError("GDR037", path, tensor=name, offsets=brief(offsets), reason=reason)
+        return InvalidDataOffsets(path, tensor=name, offsets=brief(offsets), reason=reason)
 
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(v) is int for v in offsets):
         raise bad("expected two integers [begin, end]")
@@ -272,15 +272,13 @@ def _check_tiling(spans: list[tuple[int, int, str]], path: Path | str) -> int:
     for begin, end, name in sorted(spans):
         if begin < previous_end:
             if begin < end and not previous_empty:
-                raise SourceError("GDR036", path, tensor=previous_name, other=name)
-            raise SourceError(
-                "GDR037", path, tensor=name, offsets=f"[{begin}, {end}]",
+                raise OverlappingTensors(path, tensor=previous_name, other=name)
+            raise InvalidDataOffsets(path, tensor=name, offsets=f"[{begin}, {end}]",
                 reason=f"starts inside tensor `{previous_name}`",
             )
         if begin > previous_end:
             after = f"tensor `{previous_name}`" if previous_name else "the start of the data region"
-            raise SourceError(
-                "GDR037", path, tensor=name, offsets=f"[{begin}, {end}]",
+            raise InvalidDataOffsets(path, tensor=name, offsets=f"[{begin}, {end}]",
                 reason=f"leaves a {begin - previous_end}-byte gap after {after}",
             )
         previous_end, previous_name, previous_empty = end, name, begin == end

@@ -1,0 +1,129 @@
+"""The one base class of "bad input" errors, and the typed errors of the GDR0xx rules.
+
+`InputError` is what the library raises for input it cannot use (an unreadable checkpoint, a bad recording, a
+bad config file): the CLI prints `str(error)`, one line, and exits 2. `code` names the rule (GDR0xx) or the
+kind of input ("recording", "config"); `path` the file, when there is one. The library never raises CLI
+exceptions.
+
+`SourceError` is an `InputError` tied to one GDR0xx rule: each rule of `gdr_check.checks.rules_source` is a
+subclass that declares the rule and its fields, and the import fails when a field of the rule's message is not
+among them (or a field is neither in the message nor a location part).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .checks.registry import Rule
+    from .report import Diagnostic
+    from .sources.checkpoint import KeyLocation
+
+# Values come from files written by strangers: keep each one short and printable so that the message stays
+# one readable line whatever a header holds.
+_MAX_VALUE_CHARS = 160
+# Fields that may be given without appearing in the message: they locate the error.
+LOCATION_FIELDS = frozenset({"line", "column", "tensor", "shard"})
+
+
+class InputError(Exception):
+    """Bad input: the CLI reports `str(self)` as one line and exits 2."""
+
+    code: str = "input"
+    path: str | None = None
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """`path` relative to the working directory when it lies below it, else absolute."""
+    absolute = os.path.abspath(os.fspath(path))
+    try:
+        relative = os.path.relpath(absolute)
+    except ValueError:  # another drive on Windows
+        return absolute
+    return absolute if relative.startswith("..") else relative
+
+
+def printable(value: Any, limit: int = _MAX_VALUE_CHARS) -> str:
+    """`value` as text without control characters or line breaks, shortened to about `limit` characters."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    if text.isprintable():
+        return text
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
+
+
+class SourceError(InputError):
+    """The checkpoint cannot be read. `str(e)` is one line: the file, the rule's message, and the fix.
+
+    Raise a subclass, one per GDR0xx rule (`MalformedIndexes(path, reason=...)`); its message is the rule's
+    template filled with the fields, so the one-line error and the rule's docs never drift apart.
+    """
+
+    rule: ClassVar["Rule"]
+    fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        rule = cls.__dict__.get("rule")
+        if rule is None:
+            raise TypeError(f"{cls.__name__} declares no rule")
+        fields = frozenset(inspect.get_annotations(cls)) - {"rule", "fields"}
+        template = set(rule.fields())
+        if template - fields:
+            raise TypeError(f"{cls.__name__}: {rule.code}'s message uses {sorted(template - fields)}, "
+                            f"which are not among its fields {sorted(fields)}")
+        if fields - template - LOCATION_FIELDS:
+            raise TypeError(f"{cls.__name__}: fields {sorted(fields - template - LOCATION_FIELDS)} are neither "
+                            f"in {rule.code}'s message nor location parts")
+        cls.fields = fields
+        cls.code = rule.code  # type: ignore[misc]
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        /,
+        *,
+        fix: str | None = None,
+        location: "KeyLocation | None" = None,
+        **values: Any,
+    ) -> None:
+        rule = self.rule
+        unknown = set(values) - self.fields
+        missing = set(rule.fields()) - set(values)
+        if unknown or missing:
+            raise TypeError(f"{type(self).__name__}: unknown fields {sorted(unknown)}, missing {sorted(missing)}")
+        self.name = rule.name
+        self.path = display_path(path) if path is not None else None
+        self.values = {key: printable(value) for key, value in values.items()}
+        self.message = rule.message.format(**self.values)
+        self.fixes: list[str] = [printable(fix, 400)] if fix else list(rule.fixes[:1])
+        # Template values that are also parts of the location (`line`, `tensor`, ...) serve both.
+        self.line: int | None = location.line if location else values.get("line")
+        self.column: int | None = location.column if location else values.get("column")
+        self.end_line: int | None = location.end_line if location else None
+        self.end_column: int | None = location.end_column if location else None
+        self.tensor: str | None = values.get("tensor")
+        self.shard: str | None = values.get("shard")
+        where = printable(self.path, 400) if self.path else None
+        # Prefix the file unless the message already names it (`path ... does not exist`).
+        text = f"{where}: {self.message}" if where and f"`{where}`" not in self.message else self.message
+        if self.fixes:
+            text += f"; help: {self.fixes[0]}"
+        super().__init__(text)
+
+    def diagnostic(self) -> "Diagnostic":
+        """The error as a `Diagnostic` of its rule, located at the file (and line) it names."""
+        from .checks.registry import Finding
+        from .report import Location
+
+        location = Location(
+            file=self.path, line=self.line, column=self.column, end_line=self.end_line,
+            end_column=self.end_column, tensor=self.tensor, shard=self.shard,
+        )
+        return self.rule.diagnostic(Finding(values=dict(self.values), fixes=list(self.fixes), location=location))
