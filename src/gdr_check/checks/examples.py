@@ -1,4 +1,10 @@
-"""Executable examples of the kernel-call rules: a small packed-decode call that triggers each one.
+"""Executable examples of the rules: a small input that triggers each one.
+
+Kernel-call rules (GDR2xx): a packed-decode call, `CallExample`. Dry-run rules (GDR3xx): a synthetic result
+of the dry-run child, `DryRunExample`. Model rules (GDR1xx) and source rules (GDR0xx): a checkpoint,
+`CheckpointExample` (files written to a temporary directory and checked as `gdr-check DIR` would).
+
+The kernel-call examples:
 
 Every example starts from one valid base call (B=4 rows, 8 state slots, K=V=8; GDN with H=2 key and HV=4
 value heads, KDA with H=HV=4) on `cuda:0` and changes a few arguments. It is described by TensorSpecs, so it
@@ -129,3 +135,36 @@ class CallExample:
         from .contract import _diagnostics
 
         return _diagnostics(CallContext.build(self.call(), self.engine), rules=rules)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class DryRunExample:
+    """A dry-run child's JSON result (`result`; None for a child that died with `returncode` and `stderr`),
+    turned into diagnostics as the CLI does for `backend`."""
+
+    result: Mapping[str, Any] | None
+    note: str = ""
+    backend: str = "builtin"
+    returncode: int | None = None
+    stderr: str = ""
+
+    @property
+    def text(self) -> str:
+        import json
+
+        if self.result is None:
+            head = f"# the dry-run child exited with status {self.returncode} without a result; stderr: {self.stderr!r}"
+            return head + (f"\n# {self.note}" if self.note else "")
+        lines = [f"# dry-run child result (backend {self.backend})" + (f": {self.note}" if self.note else ""),
+                 f"result = {json.dumps(self.result)}"]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+        from ..runner.diagnose import dryrun_diagnostics
+        from ..runner.launch import ChildOutcome
+
+        result = None if self.result is None else dict(self.result)
+        return dryrun_diagnostics(ChildOutcome(result, self.returncode, self.stderr), self.backend)

@@ -12,6 +12,9 @@ Numbering, stable once released:
 
 from __future__ import annotations
 
+from typing import Any
+
+from .examples import DryRunExample
 from .registry import declare
 
 DRYRUN = "dryrun"
@@ -23,6 +26,13 @@ _TOLERANCES = (
 )
 
 # -- GDR301-GDR306: verification ---------------------------------------------------------------------------------
+
+def _verified(check: dict[str, Any]) -> dict[str, Any]:
+    """A result of the builtin kernel whose step 0 fails `check`."""
+    return {"kernels": {"builtin": {}}, "steps": [{"step": 0, "kernels": {"builtin": check}}],
+            "geometry": {"call": {"out": {"dtype": "bfloat16"}, "initial_state": {"dtype": "float32"}}}}
+
+
 OUTPUT_MISMATCH = declare(
     "GDR301", "output-mismatches", scope=DRYRUN,
     summary="`out` differs from the float64 reference",
@@ -47,7 +57,7 @@ OUTPUT_MISMATCH = declare(
         "run with `--engine` matching the engine whose kernel you deploy",
         "re-run with `--steps 1 --output-format json` and compare `steps[0]` per kernel",
     ),
-    example="gdr-check dry-run ./Qwen3-Next-80B-A3B --tp 4 --backend vllm --engine vllm",
+    example=DryRunExample(_verified({"output": {"passed": False, "error": 0.5, "tolerance": 0.01, "row": 2, "head": 1}})),
 )
 
 STATE_MISMATCH = declare(
@@ -72,7 +82,7 @@ STATE_MISMATCH = declare(
         "run with `--engine` matching the engine whose kernel you deploy",
         "check the pool layout the engine allocates against `gdr-check PATH` (GDR2xx)",
     ),
-    example="gdr-check dry-run ./Kimi-Linear-48B-A3B --tp 8",
+    example=DryRunExample(_verified({"state": {"passed": False, "error": 0.3, "tolerance": 0.001, "slot": 5, "head": 0}})),
 )
 
 UNTOUCHED_MODIFIED = declare(
@@ -93,7 +103,7 @@ UNTOUCHED_MODIFIED = declare(
         "state tiles addressed past the [HV, V, K] block of a slot",
     ),
     fixes=("report the kernel and the `--output-format json` document; do not deploy this kernel variant",),
-    example="gdr-check dry-run ./Qwen3.5-4B --backend sglang",
+    example=DryRunExample(_verified({"untouched": {"passed": False, "modified_elements": 64, "first": "slot 7, head 0"}})),
 )
 
 SKIPPED_NOT_ZERO = declare(
@@ -111,7 +121,7 @@ SKIPPED_NOT_ZERO = declare(
         "a skipped row computed from some slot instead of being zeroed",
     ),
     fixes=("run with `--engine` matching the engine whose kernel you deploy",),
-    example="gdr-check dry-run ./Qwen3-Next-80B-A3B --engine vllm --backend vllm",
+    example=DryRunExample(_verified({"skipped_rows": {"passed": False, "nonzero_elements": 32, "rows": [3]}})),
 )
 
 UNWRITTEN_OUTPUT = declare(
@@ -126,7 +136,7 @@ UNWRITTEN_OUTPUT = declare(
     ),
     causes=("a launch grid that misses some value tiles or heads", "a store mask that drops the last tile"),
     fixes=("report the kernel and the `--output-format json` document; do not deploy this kernel variant",),
-    example="gdr-check dry-run ./Qwen3.6-27B --tp 2",
+    example=DryRunExample(_verified({"written": {"passed": False, "nan_elements": 32, "rows": [1]}})),
 )
 
 BACKEND_DISAGREEMENT = declare(
@@ -147,7 +157,8 @@ BACKEND_DISAGREEMENT = declare(
         "an engine kernel that treats slot 0 differently from the `--engine` profile",
     ),
     fixes=("check which of the two also fails GDR301/GDR302, and which engine version is installed",),
-    example="GDR_CHECK_SGLANG_PATH=sglang-0.5.23.whl gdr-check dry-run ./Qwen3-Next-80B-A3B --backend sglang",
+    example=DryRunExample({"kernels": {}, "steps": [{"step": 0, "agreement": {
+        "out": {"passed": False, "difference": 0.2, "tolerance": 0.01}}}]}, backend="sglang"),
 )
 
 # -- GDR311-GDR313: the child process, launches, backends ----------------------------------------------------------
@@ -170,7 +181,7 @@ CHILD_CRASHED = declare(
         "re-run with GDR_CHECK_DEBUG=1 to see the child's full stderr",
         "try a smaller `--batch` or `--slots`; on CPU keep the interpreter's reduced sizes",
     ),
-    example="gdr-check dry-run ./Qwen3-Next-80B-A3B --batch 2048 --timeout 60",
+    example=DryRunExample(None, returncode=-11, stderr="Fatal Python error: Segmentation fault"),
 )
 
 KERNEL_RAISED = declare(
@@ -189,7 +200,8 @@ KERNEL_RAISED = declare(
         "a compile error for an unusual head size",
     ),
     fixes=("run `gdr-check PATH` with the same deployment options: a GDR2xx error usually names the cause",),
-    example="gdr-check dry-run ./Qwen3-Next-80B-A3B --batch 2048 --backend sglang",
+    example=DryRunExample({"kernels": {"builtin": {}}, "steps": [{"step": 0, "kernels": {"builtin": {"raised": {
+        "exception": "RuntimeError", "message": "CUDA error: an illegal memory access was encountered"}}}}]}),
 )
 
 BACKEND_UNAVAILABLE = declare(
@@ -207,7 +219,7 @@ BACKEND_UNAVAILABLE = declare(
         "set GDR_CHECK_SGLANG_PATH to an sglang wheel or source tree",
         "install the engine, or use `--backend builtin` to verify gdr-check's kernel alone",
     ),
-    example="gdr-check dry-run ./Kimi-Linear-48B-A3B --backend vllm",
+    example=DryRunExample({"backend_unavailable": {"backend": "vllm", "reason": "vllm is not installed"}}, backend="vllm"),
 )
 
 # -- GDR321-GDR322: interpreter mode ---------------------------------------------------------------------------------
@@ -223,7 +235,7 @@ BF16_NOT_VERIFIABLE = declare(
     ),
     causes=("a dry-run on a machine without a CUDA device, or with `--device cpu`",),
     fixes=("run the dry-run on a CUDA machine to verify bfloat16",),
-    example="gdr-check dry-run ./Qwen3-Next-80B-A3B --device cpu",
+    example=DryRunExample({"device": {"interpreter": True}, "geometry": {"substitutions": [{"what": "`mixed_qkv`"}]}}),
 )
 
 REDUCED_SIZES = declare(
@@ -239,5 +251,6 @@ REDUCED_SIZES = declare(
     ),
     causes=("a dry-run on a machine without a CUDA device, or with `--device cpu`",),
     fixes=("run the dry-run on a CUDA machine for the full per-rank sizes and timings",),
-    example="gdr-check dry-run ./Qwen3-Next-80B-A3B --device cpu",
+    example=DryRunExample({"device": {"interpreter": True}, "geometry": {
+        "reductions": [{"what": "B", "before": 2048, "after": 8}]}}),
 )
