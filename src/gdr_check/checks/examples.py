@@ -168,3 +168,47 @@ class DryRunExample:
 
         result = None if self.result is None else dict(self.result)
         return dryrun_diagnostics(ChildOutcome(result, self.returncode, self.stderr), self.backend)
+
+
+def qwen3_next_config(**changes: Any) -> dict[str, Any]:
+    """A small, valid Qwen3-Next config (8 layers, every 4th full attention; H=2, HV=4, K=V=16) with
+    `changes` (a key set to None is removed)."""
+    config: dict[str, Any] = {
+        "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 64,
+        "num_hidden_layers": 8, "full_attention_interval": 4, "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 256,
+        "torch_dtype": "bfloat16",
+    }
+    config.update(changes)
+    return {key: value for key, value in config.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class ModelExample:
+    """A config-only checkpoint (`config`, as `config.json` holds it) checked for a deployment (`deployment`:
+    the `Deployment` fields, e.g. tp), as `gdr-check config.json --tp N` does."""
+
+    config: Mapping[str, Any]
+    note: str = ""
+    deployment: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        import json
+
+        flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in self.deployment.items())
+        head = f"# config.json, checked with `gdr-check config.json{' ' + flags if flags else ''}`"
+        lines = [head + (f": {self.note}" if self.note else ""), json.dumps(self.config)]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+        from ..models import Deployment, check_checkpoint
+        from ..sources import Checkpoint
+
+        checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
+                                config_file="config.json", tensors={})
+        return list(check_checkpoint(checkpoint, Deployment(**self.deployment)).report)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from ..report import Diagnostic, Location
+from .examples import ModelExample, qwen3_next_config
 from .registry import Finding, declare, findings_of, rule, rules_in_scope
 
 if TYPE_CHECKING:
@@ -137,7 +138,8 @@ NO_LINEAR_LAYERS = declare(
     ),
     causes=("a plain transformer checkpoint", "a lightning-attention hybrid (MiniMax, Ring/Ling-linear)"),
     fixes=("point gdr-check at a Qwen3-Next, Qwen3.5/3.6, Kimi-Linear or other GDN/KDA checkpoint",),
-    example="gdr-check MiniMaxAI/MiniMax-Text-01",
+    example=ModelExample({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                          "num_hidden_layers": 2, "num_attention_heads": 4}, "a model without linear attention"),
 )
 
 
@@ -156,7 +158,8 @@ NO_LINEAR_LAYERS = declare(
     ),
     causes=("a new or renamed model family", "a safetensors file without its config.json"),
     fixes=("check the inferred numbers against the model card", "pass the checkpoint with its config.json"),
-    example="gdr-check ./my-gdn-model/model.safetensors   # no config.json beside it",
+    example=ModelExample(qwen3_next_config(architectures=["MyHybridForCausalLM"], model_type="my_hybrid"),
+                         "Qwen3-Next fields under an unknown architecture"),
 )
 def unknown_architecture(ctx: ModelContext):
     model = ctx.model
@@ -185,7 +188,7 @@ def unknown_architecture(ctx: ModelContext):
     ),
     causes=("a hand-edited or truncated config.json", "a config exported by another tool"),
     fixes=("add the field with the value the weights hold",),
-    example='{"linear_num_key_heads": 16, "linear_key_head_dim": 128}   # no linear_num_value_heads',
+    example=ModelExample(qwen3_next_config(linear_num_value_heads=None), "no `linear_num_value_heads`"),
 )
 def missing_fields(ctx: ModelContext):
     findings = []
@@ -218,7 +221,8 @@ def missing_fields(ctx: ModelContext):
     ),
     causes=("`layer_types` copied from a model with another depth", "0-based indices in a 1-based list"),
     fixes=("make the layer map cover exactly `num_hidden_layers` layers",),
-    example='"num_hidden_layers": 48, "layer_types": [... 40 entries ...]',
+    example=ModelExample(qwen3_next_config(full_attention_interval=None, layer_types=["linear_attention"] * 6),
+                         "6 layer types for 8 layers"),
 )
 def malformed_layer_maps(ctx: ModelContext):
     locate = _config_location(ctx)
@@ -255,8 +259,9 @@ def _config_location(ctx: ModelContext):
     ),
     causes=("a checkpoint with a custom layer pattern served by sglang",),
     fixes=("make `layer_types` follow the interval rule, or serve with an engine that reads `layer_types`",),
-    example='"full_attention_interval": 4, "layer_types": ["linear_attention", "full_attention", ...]',
     engines="sglang 0.5.23 (Qwen3NextConfig, Qwen3_5TextConfig).",
+    example=ModelExample(qwen3_next_config(layer_types=["linear_attention", "full_attention"] * 4),
+                         "every 2nd layer full attention by `layer_types`, every 4th by the interval"),
 )
 def layer_types_vs_interval(ctx: ModelContext):
     model = ctx.model
@@ -294,7 +299,8 @@ def layer_types_vs_interval(ctx: ModelContext):
     ),
     causes=("an OLMo-Hybrid checkpoint",),
     fixes=("decode with a kernel that takes beta directly, or fold the factor into the kernel call",),
-    example='"model_type": "olmo_hybrid", "linear_allow_neg_eigval": true',
+    example=ModelExample(qwen3_next_config(architectures=["OlmoHybridForCausalLM"], model_type="olmo_hybrid",
+                                           linear_allow_neg_eigval=True), "an OLMo-Hybrid style config"),
 )
 def negative_eigenvalues(ctx: ModelContext):
     flag = ctx.model.beta_scale_flag
@@ -489,8 +495,8 @@ def missing_tensors(ctx: ModelContext):
     ),
     causes=("TP 3 or 6 for a model with 16 or 32 heads", "TP 32 for a Qwen GDN model"),
     fixes=("pick a TP size from the list; use data or pipeline parallelism for more GPUs",),
-    example="gdr-check Qwen/Qwen3.5-27B --tp 3",
     engines="sglang 0.5.23 and vLLM.",
+    example=ModelExample(qwen3_next_config(), "H=2 key heads at TP 4", deployment={"tp": 4}),
 )
 def tp_linear_heads(ctx: ModelContext):
     model, tp = ctx.model, ctx.deployment.tp
@@ -547,8 +553,9 @@ def _nearest(sizes: list[int], tp: int) -> list[int]:
     ),
     causes=("TP 16 for Qwen3.5-27B (24 heads) or Qwen3.5-0.8B (8 heads)",),
     fixes=("pick a TP size that divides both head counts; sglang: DP attention lowers the attention TP size",),
-    example="gdr-check Qwen/Qwen3.6-27B --tp 16 --engine vllm",
     engines="vLLM (ModelConfig.verify_with_parallel_config); sglang for Kimi-Linear and without DP attention.",
+    example=ModelExample(qwen3_next_config(linear_num_key_heads=4, linear_num_value_heads=8, num_attention_heads=2),
+                         "2 attention heads at TP 4", deployment={"tp": 4}),
 )
 def tp_attention_heads(ctx: ModelContext):
     heads, tp = ctx.model.num_attention_heads, ctx.deployment.tp
@@ -579,8 +586,9 @@ def tp_attention_heads(ctx: ModelContext):
     ),
     causes=("TP 3 for a model with 2 or 4 KV heads",),
     fixes=("pick a TP size that divides or is a multiple of the KV heads",),
-    example="num_key_value_heads = 4, tp = 6",
     engines="sglang 0.5.23 and vLLM.",
+    example=ModelExample(qwen3_next_config(num_attention_heads=6, num_key_value_heads=3), "3 KV heads at TP 2",
+                         deployment={"tp": 2}),
 )
 def tp_kv_heads(ctx: ModelContext):
     kv, tp = ctx.model.num_key_value_heads, ctx.deployment.tp
@@ -601,8 +609,8 @@ def tp_kv_heads(ctx: ModelContext):
     ),
     causes=("a config whose value head count was edited", "key and value head counts swapped"),
     fixes=("use a checkpoint whose value head count is a multiple of its key head count",),
-    example='"linear_num_key_heads": 16, "linear_num_value_heads": 30',
     engines="sglang 0.5.23 and vLLM (the same kernel check).",
+    example=ModelExample(qwen3_next_config(linear_num_key_heads=3), "HV=4 value heads for H=3 key heads"),
 )
 def uneven_groups(ctx: ModelContext):
     model = ctx.model
@@ -631,8 +639,14 @@ def uneven_groups(ctx: ModelContext):
     ),
     causes=("`linear_attn_config.head_k_dim` or `num_k_heads` set to a different value",),
     fixes=("drop the optional `num_k_heads` / `head_k_dim` fields or set them equal to `num_heads` / `head_dim`",),
-    example='"linear_attn_config": {"num_heads": 32, "head_dim": 128, "head_k_dim": 64}',
     engines="sglang 0.5.23 (`fused_recurrent_kda_packed_decode`).",
+    example=ModelExample({"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 64,
+                          "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+                          "linear_attn_config": {"num_heads": 4, "head_dim": 16, "head_k_dim": 8,
+                                                 "short_conv_kernel_size": 4, "kda_layers": [1, 2, 3],
+                                                 "full_attn_layers": [4]},
+                          "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+                          "torch_dtype": "bfloat16"}, "Kimi-Linear with head_k_dim 8 != head_dim 16"),
 )
 def asymmetric_kda(ctx: ModelContext):
     model = ctx.model
@@ -658,7 +672,7 @@ def asymmetric_kda(ctx: ModelContext):
         "the pool costs (slots) x (this number) per rank."
     ),
     fixes=("a bf16 SSM state halves the SSM part, at some accuracy cost (GDR249)",),
-    example="Qwen3-Next-80B at TP 1: 36 x (48 KiB + 2 MiB) = 73.69 MiB per request",
+    example=ModelExample(qwen3_next_config(), "any model: the state each request holds"),
 )
 def state_footprint(ctx: ModelContext):
     memory = ctx.memory
@@ -684,7 +698,7 @@ def state_footprint(ctx: ModelContext):
     ),
     causes=("a large batch at low TP", "an fp32 SSM state on a small GPU"),
     fixes=("raise TP, lower the batch, or use a bf16 SSM state",),
-    example="gdr-check Qwen/Qwen3-Next-80B-A3B-Instruct --batch 512 --gpu-memory 8GiB",
+    example=ModelExample(qwen3_next_config(), "a 1000-byte state budget", deployment={"gpu_memory": 1000}),
 )
 def state_budget(ctx: ModelContext):
     memory = ctx.memory
@@ -712,6 +726,7 @@ def state_budget(ctx: ModelContext):
     ),
     fixes=("set `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1` to use the GDN packed decode in vLLM",),
     engines="vLLM.",
+    example=ModelExample(qwen3_next_config(), "a GDN model under vLLM", deployment={"engine": "vllm"}),
 )
 def vllm_opt_in(ctx: ModelContext):
     if ctx.deployment.engine != "vllm":
