@@ -212,3 +212,135 @@ class ModelExample:
         checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
                                 config_file="config.json", tensors={})
         return list(check_checkpoint(checkpoint, Deployment(**self.deployment)).report)
+
+
+# -- checkpoints on disk (GDR0xx) ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link to `target`."""
+
+    target: str
+
+    def __str__(self) -> str:
+        return f"-> {self.target}"
+
+
+@dataclass(frozen=True)
+class Folder:
+    """An empty directory."""
+
+    def __str__(self) -> str:
+        return "(a directory)"
+
+
+@dataclass(frozen=True)
+class Safetensors:
+    """A safetensors file: the 8-byte length prefix (`length`, default the header's), the JSON `header` (a dict
+    or raw bytes), then `data` bytes of tensor data (default what the header's offsets need), written sparse;
+    `size` overrides the file's size (to truncate or extend it)."""
+
+    header: Mapping[str, Any] | bytes
+    data: int | None = None
+    length: int | None = None
+    size: int | None = None
+
+    def raw(self) -> bytes:
+        import json
+
+        return self.header if isinstance(self.header, bytes) else json.dumps(self.header).encode()
+
+    def write(self, path: Any) -> None:
+        import struct
+
+        raw = self.raw()
+        data = self.data
+        if data is None and isinstance(self.header, Mapping):
+            data = max((entry["data_offsets"][1] for key, entry in self.header.items() if key != "__metadata__"),
+                       default=0)
+        with open(path, "wb") as handle:
+            handle.write(struct.pack("<Q", len(raw) if self.length is None else self.length))
+            handle.write(raw)
+            handle.truncate(8 + len(raw) + (data or 0) if self.size is None else self.size)
+
+    def __str__(self) -> str:
+        text = f"safetensors, header {self.raw().decode('utf-8', 'backslashreplace')}"
+        if self.length is not None:
+            text += f", length prefix {self.length}"
+        if self.size is not None:
+            text += f", {self.size} bytes in all"
+        return text
+
+
+@dataclass(frozen=True)
+class Sparse:
+    """A file of `size` bytes that holds nothing (sparse)."""
+
+    size: int
+
+    def __str__(self) -> str:
+        return f"({self.size:,} bytes)"
+
+
+def tensor_entry(dtype: str = "F32", shape: tuple[int, ...] = (2,), offsets: tuple[int, ...] = (0, 8)
+                 ) -> dict[str, Any]:
+    return {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}
+
+
+@dataclass(frozen=True)
+class CheckpointExample:
+    """Files (path -> text, bytes, `Link`, `Folder`, `Safetensors` or `Sparse`) written to an empty directory,
+    then `gdr-check TARGET` run there (`target` a path in it, or a repo id looked up in its `hub/` cache)."""
+
+    files: Mapping[str, Any]
+    target: str
+    note: str = ""
+    repo_id: bool = False  # `target` is an `org/name` id, looked up in the cache `hub/`
+
+    @property
+    def text(self) -> str:
+        cache = "HF_HUB_CACHE=hub " if self.repo_id else ""
+        lines = [f"# {cache}gdr-check {self.target}" + (f": {self.note}" if self.note else "")]
+        for name, content in self.files.items():
+            shown = repr(content) if isinstance(content, (str, bytes)) else str(content)
+            lines.append(f"{name}: {shown}" if not isinstance(content, Link) else f"{name} {content}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def write(self, root: Any) -> None:
+        import os
+        from pathlib import Path
+
+        root = Path(root)
+        for name, content in self.files.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, Link):
+                os.symlink(content.target, path)
+            elif isinstance(content, Folder):
+                path.mkdir(exist_ok=True)
+            elif isinstance(content, Safetensors):
+                content.write(path)
+            elif isinstance(content, Sparse):
+                with open(path, "wb") as handle:
+                    handle.truncate(content.size)
+            else:
+                path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+        import tempfile
+        from pathlib import Path
+
+        from ..errors import SourceError
+        from ..sources import open_checkpoint
+
+        with tempfile.TemporaryDirectory(prefix="gdr-check-example-") as scratch:
+            root = Path(scratch)
+            self.write(root)
+            target = self.target if self.repo_id else str(root / self.target)
+            try:
+                open_checkpoint(target, cache_dir=str(root / "hub"))
+            except SourceError as error:
+                return [error.diagnostic()]
+        return []

@@ -16,6 +16,7 @@ Numbering, stable once released:
 from __future__ import annotations
 
 from ..errors import SourceError
+from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tensor_entry
 from .registry import declare
 
 _SOURCE = "source"
@@ -34,7 +35,7 @@ class MissingPaths(SourceError):
         ),
         causes=["a typo in the path", "a relative path run from another working directory"],
         fixes=["check the path, or pass a Hugging Face repo id such as `Qwen/Qwen3-Next-80B-A3B-Instruct`"],
-        example="gdr-check ./Qwen3-Nxt-80B   # the directory is ./Qwen3-Next-80B",
+        example=CheckpointExample({}, "no/such/dir"),
     )
 
     path: object
@@ -55,7 +56,7 @@ class UnrecognizedInputs(SourceError):
             "a file of another type (a GGUF file, a tarball)",
         ],
         fixes=["pass the model directory, its `config.json` or its `.safetensors` files"],
-        example="gdr-check ./tokenizer/",
+        example=CheckpointExample({"ck/README.md": "# a model", "ck/tokenizer.json": "{}"}, "ck"),
     )
 
     path: object
@@ -77,7 +78,7 @@ class PickleCheckpoints(SourceError):
             "`save_pretrained(..., safe_serialization=True)`) and check the converted directory",
             "check the `config.json` alone to get the shapes without a weight cross-check",
         ],
-        example="gdr-check ./old-export/pytorch_model.bin",
+        example=CheckpointExample({"ck/consolidated.pth": "pickle"}, "ck/consolidated.pth"),
     )
 
     file: object
@@ -95,7 +96,8 @@ class UnreadableFiles(SourceError):
         ),
         causes=["file permissions", "a FIFO or device node named like a checkpoint file", "an I/O error"],
         fixes=["make the file readable by the current user, or point at a copy that is"],
-        example="chmod 000 model.safetensors && gdr-check .",
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}', "ck/s.safetensors": Folder()}, "ck",
+                                 "a shard that is a directory"),
     )
 
     file: object
@@ -113,7 +115,7 @@ class OversizedJsonFiles(SourceError):
         ),
         causes=["a weights file renamed to `config.json`", "a corrupt or hostile index file"],
         fixes=["check that the file is the model's real `config.json` or index"],
-        example="gdr-check ./ckpt   # config.json is 2 GB",
+        example=CheckpointExample({"ck/config.json": Sparse(16 * 1024 * 1024 + 1)}, "ck", "a 16 MiB + 1 byte config"),
     )
 
     what: object
@@ -133,7 +135,8 @@ class UnresolvedCacheRevisions(SourceError):
         ),
         causes=["an interrupted download", "a cache cleaned by hand", "a download of another revision only"],
         fixes=["download the model again (`hf download ORG/NAME`)"],
-        example="gdr-check ~/.cache/huggingface/hub/models--Qwen--Qwen3-Next-80B-A3B-Instruct   # refs/main removed",
+        example=CheckpointExample({"hub/models--Org--Gone/snapshots": Folder()}, "hub/models--Org--Gone",
+                                 "a cache entry without refs/main or a snapshot"),
     )
 
     repo: object
@@ -153,7 +156,7 @@ class ModelNotFound(SourceError):
         ),
         causes=["the model was never downloaded on this machine", "the cache lives elsewhere (`HF_HOME`)"],
         fixes=["download it (`hf download ORG/NAME`), or set `HF_HUB_CACHE` to the cache that holds it"],
-        example="gdr-check someorg/some-model",
+        example=CheckpointExample({"hub": Folder()}, "Org/Not-Downloaded", repo_id=True),
     )
 
     repo_id: object
@@ -171,7 +174,9 @@ class IncompleteDownloads(SourceError):
         ),
         causes=["an interrupted `hf download` or `from_pretrained`"],
         fixes=["run the download again; it resumes the partial file"],
-        example="gdr-check Qwen/Qwen3-Next-80B-A3B-Instruct   # while shard 7 is still downloading",
+        example=CheckpointExample({"hub/models--Org--Tiny/refs/main": "1a2b3c",
+                                  "hub/models--Org--Tiny/snapshots/1a2b3c/model.safetensors": Link("../../blobs/abc"),
+                                  "hub/models--Org--Tiny/blobs/abc.incomplete": b"partial"}, "Org/Tiny", repo_id=True),
     )
 
     file: object
@@ -188,7 +193,7 @@ class DanglingLinks(SourceError):
         ),
         causes=["a cache cleaned by hand", "an interrupted download"],
         fixes=["re-download the file the link stands for"],
-        example="rm ~/.cache/huggingface/hub/models--org--name/blobs/* && gdr-check org/name",
+        example=CheckpointExample({"x.safetensors": Link("gone.safetensors")}, "x.safetensors"),
     )
 
     file: object
@@ -206,7 +211,8 @@ class LinksOutsideHfCacheBlobs(SourceError):
         ),
         causes=["a checkpoint directory assembled with symlinks to another location", "a hostile archive"],
         fixes=["copy the real files into the checkpoint directory, or pass the linked file itself as the target"],
-        example="ln -s /etc/passwd ckpt/model-00001-of-00002.safetensors && gdr-check ckpt",
+        example=CheckpointExample({"elsewhere.safetensors": Safetensors({"a": tensor_entry()}),
+                                  "ck/model.safetensors": Link("../elsewhere.safetensors")}, "ck"),
     )
 
     file: object
@@ -228,7 +234,7 @@ class InvalidConfigJson(SourceError):
         ),
         causes=["a hand edit that left a trailing comma or a missing quote", "a truncated copy"],
         fixes=["fix the JSON at the reported line and column, or download `config.json` again"],
-        example='{"linear_num_value_heads": 32,}',
+        example=CheckpointExample({"ck/config.json": '{\n  "a": 1,\n  "b" 2\n}\n'}, "ck"),
     )
 
     line: object
@@ -247,7 +253,7 @@ class NonObjectConfigs(SourceError):
         ),
         causes=["the wrong file saved as `config.json` (e.g. a list of generation configs)"],
         fixes=["replace it with the model's real `config.json`"],
-        example="[1, 2, 3]",
+        example=CheckpointExample({"ck/config.json": "[1, 2]"}, "ck"),
     )
 
     json_type: object
@@ -268,7 +274,7 @@ class TruncatedSafetensorsFiles(SourceError):
         ),
         causes=["an interrupted download or copy", "a full disk while saving"],
         fixes=["re-download or re-copy this file"],
-        example="head -c 1000000 model.safetensors > cut.safetensors && gdr-check cut.safetensors",
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry()}, size=72)}, "x.safetensors"),
     )
 
     actual_size: object
@@ -288,7 +294,7 @@ class OversizedSafetensorsHeaders(SourceError):
         ),
         causes=["a file of another format renamed to `.safetensors`", "a corrupt first block"],
         fixes=["check that the file is a safetensors file, and re-download it if it is"],
-        example="cp model.gguf model.safetensors && gdr-check model.safetensors",
+        example=CheckpointExample({"x.safetensors": Safetensors(b"{}", 0, length=2 ** 64 - 1)}, "x.safetensors"),
     )
 
     length: object
@@ -306,7 +312,7 @@ class MalformedSafetensorsHeaders(SourceError):
         ),
         causes=["a corrupt file", "a writer that does not follow the safetensors format"],
         fixes=["re-download the file, or re-save it with the `safetensors` library"],
-        example='{"a": {"dtype": "F32", "shape": [2]}}   # no data_offsets',
+        example=CheckpointExample({"x.safetensors": Safetensors(b"[1, 2]", 0)}, "x.safetensors"),
     )
 
     reason: object
@@ -323,7 +329,7 @@ class UnknownTensorDtypes(SourceError):
         ),
         causes=["a corrupt header", "a writer using a dtype newer than this gdr-check"],
         fixes=["re-save the checkpoint with the `safetensors` library, or upgrade gdr-check"],
-        example='{"w": {"dtype": "Q4_K", "shape": [4], "data_offsets": [0, 2]}}',
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(dtype="Q4_K")})}, "x.safetensors"),
     )
 
     tensor: object
@@ -340,7 +346,7 @@ class InvalidTensorShapes(SourceError):
         ),
         causes=["a corrupt header", "a writer bug"],
         fixes=["re-download the file, or re-save it with the `safetensors` library"],
-        example='{"w": {"dtype": "F32", "shape": [-1, 4], "data_offsets": [0, 16]}}',
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(shape=(-2, -1))})}, "x.safetensors"),
     )
 
     tensor: object
@@ -360,7 +366,8 @@ class TensorSizeMismatches(SourceError):
         ),
         causes=["a header edited by hand (e.g. a shape changed without re-saving)", "a writer bug"],
         fixes=["re-save the tensor with the `safetensors` library"],
-        example='{"w": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 4]}}   # needs 8 bytes',
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(dtype="BF16", shape=(3,))})},
+                                 "x.safetensors"),
     )
 
     tensor: object
@@ -379,7 +386,8 @@ class OverlappingTensors(SourceError):
         ),
         causes=["a corrupt header", "a header edited by hand"],
         fixes=["re-save the checkpoint with the `safetensors` library"],
-        example='{"a": {..., "data_offsets": [0, 8]}, "b": {..., "data_offsets": [4, 12]}}',
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(offsets=(0, 8)),
+                                                                "b": tensor_entry(offsets=(4, 12))})}, "x.safetensors"),
     )
 
     tensor: object
@@ -397,7 +405,7 @@ class InvalidDataOffsets(SourceError):
         ),
         causes=["a corrupt header", "a writer bug"],
         fixes=["re-save the checkpoint with the `safetensors` library"],
-        example='{"w": {"dtype": "U8", "shape": [4], "data_offsets": [8, 4]}}',
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(offsets=(8, 0))}, 8)}, "x.safetensors"),
     )
 
     tensor: object
@@ -420,7 +428,7 @@ class OversizedSafetensorsFiles(SourceError):
         ),
         causes=["two downloads written into the same file", "a header rewritten with fewer tensors"],
         fixes=["re-download the file, or re-save it with the `safetensors` library"],
-        example="cat model.safetensors extra.bin > joined.safetensors && gdr-check joined.safetensors",
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry()}, size=100)}, "x.safetensors"),
     )
 
     extra: object
@@ -442,7 +450,7 @@ class InvalidIndexJson(SourceError):
         ),
         causes=["a truncated download", "a hand edit"],
         fixes=["download `model.safetensors.index.json` again"],
-        example='{"weight_map": {"lm_head.weight": "model-00001-of-00002.safetensors",}}',
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w" "s.safetensors"}}'}, "ck"),
     )
 
     line: object
@@ -461,7 +469,7 @@ class MalformedIndexes(SourceError):
         ),
         causes=["an index written by a tool that does not follow the format", "the wrong file in place of the index"],
         fixes=["download `model.safetensors.index.json` again, or regenerate it with `save_pretrained`"],
-        example='{"weight_map": ["model-00001-of-00002.safetensors"]}',
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"metadata": {}}'}, "ck"),
     )
 
     reason: object
@@ -479,7 +487,7 @@ class ShardPathsOutsideCheckpoint(SourceError):
         ),
         causes=["a hostile index", "an index hand-edited to point at shards elsewhere"],
         fixes=["move the shards into the checkpoint directory and list them by file name only"],
-        example='{"weight_map": {"w": "../../etc/passwd"}}',
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "../s.safetensors"}}'}, "ck"),
     )
 
     shard: object
@@ -496,7 +504,7 @@ class MissingShards(SourceError):
         ),
         causes=["an interrupted or partial download (e.g. `--include` patterns)", "a shard deleted by hand"],
         fixes=["re-download the missing shard"],
-        example="rm model-00003-of-00041.safetensors && gdr-check .",
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}'}, "ck"),
     )
 
     shard: object
@@ -514,7 +522,8 @@ class TensorsMissingFromShards(SourceError):
         ),
         causes=["shards from one export mixed with the index of another", "a hand-edited index"],
         fixes=["download the index and all shards of one revision again"],
-        example='{"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}   # it is in 00002',
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}',
+                                  "ck/s.safetensors": Safetensors({"a": tensor_entry()})}, "ck"),
     )
 
     tensor: object
@@ -531,7 +540,8 @@ class DuplicateTensors(SourceError):
         ),
         causes=["shards from two exports in one directory", "an old single-file export left next to new shards"],
         fixes=["remove the stale file so that each tensor is stored once"],
-        example="model.safetensors and model-00001-of-00002.safetensors side by side",
+        example=CheckpointExample({"ck/a.safetensors": Safetensors({"w": tensor_entry()}),
+                                  "ck/b.safetensors": Safetensors({"w": tensor_entry()})}, "ck"),
     )
 
     tensor: object
