@@ -184,22 +184,52 @@ def qwen3_next_config(**changes: Any) -> dict[str, Any]:
     return {key: value for key, value in config.items() if value is not None}
 
 
+def qwen3_next_weights(config: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The linear-attention tensors (name -> (dtype, shape)) of a Qwen3-Next config's linear layers."""
+    H, HV, K, V, W, hidden = (config["linear_num_key_heads"], config["linear_num_value_heads"],
+                              config["linear_key_head_dim"], config["linear_value_head_dim"],
+                              config["linear_conv_kernel_dim"], config["hidden_size"])
+    tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for layer in range(config["num_hidden_layers"]):
+        if (layer + 1) % config.get("full_attention_interval", 4) == 0:
+            continue
+        p = f"model.layers.{layer}.linear_attn."
+        tensors.update({
+            f"{p}in_proj_qkvz.weight": ("BF16", (2 * H * K + 2 * HV * V, hidden)),
+            f"{p}in_proj_ba.weight": ("BF16", (2 * HV, hidden)), f"{p}conv1d.weight": ("BF16", (2 * H * K + HV * V, 1, W)),
+            f"{p}A_log": ("BF16", (HV,)), f"{p}dt_bias": ("BF16", (HV,)), f"{p}norm.weight": ("BF16", (V,)),
+            f"{p}out_proj.weight": ("BF16", (hidden, HV * V)),
+        })
+    return tensors
+
+
 @dataclass(frozen=True)
 class ModelExample:
-    """A config-only checkpoint (`config`, as `config.json` holds it) checked for a deployment (`deployment`:
-    the `Deployment` fields, e.g. tp), as `gdr-check config.json --tp N` does."""
+    """A checkpoint checked for a deployment (`deployment`: the `Deployment` fields, e.g. tp), as
+    `gdr-check DIR --tp N` does: `config` (as `config.json` holds it) and, when `weights` is given, the
+    linear-attention tensors of the Qwen3-Next config `weights` with `tensor_changes` (name -> (dtype, shape),
+    or None to drop it)."""
 
     config: Mapping[str, Any]
     note: str = ""
     deployment: Mapping[str, Any] = field(default_factory=dict)
+    weights: Mapping[str, Any] | None = None
+    tensor_changes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
         import json
 
         flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in self.deployment.items())
-        head = f"# config.json, checked with `gdr-check config.json{' ' + flags if flags else ''}`"
-        lines = [head + (f": {self.note}" if self.note else ""), json.dumps(self.config)]
+        what = "config.json" if self.weights is None else "DIR"
+        head = f"# {what}, checked with `gdr-check {what}{' ' + flags if flags else ''}`"
+        lines = [head + (f": {self.note}" if self.note else ""), f"config = {json.dumps(self.config)}"]
+        if self.weights is not None:
+            lines.append("# weights: the linear-attention tensors of "
+                         + ("the same config" if self.weights == self.config else f"the config {json.dumps(self.weights)}")
+                         + (", with" if self.tensor_changes else ""))
+            for name, change in self.tensor_changes.items():
+                lines.append(f"{name}: " + ("(absent)" if change is None else f"{change[0]} {list(change[1])}"))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -207,10 +237,15 @@ class ModelExample:
 
     def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
         from ..models import Deployment, check_checkpoint
-        from ..sources import Checkpoint
+        from ..sources import Checkpoint, TensorInfo
 
+        tensors: dict[str, Any] = {}
+        if self.weights is not None:
+            shapes = {**qwen3_next_weights(self.weights), **self.tensor_changes}
+            tensors = {name: TensorInfo(name, spec[0], tuple(spec[1]), "model.safetensors")
+                       for name, spec in shapes.items() if spec is not None}
         checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
-                                config_file="config.json", tensors={})
+                                config_file="config.json", tensors=tensors)
         return list(check_checkpoint(checkpoint, Deployment(**self.deployment)).report)
 
 

@@ -348,7 +348,8 @@ def _layers_note(layers: tuple[int, ...], total: int) -> str:
     causes=("a config.json from another model size", "weights resharded or pruned without updating the config",
             "a quantised export that changed a projection's layout"),
     fixes=("use the config.json that belongs to these weights",),
-    example="config: `linear_num_value_heads` = 32; `model.layers.0.linear_attn.A_log` has shape [8]",
+    example=ModelExample(qwen3_next_config(linear_num_value_heads=8), "the weights have 4 value heads",
+                         weights=qwen3_next_config()),
 )
 def config_weight_mismatches(ctx: ModelContext):
     findings = []
@@ -382,7 +383,9 @@ def config_weight_mismatches(ctx: ModelContext):
     ),
     causes=("shards from two different checkpoints mixed in one directory", "a partially converted checkpoint"),
     fixes=("re-download or re-export the shards that hold the odd layers",),
-    example="layer 0 `A_log` [32], layer 4 `A_log` [16]",
+    example=ModelExample({"architectures": ["Mystery"], "num_hidden_layers": 8}, "layer 6 differs from layer 0",
+                         weights=qwen3_next_config(),
+                         tensor_changes={"model.layers.6.linear_attn.A_log": ("F32", (8,))}),
 )
 def layer_weight_mismatches(ctx: ModelContext):
     findings = []
@@ -409,7 +412,8 @@ def layer_weight_mismatches(ctx: ModelContext):
     ),
     causes=("a padded or quantised projection", "a tensor saved with an extra axis"),
     fixes=("re-export the tensor in the layout the architecture uses",),
-    example="`linear_attn.in_proj_qkvz.weight` [12300, 2048] for Qwen3-Next",
+    example=ModelExample(qwen3_next_config(), weights=qwen3_next_config(),
+                         tensor_changes={"model.layers.1.linear_attn.in_proj_qkvz.weight": ("BF16", (193, 64))}),
 )
 def unexpected_shapes(ctx: ModelContext):
     findings = []
@@ -437,7 +441,8 @@ def unexpected_shapes(ctx: ModelContext):
     ),
     causes=("a layer map copied from another model", "0-based indices in Kimi's 1-based `kda_layers`"),
     fixes=("make the layer map match the weights",),
-    example='"kda_layers": [0, 1, 2, 4, ...]   # Kimi lists layers from 1',
+    example=ModelExample(qwen3_next_config(), "layer 3 is full attention by the interval", weights=qwen3_next_config(),
+                         tensor_changes={"model.layers.3.linear_attn.A_log": ("BF16", (4,))}),
 )
 def layer_kind_mismatches(ctx: ModelContext):
     findings = []
@@ -465,7 +470,8 @@ def layer_kind_mismatches(ctx: ModelContext):
     ),
     causes=("a missing shard", "an export that dropped parameters", "tensors renamed by a conversion tool"),
     fixes=("re-download or re-export the checkpoint",),
-    example="`model.layers.0.linear_attn.dt_bias` absent",
+    example=ModelExample(qwen3_next_config(), weights=qwen3_next_config(),
+                         tensor_changes={"model.layers.4.linear_attn.dt_bias": None}),
 )
 def missing_tensors(ctx: ModelContext):
     findings = []
