@@ -1,4 +1,4 @@
-"""Every rule's executable example fires exactly its own rule and no other error.
+"""Every rule's executable example fires exactly its own rule and no other error (but those it declares).
 
 The examples are declared with the rules (`Rule.example`) and shown in docs/rules.md, so this verifies every
 docs example, and a rule declared without an example fails here. A rule whose check no input can trigger
@@ -16,19 +16,8 @@ from gdr_check.checks import RULES
 from gdr_check.checks.docs import render
 from gdr_check.checks.registry import RULE_SET
 
-# Rules whose example is still prose: the recorded calls of the GDR16x call-vs-model comparisons. Frozen: a rule added later is not exempt, and a rule that gains an
-# executable example must leave this list (strict xfail).
-PROSE_EXAMPLES = frozenset(
-    f"GDR{n}" for n in (160, 161, 162, 163, 164, 165, 166, 167, 168, 169, 170, 171)
-)
 
-
-def _params() -> list:
-    return [pytest.param(code, id=code, marks=[pytest.mark.xfail(strict=True, reason="prose example")]
-                         if code in PROSE_EXAMPLES else []) for code in sorted(RULES)]
-
-
-@pytest.mark.parametrize("code", _params())
+@pytest.mark.parametrize("code", sorted(RULES))
 def test_each_rules_example_fires_exactly_that_rule(code):
     rule = RULES[code]
     example = rule.example
@@ -38,7 +27,10 @@ def test_each_rules_example_fires_exactly_that_rule(code):
     errors = sorted({d.code for d in diagnostics if d.severity == "error"})
     if getattr(example, "reachable", True):
         assert code in codes, (code, [(d.code, d.message) for d in diagnostics])
-        assert errors in ([], [code]), (code, [(d.code, d.message) for d in diagnostics])
+        # Only its own error, and the errors the example declares it necessarily gets too (a call the model
+        # comparison explains that the wrapper also rejects).
+        also = set(getattr(example, "also", ()))
+        assert set(errors) - {code} == also, (code, [(d.code, d.message) for d in diagnostics])
         # The diagnostic is the rule's: its message is the template filled in.
         mine = next(d for d in diagnostics if d.code == code)
         assert rule.message_pattern().fullmatch(mine.message), mine.message

@@ -379,3 +379,71 @@ class CheckpointExample:
             except SourceError as error:
                 return [error.diagnostic()]
         return []
+
+
+# -- a recorded call against a model (GDR16x) ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompareExample:
+    """A recorded call compared with the call the engine makes for a model, as `gdr-check call REC.json --model
+    config.json --tp N` does: the recording is the model's own call for one rank with `changes` (argument ->
+    `spec(...)` or a value)."""
+
+    changes: Mapping[str, Any]
+    note: str = ""
+    config: Mapping[str, Any] = field(default_factory=lambda: qwen3_next_config())
+    tp: int = 2
+    engine: str = "sglang"
+    # Errors the same call necessarily gets too: a wrong shape the comparison explains is usually one the
+    # wrapper rejects as well.
+    also: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        import json
+
+        lines = [f"# gdr-check call REC.json --model config.json --tp {self.tp}" + (f": {self.note}" if self.note else ""),
+                 f"config = {json.dumps(self.config)}",
+                 "# REC.json: the call the engine makes for this rank" + (", with" if self.changes else "")]
+        expected = self._expected().call
+        for name, value in self.changes.items():
+            base = getattr(expected, name)
+            lines.append(f"{name} = {value.text(base) if isinstance(value, Tensor) else repr(value)}")
+        if self.also:
+            lines.append(f"# also reported: {', '.join(self.also)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _expected(self) -> Any:
+        from ..models import Deployment, check_checkpoint
+        from ..sources import Checkpoint
+
+        checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
+                                config_file="config.json", tensors={})
+        return check_checkpoint(checkpoint, Deployment(tp=self.tp, engine=self.engine))  # type: ignore[arg-type]
+
+    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+        import dataclasses
+
+        from .call import CallContext
+        from .compare import ModelGeometry, compare_call, contract_arguments
+        from .contract import _diagnostics
+
+        check = self._expected()
+        expected = check.call
+        changes: dict[str, Any] = {}
+        for name, value in self.changes.items():
+            if isinstance(value, Tensor):
+                base = getattr(expected, name)
+                value = TensorSpec.of(value.shape, value.dtype or base.dtype, value.device or base.device,
+                                      stride=value.stride, values=value.values,
+                                      storage=value.storage if value.storage is not None else base.storage)
+            changes[name] = value
+        recorded = dataclasses.replace(expected, **changes)
+        found = _diagnostics(CallContext.build(recorded, self.engine), rules=rules)  # type: ignore[arg-type]
+        geometry = ModelGeometry.from_model(check.model, "config.json", self.config.get("head_dim"))
+        comparison = compare_call(recorded, expected, geometry, tp=self.tp, engine=self.engine,
+                                  state_dtype_reason=check.settings.state_dtype_reason if check.settings else None,
+                                  contract_flagged=contract_arguments(found))
+        return [d for d in found if d.code not in comparison.supersedes] + comparison.diagnostics
