@@ -356,8 +356,10 @@ def test_engine_and_ours_disagreeing(monkeypatch, checkpoints):
 def test_diagnostics_name_the_worst_step(monkeypatch, checkpoints):
     from gdr_check.checks import rules_dryrun
 
-    message = rules_dryrun.STATE_MISMATCH.diagnostic(**{
-        "kernel": "gdr-check", "step": 2, "error": "0.02", "tolerance": "1e-05", "dtype": "float32", "slot": 3,
-        "head": 1}).message
+    message = rules_dryrun.StateMismatch(
+        kernel="gdr-check", step=2, error="0.02", tolerance="1e-05", dtype="float32", slot=3, head=1,
+    ).diagnostic().message
     assert message.startswith("the state of touched slots after the gdr-check kernel differs")
-    assert rules_dryrun.STATE_MISMATCH.message_pattern().fullmatch(message)
+    assert rules_dryrun.StateMismatch.rule.message_pattern().fullmatch(message)
+    with pytest.raises(TypeError, match=r"unknown fields \['solt'\], missing \['slot'\]"):
+        rules_dryrun.StateMismatch(kernel="k", step=2, error="e", tolerance="t", dtype="d", solt=3, head=1)

@@ -151,3 +151,36 @@ def test_a_wrapper_rule_without_its_predicate_or_position_is_refused_at_declarat
         late.declare_wrapper_order("gdn", ("GDR291",))
     with pytest.raises(LookupError, match="undeclared rules: GDR291"):
         rules.call_plan("gdn")
+
+
+# -- typed violations: a template field and the class's fields are checked against each other at import ----------
+def test_a_typed_violation_with_a_field_its_message_lacks_fails_when_its_class_is_created():
+    from gdr_check.checks.registry import Violation
+    from gdr_check.errors import SourceError
+
+    rules = RuleSet()
+    rule = rules.declare("GDR391", "toy-child-died", scope="dryrun", summary="s", explanation="e",
+                         message="the child {how}; last line: {last_line}")
+
+    class ChildDied(Violation):
+        rule = rules.rules["GDR391"]
+        how: str
+        last_line: str
+
+    assert ChildDied(how="exited", last_line="boom").diagnostic().message == "the child exited; last line: boom"
+    with pytest.raises(TypeError, match=r"GDR391's message uses \['last_line'\]"):
+        class Typo(Violation):
+            rule = rules.rules["GDR391"]
+            how: str
+            lastline: str
+    with pytest.raises(TypeError, match=r"unknown fields \['lastline'\], missing \['last_line'\]"):
+        ChildDied(how="exited", lastline="boom")
+    source = rules.declare("GDR091", "toy-unreadable", scope="source", summary="s", explanation="e",
+                           message="cannot read `{file}`: {reason}")
+    with pytest.raises(TypeError, match=r"fields \['raeson'\] are not in GDR091's message"):
+        class Unreadable(SourceError):
+            rule = source
+            file: str
+            reason: str
+            raeson: str
+    assert rule.code == "GDR391"

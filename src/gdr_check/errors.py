@@ -7,7 +7,8 @@ exceptions.
 
 `SourceError` is an `InputError` tied to one GDR0xx rule: each rule of `gdr_check.checks.rules_source` is a
 subclass that declares the rule and its fields, and the import fails when a field of the rule's message is not
-among them (or a field is neither in the message nor a location part).
+among them (or a field is neither in the message nor a location part). `checks.registry.Violation` is the same
+for rules reported rather than raised (GDR3xx, GDR101).
 """
 
 from __future__ import annotations
@@ -26,6 +27,29 @@ if TYPE_CHECKING:
 _MAX_VALUE_CHARS = 160
 # Fields that may be given without appearing in the message: they locate the error.
 LOCATION_FIELDS = frozenset({"line", "column", "tensor", "shard"})
+
+
+def declared_fields(owner: type, rule: "Rule", optional: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The fields `owner` declares (its own annotations but `rule` and `fields`), checked against `rule`'s message
+    template: every template field must be declared, and a declared field must be in the template or
+    `optional`. Called when the class is created, so a typo fails at import."""
+    fields = frozenset(inspect.get_annotations(owner)) - {"rule", "fields"}
+    template = set(rule.fields())
+    if template - fields:
+        raise TypeError(f"{owner.__name__}: {rule.code}'s message uses {sorted(template - fields)}, "
+                        f"which are not among its fields {sorted(fields)}")
+    if fields - template - optional:
+        raise TypeError(f"{owner.__name__}: fields {sorted(fields - template - optional)} are not in "
+                        f"{rule.code}'s message")
+    return fields
+
+
+def check_values(owner: type, rule: "Rule", fields: frozenset[str], values: Any) -> None:
+    """Raise TypeError unless `values` gives every field of `rule`'s message and nothing `fields` lacks."""
+    unknown = set(values) - fields
+    missing = set(rule.fields()) - set(values)
+    if unknown or missing:
+        raise TypeError(f"{owner.__name__} ({rule.code}): unknown fields {sorted(unknown)}, missing {sorted(missing)}")
 
 
 class InputError(Exception):
@@ -73,15 +97,7 @@ class SourceError(InputError):
         rule = cls.__dict__.get("rule")
         if rule is None:
             raise TypeError(f"{cls.__name__} declares no rule")
-        fields = frozenset(inspect.get_annotations(cls)) - {"rule", "fields"}
-        template = set(rule.fields())
-        if template - fields:
-            raise TypeError(f"{cls.__name__}: {rule.code}'s message uses {sorted(template - fields)}, "
-                            f"which are not among its fields {sorted(fields)}")
-        if fields - template - LOCATION_FIELDS:
-            raise TypeError(f"{cls.__name__}: fields {sorted(fields - template - LOCATION_FIELDS)} are neither "
-                            f"in {rule.code}'s message nor location parts")
-        cls.fields = fields
+        cls.fields = declared_fields(cls, rule, LOCATION_FIELDS)
         cls.code = rule.code  # type: ignore[misc]
 
     def __init__(
@@ -94,10 +110,7 @@ class SourceError(InputError):
         **values: Any,
     ) -> None:
         rule = self.rule
-        unknown = set(values) - self.fields
-        missing = set(rule.fields()) - set(values)
-        if unknown or missing:
-            raise TypeError(f"{type(self).__name__}: unknown fields {sorted(unknown)}, missing {sorted(missing)}")
+        check_values(type(self), rule, self.fields, values)
         self.name = rule.name
         self.path = display_path(path) if path is not None else None
         self.values = {key: printable(value) for key, value in values.items()}

@@ -19,8 +19,9 @@ import functools
 import re
 import string
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Protocol, Sequence, Union
 
+from ..errors import check_values, declared_fields
 from ..report import Diagnostic, Location, Severity
 
 if TYPE_CHECKING:
@@ -312,6 +313,36 @@ rule = RULE_SET.rule
 get = RULE_SET.get
 rules_in_scope = RULE_SET.in_scope
 declare_wrapper_order = RULE_SET.declare_wrapper_order
+
+
+class Violation:
+    """One finding of a rule that is reported outside a check function (the dry-run's GDR3xx, GDR101), typed.
+
+    A subclass per rule sets `rule = declare(...)` and annotates one field per field of the rule's message;
+    the class is refused at import when the two differ, and an instance at construction when a field is
+    missing or unknown: `OutputMismatch(kernel=..., step=..., ...).diagnostic(argument="out")`.
+    """
+
+    rule: ClassVar[Rule]
+    fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        rule = cls.__dict__.get("rule")
+        if rule is None:
+            raise TypeError(f"{cls.__name__} declares no rule")
+        cls.fields = declared_fields(cls, rule)
+
+    def __init__(self, **values: Any) -> None:
+        check_values(type(self), self.rule, self.fields, values)
+        self.values = values
+
+    def finding(self, *, fixes: Iterable[str] = (), notes: Iterable[str] = (), argument: str | None = None,
+                location: Location | None = None) -> Finding:
+        return Finding(dict(self.values), list(fixes), list(notes), argument, location)
+
+    def diagnostic(self, **where: Any) -> Diagnostic:
+        return self.rule.diagnostic(self.finding(**where))
 
 
 def findings_of(result: Finding | Iterable[Finding] | None) -> list[Finding]:

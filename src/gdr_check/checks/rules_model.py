@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..report import Diagnostic, Location
 from .examples import ModelExample, qwen3_next_config
-from .registry import Finding, declare, findings_of, rule, rules_in_scope
+from .registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 
 if TYPE_CHECKING:
     from ..models.deployment import Deployment, EngineSettings
@@ -124,23 +124,26 @@ def run_model_rules(ctx: ModelContext) -> list[Diagnostic]:
 
 
 # -- GDR101-GDR106: family, config fields, layer map -------------------------------------------------------------
-NO_LINEAR_LAYERS = declare(
-    "GDR101", "models-without-linear-attention", severity="info", scope=MODEL,
-    summary="the model has no GDN or KDA layers",
-    message="`{architecture}` has no GDN or KDA layers: nothing to check",
-    explanation=(
-        "gdr-check checks the packed recurrent decode kernels of Gated DeltaNet (GDN) and Kimi Delta "
-        "Attention (KDA) layers. This model has none: its config names no linear-attention layers and its "
-        "tensors hold no GDN/KDA parameters (`A_log`, `dt_bias`, the short convolutions).\n\n"
-        "Ring/Ling-linear (`bailing_moe_linear`) and MiniMax-Text-01/M1 use lightning attention and "
-        "MiniCPM-SALA uses simple GLA, so they are out of scope; Jet-Nemotron's JetBlock decodes with "
-        "another kernel."
-    ),
-    causes=("a plain transformer checkpoint", "a lightning-attention hybrid (MiniMax, Ring/Ling-linear)"),
-    fixes=("point gdr-check at a Qwen3-Next, Qwen3.5/3.6, Kimi-Linear or other GDN/KDA checkpoint",),
-    example=ModelExample({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-                          "num_hidden_layers": 2, "num_attention_heads": 4}, "a model without linear attention"),
-)
+class NoLinearLayers(Violation):
+    rule = declare(
+        "GDR101", "models-without-linear-attention", severity="info", scope=MODEL,
+        summary="the model has no GDN or KDA layers",
+        message="`{architecture}` has no GDN or KDA layers: nothing to check",
+        explanation=(
+            "gdr-check checks the packed recurrent decode kernels of Gated DeltaNet (GDN) and Kimi Delta "
+            "Attention (KDA) layers. This model has none: its config names no linear-attention layers and its "
+            "tensors hold no GDN/KDA parameters (`A_log`, `dt_bias`, the short convolutions).\n\n"
+            "Ring/Ling-linear (`bailing_moe_linear`) and MiniMax-Text-01/M1 use lightning attention and "
+            "MiniCPM-SALA uses simple GLA, so they are out of scope; Jet-Nemotron's JetBlock decodes with "
+            "another kernel."
+        ),
+        causes=("a plain transformer checkpoint", "a lightning-attention hybrid (MiniMax, Ring/Ling-linear)"),
+        fixes=("point gdr-check at a Qwen3-Next, Qwen3.5/3.6, Kimi-Linear or other GDN/KDA checkpoint",),
+        example=ModelExample({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                              "num_hidden_layers": 2, "num_attention_heads": 4}, "a model without linear attention"),
+    )
+
+    architecture: object
 
 
 @rule(

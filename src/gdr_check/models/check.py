@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checks.call import PackedDecodeCall
-from ..checks.registry import Finding
 from ..report import Diagnostic, Location, Report
 from ..tensors import TensorSpec
 from .adapters import select_adapter
@@ -160,8 +159,8 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
         if selection.reason is None:
             notes.append("no layer is a GDN/KDA layer by the config, and no tensor is a GDN/KDA parameter")
         location = Location(file=checkpoint.config_file, json_key="architectures") if checkpoint.config_file else None
-        finding = Finding({"architecture": selection.identity.architecture}, notes=notes, location=location)
-        result.report = Report([rules_model.NO_LINEAR_LAYERS.diagnostic(finding)])
+        violation = rules_model.NoLinearLayers(architecture=selection.identity.architecture)
+        result.report = Report([violation.diagnostic(notes=notes, location=location)])
         return result
 
     result.model = model

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checks import rules_dryrun
-from ..checks.registry import Finding
 from ..errors import InputError
 from ..report import Diagnostic
 from .backends import known_unavailable
@@ -51,7 +50,7 @@ class DryRunResult:
         if self.launched:
             return []
         if self.unavailable is not None:
-            return [rules_dryrun.BACKEND_UNAVAILABLE.code]
+            return [rules_dryrun.BackendUnavailable.rule.code]
         return [d.code for d in self.check.report if d.severity == "error"]
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,7 +98,7 @@ def dry_run_check(check: Any, *, backend: str = "builtin", device: str = "auto",
     plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=timing)
     reason = known_unavailable(backend, plan.variant)
     if reason is not None:
-        missing = rules_dryrun.BACKEND_UNAVAILABLE.diagnostic(Finding({"backend": backend, "reason": reason}))
+        missing = rules_dryrun.BackendUnavailable(backend=backend, reason=reason).diagnostic()
         return DryRunResult(check=check, plan=plan, diagnostics=[missing] + _shown(check), unavailable=reason)
     outcome = run_child(plan, timeout=timeout)
     if outcome.result is not None and outcome.result.get("status") == "environment":

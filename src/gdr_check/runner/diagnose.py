@@ -9,7 +9,7 @@ import math
 from typing import Any, Callable
 
 from ..checks import rules_dryrun as rules
-from ..checks.registry import Finding
+from ..checks.registry import Violation
 from ..report import Diagnostic, Location
 from .launch import ChildOutcome
 
@@ -55,32 +55,29 @@ def _verification(steps: list[dict[str, Any]], kernel: str, out_dtype: str, stat
     name = KERNEL_NAMES.get(kernel, kernel)
     total = len(steps)
     found: list[Diagnostic] = []
-    checks: list[tuple[str, Any, Callable[[dict[str, Any]], float], Callable[[int, dict[str, Any]], Finding]]] = [
-        ("written", rules.UNWRITTEN_OUTPUT, lambda r: r["nan_elements"],
-         lambda s, r: Finding({"kernel": name, "count": r["nan_elements"], "step": s, "rows": _rows(r["rows"])},
-                              argument="out")),
-        ("output", rules.OUTPUT_MISMATCH, _ratio,
-         lambda s, r: Finding({"kernel": name, "step": s, "error": fmt(r["error"]), "tolerance": fmt(r["tolerance"]),
-                               "dtype": out_dtype, "row": r["row"], "head": r["head"]}, argument="out")),
-        ("state", rules.STATE_MISMATCH, _ratio,
-         lambda s, r: Finding({"kernel": name, "step": s, "error": fmt(r["error"]), "tolerance": fmt(r["tolerance"]),
-                               "dtype": state_dtype, "slot": r["slot"], "head": r["head"]},
-                              argument="initial_state")),
-        ("untouched", rules.UNTOUCHED_MODIFIED, lambda r: r["modified_elements"],
-         lambda s, r: Finding({"kernel": name, "count": r["modified_elements"], "step": s, "where": r["first"]},
-                              argument="initial_state")),
-        ("skipped_rows", rules.SKIPPED_NOT_ZERO, lambda r: r["nonzero_elements"],
-         lambda s, r: Finding({"kernel": name, "count": r["nonzero_elements"], "step": s, "rows": _rows(r["rows"])},
-                              argument="out")),
+    checks: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[int, dict[str, Any]], Violation], str]] = [
+        ("written", lambda r: r["nan_elements"],
+         lambda s, r: rules.UnwrittenOutput(kernel=name, count=r["nan_elements"], step=s, rows=_rows(r["rows"])),
+         "out"),
+        ("output", _ratio,
+         lambda s, r: rules.OutputMismatch(kernel=name, step=s, error=fmt(r["error"]), tolerance=fmt(r["tolerance"]),
+                                           dtype=out_dtype, row=r["row"], head=r["head"]), "out"),
+        ("state", _ratio,
+         lambda s, r: rules.StateMismatch(kernel=name, step=s, error=fmt(r["error"]), tolerance=fmt(r["tolerance"]),
+                                          dtype=state_dtype, slot=r["slot"], head=r["head"]), "initial_state"),
+        ("untouched", lambda r: r["modified_elements"],
+         lambda s, r: rules.UntouchedModified(kernel=name, count=r["modified_elements"], step=s, where=r["first"]),
+         "initial_state"),
+        ("skipped_rows", lambda r: r["nonzero_elements"],
+         lambda s, r: rules.SkippedNotZero(kernel=name, count=r["nonzero_elements"], step=s, rows=_rows(r["rows"])),
+         "out"),
     ]
-    for check, rule, severity_of, finding_of in checks:
+    for check, severity_of, violation_of, argument in checks:
         failing = _failing(steps, kernel, check)
         if not failing:
             continue
         step, worst = max(failing, key=lambda item: severity_of(item[1]))
-        finding = finding_of(step, worst)
-        finding.notes.extend(_steps_note(failing, total))
-        found.append(rule.diagnostic(finding))
+        found.append(violation_of(step, worst).diagnostic(argument=argument, notes=_steps_note(failing, total)))
     return found
 
 
@@ -92,10 +89,9 @@ def _agreement(steps: list[dict[str, Any]], engine: str) -> list[Diagnostic]:
         if not failing:
             continue
         step, worst = max(failing, key=lambda item: _ratio(item[1], "difference"))
-        finding = Finding({"engine": KERNEL_NAMES.get(engine, engine), "tensor": tensor, "step": step,
-                           "difference": fmt(worst["difference"]), "tolerance": fmt(worst["tolerance"])},
-                          argument=tensor, notes=_steps_note(failing, len(steps)))
-        found.append(rules.BACKEND_DISAGREEMENT.diagnostic(finding))
+        violation = rules.BackendDisagreement(engine=KERNEL_NAMES.get(engine, engine), tensor=tensor, step=step,
+                                              difference=fmt(worst["difference"]), tolerance=fmt(worst["tolerance"]))
+        found.append(violation.diagnostic(argument=tensor, notes=_steps_note(failing, len(steps))))
     return found
 
 
@@ -106,10 +102,10 @@ def _raised(steps: list[dict[str, Any]]) -> list[Diagnostic]:
             if "raised" in result:
                 raised = result["raised"]
                 message = raised["message"].splitlines()[0] if raised["message"] else "(no message)"
-                found.append(rules.KERNEL_RAISED.diagnostic(Finding(
-                    {"kernel": KERNEL_NAMES.get(kernel, kernel), "exception": raised["exception"], "step": step["step"],
-                     "error": message},
-                    notes=["the child stopped after this call: a CUDA error can leave its context unusable"])))
+                found.append(rules.KernelRaised(
+                    kernel=KERNEL_NAMES.get(kernel, kernel), exception=raised["exception"], step=step["step"],
+                    error=message,
+                ).diagnostic(notes=["the child stopped after this call: a CUDA error can leave its context unusable"]))
     return found
 
 
@@ -121,11 +117,11 @@ def _interpreter(result: dict[str, Any]) -> list[Diagnostic]:
     substitutions = geometry.get("substitutions") or []
     if substitutions:
         arguments = ", ".join(change["what"] for change in substitutions)
-        found.append(rules.BF16_NOT_VERIFIABLE.diagnostic(Finding({"arguments": arguments})))
+        found.append(rules.Bf16NotVerifiable(arguments=arguments).diagnostic())
     reductions = geometry.get("reductions") or []
     if reductions:
         text = ", ".join(f"{c['what']} {c['before']} -> {c['after']}" for c in reductions)
-        found.append(rules.REDUCED_SIZES.diagnostic(Finding({"reductions": text}, notes=list(geometry.get("notes", [])))))
+        found.append(rules.ReducedSizes(reductions=text).diagnostic(notes=list(geometry.get("notes", []))))
     return found
 
 
@@ -133,8 +129,7 @@ def crash_diagnostic(outcome: ChildOutcome) -> Diagnostic:
     notes = []
     if outcome.timed_out:
         notes.append("raise `--timeout`, or run at smaller sizes")
-    return rules.CHILD_CRASHED.diagnostic(Finding({"how": outcome.how(), "last_line": outcome.last_stderr_line},
-                                                  notes=notes))
+    return rules.ChildCrashed(how=outcome.how(), last_line=outcome.last_stderr_line).diagnostic(notes=notes)
 
 
 def dryrun_diagnostics(outcome: ChildOutcome, backend: str) -> list[Diagnostic]:
@@ -143,12 +138,13 @@ def dryrun_diagnostics(outcome: ChildOutcome, backend: str) -> list[Diagnostic]:
         return [crash_diagnostic(outcome)]
     result = outcome.result or {}
     if result.get("status") == "failed":
-        return [rules.CHILD_CRASHED.diagnostic(Finding(
-            {"how": f"failed with {result.get('exception', 'an exception')}", "last_line": result.get("message", "")},
-            notes=["set GDR_CHECK_DEBUG=1 to see the child's traceback"]))]
+        return [rules.ChildCrashed(
+            how=f"failed with {result.get('exception', 'an exception')}", last_line=result.get("message", ""),
+        ).diagnostic(notes=["set GDR_CHECK_DEBUG=1 to see the child's traceback"])]
     missing = result.get("backend_unavailable")
     if missing:
-        return [rules.BACKEND_UNAVAILABLE.diagnostic(Finding(missing))] + _interpreter(result)
+        unavailable = rules.BackendUnavailable(backend=missing.get("backend"), reason=missing.get("reason"))
+        return [unavailable.diagnostic()] + _interpreter(result)
     steps = result.get("steps", [])
     call = (result.get("geometry") or {}).get("call") or {}
     out_dtype = call.get("out", {}).get("dtype", "?")
