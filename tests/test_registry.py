@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gdr_check import TensorSpec
 from gdr_check.checks import RULES
-from gdr_check.checks.call import CallContext, PackedDecodeCall
+from gdr_check.checks.call import CallContext
 from gdr_check.checks.contract import _diagnostics
 from gdr_check.checks.docs import render
-from gdr_check.checks.examples import CallExample, base_arguments, spec
+from gdr_check.checks.examples import CallExample, tensor
 from gdr_check.checks.registry import CATEGORIES, Finding, RuleSet
 from gdr_check.checks.rules_wrapper import GDN_WRAPPER_ORDER, KDA_WRAPPER_ORDER
 
@@ -74,31 +73,31 @@ def _throwaway_rules(with_new_check: bool) -> RuleSet:
     rules.declare_wrapper_order("gdn", (*order, ("GDR294", "GDR295")))
 
     @rules.rule("GDR291", "toy-mixed-qkv-not-2d", summary="s", message="`mixed_qkv` must be 2D.", explanation="e",
-                clear="mixed_qkv.ndim == 2", example=CallExample({"mixed_qkv": spec(4, 1, 64)}))
+                clear="mixed_qkv.ndim == 2", example=CallExample({"mixed_qkv": tensor(4, 1, 64)}))
     def toy_ndim(ctx):
         return None if ctx.call.mixed_qkv.ndim == 2 else Finding()
 
     if with_new_check:  # NEW: the rule, with its pass predicate and its example
         @rules.rule("GDR292", "toy-b-not-fp32", summary="s", message="`b` must be {want} (got {dtype}).",
                     explanation="e", clear="b.dtype == 'float32'",
-                    example=CallExample({"b": spec(4, 4, dtype="bfloat16")}))
+                    example=CallExample({"b": tensor(4, 4, dtype="bfloat16")}))
         def toy_b_dtype(ctx):
             dtype = ctx.call.b.dtype
             return None if dtype == "float32" else Finding({"want": "float32", "dtype": dtype})
 
     @rules.rule("GDR293", "toy-state-not-4d", summary="s", message="`initial_state` must be 4D.", explanation="e",
-                clear="state.ndim == 4", example=CallExample({"initial_state": spec(2, 8, 4, 8, 8)}))
+                clear="state.ndim == 4", example=CallExample({"initial_state": tensor(2, 8, 4, 8, 8)}))
     def toy_state(ctx):
         return None if ctx.call.initial_state.ndim == 4 else Finding()
 
     @rules.rule("GDR294", "toy-q-size", summary="s", message="bad Q size.", explanation="e",
                 clear="K > 0 and (qkv_dim - HV * V) // 2 % K == 0",
-                example=CallExample({"mixed_qkv": spec(4, 56)}))
+                example=CallExample({"mixed_qkv": tensor(4, 56)}))
     def toy_q(ctx):
         return Finding() if ctx.K and (ctx.qkv_dim - ctx.HV * ctx.V) // 2 % ctx.K else None
 
     @rules.rule("GDR295", "toy-k-zero", summary="s", message="K is 0.", explanation="e", clear="K > 0",
-                example=CallExample({"initial_state": spec(8, 4, 8, 0)}))
+                example=CallExample({"initial_state": tensor(8, 4, 8, 0)}))
     def toy_k(ctx):
         return Finding() if ctx.K == 0 else None
 

@@ -29,7 +29,7 @@ _MAX_VALUE_CHARS = 160
 LOCATION_FIELDS = frozenset({"line", "column", "tensor", "shard"})
 
 
-def declared_fields(owner: type, rule: "Rule", optional: frozenset[str] = frozenset()) -> frozenset[str]:
+def declared_fields(owner: type, rule: Rule, optional: frozenset[str] = frozenset()) -> frozenset[str]:
     """The fields `owner` declares (its own annotations but `rule` and `fields`), checked against `rule`'s message
     template: every template field must be declared, and a declared field must be in the template or
     `optional`. Called when the class is created, so a typo fails at import."""
@@ -44,7 +44,7 @@ def declared_fields(owner: type, rule: "Rule", optional: frozenset[str] = frozen
     return fields
 
 
-def check_values(owner: type, rule: "Rule", fields: frozenset[str], values: Any) -> None:
+def check_values(owner: type, rule: Rule, fields: frozenset[str], values: Any) -> None:
     """Raise TypeError unless `values` gives every field of `rule`'s message and nothing `fields` lacks."""
     unknown = set(values) - fields
     missing = set(rule.fields()) - set(values)
@@ -89,7 +89,7 @@ class SourceError(InputError):
     template filled with the fields, so the one-line error and the rule's docs never drift apart.
     """
 
-    rule: ClassVar["Rule"]
+    rule: ClassVar[Rule]
     fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -106,7 +106,7 @@ class SourceError(InputError):
         /,
         *,
         fix: str | None = None,
-        location: "KeyLocation | None" = None,
+        location: KeyLocation | None = None,
         **values: Any,
     ) -> None:
         rule = self.rule
@@ -130,7 +130,7 @@ class SourceError(InputError):
             text += f"; help: {self.fixes[0]}"
         super().__init__(text)
 
-    def diagnostic(self) -> "Diagnostic":
+    def diagnostic(self) -> Diagnostic:
         """The error as a `Diagnostic` of its rule, located at the file (and line) it names."""
         from .checks.registry import Finding
         from .report import Location

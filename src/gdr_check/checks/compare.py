@@ -25,7 +25,7 @@ from typing import Any
 from ..report import Diagnostic, Location
 from ..tensors import TensorSpec, contiguous_strides
 from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
-from .examples import CompareExample, qwen3_next_config, spec
+from .examples import CompareExample, qwen3_next_config, tensor
 from .registry import Finding, Rule, declare
 
 MODEL = "model"
@@ -48,7 +48,7 @@ ARGUMENT_DIFFERS = declare(
     causes=("a tensor built from another model's config", "a hand-written call with a transposed or padded view"),
     fixes=("build the argument from the model's config (per-rank heads: H/tp, HV/tp)",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"initial_state": spec(9, 2, 8, 16)}, "a pool with V=8 for a V=16 model",
+    example=CompareExample({"initial_state": tensor(9, 2, 8, 16)}, "a pool with V=8 for a V=16 model",
                            also=("GDR216", "GDR218")),
 )
 
@@ -69,7 +69,7 @@ SHARDED_BY_OTHER_TP = declare(
             "a pool sized with the global TP while the layer runs with the attention TP"),
     fixes=("shard every per-head argument with the TP size the layer runs at",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"mixed_qkv": spec(8, 192)}, "`mixed_qkv` of tp=2, the rest of tp=4",
+    example=CompareExample({"mixed_qkv": tensor(8, 192)}, "`mixed_qkv` of tp=2, the rest of tp=4",
                            config=qwen3_next_config(linear_num_key_heads=4, linear_num_value_heads=16), tp=4),
 )
 
@@ -86,7 +86,7 @@ NOT_SHARDED = declare(
     causes=("a replicated projection used as if it were column-parallel", "parameters loaded without the TP shard"),
     fixes=("slice this rank's heads, or shard the projection/parameter that produces the argument",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"mixed_qkv": spec(8, 192)}, "the global `mixed_qkv` of a G=4 model",
+    example=CompareExample({"mixed_qkv": tensor(8, 192)}, "the global `mixed_qkv` of a G=4 model",
                            config=qwen3_next_config(linear_num_value_heads=8)),
 )
 
@@ -101,8 +101,8 @@ CALL_FOR_OTHER_TP = declare(
     ),
     fixes=("compare with the TP size the engine actually ran at (`--tp`)",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"mixed_qkv": spec(8, 128), "a": spec(8, 4), "b": spec(8, 4), "A_log": spec(4),
-                            "dt_bias": spec(4), "initial_state": spec(9, 4, 16, 16), "out": spec(8, 1, 4, 16)},
+    example=CompareExample({"mixed_qkv": tensor(8, 128), "a": tensor(8, 4), "b": tensor(8, 4), "A_log": tensor(4),
+                            "dt_bias": tensor(4), "initial_state": tensor(9, 4, 16, 16), "out": tensor(8, 1, 4, 16)},
                            "every argument sized for tp=1"),
 )
 
@@ -122,7 +122,7 @@ QKVZ_AS_QKV = declare(
             "z not split off before the conv (Qwen3-Next's fused, interleaved qkvz)"),
     fixes=("pass the conv1d output of [q | k | v] only; split z off the qkvz projection first",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"mixed_qkv": spec(8, 96)}, "the qkvz projection, z included"),
+    example=CompareExample({"mixed_qkv": tensor(8, 96)}, "the qkvz projection, z included"),
 )
 
 OTHER_RANK = declare(
@@ -136,7 +136,7 @@ OTHER_RANK = declare(
     ),
     fixes=("reshape the argument to the kernel's layout (a view, no copy, when it is contiguous)",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"A_log": spec(1, 1, 2, 1)}, "`A_log` in its checkpoint shape", also=("GDR205",)),
+    example=CompareExample({"A_log": tensor(1, 1, 2, 1)}, "`A_log` in its checkpoint shape", also=("GDR205",)),
 )
 
 STATE_DTYPE = declare(
@@ -152,7 +152,7 @@ STATE_DTYPE = declare(
     ),
     fixes=("if the dtype is deliberate (e.g. `--mamba-ssm-dtype bfloat16`), compare with `--state-dtype`",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"initial_state": spec(9, 2, 16, 16, dtype="bfloat16")}),
+    example=CompareExample({"initial_state": tensor(9, 2, 16, 16, dtype="bfloat16")}),
 )
 
 OTHER_DTYPES = declare(
@@ -167,7 +167,7 @@ OTHER_DTYPES = declare(
     ),
     fixes=("check where the argument is produced; serve the model in its checkpoint dtype",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"out": spec(8, 1, 2, 16, dtype="float32")}),
+    example=CompareExample({"out": tensor(8, 1, 2, 16, dtype="float32")}),
 )
 
 L2NORM_OFF = declare(
@@ -224,7 +224,7 @@ POOL_KV_ORDER = declare(
     ),
     fixes=("allocate the pool as [S, HV, V, K] (FLA `state_v_first=True`)",),
     engines=COMPARE_ENGINES,
-    example=CompareExample({"initial_state": spec(9, 2, 16, 32)}, "a [S, HV, K, V] pool for K=16, V=32",
+    example=CompareExample({"initial_state": tensor(9, 2, 16, 32)}, "a [S, HV, K, V] pool for K=16, V=32",
                            config=qwen3_next_config(linear_value_head_dim=32), also=("GDR216",)),
 )
 

@@ -14,8 +14,9 @@ tests/test_rule_examples.py asserts that each example fires its own rule and no 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..tensors import TensorSpec
 
@@ -54,7 +55,7 @@ class Tensor:
         return ", ".join(parts)
 
 
-def spec(*shape: int, dtype: str | None = None, stride: tuple[int, ...] | None = None, device: str | None = None,
+def tensor(*shape: int, dtype: str | None = None, stride: tuple[int, ...] | None = None, device: str | None = None,
          values: tuple[int | float, ...] | None = None, storage: str | None = None) -> Tensor:
     """A changed tensor of `shape`; `storage` names the base argument whose buffer it lies in."""
     return Tensor(tuple(shape), dtype, stride, device, values, _STORAGES[storage] if storage else None)
@@ -88,7 +89,7 @@ def base_arguments(variant: str, device: str = "cuda:0") -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CallExample:
-    """The base call of `variant` with `changes` (argument -> `spec(...)` or a value), checked for `engine`.
+    """The base call of `variant` with `changes` (argument -> `tensor(...)` or a value), checked for `engine`.
 
     `reachable=False` marks a check no call can trigger (GDR220): its example shows the call that comes
     closest, and the test asserts that it stays quiet."""
@@ -130,7 +131,7 @@ class CallExample:
             arguments[name] = value
         return PackedDecodeCall(variant=self.variant, **arguments)  # type: ignore[arg-type]
 
-    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
         from .call import CallContext
         from .contract import _diagnostics
 
@@ -162,7 +163,7 @@ class DryRunExample:
     def __str__(self) -> str:
         return self.text
 
-    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
         from ..runner.diagnose import dryrun_diagnostics
         from ..runner.launch import ChildOutcome
 
@@ -235,7 +236,7 @@ class ModelExample:
     def __str__(self) -> str:
         return self.text
 
-    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
         from ..models import Deployment, check_checkpoint
         from ..sources import Checkpoint, TensorInfo
 
@@ -363,7 +364,7 @@ class CheckpointExample:
             else:
                 path.write_bytes(content if isinstance(content, bytes) else content.encode())
 
-    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
         import tempfile
         from pathlib import Path
 
@@ -386,7 +387,7 @@ class CheckpointExample:
 class CompareExample:
     """A recorded call compared with the call the engine makes for a model, as `gdr-check call REC.json --model
     config.json --tp N` does: the recording is the model's own call for one rank with `changes` (argument ->
-    `spec(...)` or a value)."""
+    `tensor(...)` or a value)."""
 
     changes: Mapping[str, Any]
     note: str = ""
@@ -423,7 +424,7 @@ class CompareExample:
                                 config_file="config.json", tensors={})
         return check_checkpoint(checkpoint, Deployment(tp=self.tp, engine=self.engine))  # type: ignore[arg-type]
 
-    def diagnostics(self, rules: "RuleSet") -> list["Diagnostic"]:
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
         import dataclasses
 
         from .call import CallContext

@@ -164,7 +164,7 @@ def live_rows(ctx: CallContext) -> list[tuple[int, int]] | None:
             if int(v) > skip_at_or_below and not wrapped_skip(ctx, v)]
 
 
-def wrapped_skip(ctx: CallContext, value: int | float) -> bool:
+def wrapped_skip(ctx: CallContext, value: float) -> bool:
     """A uint8 255 in a pool of at most 255 slots is a -1 that wrapped: GDR243 reports that cause."""
     return ctx.call.ssm_state_indices.dtype == "uint8" and int(value) == 255 and (ctx.S or 0) <= 255
 

@@ -18,8 +18,15 @@ import dataclasses
 import functools
 import re
 import string
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Protocol, Sequence, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Protocol,
+    Union,
+)
 
 from ..errors import check_values, declared_fields
 from ..report import Diagnostic, Location, Severity
@@ -56,7 +63,7 @@ class Example(Protocol):
     @property
     def text(self) -> str: ...
 
-    def diagnostics(self, rules: "RuleSet") -> list[Diagnostic]: ...
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]: ...
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,7 @@ class CallPlan:
     rules: tuple[Rule, ...]
     covered: frozenset[str]
     after_clear: tuple[Rule, ...]
-    clear: Callable[["CallContext"], bool]
+    clear: Callable[[CallContext], bool]
 
 
 class RuleSet:
@@ -273,7 +280,7 @@ class RuleSet:
                         _compile_clear(variant, predicates))
 
 
-def _compile_clear(variant: str, predicates: list[Rule]) -> Callable[["CallContext"], bool]:
+def _compile_clear(variant: str, predicates: list[Rule]) -> Callable[[CallContext], bool]:
     """One function returning the conjunction of the predicates. When every predicate's rule is defined in
     one module, the function is compiled with that module's globals (a name such as `next_power_of_2` is
     looked up when the function runs, as in the rule); otherwise each module's predicates are compiled
@@ -291,12 +298,13 @@ def _compile_clear(variant: str, predicates: list[Rule]) -> Callable[["CallConte
     return lambda ctx: all(function(ctx) for function in functions)
 
 
-def _compile_group(name: str, namespace: dict[str, Any], rules: list[Rule]) -> Callable[["CallContext"], bool]:
+def _compile_group(name: str, namespace: dict[str, Any], rules: list[Rule]) -> Callable[[CallContext], bool]:
     body = " and ".join(f"({r.clear})" for r in rules) or "True"
     source = f"def {name}(ctx):\n{_CLEAR_PREAMBLE}    return bool({body})\n"
     scope: dict[str, Any] = {}
-    exec(compile(source, f"<{name}: {', '.join(r.code for r in rules)}>", "exec"), namespace, scope)
-    function: Callable[["CallContext"], bool] = scope[name]
+    # The source is built from the rules' own predicates (declared in this package), never from input.
+    exec(compile(source, f"<{name}: {', '.join(r.code for r in rules)}>", "exec"), namespace, scope)  # noqa: S102
+    function: Callable[[CallContext], bool] = scope[name]
     function.__doc__ = "True only if none of " + ", ".join(r.code for r in rules) + " has a finding."
     return function
 

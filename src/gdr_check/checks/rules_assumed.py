@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .call import GRID_DIM_LIMIT, CallContext, next_power_of_2
-from .examples import CallExample, spec
+from .examples import CallExample, tensor
 from .kernel_causes import live_rows, padding_rows, wrapped_skip
 from .registry import Finding, rule
 
@@ -34,7 +34,7 @@ KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."
             "a head slice of a wider pool"),
     fixes=("store the pool with a dense [HV, V, K] block per slot; any slot pitch is fine",),
     engines="sglang 0.5.23 and vLLM Triton kernels (sglang's CUDA KDA path checks it).",
-    example=CallExample({"initial_state": spec(8, 4, 8, 8, stride=(256, 8, 32, 1))}, "a [S, V, HV, K] pool permuted"),
+    example=CallExample({"initial_state": tensor(8, 4, 8, 8, stride=(256, 8, 32, 1))}, "a [S, V, HV, K] pool permuted"),
 )
 def state_inner_layout(ctx: CallContext):
     spec = ctx.state
@@ -75,7 +75,7 @@ def state_inner_layout(ctx: CallContext):
             "a per-layer pool with fewer slots than the allocator hands out"),
     fixes=("size the pool for every slot the allocator can hand out (sglang: size+1 rows)",),
     engines="sglang 0.5.23 and vLLM.",
-    example=CallExample({"ssm_state_indices": spec(4, values=(3, 1, 9, 2))}, "slot 9 in a pool of 8 slots"),
+    example=CallExample({"ssm_state_indices": tensor(4, values=(3, 1, 9, 2))}, "slot 9 in a pool of 8 slots"),
 )
 def indices_in_range(ctx: CallContext):
     live = live_rows(ctx)
@@ -104,7 +104,7 @@ def indices_in_range(ctx: CallContext):
     causes=("an index tensor made with `.expand(B)` (stride 0)", "two requests given the same slot"),
     fixes=("give every live request its own slot; padding rows use -1",),
     engines="sglang 0.5.23 and vLLM.",
-    example=CallExample({"ssm_state_indices": spec(4, values=(3, 3, 5, 2))}, "two requests given slot 3"),
+    example=CallExample({"ssm_state_indices": tensor(4, values=(3, 3, 5, 2))}, "two requests given slot 3"),
 )
 def duplicate_slots(ctx: CallContext):
     spec = ctx.indices
@@ -147,7 +147,7 @@ def duplicate_slots(ctx: CallContext):
     ),
     fixes=("use int32 indices (what sglang passes) or int64",),
     engines="sglang 0.5.23 and vLLM.",
-    example=CallExample({"ssm_state_indices": spec(4, dtype="float32", values=(3, 1, 5, 2))}, "`slots.float()`"),
+    example=CallExample({"ssm_state_indices": tensor(4, dtype="float32", values=(3, 1, 5, 2))}, "`slots.float()`"),
 )
 def index_dtype(ctx: CallContext):
     spec = ctx.call.ssm_state_indices
@@ -175,8 +175,8 @@ def index_dtype(ctx: CallContext):
     causes=("a large decode batch on a rank with many value heads",),
     fixes=("cap the decode batch below 65536 // HV", "raise TP to lower HV per rank"),
     engines="sglang 0.5.23 (GDN and KDA); vLLM splits the GDN grid.",
-    example=CallExample({"mixed_qkv": spec(16384, 64), "a": spec(16384, 4), "b": spec(16384, 4),
-                         "out": spec(16384, 1, 4, 8), "ssm_state_indices": spec(16384)},
+    example=CallExample({"mixed_qkv": tensor(16384, 64), "a": tensor(16384, 4), "b": tensor(16384, 4),
+                         "out": tensor(16384, 1, 4, 8), "ssm_state_indices": tensor(16384)},
                         "B=16384 rows of HV=4 heads: B*HV = 65536"),
 )
 def grid_limit(ctx: CallContext):
@@ -228,7 +228,7 @@ def scale_valid(ctx: CallContext):
     ),
     fixes=("allocate `out` separately",),
     engines="sglang 0.5.23 and vLLM.",
-    example=CallExample({"out": spec(4, 1, 4, 8, storage="mixed_qkv")}, "`out` inside the `mixed_qkv` buffer"),
+    example=CallExample({"out": tensor(4, 1, 4, 8, storage="mixed_qkv")}, "`out` inside the `mixed_qkv` buffer"),
 )
 def out_aliasing(ctx: CallContext):
     out = ctx.call.out
@@ -254,7 +254,7 @@ def out_aliasing(ctx: CallContext):
     ),
     fixes=("hand out slots from 1; padding rows use -1 or trail the batch",),
     engines="sglang 0.5.23 (padding convention).",
-    example=CallExample({"ssm_state_indices": spec(4, values=(0, 1, 5, 2))}, "a live request in slot 0"),
+    example=CallExample({"ssm_state_indices": tensor(4, values=(0, 1, 5, 2))}, "a live request in slot 0"),
 )
 def slot_zero(ctx: CallContext):
     spec = ctx.call.ssm_state_indices
@@ -277,7 +277,7 @@ def slot_zero(ctx: CallContext):
     ),
     fixes=("expect slower decode; keep head_k_dim <= 128 where the model allows",),
     engines="sglang 0.5.23 and vLLM Triton kernels.",
-    example=CallExample({"mixed_qkv": spec(4, 1056), "initial_state": spec(8, 4, 8, 256), "scale": 256 ** -0.5},
+    example=CallExample({"mixed_qkv": tensor(4, 1056), "initial_state": tensor(8, 4, 8, 256), "scale": 256 ** -0.5},
                         "K=256"),
 )
 def register_spills(ctx: CallContext):
@@ -298,7 +298,7 @@ def register_spills(ctx: CallContext):
     ),
     fixes=("keep the SSM state in float32 (`--mamba-ssm-dtype float32`)",),
     engines="sglang 0.5.23 and vLLM.",
-    example=CallExample({"initial_state": spec(8, 4, 8, 8, dtype="bfloat16")}, "a bf16 state pool"),
+    example=CallExample({"initial_state": tensor(8, 4, 8, 8, dtype="bfloat16")}, "a bf16 state pool"),
 )
 def state_precision(ctx: CallContext):
     dtype = ctx.state.dtype
@@ -354,8 +354,8 @@ def cpu_tensors(ctx: CallContext):
     message="the batch is empty (B=0): the call is a no-op",
     explanation="With no rows the kernel launches an empty grid and returns (kernel-contract.md U18).",
     engines="sglang 0.5.23 and vLLM.",
-    example=CallExample({"mixed_qkv": spec(0, 64), "a": spec(0, 4), "b": spec(0, 4), "out": spec(0, 1, 4, 8),
-                         "ssm_state_indices": spec(0, values=())}, "B=0"),
+    example=CallExample({"mixed_qkv": tensor(0, 64), "a": tensor(0, 4), "b": tensor(0, 4), "out": tensor(0, 1, 4, 8),
+                         "ssm_state_indices": tensor(0, values=())}, "B=0"),
 )
 def empty_batch(ctx: CallContext):
     return Finding(argument="mixed_qkv") if ctx.B == 0 else None
@@ -372,7 +372,7 @@ def empty_batch(ctx: CallContext):
     ),
     fixes=("compare against references with the same beta semantics",),
     engines="sglang 0.5.23 GDN only.",
-    example=CallExample({"b": spec(4, 4, dtype="bfloat16")}, "a bf16 `b`, rounded by sglang 0.5.23"),
+    example=CallExample({"b": tensor(4, 4, dtype="bfloat16")}, "a bf16 `b`, rounded by sglang 0.5.23"),
 )
 def beta_rounding(ctx: CallContext):
     dtype = ctx.call.b.dtype
@@ -434,7 +434,7 @@ def scale_convention(ctx: CallContext):
     ),
     fixes=("allocate the pool as [S, HV, V, K] with V = head_v_dim",),
     engines=GDN_ENGINES,
-    example=CallExample({"mixed_qkv": spec(4, 32), "initial_state": spec(8, 4, 0, 8), "out": spec(4, 1, 4, 0)},
+    example=CallExample({"mixed_qkv": tensor(4, 32), "initial_state": tensor(8, 4, 0, 8), "out": tensor(4, 1, 4, 0)},
                         "a pool with V=0"),
 )
 def value_head_dim_zero(ctx: CallContext):

@@ -14,8 +14,17 @@ its code in the order tuples of the wrappers that make it. Nothing else (tests/t
 from __future__ import annotations
 
 from .call import CallContext, next_power_of_2
-from .examples import CallExample, spec
-from .kernel_causes import flatten_fix, gate_heads_fixes, last_stride_fix, param_size_fixes, q_size_failure, shape_text, tp_split, width_candidates
+from .examples import CallExample, tensor
+from .kernel_causes import (
+    flatten_fix,
+    gate_heads_fixes,
+    last_stride_fix,
+    param_size_fixes,
+    q_size_failure,
+    shape_text,
+    tp_split,
+    width_candidates,
+)
 from .registry import Finding, declare_wrapper_order, rule
 
 GDN_ENGINES = "sglang 0.5.23 and vLLM (same check, same message)."
@@ -49,7 +58,7 @@ KDA_WRAPPER_ORDER = declare_wrapper_order("kda", (
     causes=("`mixed_qkv` kept a token axis: [B, 1, D] or [1, B, D] (prefill/varlen layout)",),
     fixes=("reshape to [B, D] (`squeeze` the token axis)",),
     engines=GDN_ENGINES,
-    example=CallExample({"mixed_qkv": spec(4, 1, 64)}, "a token axis left in place: [B, 1, D]"),
+    example=CallExample({"mixed_qkv": tensor(4, 1, 64)}, "a token axis left in place: [B, 1, D]"),
 )
 def mixed_qkv_ndim(ctx: CallContext):
     spec = ctx.call.mixed_qkv
@@ -77,7 +86,7 @@ def mixed_qkv_ndim(ctx: CallContext):
     causes=("a transposed view", "a column-strided view of a wider buffer"),
     fixes=("produce rows with unit last-dim stride (copy with `.contiguous()` if needed)",),
     engines=GDN_ENGINES,
-    example=CallExample({"mixed_qkv": spec(4, 64, stride=(1, 4))}, "a transposed view: `buf.t()`"),
+    example=CallExample({"mixed_qkv": tensor(4, 64, stride=(1, 4))}, "a transposed view: `buf.t()`"),
 )
 def mixed_qkv_stride(ctx: CallContext):
     spec = ctx.call.mixed_qkv
@@ -98,7 +107,7 @@ def mixed_qkv_stride(ctx: CallContext):
     causes=("`a`/`b` shaped [B, HV, 1], [B, 1, HV] or flat [B*HV]",),
     fixes=("reshape to [B, HV] (KDA `a`: [B, HV*K])",),
     engines=GDN_ENGINES,
-    example=CallExample({"a": spec(4, 4, 1)}, "`a` as [B, HV, 1]"),
+    example=CallExample({"a": tensor(4, 4, 1)}, "`a` as [B, HV, 1]"),
 )
 def gates_ndim(ctx: CallContext):
     a, b = ctx.call.a, ctx.call.b
@@ -121,7 +130,7 @@ def gates_ndim(ctx: CallContext):
     causes=("a transposed view", "every other column of the fused `ba` output (interleaved b/a)"),
     fixes=("split the fused projection into contiguous column blocks, or `.contiguous()`",),
     engines=GDN_ENGINES,
-    example=CallExample({"b": spec(4, 4, stride=(8, 2))}, "every other column of a fused `ba`: `ba[:, 0::2]`"),
+    example=CallExample({"b": tensor(4, 4, stride=(8, 2))}, "every other column of a fused `ba`: `ba[:, 0::2]`"),
 )
 def gates_stride(ctx: CallContext):
     bad = [(n, s) for n, s in (("a", ctx.call.a), ("b", ctx.call.b)) if s.ndim and s.stride[-1] != 1]
@@ -142,7 +151,7 @@ def gates_stride(ctx: CallContext):
     causes=("Kimi `A_log` passed in its checkpoint shape [1, 1, H, 1]", "`dt_bias` as [HV, 1]"),
     fixes=("flatten to 1-D with `.reshape(-1)`",),
     engines=GDN_ENGINES,
-    example=CallExample({"A_log": spec(1, 1, 4, 1)}, "the Kimi checkpoint layout [1, 1, H, 1]"),
+    example=CallExample({"A_log": tensor(1, 1, 4, 1)}, "the Kimi checkpoint layout [1, 1, H, 1]"),
 )
 def decay_params_ndim(ctx: CallContext):
     bad = [(n, s) for n, s in (("A_log", ctx.call.A_log), ("dt_bias", ctx.call.dt_bias)) if s.ndim != 1]
@@ -160,7 +169,7 @@ def decay_params_ndim(ctx: CallContext):
     causes=("a manual TP shard taken with a step, e.g. `A_log[rank::tp]`",),
     fixes=("take a contiguous shard: `A_log[rank*HV_l:(rank+1)*HV_l]`",),
     engines=GDN_ENGINES,
-    example=CallExample({"A_log": spec(4, stride=(2,))}, "a strided shard: `A_log_full[0::2]`"),
+    example=CallExample({"A_log": tensor(4, stride=(2,))}, "a strided shard: `A_log_full[0::2]`"),
 )
 def decay_params_stride(ctx: CallContext):
     bad = [(n, s) for n, s in (("A_log", ctx.A_log), ("dt_bias", ctx.dt_bias)) if s is not None and s.stride[0] != 1]
@@ -180,7 +189,7 @@ def decay_params_stride(ctx: CallContext):
     causes=("slot indices gathered as [B, 1]",),
     fixes=("flatten to [B]",),
     engines=GDN_ENGINES,
-    example=CallExample({"ssm_state_indices": spec(4, 1)}, "slots gathered as [B, 1]"),
+    example=CallExample({"ssm_state_indices": tensor(4, 1)}, "slots gathered as [B, 1]"),
 )
 def indices_ndim(ctx: CallContext):
     spec = ctx.call.ssm_state_indices
@@ -201,7 +210,7 @@ def indices_ndim(ctx: CallContext):
     causes=("`out` is a strided view of a larger buffer (a head slice of a wider output, a permuted buffer)",),
     fixes=("allocate a contiguous [B, 1, HV, V] tensor",),
     engines=GDN_ENGINES,
-    example=CallExample({"out": spec(4, 1, 4, 8, stride=(64, 64, 8, 1))}, "a head slice of a wider `out`"),
+    example=CallExample({"out": tensor(4, 1, 4, 8, stride=(64, 64, 8, 1))}, "a head slice of a wider `out`"),
 )
 def out_contiguous(ctx: CallContext):
     spec = ctx.call.out
@@ -221,7 +230,7 @@ def out_contiguous(ctx: CallContext):
     causes=("the index tensor or the pool left on the CPU", "a tensor on another GPU"),
     fixes=("move every argument to `mixed_qkv.device`",),
     engines=GDN_ENGINES,
-    example=CallExample({"ssm_state_indices": spec(4, device="cpu", values=(3, 1, 5, 2))}, "the slot table left on the CPU"),
+    example=CallExample({"ssm_state_indices": tensor(4, device="cpu", values=(3, 1, 5, 2))}, "the slot table left on the CPU"),
 )
 def same_device(ctx: CallContext):
     device = ctx.call.mixed_qkv.device
@@ -243,7 +252,7 @@ def same_device(ctx: CallContext):
             "per-token (speculative) inputs of length B*draft_tokens"),
     fixes=("use one B for all per-row inputs",),
     engines=GDN_ENGINES,
-    example=CallExample({"a": spec(6, 4)}, "`a` padded to 6 rows while `mixed_qkv` has 4"),
+    example=CallExample({"a": tensor(6, 4)}, "`a` padded to 6 rows while `mixed_qkv` has 4"),
 )
 def batch_sizes(ctx: CallContext):
     if ctx.mixed_qkv is None or ctx.a is None or ctx.b is None:
@@ -274,7 +283,7 @@ def batch_sizes(ctx: CallContext):
             "per-token (speculative) indices of length B*draft_tokens"),
     fixes=("pass exactly B slot indices",),
     engines=GDN_ENGINES,
-    example=CallExample({"ssm_state_indices": spec(6, values=(3, 1, 5, 2, -1, -1))}, "6 slot indices for 4 rows"),
+    example=CallExample({"ssm_state_indices": tensor(6, values=(3, 1, 5, 2, -1, -1))}, "6 slot indices for 4 rows"),
 )
 def indices_length(ctx: CallContext):
     if ctx.indices is None or ctx.B is None or ctx.indices.shape[0] == ctx.B:
@@ -301,7 +310,7 @@ def indices_length(ctx: CallContext):
             "a single slot's 3-D state [HV, V, K]"),
     fixes=("pass the per-layer [S, HV, V, K] view: `pool[layer_id]`",),
     engines=GDN_ENGINES,
-    example=CallExample({"initial_state": spec(2, 8, 4, 8, 8)}, "the stacked pool [layers, S, HV, V, K]"),
+    example=CallExample({"initial_state": tensor(2, 8, 4, 8, 8)}, "the stacked pool [layers, S, HV, V, K]"),
 )
 def state_ndim(ctx: CallContext):
     spec = ctx.state
@@ -335,7 +344,7 @@ def state_ndim(ctx: CallContext):
     causes=("a [.., K, V] pool transposed to [.., V, K] by a view",),
     fixes=("store the pool physically as [S, HV, V, K] (FLA `state_v_first=True`)",),
     engines=GDN_ENGINES,
-    example=CallExample({"initial_state": spec(8, 4, 8, 8, stride=(256, 64, 1, 8))},
+    example=CallExample({"initial_state": tensor(8, 4, 8, 8, stride=(256, 64, 1, 8))},
                         "a [S, HV, K, V] pool transposed to [S, HV, V, K] by a view"),
 )
 def state_stride(ctx: CallContext):
@@ -366,7 +375,7 @@ def state_stride(ctx: CallContext):
             "gates computed with num_k_heads instead of num_v_heads"),
     fixes=("split `ba`, then shard to HV_l", "shard the pool by the same HV split as the gates"),
     engines=GDN_ENGINES,
-    example=CallExample({"a": spec(4, 2), "b": spec(4, 2)}, "gates sharded for tp=2, the pool not"),
+    example=CallExample({"a": tensor(4, 2), "b": tensor(4, 2)}, "gates sharded for tp=2, the pool not"),
 )
 def gdn_gate_heads(ctx: CallContext):
     if ctx.HV is None or ctx.a is None or ctx.b is None:
@@ -392,7 +401,7 @@ def gdn_gate_heads(ctx: CallContext):
     causes=("global `A_log`/`dt_bias` [HV] with TP > 1", "a KDA `dt_bias` [H*K] given to the GDN kernel"),
     fixes=("shard to HV_l", "use the KDA kernel for KDA models"),
     engines=GDN_ENGINES,
-    example=CallExample({"A_log": spec(8)}, "the global `A_log` of 8 heads with the tp=2 pool"),
+    example=CallExample({"A_log": tensor(8)}, "the global `A_log` of 8 heads with the tp=2 pool"),
 )
 def gdn_param_sizes(ctx: CallContext):
     if ctx.HV is None:
@@ -417,7 +426,7 @@ def gdn_param_sizes(ctx: CallContext):
     causes=("`out` allocated [B, HV, V] or [1, B, HV, V]", "`out` sized with the global HV"),
     fixes=("allocate `out` as [B, 1, HV_l, V]",),
     engines=GDN_ENGINES,
-    example=CallExample({"out": spec(4, 4, 8)}, "`out` without its token axis"),
+    example=CallExample({"out": tensor(4, 4, 8)}, "`out` without its token axis"),
 )
 def out_shape(ctx: CallContext):
     if ctx.B is None or ctx.HV is None:
@@ -429,7 +438,7 @@ def out_shape(ctx: CallContext):
     B, HV, V = ctx.B, ctx.HV, ctx.V
     if got == (1, B, HV, V):
         fix = ("this is the [1, B, HV, V] layout the engine returns after `out.transpose(0, 1)`: pass the "
-               f"[B, 1, HV, V] buffer before transposing")
+               "[B, 1, HV, V] buffer before transposing")
     elif got == (B, HV, V):
         fix = f"`out` lacks the token axis: allocate `torch.empty({B}, 1, {HV}, {V})` (or `out.unsqueeze(1)`)"
     elif len(got) == 4 and got[0] == B and got[3] == V and tp_split(HV, got[2]):
@@ -453,7 +462,7 @@ def out_shape(ctx: CallContext):
             "(Qwen3-Next TP 2: width 4096 = 32*128, so qk_dim = 0)"),
     fixes=("pass [q | k | v]; size every per-head input with HV_l",),
     engines=GDN_ENGINES,
-    example=CallExample({"mixed_qkv": spec(4, 32)}, "only the v block: width HV*V"),
+    example=CallExample({"mixed_qkv": tensor(4, 32)}, "only the v block: width HV*V"),
 )
 def packed_width(ctx: CallContext):
     if ctx.qkv_dim is None or ctx.HV is None:
@@ -477,7 +486,7 @@ def packed_width(ctx: CallContext):
     causes=("the width carries extra channels (padding, an un-split gate)", "a wrong K in the pool"),
     fixes=("pass exactly [q | k | v]",),
     engines=GDN_ENGINES,
-    example=CallExample({"mixed_qkv": spec(4, 56)}, "q and k blocks of 12 channels each, K=8"),
+    example=CallExample({"mixed_qkv": tensor(4, 56)}, "q and k blocks of 12 channels each, K=8"),
 )
 def gdn_q_size(ctx: CallContext):
     q_dim = q_size_failure(ctx)
@@ -503,7 +512,7 @@ def gdn_q_size(ctx: CallContext):
             "a config whose HV is not a multiple of H"),
     fixes=("pass the per-rank conv output of [q | k | v] only",),
     engines=GDN_ENGINES,
-    example=CallExample({"mixed_qkv": spec(4, 80)}, "a width that implies H=3 key heads for HV=4"),
+    example=CallExample({"mixed_qkv": tensor(4, 80)}, "a width that implies H=3 key heads for HV=4"),
 )
 def head_config(ctx: CallContext):
     if ctx.qkv_dim is None or ctx.HV is None or not ctx.K or q_size_failure(ctx) is not None:
@@ -552,7 +561,7 @@ def single_k_tile(ctx: CallContext):
     causes=("a GDN-style per-head gate [B, HV] given to the KDA kernel", "global heads with a per-rank pool"),
     fixes=("pass the `f_b_proj` output [B, HV*K]",),
     engines=KDA_ENGINES,
-    example=CallExample({"a": spec(4, 4)}, "a GDN-style per-head gate [B, HV]", variant="kda"),
+    example=CallExample({"a": tensor(4, 4)}, "a GDN-style per-head gate [B, HV]", variant="kda"),
 )
 def kda_gate_width(ctx: CallContext):
     if ctx.HV is None or ctx.K is None or ctx.a is None:
@@ -577,7 +586,7 @@ def kda_gate_width(ctx: CallContext):
     causes=("`b` with global heads while the pool is per-rank",),
     fixes=("pass the per-rank `b_proj` output [B, HV_l]",),
     engines=KDA_ENGINES,
-    example=CallExample({"b": spec(4, 8)}, "`b` with the global heads of tp=2", variant="kda"),
+    example=CallExample({"b": tensor(4, 8)}, "`b` with the global heads of tp=2", variant="kda"),
 )
 def kda_beta_heads(ctx: CallContext):
     if ctx.HV is None or ctx.b is None or ctx.b.shape[1] == ctx.HV:
@@ -595,7 +604,7 @@ def kda_beta_heads(ctx: CallContext):
     causes=("Kimi `A_log` flattened but not sharded (32 instead of H_l)",),
     fixes=("shard on the head axis",),
     engines=KDA_ENGINES,
-    example=CallExample({"A_log": spec(8)}, "Kimi `A_log` flattened but not sharded", variant="kda"),
+    example=CallExample({"A_log": tensor(8)}, "Kimi `A_log` flattened but not sharded", variant="kda"),
 )
 def kda_a_log_size(ctx: CallContext):
     if ctx.HV is None or ctx.call.A_log.numel() == ctx.HV:
@@ -613,7 +622,7 @@ def kda_a_log_size(ctx: CallContext):
     causes=("a GDN-style per-head `dt_bias` [HV]", "global heads with a per-rank pool"),
     fixes=("pass the per-rank [HV_l*K] `dt_bias`",),
     engines=KDA_ENGINES,
-    example=CallExample({"dt_bias": spec(4)}, "a GDN-style per-head `dt_bias` [HV]", variant="kda"),
+    example=CallExample({"dt_bias": tensor(4)}, "a GDN-style per-head `dt_bias` [HV]", variant="kda"),
 )
 def kda_dt_bias_size(ctx: CallContext):
     if ctx.HV is None or ctx.K is None:
@@ -638,7 +647,7 @@ def kda_dt_bias_size(ctx: CallContext):
     causes=("q and k heads of different sizes", "extra channels in the row"),
     fixes=("pass exactly [q | k | v] with head_q_dim == head_k_dim",),
     engines=KDA_ENGINES,
-    example=CallExample({"mixed_qkv": spec(4, 56)}, "q and k blocks of 12 channels each, K=8", variant="kda"),
+    example=CallExample({"mixed_qkv": tensor(4, 56)}, "q and k blocks of 12 channels each, K=8", variant="kda"),
 )
 def kda_q_size(ctx: CallContext):
     q_dim = q_size_failure(ctx)
@@ -699,7 +708,7 @@ def kda_cuda_fast_path(ctx: CallContext):
     explanation="With K = 0 the wrapper's `q_dim % K` raises ZeroDivisionError instead of a ValueError.",
     fixes=("allocate the pool as [S, HV, V, K] with K = head_k_dim",),
     engines=GDN_ENGINES,
-    example=CallExample({"initial_state": spec(8, 4, 8, 0)}, "a pool with K=0"),
+    example=CallExample({"initial_state": tensor(8, 4, 8, 0)}, "a pool with K=0"),
 )
 def head_dim_zero(ctx: CallContext):
     if ctx.K != 0 or ctx.qkv_dim is None or ctx.HV is None:

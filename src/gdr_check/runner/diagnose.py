@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from ..checks import rules_dryrun as rules
 from ..checks.registry import Violation
-from ..report import Diagnostic, Location
+from ..report import Diagnostic
 from .launch import ChildOutcome
 
 KERNEL_NAMES = {"builtin": "gdr-check", "sglang": "sglang", "vllm": "vLLM"}

@@ -11,13 +11,18 @@ import contextlib
 import gc
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from ..checks.rules_source import (
-    DanglingLinks, IncompleteDownloads, LinksOutsideHfCacheBlobs, OversizedJsonFiles, UnreadableFiles,
+    DanglingLinks,
+    IncompleteDownloads,
+    LinksOutsideHfCacheBlobs,
+    OversizedJsonFiles,
+    UnreadableFiles,
 )
-from .errors import SourceError, display_path
+from .errors import display_path
 
 INCOMPLETE_SUFFIX = ".incomplete"
 

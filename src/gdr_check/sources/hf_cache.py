@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks.rules_source import (
-    ModelNotFound, UnreadableFiles, UnresolvedCacheRevisions,
+    ModelNotFound,
+    UnreadableFiles,
+    UnresolvedCacheRevisions,
 )
 from .errors import SourceError
 from .files import MetadataReader

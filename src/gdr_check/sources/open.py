@@ -9,15 +9,30 @@ from operator import attrgetter, eq
 from pathlib import Path
 
 from ..checks.rules_source import (
-    DanglingLinks, DuplicateTensors, InvalidConfigJson, InvalidIndexJson, MalformedIndexes, MissingPaths,
-    MissingShards, NonObjectConfigs, PickleCheckpoints, ShardPathsOutsideCheckpoint, TensorsMissingFromShards,
-    UnreadableFiles, UnrecognizedInputs,
+    DanglingLinks,
+    DuplicateTensors,
+    InvalidConfigJson,
+    InvalidIndexJson,
+    MalformedIndexes,
+    MissingPaths,
+    MissingShards,
+    NonObjectConfigs,
+    PickleCheckpoints,
+    ShardPathsOutsideCheckpoint,
+    TensorsMissingFromShards,
+    UnreadableFiles,
+    UnrecognizedInputs,
 )
 from .checkpoint import Checkpoint
 from .errors import SourceError, display_path
 from .files import MetadataReader, gc_paused
 from .hf_cache import (
-    CacheEntry, enclosing_cache_repo, is_cache_repo_dir, looks_like_repo_id, resolve_cache_repo, resolve_repo_id,
+    CacheEntry,
+    enclosing_cache_repo,
+    is_cache_repo_dir,
+    looks_like_repo_id,
+    resolve_cache_repo,
+    resolve_repo_id,
 )
 from .jsonfile import load_json_file
 from .jsonpos import LazyKeyLocations, dotted_keys, member_spans

@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..checks.rules_source import (
-    InvalidDataOffsets, InvalidTensorShapes, MalformedSafetensorsHeaders, OverlappingTensors,
-    OversizedSafetensorsFiles, OversizedSafetensorsHeaders, TensorSizeMismatches, TruncatedSafetensorsFiles,
+    InvalidDataOffsets,
+    InvalidTensorShapes,
+    MalformedSafetensorsHeaders,
+    OverlappingTensors,
+    OversizedSafetensorsFiles,
+    OversizedSafetensorsHeaders,
+    TensorSizeMismatches,
+    TruncatedSafetensorsFiles,
     UnknownTensorDtypes,
 )
 from ..tensors import canonical_dtype
