@@ -86,7 +86,8 @@ class Rule:
     # A wrapper rule's pass predicate: a Python expression that is true only when `check` finds nothing
     # (it may be false spuriously). It may assume that the predicates of the checks before it in each
     # wrapper's order hold. Its names: `ctx`, `c` (the call), the call's tensors `mixed_qkv`, `a`, `b`,
-    # `A_log`, `dt_bias`, `state`, `out`, `indices`, the context's `B`, `HV`, `V`, `K`, `qkv_dim`, and the
+    # `A_log`, `dt_bias`, `state`, `out`, `indices`, the context's `B`, `HV`, `V`, `K`, `qkv_dim`, `qk_dim`
+    # (`qkv_dim - HV * V`, the q and k channels; 0 when either is unknown), and the
     # globals of the module that defines `check`. An expression, not a function: the engine joins the
     # predicates of a wrapper into one compiled function (`call_plan`), as fast as a hand-written one.
     clear: str = ""
@@ -157,6 +158,8 @@ _CLEAR_PREAMBLE = (
     "    mixed_qkv, a, b, A_log, dt_bias = c.mixed_qkv, c.a, c.b, c.A_log, c.dt_bias\n"
     "    state, out, indices = c.initial_state, c.out, c.ssm_state_indices\n"
     "    B, HV, V, K, qkv_dim = ctx.B, ctx.HV, ctx.V, ctx.K, ctx.qkv_dim\n"
+    # The q and k channels of a row (0 when the width or the pool is unknown), which several checks split.
+    "    qk_dim = qkv_dim - HV * V if qkv_dim is not None and HV is not None else 0\n"
 )
 
 
@@ -300,7 +303,8 @@ def _compile_clear(variant: str, predicates: list[Rule]) -> Callable[[CallContex
 
 def _compile_group(name: str, namespace: dict[str, Any], rules: list[Rule]) -> Callable[[CallContext], bool]:
     body = " and ".join(f"({r.clear})" for r in rules) or "True"
-    source = f"def {name}(ctx):\n{_CLEAR_PREAMBLE}    return bool({body})\n"
+    # Each predicate is a comparison or a conjunction of them, so `and` gives a bool without wrapping it.
+    source = f"def {name}(ctx):\n{_CLEAR_PREAMBLE}    return {body}\n"
     scope: dict[str, Any] = {}
     # The source is built from the rules' own predicates (declared in this package), never from input.
     exec(compile(source, f"<{name}: {', '.join(r.code for r in rules)}>", "exec"), namespace, scope)  # noqa: S102

@@ -34,12 +34,13 @@ KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."
 _SHARED_STEPS = ("GDR201", "GDR202", "GDR203", "GDR204", "GDR205", "GDR206", "GDR207", "GDR208", "GDR209",
                  "GDR210", "GDR211", "GDR212", "GDR213")
 # A tuple step is codes sharing one position: with K = 0 the Q-size check's `q_dim % K` raises
-# ZeroDivisionError (GDR227) where a nonzero K gives the check's ValueError.
+# ZeroDivisionError (GDR227) where a nonzero K gives the check's ValueError. (Within a step the pass
+# predicates run in tuple order, so the Q-size predicate may assume K > 0.)
 GDN_WRAPPER_ORDER = declare_wrapper_order("gdn", (
-    *_SHARED_STEPS, "GDR214", "GDR215", "GDR216", "GDR217", ("GDR218", "GDR227"), "GDR219", "GDR220",
+    *_SHARED_STEPS, "GDR214", "GDR215", "GDR216", "GDR217", ("GDR227", "GDR218"), "GDR219", "GDR220",
 ))
 KDA_WRAPPER_ORDER = declare_wrapper_order("kda", (
-    *_SHARED_STEPS, "GDR221", "GDR222", "GDR223", "GDR224", "GDR216", "GDR217", ("GDR225", "GDR227"), "GDR219",
+    *_SHARED_STEPS, "GDR221", "GDR222", "GDR223", "GDR224", "GDR216", "GDR217", ("GDR227", "GDR225"), "GDR219",
     "GDR226", "GDR220",
 ))
 
@@ -200,7 +201,10 @@ def indices_ndim(ctx: CallContext):
 
 @rule(
     "GDR208", "out-not-contiguous",
-    clear='out.ndim == 4 and out.stride == ((s := out.shape)[1] * s[2] * s[3], s[2] * s[3], s[3], 1)',
+    # The strides of a contiguous `out` of its own shape, innermost first (other strides on size-1 axes, which
+    # the rule accepts, take the slow path).
+    clear=("out.ndim == 4 and (t := out.stride)[3] == 1 and t[2] == (s := out.shape)[3] and t[1] == t[2] * s[2]"
+           " and t[0] == t[1] * s[1]"),
     summary="`out` is not contiguous",
     message="`out` must be contiguous.",
     explanation=(
@@ -450,7 +454,7 @@ def out_shape(ctx: CallContext):
 
 @rule(
     "GDR217", "packed-width-invalid",
-    clear='qkv_dim - HV * V > 0 and (qkv_dim - HV * V) % 2 == 0',
+    clear='qk_dim > 0 and qk_dim % 2 == 0',
     summary="`mixed_qkv` is too narrow for the pool's HV*V",
     message="Invalid packed `mixed_qkv` last dim={qkv_dim} for HV={HV}, V={V}.",
     explanation=(
@@ -476,7 +480,7 @@ def packed_width(ctx: CallContext):
 
 @rule(
     "GDR218", "q-size-not-multiple-of-head-dim",
-    clear='K > 0 and (qkv_dim - HV * V) // 2 % K == 0',
+    clear='qk_dim // 2 % K == 0',
     summary="the inferred Q size is not a multiple of K",
     message="Invalid packed Q size {q_dim}: must be divisible by K={K}.",
     explanation=(
@@ -500,7 +504,7 @@ def gdn_q_size(ctx: CallContext):
 
 @rule(
     "GDR219", "value-heads-not-multiple-of-key-heads",
-    clear='HV % ((qkv_dim - HV * V) // 2 // K) == 0',
+    clear='HV % (qk_dim // 2 // K) == 0',
     summary="the inferred key heads do not divide the value heads",
     message="Invalid head config inferred from mixed_qkv: H={H}, HV={HV}.",
     explanation=(
@@ -639,7 +643,7 @@ def kda_dt_bias_size(ctx: CallContext):
 
 @rule(
     "GDR225", "kda-q-size-not-multiple-of-head-dim",
-    clear='K > 0 and (qkv_dim - HV * V) // 2 % K == 0',
+    clear='qk_dim // 2 % K == 0',
     summary="the inferred Q size is not a multiple of K (KDA)",
     message=("Invalid packed Q size {q_dim}: must be divisible by K={K}. KDA packed decode requires "
              "num_q_heads == num_k_heads and head_q_dim == head_k_dim."),
