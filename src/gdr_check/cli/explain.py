@@ -24,8 +24,8 @@ def _render_full(found: Explanation) -> str:
         lines += ["", "when it happens:"] + [f"  - {cause}" for cause in rule.causes]
     if rule.fixes:
         lines += ["", "fix:"] + [f"  - {fix}" for fix in rule.fixes]
-    if rule.example:
-        lines += ["", "example:", f"  {rule.example}"]
+    if rule.example is not None:  # an executable example (checks/examples.py), shown as its text
+        lines += ["", "example:"] + [f"  {line}" for line in str(rule.example).splitlines()]
     if rule.engines:
         lines += ["", f"engines: {rule.engines}"]
     return "\n".join(lines)
