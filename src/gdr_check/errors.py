@@ -98,7 +98,7 @@ class SourceError(InputError):
         if rule is None:
             raise TypeError(f"{cls.__name__} declares no rule")
         cls.fields = declared_fields(cls, rule, LOCATION_FIELDS)
-        cls.code = rule.code  # type: ignore[misc]
+        cls.code = rule.code
 
     def __init__(
         self,

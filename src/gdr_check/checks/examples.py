@@ -237,7 +237,8 @@ class ModelExample:
         return self.text
 
     def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from ..models import Deployment, check_checkpoint
+        from ..models.check import check_checkpoint
+        from ..models.deployment import Deployment
         from ..sources import Checkpoint, TensorInfo
 
         tensors: dict[str, Any] = {}
@@ -417,7 +418,8 @@ class CompareExample:
         return self.text
 
     def _expected(self) -> Any:
-        from ..models import Deployment, check_checkpoint
+        from ..models.check import check_checkpoint
+        from ..models.deployment import Deployment
         from ..sources import Checkpoint
 
         checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
