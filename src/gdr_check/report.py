@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Literal
 
+from . import __version__
+
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
-# Rule docs ship with the project; links are relative to its root.
-DOCS_URL = "docs/rules.md"
+# The project's home, as named in the README and pyproject's [project.urls] (a test keeps the three equal).
+PROJECT_URL = "https://github.com/gdr-check/gdr-check"
+# The rules reference of this very release: absolute (SARIF's helpUri must be) and versioned, so that a report
+# links to the text of the rules that produced it.
+DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/rules.md"
 
 
 def rule_url(code: str, name: str) -> str:

@@ -60,13 +60,17 @@ def parse_tp_list(text: str) -> list[int]:
 
 
 def check_targets(targets: list[str], tp_sizes: list[int], *,
-                  selection_for: Callable[[str], Selection] | None = None, **deployment: object) -> list[TargetResult]:
-    """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions."""
+                  selection_for: Callable[[str], Selection] | None = None,
+                  progress: Callable[[int, str], None] | None = None, **deployment: object) -> list[TargetResult]:
+    """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions. `progress` is
+    told each target before it is checked."""
     from ..models import Deployment, check_model
     from ..sources import SourceError
 
     results: list[TargetResult] = []
-    for target in targets:
+    for index, target in enumerate(targets):
+        if progress is not None:
+            progress(index, target)
         selection = selection_for(target) if selection_for is not None else Selection()
         for tp in tp_sizes:
             try:
@@ -84,17 +88,9 @@ def check_targets(targets: list[str], tp_sizes: list[int], *,
 
 
 def list_models(out: Output, output_format: str) -> None:
-    import json
+    from .models_list import render
 
-    from ..models import list_builtin
-
-    models = list_builtin()
-    if output_format == "json":
-        out.write(json.dumps([{"repo_id": m.repo_id, "architecture": m.architecture, "confidence": m.confidence}
-                              for m in models], indent=2))
-        return
-    width = max(len(m.repo_id) for m in models)
-    out.write("\n".join(f"{m.repo_id.ljust(width)}  {m.architecture}  ({m.confidence})" for m in models))
+    out.write_report(render(output_format))
 
 
 def _load_config(targets: list[str], config_file: Optional[Path], isolated: bool) -> Config:
@@ -132,7 +128,11 @@ def check_command(
     output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help="Write the report here instead of stdout."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
-    list_models_flag: bool = typer.Option(False, "--list-models", help="List the built-in model geometries and exit."),
+    list_models_flag: bool = typer.Option(False, "--list-models", help="List the built-in model geometries and exit (text, or a JSON document with --output-format json)."),
+    show_info: bool = typer.Option(False, "--show-info", help="Report info notes as SARIF results, GitHub annotations and GitLab issues too (by default only the other formats list them: nothing can be changed to close them)."),
+    statistics: bool = typer.Option(False, "--statistics", help="Print how often each rule fired, most frequent first, instead of the diagnostics (a JSON list with --output-format json)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."),
+    silent: bool = typer.Option(False, "--silent", "-s", help="Print nothing but the errors that stop the run (an --output-file is still written); the exit code says the rest."),
 ) -> int:
     """Check models: per-rank shapes of every kernel argument, and every problem, for each deployment."""
     from .formats import format_module
@@ -142,7 +142,7 @@ def check_command(
         raise typer.BadParameter(f"unknown format {output_format!r}; expected one of: {', '.join(FORMATS)}",
                                  param_hint="--output-format")
     if list_models_flag:
-        list_models(Output(output_format or "full"), output_format or "full")
+        list_models(Output(output_format or "full", output_file), output_format or "full")
         return 0
     paths = group_targets(targets or ["."])
     config = _load_config(paths, config_file, isolated)
@@ -174,23 +174,32 @@ def check_command(
         layers: list[RuleSelection] = [*config.layers_for(target), cli_layer]
         return Selection(tuple(layer for layer in layers if not layer.is_empty))
 
-    results = check_targets(
-        paths, tp_sizes, selection_for=selection_for, batch=_first(batch, config.batch, DEFAULT_BATCH),
-        slots=_first(slots, config.slots), state_dtype=_first(state_dtype, config.state_dtype),
-        engine=chosen_engine, gpu_memory=budget,
-    )
+    from .progress import target_progress
+
+    with target_progress(len(paths), quiet=quiet or silent) as progress:
+        results = check_targets(
+            paths, tp_sizes, selection_for=selection_for, batch=_first(batch, config.batch, DEFAULT_BATCH),
+            slots=_first(slots, config.slots), state_dtype=_first(state_dtype, config.state_dtype),
+            engine=chosen_engine, gpu_memory=budget, progress=progress,
+        )
     run = Run(
         results,
         failing=FAILING_WITH_WARNINGS if _first(error_on_warning, config.error_on_warning) else FAILING_DEFAULT,
         exit_zero=bool(_first(exit_zero, config.exit_zero)),
         color=fmt == "full" and output_file is None and use_color(),
+        show_info=show_info, quiet=quiet,
     )
     renderer = format_module(fmt)
-    out.write_report(renderer.render(run))
+    if statistics:
+        from .statistics import render as render_statistics
+
+        out.write_report(render_statistics(run, fmt))
+    elif not silent or output_file is not None:
+        out.write_report(renderer.render(run))
     for result in results:
         if result.error is not None:
             out.error_line(result.error.message)
-    if fmt in ("concise", "github"):
+    if fmt in ("concise", "github") and not (quiet or silent or statistics):
         from .formats.common import summary_line
 
         out.info_line(summary_line(run))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit")
+MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit", "gitlab")
 FORMATS = ("full", "concise", *MACHINE_FORMATS)
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
 OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
@@ -22,7 +22,8 @@ SCHEMA_VERSION = 1
 
 
 def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
-    """The last value given to one of `names` (`--name VALUE` or `--name=VALUE`), read before parsing."""
+    """The last value given to one of `names` (`--name VALUE`, `--name=VALUE`, `-n VALUE` or `-nVALUE`, as
+    click reads them), read before parsing."""
     chosen = None
     for i, arg in enumerate(argv):
         if arg == "--":
@@ -32,6 +33,8 @@ def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
         for name in names:
             if name.startswith("--") and arg.startswith(name + "="):
                 chosen = arg.split("=", 1)[1]
+            elif not name.startswith("--") and arg.startswith(name) and not arg.startswith("--") and arg != name:
+                chosen = arg[len(name):]
     return chosen
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +19,7 @@ from urllib.parse import quote
 from ...report import Diagnostic
 from ..output import tool_info
 from ..results import FatalError, Run, TargetResult
-from .common import entries, tp_suffix, where
+from .common import alerts, tp_suffix, where
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -28,7 +27,6 @@ LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 # GitHub's own severity scale for non-security alerts.
 PROBLEM_SEVERITY = {"error": "error", "warning": "warning", "info": "recommendation"}
 GITHUB_TEXT_LIMIT = 1024
-_ABSOLUTE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 
 
 # -- rules ----------------------------------------------------------------------------------------------------
@@ -68,9 +66,7 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
         "properties": {"tags": [_category(rule.code)], "precision": "very-high",
                        "problem.severity": PROBLEM_SEVERITY[rule.severity]},
     }
-    url = rule_url(rule.code, rule.name)
-    if _ABSOLUTE_URL.match(url):  # SARIF wants an absolute URI here; the docs link is relative until published
-        descriptor["helpUri"] = url
+    descriptor["helpUri"] = rule_url(rule.code, rule.name)  # absolute: the rules reference of this release
     return descriptor
 
 
@@ -161,7 +157,7 @@ def _notification(error: FatalError, result: TargetResult | None = None) -> dict
 
 
 def log(run: Run) -> dict[str, Any]:
-    pairs = list(entries(run))
+    pairs = list(alerts(run))
     codes = sorted({diagnostic.code for _, diagnostic in pairs})
     index = {code: i for i, code in enumerate(c for c in codes if c in _known_codes())}
     seen: dict[str, int] = {}
