@@ -29,15 +29,17 @@ UNREADABLE = "critical"  # a checkpoint that could not be read at all
 
 def relative_path(path: str) -> str:
     """`path` relative to `$CI_PROJECT_DIR` (else the working directory) when it lies below it, as GitLab
-    resolves code-quality paths against the repository root; otherwise unchanged."""
-    if not os.path.isabs(path):
-        return path.replace(os.sep, "/")
+    resolves code-quality paths against the repository root; otherwise unchanged (a repo id of a built-in
+    model is no file)."""
+    if not os.path.isabs(path) and not os.path.exists(path):
+        return path
     base = os.path.abspath(os.environ.get(PROJECT_DIR_ENV) or os.getcwd())
+    absolute = os.path.abspath(path)
     try:
-        inside = os.path.commonpath([base, os.path.abspath(path)]) == base
+        inside = os.path.commonpath([base, absolute]) == base
     except ValueError:  # another drive
         inside = False
-    return os.path.relpath(path, base).replace(os.sep, "/") if inside else path
+    return os.path.relpath(absolute, base).replace(os.sep, "/") if inside else path.replace(os.sep, "/")
 
 
 def _location(path: str, line: int = 1, column: int = 1, end_line: int | None = None,
