@@ -135,13 +135,12 @@ def test_quiet_prints_the_diagnostics_only(repo: Path):
     full = run_cli(*ARGS, "--quiet")
     assert full.exit_code == 1 and full.stderr == ""
     headings = [line for line in full.stdout.splitlines() if line and not line.startswith((" ", "help:"))]
+    mismatch = "config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` holds 32"
     assert headings == [
-        "error[GDR111]: config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` "
-        "holds 32 [tp=2]",
+        f"error[GDR111]: {mismatch} [tp=2]",
         "warning[GDR249]: `initial_state` is bfloat16: the state is rounded to bfloat16 at every step [tp=2]",
         "info[GDR253]: sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update [tp=2]",
-        "error[GDR111]: config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` "
-        "holds 32 [tp=3]",
+        f"error[GDR111]: {mismatch} [tp=3]",
         "error[GDR121]: tp=3 does not divide `linear_num_key_heads`=2; TP sizes that work: 1, 2 [tp=3]",
     ]
     # without a header, a diagnostic about a kernel argument says which checkpoint it is about
@@ -331,3 +330,12 @@ def test_progress_draws_on_a_terminal_and_names_the_target(monkeypatch):
 def test_no_progress_when_stderr_is_not_a_terminal(repo: Path):
     result = run_cli("good", "ckpt", "--isolated", "--output-format", "concise")
     assert result.stderr == "summary: 2 checked: 1 error(s), 0 warning(s), 4 note(s)\n"
+
+
+def test_the_ci_guide_documents_every_format_and_the_gitlab_job():
+    from gdr_check.cli.output import FORMATS
+
+    text = (ROOT / "docs" / "ci.md").read_text()
+    assert all(f"| `{fmt}`" in text for fmt in FORMATS), FORMATS
+    assert "reports:\n      codequality: gl-code-quality-report.json" in text
+    assert "--output-format gitlab -o gl-code-quality-report.json" in text

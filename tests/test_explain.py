@@ -94,8 +94,8 @@ def test_cli_explain_unknown_message_exits_2_with_a_hint(capsys):
 
 @pytest.mark.parametrize("query,line", [
     ("GDR999", "error: unknown rule `GDR999` (`gdr-check explain --all` lists every rule)\n"),
-    ("state-pool-not-4e", "error: unknown rule `state-pool-not-4e`; did you mean `state-pool-not-4d`? "
-                          "(`gdr-check explain --all` lists every rule)\n"),
+    ("state-pool-not-4e", ("error: unknown rule `state-pool-not-4e`; did you mean `state-pool-not-4d`? "
+                           "(`gdr-check explain --all` lists every rule)\n")),
 ])
 def test_cli_explain_unknown_code_or_name_exits_2_with_one_line(capsys, query, line):
     assert main(["explain", query]) == 2

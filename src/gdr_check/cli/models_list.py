@@ -27,7 +27,7 @@ def _model(model: Any) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
-    from ..models import list_builtin
+    from ..models.builtin import list_builtin
     from .output import SCHEMA_VERSION, tool_info
 
     return {"schema_version": SCHEMA_VERSION, "tool": tool_info(), "confidence_levels": dict(CONFIDENCE),
@@ -35,7 +35,7 @@ def document() -> dict[str, Any]:
 
 
 def render_text() -> str:
-    from ..models import list_builtin
+    from ..models.builtin import list_builtin
 
     models = list_builtin()
     header = ["Built-in model descriptions (used for a repo id that is not in the local Hugging Face cache).",

@@ -2,7 +2,7 @@
 
 Machine formats are written with plain writes, never through rich, which hard-wraps long lines when
 stdout is not a terminal. A run that cannot complete still writes a record in the selected format
-(a JSON document, a JSON line, a SARIF log, an `::error`, a JUnit error), to the output file when one is
+(a JSON document, a JSON line, a SARIF log, an `::error`, a JUnit error, a GitLab issue), to the output file when one is
 named, so that the next CI step always finds something it can parse.
 """
 
