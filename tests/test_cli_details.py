@@ -339,3 +339,24 @@ def test_the_ci_guide_documents_every_format_and_the_gitlab_job():
     assert all(f"| `{fmt}`" in text for fmt in FORMATS), FORMATS
     assert "reports:\n      codequality: gl-code-quality-report.json" in text
     assert "--output-format gitlab -o gl-code-quality-report.json" in text
+
+
+def test_silent_wins_over_statistics(repo: Path):
+    result = run_cli(*ARGS, "--statistics", "-s")
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", "")
+    written = run_cli(*ARGS, "--statistics", "-s", "-o", "stats.txt")
+    assert written.stdout == "" and (repo / "stats.txt").read_text().startswith("2  GDR111  error ")
+
+
+def test_progress_through_the_cli_goes_to_a_terminal_stderr_only(repo: Path, monkeypatch):
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from gdr_check.cli.main import main
+
+    monkeypatch.delenv("TERM", raising=False)
+    for extra, drawn in (((), True), (("-q",), False)):
+        out, err = io.StringIO(), Terminal()
+        with redirect_stdout(out), redirect_stderr(err):
+            assert main(["good", "ckpt", "--isolated", "--output-format", "json", *extra]) == 1
+        assert len(json.loads(out.getvalue())["results"]) == 2  # stdout holds the document alone
+        assert ("checking" in err.getvalue() and "2/2" in err.getvalue()) is drawn

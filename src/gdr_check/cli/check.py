@@ -190,11 +190,13 @@ def check_command(
         show_info=show_info, quiet=quiet,
     )
     renderer = format_module(fmt)
-    if statistics:
+    if silent and output_file is None:
+        pass  # the exit code says it all
+    elif statistics:
         from .statistics import render as render_statistics
 
         out.write_report(render_statistics(run, fmt))
-    elif not silent or output_file is not None:
+    else:
         out.write_report(renderer.render(run))
     for result in results:
         if result.error is not None:

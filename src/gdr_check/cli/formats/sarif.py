@@ -4,7 +4,8 @@ One run holds every (target, TP size) result. Each result points at a file relat
 (run gdr-check from the repository root): the config key or index line, or, for a diagnostic without a file
 (a kernel argument, a TP rule), the checkpoint's `config.json` or index, naming the argument, key or tensor
 as a logical location. Fingerprints hash the code, that path and the key/tensor/argument (plus the TP size),
-never line numbers or absolute paths, so an alert keeps its identity across runs.
+never line numbers or absolute paths, so an alert keeps its identity across runs. Info notes are no results
+unless `--show-info`: nothing can be changed to close them, so they would stay open alerts forever.
 """
 
 from __future__ import annotations
