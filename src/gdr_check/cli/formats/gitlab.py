@@ -19,7 +19,7 @@ from typing import Any
 from ...report import Diagnostic
 from ..results import FatalError, Run, TargetResult
 from .common import alerts, tp_suffix, where
-from .sarif import fingerprint
+from .sarif import fingerprint, stable_path
 
 PROJECT_DIR_ENV = "CI_PROJECT_DIR"
 # Code Climate severities: info, minor, major, critical, blocker.
@@ -76,7 +76,8 @@ def _unique(hashed: str, used: set[str]) -> str:
 
 
 def _error_fingerprint(error: FatalError, target: str) -> str:
-    return hashlib.sha256("\0".join([error.code, target, error.path or ""]).encode()).hexdigest()[:32]
+    parts = [error.code, stable_path(target) if target else "", stable_path(error.path) if error.path else ""]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
 def issues(run: Run) -> list[dict[str, Any]]:
