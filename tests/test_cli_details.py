@@ -360,3 +360,17 @@ def test_progress_through_the_cli_goes_to_a_terminal_stderr_only(repo: Path, mon
             assert main(["good", "ckpt", "--isolated", "--output-format", "json", *extra]) == 1
         assert len(json.loads(out.getvalue())["results"]) == 2  # stdout holds the document alone
         assert ("checking" in err.getvalue() and "2/2" in err.getvalue()) is drawn
+
+
+@pytest.mark.parametrize("args", [
+    ("good", "--isolated"),  # the report
+    ("good", "--isolated", "--output-format", "sarif", "--tp", "x"),  # the record of a bad option
+    ("--list-models", "--output-format", "json"),
+])
+def test_unwritable_output_file_is_one_line_and_exit_2(repo: Path, args):
+    (repo / "taken").write_text("a file, not a directory")
+    result = run_cli(*args, "-o", "taken/report.txt")
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "error: cannot write `taken/report.txt`: `taken` is not a directory"
+    assert len(lines) == (2 if "--tp" in args else 1)  # the bad option's own line first

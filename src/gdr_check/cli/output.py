@@ -74,9 +74,18 @@ class Output:
     def write_report(self, text: str) -> None:
         """The report itself: to --output-file when given (created, or replaced), else to stdout."""
         if self.output_file is not None:
-            if self.output_file.parent != Path(""):
-                self.output_file.parent.mkdir(parents=True, exist_ok=True)
-            self.output_file.write_text(text, encoding="utf-8")
+            from .errors import ReportWriteError
+
+            parent = self.output_file.parent
+            try:
+                if parent != Path(""):
+                    if parent.exists() and not parent.is_dir():
+                        raise NotADirectoryError(0, f"`{parent}` is not a directory")
+                    parent.mkdir(parents=True, exist_ok=True)
+                self.output_file.write_text(text, encoding="utf-8")
+            except OSError as failure:
+                reason = failure.strerror or type(failure).__name__
+                raise ReportWriteError(f"cannot write `{self.output_file}`: {reason[:1].lower()}{reason[1:]}") from None
         elif text:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -91,6 +100,7 @@ class Output:
 
     def fatal(self, code: str, message: str, *, path: str | None = None, hint: str | None = None) -> None:
         """Report a run that could not complete (exit 2): one stderr line, and a record in the format."""
+        from .errors import ReportWriteError
         from .formats import format_module
         from .results import FatalError
 
@@ -100,8 +110,8 @@ class Output:
             record = format_module(self.format).render_fatal(error)
             if record:  # the human formats have nothing to add to the stderr line
                 self.write_report(record)
-        except OSError as failure:  # the output file itself cannot be written: say so, keep exit 2
-            self.error_line(f"cannot write `{self.output_file}`: {(failure.strerror or 'error').lower()}")
+        except ReportWriteError as failure:  # the output file itself cannot be written: say so, keep exit 2
+            self.error_line(str(failure))
         if self.format == "github":
             self.append_step_summary(format_module("github").fatal_step_summary(error))
 
