@@ -57,7 +57,7 @@ def explain_command(
 
     out = Output(output_format)
     if all_rules:
-        found = [explain(code) for code in sorted(RULES)]
+        found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:
         single = explain(query)
         if single is None:
