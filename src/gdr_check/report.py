@@ -7,13 +7,13 @@ from typing import Any, Iterator, Literal
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
-# Rule docs ship with the project; links are relative to its root.
-DOCS_URL = "docs/rules.md"
+# Rule docs ship with the project; links are relative to its root. Each rule has a page; docs/rules.md indexes them.
+RULE_DOCS_DIR = "docs/rules"
 
 
-def rule_url(code: str, name: str) -> str:
-    """Where a rule is documented (docs/rules.md anchors are `<code>-<name>`)."""
-    return f"{DOCS_URL}#{code.lower()}-{name}"
+def rule_url(code: str) -> str:
+    """Where a rule is documented: its page `docs/rules/<CODE>.md`."""
+    return f"{RULE_DOCS_DIR}/{code}.md"
 
 
 @dataclass
@@ -54,7 +54,7 @@ class Diagnostic:
 
     @property
     def url(self) -> str:
-        return rule_url(self.code, self.name)
+        return rule_url(self.code)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -52,7 +52,7 @@ def _category(code: str) -> str:
 
 
 def rule_descriptor(rule: Any) -> dict[str, Any]:
-    """A reportingDescriptor built from the registry; the same text as `gdr-check explain` and docs/rules.md."""
+    """A reportingDescriptor built from the registry; the same text as `gdr-check explain` and docs/rules/."""
     from ...checks.docs import render_rule
     from ...report import rule_url
 
@@ -68,7 +68,7 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
         "properties": {"tags": [_category(rule.code)], "precision": "very-high",
                        "problem.severity": PROBLEM_SEVERITY[rule.severity]},
     }
-    url = rule_url(rule.code, rule.name)
+    url = rule_url(rule.code)
     if _ABSOLUTE_URL.match(url):  # SARIF wants an absolute URI here; the docs link is relative until published
         descriptor["helpUri"] = url
     return descriptor
