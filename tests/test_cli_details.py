@@ -16,7 +16,7 @@ from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 
 from gdr_check import __version__
 from gdr_check.cli import progress
-from gdr_check.report import DOCS_URL, PROJECT_URL
+from gdr_check.report import PROJECT_URL, RULE_DOCS_URL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -208,26 +208,23 @@ def test_list_models_to_a_file(repo: Path):
 
 # -- rule URLs ------------------------------------------------------------------------------------------------
 def test_rule_urls_are_absolute_and_versioned(repo: Path):
-    expected = (f"https://github.com/gdr-check/gdr-check/blob/v{__version__}/docs/rules.md"
-                "#gdr111-config-weight-mismatches")
+    expected = f"https://github.com/gdr-check/gdr-check/blob/v{__version__}/docs/rules/GDR111.md"
     document = json.loads(run_cli("ckpt", "--isolated", "--output-format", "json").stdout)
     jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(document)
     assert document["diagnostics"][0]["url"] == expected
     sarif = json.loads(run_cli(*ARGS, "--output-format", "sarif").stdout)
     rules = sarif["runs"][0]["tool"]["driver"]["rules"]
     assert {rule["id"]: rule["helpUri"] for rule in rules}["GDR111"] == expected
-    assert all(rule["helpUri"] == f"{DOCS_URL}#{rule['id'].lower()}-{rule['name']}" for rule in rules)
+    assert all(rule["helpUri"] == f"{RULE_DOCS_URL}/{rule['id']}.md" for rule in rules)
 
 
-def test_every_rule_url_names_a_heading_of_the_rules_reference():
+def test_every_rule_url_names_a_page_of_the_rules_reference():
     from gdr_check.checks import RULES
     from gdr_check.report import rule_url
 
-    headings = {line for line in (ROOT / "docs" / "rules.md").read_text().splitlines() if line.startswith("### ")}
     for rule in RULES.values():
-        anchor = rule_url(rule.code, rule.name).split("#", 1)[1]
-        assert f"### {rule.code} `{rule.name}`" in headings  # GitHub's anchor for it is `anchor`
-        assert anchor == f"{rule.code.lower()}-{rule.name}"
+        page = rule_url(rule.code).split(f"/blob/v{__version__}/", 1)[1]
+        assert (ROOT / page).is_file(), page
 
 
 def test_the_project_home_is_one_constant():
@@ -235,7 +232,7 @@ def test_the_project_home_is_one_constant():
     assert project["urls"]["Homepage"] == PROJECT_URL
     assert project["version"] == __version__  # the URL's version is the released one
     assert PROJECT_URL in (ROOT / "README.md").read_text()
-    assert DOCS_URL == f"{PROJECT_URL}/blob/v{__version__}/docs/rules.md"
+    assert RULE_DOCS_URL == f"{PROJECT_URL}/blob/v{__version__}/docs/rules"
 
 
 # -- gitlab ---------------------------------------------------------------------------------------------------

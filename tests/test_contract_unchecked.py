@@ -1,4 +1,4 @@
-"""GDR240+: what the kernels assume but the wrappers do not check (kernel-contract.md §7, U1-U18), and the
+"""GDR240+: what the kernels assume but the wrappers do not check (docs/kernel-contract.md §7, U1-U18), and the
 engine profiles (sglang: skip index < 0, slot 0 reserved; vLLM: skip index <= 0)."""
 
 from __future__ import annotations

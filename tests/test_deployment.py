@@ -17,7 +17,7 @@ from gdr_check.sources import SourceError
 MiB = 1024 * 1024
 KiB = 1024
 
-# models.md section 9: (repo id, L_lin, [(tp, H_l, HV_l, width, conv KiB/slot/layer, SSM MiB/request)])
+# docs/models.md §9: (repo id, L_lin, [(tp, H_l, HV_l, width, conv KiB/slot/layer, SSM MiB/request)])
 TABLE_9 = [
     ("Qwen/Qwen3-Next-80B-A3B-Instruct", 36, [
         (1, 16, 32, 8192, 48, 72), (2, 8, 16, 4096, 24, 36), (4, 4, 8, 2048, 12, 18), (8, 2, 4, 1024, 6, 9),

@@ -11,14 +11,14 @@ Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 # The project's home, as named in the README and pyproject's [project.urls] (a test keeps the three equal).
 PROJECT_URL = "https://github.com/gdr-check/gdr-check"
-# The rules reference of this very release: absolute (SARIF's helpUri must be) and versioned, so that a report
-# links to the text of the rules that produced it.
-DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/rules.md"
+# The rule pages of this very release: absolute (SARIF's helpUri must be) and versioned, so that a report links
+# to the text of the rules that produced it. Each rule has a page; docs/rules.md indexes them.
+RULE_DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/rules"
 
 
-def rule_url(code: str, name: str) -> str:
-    """Where a rule is documented (docs/rules.md anchors are `<code>-<name>`)."""
-    return f"{DOCS_URL}#{code.lower()}-{name}"
+def rule_url(code: str) -> str:
+    """Where a rule is documented: its page `docs/rules/<CODE>.md`."""
+    return f"{RULE_DOCS_URL}/{code}.md"
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Diagnostic:
 
     @property
     def url(self) -> str:
-        return rule_url(self.code, self.name)
+        return rule_url(self.code)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -186,7 +186,7 @@ def _timing_lines(console: Console, result: Any) -> None:
         return
     copy = timing["copy"]
     console.print(f"timing: {timing['method']}, B={timing['rows']} ({timing['live_rows']} live), "
-                  f"{timing['bytes_per_call'] / 1e6:.3f} MB per call (kernel-contract.md section 11); "
+                  f"{timing['bytes_per_call'] / 1e6:.3f} MB per call (docs/kernel-contract.md §11); "
                   f"device-to-device copy {copy['bandwidth_gbps'] / 1e3:.2f} TB/s in this run", soft_wrap=True)
     for name, numbers in timing["kernels"].items():
         console.print(f"  {KERNEL_NAMES.get(name, name)}: {numbers['median_us']:.2f} us median, "

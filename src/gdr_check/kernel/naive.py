@@ -1,6 +1,6 @@
 """Float64 PyTorch references for the GDN and KDA packed recurrent decode step.
 
-Written from the formulas of kernel-contract.md section 6, one step per row:
+Written from the formulas of docs/kernel-contract.md §6, one step per row:
     S <- decay * S;  u = beta * (v - S k);  S <- S + u k^T;  o = S q   (o reads the updated state)
 They take the kernels' arguments, never modify them, and return
 ``(out [B, 1, HV, V] float64, new pool float64)``; slots that no live row names keep their old values.

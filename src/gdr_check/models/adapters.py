@@ -148,7 +148,7 @@ def _qkv_width(g: Geometry) -> int:
     return 2 * g.H * g.K + g.HV * g.V
 
 
-GDN_FUSED = Layout(  # Qwen3-Next: fused interleaved projections (models.md 5.1)
+GDN_FUSED = Layout(  # Qwen3-Next: fused interleaved projections (docs/models.md §5.1)
     name="gdn-fused-qkvz", mixer="linear_attn", marker="in_proj_qkvz.weight",
     tensors=(
         T("A_log", (_heads_v(),)),
@@ -161,7 +161,7 @@ GDN_FUSED = Layout(  # Qwen3-Next: fused interleaved projections (models.md 5.1)
     ),
 )
 
-GDN_SPLIT = Layout(  # Qwen3.5/3.6: split projections, already in [q | k | v] order (models.md 5.2)
+GDN_SPLIT = Layout(  # Qwen3.5/3.6: split projections, already in [q | k | v] order (docs/models.md §5.2)
     name="gdn-split-qkv", mixer="linear_attn", marker="in_proj_qkv.weight",
     tensors=(
         T("A_log", (_heads_v(),)),
@@ -194,7 +194,7 @@ GDN_SEPARATE = Layout(  # OLMo-Hybrid style: separate q/k/v projections and conv
     ),
 )
 
-# Kimi-Linear KDA (models.md 5.3). H = HV and K = V = D; P = H*D. `A_log` is stored [1, 1, H, 1].
+# Kimi-Linear KDA (docs/models.md §5.3). H = HV and K = V = D; P = H*D. `A_log` is stored [1, 1, H, 1].
 KDA = Layout(
     name="kda", mixer="self_attn", marker="q_conv1d.weight",
     tensors=(

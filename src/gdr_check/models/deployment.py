@@ -1,6 +1,6 @@
 """A deployment (engine, TP, batch, pool size, dtypes) and what each engine picks when the user leaves it open.
 
-`resolve()` applies the engine defaults of models.md 7.1 (sglang 0.5.23) and 7.2 (vLLM): slot count, SSM
+`resolve()` applies the engine defaults of docs/models.md §7.1 (sglang 0.5.23) and §7.2 (vLLM): slot count, SSM
 state dtype, conv state dtype and parameter dtypes, each with the reason it was chosen.
 """
 

@@ -32,7 +32,7 @@ def beta_ties(b: torch.Tensor, variant: str, engine: str) -> torch.Tensor:
     """[B, HV] mask of gates whose rounded beta is ambiguous: sglang's GDN kernel rounds sigmoid(b) to b's dtype.
 
     Two correct fp32 sigmoids can differ by an ulp, and on a midpoint of the 16-bit grid that flips the
-    rounding: beta then differs by one 16-bit ulp (kernel-contract.md section 6.1 step 8).
+    rounding: beta then differs by one 16-bit ulp (docs/kernel-contract.md §6.1 step 8).
     """
     mantissa = _MANTISSA_BITS.get(b.dtype)
     if variant != "gdn" or engine != "sglang" or mantissa is None:

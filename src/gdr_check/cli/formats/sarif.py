@@ -51,7 +51,7 @@ def _category(code: str) -> str:
 
 
 def rule_descriptor(rule: Any) -> dict[str, Any]:
-    """A reportingDescriptor built from the registry; the same text as `gdr-check explain` and docs/rules.md."""
+    """A reportingDescriptor built from the registry; the same text as `gdr-check explain` and docs/rules/."""
     from ...checks.docs import render_rule
     from ...report import rule_url
 
@@ -67,7 +67,7 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
         "properties": {"tags": [_category(rule.code)], "precision": "very-high",
                        "problem.severity": PROBLEM_SEVERITY[rule.severity]},
     }
-    descriptor["helpUri"] = rule_url(rule.code, rule.name)  # absolute: the rules reference of this release
+    descriptor["helpUri"] = rule_url(rule.code)  # absolute: the rule's page in this release
     return descriptor
 
 
