@@ -82,7 +82,7 @@ def _header(console: Console, target: str, result: Any) -> None:
                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}"))
     dep = check.deployment
     state = check.settings.state_dtype if check.settings else (dep.state_dtype or "default")
-    rows.append(("deployment", f"{dep.engine}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots, state {state}"))
+    rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots, state {state}"))
     child = result.child
     for name, label in (child.get("kernels") or {}).items():
         rows.append(("kernel" if name == "builtin" else "backend", label))
