@@ -238,8 +238,8 @@ def test_cli_engine_option_takes_a_name_or_a_version(good: Path, engine: str, pr
 
 @pytest.mark.parametrize("engine,problem", [
     ("trtllm", "unknown engine 'trtllm'; expected one of: sglang, vllm, sglang@0.5.23, vllm@0.28, vllm@0.29"),
-    ("vllm@0.1", "no vLLM profile for version '0.1' (engine 'vllm@0.1'); known versions: 0.28, 0.29, or a later "
-                 "release"),
+    ("vllm@0.1", ("no vLLM profile for version '0.1' (engine 'vllm@0.1'); known versions: 0.28, 0.29, or a "
+                  "later release")),
 ])
 def test_cli_unknown_engine_is_one_line_and_exit_2(good: Path, engine: str, problem: str):
     from cli_checkpoints import run_cli

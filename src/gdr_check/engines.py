@@ -195,7 +195,7 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
 
 
-def profile_for(engine: "str | EngineProfile") -> EngineProfile:
+def profile_for(engine: str | EngineProfile) -> EngineProfile:
     """The profile `engine` selects: a name ("vllm": its newest profile), `name@version`, or a profile.
 
     A version selects the newest profile at or below it: "vllm@0.29.1" and "vllm@0.30" → the 0.29 profile

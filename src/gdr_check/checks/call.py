@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Final, Literal
 
+from .. import engines
 from ..engines import ENGINE_NAMES, SGLANG_0_5_23, EngineProfile, profile_for
-from ..engines import GRID_DIM_LIMIT as GRID_DIM_LIMIT
 from ..tensors import TensorSpec
 
 Variant = Literal["gdn", "kda"]
 # An engine as callers name it: "sglang", "vllm", "vllm@0.28", or an EngineProfile.
-Engine = Union[str, EngineProfile]
+Engine = str | EngineProfile
 ENGINES: tuple[str, ...] = ENGINE_NAMES
+# CUDA caps grid dimensions 1 and 2 at 65535; sglang's GDN launch puts B*HV there.
+GRID_DIM_LIMIT: Final = engines.GRID_DIM_LIMIT
 ARGUMENTS: tuple[str, ...] = (
     "mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices",
 )

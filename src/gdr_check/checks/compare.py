@@ -141,8 +141,8 @@ STATE_DTYPE = declare(
         "step (GSM8K 0.955 fp32 vs 0.945 bf16 reported on Qwen3-Next). Reported as a note when the recorded "
         "state is more precise than the default."
     ),
-    fixes=("serve with the engine's state dtype flag (sglang `--mamba-ssm-dtype`, vLLM "
-           "`--mamba-ssm-cache-dtype`) set to the expected dtype",
+    fixes=(("serve with the engine's state dtype flag (sglang `--mamba-ssm-dtype`, vLLM "
+            "`--mamba-ssm-cache-dtype`) set to the expected dtype"),
            "if the dtype is deliberate, compare with `--state-dtype`"),
     engines=COMPARE_ENGINES,
 )

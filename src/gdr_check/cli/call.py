@@ -83,7 +83,7 @@ def _model_for(run: CallRun, engine: str, state_dtype: str | None) -> Any:
 
     if engine not in run.models:
         try:
-            deployment = Deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)  # type: ignore[arg-type]
+            deployment = Deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)
         except ValueError as error:
             raise typer.BadParameter(str(error))
         check = check_model(run.target, deployment)  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def check_call(recorded: Any, engine: str, run: CallRun, state_dtype: str | None
     from ..checks.compare import ModelGeometry, compare_call, contract_arguments
     from ..checks.contract import run_contract
 
-    diagnostics = list(run_contract(recorded.call, engine))  # type: ignore[arg-type]
+    diagnostics = list(run_contract(recorded.call, engine))
     comparison = None
     if run.target is not None:
         check = _model_for(run, engine, state_dtype)

@@ -254,7 +254,7 @@ def dry_run_command(
     profile = _validate(output_format, backend, device, engine, steps, batch)
     out = Output(output_format)
     try:
-        deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)  # type: ignore[arg-type]
+        deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)
     except ValueError as error:
         raise typer.BadParameter(str(error))
     try:

@@ -7,7 +7,6 @@ import typer
 from ..engines import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for
 
 
-
 def engine_help(default: str) -> str:
     """The `--engine` help text, ending with what happens when the option is left out."""
     return (f"Engine profile: {' or '.join(ENGINE_NAMES)}, optionally @version "

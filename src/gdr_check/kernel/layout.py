@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from ..engines import ENGINE_NAMES, EngineProfile, profile_for
 
 # What the kernels and references take as `engine`: a name ("vllm"), `name@version`, or a profile.
-Engine = Union[str, EngineProfile]
+Engine = str | EngineProfile
 ENGINES: tuple[str, ...] = ENGINE_NAMES
 
 

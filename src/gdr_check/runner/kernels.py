@@ -61,4 +61,4 @@ def _vllm_kernel(variant: str) -> KernelUnderTest | str:
 
 
 # How each engine backend's kernel is loaded (sglang's from its file, vLLM's by import), by profile name.
-_LOADERS: dict[str, Callable[[str], "KernelUnderTest | str"]] = {"sglang": _sglang_kernel, "vllm": _vllm_kernel}
+_LOADERS: dict[str, Callable[[str], KernelUnderTest | str]] = {"sglang": _sglang_kernel, "vllm": _vllm_kernel}
