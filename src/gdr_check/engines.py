@@ -41,11 +41,13 @@ class KdaFastPath:
 
     min_batch: int = 8
     head_dims: tuple[int, int] = (128, 128)  # (K, V)
-    activation_dtype: str = "bfloat16"
+    activation_dtype: str = "bfloat16"  # mixed_qkv, a, b and out
     param_dtype: str = "float32"  # A_log and dt_bias
     state_dtype: str = "float32"
     index_dtype: str = "int32"
     requires_l2norm: bool = True  # only the `use_qk_l2norm_in_kernel=True` path has the switch
+    requires_contiguous_indices: bool = True
+    requires_dense_state: bool = True  # inner [HV, V, K] strides (V*K, K, 1)
 
 
 @dataclass(frozen=True, slots=True)
