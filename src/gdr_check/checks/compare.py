@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engines import STATE_DTYPES, profile_for
 from ..report import Diagnostic, Location
 from ..tensors import TensorSpec, contiguous_strides
 from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
@@ -140,7 +141,9 @@ STATE_DTYPE = declare(
         "step (GSM8K 0.955 fp32 vs 0.945 bf16 reported on Qwen3-Next). Reported as a note when the recorded "
         "state is more precise than the default."
     ),
-    fixes=("if the dtype is deliberate (e.g. `--mamba-ssm-dtype bfloat16`), compare with `--state-dtype`",),
+    fixes=(("serve with the engine's state dtype flag (sglang `--mamba-ssm-dtype`, vLLM "
+            "`--mamba-ssm-cache-dtype`) set to the expected dtype"),
+           "if the dtype is deliberate, compare with `--state-dtype`"),
     engines=COMPARE_ENGINES,
 )
 
@@ -319,9 +322,10 @@ def _names(names: list[str]) -> str:
 class _Comparer:
     def __init__(self, recorded: PackedDecodeCall, expected: PackedDecodeCall, model: ModelGeometry, tp: int,
                  engine: str, state_dtype_reason: str | None, contract_flagged: frozenset[str]) -> None:
-        self.recorded, self.model, self.tp, self.engine = recorded, model, tp, engine
+        self.profile = profile_for(engine)
+        self.recorded, self.model, self.tp, self.engine = recorded, model, tp, self.profile.name
         self.expected_call = expected
-        self.ctx = CallContext.build(recorded, "vllm" if engine == "vllm" else "sglang")
+        self.ctx = CallContext.build(recorded, self.profile)
         self.expected = _expected_here(expected, self.ctx)
         self.state_dtype_reason = state_dtype_reason
         self.contract_flagged = contract_flagged
@@ -614,9 +618,13 @@ class _Comparer:
         if state_got != state_want:
             less = _precision(state_got) < _precision(state_want)
             notes = [f"expected {state_want}: {self.state_dtype_reason}"] if self.state_dtype_reason else []
+            fixes = [f"if the dtype is deliberate, compare with `--state-dtype {state_got}`"]
+            if state_want in STATE_DTYPES:
+                fixes.insert(0, f"serve with `{self.profile.state_dtype_fix(state_want)}` to get the engine's "
+                                f"{state_want} state")
             self.emit(STATE_DTYPE, {"recorded": state_got, "engine": self.engine, "model": self.model.name,
                                     "expected": state_want}, argument="initial_state", notes=notes,
-                      severity=None if less else "info")
+                      fixes=fixes, severity=None if less else "info")
         pairs: dict[tuple[str, str], list[str]] = {}
         for name in TENSOR_ARGUMENTS:
             if name == "initial_state":

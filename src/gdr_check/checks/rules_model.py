@@ -275,8 +275,9 @@ def layer_types_vs_interval(ctx: ModelContext):
         f"the interval rule makes layers {format_layers(by_interval)} linear attention ({len(by_interval)} layers)",
         "sglang 0.5.23 follows the interval rule; transformers and this report follow `layer_types`",
     ]
-    if ctx.deployment.engine == "vllm":
-        notes.append("how vLLM derives the layer kinds was not verified")
+    profile = ctx.deployment.profile
+    if profile.layer_kinds_follow_interval is None:
+        notes.append(f"how {profile.display_name} derives the layer kinds was not verified")
     return Finding({"interval": layer_map.interval, "layers": format_layers(differ)},
                    location=_config_location(ctx)(layer_map.key), notes=notes,
                    fixes=["set `full_attention_interval` and `layer_types` so that they agree, or check the "
@@ -513,8 +514,9 @@ def tp_linear_heads(ctx: ModelContext):
     else:
         notes.append(f"sglang and vLLM stop while loading, in `divide()`: `AssertionError: <n> is not divisible "
                      f"by {tp}` for the first sharded width that does not split")
-        if model.num_attention_heads and model.num_attention_heads % tp and ctx.deployment.engine == "vllm":
-            notes.append("vLLM checks the attention heads first and stops there (GDR122)")
+        profile = ctx.deployment.profile
+        if model.num_attention_heads and model.num_attention_heads % tp and profile.checks_attention_heads_first:
+            notes.append(f"{profile.display_name} checks the attention heads first and stops there (GDR122)")
     working = working_tp_sizes(model)
     fixes = [f"use tp={t}" for t in _nearest(working, tp)] or ["no TP size > 1 splits these heads"]
     return Finding({"tp": tp, "key": key, "value": value, "working": _sizes_text(working)},
@@ -554,14 +556,8 @@ def tp_attention_heads(ctx: ModelContext):
     heads, tp = ctx.model.num_attention_heads, ctx.deployment.tp
     if not heads or heads % tp == 0:
         return None
-    if ctx.deployment.engine == "vllm":
-        note = (f"vLLM raises `ValueError: Total number of attention heads ({heads}) must be divisible by "
-                f"tensor parallel size ({tp}).`")
-    elif ctx.model.kind == "kda":
-        note = "sglang 0.5.23 raises `AssertionError: num_attention_heads must be divisible by world_size`"
-    else:
-        note = ("sglang fails in `divide()` unless DP attention makes the attention TP size a divisor of "
-                f"{heads}")
+    gdn_error, kda_error = ctx.deployment.profile.attention_heads_errors
+    note = (kda_error if ctx.model.kind == "kda" else gdn_error).format(heads=heads, tp=tp)
     working = working_tp_sizes(ctx.model)
     return Finding({"tp": tp, "heads": heads}, location=_where(ctx.model.sources.get("num_attention_heads")),
                    notes=[note, f"TP sizes that work: {_sizes_text(working)}"],
@@ -697,8 +693,17 @@ def state_budget(ctx: ModelContext):
                     "batch": ctx.deployment.batch},
                    notes=[f"{ctx.deployment.batch} requests need {format_bytes(needed)} per rank "
                           f"({ctx.deployment.batch + 1} slots x {format_bytes(memory.bytes_per_request)})"],
-                   fixes=[f"lower the batch to {memory.requests_that_fit}",
-                          "raise TP to split the state across more ranks"])
+                   fixes=_budget_fixes(ctx, memory.requests_that_fit))
+
+
+def _budget_fixes(ctx: ModelContext, fit: int) -> list[str]:
+    fixes = [f"lower the batch to {fit}", "raise TP to split the state across more ranks"]
+    profile, settings = ctx.deployment.profile, ctx.settings
+    kda_fixed = ctx.model.kind == "kda" and profile.kda_state_dtype_fixed
+    if settings.state_dtype == "float32" and not kda_fixed:
+        fixes.append(f"halve the SSM state with `{profile.state_dtype_fix('bfloat16')}`, at some accuracy "
+                     f"cost (GDR249)")
+    return fixes
 
 
 @rule(
@@ -714,13 +719,14 @@ def state_budget(ctx: ModelContext):
     engines="vLLM.",
 )
 def vllm_opt_in(ctx: ModelContext):
-    if ctx.deployment.engine != "vllm":
+    opt_in = ctx.deployment.profile.packed_decode_opt_in_env
+    if opt_in is None:
         return None
     if ctx.model.kind == "kda":
         return Finding({"statement": "decodes KDA with another kernel API: the call shown follows sglang's "
                                      "KDA packed decode contract"})
-    return Finding({"statement": "runs the GDN packed decode only with `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` set"},
-                   fixes=["export VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1"])
+    return Finding({"statement": f"runs the GDN packed decode only with `{opt_in}` set"},
+                   fixes=[f"export {opt_in}=1"])
 
 
 # Rules whose errors mean the per-rank call is not what an engine would run, so the contract is not run.

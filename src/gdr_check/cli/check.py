@@ -12,7 +12,9 @@ from typing import Callable, Optional
 
 import typer
 
+from ..engines import DEFAULT_ENGINE
 from .config import Config, ConfigError, discover, load_config
+from .engine_option import engine_help, engine_option
 from .main import app
 from .output import FORMATS, Output
 from .results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FatalError, Run, TargetResult
@@ -23,7 +25,6 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", r
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
           "gib": 2**30, "ti": 2**40, "tib": 2**40}
-ENGINES = ("sglang", "vllm")
 DEFAULT_TP = [1]
 DEFAULT_BATCH = 8
 
@@ -117,7 +118,7 @@ def check_command(
     batch: Optional[int] = typer.Option(None, "--batch", help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
     slots: Optional[int] = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
     state_dtype: Optional[str] = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="sglang or vllm; default sglang."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("sglang")),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
     select: Optional[list[str]] = typer.Option(None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. Replaces the configured selection."),
     extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help="Rules to report in addition to the selection."),
@@ -158,9 +159,7 @@ def check_command(
             raise typer.Exit(2)
     cli_layer = rule_selection(select, extend_select, ignore, rules=rules)
 
-    chosen_engine = _first(engine, config.engine, "sglang")
-    if chosen_engine not in ENGINES:
-        raise typer.BadParameter(f"unknown engine {chosen_engine!r}; expected sglang or vllm", param_hint="--engine")
+    chosen_engine = engine_option(_first(engine, config.engine, DEFAULT_ENGINE))
     tp_sizes = parse_tp_list(tp) if tp is not None else (config.tp or DEFAULT_TP)
     budget_text = _first(gpu_memory, config.gpu_memory)
     try:

@@ -19,6 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
+from ..engines import UnknownEngineError, profile_for
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
 PYPROJECT = "pyproject.toml"
@@ -27,7 +28,6 @@ SELECTION_KEYS = ("select", "extend-select", "ignore")
 TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "state-dtype", "gpu-memory",
                   "exit-zero", "error-on-warning", "overrides")
 OVERRIDE_KEYS = ("paths", *SELECTION_KEYS)
-ENGINES = ("sglang", "vllm")
 
 
 class ConfigError(Exception):
@@ -150,7 +150,7 @@ def load_config(path: Path) -> Config:
     config = Config(path=path)
     config.selection = reader.selection()
     config.output_format = reader.choice("output-format", _formats())
-    config.engine = reader.choice("engine", ENGINES)
+    config.engine = reader.engine("engine")
     config.tp = reader.tp_sizes("tp")
     config.batch = reader.integer("batch", minimum=0)
     config.slots = reader.integer("slots", minimum=1)
@@ -231,6 +231,16 @@ class _Reader:
         value = self.string(key)
         if value is not None and value not in allowed:
             raise self.fail(key, f"unknown value {value!r}; expected one of: {', '.join(allowed)}")
+        return value
+
+    def engine(self, key: str) -> str | None:
+        """An engine profile (`vllm`, `vllm@0.28`); the error names every choice."""
+        value = self.string(key)
+        if value is not None:
+            try:
+                profile_for(value)
+            except UnknownEngineError as error:
+                raise self.fail(key, str(error)) from None
         return value
 
     def boolean(self, key: str) -> bool | None:

@@ -88,6 +88,7 @@ class ModelCheck:
                 "state_dtype": settings.state_dtype if settings else deployment.state_dtype,
                 "conv_dtype": settings.conv_dtype if settings else None,
                 "engine": deployment.engine,
+                "engine_profile": deployment.profile.spec,  # what `engine` selected, e.g. vllm -> vllm@0.29
                 "gpu_memory": deployment.gpu_memory,
             },
             "shapes": self.shapes(),

@@ -67,9 +67,9 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     dep = check.deployment
     settings = check.settings
     state = settings.state_dtype if settings else (dep.state_dtype or "default")
-    slot_note = " (slot 0 reserved)" if dep.engine == "sglang" else " (block 0 null)"
+    slot_note = f" ({dep.profile.slot_zero_note})"
     tp_text = f"tp={dep.tp}" if tp_sizes is None else "tp=" + ", ".join(map(str, tp_sizes))
-    rows.append(("deployment", f"{dep.engine}, {tp_text}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
+    rows.append(("deployment", f"{dep.profile.label}, {tp_text}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
                                f"state {state}"))
     notes = check.source_dict()["notes"] if tp_sizes is None else list(getattr(check.checkpoint, "notes", []) or [])
     for note in notes:
