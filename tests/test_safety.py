@@ -324,7 +324,8 @@ def _small_checkpoints(tmp_path: Path) -> list[str]:
     kimi = kimi_config()
     write_checkpoint(tmp_path / "kimi", kimi, kimi_tensors(kimi))
     write_json(tmp_path / "config-only" / "config.json", qwen3_next_config())
-    write_sharded(tmp_path / "broken", {"s0.safetensors": SMALL}, config=qwen3_next_config())
+    write_sharded(tmp_path / "broken", {"s0.safetensors": SMALL, "s1.safetensors": {"x": ("F32", [1])}},
+                  config=qwen3_next_config())
     (tmp_path / "broken" / "s0.safetensors").unlink()
     return ["qwen", "kimi", "config-only", BUILTIN_ID, "broken"]
 
