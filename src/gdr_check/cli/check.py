@@ -6,7 +6,6 @@ Parsing and rendering only: the checks live in `gdr_check.models`, rule selectio
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +17,7 @@ from .config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, lo
 from .main import app
 from .output import FORMATS, Output
 from .results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FatalError, Run, TargetResult
-from .selection import RuleSelection, Selection, SelectorError, known_rules, rule_selection
+from .selection import Selection, SelectorError, known_rules, rule_selection
 from .targets import group_targets
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
@@ -108,48 +107,29 @@ def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettin
     return results
 
 
-def expand_targets(paths: list[str], resolver: ConfigResolver, cli_exclude: Optional[list[str]],
-                   cli_extend_exclude: Optional[list[str]], *, force_exclude: bool,
-                   follow_links: bool) -> tuple[list[str], dict[str, Exception]]:
-    """Directories that are not checkpoints become the checkpoints below them (as ruff finds files); returns
-    the targets and those that failed (a directory with no checkpoint below it). As in ruff, a target named on
-    the command line is checked even when excluded, unless `--force-exclude` (what pre-commit needs)."""
-    from ..sources import ExcludePatterns, SourceError, find_checkpoints, is_checkpoint_dir
-    from ..sources.discover import DEFAULT_EXCLUDES
+def exclusion_test(resolver: ConfigResolver, cli_exclude: Optional[list[str]],
+                   cli_extend_exclude: Optional[list[str]]) -> Callable[[Path], bool]:
+    """Whether discovery skips a directory: `--exclude` (else the nearest config's `exclude`, else the
+    defaults), plus the config's `extend-exclude` and `--extend-exclude`. Command-line globs are relative to the
+    working directory, a config's to its pyproject's directory, as in ruff."""
+    from ..sources.discover import ExcludePatterns, is_excluded
 
     cwd = Path.cwd()
 
     def excluded(path: Path) -> bool:
         config = resolver.for_target(str(path))
-        names = cli_exclude if cli_exclude is not None else config.exclude
-        if path.name.startswith(".") or (path / "pyvenv.cfg").is_file():
-            return True  # hidden directories and virtualenvs, whatever the excludes
         base = config.root or cwd
-        sets = [
-            ExcludePatterns(tuple(DEFAULT_EXCLUDES), cwd) if names is None else None,
-            ExcludePatterns(tuple(cli_exclude or ()), cwd) if cli_exclude is not None else None,
-            ExcludePatterns(tuple(config.exclude or ()), base) if cli_exclude is None else None,
-            ExcludePatterns(tuple(config.extend_exclude), base),
-            ExcludePatterns(tuple(cli_extend_exclude or ()), cwd),
-        ]
-        return any(patterns is not None and patterns.matches(path) for patterns in sets)
+        if cli_exclude is not None:
+            replacing = ExcludePatterns(tuple(cli_exclude), cwd)
+        elif config.exclude is not None:
+            replacing = ExcludePatterns(tuple(config.exclude), base)
+        else:
+            replacing = None
+        extending = (ExcludePatterns(tuple(config.extend_exclude), base),
+                     ExcludePatterns(tuple(cli_extend_exclude or ()), cwd))
+        return is_excluded(path, exclude=replacing, extend=extending)
 
-    targets: list[str] = []
-    failed: dict[str, Exception] = {}
-    for path in paths:
-        if not os.path.lexists(path):
-            targets.append(path)  # a repo id, or a path that does not exist (reported when checked)
-        elif os.path.isdir(path) and not is_checkpoint_dir(Path(path)):
-            try:
-                found = find_checkpoints(path, excluded=excluded, follow_links=follow_links)
-            except SourceError as error:
-                targets.append(path)
-                failed[path] = error
-                continue
-            targets.extend(found)
-        elif not (force_exclude and excluded(Path(os.path.abspath(path)))):
-            targets.append(path)
-    return list(dict.fromkeys(targets)), failed
+    return excluded
 
 
 def list_models(out: Output, output_format: str) -> None:
@@ -264,8 +244,10 @@ def check_command(
     if list_models_flag:
         list_models(Output(output_format or "full"), output_format or "full")
         return 0
+    from ..sources.discover import expand_targets
+
     resolver = _resolver(config_file, isolated)
-    paths, unreadable = expand_targets(group_targets(targets or ["."]), resolver, exclude, extend_exclude,
+    paths, unreadable = expand_targets(group_targets(targets or ["."]), exclusion_test(resolver, exclude, extend_exclude),
                                        force_exclude=force_exclude, follow_links=follow_links)
     config = _run_config(paths, resolver)
     fmt = _first(output_format, config.output_format, "full")

@@ -6,11 +6,11 @@ imported. Every input that cannot be read raises `SourceError` with a GDR0xx cod
 """
 
 from .checkpoint import Checkpoint, KeyLocation, TensorInfo
-from .discover import ExcludePatterns, find_checkpoints, is_checkpoint_dir
+from .discover import ExcludePatterns, expand_targets, find_checkpoints, is_checkpoint_dir, is_excluded
 from .errors import SourceError
 from .open import open_checkpoint
 
 __all__ = [
-    "Checkpoint", "ExcludePatterns", "KeyLocation", "SourceError", "TensorInfo", "find_checkpoints",
-    "is_checkpoint_dir", "open_checkpoint",
+    "Checkpoint", "ExcludePatterns", "KeyLocation", "SourceError", "TensorInfo", "expand_targets",
+    "find_checkpoints", "is_checkpoint_dir", "is_excluded", "open_checkpoint",
 ]

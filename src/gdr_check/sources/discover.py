@@ -12,7 +12,7 @@ import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from .errors import SourceError, display_path
 from .hf_cache import REPO_PREFIX
@@ -70,8 +70,7 @@ def is_checkpoint_dir(directory: Path) -> bool:
 
 def is_default_excluded(directory: Path) -> bool:
     """Hidden directories, ruff's default excludes, and virtualenvs by their `pyvenv.cfg`."""
-    name = directory.name
-    return name.startswith(".") or name in DEFAULT_EXCLUDES or (directory / "pyvenv.cfg").is_file()
+    return is_excluded(directory)
 
 
 def find_checkpoints(
@@ -126,12 +125,48 @@ def find_checkpoints(
     return found
 
 
-def combine(*tests: Callable[[Path], bool] | None) -> Callable[[Path], bool]:
-    """One exclusion test from several: a path is excluded when any of them excludes it."""
-    active = [test for test in tests if test is not None]
-    return lambda path: any(test(path) for test in active)
+def is_excluded(path: Path, *, exclude: ExcludePatterns | None = None,
+                extend: Sequence[ExcludePatterns] = ()) -> bool:
+    """ruff's rule for a directory met while searching: hidden directories and virtualenvs always; then
+    `exclude` when given (it replaces the default list), else `DEFAULT_EXCLUDES`; then every `extend` set."""
+    if path.name.startswith(".") or (path / "pyvenv.cfg").is_file():
+        return True
+    if exclude is not None:
+        if exclude.matches(path):
+            return True
+    elif path.name in DEFAULT_EXCLUDES:
+        return True
+    return any(patterns.matches(path) for patterns in extend)
 
 
-def patterns_test(pattern_sets: Iterable[ExcludePatterns]) -> Callable[[Path], bool]:
-    sets = [patterns for patterns in pattern_sets if patterns.patterns]
-    return lambda path: any(patterns.matches(path) for patterns in sets)
+def expand_targets(paths: Iterable[str], excluded: Callable[[Path], bool] = is_default_excluded, *,
+                   force_exclude: bool = False, follow_links: bool = False) -> tuple[list[str], dict[str, SourceError]]:
+    """The targets to check for the paths a user named: a directory that is not a checkpoint stands for the
+    checkpoints below it. Returns the targets, without repeats, and those that failed (a directory with no
+    checkpoint below it: its `SourceError`, to report in its place). As in ruff, a path named explicitly is
+    checked even when excluded, unless `force_exclude` (what pre-commit needs, since it names every file)."""
+    targets: list[str] = []
+    failed: dict[str, SourceError] = {}
+    for path in paths:
+        if not os.path.lexists(path):
+            targets.append(path)  # a repo id, or a path that does not exist (reported when checked)
+        elif os.path.isdir(path) and not is_checkpoint_dir(Path(path)):
+            try:
+                targets.extend(find_checkpoints(path, excluded=excluded, follow_links=follow_links))
+            except SourceError as error:
+                targets.append(path)
+                failed[path] = error
+        elif not (force_exclude and _excluded_with_parents(Path(os.path.abspath(path)), excluded)):
+            targets.append(path)
+    return list(dict.fromkeys(targets)), failed
+
+
+def _excluded_with_parents(path: Path, excluded: Callable[[Path], bool]) -> bool:
+    """A named path is excluded when it or a directory above it is (up to the working directory)."""
+    cwd = Path(os.getcwd())
+    for candidate in (path, *path.parents):
+        if candidate == cwd or candidate == candidate.parent:
+            break
+        if excluded(candidate):
+            return True
+    return False
