@@ -87,6 +87,8 @@ def test_exclude_replaces_the_defaults_and_extend_exclude_adds_to_them(tree: Pat
 def test_configured_excludes_are_relative_to_their_pyproject(tree: Path):
     (tree / "pyproject.toml").write_text('[tool.gdr-check]\nextend-exclude = ["models/bad"]\n')
     assert targets_of() == ["models/good"]
+    # pre-commit passes file names and runs with --force-exclude: the configured excludes apply to them.
+    assert targets_of("models/bad/config.json", "models/good/config.json", "--force-exclude") == ["models/good"]
     (tree / "pyproject.toml").write_text('[tool.gdr-check]\nexclude = ["good"]\n')
     assert targets_of("models") == ["models/bad"]
 
@@ -279,3 +281,12 @@ def test_a_dangling_link_is_one_line_and_exit_2(tree: Path, tmp_path_factory):
             "error: annexed/model.safetensors: `model.safetensors` is a link to "
             "`../.git/annex/objects/Xz/SHA256E-s1--abc/SHA256E-s1--abc`, which does not exist; help: fetch the file "
             "`model.safetensors` stands for (`git annex get`, `dvc pull`, a re-download) or fix the link\n")
+
+
+def test_a_hugging_face_cache_is_searched_for_its_models_only(cache: Path):
+    """`gdr-check ~/.cache/huggingface/hub`: each model entry is one target (its `refs/main`), data sets are
+    not searched."""
+    dataset = cache.parent / "datasets--Org--Data" / "snapshots" / ("ab" * 20)
+    dataset.mkdir(parents=True)
+    (dataset / "config.json").write_text(json.dumps(qwen3_next_config()))
+    assert targets_of("hub") == ["hub/models--Org--Tiny-GDN"]

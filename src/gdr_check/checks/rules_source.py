@@ -212,8 +212,8 @@ declare(
     explanation=(
         "A download of the JSON files only (`hf download ORG/NAME --include \"*.json\"`) is a common way to "
         "look at a large model: it has the config and the index but no shard. gdr-check then checks the "
-        "geometry the config gives, and notes that no tensor shape was cross-checked. When some shards are "
-        "present and others missing, the download is incomplete instead (GDR043)."
+        "geometry the config gives, and notes that no tensor shape was cross-checked. When the directory holds "
+        "any safetensors file, a shard the index lists but lacks is a missing shard instead (GDR043)."
     ),
     causes=["a download restricted to `*.json`"],
     fixes=["download the shards too to cross-check the weights' shapes"],

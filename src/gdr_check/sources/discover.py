@@ -26,6 +26,9 @@ DEFAULT_EXCLUDES = (
     "__pycache__", "__pypackages__", "_build", "buck-out", "dist", "node_modules", "site-packages", "venv",
 )
 
+# Hugging Face cache entries that are not models: their snapshots hold data sets and apps, never a checkpoint.
+OTHER_CACHE_ENTRIES = ("datasets--", "spaces--")
+
 
 @dataclass(frozen=True)
 class ExcludePatterns:
@@ -127,9 +130,10 @@ def find_checkpoints(
 
 def is_excluded(path: Path, *, exclude: ExcludePatterns | None = None,
                 extend: Sequence[ExcludePatterns] = ()) -> bool:
-    """ruff's rule for a directory met while searching: hidden directories and virtualenvs always; then
-    `exclude` when given (it replaces the default list), else `DEFAULT_EXCLUDES`; then every `extend` set."""
-    if path.name.startswith(".") or (path / "pyvenv.cfg").is_file():
+    """ruff's rule for a directory met while searching: hidden directories, virtualenvs and the Hugging Face
+    cache entries of data sets and spaces always; then `exclude` when given (it replaces the default list), else
+    `DEFAULT_EXCLUDES`; then every `extend` set."""
+    if path.name.startswith((".", *OTHER_CACHE_ENTRIES)) or (path / "pyvenv.cfg").is_file():
         return True
     if exclude is not None:
         if exclude.matches(path):

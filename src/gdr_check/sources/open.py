@@ -222,7 +222,7 @@ class _Builder:
 
         # Report every missing shard before reading any header: re-downloading is one step.
         missing = [s for s in sorted(shards) if not os.path.lexists(self.root / s)]
-        if missing and len(missing) == len(shards):
+        if missing and len(missing) == len(shards) and not _holds_weights(self.root):
             # Only the JSON files were downloaded (`--include "*.json"`): check the config, and say so.
             self.checkpoint.diagnostics.append(SourceError(
                 "GDR013", index_path, shards=len(shards), index=index_path.name, tensors=len(weight_map),
@@ -261,6 +261,14 @@ class _Builder:
         checkpoint.files_read = list(self.reader.files_read)
         checkpoint.bytes_read = self.reader.bytes_read
         return checkpoint
+
+
+def _holds_weights(directory: Path) -> bool:
+    """Whether any safetensors file is in `directory` (then a shard the index lists but lacks is missing)."""
+    try:
+        return any(name.endswith(SAFETENSORS_SUFFIX) for name in os.listdir(directory))
+    except OSError:
+        return True
 
 
 def is_plain_file_name(name: str) -> bool:
