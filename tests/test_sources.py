@@ -752,8 +752,11 @@ def _two_revisions(tmp_path) -> Path:
     return repo
 
 
+@pytest.mark.parametrize("hub", ["with-hub", "without-hub"])
 @pytest.mark.parametrize("how", ["at", "argument", "commit", "prefix", "repo-dir"])
-def test_a_revision_picks_its_snapshot(tmp_path, how):
+def test_a_revision_picks_its_snapshot(tmp_path, monkeypatch, how, hub):
+    if hub == "without-hub":
+        monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # makes `import huggingface_hub` fail
     repo = _two_revisions(tmp_path)
     target, revision = {
         "at": ("Org/Tiny-GDN@v2", None), "argument": ("Org/Tiny-GDN", "v2"),
