@@ -290,3 +290,14 @@ def test_a_hugging_face_cache_is_searched_for_its_models_only(cache: Path):
     dataset.mkdir(parents=True)
     (dataset / "config.json").write_text(json.dumps(qwen3_next_config()))
     assert targets_of("hub") == ["hub/models--Org--Tiny-GDN"]
+
+
+@pytest.mark.parametrize("fmt", ["full", "concise", "json", "json-lines", "github", "sarif", "junit"])
+def test_a_directory_with_no_checkpoint_is_a_document_in_every_format(tree: Path, fmt: str):
+    from test_cli_check import assert_parseable
+
+    (tree / "empty").mkdir()
+    run = run_cli("empty", "models/good", "--output-format", fmt)
+    assert run.exit_code == 2
+    assert_parseable(fmt, run.stdout, fatal=True)
+    assert "`empty` is not a checkpoint" in run.stdout + run.stderr
