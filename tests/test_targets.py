@@ -47,6 +47,7 @@ def test_no_argument_dot_and_a_directory_find_every_checkpoint_below_in_order(tr
     assert targets_of(".") == ["models/bad", "models/good"]
     assert targets_of("models") == ["models/bad", "models/good"]
     assert targets_of("models/") == ["models/bad", "models/good"]
+    assert targets_of("./models") == ["models/bad", "models/good"]
     assert targets_of(str(tree / "models")) == [str(tree / "models" / "bad"), str(tree / "models" / "good")]
 
 

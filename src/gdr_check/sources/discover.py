@@ -116,7 +116,7 @@ def find_checkpoints(
             if excluded(child):
                 skipped += 1
                 continue
-            walk(child, os.path.join(spelled, entry.name) if spelled not in (".", "./") else entry.name)
+            walk(child, os.path.normpath(os.path.join(spelled, entry.name)))
 
     walk(Path(start), start)
     if not found:
