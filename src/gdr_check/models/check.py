@@ -118,25 +118,28 @@ def builtin_checkpoint(model: BuiltinModel, note: str | None = None) -> Any:
     return Checkpoint(target=model.repo_id, root=None, kind="builtin", config=model.config_copy(), notes=notes)
 
 
-def open_target(target: str, *, cache_dir: str | None = None) -> tuple[Any, BuiltinModel | None]:
-    """The checkpoint for a path or repo id; a built-in description when a known repo id is not cached."""
+def open_target(target: str, *, cache_dir: str | None = None, revision: str | None = None,
+                follow_links: bool = False) -> tuple[Any, BuiltinModel | None]:
+    """The checkpoint for a path or repo id; a built-in description when a known repo id is not cached (and
+    no revision was asked for: a revision means its files)."""
     open_checkpoint, SourceError = _sources()
     try:
-        return open_checkpoint(target, cache_dir=cache_dir), None
+        return open_checkpoint(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links), None
     except SourceError as error:
-        model = get_builtin(str(target))
+        model = get_builtin(str(target)) if revision is None else None
         if getattr(error, "code", None) != MODEL_NOT_FOUND or model is None:
             raise
         note = f"not in the local cache: using the built-in description of {model.repo_id}"
         return builtin_checkpoint(model, note), model
 
 
-def check_model(target: str, deployment: Deployment, *, cache_dir: str | None = None) -> ModelCheck:
+def check_model(target: str, deployment: Deployment, *, cache_dir: str | None = None, revision: str | None = None,
+                follow_links: bool = False) -> ModelCheck:
     """Check one model for one deployment. Raises `SourceError` when the input cannot be read."""
     from ..sources.files import gc_paused
 
     with gc_paused():  # the description builds as many small objects as the reading: see gc_paused
-        checkpoint, builtin = open_target(target, cache_dir=cache_dir)
+        checkpoint, builtin = open_target(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links)
         return check_checkpoint(checkpoint, deployment, builtin=builtin)
 
 
@@ -153,6 +156,7 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
     from ..checks import rules_model  # registers the GDR1xx rules
 
     result = ModelCheck(checkpoint=checkpoint, deployment=deployment, builtin=builtin)
+    reading: list[Diagnostic] = list(getattr(checkpoint, "diagnostics", []) or [])  # notes of the reader
     selection = select_adapter(checkpoint.config, checkpoint.tensors)
     model = describe(checkpoint, selection.adapter, selection.identity) if selection.adapter is not None else None
     if model is None:
@@ -161,7 +165,7 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
             notes.append("no layer is a GDN/KDA layer by the config, and no tensor is a GDN/KDA parameter")
         location = Location(file=checkpoint.config_file, json_key="architectures") if checkpoint.config_file else None
         finding = Finding({"architecture": selection.identity.architecture}, notes=notes, location=location)
-        result.report = Report([rules_model.NO_LINEAR_LAYERS.diagnostic(finding)])
+        result.report = Report([*reading, rules_model.NO_LINEAR_LAYERS.diagnostic(finding)])
         return result
 
     result.model = model
@@ -180,7 +184,7 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
 
     ctx = rules_model.ModelContext(model=model, deployment=deployment, settings=settings,
                                    heads=result.heads, memory=result.memory)
-    diagnostics: list[Diagnostic] = rules_model.run_model_rules(ctx)
+    diagnostics: list[Diagnostic] = [*reading, *rules_model.run_model_rules(ctx)]
     blocked = any(d.code in rules_model.BLOCKING_RULES and d.severity == "error" for d in diagnostics)
     if result.call is not None and not blocked:
         from ..checks.contract import run_contract

@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import SourceError
 from .files import MetadataReader
+from .safetensors_header import LFS_POINTER_PREFIX
 
 # Real configs and indexes are kilobytes to a few megabytes (a 41-shard index is ~60 KB).
 MAX_JSON_BYTES = 16 * 1024 * 1024
@@ -23,6 +24,8 @@ def parse_int(literal: str) -> int | float:
 def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid_code: str) -> tuple[Any, str]:
     """(parsed value, text) of the JSON file at `path`; `invalid_code` is raised for unparseable content."""
     raw = reader.read_small_file(path, MAX_JSON_BYTES, what)
+    if raw.startswith(LFS_POINTER_PREFIX):
+        raise SourceError("GDR011", path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
