@@ -725,3 +725,132 @@ def vllm_opt_in(ctx: ModelContext):
 
 # Rules whose errors mean the per-rank call is not what an engine would run, so the contract is not run.
 BLOCKING_RULES: frozenset[str] = frozenset({"GDR103", "GDR121", "GDR124", "GDR125"})
+
+
+# -- issue 12: every architecture the engines route to GDN/KDA, and no silent pass -----------------------------
+UNDESCRIBED_LINEAR_ATTENTION = declare(
+    "GDR107", "undescribed-linear-attention", scope=MODEL,
+    summary="the config has linear attention that cannot be described",
+    message="`{architecture}` has linear attention ({marker}) but {problem}",
+    explanation=(
+        "The config carries a linear-attention marker (`linear_attn_config`, `kda_layers`, "
+        "`linear_num_*_heads`, `efficient_attention_config`, a `layer_types` entry of a linear kind, or an "
+        "architecture that sglang or vLLM routes to its GDN/KDA backend), so the engine builds GDN or KDA "
+        "layers. gdr-check could not work out which layers those are or their geometry: a field is missing, "
+        "has the wrong type, or the layer map makes no layer linear. \"Nothing to check\" would be a green CI "
+        "gate on a model that does have linear attention, so this is an error."
+    ),
+    causes=("a head count written as a string, float, boolean, null or list",
+            "a layer map that is missing or makes every layer full attention",
+            "an architecture renamed by a fine-tune while its config keeps the linear-attention fields"),
+    fixes=("fix the config key named in the message; compare with the released config of the model",),
+    example='{"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": "48", ...}',
+    engines="sglang 0.5.23 and vLLM.",
+)
+
+
+def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str, str]]) -> list[Diagnostic]:
+    """GDR107 diagnostics for a config with linear-attention markers and no description: one per problem."""
+    from ..models.description import Locator, why_undescribed
+
+    locate = Locator(checkpoint)
+    marker_key, marker_text = markers[0]
+    marker = f"`{marker_key}`: {marker_text}" if marker_key != "architectures" else marker_text
+    notes = [f"also `{key}`: {text}" for key, text in markers[1:4]]
+    problems = why_undescribed(checkpoint, selection.adapter)
+    architecture = selection.identity.architecture
+    diagnostics = []
+    if not problems:
+        where = locate.config(marker_key).location
+        text = ("gdr-check has no adapter for this architecture and its tensors hold no GDN/KDA parameter it "
+                "recognises")
+        diagnostics.append(UNDESCRIBED_LINEAR_ATTENTION.diagnostic(Finding(
+            {"architecture": architecture, "marker": marker, "problem": text}, location=where, notes=notes,
+            fixes=["give the checkpoint's config.json and weights, or report the architecture"])))
+        return diagnostics
+    for problem in problems:
+        text = f"`{problem.key}` {problem.problem}"
+        diagnostics.append(UNDESCRIBED_LINEAR_ATTENTION.diagnostic(Finding(
+            {"architecture": architecture, "marker": marker, "problem": text}, location=problem.source.location,
+            notes=notes, fixes=[f"fix `{problem.key}`"])))
+    return diagnostics
+
+
+@rule(
+    "GDR108", "invalid-config-values", scope=MODEL,
+    summary="a config value has the wrong type or is out of range",
+    message="`{key}` {problem} (got {value})",
+    explanation=(
+        "Head counts, head dims, conv widths, layer counts and the hidden size must be positive whole numbers, "
+        "and the model dtype one of bfloat16, float16 or float32. A value written as a string, float, boolean, "
+        "null or list makes the engine's config class fail, or fall back to a default that does not match the "
+        "weights. gdr-check does not guess: the value is reported and not used."
+    ),
+    causes=("a config edited by hand or by a script that wrote numbers as strings", "an unknown `torch_dtype`"),
+    fixes=("write the value as a JSON integer (or a dtype name)",),
+    example='"linear_num_value_heads": "32"',
+    engines="sglang 0.5.23 and vLLM.",
+)
+def invalid_config_values(ctx: ModelContext):
+    from ..models.description import _shown
+
+    return [Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
+                    location=item.source.location,
+                    fixes=[f"set `{item.key.rsplit('.', 1)[-1]}` to the value the released config has"])
+            for item in ctx.model.invalid_values]
+
+
+@rule(
+    "GDR126", "tp-unsupported-by-architecture", scope=MODEL,
+    summary="the architecture runs at tp=1 only",
+    message="`{architecture}` runs at tp=1 only; tp={tp} is not supported",
+    explanation=(
+        "Jet-Nemotron's JetBlock (sglang 0.5.23 `models/jet_nemotron.py`) keeps the full head count in its "
+        "projections, `A_log` and `dt_bias`, while its state pool is split by the attention TP size "
+        "(`configs/jet_nemotron.py`). At tp > 1 the layer and the pool disagree on the heads per rank."
+    ),
+    causes=("serving Jet-Nemotron with --tp 2 or more",),
+    fixes=("serve at tp=1 and scale with data parallelism",),
+    example="gdr-check jet-ai/Jet-Nemotron-2B --tp 2",
+    engines="sglang 0.5.23.",
+)
+def tp_unsupported(ctx: ModelContext):
+    adapter = ctx.model.adapter
+    if adapter is None or adapter.tp_one_only is None or ctx.deployment.tp == 1:
+        return None
+    return Finding({"architecture": ctx.model.architecture, "tp": ctx.deployment.tp},
+                   notes=[adapter.tp_one_only], fixes=["use tp=1 (data parallelism for more GPUs)"])
+
+
+@rule(
+    "GDR134", "decode-paths", severity="info", scope=MODEL,
+    summary="the decode kernel the engine calls for this model",
+    message="{engine} decodes this model with `{kernel}`{packed}",
+    explanation=(
+        "The packed recurrent decode kernels are what gdr-check checks, and not every model reaches them. "
+        "sglang 0.5.23: GDN layers decode with `fused_recurrent_gated_delta_rule_packed_decode` and KDA layers "
+        "with `fused_recurrent_kda_packed_decode`, except Jet-Nemotron, whose JetBlock calls "
+        "`fused_recurrent_gated_delta_rule_update` itself, and KDA layers with a safe-gate lower bound "
+        "(Kimi-K3 `gate_lower_bound`, GLM-5-Next, Ling `kda_safe_gate`), which take the packed kernel only "
+        "with a decode kernel that supports the safe gate (`kda_backend.py`); otherwise Kimi-K3's "
+        "`kda_fused_decode` or the unfused chain. vLLM decodes GDN with the packed kernel when "
+        "`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is on and KDA with `fused_recurrent_kda`.\n\n"
+        "Where the path is not the packed kernel, the kernel contract is not run; the TP, pool and shape "
+        "checks still are."
+    ),
+    fixes=("pick the engine flag named in the notes to change the path",),
+    engines="sglang 0.5.23 and vLLM.",
+)
+def decode_path_info(ctx: ModelContext):
+    from ..models.decode_path import decode_path
+
+    path = decode_path(ctx.model, ctx.deployment.engine)
+    notes = [path.reason]
+    if ctx.model.lower_bound is not None:
+        notes.append(f"lower bound {ctx.model.lower_bound[0]} {_source_note(ctx.model.lower_bound[1])}")
+    return Finding({"engine": path.engine, "kernel": path.kernel,
+                    "packed": " (the packed decode kernel)" if path.packed else ", not the packed decode kernel"},
+                   notes=notes, fixes=[path.switch] if path.switch else [])
+
+
+BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}

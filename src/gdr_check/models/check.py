@@ -14,7 +14,8 @@ from ..checks.call import PackedDecodeCall
 from ..checks.registry import Finding
 from ..report import Diagnostic, Location, Report
 from ..tensors import TensorSpec
-from .adapters import select_adapter
+from .adapters import linear_markers, select_adapter
+from .decode_path import DecodePath, decode_path
 from .builtin import BuiltinModel, get_builtin
 from .deployment import Deployment, EngineSettings, resolve
 from .description import LinearAttentionModel, describe
@@ -37,6 +38,7 @@ class ModelCheck:
     report: Report = field(default_factory=Report)
     builtin: BuiltinModel | None = None
     contract_run: bool = False
+    decode: "DecodePath | None" = None  # the decode kernel the deployment's engine calls
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -94,6 +96,7 @@ class ModelCheck:
             "call": self.call.to_dict() if self.call is not None else None,
             "pools": {name: spec.to_dict() for name, spec in self.pools.items()},
             "memory": self.memory.to_dict() if self.memory is not None else None,
+            "decode_path": self.decode.to_dict() if self.decode is not None else None,
             "diagnostics": [diagnostic.to_dict() for diagnostic in self.report],
         }
 
@@ -155,6 +158,11 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
     selection = select_adapter(checkpoint.config, checkpoint.tensors)
     model = describe(checkpoint, selection.adapter, selection.identity) if selection.adapter is not None else None
     if model is None:
+        markers = [] if selection.reason else linear_markers(checkpoint.config, selection)
+        if markers:
+            # A config that says it has linear attention is never "nothing to check" (issue 12).
+            result.report = Report(rules_model.undescribed_linear_attention(checkpoint, selection, markers))
+            return result
         notes = [selection.reason] if selection.reason else []
         if selection.reason is None:
             notes.append("no layer is a GDN/KDA layer by the config, and no tensor is a GDN/KDA parameter")
@@ -172,8 +180,10 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
     result.notes.extend(settings.notes)
     if model.complete:
         result.heads = per_rank_heads(model, deployment.tp)
+    result.decode = decode_path(model, deployment.engine)
     if result.heads is not None:
-        result.call = expected_call(model, settings)
+        if result.decode.packed:
+            result.call = expected_call(model, settings)
         result.pools = engine_pools(model, settings)
         result.memory = state_memory(model, settings)
 
@@ -181,7 +191,9 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
                                    heads=result.heads, memory=result.memory)
     diagnostics: list[Diagnostic] = rules_model.run_model_rules(ctx)
     blocked = any(d.code in rules_model.BLOCKING_RULES and d.severity == "error" for d in diagnostics)
-    if result.call is not None and not blocked:
+    if not result.decode.packed:
+        result.notes.append(f"kernel contract not run: {result.decode.text()}")
+    elif result.call is not None and not blocked:
         from ..checks.contract import run_contract
 
         diagnostics.extend(run_contract(result.call, deployment.engine))
