@@ -779,7 +779,7 @@ def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str,
 @rule(
     "GDR108", "invalid-config-values", scope=MODEL,
     summary="a config value has the wrong type or is out of range",
-    message="`{key}` {problem} (got {value})",
+    message="`{key}` is {value}: {problem}",
     explanation=(
         "Head counts, head dims, conv widths, layer counts and the hidden size must be positive whole numbers, "
         "and the model dtype one of bfloat16, float16 or float32. A value written as a string, float, boolean, "
@@ -825,7 +825,7 @@ def tp_unsupported(ctx: ModelContext):
 @rule(
     "GDR134", "decode-paths", severity="info", scope=MODEL,
     summary="the decode kernel the engine calls for this model",
-    message="{engine} decodes this model with `{kernel}`{packed}",
+    message="the decode step under {engine} calls `{kernel}`{packed}",
     explanation=(
         "The packed recurrent decode kernels are what gdr-check checks, and not every model reaches them. "
         "sglang 0.5.23: GDN layers decode with `fused_recurrent_gated_delta_rule_packed_decode` and KDA layers "

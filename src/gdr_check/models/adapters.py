@@ -771,8 +771,7 @@ def linear_markers(config: Mapping[str, Any] | None, selection: "Selection | Non
     view = ConfigView(config, ("text_config", "llm_config"))
     markers: list[tuple[str, str]] = []
     if selection is not None and selection.adapter is not None and selection.adapter.known:
-        markers.append(("architectures", f"`{selection.identity.architecture}` is served by the engines' "
-                                         f"{selection.adapter.kind.upper()} backend"))
+        markers.append(("architectures", f"routed to the engines' {selection.adapter.kind.upper()} backend"))
     for key in _MARKER_KEYS:
         found = view.find(key)
         if found is not None:

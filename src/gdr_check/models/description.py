@@ -156,22 +156,13 @@ class InvalidValue:
 
 
 def value_problem(value: Any) -> str | None:
-    """Why `value` cannot be a head count or size (None: a positive integer)."""
-    if value is None:
-        return "is null"
+    """Why `value` cannot be a head count or size, as "is ..." reads after the value (None: a positive integer)."""
     if isinstance(value, bool):
-        return "is a boolean, not a whole number"
+        return "a boolean, not a whole number"
     if isinstance(value, int):
-        return None if value > 0 else "must be a positive whole number"
-    if isinstance(value, float):
-        return "is a float, not a whole number"
-    if isinstance(value, str):
-        return "is a string, not a number"
-    if isinstance(value, list):
-        return "is a list, not a number"
-    if isinstance(value, dict):
-        return "is an object, not a number"
-    return "is not a number"
+        return None if value > 0 else "not a positive whole number"
+    kinds = {float: "a float", str: "a string", list: "a list", dict: "an object", type(None): "null"}
+    return f"{kinds.get(type(value), 'not a number')}, not a whole number"
 
 
 # Model dtypes the engines run the linear-attention layers in.
@@ -464,11 +455,8 @@ def dtype_problems(view: ConfigView, locate: Locator) -> list[InvalidValue]:
         if found is None:
             continue
         value, dotted = found
-        if not isinstance(value, str):
-            problem = value_problem(value) if value is None or not isinstance(value, (int, float)) else "is a number"
-            problems.append(InvalidValue(key, dotted, value, f"{problem}: expected a dtype name", locate.config(dotted)))
-        elif canonical_dtype(value) not in MODEL_DTYPES:
-            problems.append(InvalidValue(key, dotted, value, f"is not a model dtype (expected one of "
+        if not isinstance(value, str) or canonical_dtype(value) not in MODEL_DTYPES:
+            problems.append(InvalidValue(key, dotted, value, f"not a model dtype (expected one of "
                                          f"{', '.join(MODEL_DTYPES)})", locate.config(dotted)))
     return problems
 
@@ -492,7 +480,7 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
     _, _, invalid = read_fields(view, adapter, locate)
     invalid += dtype_problems(view, locate)
     for item in invalid:
-        found.append(Unreadable(item.key, f"{item.problem} (got {_shown(item.value)})", item.source))
+        found.append(Unreadable(item.key, f"is {_shown(item.value)}: {item.problem}", item.source))
     layer_map = adapter.layer_map(view)
     for key, problem in layer_map.problems:
         found.append(Unreadable(key, problem, locate.config(key)))
