@@ -131,9 +131,10 @@ NO_LINEAR_LAYERS = declare(
         "gdr-check checks the packed recurrent decode kernels of Gated DeltaNet (GDN) and Kimi Delta "
         "Attention (KDA) layers. This model has none: its config names no linear-attention layers and its "
         "tensors hold no GDN/KDA parameters (`A_log`, `dt_bias`, the short convolutions).\n\n"
-        "Ring/Ling-linear (`bailing_moe_linear`) and MiniMax-Text-01/M1 use lightning attention and "
-        "MiniCPM-SALA uses simple GLA, so they are out of scope; Jet-Nemotron's JetBlock decodes with "
-        "another kernel."
+        "Ring/Ling-linear (`bailing_moe_linear`), a Bailing hybrid config without `short_conv_kernel_size` "
+        "and MiniMax-Text-01/M1 use lightning attention and MiniCPM-SALA uses simple GLA, so they are out of "
+        "scope. A config with any linear-attention marker that cannot be described is GDR107, an error, "
+        "never this note."
     ),
     causes=("a plain transformer checkpoint", "a lightning-attention hybrid (MiniMax, Ring/Ling-linear)"),
     fixes=("point gdr-check at a Qwen3-Next, Qwen3.5/3.6, Kimi-Linear or other GDN/KDA checkpoint",),

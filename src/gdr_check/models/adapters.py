@@ -309,6 +309,11 @@ class ConfigView:
                 return found
         return None
 
+    def home(self, key: str) -> str:
+        """The dotted key where `key` would be read first: under the first section the config has."""
+        section = self.sections[0]
+        return f"{section}.{key}" if section else key
+
     def first_present(self, keys: Iterable[str]) -> tuple[Any, str] | None:
         """Like `first`, but a key set to null counts (its value is None): a null head count is an error."""
         keys = tuple(keys)
@@ -381,10 +386,10 @@ def kimi_layer_map(view: ConfigView, *, one_based: bool = True, full_required: b
     full = view.find("linear_attn_config.full_attn_layers")
     if full is None and full_required:
         # sglang 0.5.23 asserts, with no message, that both lists are set.
-        result.problems.append(("linear_attn_config.full_attn_layers",
+        result.problems.append((view.home("linear_attn_config.full_attn_layers"),
                                 "is missing: sglang 0.5.23 asserts that it is set"))
     if kda is None:
-        result.problems.append(("linear_attn_config.kda_layers", "is missing"))
+        result.problems.append((view.home("linear_attn_config.kda_layers"), "is missing"))
         return result
     values, key = kda
     result.key = key
@@ -437,7 +442,8 @@ def jet_layer_map(view: ConfigView) -> LayerMap:
     """JetNemotronConfig: layer i is a JetBlock iff `layer_types[i]` == "jet" ("attn" and "swa" are full)."""
     result = _from_layer_types(view, frozenset({"jet"}), frozenset({"jet", "attn", "swa"}))
     if result is None:
-        return LayerMap(problems=[("layer_types", "is missing: Jet-Nemotron names its JetBlock layers only there")])
+        return LayerMap(problems=[(view.home("layer_types"),
+                                   "is missing: Jet-Nemotron names its JetBlock layers only there")])
     return result
 
 
