@@ -13,13 +13,20 @@ from pathlib import Path
 
 import pytest
 from checkpoint_builders import (
-    Tensors, _full_attention, _norms, kda_layer, mla_layer, qwen3_5_config, qwen3_5_layer, qwen3_next_config,
+    Tensors,
+    _full_attention,
+    _norms,
+    kda_layer,
+    mla_layer,
+    qwen3_5_config,
+    qwen3_5_layer,
+    qwen3_next_config,
     write_checkpoint,
 )
 
 from gdr_check.models import Deployment, check_checkpoint, check_model
 from gdr_check.models.adapters import select_adapter
-from gdr_check.sources import Checkpoint, TensorInfo
+from gdr_check.sources import Checkpoint
 
 
 def codes(result) -> list[str]:

@@ -114,7 +114,7 @@ class TensorRule:
                 return shape
         return None
 
-    def shape_for(self, actual: tuple[int, ...], geometry: "Geometry") -> tuple[Dim, ...] | None:
+    def shape_for(self, actual: tuple[int, ...], geometry: Geometry) -> tuple[Dim, ...] | None:
         """The layout of `actual`: among the shapes of its rank, the first whose sizes all match, else the first.
 
         Kimi-K3 stores `A_log` as [head_dim] where Kimi-Linear stores [num_heads]: both are rank 1.
@@ -462,8 +462,8 @@ def bailing_layer_map(view: ConfigView) -> LayerMap:
         result.linear = [i for i in range(count) if (i + 1) % size != 0]
     elif isinstance(size, list):
         if len(size) != count:
-            result.problems.append((key, f"has {len(size)} entries but `num_hidden_layers` is {count} "
-                                         "(sglang asserts that they are equal)"))
+            result.problems.append((key, (f"has {len(size)} entries but `num_hidden_layers` is {count} "
+                                          "(sglang asserts that they are equal)")))
         result.linear = [i for i, entry in enumerate(size[:count]) if entry == 1]
     else:
         result.problems.append((key, f"is {_json(size)}: expected a positive integer or a list of 0/1 per layer"))
@@ -766,7 +766,7 @@ _MARKER_KEYS = ("linear_attn_config", "linear_attn_config.kda_layers", "kda_laye
                 "linear_num_value_heads", "linear_num_heads", "efficient_attention_config")
 
 
-def linear_markers(config: Mapping[str, Any] | None, selection: "Selection | None" = None) -> list[tuple[str, str]]:
+def linear_markers(config: Mapping[str, Any] | None, selection: Selection | None = None) -> list[tuple[str, str]]:
     """Every sign in the config that the model has linear attention: (dotted key, what it is).
 
     A config with any of these must be described in full or rejected with an error: "nothing to check" is

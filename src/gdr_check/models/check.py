@@ -15,8 +15,8 @@ from ..checks.registry import Finding
 from ..report import Diagnostic, Location, Report
 from ..tensors import TensorSpec
 from .adapters import linear_markers, select_adapter
-from .decode_path import DecodePath, decode_path
 from .builtin import BuiltinModel, get_builtin
+from .decode_path import DecodePath, decode_path
 from .deployment import Deployment, EngineSettings, resolve
 from .description import LinearAttentionModel, describe
 from .expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory
@@ -38,7 +38,7 @@ class ModelCheck:
     report: Report = field(default_factory=Report)
     builtin: BuiltinModel | None = None
     contract_run: bool = False
-    decode: "DecodePath | None" = None  # the decode kernel the deployment's engine calls
+    decode: DecodePath | None = None  # the decode kernel the deployment's engine calls
     notes: list[str] = field(default_factory=list)
 
     @property

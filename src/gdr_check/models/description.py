@@ -309,7 +309,7 @@ def _int_value(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def read_fields(view: ConfigView, adapter: Adapter, locate: "Locator") -> tuple[
+def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
         dict[str, int | None], dict[str, Source], list[InvalidValue]]:
     """The adapter's config fields: valid values with their sources, and every value of the wrong type."""
     found: dict[str, tuple[Any, str]] = {}
