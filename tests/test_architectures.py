@@ -354,3 +354,18 @@ def test_llama_stays_nothing_to_check():
     result = check_checkpoint(config_only({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
                                            "num_hidden_layers": 4, "num_attention_heads": 8}), Deployment())
     assert codes(result) == ["GDR101"] and result.ok
+
+
+@pytest.mark.parametrize("config,summary", [
+    ({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4},
+     "dry-run not launched: the model has no GDN or KDA layers: nothing to run"),
+    (jet_config(), "dry-run not launched: sglang decodes with `fused_recurrent_gated_delta_rule_update`"),
+])
+def test_dry_run_with_nothing_to_run_exits_1(config: dict, summary: str, tmp_path: Path, capsys):
+    from gdr_check.cli.main import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code = main(["dry-run", str(path), "--output-format", "full"])
+    out = capsys.readouterr().out
+    assert code == 1 and summary in " ".join(out.split()), out
