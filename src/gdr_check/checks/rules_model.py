@@ -836,8 +836,8 @@ def tp_unsupported(ctx: ModelContext):
         "with a decode kernel that supports the safe gate (`kda_backend.py`); otherwise Kimi-K3's "
         "`kda_fused_decode` or the unfused chain. vLLM decodes GDN with the packed kernel when "
         "`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is on and KDA with `fused_recurrent_kda`.\n\n"
-        "Where the path is not the packed kernel, the kernel contract is not run; the TP, pool and shape "
-        "checks still are."
+        "This note appears where the path is not the packed kernel: the kernel contract is then not run, "
+        "while the TP, pool and shape checks still are. Every report carries the path in `decode_path` (JSON)."
     ),
     fixes=("pick the engine flag named in the notes to change the path",),
     engines="sglang 0.5.23 and vLLM.",
@@ -846,6 +846,8 @@ def decode_path_info(ctx: ModelContext):
     from ..models.decode_path import decode_path
 
     path = decode_path(ctx.model, ctx.deployment.engine)
+    if path.packed:
+        return None  # the usual path: the JSON report's `decode_path` says it, the text stays quiet
     notes = [path.reason]
     if ctx.model.lower_bound is not None:
         notes.append(f"lower bound {ctx.model.lower_bound[0]} {_source_note(ctx.model.lower_bound[1])}")
