@@ -857,3 +857,105 @@ def decode_path_info(ctx: ModelContext):
 
 
 BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}
+
+
+# -- issue 12 item 3: pool strategies and speculative decoding -------------------------------------------------
+def _pool_plan(ctx: ModelContext):
+    from ..models.pools import plan_pool
+
+    deployment = ctx.deployment
+    if deployment.mamba_strategy == "no_buffer" and not deployment.speculative_tokens:
+        return None
+    return plan_pool(ctx.model, ctx.settings)
+
+
+def _plan_text(plan) -> str:
+    parts = [f"{plan.slots_per_request} state slot(s)"]
+    if plan.tracking_slots:
+        parts[0] += f" (1 + {plan.tracking_slots} ping-pong, extra_buffer)"
+    if plan.speculative_tokens:
+        parts.append(f"the verify state of {plan.speculative_tokens} draft token(s)")
+    return " and ".join(parts)
+
+
+@rule(
+    "GDR135", "state-pool-plans", severity="info", scope=MODEL,
+    summary="slots and state memory per request under the pool strategy and speculative decoding",
+    message="each request holds {what}: {per_request} per rank",
+    explanation=(
+        "sglang 0.5.23 gives every running request one slot of the linear-attention state pool. "
+        "`--mamba-scheduler-strategy extra_buffer` adds ping-pong tracking slots for the prefix cache: 2 per "
+        "request with the overlap scheduler (the default), 1 without it (`get_mamba_tracking_slots`, "
+        "`mem_cache/allocation_sizing.py`). Speculative decoding adds the verify step's intermediate state per "
+        "request: one SSM state per draft token and the draft tokens' conv windows (`mem_cache/memory_pool.py`, "
+        "`intermediate_ssm_state_cache`, deduplicated conv windows of T + W - 2 columns).\n\n"
+        "vLLM's pool strategies and speculative buffers are not modelled."
+    ),
+    fixes=("`--mamba-scheduler-strategy no_buffer` keeps one slot per request (no prefix caching of the state)",),
+    example="gdr-check Qwen/Qwen3.5-27B --mamba-strategy extra_buffer --speculative-tokens 3 --gpu-memory 20GiB",
+    engines="sglang 0.5.23.",
+)
+def pool_plan_info(ctx: ModelContext):
+    if ctx.deployment.engine != "sglang":
+        if ctx.deployment.mamba_strategy != "no_buffer" or ctx.deployment.speculative_tokens:
+            return Finding({"what": "a state slot", "per_request": "not modelled"}, severity="info",
+                           notes=["vLLM's mamba cache strategies and speculative buffers are not modelled: "
+                                  "the numbers shown elsewhere are for one slot per request"])
+        return None
+    plan = _pool_plan(ctx)
+    if plan is None:
+        return None
+    notes = [f"one slot: {format_bytes(plan.slot_bytes)} over {len(ctx.model.linear_layers)} linear layers"]
+    if plan.speculative_tokens:
+        notes.append(f"verify state: {format_bytes(plan.speculative_bytes_per_request)} per request "
+                     f"({plan.speculative_tokens} SSM states and the conv windows of every linear layer)")
+    notes.append(f"a batch of {plan.batch} needs {format_bytes(plan.bytes_for_batch)} per rank "
+                 f"({plan.batch + 1} rows, row 0 reserved)")
+    if plan.budget is not None:
+        notes.append(f"a {format_bytes(plan.budget)} budget holds {plan.requests_that_fit} requests")
+    return Finding({"what": _plan_text(plan), "per_request": format_bytes(plan.bytes_per_request)}, notes=notes)
+
+
+@rule(
+    "GDR136", "state-pools-too-small-for-the-strategy", scope=MODEL,
+    summary="the budget does not hold the batch under the pool strategy",
+    message="a {budget} budget holds {fit} requests per rank with {what}, fewer than the batch of {batch}",
+    explanation=(
+        "With `--mamba-scheduler-strategy extra_buffer` each request takes 1 + 2 slots of the linear-attention "
+        "state pool (1 + 1 without the overlap scheduler), and speculative decoding adds the verify state of "
+        "every draft token. When the pool cannot give a request its ping-pong slots, sglang 0.5.23 stops with "
+        "`AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.`; "
+        "without extra_buffer it fails with \"Not enough space for mamba cache\". The numbers here are the "
+        "linear-attention state alone, per rank."
+    ),
+    causes=("extra_buffer at a large batch on a small GPU", "many draft tokens with an fp32 SSM state"),
+    fixes=("raise `--mamba-full-memory-ratio` so the state pool gets the bytes shown",
+           "use `--mamba-scheduler-strategy no_buffer`", "lower the batch or the draft tokens"),
+    example="gdr-check Qwen/Qwen3-Next-80B-A3B-Instruct --batch 256 --mamba-strategy extra_buffer --gpu-memory 20GiB",
+    engines="sglang 0.5.23.",
+)
+def pool_plan_budget(ctx: ModelContext):
+    if ctx.deployment.engine != "sglang":
+        return None
+    plan = _pool_plan(ctx)
+    if plan is None or plan.budget is None or plan.requests_that_fit is None or plan.requests_that_fit >= plan.batch:
+        return None
+    extra = plan.strategy == "extra_buffer"
+    message = ("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio."
+               if extra else "Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+                             "--max-mamba-cache-size.")
+    notes = [f"{plan.batch} requests need {format_bytes(plan.bytes_for_batch)} per rank "
+             f"({plan.batch + 1} rows x {format_bytes(plan.bytes_per_request)})",
+             f"sglang 0.5.23 fails at allocation: `AssertionError: {message}`"]
+    fixes = [f"raise `--mamba-full-memory-ratio` until the state pool gets {format_bytes(plan.bytes_for_batch)} "
+             "per rank"]
+    if extra:
+        single = plan.slot_bytes + plan.speculative_bytes_per_request
+        fit = max(plan.budget // single - 1, 0)
+        fixes.append(f"`--mamba-scheduler-strategy no_buffer`: {fit} requests fit in the same budget")
+    if plan.speculative_tokens:
+        fixes.append("fewer draft tokens (`--speculative-num-draft-tokens`)")
+    fixes.append(f"lower the batch to {plan.requests_that_fit}")
+    return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
+                    "batch": plan.batch},
+                   severity="error" if extra else "warning", notes=notes, fixes=fixes)

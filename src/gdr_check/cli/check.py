@@ -123,6 +123,8 @@ def check_command(
     state_dtype: Optional[str] = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="sglang or vllm; default sglang."),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
+    mamba_strategy: str = typer.Option("no_buffer", "--mamba-strategy", help="sglang --mamba-scheduler-strategy: no_buffer or extra_buffer (ping-pong slots)."),
+    speculative_tokens: int = typer.Option(0, "--speculative-tokens", help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
     select: Optional[list[str]] = typer.Option(None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. Replaces the configured selection."),
     extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help="Rules to report in addition to the selection."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Rules not to report (codes, prefixes, names)."),
@@ -177,7 +179,7 @@ def check_command(
     results = check_targets(
         paths, tp_sizes, selection_for=selection_for, batch=_first(batch, config.batch, DEFAULT_BATCH),
         slots=_first(slots, config.slots), state_dtype=_first(state_dtype, config.state_dtype),
-        engine=chosen_engine, gpu_memory=budget,
+        engine=chosen_engine, gpu_memory=budget, mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens,
     )
     run = Run(
         results,

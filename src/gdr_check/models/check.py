@@ -19,7 +19,15 @@ from .builtin import BuiltinModel, get_builtin
 from .decode_path import DecodePath, decode_path
 from .deployment import Deployment, EngineSettings, resolve
 from .description import LinearAttentionModel, describe
-from .expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory
+from .expected import (
+    RankHeads,
+    StateMemory,
+    engine_pools,
+    expected_call,
+    per_rank_heads,
+    state_memory,
+)
+from .pools import PoolPlan, plan_pool
 
 SCHEMA_VERSION = 1
 MODEL_NOT_FOUND = "GDR007"
@@ -39,6 +47,7 @@ class ModelCheck:
     builtin: BuiltinModel | None = None
     contract_run: bool = False
     decode: DecodePath | None = None  # the decode kernel the deployment's engine calls
+    pool: PoolPlan | None = None  # slots and bytes per request under the strategy and draft tokens (sglang)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -91,12 +100,15 @@ class ModelCheck:
                 "conv_dtype": settings.conv_dtype if settings else None,
                 "engine": deployment.engine,
                 "gpu_memory": deployment.gpu_memory,
+                "mamba_strategy": deployment.mamba_strategy,
+                "speculative_tokens": deployment.speculative_tokens,
             },
             "shapes": self.shapes(),
             "call": self.call.to_dict() if self.call is not None else None,
             "pools": {name: spec.to_dict() for name, spec in self.pools.items()},
             "memory": self.memory.to_dict() if self.memory is not None else None,
             "decode_path": self.decode.to_dict() if self.decode is not None else None,
+            "pool_plan": self.pool.to_dict() if self.pool is not None else None,
             "diagnostics": [diagnostic.to_dict() for diagnostic in self.report],
         }
 
@@ -186,6 +198,8 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
             result.call = expected_call(model, settings)
         result.pools = engine_pools(model, settings)
         result.memory = state_memory(model, settings)
+        if deployment.engine == "sglang":
+            result.pool = plan_pool(model, settings)
 
     ctx = rules_model.ModelContext(model=model, deployment=deployment, settings=settings,
                                    heads=result.heads, memory=result.memory)
