@@ -121,7 +121,8 @@ def test_json_document_shape(passing_runs):
     assert document["schema_version"] == 1 and document["tool"]["name"] == "gdr-check"
     assert document["command"] == "dry-run"
     assert document["deployment"] == {"tp": 1, "batch": 2, "num_slots": 3, "state_dtype": "float32",
-                                      "conv_dtype": "bfloat16", "engine": "sglang", "gpu_memory": None}
+                                      "conv_dtype": "bfloat16", "engine": "sglang", "gpu_memory": None,
+                                      "mamba_strategy": "no_buffer", "speculative_tokens": 0}
     assert document["dry_run"] == {"backend": "builtin", "engine": "sglang", "device_requested": "auto",
                                    "steps_requested": 2, "seed": 0}
     assert set(document["steps"][0]["kernels"]["builtin"]) == {"seconds", "output", "state", "untouched",
