@@ -708,8 +708,8 @@ def state_budget(ctx: ModelContext):
     message="vLLM {statement}",
     explanation=(
         "vLLM runs the GDN packed decode kernel only when `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is set "
-        "(PR #36596), and its KDA packed op has a different API (`raw_g`, `raw_beta`, `state_indices`). "
-        "The shapes shown are those of the packed decode contract, with vLLM's pools and dtypes."
+        "(PR #36596). The shapes shown are those of the packed decode contract, with vLLM's pools and dtypes. "
+        "KDA layers decode with `fused_recurrent_kda` in vLLM, not a packed kernel (GDR134)."
     ),
     fixes=("set `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1` to use the GDN packed decode in vLLM",),
     engines="vLLM.",
@@ -717,9 +717,8 @@ def state_budget(ctx: ModelContext):
 def vllm_opt_in(ctx: ModelContext):
     if ctx.deployment.engine != "vllm":
         return None
-    if ctx.model.kind == "kda":
-        return Finding({"statement": "decodes KDA with another kernel API: the call shown follows sglang's "
-                                     "KDA packed decode contract"})
+    if ctx.model.kind == "kda" or (ctx.model.adapter is not None and ctx.model.adapter.own_decode):
+        return None  # not the packed kernel at all: GDR134 says which kernel vLLM calls
     return Finding({"statement": "runs the GDN packed decode only with `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` set"},
                    fixes=["export VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1"])
 
