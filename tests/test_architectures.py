@@ -369,3 +369,21 @@ def test_dry_run_with_nothing_to_run_exits_1(config: dict, summary: str, tmp_pat
     code = main(["dry-run", str(path), "--output-format", "full"])
     out = capsys.readouterr().out
     assert code == 1 and summary in " ".join(out.split()), out
+
+
+def test_kimi_linear_ignores_gate_lower_bound():
+    # sglang builds Kimi-Linear's KDA layer without `safe_gate`: the packed decode runs whatever the config says.
+    from checkpoint_builders import kimi_config
+
+    config = kimi_config()
+    config["linear_attn_config"]["gate_lower_bound"] = -5.0
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.lower_bound is None and result.decode.packed and result.call is not None
+
+
+def test_llm_config_section_is_read():
+    config = qwen3_5_config()
+    config["llm_config"] = config.pop("text_config")
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.family == "qwen3.5" and result.model.num_v_heads == 4
+    assert result.model.sources["num_v_heads"].key == "llm_config.linear_num_value_heads"

@@ -568,7 +568,7 @@ QWEN3_5 = Adapter(
     # MiniCPM-V 4.6 wraps a `qwen3_5_text` or `qwen3_5_moe_text` text config (sglang `configs/minicpmv4_6.py`):
     # it is recognised by that `text_config.model_type`.
     model_types=("qwen3_5", "qwen3_5_text"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
     namespaces=QWEN_NAMESPACES, sglang_uses_interval=True,
 )
 
@@ -578,7 +578,7 @@ QWEN3_5_MOE = Adapter(
                    "InternS2PreviewForConditionalGeneration"),
     # InternS2-Preview is a Qwen3_5MoeConfig subclass (sglang `configs/interns2preview.py`).
     model_types=("qwen3_5_moe", "qwen3_5_moe_text", "intern_s2_preview"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
     namespaces=QWEN_NAMESPACES, sglang_uses_interval=True,
 )
 
@@ -588,7 +588,8 @@ KIMI_LINEAR = Adapter(
     sections=(), fields=_KIMI_FIELDS, layer_map=kimi_layer_map, layouts=(KDA,),
     namespaces=("model.", "language_model.model."),
     full_markers=("self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj", "self_attn.kv_a_layernorm"),
-    lower_bound=lambda view: view.find("linear_attn_config.gate_lower_bound"),
+    # No lower bound: KimiLinearForCausalLM builds KimiDeltaAttention without `safe_gate`, so sglang ignores a
+    # `gate_lower_bound` here (only Kimi-K3 and the Bailing/GLM wrappers pass it on).
     upstream=("sglang/srt/configs/kimi_linear.py", "sglang/srt/models/kimi_linear.py"),
 )
 
@@ -596,13 +597,13 @@ GENERIC_GDN = Adapter(  # OLMo-Hybrid, GigaChat 3.5 and other configs with the Q
     family="generic-gdn", kind="gdn",
     architectures=("OlmoHybridForCausalLM", "Olmo3_5HybridForCausalLM", "GigaChat3_5ForCausalLM"),
     model_types=("olmo_hybrid", "olmo3_5_hybrid", "gigachat3_5"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
     namespaces=QWEN_NAMESPACES,
 )
 
 INFERRED_GDN = Adapter(
     family="inferred-gdn", kind="gdn", architectures=(), model_types=(),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
     namespaces=QWEN_NAMESPACES + ("",), known=False,
 )
 
@@ -686,7 +687,7 @@ _GLM5_FIELDS: dict[str, tuple[str, ...]] = {
 QWEN4_EXP = Adapter(
     family="qwen4-exp", kind="gdn",
     architectures=("Qwen4ExpForConditionalGeneration",), model_types=("qwen4_exp", "qwen4_exp_text"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen4_layer_map, layouts=(GDN_SPLIT, GDN_FUSED),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen4_layer_map, layouts=(GDN_SPLIT, GDN_FUSED),
     namespaces=QWEN_NAMESPACES,
     upstream=("sglang/srt/configs/qwen4_exp.py", "sglang/srt/models/qwen4_exp.py"),
 )
@@ -695,7 +696,7 @@ INTERNS2_MOBIUS = Adapter(
     family="interns2-mobius", kind="gdn",
     architectures=("InternS2MobiusForConditionalGeneration",),
     model_types=("interns2_mobius", "interns2_mobius_text"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
     namespaces=QWEN_NAMESPACES,  # keeps `layer_types` verbatim, so sglang does not follow the interval rule
     upstream=("sglang/srt/configs/interns2_mobius.py", "sglang/srt/models/interns2_mobius.py"),
 )
@@ -704,7 +705,7 @@ JET_NEMOTRON = Adapter(
     family="jet-nemotron", kind="gdn",
     architectures=("JetNemotronForCausalLM", "JetVLMForConditionalGeneration"),
     model_types=("jet_nemotron", "jet_vlm"),
-    sections=("text_config",), fields=_JET_FIELDS, layer_map=jet_layer_map, layouts=(JET,),
+    sections=("text_config", "llm_config"), fields=_JET_FIELDS, layer_map=jet_layer_map, layouts=(JET,),
     namespaces=("model.", "language_model.model.", "model.language_model."), full_markers=(),
     derive=_jet_derive,
     tp_one_only=("JetBlock builds its projections with the full head count and `A_log`/`dt_bias` unsharded "
