@@ -100,6 +100,14 @@ class EngineProfile:
     layer_kinds_follow_interval: bool | None  # the interval rule (`full_attention_interval`) decides which
     #                                           layers are linear; None: not verified
 
+    # --- which decode kernel a layer reaches (docs/architectures.md) ----------------------------------------
+    kda_decode_kernel: str | None  # None: KDA layers decode with the packed KDA kernel; else the kernel called
+    # A KDA layer with a safe-gate lower bound: None when the packed kernel takes it as is; else the setting that
+    # selects a decode kernel with safe-gate support (without it the engine takes its fused/unfused chain).
+    safe_gate_packed_switch: str | None
+    own_decode_verified: bool  # layers that call their own decode kernel (Jet-Nemotron) were read in this engine
+    models_pool_strategies: bool  # gdr-check models this engine's pool strategies and speculative buffers
+
     @property
     def spec(self) -> str:
         """`name@version`: what `--engine` takes to select exactly this profile."""
@@ -135,6 +143,8 @@ SGLANG_0_5_23 = EngineProfile(
         "sglang fails in `divide()` unless DP attention makes the attention TP size a divisor of {heads}",
         "sglang 0.5.23 raises `AssertionError: num_attention_heads must be divisible by world_size`"),
     layer_kinds_follow_interval=True,
+    kda_decode_kernel=None, safe_gate_packed_switch="--linear-attn-decode-backend helion",
+    own_decode_verified=True, models_pool_strategies=True,
 )
 
 _VLLM_ATTENTION_HEADS_ERROR = ("vLLM raises `ValueError: Total number of attention heads ({heads}) must be divisible "
@@ -157,6 +167,8 @@ VLLM_0_29 = EngineProfile(
     checks_attention_heads_first=True,
     attention_heads_errors=(_VLLM_ATTENTION_HEADS_ERROR, _VLLM_ATTENTION_HEADS_ERROR),
     layer_kinds_follow_interval=None,
+    kda_decode_kernel="fused_recurrent_kda", safe_gate_packed_switch=None,
+    own_decode_verified=False, models_pool_strategies=False,
 )
 # The last release before PR #53877: the packed GDN decode rounds sigmoid(b) to b's dtype.
 VLLM_0_28 = replace(VLLM_0_29, version="0.28", gdn_beta_rounding=B_DTYPE)

@@ -74,6 +74,8 @@ class TargetSettings:
     state_dtype: str | None
     gpu_memory: str | None  # as written; `gpu_memory_bytes` parsed
     gpu_memory_bytes: int | None
+    mamba_strategy: str = "no_buffer"
+    speculative_tokens: int = 0
 
 
 def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettings], *,
@@ -99,7 +101,8 @@ def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettin
         for tp in settings.tp_sizes:
             try:
                 dep = Deployment(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
-                                 engine=settings.engine, gpu_memory=settings.gpu_memory_bytes)  # type: ignore[arg-type]
+                                 engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
+                                 mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens)  # type: ignore[arg-type]
             except ValueError as error:
                 raise typer.BadParameter(str(error))
             try:
@@ -214,6 +217,8 @@ def check_command(
     state_dtype: Optional[str] = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("sglang")),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
+    mamba_strategy: str = typer.Option("no_buffer", "--mamba-strategy", help="sglang --mamba-radix-cache-strategy: no_buffer or extra_buffer (ping-pong slots)."),
+    speculative_tokens: int = typer.Option(0, "--speculative-tokens", help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
     select: Optional[list[str]] = typer.Option(None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. Replaces the configured selection."),
     extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help="Rules to report in addition to the selection."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Rules not to report (codes, prefixes, names)."),
@@ -293,7 +298,7 @@ def check_command(
             engine=_first(engine, target_config.engine, DEFAULT_ENGINE), tp_sizes=cli_tp or target_config.tp or DEFAULT_TP,
             batch=_first(batch, target_config.batch, DEFAULT_BATCH), slots=_first(slots, target_config.slots),
             state_dtype=_first(state_dtype, target_config.state_dtype), gpu_memory=budget_text,
-            gpu_memory_bytes=budget,
+            gpu_memory_bytes=budget, mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens,
         )
 
     if show_settings:

@@ -201,6 +201,12 @@ def _summary(result: Any) -> str:
     tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     if result.unavailable is not None:
         return f"dry-run not launched: backend `{result.plan.backend}` is not available; {tally}"
+    if not result.launched and not result.refused_because:
+        check = result.check
+        if check.model is None:
+            return "dry-run not launched: the model has no GDN or KDA layers: nothing to run"
+        if check.decode is not None and not check.decode.packed:
+            return f"dry-run not launched: {check.decode.text()}"
     if not result.launched:
         codes = ", ".join(result.refused_because) or "no per-rank call"
         return f"dry-run not launched: the deployment has {len(result.refused_because)} error(s) ({codes}); fix them first"
@@ -275,4 +281,4 @@ def dry_run_command(
     if outcome is not None and os.environ.get("GDR_CHECK_DEBUG") and (outcome.crashed or result.child.get("status") != "ok"):
         out.error_line("the dry-run child's stderr follows")
         sys.stderr.write(outcome.stderr)
-    return 0 if result.ok else 1
+    return 0 if result.ok and result.launched else 1  # nothing ran: not a pass

@@ -27,11 +27,19 @@ class Deployment:
     state_dtype: str | None = None
     engine: EngineName = "sglang"  # a name or name@version; `profile` is what it selects
     gpu_memory: int | None = None  # bytes per rank available to the linear-attention state pools
+    # sglang `--mamba-radix-cache-strategy` (no_buffer, extra_buffer) and speculative draft tokens per verify step
+    # (0: no speculative decoding); see `models/pools.py`.
+    mamba_strategy: str = "no_buffer"
+    speculative_tokens: int = 0
 
     def __post_init__(self) -> None:
         profile_for(self.engine)  # UnknownEngineError (a ValueError) names the choices
         if self.tp < 1 or self.batch < 0:
             raise ValueError(f"tp must be >= 1 and batch >= 0 (got tp={self.tp}, batch={self.batch})")
+        if self.mamba_strategy not in ("no_buffer", "extra_buffer"):
+            raise ValueError(f"unknown mamba strategy {self.mamba_strategy!r}; expected no_buffer or extra_buffer")
+        if self.speculative_tokens < 0:
+            raise ValueError(f"speculative tokens must be >= 0 (got {self.speculative_tokens})")
         if self.slots is not None and self.slots < 1:
             raise ValueError(f"slots must be >= 1 (got {self.slots})")
         if self.state_dtype is not None:
