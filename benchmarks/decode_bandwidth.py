@@ -1,6 +1,6 @@
 """GDN packed-decode bandwidth on a CUDA GPU: our Triton kernel vs sglang 0.5.23 vs the copy roofline.
 
-Bytes per call follow kernel-contract.md section 11: B * (2 * state bytes per row + mixed_qkv row bytes
+Bytes per call follow docs/kernel-contract.md §11: B * (2 * state bytes per row + mixed_qkv row bytes
 + out row bytes). Timing is CUDA-graph replay (median of replays) of a graph that launches the kernel once
 per slot set; consecutive launches use disjoint slot sets whose states add up to several times the L2, so
 every launch streams its state from HBM ("cold"). ``--warm`` also times one launch on the same slots every
@@ -44,7 +44,7 @@ REPLAYS = 15
 FP32_STATE_TOLERANCE = 1e-5
 BF16_STATE_TOLERANCE = 1e-2
 
-# sglang 0.5.23 on an H200, kernel-contract.md section 11 (TB/s; one launch, same slots every replay).
+# sglang 0.5.23 on an H200, docs/kernel-contract.md §11 (TB/s; one launch, same slots every replay).
 REFERENCE_TBPS = {
     (16, 32, "fp32"): (0.48, 2.16, 3.19, 3.86, 4.06),
     (16, 32, "bf16"): (0.28, 1.49, 2.55, 3.54, 3.97),

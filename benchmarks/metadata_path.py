@@ -57,10 +57,10 @@ Tensors = dict[str, tuple[str, tuple[int, ...]]]  # name -> (safetensors dtype, 
 
 
 # -- (a) the checkpoint -----------------------------------------------------------------------------------------
-# Geometry from models.md sections 2 and 5.1 (hidden 2048, 48 layers, full attention every 4th layer, H=16,
+# Geometry from docs/models.md §2 and §5.1 (hidden 2048, 48 layers, full attention every 4th layer, H=16,
 # HV=32, K=V=128, 16/2 attention heads of 256, vocab 151936). The MoE part (512 routed experts of width 512
 # stored one tensor per expert, a shared expert of width 512 and its gate) is the transformers Qwen3-Next
-# layout; models.md does not list it.
+# layout; docs/models.md does not list it.
 HIDDEN, LAYERS, VOCAB = 2048, 48, 151936
 EXPERTS, EXPERT_DIM, SHARED_DIM = 512, 512, 512
 HEADS, KV_HEADS, HEAD_DIM = 16, 2, 256
@@ -124,7 +124,7 @@ def qwen3_next_80b_tensors() -> Tensors:
         tensors.update(_decoder_layer(f"model.layers.{i}.", linear=(i + 1) % 4 != 0))
     tensors["model.norm.weight"] = ("BF16", (HIDDEN,))
     tensors["lm_head.weight"] = ("BF16", (VOCAB, HIDDEN))
-    # The MTP module: one full-attention MoE layer (models.md section 2: no linear-attention state).
+    # The MTP module: one full-attention MoE layer (docs/models.md §2: no linear-attention state).
     tensors["mtp.fc.weight"] = ("BF16", (HIDDEN, 2 * HIDDEN))
     for name in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
         tensors[f"mtp.{name}.weight"] = ("BF16", (HIDDEN,))

@@ -2,7 +2,7 @@
 
 A safetensors file is an 8-byte little-endian header length, the JSON header, then the data. The data region
 is left sparse (`truncate`), so a full-size geometry (Qwen3-Next-80B, Kimi-Linear-48B) costs nothing on disk:
-the checker reads only headers. Tensor names are the real ones (models.md section 5).
+the checker reads only headers. Tensor names are the real ones (docs/models.md §5).
 """
 
 from __future__ import annotations

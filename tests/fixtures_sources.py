@@ -123,7 +123,7 @@ def qwen3_next_config(layers: int = 4, *, H: int = 2, HV: int = 4, K: int = 8, V
 
 def qwen3_next_layer(i: int, *, H: int = 2, HV: int = 4, K: int = 8, V: int = 8, hidden: int = 16,
                      W: int = 4) -> dict[str, tuple[str, list[int]]]:
-    """The tensors of one Qwen3-Next linear-attention layer (models.md 5.1), bf16."""
+    """The tensors of one Qwen3-Next linear-attention layer (docs/models.md §5.1), bf16."""
     p = f"model.layers.{i}.linear_attn."
     return {
         p + "in_proj_qkvz.weight": ("BF16", [2 * H * K + 2 * HV * V, hidden]),

@@ -107,7 +107,7 @@ def test_gates_for_another_tp_and_qkvz_are_named(record, capsys):
 def test_qkvz_passes_every_wrapper_check_and_only_the_comparison_catches_it(record, capsys):
     path = record(width=3072)
     code, document = run_json(capsys, "call", path)
-    assert code == 0 and document["summary"]["errors"] == 0  # kernel-contract.md §7.1
+    assert code == 0 and document["summary"]["errors"] == 0  # docs/kernel-contract.md §7.1
     code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
     errors = [d["code"] for d in document["calls"][0]["diagnostics"] if d["severity"] == "error"]
     assert code == 1 and errors == ["GDR164"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -17,6 +18,7 @@ from gdr_check.cli.targets import group_targets
 
 TESTS = Path(__file__).resolve().parent
 SARIF_SCHEMA = json.loads((TESTS / "schemas" / "sarif-schema-2.1.0.json").read_text())
+GITLAB_SCHEMA = json.loads((TESTS / "schemas" / "gitlab-code-quality.json").read_text())
 REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 
 
@@ -52,8 +54,16 @@ def assert_parseable(fmt: str, stdout: str, *, fatal: bool) -> None:
         assert root.tag == "testsuites"
         assert not fatal or int(root.get("errors")) >= 1
     elif fmt == "github":
-        assert all(line.startswith("::") or ": GDR" in line for line in stdout.splitlines())
+        assert all(line.startswith("::") or re.search(r": (error|warning|info)\[GDR", line)
+                   for line in stdout.splitlines())
         assert not fatal or any(line.startswith("::error ") for line in stdout.splitlines())
+    elif fmt == "gitlab":
+        issues = json.loads(stdout)
+        jsonschema.Draft202012Validator(GITLAB_SCHEMA).validate(issues)
+        assert len({issue["fingerprint"] for issue in issues}) == len(issues)
+        assert not fatal or any(issue["severity"] == "critical" for issue in issues)
+    else:
+        assert fmt in ("full", "concise"), f"no parse check for {fmt}"
 
 
 # -- exit codes in every format -------------------------------------------------------------------------------
@@ -110,7 +120,7 @@ def test_environment_variables_choose_format_and_file(repo: Path, monkeypatch):
     assert "error" in json.loads((repo / "report.jsonl").read_text())
     # the command line beats the environment
     assert run_cli("bad", "--isolated", "--output-format", "concise", "-o", "c.txt").exit_code == 1
-    assert (repo / "c.txt").read_text().startswith("bad/config.json:12:3: GDR111 ")
+    assert (repo / "c.txt").read_text().startswith("bad/config.json:12:3: error[GDR111] ")
 
 
 def test_machine_formats_never_wrap(repo: Path):
@@ -171,7 +181,8 @@ def test_matrix_in_machine_formats_has_every_result(repo: Path):
     document = json.loads(run_cli("good", "bad", "--tp", "1,2", "--isolated", "--output-format", "json").stdout)
     assert [(r["source"]["target"], r["deployment"]["tp"]) for r in document["results"]] == [
         ("good", 1), ("good", 2), ("bad", 1), ("bad", 2)]
-    sarif = json.loads(run_cli("good", "bad", "--tp", "1,2", "--isolated", "--output-format", "sarif").stdout)
+    sarif = json.loads(run_cli("good", "bad", "--tp", "1,2", "--isolated", "--output-format", "sarif",
+                               "--show-info").stdout)  # `good` has info notes only
     assert {(r["properties"]["target"], r["properties"]["tp"]) for r in sarif["runs"][0]["results"]} == {
         ("good", 1), ("good", 2), ("bad", 1), ("bad", 2)}
 

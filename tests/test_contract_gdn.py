@@ -1,7 +1,7 @@
 """GDN wrapper checks 1-20 (sglang 0.5.23 `fused_recurrent_gated_delta_rule_packed_decode`) on real tensors.
 
 Each bad call breaks one check of the base call (B=4, H=2, HV=4, K=V=8; tests/contract_calls.py). The
-expected messages are the contract's templates (kernel-contract.md §2) rendered by hand; the oracle test
+expected messages are the contract's templates (docs/kernel-contract.md §2) rendered by hand; the oracle test
 checks the same calls against the real wrapper.
 """
 

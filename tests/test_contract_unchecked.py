@@ -1,4 +1,4 @@
-"""GDR240+: what the kernels assume but the wrappers do not check (kernel-contract.md §7, U1-U18), and the
+"""GDR240+: what the kernels assume but the wrappers do not check (docs/kernel-contract.md §7, U1-U18), and the
 engine profiles (sglang: skip index < 0, slot 0 reserved; vLLM: skip index <= 0)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from contract_calls import B, HV, K, S, V, awkward_call, call_for, check, indices, qwen_gdn_call, qwen_kda_call, with_  # noqa: E402,E501
 from gdr_check.checks import RULES  # noqa: E402
+from gdr_check.engines import UnknownEngineError
 
 VARIANTS = ["gdn", "kda"]
 EXPECTED_SCALE = K**-0.5  # 0.3535533905932738
@@ -308,8 +309,10 @@ def test_skip_sentinel_per_engine(variant):
 
 
 def test_unknown_engine_is_rejected():
-    with pytest.raises(ValueError, match="^unknown engine 'trtllm'; expected one of: sglang, vllm$"):
+    with pytest.raises(UnknownEngineError, match=r"^unknown engine 'trtllm'; expected one of: sglang, vllm, "
+                                                 r"sglang@0\.5\.23, vllm@0\.28, vllm@0\.29$") as caught:
         check("gdn", call_for("gdn"), engine="trtllm")
+    assert caught.value.code == "unknown-engine"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -85,8 +85,15 @@ def passing_runs(checkpoints) -> dict[str, tuple[int, str, str]]:
     return results
 
 
-@pytest.mark.parametrize("variant", ["gdn", "kda"])
-@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_vllm_kda_is_not_run_with_the_packed_kernel(passing_runs):
+    # vLLM decodes KDA with `fused_recurrent_kda`: the packed contract does not apply, nothing runs, exit 1.
+    code, out, err = passing_runs["kda-vllm"]
+    document = json.loads(out)
+    assert code == 1 and not document["launched"] and document["refused_because"] == []
+    assert document["decode_path"]["kernel"] == "fused_recurrent_kda" and not document["decode_path"]["packed"]
+
+
+@pytest.mark.parametrize("variant,engine", [("gdn", "sglang"), ("gdn", "vllm"), ("kda", "sglang")])
 def test_passes_for_each_variant_and_engine(passing_runs, variant, engine):
     code, out, err = passing_runs[f"{variant}-{engine}"]
     document = json.loads(out)
@@ -114,7 +121,9 @@ def test_json_document_shape(passing_runs):
     assert document["schema_version"] == 1 and document["tool"]["name"] == "gdr-check"
     assert document["command"] == "dry-run"
     assert document["deployment"] == {"tp": 1, "batch": 2, "num_slots": 3, "state_dtype": "float32",
-                                      "conv_dtype": "bfloat16", "engine": "sglang", "gpu_memory": None}
+                                      "conv_dtype": "bfloat16", "engine": "sglang", "engine_profile": "sglang@0.5.23",
+                                      "gpu_memory": None,
+                                      "mamba_strategy": "no_buffer", "speculative_tokens": 0}
     assert document["dry_run"] == {"backend": "builtin", "engine": "sglang", "device_requested": "auto",
                                    "steps_requested": 2, "seed": 0}
     assert set(document["steps"][0]["kernels"]["builtin"]) == {"seconds", "output", "state", "untouched",
@@ -147,13 +156,12 @@ def test_sglang_backend_runs_the_engine_kernel_and_compares(passing_runs):
     assert all_checks_passed(document)
 
 
-def test_unavailable_backend_is_an_error(capsys, checkpoints):
+def test_vllm_backend_on_kda_runs_nothing(capsys, checkpoints):
+    # vLLM decodes KDA with `fused_recurrent_kda`, not a packed kernel: no call to compare, exit 1.
     code, document = dry_run_json(capsys, str(checkpoints["kda"]), "--batch", "2", "--backend", "vllm")
     assert code == 1
-    assert document["diagnostics"][0]["code"] == "GDR313"
-    assert "KDA packed op has another API" in document["diagnostics"][0]["message"]
-    assert document["launched"] is False and document["refused_because"] == ["GDR313"]
-    assert document["steps"] == []
+    assert document["decode_path"]["kernel"] == "fused_recurrent_kda"
+    assert document["launched"] is False and document["steps"] == []
 
 
 def test_refuses_a_deployment_with_errors(capsys, checkpoints):

@@ -83,10 +83,30 @@ def test_cli_explain_full(capsys):
     assert "fix:" in out
 
 
-def test_cli_explain_unknown_message_exits_1_with_a_hint(capsys):
-    assert main(["explain", "CUDA out of memory"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: no rule matches 'CUDA out of memory'\nhint: ")
+def test_cli_explain_unknown_message_exits_2_with_a_hint(capsys):
+    # 2 like any bad input: exit code 1 means "problems found"
+    assert main(["explain", "CUDA out of memory"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == ("error: no rule matches 'CUDA out of memory'\n"
+                            "hint: pass a code (GDR212), a rule name, or the whole error message as printed\n")
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("query,line", [
+    ("GDR999", "error: unknown rule `GDR999` (`gdr-check explain --all` lists every rule)\n"),
+    ("state-pool-not-4e", ("error: unknown rule `state-pool-not-4e`; did you mean `state-pool-not-4d`? "
+                           "(`gdr-check explain --all` lists every rule)\n")),
+])
+def test_cli_explain_unknown_code_or_name_exits_2_with_one_line(capsys, query, line):
+    assert main(["explain", query]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == line and captured.out == ""
+
+
+def test_cli_explain_unknown_code_in_json_still_writes_a_document(capsys):
+    assert main(["explain", "GDR999", "--output-format", "json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert (document["query"], document["error"]) == ("GDR999", "unknown rule")
 
 
 def test_cli_explain_all_json_lists_every_rule(capsys):

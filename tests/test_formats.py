@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -26,7 +27,7 @@ SARIF_SCHEMA = json.loads((TESTS / "schemas" / "sarif-schema-2.1.0.json").read_t
 REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 GOLDEN_ARGS = ("ckpt", "--tp", "2,3", "--state-dtype", "bfloat16", "--ignore", "GDR122,GDR123,GDR131",
                "--isolated")
-TEXT_FORMATS = {"full": "txt", "concise": "txt", "github": "txt", "json-lines": "jsonl", "junit": "xml"}
+TEXT_FORMATS = {"full": "txt", "concise": "txt", "github": "txt", "json-lines": "jsonl", "junit": "xml", "gitlab": "json"}
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def test_concise_summary_goes_to_stderr(repo: Path):
     for line in result.stdout.splitlines():
         path, line_no, column, rest = line.split(":", 3)
         assert path == "ckpt/config.json" and int(line_no) >= 1 and int(column) >= 1
-        assert rest.startswith(" GDR")
+        assert re.match(r" (error|warning|info)\[GDR[0-9]{3}\] ", rest), line
 
 
 # -- github ---------------------------------------------------------------------------------------------------
@@ -92,11 +93,13 @@ def test_github_annotations_are_deduplicated_and_one_line_each(repo: Path):
     # GDR111 fires at tp=2 and tp=3 at the same config line: one annotation.
     assert sum("(GDR111)" in line for line in commands) == 1
     levels = {line.split(" ", 1)[0] for line in commands}
-    assert levels == {"::error", "::warning", "::notice"}
+    assert levels == {"::error", "::warning"}  # the info note (GDR253) is no annotation without --show-info
     gdr111 = next(line for line in commands if "(GDR111)" in line)
     assert gdr111.startswith("::error title=gdr-check (GDR111),file=ckpt/config.json,line=12,col=3,endLine=12,")
     # the concise report follows for the log (GitHub shows only 10 annotations per step)
-    assert "ckpt/config.json:12:3: GDR111 " in result.stdout.split("\n::")[-1]
+    log = result.stdout.split("\n::")[-1]
+    assert "ckpt/config.json:12:3: error[GDR111] " in log
+    assert "ckpt/config.json:1:1: info[GDR253] " in log  # the log still lists the note
 
 
 # -- junit ----------------------------------------------------------------------------------------------------
@@ -156,9 +159,14 @@ def test_sarif_is_valid_and_complete(repo: Path):
     document = sarif_of(*GOLDEN_ARGS)
     run = document["runs"][0]
     results = run["results"]
-    assert [r["ruleId"] for r in results] == ["GDR111", "GDR249", "GDR253", "GDR111", "GDR121"]
-    assert [r["level"] for r in results] == ["error", "warning", "note", "error", "error"]
-    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} == {"GDR111", "GDR121", "GDR249", "GDR253"}
+    # the info note GDR253 is no result (it would stay an open alert forever) unless --show-info
+    assert [r["ruleId"] for r in results] == ["GDR111", "GDR249", "GDR111", "GDR121"]
+    assert [r["level"] for r in results] == ["error", "warning", "error", "error"]
+    rules = run["tool"]["driver"]["rules"]
+    assert {rule["id"] for rule in rules} == {"GDR111", "GDR121", "GDR249"}
+    assert [rule["id"] for rule in rules] == sorted(rule["id"] for rule in rules)
+    assert all(results[i]["ruleIndex"] == [rule["id"] for rule in rules].index(results[i]["ruleId"])
+               for i in range(len(results)))
     mismatch = results[0]
     region = mismatch["locations"][0]["physicalLocation"]["region"]
     assert mismatch["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "ckpt/config.json"

@@ -167,6 +167,12 @@ def check_document(fmt: str, stdout: str, *, failed: bool, context: str = "") ->
         assert all(_GITHUB_LINE.match(line) for line in commands), context
         if failed:
             assert any(line.startswith("::error") for line in commands), context
+    elif fmt == "gitlab":
+        issues = json.loads(stdout)
+        assert isinstance(issues, list), context
+        assert len({issue["fingerprint"] for issue in issues}) == len(issues), context
+        if failed:
+            assert any(issue["severity"] == "critical" for issue in issues), context
 
 
 def check_every_format(args: Sequence[str], names: Sequence[str], *, memory_limit: int | None = None) -> int:

@@ -58,6 +58,18 @@ def test_engine_profiles_differ_only_by_beta_rounding_and_each_matches_its_refer
     assert 1e-5 < gap < 1e-2
 
 
+def test_vllm_before_its_fp32_beta_fix_rounds_beta_like_sglang():
+    call = make_call(B=3, H=1, HV=2, K=16, V=16, slots=[1, 0, 2], pool_slots=3, act=torch.float16, seed=4)
+    old = assert_step_matches(call, packed_decode, naive_packed_decode, engine="vllm@0.28", **FP16_ACT)
+    new = assert_step_matches(call, packed_decode, naive_packed_decode, engine="vllm@0.29", **FP16_ACT)
+    live = torch.tensor([1, 2])
+    gap = relative_error(old.initial_state[live], new.initial_state[live].double())
+    assert 1e-5 < gap < 1e-2  # the rounded beta of the 0.28 profile reaches the state
+    # Both vLLM profiles skip the row that names slot 0 and leave the null block untouched.
+    assert torch.equal(old.initial_state[0], call.initial_state[0])
+    assert torch.equal(new.initial_state[0], call.initial_state[0])
+
+
 def test_vllm_skips_slot_zero_and_sglang_refuses_a_live_request_there():
     call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[0, 2, -1], pool_slots=3, seed=5)
     ran = assert_step_matches(call, packed_decode, naive_packed_decode, engine="vllm", **FP32)

@@ -184,10 +184,15 @@ def test_models_without_linear_attention(architecture: str, model_type: str, phr
     assert document["model"] is None and document["shapes"] == {}
 
 
-def test_qwen_config_with_every_layer_full_has_nothing_to_check():
+def test_qwen_config_with_every_layer_full_is_an_error_not_nothing_to_check():
+    # The architecture and the `linear_*` fields say linear attention: "nothing to check" would be a silent pass.
     config = qwen3_5_config(layer_types=["full_attention"] * 8)
     result = check_checkpoint(config_only(config), DEFAULT)
-    assert codes(result) == ["GDR101"]
+    diagnostic = only(result, "GDR107")
+    assert diagnostic.severity == "error" and not result.ok
+    assert diagnostic.message == ("`Qwen3_5ForConditionalGeneration` has linear attention (routed to the engines' "
+                                  "GDN backend) but `text_config.layer_types` makes no layer a linear-attention layer")
+    assert diagnostic.location.json_key == "text_config.layer_types"
 
 
 # -- config vs weights ---------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from gdr_check.checks import RULES
 from gdr_check.checks.call import CallContext
 from gdr_check.checks.contract import _diagnostics
-from gdr_check.checks.docs import render
+from gdr_check.checks.docs import render_index, render_pages
 from gdr_check.checks.examples import CallExample, tensor
 from gdr_check.checks.registry import CATEGORIES, Finding, RuleSet
 from gdr_check.checks.rules_wrapper import GDN_WRAPPER_ORDER, KDA_WRAPPER_ORDER
@@ -56,10 +56,52 @@ def test_non_wrapper_messages_follow_the_rustc_style():
 ROOT = Path(__file__).resolve().parents[1]
 
 
+GENERATE = ROOT / "scripts" / "generate_rules_doc.py"
+
+
+def generate_rules_doc(index: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(GENERATE), str(index), *flags], check=False, capture_output=True,
+                          text=True, timeout=120)
+
+
 def test_docs_are_up_to_date():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_rules_doc.py"),
-                           str(ROOT / "docs" / "rules.md"), "--check"], capture_output=True, text=True, timeout=120)
+    done = generate_rules_doc(ROOT / "docs" / "rules.md", "--check")
     assert done.returncode == 0, done.stderr
+
+
+def test_rules_doc_has_an_index_and_one_page_per_rule(tmp_path):
+    index = tmp_path / "rules.md"
+    assert generate_rules_doc(index).returncode == 0
+    pages = tmp_path / "rules"
+    assert sorted(p.name for p in pages.iterdir()) == sorted(f"{code}.md" for code in RULES)
+    text = index.read_text(encoding="utf-8")
+    for code, rule in RULES.items():
+        assert f"| [{code}](rules/{code}.md) | `{rule.name}` | {rule.severity} |" in text
+        page = (pages / f"{code}.md").read_text(encoding="utf-8")
+        assert page.startswith(f"# {code} `{rule.name}`\n\n[All rules](../rules.md) · {code[:4]}xx: ")
+        assert rule.message in page
+
+
+def test_rules_doc_check_reports_stale_missing_and_extra_pages(tmp_path):
+    index = tmp_path / "rules.md"
+    assert generate_rules_doc(index).returncode == 0
+    assert generate_rules_doc(index, "--check").returncode == 0
+    pages = tmp_path / "rules"
+    (pages / "GDR212.md").write_text("# edited by hand\n", encoding="utf-8")
+    (pages / "GDR001.md").unlink()
+    (pages / "GDR999.md").write_text("# a rule that no longer exists\n", encoding="utf-8")
+    done = generate_rules_doc(index, "--check")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"{pages / 'GDR001.md'} is missing",
+        f"{pages / 'GDR212.md'} is out of date",
+        f"{pages / 'GDR999.md'} is not a rule page",
+        f"run `python scripts/generate_rules_doc.py {index}`",
+    ]
+    # Writing again restores the edited and missing pages and removes the extra one.
+    assert generate_rules_doc(index).returncode == 0
+    assert generate_rules_doc(index, "--check").returncode == 0
+    assert not (pages / "GDR999.md").exists()
 
 
 # -- adding a wrapper check: the rule, its place in the order tuple, its example; nothing else ------------------
@@ -128,11 +170,11 @@ def test_adding_a_wrapper_check_needs_only_the_rule_its_position_and_its_example
         assert _codes(after, rule.example) == _codes(after, rule.example, fast_path=False) == [code]
     ctx = CallContext.build(bad.call())
     assert [d.message for d in _diagnostics(ctx, rules=after)] == ["`b` must be float32 (got bfloat16)."]
-    # The docs list it in the order and show its example.
-    text = render(after)
-    assert "- GDN wrapper, checks 1-4: GDR291, GDR292, GDR293, GDR294 = GDR295" in text
-    assert "GDN check 2" in text.split("### GDR292")[1].split("###")[0]
-    assert "b = bfloat16 [4, 4]" in text
+    # The docs list it in the order and show its example on its page.
+    index, pages = render_index(rules=after), render_pages(rules=after)
+    assert "- GDN wrapper, checks 1-4: GDR291, GDR292, GDR293, GDR294 = GDR295" in index
+    assert "| [GDR292](rules/GDR292.md) | `toy-b-not-fp32` |" in index
+    assert "GDN check 2" in pages["GDR292.md"] and "b = bfloat16 [4, 4]" in pages["GDR292.md"]
 
 
 def test_a_wrapper_rule_without_its_predicate_or_position_is_refused_at_declaration():

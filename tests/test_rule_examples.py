@@ -1,7 +1,7 @@
 """Every rule's executable example fires exactly its own rule and no other error (but those it declares).
 
-The examples are declared with the rules (`Rule.example`) and shown in docs/rules.md, so this verifies every
-docs example, and a rule declared without an example fails here. A rule whose check no input can trigger
+The examples are declared with the rules (`Rule.example`) and shown on the rule pages (docs/rules/<CODE>.md), so
+this verifies every docs example, and a rule declared without an example fails here. A rule whose check no input can trigger
 (GDR220, mirrored from the wrapper although BK >= K always) has an example marked unreachable: the test
 asserts that it stays quiet instead.
 """
@@ -13,7 +13,7 @@ import functools
 import pytest
 
 from gdr_check.checks import RULES
-from gdr_check.checks.docs import render
+from gdr_check.checks.docs import render_pages
 from gdr_check.checks.registry import RULE_SET
 
 
@@ -36,9 +36,10 @@ def test_each_rules_example_fires_exactly_that_rule(code):
         assert rule.message_pattern().fullmatch(mine.message), mine.message
     else:
         assert code not in codes and not errors, (code, codes)
-    assert str(example) in _docs_text()  # docs/rules.md shows this very example (test_registry checks it is current)
+    # docs/rules/<CODE>.md shows this very example (test_registry checks the pages are current)
+    assert str(example) in _pages()[f"{code}.md"]
 
 
 @functools.lru_cache(maxsize=1)
-def _docs_text() -> str:
-    return render()
+def _pages() -> dict[str, str]:
+    return render_pages()

@@ -44,10 +44,14 @@ BUILTIN_ID = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 # exit code, files opened (resolved paths), pickle globals looked up and socket events.
 _AUDITED_RUN = textwrap.dedent("""
     import json, os, sys
-    seen = {"opened": [], "pickle": [], "socket": []}
+    seen = {"opened": [], "written": [], "pickle": [], "socket": []}
     def hook(event, args):
         if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            seen["opened"].append(os.path.realpath(os.fsdecode(args[0])))
+            path = os.path.realpath(os.fsdecode(args[0]))
+            seen["opened"].append(path)
+            mode, flags = (list(args) + [None, 0])[1:3]
+            if set(str(mode or "")) & set("wax+") or (flags or 0) & (os.O_WRONLY | os.O_RDWR):
+                seen["written"].append(path)
         elif event == "pickle.find_class":
             seen["pickle"].append(".".join(map(str, args)))
         elif event.startswith("socket."):
@@ -203,6 +207,32 @@ def test_a_checkpoint_the_user_names_through_a_link_is_followed(tmp_path):
     assert run.code in (0, 1)
 
 
+def test_follow_links_reads_what_the_links_point_at_read_only_and_header_only(tmp_path):
+    """`--follow-links` (git-annex, DVC, shared storage): the linked files are opened for reading only, and
+    the size caps and the never-unpickle rule still hold wherever a link points."""
+    store = tmp_path / "store"
+    write_sharded(store, {"s0.safetensors": SMALL}, config=qwen3_next_config())
+    pickled = store / "pytorch_model.bin"
+    pickled.write_bytes(pickle.dumps(_WritesMarker(tmp_path / "marker")))
+    (tmp_path / "annexed").mkdir()
+    for name in os.listdir(store):
+        os.symlink(store / name, tmp_path / "annexed" / name)
+    (tmp_path / "pickled").mkdir()
+    os.symlink(pickled, tmp_path / "pickled" / "pytorch_model.bin")
+    (tmp_path / "oversized").mkdir()
+    os.symlink(_sparse(tmp_path / "big" / "config.json", MAX_JSON_BYTES + 1), tmp_path / "oversized" / "config.json")
+    records, stderr = audited_runs([["annexed", "--follow-links"], ["pickled", "--follow-links"],
+                                    ["oversized", "--follow-links"]], cwd=tmp_path)
+    followed, pickle_run, oversized = records
+    assert followed["code"] in (0, 1), stderr
+    assert {str(store / "config.json"), str(store / "s0.safetensors")} <= set(followed["opened"])
+    assert pickle_run["code"] == 2 and str(pickled) not in pickle_run["opened"]
+    assert oversized["code"] == 2 and "over the 16777216-byte limit" in stderr
+    for record in records:
+        assert record["written"] == [] and record["pickle"] == [] and record["socket"] == []
+    assert not (tmp_path / "marker").exists()
+
+
 # -- caps, enforced before reading -----------------------------------------------------------------------------------
 def _sparse(path: Path, size: int, prefix: bytes = b"{") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -324,7 +354,8 @@ def _small_checkpoints(tmp_path: Path) -> list[str]:
     kimi = kimi_config()
     write_checkpoint(tmp_path / "kimi", kimi, kimi_tensors(kimi))
     write_json(tmp_path / "config-only" / "config.json", qwen3_next_config())
-    write_sharded(tmp_path / "broken", {"s0.safetensors": SMALL}, config=qwen3_next_config())
+    write_sharded(tmp_path / "broken", {"s0.safetensors": SMALL, "s1.safetensors": {"x": ("F32", [1])}},
+                  config=qwen3_next_config())
     (tmp_path / "broken" / "s0.safetensors").unlink()
     return ["qwen", "kimi", "config-only", BUILTIN_ID, "broken"]
 

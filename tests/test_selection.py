@@ -201,8 +201,8 @@ def test_config_applies_and_command_line_wins(project: Path):
     assert codes_reported("models/good", "--isolated", "--tp", "1") == ["GDR131", "GDR253"]
     concise = run_cli("models/good")  # output-format and tp from the file
     assert concise.stdout.splitlines() == [
-        "models/good/config.json:1:1: GDR249 `initial_state` is bfloat16: the state is rounded to bfloat16 at every step",
-        "models/good/config.json:1:1: GDR253 sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update"]
+        "models/good/config.json:1:1: warning[GDR249] `initial_state` is bfloat16: the state is rounded to bfloat16 at every step",
+        "models/good/config.json:1:1: info[GDR253] sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update"]
 
 
 def test_config_found_from_the_checked_path_not_the_cwd(project: Path, monkeypatch):
@@ -231,7 +231,7 @@ def test_explicit_config_file_and_bad_config_exit_2(project: Path):
     assert result.stderr.splitlines()[0] == (
         "error: pyproject.toml: `tool.gdr-check.selct`: unknown key (expected one of: select, extend-select, "
         "ignore, output-format, engine, tp, batch, slots, state-dtype, gpu-memory, exit-zero, error-on-warning, "
-        "overrides)")
+        "exclude, extend-exclude, overrides)")
     as_json = run_cli("models/good", "--output-format", "json")
     assert as_json.exit_code == 2 and json.loads(as_json.stdout)["error"]["code"] == "config"
 

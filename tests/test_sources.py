@@ -294,7 +294,7 @@ _IMPORT_GUARD = (
 
 def _run_import_guard(tmp_path, prelude: str = "") -> subprocess.CompletedProcess:
     write_sharded(tmp_path / "ok", {"s.safetensors": qwen3_next_layer(0)}, config=qwen3_next_config())
-    write_sharded(tmp_path / "broken", {"s.safetensors": qwen3_next_layer(0)})
+    write_sharded(tmp_path / "broken", {"s.safetensors": qwen3_next_layer(0), "t.safetensors": {"x": ("F32", [1])}})
     (tmp_path / "broken" / "s.safetensors").unlink()
     script = _IMPORT_GUARD.format(prelude=prelude)
     args = [sys.executable, "-c", script, str(tmp_path / "ok"), str(tmp_path / "broken")]
@@ -352,7 +352,7 @@ def test_bytes_read_stay_close_to_the_header_size_on_a_full_size_shard(tmp_path)
 
 
 def test_source_error_as_a_diagnostic(tmp_path):
-    write_sharded(tmp_path / "ck", {"s.safetensors": SMALL})
+    write_sharded(tmp_path / "ck", {"s.safetensors": SMALL, "t.safetensors": {"x": ("F32", [1])}})
     (tmp_path / "ck" / "s.safetensors").unlink()
     diagnostic = error_of("ck").diagnostic()
     assert diagnostic.code == "GDR043" and diagnostic.name == "missing-shards"
@@ -396,6 +396,14 @@ def _link_in_plain_dir(tmp_path):
     (tmp_path / "ck").mkdir()
     os.symlink("../elsewhere.safetensors", tmp_path / "ck" / "model.safetensors")
     return "ck"
+
+
+def _lfs_pointer(path):
+    """What `git clone` leaves for an LFS-tracked file when LFS objects are not fetched."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("version https://git-lfs.github.com/spec/v1\n"
+                    "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n")
+    return path
 
 
 def _cache_link(tmp_path, link_target, blob=None):
@@ -472,19 +480,39 @@ CASES = {
     "dangling-named-link": (
         lambda t: (os.symlink("gone.safetensors", t / "x.safetensors"), "x.safetensors")[1],
         "GDR009", "`x.safetensors` is a link to `gone.safetensors`, which does not exist; "
-        "help: re-download `x.safetensors` or fix the link",
+        "help: fetch the file `x.safetensors` stands for (`git annex get`, `dvc pull`, a re-download) or fix the link",
+    ),
+    "dangling-link-in-plain-directory": (
+        lambda t: ((t / "ck").mkdir(), os.symlink("../annex/objects/x", t / "ck" / "model.safetensors"), "ck")[2],
+        "GDR009", "ck/model.safetensors: `model.safetensors` is a link to `../annex/objects/x`, which does not exist; "
+        "help: fetch the file `model.safetensors` stands for (`git annex get`, `dvc pull`, a re-download) or fix the "
+        "link",
+    ),
+    "git-lfs-pointer": (
+        lambda t: (_lfs_pointer(t / "ck" / "model.safetensors"), "ck")[1],
+        "GDR011", "ck/model.safetensors: is a Git LFS pointer, not the weights: run `git lfs pull`",
+    ),
+    "git-lfs-pointer-config": (
+        lambda t: (_lfs_pointer(t / "ck" / "config.json"), "ck/config.json")[1],
+        "GDR011", "ck/config.json: is a Git LFS pointer, not the weights: run `git lfs pull`",
+    ),
+    "missing-revision": (
+        lambda t: (_cached_model(t), "Org/Tiny-GDN@v9")[1],
+        "GDR012", "`Org/Tiny-GDN` has no revision `v9` in the local Hugging Face cache (cached: main (1a2b3c4)); "
+        "help: download it (`hf download Org/Tiny-GDN --revision v9`), or pick one of the cached revisions",
     ),
     "link-in-plain-directory": (
         _link_in_plain_dir,
         "GDR010", "ck/model.safetensors: `model.safetensors` is a link to `../elsewhere.safetensors`, outside a "
-        "Hugging Face cache snapshot (files inside a checkpoint must not be links); help: copy the real files into "
-        "the checkpoint directory, or pass the linked file itself as the target",
+        "Hugging Face cache snapshot (files inside a checkpoint must not be links); "
+        "help: pass `--follow-links` to follow links you trust (git-annex, DVC, shared storage), or copy the real "
+        "files into the checkpoint directory",
     ),
     "cache-link-outside-blobs": (
         lambda t: (write_safetensors(t / "secret.safetensors", SMALL), _cache_link(t, str(t / "secret.safetensors")))[1],
         "GDR010", f"{SNAP}/model.safetensors: `model.safetensors` is a link to `{{tmp}}/secret.safetensors`, outside "
-        "`blobs/` of `models--Org--Tiny-GDN`; help: copy the real files into the checkpoint directory, or pass the "
-        "linked file itself as the target",
+        "`blobs/` of `models--Org--Tiny-GDN`; help: pass `--follow-links` to follow links you trust (git-annex, "
+        "DVC, shared storage), or copy the real files into the checkpoint directory",
     ),
     "config-bad-json": (
         lambda t: (write_json(t / "ck/config.json", {}), (t / "ck/config.json").write_text('{\n  "a": 1,\n  "b" 2\n}\n'), "ck")[2],
@@ -710,5 +738,116 @@ def test_every_source_rule_is_raised_somewhere():
     sources_dir = Path(gdr_check.sources.__file__).resolve().parent
     text = "".join(p.read_text() for p in sources_dir.glob("*.py"))
     assert {code for code, name in classes.items() if re.search(rf"\b{name}\b", text)} == source_codes
-    tested = {code for _, code, _ in CASES.values()} | {"GDR005", "GDR042"}
+    # GDR013 is an info note, not an error: test_an_index_without_its_shards_is_checked_from_the_config.
+    tested = {code for _, code, _ in CASES.values()} | {"GDR005", "GDR042", "GDR013"}
     assert tested == source_codes
+
+
+# -- revisions, JSON-only downloads, followed links (issue 9 item 5) -----------------------------------------
+
+def _two_revisions(tmp_path) -> Path:
+    """`Org/Tiny-GDN` cached at main (1a2b3c4d...) and at tag `v2` (beefbeef...), whose snapshot holds only the
+    JSON files: the config and an index whose one shard was not downloaded."""
+    repo = _cached_model(tmp_path)
+    index = {"weight_map": {name: "model-00001-of-00001.safetensors" for name in qwen3_next_layer(0)}}
+    make_hf_cache_repo(tmp_path / "hub", "Org/Tiny-GDN", {
+        "config.json": json.dumps(qwen3_next_config()).encode(), INDEX_NAME: json.dumps(index).encode(),
+    }, commit="beef" * 10, write_ref=False)
+    (repo / "refs" / "v2").write_text("beef" * 10)
+    return repo
+
+
+@pytest.mark.parametrize("hub", ["with-hub", "without-hub"])
+@pytest.mark.parametrize("how", ["at", "argument", "commit", "prefix", "repo-dir"])
+def test_a_revision_picks_its_snapshot(tmp_path, monkeypatch, how, hub):
+    if hub == "without-hub":
+        monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # makes `import huggingface_hub` fail
+    repo = _two_revisions(tmp_path)
+    target, revision = {
+        "at": ("Org/Tiny-GDN@v2", None), "argument": ("Org/Tiny-GDN", "v2"),
+        "commit": ("Org/Tiny-GDN", "beef" * 10), "prefix": ("Org/Tiny-GDN@beefbe", None),
+        "repo-dir": (str(repo), "v2"),
+    }[how]
+    ckpt = open_checkpoint(target, revision=revision)
+    assert ckpt.root == repo / "snapshots" / ("beef" * 10)
+    assert ckpt.notes[0].startswith("resolved Org/Tiny-GDN at revision ")
+    assert open_checkpoint("Org/Tiny-GDN").root == repo / "snapshots" / ("1a2b3c4d" * 5)  # main by default
+
+
+def test_the_revision_in_the_target_wins_over_the_argument(tmp_path):
+    repo = _two_revisions(tmp_path)
+    assert open_checkpoint("Org/Tiny-GDN@main", revision="v2").root == repo / "snapshots" / ("1a2b3c4d" * 5)
+
+
+def test_an_ambiguous_commit_prefix_names_the_candidates(tmp_path):
+    _two_revisions(tmp_path)
+    (tmp_path / "hub/models--Org--Tiny-GDN/snapshots" / ("beef" + "0" * 36)).mkdir()
+    error = error_of("Org/Tiny-GDN@beef")
+    assert str(error) == (
+        "hub/models--Org--Tiny-GDN: cache entry `Org/Tiny-GDN` has no usable snapshot for revision `beef`: it is a "
+        "prefix of 2 cached commits (beef00000000, beefbeefbeef); help: give more characters of the commit hash"
+    )
+
+
+@pytest.mark.parametrize("revision", ["../../../etc", "/etc", "v2/../../x", "refs/../main"])
+def test_revisions_cannot_walk_out_of_the_cache_entry(tmp_path, revision):
+    _two_revisions(tmp_path)
+    error = error_of("Org/Tiny-GDN", revision=revision)
+    assert error.code == "GDR012" and "(cached: main (1a2b3c4), v2 (beefbee))" in str(error)
+
+
+def test_an_index_without_its_shards_is_checked_from_the_config(tmp_path):
+    _two_revisions(tmp_path)
+    ckpt = open_checkpoint("Org/Tiny-GDN@v2")
+    assert ckpt.config["model_type"] == "qwen3_next" and ckpt.tensors == {}
+    assert ckpt.index_tensors == list(qwen3_next_layer(0))
+    [note] = ckpt.diagnostics
+    assert (note.code, note.severity) == ("GDR013", "info")
+    assert note.message == (
+        "none of the 1 shard(s) listed in `model.safetensors.index.json` is present: checked from `config.json` "
+        "alone (7 tensor names in the index, no shapes read)")
+    assert note.location.file == f"hub/models--Org--Tiny-GDN/snapshots/{'beef' * 10}/{INDEX_NAME}"
+
+
+def test_an_index_with_some_shards_missing_is_still_an_incomplete_download(tmp_path):
+    write_sharded(tmp_path / "ck", {"a.safetensors": SMALL, "b.safetensors": {"x": ("F32", [1])}},
+                  config=qwen3_next_config())
+    (tmp_path / "ck" / "b.safetensors").unlink()
+    assert error_of("ck").code == "GDR043"
+
+
+def test_follow_links_reads_linked_files_under_the_same_caps(tmp_path, monkeypatch):
+    write_sharded(tmp_path / "store", {"s0.safetensors": SMALL}, config=qwen3_next_config())
+    (tmp_path / "ck").mkdir()
+    for name in os.listdir(tmp_path / "store"):
+        os.symlink(tmp_path / "store" / name, tmp_path / "ck" / name)
+    assert error_of("ck").code == "GDR010"
+    ckpt = open_checkpoint("ck", follow_links=True)
+    assert set(ckpt.tensors) == set(SMALL) and ckpt.config is not None
+    monkeypatch.setattr(jsonfile, "MAX_JSON_BYTES", 100)
+    assert error_of("ck", follow_links=True).code == "GDR005"
+
+
+_HUB_CACHE = "import sys; from huggingface_hub import constants; sys.stdout.write(constants.HF_HUB_CACHE)"
+
+
+@pytest.mark.parametrize("variables", [
+    {"HF_HUB_CACHE": "a", "HUGGINGFACE_HUB_CACHE": "b", "HF_HOME": "c"},
+    {"HUGGINGFACE_HUB_CACHE": "b", "HF_HOME": "c", "XDG_CACHE_HOME": "d"},
+    {"HF_HOME": "c", "XDG_CACHE_HOME": "d"},
+    {"XDG_CACHE_HOME": "d"},
+    {},
+])
+def test_the_cache_location_is_the_one_huggingface_hub_uses(tmp_path, monkeypatch, variables):
+    pytest.importorskip("huggingface_hub")
+    from gdr_check.sources.hf_cache import cache_root
+
+    names = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    env.update({name: str(tmp_path / value) for name, value in variables.items()})
+    hub = subprocess.run([sys.executable, "-c", _HUB_CACHE], env=env, capture_output=True, text=True, check=True)
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, str(tmp_path / value))
+    assert str(cache_root()) == hub.stdout

@@ -23,6 +23,10 @@ _EXPORTS = {
     "TensorSpec": ".tensors",
     "RULES": ".checks",  # the package, which registers every rule first
     "capture": ".capture",
+    "EngineProfile": ".engines",
+    "PROFILES": ".engines",
+    "UnknownEngineError": ".engines",
+    "profile_for": ".engines",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from .checks.contract import check_kda_packed_decode, check_packed_decode, run_contract
     from .capture import capture
     from .checks.registry import RULES
+    from .engines import PROFILES, EngineProfile, UnknownEngineError, profile_for
     from .report import Diagnostic, Location, Report
     from .tensors import TensorSpec
 

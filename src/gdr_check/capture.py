@@ -63,7 +63,7 @@ ENGINE_TARGETS: dict[str, tuple[str, ...]] = {
         f"vllm.model_executor.layers.fla.ops.kda:{KDA_FUNCTION}",
     ),
 }
-# Positional order of the sglang wrappers (kernel-contract.md §1); the KDA one adds `lower_bound`.
+# Positional order of the sglang wrappers (docs/kernel-contract.md §1); the KDA one adds `lower_bound`.
 PARAMETERS: tuple[str, ...] = (*ARGUMENTS, "use_qk_l2norm_in_kernel", "lower_bound")
 _TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 _MAX_UNRECORDED = 20  # reasons kept for calls that could not be described

@@ -126,7 +126,7 @@ class SourceError(InputError):
         where = printable(self.path, 400) if self.path else None
         # Prefix the file unless the message already names it (`path ... does not exist`).
         text = f"{where}: {self.message}" if where and f"`{where}`" not in self.message else self.message
-        if self.fixes:
+        if self.fixes and not self.message.endswith(self.fixes[0]):  # a message may end with its own fix
             text += f"; help: {self.fixes[0]}"
         super().__init__(text)
 

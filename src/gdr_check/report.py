@@ -5,15 +5,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Literal
 
+from . import __version__
+
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
-# Rule docs ship with the project; links are relative to its root.
-DOCS_URL = "docs/rules.md"
+# The project's home, as named in the README and pyproject's [project.urls] (a test keeps the three equal).
+PROJECT_URL = "https://github.com/gdr-check/gdr-check"
+# The rule pages of this very release: absolute (SARIF's helpUri must be) and versioned, so that a report links
+# to the text of the rules that produced it. Each rule has a page; docs/rules.md indexes them.
+RULE_DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/rules"
 
 
-def rule_url(code: str, name: str) -> str:
-    """Where a rule is documented (docs/rules.md anchors are `<code>-<name>`)."""
-    return f"{DOCS_URL}#{code.lower()}-{name}"
+def rule_url(code: str) -> str:
+    """Where a rule is documented: its page `docs/rules/<CODE>.md`."""
+    return f"{RULE_DOCS_URL}/{code}.md"
 
 
 @dataclass
@@ -54,7 +59,7 @@ class Diagnostic:
 
     @property
     def url(self) -> str:
-        return rule_url(self.code, self.name)
+        return rule_url(self.code)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

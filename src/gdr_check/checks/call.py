@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
+from .. import engines
+from ..engines import ENGINE_NAMES, SGLANG_0_5_23, EngineProfile, profile_for
 from ..tensors import TensorSpec
 
 Variant = Literal["gdn", "kda"]
-Engine = Literal["sglang", "vllm"]
-ENGINES: tuple[str, ...] = ("sglang", "vllm")
+# An engine as callers name it: "sglang", "vllm", "vllm@0.28", or an EngineProfile.
+Engine = str | EngineProfile
+ENGINES: tuple[str, ...] = ENGINE_NAMES
+# CUDA caps grid dimensions 1 and 2 at 65535; sglang's GDN launch puts B*HV there.
+GRID_DIM_LIMIT: Final = engines.GRID_DIM_LIMIT
 ARGUMENTS: tuple[str, ...] = (
     "mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices",
 )
 TENSOR_ARGUMENTS: tuple[str, ...] = tuple(a for a in ARGUMENTS if a != "scale")
-# CUDA caps grid dimensions 1 and 2 at 65535; sglang's GDN launch puts B*HV there.
-GRID_DIM_LIMIT = 65535
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ class CallContext:
     """
 
     call: PackedDecodeCall
-    engine: Engine = "sglang"
+    engine: str = "sglang"  # the profile's name; `profile` holds the engine's facts
     mixed_qkv: TensorSpec | None = None
     a: TensorSpec | None = None
     b: TensorSpec | None = None
@@ -120,6 +123,7 @@ class CallContext:
     qkv_dim: int | None = None
     H: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    profile: EngineProfile = SGLANG_0_5_23
 
     @classmethod
     def build(cls, call: PackedDecodeCall, engine: Engine = "sglang") -> "CallContext":
@@ -149,7 +153,9 @@ class CallContext:
             S = state.shape[0]
         elif state.ndim == 5:  # the stacked [layers, slots, HV, V, K] pool: one layer's view has shape[1] slots
             S = state.shape[1]
-        ctx = cls(call, engine, mixed_qkv, a, b, A_log, dt_bias, indices, B, HV, V, K, S, qkv_dim)
+        profile = profile_for(engine)
+        ctx = cls(call, profile.name, mixed_qkv, a, b, A_log, dt_bias, indices, B, HV, V, K, S, qkv_dim,
+                  profile=profile)
         ctx.H = ctx.infer_heads(qkv_dim)
         return ctx
 

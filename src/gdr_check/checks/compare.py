@@ -1,7 +1,7 @@
 """Compare a recorded packed-decode call with the call the engine makes for a model, and name each cause.
 
 The contract (GDR2xx) says whether the kernel accepts a call; this comparison says whether the call is the
-one the model needs. Some wrong calls pass every wrapper check (kernel-contract.md §7.1): `qkvz` passed as
+one the model needs. Some wrong calls pass every wrapper check (docs/kernel-contract.md §7.1): `qkvz` passed as
 `mixed_qkv` on a G = 2 model is read as H = 2·H_l heads and runs. Differences are explained from the numbers:
 each per-head argument is matched to the TP size at which a rank holds that many heads, the majority gives
 the TP the call was sized for, and the odd ones out are named.
@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engines import STATE_DTYPES, profile_for
 from ..report import Diagnostic, Location
 from ..tensors import TensorSpec, contiguous_strides
 from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
@@ -29,7 +30,7 @@ from .examples import CompareExample, qwen3_next_config, tensor
 from .registry import Finding, Rule, declare
 
 MODEL = "model"
-COMPARE_ENGINES = "sglang 0.5.23 and vLLM (what each passes for the model, models.md §6-7)."
+COMPARE_ENGINES = "sglang 0.5.23 and vLLM (what each passes for the model, docs/models.md §6-7)."
 # A comparison finding replaces the contract's generic version of the same cause.
 SUPERSEDES: dict[str, tuple[str, ...]] = {"GDR168": ("GDR250",), "GDR169": ("GDR255",)}
 _PER_ROW = ("mixed_qkv", "a", "b", "out", "ssm_state_indices")
@@ -115,7 +116,7 @@ QKVZ_AS_QKV = declare(
         "that width. The `in_proj_qkvz` output adds HV·V channels of z, so the kernel infers H' = "
         "(width − HV·V)/2/K = H + HV·V/(2K). On a model with G = HV/H = 2 and K = V (Qwen3-Next, Qwen3.5-4B/9B/"
         "35B-A3B) that is exactly 2·H, and HV % 2H == 0, so every wrapper check passes: the kernel reads q, k "
-        "and v at wrong offsets and returns garbage (kernel-contract.md §7.1). Only a comparison with the "
+        "and v at wrong offsets and returns garbage (docs/kernel-contract.md §7.1). Only a comparison with the "
         "model's H catches it."
     ),
     causes=("the projection output passed to the kernel instead of the conv output",
@@ -146,11 +147,13 @@ STATE_DTYPE = declare(
     explanation=(
         "sglang keeps the GDN/KDA state in float32 unless `mamba_ssm_dtype` (config) or "
         "`SGLANG_MAMBA_SSM_DTYPE` says otherwise; vLLM follows the model dtype for Qwen3-Next, the config's "
-        "`mamba_ssm_dtype` for Qwen3.5/3.6 and float32 for KDA (models.md §7). A 16-bit state rounds every "
+        "`mamba_ssm_dtype` for Qwen3.5/3.6 and float32 for KDA (docs/models.md §7). A 16-bit state rounds every "
         "step (GSM8K 0.955 fp32 vs 0.945 bf16 reported on Qwen3-Next). Reported as a note when the recorded "
         "state is more precise than the default."
     ),
-    fixes=("if the dtype is deliberate (e.g. `--mamba-ssm-dtype bfloat16`), compare with `--state-dtype`",),
+    fixes=(("serve with the engine's state dtype flag (sglang `--mamba-ssm-dtype`, vLLM "
+            "`--mamba-ssm-cache-dtype`) set to the expected dtype"),
+           "if the dtype is deliberate, compare with `--state-dtype`"),
     engines=COMPARE_ENGINES,
     example=CompareExample({"initial_state": tensor(9, 2, 16, 16, dtype="bfloat16")}),
 )
@@ -177,7 +180,7 @@ L2NORM_OFF = declare(
     explanation=(
         "GDN and KDA models normalise q and k per head; the engines do it inside the kernel by passing "
         "`use_qk_l2norm_in_kernel=True`. The flag defaults to False, and the wrong value gives silently "
-        "wrong output (magnitude about 7.6 instead of 0.05 in one test, kernel-contract.md U15)."
+        "wrong output (magnitude about 7.6 instead of 0.05 in one test, docs/kernel-contract.md U15)."
     ),
     fixes=("pass `use_qk_l2norm_in_kernel=True`",),
     engines=COMPARE_ENGINES,
@@ -219,7 +222,7 @@ POOL_KV_ORDER = declare(
     message="`initial_state` is laid out [S, HV, K, V] {recorded}; the kernel reads [S, HV, V, K] {expected}",
     explanation=(
         "FLA's default state layout and older vLLM are [HV, K, V]; the packed kernel reads [HV, V, K]. When "
-        "K == V the shapes agree and nothing can tell them apart from metadata (kernel-contract.md §7.1); "
+        "K == V the shapes agree and nothing can tell them apart from metadata (docs/kernel-contract.md §7.1); "
         "here K != V, so the swapped head dims show it."
     ),
     fixes=("allocate the pool as [S, HV, V, K] (FLA `state_v_first=True`)",),
@@ -336,9 +339,10 @@ def _names(names: list[str]) -> str:
 class _Comparer:
     def __init__(self, recorded: PackedDecodeCall, expected: PackedDecodeCall, model: ModelGeometry, tp: int,
                  engine: str, state_dtype_reason: str | None, contract_flagged: frozenset[str]) -> None:
-        self.recorded, self.model, self.tp, self.engine = recorded, model, tp, engine
+        self.profile = profile_for(engine)
+        self.recorded, self.model, self.tp, self.engine = recorded, model, tp, self.profile.name
         self.expected_call = expected
-        self.ctx = CallContext.build(recorded, "vllm" if engine == "vllm" else "sglang")
+        self.ctx = CallContext.build(recorded, self.profile)
         self.expected = _expected_here(expected, self.ctx)
         self.state_dtype_reason = state_dtype_reason
         self.contract_flagged = contract_flagged
@@ -614,7 +618,7 @@ class _Comparer:
                  f"needs [q | k | v], width {model.width(t)}"]
         if inferred is not None and pool_hv and pool_hv % inferred == 0:
             notes.append(f"HV={pool_hv} is a multiple of the inferred H={inferred}, so every wrapper check passes "
-                         f"and q, k, v are read at wrong offsets (kernel-contract.md §7.1)")
+                         f"and q, k, v are read at wrong offsets (docs/kernel-contract.md §7.1)")
         self.emit(QKVZ_AS_QKV, {"width": width, "inference": inference}, argument="mixed_qkv", notes=notes,
                   covers=["mixed_qkv"])
         self.explained.add("mixed_qkv")
@@ -631,9 +635,13 @@ class _Comparer:
         if state_got != state_want:
             less = _precision(state_got) < _precision(state_want)
             notes = [f"expected {state_want}: {self.state_dtype_reason}"] if self.state_dtype_reason else []
+            fixes = [f"if the dtype is deliberate, compare with `--state-dtype {state_got}`"]
+            if state_want in STATE_DTYPES:
+                fixes.insert(0, f"serve with `{self.profile.state_dtype_fix(state_want)}` to get the engine's "
+                                f"{state_want} state")
             self.emit(STATE_DTYPE, {"recorded": state_got, "engine": self.engine, "model": self.model.name,
                                     "expected": state_want}, argument="initial_state", notes=notes,
-                      severity=None if less else "info")
+                      fixes=fixes, severity=None if less else "info")
         pairs: dict[tuple[str, str], list[str]] = {}
         for name in TENSOR_ARGUMENTS:
             if name == "initial_state":

@@ -1,31 +1,40 @@
-"""Render the rules reference from the registry (the developer script `scripts/generate_rules_doc.py` writes it
-to `docs/rules.md`; `explain` and SARIF use the per-rule text)."""
+"""Render the rules reference from the registry: the index `docs/rules.md` and one page per rule under
+`docs/rules/` (written by the developer script `scripts/generate_rules_doc.py`); `explain` and SARIF use the
+per-rule text."""
 
 from __future__ import annotations
 
-from typing import Iterable
+import re
+from collections.abc import Callable, Iterable
 
 from .registry import CATEGORIES, RULE_SET, Rule, RuleSet
+
+# The pages live in a folder beside the index named after it: docs/rules.md -> docs/rules/<CODE>.md.
+INDEX_NAME = "rules.md"
+PAGES_DIR = "rules"
+# Rule texts cite the project's reference pages as `docs/<page>.md §N` / `U<n>`; on a rule page they become links.
+_DOCS_CITATION = re.compile(r"\bdocs/(kernel-contract|models|engines)\.md\b")
+
 
 def _wrapper_positions(rule: Rule) -> str:
     names = {"gdn": "GDN", "kda": "KDA"}
     return ", ".join(f"{names[v]} check {n}" for v, n in sorted(rule.wrapper.items()))
 
 
-def render_rule(rule: Rule) -> str:
-    lines = [f"### {rule.code} `{rule.name}`", ""]
-    lines.append(f"*{rule.summary}.* Default severity: **{rule.severity}**."
-                 + (f" Enforced by the reference wrapper ({_wrapper_positions(rule)})." if rule.wrapper else ""))
-    lines += ["", "**Message**", "", "```text", rule.message, "```", "", "**What it means**", "", rule.explanation]
+def _rule_body(rule: Rule, prose: Callable[[str], str] = str) -> list[str]:
+    lines = [f"*{rule.summary}.* Default severity: **{rule.severity}**."
+             + (f" Enforced by the reference wrapper ({_wrapper_positions(rule)})." if rule.wrapper else "")]
+    lines += ["", "**Message**", "", "```text", rule.message, "```"]
+    lines += ["", "**What it means**", "", prose(rule.explanation)]
     if rule.causes:
-        lines += ["", "**When it happens**", ""] + [f"- {cause}" for cause in rule.causes]
+        lines += ["", "**When it happens**", ""] + [f"- {prose(cause)}" for cause in rule.causes]
     if rule.example is not None:
         lines += ["", "**Example**", "", "```python", example_text(rule), "```"]
     if rule.fixes:
-        lines += ["", "**Fix**", ""] + [f"- {fix}" for fix in rule.fixes]
+        lines += ["", "**Fix**", ""] + [f"- {prose(fix)}" for fix in rule.fixes]
     if rule.engines:
-        lines += ["", f"**Engines:** {rule.engines}"]
-    return "\n".join(lines) + "\n"
+        lines += ["", f"**Engines:** {prose(rule.engines)}"]
+    return lines
 
 
 def example_text(rule: Rule) -> str:
@@ -38,27 +47,57 @@ def _wrapper_orders(rules: RuleSet) -> Iterable[str]:
         yield f"- {variant.upper()} wrapper, checks 1-{len(steps)}: " + ", ".join(checks)
 
 
-def render(rules: RuleSet = RULE_SET) -> str:
+def render_rule(rule: Rule) -> str:
+    """One rule as a Markdown section (SARIF help text)."""
+    return "\n".join([f"### {rule.code} `{rule.name}`", ""] + _rule_body(rule)) + "\n"
+
+
+def _category(rule: Rule) -> str:
+    return next((f"{prefix}xx: {title}" for prefix, title in CATEGORIES.items() if rule.code.startswith(prefix)), "")
+
+
+def _link_citations(text: str) -> str:
+    return _DOCS_CITATION.sub(lambda m: f"[docs/{m[1]}.md](../{m[1]}.md)", text)
+
+
+def render_rule_page(rule: Rule, index_name: str = INDEX_NAME) -> str:
+    """The page `docs/rules/<CODE>.md`: the rule's text under a title, with a link back to the index."""
+    header = [f"# {rule.code} `{rule.name}`", "", f"[All rules](../{index_name}) · {_category(rule)}", ""]
+    if rule.code.startswith("GDR2") and rule.example is not None:
+        from .examples import BASE_TEXT
+
+        header += [f"The example is a packed-decode call that changes {BASE_TEXT}.", ""]
+    return "\n".join(header + _rule_body(rule, _link_citations)) + "\n"
+
+
+def rule_page_name(code: str) -> str:
+    return f"{code}.md"
+
+
+def render_pages(index_name: str = INDEX_NAME, rules: RuleSet = RULE_SET) -> dict[str, str]:
+    """File name (inside `docs/rules/`) -> page text, one per registered rule."""
+    return {rule_page_name(code): render_rule_page(rules.rules[code], index_name) for code in sorted(rules.rules)}
+
+
+def render_index(pages_dir: str = PAGES_DIR, rules: RuleSet = RULE_SET) -> str:
+    """`docs/rules.md`: every rule, grouped by category, linking to its page."""
     out = [
         "# gdr-check rules",
         "",
-        "Generated from the rule registry by `python scripts/generate_rules_doc.py docs/rules.md`; do not edit by hand.",
-        "Wrapper-enforced kernel rules quote the reference wrapper's message exactly (sglang 0.5.23).",
-        "",
-        "| code | name | severity | summary |",
-        "|---|---|---|---|",
+        "Generated from the rule registry by `python scripts/generate_rules_doc.py docs/rules.md`; do not edit by",
+        f"hand. Each rule has its own page under [{pages_dir}/]({pages_dir}/). Wrapper-enforced kernel rules quote",
+        "the reference wrapper's message exactly (sglang 0.5.23).",
     ]
     ordered = sorted(rules.rules.values(), key=lambda r: r.code)
-    out += [f"| {r.code} | [`{r.name}`](#{r.code.lower()}-{r.name}) | {r.severity} | {r.summary} |" for r in ordered]
     for prefix, title in CATEGORIES.items():
         group = [r for r in ordered if r.code.startswith(prefix)]
         if group:
             out += ["", f"## {prefix}xx: {title}", ""]
             if prefix == "GDR2":
-                from .examples import BASE_TEXT
-
                 out += ["The reference wrappers check in this order (codes sharing a check joined by `=`):", ""]
                 out += list(_wrapper_orders(rules))
-                out += ["", f"Each example below is a packed-decode call that changes {BASE_TEXT}.", ""]
-            out += [render_rule(r) for r in group]
-    return "\n".join(out).rstrip() + "\n"
+                out += [""]
+            out += ["| code | name | severity | summary |", "|---|---|---|---|"]
+            out += [f"| [{r.code}]({pages_dir}/{rule_page_name(r.code)}) | `{r.name}` | {r.severity} | {r.summary} |"
+                    for r in group]
+    return "\n".join(out) + "\n"

@@ -377,10 +377,10 @@ class CheckpointExample:
             self.write(root)
             target = self.target if self.repo_id else str(root / self.target)
             try:
-                open_checkpoint(target, cache_dir=str(root / "hub"))
+                checkpoint = open_checkpoint(target, cache_dir=str(root / "hub"))
             except SourceError as error:
                 return [error.diagnostic()]
-        return []
+        return list(checkpoint.diagnostics)  # the notes of a checkpoint read anyway (GDR013)
 
 
 # -- a recorded call against a model (GDR16x) ----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """GDR240-GDR256: the preconditions the packed-decode kernels assume without checking.
 
-No wrapper raises for these (kernel-contract.md U1-U18): the kernel runs and gives wrong output or state,
+No wrapper raises for these (docs/kernel-contract.md U1-U18): the kernel runs and gives wrong output or state,
 crashes the process's CUDA context, or just runs slowly. The contract engine reports them after the wrapper
 checks, by code. Fixes are computed from the numbers in the call (kernel_causes).
 """
@@ -27,7 +27,7 @@ KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."
         "The kernel addresses slot s, head j, row v, column k at `s*stride(0) + j*V*K + v*K + k`: only the "
         "slot pitch `stride(0)` is taken from the tensor, the inner [HV, V, K] block is assumed dense. A "
         "permuted pool ([S, V, HV, K] viewed as [S, HV, V, K]) or a K-padded pool passes every wrapper check "
-        "and silently produces wrong output and state (kernel-contract.md U1). Page-padded slot pitches are "
+        "and silently produces wrong output and state (docs/kernel-contract.md U1). Page-padded slot pitches are "
         "fine."
     ),
     causes=("a pool stored [S, V, HV, K] and permuted", "a pool padded in K (row stride > K)",
@@ -69,7 +69,7 @@ def state_inner_layout(ctx: CallContext):
     explanation=(
         "Nothing checks 0 <= index < S. An index just past the end of a view silently overwrites the "
         "neighbouring memory; one far past the end raises `CUDA error: an illegal memory access`, after "
-        "which every CUDA call in the process fails (kernel-contract.md U3)."
+        "which every CUDA call in the process fails (docs/kernel-contract.md U3)."
     ),
     causes=("a slot table sized for a larger pool", "uint8 indices where -1 became 255",
             "a per-layer pool with fewer slots than the allocator hands out"),
@@ -98,7 +98,7 @@ def indices_in_range(ctx: CallContext):
     explanation=(
         "Programs of different rows read and write their slot concurrently. Two rows on one slot race: "
         "the slot ends up with one row's update, the other's, or an element-wise mixture, and both outputs "
-        "come from the pre-step state (kernel-contract.md U5). An index tensor expanded with stride 0 "
+        "come from the pre-step state (docs/kernel-contract.md U5). An index tensor expanded with stride 0 "
         "guarantees this."
     ),
     causes=("an index tensor made with `.expand(B)` (stride 0)", "two requests given the same slot"),
@@ -143,7 +143,7 @@ def duplicate_slots(ctx: CallContext):
     explanation=(
         "Any dtype is accepted and converted after the load: floats are truncated (1.7 -> slot 1), bool reads "
         "as 0/1, and uint8 cannot hold the -1 skip sentinel (it becomes 255, out of range) "
-        "(kernel-contract.md U6)."
+        "(docs/kernel-contract.md U6)."
     ),
     fixes=("use int32 indices (what sglang passes) or int64",),
     engines="sglang 0.5.23 and vLLM.",
@@ -168,7 +168,7 @@ def index_dtype(ctx: CallContext):
     message="the launch grid needs {what} = {value} > 65535, the CUDA grid limit: the launch fails",
     explanation=(
         "sglang's GDN packed decode launches a (NV, B*HV) grid; CUDA caps grid dimension 1 at 65535, so "
-        "B*HV > 65535 fails at launch with `Triton Error [CUDA]: invalid argument` (kernel-contract.md U7). "
+        "B*HV > 65535 fails at launch with `Triton Error [CUDA]: invalid argument` (docs/kernel-contract.md U7). "
         "That is B >= 2048 at HV = 32 and B >= 1024 at HV = 64. The KDA kernel launches (NV, B, HV): B and HV "
         "must each be <= 65535. vLLM splits the GDN grid when needed."
     ),
@@ -201,7 +201,7 @@ def grid_limit(ctx: CallContext):
     message="`scale` is {value!r}; the kernel needs a positive float (typically K**-0.5 = {expected})",
     explanation=(
         "The wrapper does not validate `scale`: None fails inside Triton's compiler, 0.0 gives an all-zero "
-        "`out`, and negative or non-finite values are accepted and give wrong output (kernel-contract.md "
+        "`out`, and negative or non-finite values are accepted and give wrong output (docs/kernel-contract.md "
         "U11). The neighbouring wrappers assert `scale > 0`."
     ),
     fixes=("pass `scale = head_k_dim ** -0.5`",),
@@ -224,7 +224,7 @@ def scale_valid(ctx: CallContext):
     message="`out` overlaps `{other}` in memory",
     explanation=(
         "Programs read `mixed_qkv`, `a`, `b` and the pool while other programs write `out`, so overlapping "
-        "memory gives order-dependent results (kernel-contract.md U17)."
+        "memory gives order-dependent results (docs/kernel-contract.md U17)."
     ),
     fixes=("allocate `out` separately",),
     engines="sglang 0.5.23 and vLLM.",
@@ -273,7 +273,7 @@ def slot_zero(ctx: CallContext):
     explanation=(
         "The kernel holds a [BV, BK] fp32 tile in one warp. Past K = 128 it spills (K = 256: 190 spills; "
         "K = 512: 1214 spills and about 5x slower; K = 1024: 2678 spills, 10x slower and a 6.6 s compile). "
-        "Results stay correct (kernel-contract.md U13)."
+        "Results stay correct (docs/kernel-contract.md U13)."
     ),
     fixes=("expect slower decode; keep head_k_dim <= 128 where the model allows",),
     engines="sglang 0.5.23 and vLLM Triton kernels.",
@@ -294,7 +294,7 @@ def register_spills(ctx: CallContext):
     explanation=(
         "The kernel computes in fp32 and stores the state back in the pool's dtype. A bf16 state rounds every "
         "step (rms relative error about 2.6e-3, steady over 256 steps); sglang reported GSM8K 0.955 with fp32 "
-        "against 0.945 with bf16 on Qwen3-Next (kernel-contract.md U8)."
+        "against 0.945 with bf16 on Qwen3-Next (docs/kernel-contract.md U8)."
     ),
     fixes=("keep the SSM state in float32 (`--mamba-ssm-dtype float32`)",),
     engines="sglang 0.5.23 and vLLM.",
@@ -315,7 +315,7 @@ def state_precision(ctx: CallContext):
     explanation=(
         "The flag defaults to False but the engines pass True for Qwen3-Next/3.5 and Kimi-Linear. The wrong "
         "value gives silently wrong output: magnitude about 7.6 instead of 0.05 in one test "
-        "(kernel-contract.md U15)."
+        "(docs/kernel-contract.md U15)."
     ),
     fixes=("pass `use_qk_l2norm_in_kernel=True` unless the model normalises q and k itself",),
     engines="sglang 0.5.23 and vLLM.",
@@ -333,7 +333,7 @@ def l2norm_flag(ctx: CallContext):
     message="all tensors are on {device}: the Triton kernel cannot run there outside the interpreter",
     explanation=(
         "The device check only compares devices, so all-CPU tensors pass it and then fail inside Triton with "
-        "`Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)` (kernel-contract.md U16). "
+        "`Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)` (docs/kernel-contract.md U16). "
         "They run only under `TRITON_INTERPRET=1`."
     ),
     fixes=("move the tensors to the GPU",),
@@ -352,7 +352,7 @@ def cpu_tensors(ctx: CallContext):
     "GDR252", "empty-batches", severity="info",
     summary="the batch is empty",
     message="the batch is empty (B=0): the call is a no-op",
-    explanation="With no rows the kernel launches an empty grid and returns (kernel-contract.md U18).",
+    explanation="With no rows the kernel launches an empty grid and returns (docs/kernel-contract.md U18).",
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"mixed_qkv": tensor(0, 64), "a": tensor(0, 4), "b": tensor(0, 4), "out": tensor(0, 1, 4, 8),
                          "ssm_state_indices": tensor(0, values=())}, "B=0"),
@@ -368,7 +368,7 @@ def empty_batch(ctx: CallContext):
     explanation=(
         "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a bf16 `b` "
         "perturbs beta by up to 2^-9 relative. Against an fp32-beta reference the state differs by about 1e-3 "
-        "relative, bounded over steps. vLLM (since PR #53877) keeps beta in fp32 (kernel-contract.md §6.1, §8)."
+        "relative, bounded over steps. vLLM (since PR #53877) keeps beta in fp32 (docs/kernel-contract.md §6.1, §8)."
     ),
     fixes=("compare against references with the same beta semantics",),
     engines="sglang 0.5.23 GDN only.",

@@ -41,7 +41,7 @@ class OutputMismatch(Violation):
                 "of the largest reference value (tolerance {tolerance}, {dtype} output), worst at row {row}, value "
                 "head {head}",
         explanation=(
-            "Each dry-run step computes the decode step in float64 (kernel-contract.md section 6: decay, delta rule, "
+            "Each dry-run step computes the decode step in float64 (docs/kernel-contract.md §6: decay, delta rule, "
             "rank-1 write, output read from the updated state) from the same inputs and pre-step state, and compares "
             "the kernel's `out` for every live row. " + _TOLERANCES + "\n\n"
             "An error of about 1e-3 with bfloat16 gates usually means different beta semantics (sglang 0.5.23 "
@@ -51,7 +51,7 @@ class OutputMismatch(Violation):
         ),
         causes=(
             "a kernel with other beta semantics than the engine profile (`--engine`)",
-            "a state pool whose inner [HV, V, K] block is not dense (kernel-contract.md U1)",
+            "a state pool whose inner [HV, V, K] block is not dense (docs/kernel-contract.md U1)",
             "a miscompiled or mis-tiled kernel variant for these shapes",
         ),
         fixes=(
@@ -80,13 +80,13 @@ class StateMismatch(Violation):
         explanation=(
             "The kernel updates `initial_state[idx[n]]` in place for every live row n. The dry-run compares each "
             "touched slot with the float64 reference. " + _TOLERANCES + "\n\n"
-            "A float32 state should match to about 1e-7 (kernel-contract.md section 6.3). Errors of about 1e-3 "
+            "A float32 state should match to about 1e-7 (docs/kernel-contract.md §6.3). Errors of about 1e-3 "
             "point to different beta semantics; errors near 1 to a transposed ([HV, K, V]) or otherwise "
             "mis-addressed state."
         ),
         causes=(
             "a kernel with other beta semantics than the engine profile",
-            "a pool laid out as [HV, K, V] or permuted (kernel-contract.md section 7.1)",
+            "a pool laid out as [HV, K, V] or permuted (docs/kernel-contract.md §7.1)",
             "two live rows naming the same slot (a write race, U5); the dry-run never does this itself",
         ),
         fixes=(
@@ -116,7 +116,7 @@ class UntouchedModified(Violation):
             "sglang the stacked [layers, slots, HV, V, K] pool, so neighbouring layers are covered) before each "
             "step and compares it bitwise afterwards, excluding those slots. Any other change is memory the kernel "
             "must not touch: another request's state, the reserved slot 0, or another layer. On a GPU this is how "
-            "an out-of-range slot index silently corrupts neighbouring memory (kernel-contract.md U3)."
+            "an out-of-range slot index silently corrupts neighbouring memory (docs/kernel-contract.md U3)."
         ),
         causes=(
             "a skipped row (index -1, or 0 on vLLM) whose state is still written",
@@ -141,7 +141,7 @@ class SkippedNotZero(Violation):
                 "(rows {rows})",
         explanation=(
             "Rows whose slot index is negative (sglang and vLLM) or 0 (vLLM's null block) are skipped: the kernel "
-            "writes zeros to their `out` row and leaves the state alone (kernel-contract.md U4, section 8). The "
+            "writes zeros to their `out` row and leaves the state alone (docs/kernel-contract.md U4, §8). The "
             "dry-run fills `out` with NaN before every step, so a skipped row must come back as exact zeros."
         ),
         causes=(
@@ -192,7 +192,7 @@ class BackendDisagreement(Violation):
             "then compares the two directly (tolerance: twice the reference tolerance). When both match the float64 "
             "reference they agree; a disagreement with only one of them failing GDR301/GDR302 says which one is "
             "off. A state difference of about 1e-3 is the signature of different beta semantics (rounded vs "
-            "float32 sigmoid(b), kernel-contract.md section 6.3)."
+            "float32 sigmoid(b), docs/kernel-contract.md §6.3)."
         ),
         causes=(
             "an engine build with other beta semantics (sglang before or after PR #38977, vLLM before PR #53877)",
@@ -219,7 +219,7 @@ class ChildCrashed(Violation):
         explanation=(
             "The kernel runs in a separate Python process, so a device fault cannot take down the caller: after "
             "`CUDA error: an illegal memory access was encountered` every later CUDA call in that process fails "
-            "(kernel-contract.md U3). The child died before it could report a result. Its last stderr line is "
+            "(docs/kernel-contract.md U3). The child died before it could report a result. Its last stderr line is "
             "quoted; run the same command with GDR_CHECK_DEBUG=1 to see its whole stderr."
         ),
         causes=(
@@ -247,7 +247,7 @@ class KernelRaised(Violation):
             "The call raised instead of running: a contract check refused it (gdr-check's wrappers raise "
             "ValueError with the reference wrapper's message), Triton could not compile or launch the variant, or "
             "the device reported an error. After a CUDA error the child stops: its CUDA context may be unusable "
-            "(kernel-contract.md U3, U7)."
+            "(docs/kernel-contract.md U3, U7)."
         ),
         causes=(
             "a launch over a grid limit (`RuntimeError: Triton Error [CUDA]: invalid argument`, U7)",

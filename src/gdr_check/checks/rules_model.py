@@ -123,6 +123,20 @@ def run_model_rules(ctx: ModelContext) -> list[Diagnostic]:
     return diagnostics
 
 
+# Small configs of the families the examples need beside Qwen3-Next (GDR125, GDR126, GDR134).
+_KIMI_LINEAR = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 64,
+                "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+                "linear_attn_config": {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
+                                       "kda_layers": [1, 2, 3], "full_attn_layers": [4]},
+                "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+                "torch_dtype": "bfloat16"}
+_JET_NEMOTRON = {"architectures": ["JetNemotronForCausalLM"], "model_type": "jet_nemotron", "hidden_size": 64,
+                 "num_hidden_layers": 4, "layer_types": ["attn", "jet", "swa", "jet"], "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "intermediate_size": 128, "torch_dtype": "bfloat16",
+                 "efficient_attention_config": {"jet": {"mode": "jet", "expand_v": 2.0, "num_heads": 4, "head_dim": 8,
+                                                        "conv_size": 4, "dconv_generator_reduction": 8}}}
+
+
 # -- GDR101-GDR106: family, config fields, layer map -------------------------------------------------------------
 class NoLinearLayers(Violation):
     rule = declare(
@@ -133,9 +147,10 @@ class NoLinearLayers(Violation):
             "gdr-check checks the packed recurrent decode kernels of Gated DeltaNet (GDN) and Kimi Delta "
             "Attention (KDA) layers. This model has none: its config names no linear-attention layers and its "
             "tensors hold no GDN/KDA parameters (`A_log`, `dt_bias`, the short convolutions).\n\n"
-            "Ring/Ling-linear (`bailing_moe_linear`) and MiniMax-Text-01/M1 use lightning attention and "
-            "MiniCPM-SALA uses simple GLA, so they are out of scope; Jet-Nemotron's JetBlock decodes with "
-            "another kernel."
+            "Ring/Ling-linear (`bailing_moe_linear`), a Bailing hybrid config without `short_conv_kernel_size` "
+            "and MiniMax-Text-01/M1 use lightning attention and MiniCPM-SALA uses simple GLA, so they are out of "
+            "scope. A config with any linear-attention marker that cannot be described is GDR107, an error, "
+            "never this note."
         ),
         causes=("a plain transformer checkpoint", "a lightning-attention hybrid (MiniMax, Ring/Ling-linear)"),
         fixes=("point gdr-check at a Qwen3-Next, Qwen3.5/3.6, Kimi-Linear or other GDN/KDA checkpoint",),
@@ -283,8 +298,9 @@ def layer_types_vs_interval(ctx: ModelContext):
         f"the interval rule makes layers {format_layers(by_interval)} linear attention ({len(by_interval)} layers)",
         "sglang 0.5.23 follows the interval rule; transformers and this report follow `layer_types`",
     ]
-    if ctx.deployment.engine == "vllm":
-        notes.append("how vLLM derives the layer kinds was not verified")
+    profile = ctx.deployment.profile
+    if profile.layer_kinds_follow_interval is None:
+        notes.append(f"how {profile.display_name} derives the layer kinds was not verified")
     return Finding({"interval": layer_map.interval, "layers": format_layers(differ)},
                    location=_config_location(ctx)(layer_map.key), notes=notes,
                    fixes=["set `full_attention_interval` and `layer_types` so that they agree, or check the "
@@ -528,8 +544,9 @@ def tp_linear_heads(ctx: ModelContext):
     else:
         notes.append(f"sglang and vLLM stop while loading, in `divide()`: `AssertionError: <n> is not divisible "
                      f"by {tp}` for the first sharded width that does not split")
-        if model.num_attention_heads and model.num_attention_heads % tp and ctx.deployment.engine == "vllm":
-            notes.append("vLLM checks the attention heads first and stops there (GDR122)")
+        profile = ctx.deployment.profile
+        if model.num_attention_heads and model.num_attention_heads % tp and profile.checks_attention_heads_first:
+            notes.append(f"{profile.display_name} checks the attention heads first and stops there (GDR122)")
     working = working_tp_sizes(model)
     fixes = [f"use tp={t}" for t in _nearest(working, tp)] or ["no TP size > 1 splits these heads"]
     return Finding({"tp": tp, "key": key, "value": value, "working": _sizes_text(working)},
@@ -570,14 +587,8 @@ def tp_attention_heads(ctx: ModelContext):
     heads, tp = ctx.model.num_attention_heads, ctx.deployment.tp
     if not heads or heads % tp == 0:
         return None
-    if ctx.deployment.engine == "vllm":
-        note = (f"vLLM raises `ValueError: Total number of attention heads ({heads}) must be divisible by "
-                f"tensor parallel size ({tp}).`")
-    elif ctx.model.kind == "kda":
-        note = "sglang 0.5.23 raises `AssertionError: num_attention_heads must be divisible by world_size`"
-    else:
-        note = ("sglang fails in `divide()` unless DP attention makes the attention TP size a divisor of "
-                f"{heads}")
+    gdn_error, kda_error = ctx.deployment.profile.attention_heads_errors
+    note = (kda_error if ctx.model.kind == "kda" else gdn_error).format(heads=heads, tp=tp)
     working = working_tp_sizes(ctx.model)
     return Finding({"tp": tp, "heads": heads}, location=_where(ctx.model.sources.get("num_attention_heads")),
                    notes=[note, f"TP sizes that work: {_sizes_text(working)}"],
@@ -649,13 +660,8 @@ def uneven_groups(ctx: ModelContext):
     causes=("`linear_attn_config.head_k_dim` or `num_k_heads` set to a different value",),
     fixes=("drop the optional `num_k_heads` / `head_k_dim` fields or set them equal to `num_heads` / `head_dim`",),
     engines="sglang 0.5.23 (`fused_recurrent_kda_packed_decode`).",
-    example=ModelExample({"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 64,
-                          "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
-                          "linear_attn_config": {"num_heads": 4, "head_dim": 16, "head_k_dim": 8,
-                                                 "short_conv_kernel_size": 4, "kda_layers": [1, 2, 3],
-                                                 "full_attn_layers": [4]},
-                          "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
-                          "torch_dtype": "bfloat16"}, "Kimi-Linear with head_k_dim 8 != head_dim 16"),
+    example=ModelExample({**_KIMI_LINEAR, "linear_attn_config": {**_KIMI_LINEAR["linear_attn_config"], "head_k_dim": 8}},
+                         "Kimi-Linear with head_k_dim 8 != head_dim 16"),
 )
 def asymmetric_kda(ctx: ModelContext):
     model = ctx.model
@@ -720,8 +726,17 @@ def state_budget(ctx: ModelContext):
                     "batch": ctx.deployment.batch},
                    notes=[f"{ctx.deployment.batch} requests need {format_bytes(needed)} per rank "
                           f"({ctx.deployment.batch + 1} slots x {format_bytes(memory.bytes_per_request)})"],
-                   fixes=[f"lower the batch to {memory.requests_that_fit}",
-                          "raise TP to split the state across more ranks"])
+                   fixes=_budget_fixes(ctx, memory.requests_that_fit))
+
+
+def _budget_fixes(ctx: ModelContext, fit: int) -> list[str]:
+    fixes = [f"lower the batch to {fit}", "raise TP to split the state across more ranks"]
+    profile, settings = ctx.deployment.profile, ctx.settings
+    kda_fixed = ctx.model.kind == "kda" and profile.kda_state_dtype_fixed
+    if settings.state_dtype == "float32" and not kda_fixed:
+        fixes.append(f"halve the SSM state with `{profile.state_dtype_fix('bfloat16')}`, at some accuracy "
+                     f"cost (GDR249)")
+    return fixes
 
 
 @rule(
@@ -730,22 +745,261 @@ def state_budget(ctx: ModelContext):
     message="vLLM {statement}",
     explanation=(
         "vLLM runs the GDN packed decode kernel only when `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is set "
-        "(PR #36596), and its KDA packed op has a different API (`raw_g`, `raw_beta`, `state_indices`). "
-        "The shapes shown are those of the packed decode contract, with vLLM's pools and dtypes."
+        "(PR #36596). The shapes shown are those of the packed decode contract, with vLLM's pools and dtypes. "
+        "KDA layers decode with `fused_recurrent_kda` in vLLM, not a packed kernel (GDR134)."
     ),
     fixes=("set `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1` to use the GDN packed decode in vLLM",),
     engines="vLLM.",
     example=ModelExample(qwen3_next_config(), "a GDN model under vLLM", deployment={"engine": "vllm"}),
 )
 def vllm_opt_in(ctx: ModelContext):
-    if ctx.deployment.engine != "vllm":
+    opt_in = ctx.deployment.profile.packed_decode_opt_in_env
+    if opt_in is None:
         return None
-    if ctx.model.kind == "kda":
-        return Finding({"statement": "decodes KDA with another kernel API: the call shown follows sglang's "
-                                     "KDA packed decode contract"})
-    return Finding({"statement": "runs the GDN packed decode only with `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` set"},
-                   fixes=["export VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1"])
+    if ctx.model.kind == "kda" or (ctx.model.adapter is not None and ctx.model.adapter.own_decode):
+        return None  # not the packed kernel at all: GDR134 says which kernel vLLM calls
+    return Finding({"statement": f"runs the GDN packed decode only with `{opt_in}` set"},
+                   fixes=[f"export {opt_in}=1"])
 
 
 # Rules whose errors mean the per-rank call is not what an engine would run, so the contract is not run.
 BLOCKING_RULES: frozenset[str] = frozenset({"GDR103", "GDR121", "GDR124", "GDR125"})
+
+
+# -- issue 12: every architecture the engines route to GDN/KDA, and no silent pass -----------------------------
+class UndescribedLinearAttention(Violation):
+    rule = declare(
+        "GDR107", "undescribed-linear-attention", scope=MODEL,
+        summary="the config has linear attention that cannot be described",
+        message="`{architecture}` has linear attention ({marker}) but {problem}",
+        explanation=(
+            "The config carries a linear-attention marker (`linear_attn_config`, `kda_layers`, "
+            "`linear_num_*_heads`, `efficient_attention_config`, a `layer_types` entry of a linear kind, or an "
+            "architecture that sglang or vLLM routes to its GDN/KDA backend), so the engine builds GDN or KDA "
+            "layers. gdr-check could not work out which layers those are or their geometry: a field is missing, "
+            "has the wrong type, or the layer map makes no layer linear. \"Nothing to check\" would be a green CI "
+            "gate on a model that does have linear attention, so this is an error."
+        ),
+        causes=("a head count written as a string, float, boolean, null or list",
+                "a layer map that is missing or makes every layer full attention",
+                "an architecture renamed by a fine-tune while its config keeps the linear-attention fields"),
+        fixes=("fix the config key named in the message; compare with the released config of the model",),
+        example=ModelExample(qwen3_next_config(num_hidden_layers="8"), "the layer count written as a string"),
+        engines="sglang 0.5.23 and vLLM.",
+    )
+
+    architecture: object
+    marker: object
+    problem: object
+
+
+def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str, str]]) -> list[Diagnostic]:
+    """GDR107 diagnostics for a config with linear-attention markers and no description: one per problem."""
+    from ..models.description import Locator, why_undescribed
+
+    locate = Locator(checkpoint)
+    marker_key, marker_text = markers[0]
+    marker = f"`{marker_key}`: {marker_text}" if marker_key != "architectures" else marker_text
+    notes = [f"also `{key}`: {text}" for key, text in markers[1:4]]
+    problems = why_undescribed(checkpoint, selection.adapter)
+    architecture = selection.identity.architecture
+    diagnostics = []
+    if not problems:
+        where = locate.config(marker_key).location
+        text = ("gdr-check has no adapter for this architecture and its tensors hold no GDN/KDA parameter it "
+                "recognises")
+        diagnostics.append(UndescribedLinearAttention(architecture=architecture, marker=marker, problem=text).diagnostic(
+            location=where, notes=notes, fixes=["give the checkpoint's config.json and weights, or report the architecture"]))
+        return diagnostics
+    for problem in problems:
+        text = f"`{problem.key}` {problem.problem}"
+        diagnostics.append(UndescribedLinearAttention(architecture=architecture, marker=marker, problem=text).diagnostic(
+            location=problem.source.location, notes=notes, fixes=[f"fix `{problem.key}`"]))
+    return diagnostics
+
+
+@rule(
+    "GDR108", "invalid-config-values", scope=MODEL,
+    summary="a config value has the wrong type or is out of range",
+    message="`{key}` is {value}: {problem}",
+    explanation=(
+        "Head counts, head dims, conv widths, layer counts and the hidden size must be positive whole numbers, "
+        "and the model dtype one of bfloat16, float16 or float32. A value written as a string, float, boolean, "
+        "null or list makes the engine's config class fail, or fall back to a default that does not match the "
+        "weights. gdr-check does not guess: the value is reported and not used."
+    ),
+    causes=("a config edited by hand or by a script that wrote numbers as strings", "an unknown `torch_dtype`"),
+    fixes=("write the value as a JSON integer (or a dtype name)",),
+    example=ModelExample(qwen3_next_config(linear_num_value_heads="4"), "a head count written as a string"),
+    engines="sglang 0.5.23 and vLLM.",
+)
+def invalid_config_values(ctx: ModelContext):
+    from ..models.description import _shown
+
+    return [Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
+                    location=item.source.location,
+                    fixes=[f"set `{item.key.rsplit('.', 1)[-1]}` to the value the released config has"])
+            for item in ctx.model.invalid_values]
+
+
+@rule(
+    "GDR126", "tp-unsupported-by-architecture", scope=MODEL,
+    summary="the architecture runs at tp=1 only",
+    message="`{architecture}` runs at tp=1 only; tp={tp} is not supported",
+    explanation=(
+        "Jet-Nemotron's JetBlock (sglang 0.5.23 `models/jet_nemotron.py`) keeps the full head count in its "
+        "projections, `A_log` and `dt_bias`, while its state pool is split by the attention TP size "
+        "(`configs/jet_nemotron.py`). At tp > 1 the layer and the pool disagree on the heads per rank."
+    ),
+    causes=("serving Jet-Nemotron with --tp 2 or more",),
+    fixes=("serve at tp=1 and scale with data parallelism",),
+    example=ModelExample(_JET_NEMOTRON, "a Jet-Nemotron config at TP 2", deployment={"tp": 2}),
+    engines="sglang 0.5.23.",
+)
+def tp_unsupported(ctx: ModelContext):
+    adapter = ctx.model.adapter
+    if adapter is None or adapter.tp_one_only is None or ctx.deployment.tp == 1:
+        return None
+    return Finding({"architecture": ctx.model.architecture, "tp": ctx.deployment.tp},
+                   notes=[adapter.tp_one_only], fixes=["use tp=1 (data parallelism for more GPUs)"])
+
+
+@rule(
+    "GDR134", "decode-paths", severity="info", scope=MODEL,
+    summary="the decode kernel the engine calls for this model",
+    message="the decode step under {engine} calls `{kernel}`{packed}",
+    explanation=(
+        "The packed recurrent decode kernels are what gdr-check checks, and not every model reaches them. "
+        "sglang 0.5.23: GDN layers decode with `fused_recurrent_gated_delta_rule_packed_decode` and KDA layers "
+        "with `fused_recurrent_kda_packed_decode`, except Jet-Nemotron, whose JetBlock calls "
+        "`fused_recurrent_gated_delta_rule_update` itself, and KDA layers with a safe-gate lower bound "
+        "(Kimi-K3 `gate_lower_bound`, GLM-5-Next, Ling `kda_safe_gate`), which take the packed kernel only "
+        "with a decode kernel that supports the safe gate (`kda_backend.py`); otherwise Kimi-K3's "
+        "`kda_fused_decode` or the unfused chain. vLLM decodes GDN with the packed kernel when "
+        "`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is on and KDA with `fused_recurrent_kda`.\n\n"
+        "This note appears where the path is not the packed kernel: the kernel contract is then not run, "
+        "while the TP, pool and shape checks still are. Every report carries the path in `decode_path` (JSON)."
+    ),
+    fixes=("pick the engine flag named in the notes to change the path",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=ModelExample(_KIMI_LINEAR, "a KDA model under vLLM", deployment={"engine": "vllm"}),
+)
+def decode_path_info(ctx: ModelContext):
+    from ..models.decode_path import decode_path
+
+    path = decode_path(ctx.model, ctx.deployment.engine)
+    if path.packed:
+        return None  # the usual path: the JSON report's `decode_path` says it, the text stays quiet
+    notes = [path.reason]
+    if ctx.model.lower_bound is not None:
+        notes.append(f"lower bound {ctx.model.lower_bound[0]} {_source_note(ctx.model.lower_bound[1])}")
+    return Finding({"engine": path.engine, "kernel": path.kernel,
+                    "packed": " (the packed decode kernel)" if path.packed else ", not the packed decode kernel"},
+                   notes=notes, fixes=[path.switch] if path.switch else [])
+
+
+BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}
+
+
+# -- issue 12 item 3: pool strategies and speculative decoding -------------------------------------------------
+def _pool_plan(ctx: ModelContext):
+    from ..models.pools import plan_pool
+
+    deployment = ctx.deployment
+    if deployment.mamba_strategy == "no_buffer" and not deployment.speculative_tokens:
+        return None
+    return plan_pool(ctx.model, ctx.settings)
+
+
+def _plan_text(plan) -> str:
+    parts = [f"{plan.slots_per_request} state slot(s)"]
+    if plan.tracking_slots:
+        parts[0] += f" (1 + {plan.tracking_slots} ping-pong, extra_buffer)"
+    if plan.speculative_tokens:
+        parts.append(f"the verify state of {plan.speculative_tokens} draft token(s)")
+    return " and ".join(parts)
+
+
+@rule(
+    "GDR135", "state-pool-plans", severity="info", scope=MODEL,
+    summary="slots and state memory per request under the pool strategy and speculative decoding",
+    message="each request holds {what}: {per_request} per rank",
+    explanation=(
+        "sglang 0.5.23 gives every running request one slot of the linear-attention state pool. "
+        "`--mamba-radix-cache-strategy extra_buffer` adds ping-pong tracking slots for the prefix cache: 2 per "
+        "request with the overlap scheduler (the default), 1 without it (`get_mamba_tracking_slots`, "
+        "`mem_cache/allocation_sizing.py`). Speculative decoding adds the verify step's intermediate state per "
+        "request: one SSM state per draft token and the draft tokens' conv windows (`mem_cache/memory_pool.py`, "
+        "`intermediate_ssm_state_cache`, deduplicated conv windows of T + W - 2 columns).\n\n"
+        "vLLM's pool strategies and speculative buffers are not modelled."
+    ),
+    fixes=("`--mamba-radix-cache-strategy no_buffer` keeps one slot per request (no prefix caching of the state)",),
+    example=ModelExample(qwen3_next_config(), "extra_buffer and 2 draft tokens",
+                         deployment={"mamba_strategy": "extra_buffer", "speculative_tokens": 2}),
+    engines="sglang 0.5.23.",
+)
+def pool_plan_info(ctx: ModelContext):
+    if not ctx.deployment.profile.models_pool_strategies:
+        if ctx.deployment.mamba_strategy != "no_buffer" or ctx.deployment.speculative_tokens:
+            return Finding({"what": "a state slot", "per_request": "not modelled"}, severity="info",
+                           notes=["vLLM's mamba cache strategies and speculative buffers are not modelled: "
+                                  "the numbers shown elsewhere are for one slot per request"])
+        return None
+    plan = _pool_plan(ctx)
+    if plan is None:
+        return None
+    notes = [f"one slot: {format_bytes(plan.slot_bytes)} over {len(ctx.model.linear_layers)} linear layers"]
+    if plan.speculative_tokens:
+        notes.append(f"verify state: {format_bytes(plan.speculative_bytes_per_request)} per request "
+                     f"({plan.speculative_tokens} SSM states and the conv windows of every linear layer)")
+    notes.append(f"a batch of {plan.batch} needs {format_bytes(plan.bytes_for_batch)} per rank "
+                 f"({plan.batch + 1} rows, row 0 reserved)")
+    if plan.budget is not None:
+        notes.append(f"a {format_bytes(plan.budget)} budget holds {plan.requests_that_fit} requests")
+    return Finding({"what": _plan_text(plan), "per_request": format_bytes(plan.bytes_per_request)}, notes=notes)
+
+
+@rule(
+    "GDR136", "state-pools-too-small-for-the-strategy", scope=MODEL,
+    summary="the budget does not hold the batch under the pool strategy",
+    message="a {budget} budget holds {fit} requests per rank with {what}, fewer than the batch of {batch}",
+    explanation=(
+        "With `--mamba-radix-cache-strategy extra_buffer` each request takes 1 + 2 slots of the linear-attention "
+        "state pool (1 + 1 without the overlap scheduler), and speculative decoding adds the verify state of "
+        "every draft token. When the pool cannot give a request its ping-pong slots, sglang 0.5.23 stops with "
+        "`AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.`; "
+        "without extra_buffer it fails with \"Not enough space for mamba cache\". The numbers here are the "
+        "linear-attention state alone, per rank."
+    ),
+    causes=("extra_buffer at a large batch on a small GPU", "many draft tokens with an fp32 SSM state"),
+    fixes=("raise `--mamba-full-memory-ratio` so the state pool gets the bytes shown",
+           "use `--mamba-radix-cache-strategy no_buffer`", "lower the batch or the draft tokens"),
+    example=ModelExample(qwen3_next_config(), "extra_buffer takes 3 slots per request of a 400 kB budget",
+                         deployment={"mamba_strategy": "extra_buffer", "batch": 8, "gpu_memory": 400_000}),
+    engines="sglang 0.5.23.",
+)
+def pool_plan_budget(ctx: ModelContext):
+    if not ctx.deployment.profile.models_pool_strategies:
+        return None
+    plan = _pool_plan(ctx)
+    if plan is None or plan.budget is None or plan.requests_that_fit is None or plan.requests_that_fit >= plan.batch:
+        return None
+    extra = plan.strategy == "extra_buffer"
+    message = ("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio."
+               if extra else "Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+                             "--max-mamba-cache-size.")
+    notes = [f"{plan.batch} requests need {format_bytes(plan.bytes_for_batch)} per rank "
+             f"({plan.batch + 1} rows x {format_bytes(plan.bytes_per_request)})",
+             f"sglang 0.5.23 fails at allocation: `AssertionError: {message}`"]
+    fixes = [f"raise `--mamba-full-memory-ratio` until the state pool gets {format_bytes(plan.bytes_for_batch)} "
+             "per rank"]
+    if extra:
+        single = plan.slot_bytes + plan.speculative_bytes_per_request
+        fit = max(plan.budget // single - 1, 0)
+        fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: {fit} requests fit in the same budget")
+    if plan.speculative_tokens:
+        fixes.append("fewer draft tokens (`--speculative-num-draft-tokens`)")
+    fixes.append(f"lower the batch to {plan.requests_that_fit}")
+    return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
+                    "batch": plan.batch},
+                   severity="error" if extra else "warning", notes=notes, fixes=fixes)

@@ -4,10 +4,11 @@ Each rule here is one class: the rule's declaration and the fields of its messag
 `gdr_check.sources` raise it (`MalformedIndexes(path, reason=...)`), a `SourceError` whose message is the rule's
 template filled with the fields, so the text in docs, SARIF and the one-line error never drift apart; a field
 the template names but the class lacks fails at import. Every one of them means the input could not
-be read, so the run ends with exit 2.
+be read, so the run ends with exit 2, except GDR013 (an info note: the reader records its diagnostic and the
+check goes on with what is there).
 
 Numbering, stable once released:
-    GDR001-GDR010  locating the input (paths, pickle files, the Hugging Face cache, links)
+    GDR001-GDR013  locating the input (paths, pickle files, the Hugging Face cache, links, Git LFS pointers)
     GDR020-GDR021  config.json
     GDR030-GDR038  safetensors headers
     GDR040-GDR045  the sharded-checkpoint index and its shards
@@ -20,6 +21,9 @@ from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tens
 from .registry import declare
 
 _SOURCE = "source"
+# What a Git LFS clone without `git lfs` leaves in place of a file (GDR011's example).
+_LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"
+                "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n")
 
 # -- locating the input -----------------------------------------------------------------------------------
 
@@ -189,15 +193,17 @@ class DanglingLinks(SourceError):
         message="`{file}` is a link to `{link_target}`, which does not exist",
         explanation=(
             "The checkpoint file is a symbolic link whose target is missing, as happens in a Hugging Face cache "
-            "when blobs are deleted or a download was interrupted."
+            "when blobs are deleted or a download was interrupted, and in git-annex or DVC checkouts whose content "
+            "was not fetched."
         ),
-        causes=["a cache cleaned by hand", "an interrupted download"],
-        fixes=["re-download the file the link stands for"],
+        causes=["a cache cleaned by hand", "an interrupted download", "`git annex get` or `dvc pull` not run"],
+        fixes=["re-download the file the link stands for (`git annex get`, `dvc pull`), or fix the link"],
         example=CheckpointExample({"x.safetensors": Link("gone.safetensors")}, "x.safetensors"),
     )
 
     file: object
     link_target: str
+
 
 class LinksOutsideHfCacheBlobs(SourceError):
     rule = declare(
@@ -205,12 +211,20 @@ class LinksOutsideHfCacheBlobs(SourceError):
         summary="link where none is allowed",
         message="`{file}` is a link to `{link_target}`, outside {allowed}",
         explanation=(
-            "gdr-check reads files from strangers, so it follows links only where the Hugging Face cache puts "
-            "them: a snapshot file pointing into the same repository's `blobs/` directory. Any other link inside "
-            "a checkpoint could make it read files the checkpoint does not own."
+            "gdr-check reads files from strangers, so by default it follows links only where the Hugging Face "
+            "cache puts them: a snapshot file pointing into the same repository's `blobs/` directory. Any other "
+            "link inside a checkpoint could make it read files the checkpoint does not own. Checkpoints kept as "
+            "links on purpose (git-annex, DVC, shared storage) are read with `--follow-links`: still read-only, "
+            "header-only and size-capped, the links are then followed wherever they point."
         ),
-        causes=["a checkpoint directory assembled with symlinks to another location", "a hostile archive"],
-        fixes=["copy the real files into the checkpoint directory, or pass the linked file itself as the target"],
+        causes=[
+            "a checkpoint kept in git-annex or DVC, or assembled with symlinks to shared storage",
+            "a hostile archive",
+        ],
+        fixes=[
+            "pass `--follow-links` if the links are yours (git-annex, DVC, shared storage), or copy the real files "
+            "into the checkpoint directory"
+        ],
         example=CheckpointExample({"elsewhere.safetensors": Safetensors({"a": tensor_entry()}),
                                   "ck/model.safetensors": Link("../elsewhere.safetensors")}, "ck"),
     )
@@ -218,6 +232,74 @@ class LinksOutsideHfCacheBlobs(SourceError):
     file: object
     link_target: str
     allowed: object
+
+
+class GitLfsPointers(SourceError):
+    rule = declare(
+        "GDR011", "git-lfs-pointers", scope=_SOURCE,
+        summary="file is a Git LFS pointer",
+        message="is a Git LFS pointer, not the weights: run `git lfs pull`",
+        explanation=(
+            "A repository that tracks its weights with Git LFS holds, in git itself, a small text pointer "
+            "(`version https://git-lfs.github.com/spec/v1`, then the object's hash and size) in place of each large "
+            "file. A clone made without `git lfs` installed, or with `GIT_LFS_SKIP_SMUDGE=1`, leaves these "
+            "pointers on disk: they have the weights' names but none of their content."
+        ),
+        causes=["`git clone` of a model repository without `git lfs install`", "`GIT_LFS_SKIP_SMUDGE=1`"],
+        fixes=["run `git lfs pull`"],
+        example=CheckpointExample({"ck/config.json": _LFS_POINTER, "ck/model.safetensors": _LFS_POINTER}, "ck",
+                                  "a clone made with GIT_LFS_SKIP_SMUDGE=1"),
+    )
+
+
+class MissingCacheRevisions(SourceError):
+    rule = declare(
+        "GDR012", "missing-cache-revisions", scope=_SOURCE,
+        summary="revision not in the local Hugging Face cache",
+        message="`{repo_id}` has no revision `{revision}` in the local Hugging Face cache (cached: {available})",
+        explanation=(
+            "`--revision REV` or `org/name@REV` picks one snapshot of a cached model: a branch or tag the cache "
+            "has a ref for (`refs/REV`), or a commit hash or a prefix of one naming a snapshot. The cache holds "
+            "none of these for the revision asked for; gdr-check never downloads, so it cannot fetch it."
+        ),
+        causes=["the revision was never downloaded on this machine", "a typo in the branch, tag or hash"],
+        fixes=["download that revision (`hf download ORG/NAME --revision REV`), or pick one of the cached revisions"],
+        example=CheckpointExample({"hub/models--Org--Tiny/refs/main": "1a2b3c4d",
+                                   "hub/models--Org--Tiny/snapshots/1a2b3c4d/model.safetensors":
+                                       Safetensors({"a": tensor_entry()})},
+                                  "Org/Tiny@v2", "only `main` is cached", repo_id=True),
+    )
+
+    repo_id: object
+    revision: object
+    available: object
+
+
+class IndexWithoutShards(SourceError):
+    rule = declare(
+        "GDR013", "index-without-shards", scope=_SOURCE, severity="info",
+        summary="safetensors index present, shards not downloaded",
+        message=(
+            "none of the {shards} shard(s) listed in `{index}` is present: checked from `config.json` alone "
+            "({tensors} tensor names in the index, no shapes read)"
+        ),
+        explanation=(
+            "A download of the JSON files only (`hf download ORG/NAME --include \"*.json\"`) is a common way to "
+            "look at a large model: it has the config and the index but no shard. gdr-check then checks the "
+            "geometry the config gives, and notes that no tensor shape was cross-checked. When the directory holds "
+            "any safetensors file, a shard the index lists but lacks is a missing shard instead (GDR043)."
+        ),
+        causes=["a download restricted to `*.json`"],
+        fixes=["download the shards too to cross-check the weights' shapes"],
+        example=CheckpointExample({"ck/config.json": "{}", "ck/model.safetensors.index.json":
+                                   '{"weight_map": {"a": "model-00001-of-00002.safetensors", '
+                                   '"b": "model-00002-of-00002.safetensors"}}'},
+                                  "ck", "config and index downloaded, no shard"),
+    )
+
+    shards: object
+    index: object
+    tensors: object
 
 
 # -- config.json ------------------------------------------------------------------------------------------
@@ -504,7 +586,10 @@ class MissingShards(SourceError):
         ),
         causes=["an interrupted or partial download (e.g. `--include` patterns)", "a shard deleted by hand"],
         fixes=["re-download the missing shard"],
-        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}'}, "ck"),
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"a": "s1.safetensors", '
+                                                                       '"b": "s2.safetensors"}}',
+                                   "ck/s1.safetensors": Safetensors({"a": tensor_entry()})}, "ck",
+                                  "the second shard is missing"),
     )
 
     shard: object

@@ -15,9 +15,11 @@ from typing import Any, Optional
 
 import typer
 
+from ..engines import DEFAULT_ENGINE
 from ..errors import InputError
 from ..report import Diagnostic
 from ..tensors import TensorSpec, short_dtype
+from .engine_option import engine_help, engine_option
 from .main import app
 from .output import SCHEMA_VERSION, Output, tool_info
 
@@ -82,7 +84,7 @@ def _model_for(run: CallRun, engine: str, state_dtype: str | None) -> Any:
 
     if engine not in run.models:
         try:
-            deployment = Deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)  # type: ignore[arg-type]
+            deployment = Deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)
         except ValueError as error:
             raise typer.BadParameter(str(error))
         check = check_model(run.target, deployment)  # type: ignore[arg-type]
@@ -118,7 +120,7 @@ def check_call(recorded: Any, engine: str, run: CallRun, state_dtype: str | None
     from ..checks.compare import ModelGeometry, compare_call, contract_arguments
     from ..checks.contract import run_contract
 
-    diagnostics = list(run_contract(recorded.call, engine))  # type: ignore[arg-type]
+    diagnostics = list(run_contract(recorded.call, engine))
     comparison = None
     if run.target is not None:
         check = _model_for(run, engine, state_dtype)
@@ -154,7 +156,7 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     for skipped in recording.skipped_targets:
         run.notes.append(f"capture skipped {skipped.get('target')}: {skipped.get('reason')}")
     for recorded in calls:
-        run.calls.append(check_call(recorded, engine or recorded.engine or "sglang", run, state_dtype))
+        run.calls.append(check_call(recorded, engine or recorded.engine or DEFAULT_ENGINE, run, state_dtype))
     return run
 
 
@@ -287,7 +289,7 @@ def call_command(
     recording: Path = typer.Argument(..., help="A recording written by `gdr_check.capture()`."),
     model: Optional[str] = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
     tp: int = typer.Option(1, "--tp", min=1, help="TP size of the deployment the calls came from (with --model)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="sglang or vllm (default: as recorded, else sglang)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("as recorded, else sglang")),
     state_dtype: Optional[str] = typer.Option(None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
     index: Optional[int] = typer.Option(None, "--index", help="Check only the call with this index (0-based)."),
     output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(CALL_FORMATS)}."),
@@ -299,8 +301,8 @@ def call_command(
     if output_format not in CALL_FORMATS:
         raise typer.BadParameter(f"the call command writes {' or '.join(CALL_FORMATS)} (got {output_format!r})",
                                  param_hint="--output-format")
-    if engine is not None and engine not in ("sglang", "vllm"):
-        raise typer.BadParameter(f"unknown engine {engine!r}; expected sglang or vllm", param_hint="--engine")
+    if engine is not None:
+        engine_option(engine)
     if (state_dtype is not None or tp != 1) and model is None:
         raise typer.BadParameter("--tp and --state-dtype describe the model's deployment: pass --model too")
     run = check_recording(str(recording), target=model, tp=tp, engine=engine, state_dtype=state_dtype, index=index)

@@ -7,23 +7,25 @@ Parsing and rendering only: the checks live in `gdr_check.models`, rule selectio
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import typer
 
-from .config import Config, ConfigError, discover, load_config
+from ..engines import DEFAULT_ENGINE
+from .config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
+from .engine_option import engine_help, engine_option
 from .main import app
 from .output import FORMATS, Output
 from .results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FatalError, Run, TargetResult
-from .selection import RuleSelection, Selection, SelectorError, known_rules, rule_selection
+from .selection import Selection, SelectorError, known_rules, rule_selection
 from .targets import group_targets
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
           "gib": 2**30, "ti": 2**40, "tib": 2**40}
-ENGINES = ("sglang", "vllm")
 DEFAULT_TP = [1]
 DEFAULT_BATCH = 8
 
@@ -59,53 +61,145 @@ def parse_tp_list(text: str) -> list[int]:
     return sizes
 
 
-def check_targets(targets: list[str], tp_sizes: list[int], *,
-                  selection_for: Callable[[str], Selection] | None = None, **deployment: object) -> list[TargetResult]:
-    """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions."""
+@dataclass(frozen=True)
+class TargetSettings:
+    """What one target is checked with: its config (nearest `pyproject.toml`) under the command line."""
+
+    config: Config
+    selection: Selection
+    engine: str
+    tp_sizes: list[int]
+    batch: int
+    slots: int | None
+    state_dtype: str | None
+    gpu_memory: str | None  # as written; `gpu_memory_bytes` parsed
+    gpu_memory_bytes: int | None
+    mamba_strategy: str = "no_buffer"
+    speculative_tokens: int = 0
+
+
+def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettings], *,
+                  unreadable: Mapping[str, Exception] | None = None, revision: str | None = None,
+                  follow_links: bool = False,
+                  progress: Callable[[int, str], None] | None = None) -> list[TargetResult]:
+    """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions. `unreadable`
+    holds the targets that already failed (a directory with no checkpoint below it); `progress` is told each
+    target before it is checked."""
     from ..models import Deployment, check_model
     from ..sources import SourceError
 
     results: list[TargetResult] = []
-    for target in targets:
-        selection = selection_for(target) if selection_for is not None else Selection()
-        for tp in tp_sizes:
+    for index, target in enumerate(targets):
+        if progress is not None:
+            progress(index, target)
+        failed = (unreadable or {}).get(target)
+        if isinstance(failed, SourceError):
+            fatal = FatalError(failed.code, str(failed), failed.path, diagnostic=failed.diagnostic())
+            results.append(TargetResult(target, error=fatal))
+            continue
+        settings = settings_for(target)
+        for tp in settings.tp_sizes:
             try:
-                dep = Deployment(tp=tp, **deployment)  # type: ignore[arg-type]
+                dep = Deployment(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
+                                 engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
+                                 mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens)  # type: ignore[arg-type]
             except ValueError as error:
                 raise typer.BadParameter(str(error))
             try:
-                check = check_model(target, dep)
+                check = check_model(target, dep, revision=revision, follow_links=follow_links)
             except SourceError as error:
                 fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
                 results.append(TargetResult(target, error=fatal, tp=tp))
                 break  # the files are the same for every TP size
-            results.append(TargetResult(target, check=check, diagnostics=selection.filter(check.report), tp=tp))
+            results.append(TargetResult(target, check=check, diagnostics=settings.selection.filter(check.report), tp=tp))
     return results
 
 
+def exclusion_test(resolver: ConfigResolver, cli_exclude: Optional[list[str]],
+                   cli_extend_exclude: Optional[list[str]]) -> Callable[[Path], bool]:
+    """Whether discovery skips a directory: `--exclude` (else the nearest config's `exclude`, else the
+    defaults), plus the config's `extend-exclude` and `--extend-exclude`. Command-line globs are relative to the
+    working directory, a config's to its pyproject's directory, as in ruff."""
+    from ..sources.discover import ExcludePatterns, is_excluded
+
+    cwd = Path.cwd()
+
+    def excluded(path: Path) -> bool:
+        config = resolver.for_target(str(path))
+        base = config.root or cwd
+        if cli_exclude is not None:
+            replacing = ExcludePatterns(tuple(cli_exclude), cwd)
+        elif config.exclude is not None:
+            replacing = ExcludePatterns(tuple(config.exclude), base)
+        else:
+            replacing = None
+        extending = (ExcludePatterns(tuple(config.extend_exclude), base),
+                     ExcludePatterns(tuple(cli_extend_exclude or ()), cwd))
+        return is_excluded(path, exclude=replacing, extend=extending)
+
+    return excluded
+
+
 def list_models(out: Output, output_format: str) -> None:
-    import json
+    from .models_list import render
 
-    from ..models import list_builtin
-
-    models = list_builtin()
-    if output_format == "json":
-        out.write(json.dumps([{"repo_id": m.repo_id, "architecture": m.architecture, "confidence": m.confidence}
-                              for m in models], indent=2))
-        return
-    width = max(len(m.repo_id) for m in models)
-    out.write("\n".join(f"{m.repo_id.ljust(width)}  {m.architecture}  ({m.confidence})" for m in models))
+    out.write_report(render(output_format))
 
 
-def _load_config(targets: list[str], config_file: Optional[Path], isolated: bool) -> Config:
+def _resolver(config_file: Optional[Path], isolated: bool) -> ConfigResolver:
     if isolated:
-        return Config()
+        return ConfigResolver(isolated=True)
     if config_file is not None:
         if not config_file.is_file():
             raise ConfigError(config_file, None, "no such file (given with --config)")
-        return load_config(config_file)
+        return ConfigResolver(explicit=load_config(config_file))
+    return ConfigResolver()
+
+
+def _run_config(targets: list[str], resolver: ConfigResolver) -> Config:
+    """The settings of the whole run: `--config`, else the first target's config, else the cwd's."""
+    if resolver.explicit is not None or resolver.isolated:
+        return resolver.for_target(".")
     found = discover(targets)
     return load_config(found) if found is not None else Config()
+
+
+def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
+                    settings_for: Callable[[str], TargetSettings], run_config: Config, *, fmt: str, exit_zero: bool,
+                    error_on_warning: bool, revision: Optional[str], follow_links: bool) -> str:
+    """`--show-settings`: the config file and resolved settings of each target, as ruff shows them."""
+    from .selection import known_rules
+
+    def shown(path: Optional[Path]) -> str:
+        return ConfigError(path, None, "").path if path is not None else "none (defaults)"
+
+    rules = sorted(known_rules())
+    lines = [
+        f"run: config {shown(run_config.path)}; output-format {fmt}; exit-zero {str(exit_zero).lower()}; "
+        f"error-on-warning {str(error_on_warning).lower()}; follow-links {str(follow_links).lower()}"
+        + (f"; revision {revision}" if revision else ""),
+    ]
+    for target in targets:
+        lines.append("")
+        lines.append(f"{target}:")
+        if target in unreadable:
+            lines.append(f"  error: {unreadable[target]}")
+            continue
+        settings = settings_for(target)
+        enabled = settings.selection.codes(rules)
+        disabled = [code for code in rules if code not in enabled]
+        lines += [
+            f"  config: {shown(settings.config.path)}",
+            f"  engine: {settings.engine}",
+            f"  tp: {', '.join(map(str, settings.tp_sizes))}",
+            f"  batch: {settings.batch}",
+            f"  slots: {settings.slots if settings.slots is not None else 'batch + 1'}",
+            f"  state-dtype: {settings.state_dtype or 'the engine default'}",
+            f"  gpu-memory: {settings.gpu_memory or 'not set'}",
+            f"  rules: {len(enabled)} of {len(rules)} selected"
+            + (f"; not selected: {', '.join(disabled)}" if disabled else ""),
+        ]
+    return "\n".join(lines)
 
 
 def _first(*values):
@@ -121,8 +215,10 @@ def check_command(
     batch: Optional[int] = typer.Option(None, "--batch", help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
     slots: Optional[int] = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
     state_dtype: Optional[str] = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="sglang or vllm; default sglang."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("sglang")),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
+    mamba_strategy: str = typer.Option("no_buffer", "--mamba-strategy", help="sglang --mamba-radix-cache-strategy: no_buffer or extra_buffer (ping-pong slots)."),
+    speculative_tokens: int = typer.Option(0, "--speculative-tokens", help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
     select: Optional[list[str]] = typer.Option(None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. Replaces the configured selection."),
     extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help="Rules to report in addition to the selection."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Rules not to report (codes, prefixes, names)."),
@@ -132,7 +228,17 @@ def check_command(
     output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help="Write the report here instead of stdout."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
-    list_models_flag: bool = typer.Option(False, "--list-models", help="List the built-in model geometries and exit."),
+    list_models_flag: bool = typer.Option(False, "--list-models", help="List the built-in model geometries and exit (text, or a JSON document with --output-format json)."),
+    show_info: bool = typer.Option(False, "--show-info", help="Report info notes as SARIF results, GitHub annotations and GitLab issues too (by default only the other formats list them: nothing can be changed to close them)."),
+    statistics: bool = typer.Option(False, "--statistics", help="Print how often each rule fired, most frequent first, instead of the diagnostics (a JSON list with --output-format json)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."),
+    silent: bool = typer.Option(False, "--silent", "-s", help="Print nothing but the errors that stop the run (an --output-file is still written); the exit code says the rest."),
+    exclude: Optional[list[str]] = typer.Option(None, "--exclude", help="Directories not to search for checkpoints (globs, relative to the working directory, or names); replaces the default excludes. Repeatable."),
+    extend_exclude: Optional[list[str]] = typer.Option(None, "--extend-exclude", help="Like --exclude, in addition to the default and configured excludes."),
+    force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply the excludes to targets named on the command line too (for pre-commit)."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Snapshot of a cached Hugging Face model: a branch, tag, commit or commit prefix (or write org/name@REV)."),
+    follow_links: bool = typer.Option(False, "--follow-links", help="Follow links inside checkpoints wherever they point (git-annex, DVC, shared storage); still read-only and header-only."),
+    show_settings: bool = typer.Option(False, "--show-settings", help="Print the config file and settings each target would be checked with, and exit."),
 ) -> int:
     """Check models: per-rank shapes of every kernel argument, and every problem, for each deployment."""
     from .formats import format_module
@@ -142,10 +248,14 @@ def check_command(
         raise typer.BadParameter(f"unknown format {output_format!r}; expected one of: {', '.join(FORMATS)}",
                                  param_hint="--output-format")
     if list_models_flag:
-        list_models(Output(output_format or "full"), output_format or "full")
+        list_models(Output(output_format or "full", output_file), output_format or "full")
         return 0
-    paths = group_targets(targets or ["."])
-    config = _load_config(paths, config_file, isolated)
+    from ..sources.discover import expand_targets
+
+    resolver = _resolver(config_file, isolated)
+    paths, unreadable = expand_targets(group_targets(targets or ["."]), exclusion_test(resolver, exclude, extend_exclude),
+                                       force_exclude=force_exclude, follow_links=follow_links)
+    config = _run_config(paths, resolver)
     fmt = _first(output_format, config.output_format, "full")
     out = Output(fmt, output_file)
 
@@ -157,40 +267,74 @@ def check_command(
             out.fatal("usage", f"{option}: {error}")
             raise typer.Exit(2)
     cli_layer = rule_selection(select, extend_select, ignore, rules=rules)
+    if engine is not None:
+        engine_option(engine)
+    cli_tp = parse_tp_list(tp) if tp is not None else None
+    cli_budget = parse_size(gpu_memory) if gpu_memory is not None else None
+    settings_by_config: dict[int, TargetSettings] = {}
 
-    chosen_engine = _first(engine, config.engine, "sglang")
-    if chosen_engine not in ENGINES:
-        raise typer.BadParameter(f"unknown engine {chosen_engine!r}; expected sglang or vllm", param_hint="--engine")
-    tp_sizes = parse_tp_list(tp) if tp is not None else (config.tp or DEFAULT_TP)
-    budget_text = _first(gpu_memory, config.gpu_memory)
-    try:
-        budget = parse_size(budget_text) if budget_text else None
-    except typer.BadParameter:
-        if gpu_memory is not None or config.path is None:
-            raise
-        raise ConfigError(config.path, "tool.gdr-check.gpu-memory", f"not a size: {budget_text!r} (e.g. \"80GiB\")")
+    def settings_for(target: str) -> TargetSettings:
+        target_config = resolver.for_target(target)
+        known = settings_by_config.get(id(target_config))
+        if known is None:
+            known = settings_by_config[id(target_config)] = _settings(target_config)
+        if not target_config.overrides:
+            return known
+        layers = [*target_config.layers_for(target), cli_layer]
+        return replace(known, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)))
 
-    def selection_for(target: str) -> Selection:
-        layers: list[RuleSelection] = [*config.layers_for(target), cli_layer]
-        return Selection(tuple(layer for layer in layers if not layer.is_empty))
+    def _settings(target_config: Config) -> TargetSettings:
+        budget_text = _first(gpu_memory, target_config.gpu_memory)
+        budget = cli_budget
+        if budget is None and budget_text is not None:
+            try:
+                budget = parse_size(budget_text)
+            except typer.BadParameter:
+                raise ConfigError(target_config.path or Path(PYPROJECT), "tool.gdr-check.gpu-memory",
+                                  f"not a size: {budget_text!r} (e.g. \"80GiB\")") from None
+        layers = [target_config.selection, cli_layer]
+        return TargetSettings(
+            config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),
+            engine=_first(engine, target_config.engine, DEFAULT_ENGINE), tp_sizes=cli_tp or target_config.tp or DEFAULT_TP,
+            batch=_first(batch, target_config.batch, DEFAULT_BATCH), slots=_first(slots, target_config.slots),
+            state_dtype=_first(state_dtype, target_config.state_dtype), gpu_memory=budget_text,
+            gpu_memory_bytes=budget, mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens,
+        )
 
-    results = check_targets(
-        paths, tp_sizes, selection_for=selection_for, batch=_first(batch, config.batch, DEFAULT_BATCH),
-        slots=_first(slots, config.slots), state_dtype=_first(state_dtype, config.state_dtype),
-        engine=chosen_engine, gpu_memory=budget,
-    )
+    if show_settings:
+        out.write(render_settings(paths, unreadable, settings_for, config, fmt=fmt,
+                                  exit_zero=bool(_first(exit_zero, config.exit_zero)),
+                                  error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),
+                                  revision=revision, follow_links=follow_links))
+        return 0
+    if not paths:  # every target named was excluded (`--force-exclude`)
+        out.info_line("warning: no checkpoint to check: every target is excluded")
+        return 0
+    from .progress import target_progress
+
+    with target_progress(len(paths), quiet=quiet or silent) as progress:
+        results = check_targets(paths, settings_for, unreadable=unreadable, revision=revision,
+                                follow_links=follow_links, progress=progress)
     run = Run(
         results,
         failing=FAILING_WITH_WARNINGS if _first(error_on_warning, config.error_on_warning) else FAILING_DEFAULT,
         exit_zero=bool(_first(exit_zero, config.exit_zero)),
         color=fmt == "full" and output_file is None and use_color(),
+        show_info=show_info, quiet=quiet,
     )
     renderer = format_module(fmt)
-    out.write_report(renderer.render(run))
+    if silent and output_file is None:
+        pass  # the exit code says it all
+    elif statistics:
+        from .statistics import render as render_statistics
+
+        out.write_report(render_statistics(run, fmt))
+    else:
+        out.write_report(renderer.render(run))
     for result in results:
         if result.error is not None:
             out.error_line(result.error.message)
-    if fmt in ("concise", "github"):
+    if fmt in ("concise", "github") and not (quiet or silent or statistics):
         from .formats.common import summary_line
 
         out.info_line(summary_line(run))

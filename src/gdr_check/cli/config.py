@@ -1,8 +1,11 @@
 """`[tool.gdr-check]` in a `pyproject.toml`: discovery, validation and per-path overrides.
 
-The file is found by walking up from each checked path (the first one found wins), then from the working
-directory. A `pyproject.toml` without a `[tool.gdr-check]` table is skipped, so a project's own pyproject does
-not hide the one that configures gdr-check. Every mistake is one line naming the file and the key (exit 2).
+As in ruff, each target is checked with the nearest `pyproject.toml` at or above it that has a
+`[tool.gdr-check]` table (`ConfigResolver`); a repo id, which has no place on disk, takes the working
+directory's. The settings of the whole run (output format, exit-zero, error-on-warning) come from the first
+target's config, else the working directory's (`discover`). A `pyproject.toml` without the table is skipped,
+so a project's own pyproject does not hide the one that configures gdr-check. Every mistake is one line naming
+the file and the key (exit 2).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
+from ..engines import UnknownEngineError, profile_for
 from ..errors import InputError
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
@@ -26,9 +30,8 @@ PYPROJECT = "pyproject.toml"
 TABLE = "tool.gdr-check"
 SELECTION_KEYS = ("select", "extend-select", "ignore")
 TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "state-dtype", "gpu-memory",
-                  "exit-zero", "error-on-warning", "overrides")
+                  "exit-zero", "error-on-warning", "exclude", "extend-exclude", "overrides")
 OVERRIDE_KEYS = ("paths", *SELECTION_KEYS)
-ENGINES = ("sglang", "vllm")
 
 
 class ConfigError(InputError):
@@ -72,6 +75,8 @@ class Config:
     gpu_memory: str | None = None
     exit_zero: bool | None = None
     error_on_warning: bool | None = None
+    exclude: list[str] | None = None  # replaces the default excludes, as ruff's `exclude` does
+    extend_exclude: list[str] = field(default_factory=list)
 
     @property
     def root(self) -> Path | None:
@@ -125,6 +130,41 @@ def discover(targets: Iterable[str], cwd: Path | None = None) -> Path | None:
     return find_config_file(Path(os.path.abspath(cwd or os.getcwd())))
 
 
+class ConfigResolver:
+    """The config of each target: `explicit` (`--config`) for all, none with `isolated`, else the nearest
+    `pyproject.toml` with a `[tool.gdr-check]` table at or above the target. Each file is read once."""
+
+    def __init__(self, *, explicit: Config | None = None, isolated: bool = False, cwd: Path | None = None) -> None:
+        self.explicit = explicit
+        self.isolated = isolated
+        self.cwd = Path(os.path.abspath(cwd or os.getcwd()))
+        self._found: dict[Path, Path | None] = {}
+        self._loaded: dict[Path, Config] = {}
+
+    def for_target(self, target: str) -> Config:
+        if self.explicit is not None:
+            return self.explicit
+        if self.isolated:
+            return Config()
+        start = Path(os.path.abspath(target)) if os.path.lexists(target) else self.cwd
+        path = self._nearest(start if start.is_dir() else start.parent)
+        if path is None:
+            return Config()
+        if path not in self._loaded:
+            self._loaded[path] = load_config(path)
+        return self._loaded[path]
+
+    def _nearest(self, directory: Path) -> Path | None:
+        if directory not in self._found:
+            candidate = directory / PYPROJECT
+            if candidate.is_file() and _has_table(candidate):
+                self._found[directory] = candidate
+            else:
+                parent = directory.parent
+                self._found[directory] = None if parent == directory else self._nearest(parent)
+        return self._found[directory]
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
@@ -151,7 +191,7 @@ def load_config(path: Path) -> Config:
     config = Config(path=path)
     config.selection = reader.selection()
     config.output_format = reader.choice("output-format", _formats())
-    config.engine = reader.choice("engine", ENGINES)
+    config.engine = reader.engine("engine")
     config.tp = reader.tp_sizes("tp")
     config.batch = reader.integer("batch", minimum=0)
     config.slots = reader.integer("slots", minimum=1)
@@ -163,6 +203,8 @@ def load_config(path: Path) -> Config:
     config.gpu_memory = None if gpu_memory is None else str(gpu_memory)
     config.exit_zero = reader.boolean("exit-zero")
     config.error_on_warning = reader.boolean("error-on-warning")
+    config.exclude = reader.strings("exclude")
+    config.extend_exclude = reader.strings("extend-exclude") or []
     config.overrides = _overrides(path, table.get("overrides"))
     return config
 
@@ -232,6 +274,16 @@ class _Reader:
         value = self.string(key)
         if value is not None and value not in allowed:
             raise self.fail(key, f"unknown value {value!r}; expected one of: {', '.join(allowed)}")
+        return value
+
+    def engine(self, key: str) -> str | None:
+        """An engine profile (`vllm`, `vllm@0.28`); the error names every choice."""
+        value = self.string(key)
+        if value is not None:
+            try:
+                profile_for(value)
+            except UnknownEngineError as error:
+                raise self.fail(key, str(error)) from None
         return value
 
     def boolean(self, key: str) -> bool | None:

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..engines import DEFAULT_ENGINE, profile_for
+from .engine_option import engine_help, engine_option
 from .main import app
 from .output import Output, tool_info
 
@@ -40,16 +42,16 @@ def _validate(output_format: str, backend: str, device: str, engine: Optional[st
         raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
     if device not in DEVICES:
         raise typer.BadParameter(f"expected one of {', '.join(DEVICES)}, got {device!r}", param_hint="--device")
-    if engine is not None and engine not in ("sglang", "vllm"):
-        raise typer.BadParameter(f"unknown engine {engine!r}; expected sglang or vllm", param_hint="--engine")
-    if backend != "builtin" and engine not in (None, backend):
+    if engine is not None:
+        engine_option(engine)
+    if backend != "builtin" and engine is not None and profile_for(engine).name != backend:
         raise typer.BadParameter(f"--backend {backend} runs {backend}'s kernel, which has {backend}'s semantics: "
                                  f"use --engine {backend} (or leave --engine out)", param_hint="--engine")
     if steps < 1:
         raise typer.BadParameter("at least one step", param_hint="--steps")
     if batch < 1:
         raise typer.BadParameter("a dry-run needs at least one row (B = 0 launches nothing)", param_hint="--batch")
-    return engine or (backend if backend != "builtin" else "sglang")
+    return engine or (backend if backend != "builtin" else DEFAULT_ENGINE)
 
 
 # -- the human report ------------------------------------------------------------------------------------------------
@@ -80,7 +82,7 @@ def _header(console: Console, target: str, result: Any) -> None:
                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}"))
     dep = check.deployment
     state = check.settings.state_dtype if check.settings else (dep.state_dtype or "default")
-    rows.append(("deployment", f"{dep.engine}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots, state {state}"))
+    rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots, state {state}"))
     child = result.child
     for name, label in (child.get("kernels") or {}).items():
         rows.append(("kernel" if name == "builtin" else "backend", label))
@@ -186,7 +188,7 @@ def _timing_lines(console: Console, result: Any) -> None:
         return
     copy = timing["copy"]
     console.print(f"timing: {timing['method']}, B={timing['rows']} ({timing['live_rows']} live), "
-                  f"{timing['bytes_per_call'] / 1e6:.3f} MB per call (kernel-contract.md section 11); "
+                  f"{timing['bytes_per_call'] / 1e6:.3f} MB per call (docs/kernel-contract.md §11); "
                   f"device-to-device copy {copy['bandwidth_gbps'] / 1e3:.2f} TB/s in this run", soft_wrap=True)
     for name, numbers in timing["kernels"].items():
         console.print(f"  {KERNEL_NAMES.get(name, name)}: {numbers['median_us']:.2f} us median, "
@@ -199,6 +201,12 @@ def _summary(result: Any) -> str:
     tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     if result.unavailable is not None:
         return f"dry-run not launched: backend `{result.plan.backend}` is not available; {tally}"
+    if not result.launched and not result.refused_because:
+        check = result.check
+        if check.model is None:
+            return "dry-run not launched: the model has no GDN or KDA layers: nothing to run"
+        if check.decode is not None and not check.decode.packed:
+            return f"dry-run not launched: {check.decode.text()}"
     if not result.launched:
         codes = ", ".join(result.refused_because) or "no per-rank call"
         return f"dry-run not launched: the deployment has {len(result.refused_because)} error(s) ({codes}); fix them first"
@@ -238,7 +246,7 @@ def dry_run_command(
     steps: int = typer.Option(3, "--steps", help="Decode steps to run and verify."),
     backend: str = typer.Option("builtin", "--backend", help="builtin (gdr-check's kernel), sglang or vllm (the installed engine's kernel, compared with ours)."),
     device: str = typer.Option("auto", "--device", help="auto, cuda or cpu (cpu: the Triton interpreter at reduced sizes)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="sglang or vllm semantics (default: the backend's, else sglang)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("the backend's, else sglang")),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs, state and slot choices."),
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds before the child process is killed."),
     output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help="full or json."),
@@ -252,7 +260,7 @@ def dry_run_command(
     profile = _validate(output_format, backend, device, engine, steps, batch)
     out = Output(output_format)
     try:
-        deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)  # type: ignore[arg-type]
+        deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)
     except ValueError as error:
         raise typer.BadParameter(str(error))
     try:
@@ -273,4 +281,4 @@ def dry_run_command(
     if outcome is not None and os.environ.get("GDR_CHECK_DEBUG") and (outcome.crashed or result.child.get("status") != "ok"):
         out.error_line("the dry-run child's stderr follows")
         sys.stderr.write(outcome.stderr)
-    return 0 if result.ok else 1
+    return 0 if result.ok and result.launched else 1  # nothing ran: not a pass

@@ -7,3 +7,10 @@ class UsageFailure(Exception):
     """A bad flag or value: one line, exit 2."""
 
     code = "usage"
+
+
+class ReportWriteError(Exception):
+    """The report file (`-o/--output-file`) cannot be written: one line, exit 2, and no second attempt to
+    write the error record there."""
+
+    code = "output"

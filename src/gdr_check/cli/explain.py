@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 
 import typer
 
@@ -31,6 +33,18 @@ def _render_full(found: Explanation) -> str:
     return "\n".join(lines)
 
 
+# A query of one code-like or kebab-case token is a rule's code or name, not a pasted message.
+_RULE_ID = re.compile(r"^(?:[A-Za-z]{3}[0-9]+|[a-z0-9]+(?:-[a-z0-9]+)+)$")
+
+
+def _suggestion(token: str) -> str:
+    from ..checks import RULES
+
+    close = difflib.get_close_matches(token.lower(), [rule.name for rule in RULES.values()], n=1, cutoff=0.6)
+    close = close or difflib.get_close_matches(token.upper(), list(RULES), n=1, cutoff=0.8)
+    return (f"; did you mean `{close[0]}`?" if close else "") + " (`gdr-check explain --all` lists every rule)"
+
+
 @app.command("explain")
 def explain_command(
     query: str = typer.Argument(None, help="A rule code (GDR212), name (state-pool-not-4d) or a pasted error message."),
@@ -43,15 +57,21 @@ def explain_command(
 
     out = Output(output_format)
     if all_rules:
-        found = [explain(code) for code in sorted(RULES)]
+        found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:
         single = explain(query)
         if single is None:
-            out.error_line(f"no rule matches {query!r}",
-                           hint="pass a code (GDR212), a rule name, or the whole error message as printed")
+            # Exit 2 like any other bad input (ruff's `rule` does the same): 1 means "problems found".
+            if _RULE_ID.match(query.strip()):
+                error = "unknown rule"
+                out.error_line(f"unknown rule `{query.strip()}`{_suggestion(query.strip())}")
+            else:
+                error = "no rule matches"
+                out.error_line(f"no rule matches {query!r}",
+                               hint="pass a code (GDR212), a rule name, or the whole error message as printed")
             if output_format == "json":
-                out.write(json.dumps({"tool": tool_info(), "query": query, "error": "no rule matches"}))
-            raise typer.Exit(1)
+                out.write(json.dumps({"tool": tool_info(), "query": query, "error": error}))
+            raise typer.Exit(2)
         found = [single]
     else:
         raise typer.BadParameter("give a code, a rule name or an error message, or --all", param_hint="QUERY")

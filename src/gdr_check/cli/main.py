@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from ..errors import InputError
 from .coercion import install_plain_coercion
+from .errors import ReportWriteError
 from .output import Output
 
 HELP_OPTIONS = ("--help", "-h", "--version")
@@ -144,6 +145,8 @@ def _main(argv: Sequence[str] | None) -> int:
         output.fatal("usage", "interrupted")
     except click_exceptions.ClickException as error:
         output.fatal("usage", error.format_message().replace("\n", " "))
+    except ReportWriteError as error:  # the record of the failure could not go there either
+        output.error_line(str(error))
     except InputError as error:  # bad input: one line naming it, exit 2
         if os.environ.get("GDR_CHECK_DEBUG"):
             raise

@@ -2,7 +2,7 @@
 
 Machine formats are written with plain writes, never through rich, which hard-wraps long lines when
 stdout is not a terminal. A run that cannot complete still writes a record in the selected format
-(a JSON document, a JSON line, a SARIF log, an `::error`, a JUnit error), to the output file when one is
+(a JSON document, a JSON line, a SARIF log, an `::error`, a JUnit error, a GitLab issue), to the output file when one is
 named, so that the next CI step always finds something it can parse.
 """
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit")
+MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit", "gitlab")
 FORMATS = ("full", "concise", *MACHINE_FORMATS)
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
 OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
@@ -22,7 +22,8 @@ SCHEMA_VERSION = 1
 
 
 def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
-    """The last value given to one of `names` (`--name VALUE` or `--name=VALUE`), read before parsing."""
+    """The last value given to one of `names` (`--name VALUE`, `--name=VALUE`, `-n VALUE` or `-nVALUE`, as
+    click reads them), read before parsing."""
     chosen = None
     for i, arg in enumerate(argv):
         if arg == "--":
@@ -32,6 +33,8 @@ def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
         for name in names:
             if name.startswith("--") and arg.startswith(name + "="):
                 chosen = arg.split("=", 1)[1]
+            elif not name.startswith("--") and arg.startswith(name) and not arg.startswith("--") and arg != name:
+                chosen = arg[len(name):]
     return chosen
 
 
@@ -71,9 +74,18 @@ class Output:
     def write_report(self, text: str) -> None:
         """The report itself: to --output-file when given (created, or replaced), else to stdout."""
         if self.output_file is not None:
-            if self.output_file.parent != Path(""):
-                self.output_file.parent.mkdir(parents=True, exist_ok=True)
-            self.output_file.write_text(text, encoding="utf-8")
+            from .errors import ReportWriteError
+
+            parent = self.output_file.parent
+            try:
+                if parent != Path(""):
+                    if parent.exists() and not parent.is_dir():
+                        raise NotADirectoryError(0, f"`{parent}` is not a directory")
+                    parent.mkdir(parents=True, exist_ok=True)
+                self.output_file.write_text(text, encoding="utf-8")
+            except OSError as failure:
+                reason = failure.strerror or type(failure).__name__
+                raise ReportWriteError(f"cannot write `{self.output_file}`: {reason[:1].lower()}{reason[1:]}") from None
         elif text:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -88,6 +100,7 @@ class Output:
 
     def fatal(self, code: str, message: str, *, path: str | None = None, hint: str | None = None) -> None:
         """Report a run that could not complete (exit 2): one stderr line, and a record in the format."""
+        from .errors import ReportWriteError
         from .formats import format_module
         from .results import FatalError
 
@@ -97,8 +110,8 @@ class Output:
             record = format_module(self.format).render_fatal(error)
             if record:  # the human formats have nothing to add to the stderr line
                 self.write_report(record)
-        except OSError as failure:  # the output file itself cannot be written: say so, keep exit 2
-            self.error_line(f"cannot write `{self.output_file}`: {(failure.strerror or 'error').lower()}")
+        except ReportWriteError as failure:  # the output file itself cannot be written: say so, keep exit 2
+            self.error_line(str(failure))
         if self.format == "github":
             self.append_step_summary(format_module("github").fatal_step_summary(error))
 

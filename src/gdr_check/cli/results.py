@@ -81,6 +81,8 @@ class Run:
     failing: tuple[str, ...] = FAILING_DEFAULT
     exit_zero: bool = False
     color: bool = False
+    show_info: bool = False  # info notes as alerts too (SARIF results, annotations, code-quality issues)
+    quiet: bool = False  # the diagnostics only: no headers, tables or summary
 
     @property
     def exit_code(self) -> int:

@@ -39,13 +39,11 @@ def locate_program(V: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr, value
 
 
 @triton.jit
-def load_slot(slots, i_n, stride_index, SKIP_SLOT_ZERO: tl.constexpr):
-    """The row's slot (int64) and whether the row is live: sglang skips idx < 0, vLLM idx <= 0."""
+def load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW: tl.constexpr):
+    """The row's slot (int64) and whether the row is live: above the profile's skip sentinel
+    (`EngineProfile.skip_at_or_below`: sglang skips idx < 0, vLLM idx <= 0)."""
     slot = tl.load(slots + i_n * stride_index).to(tl.int64)
-    if SKIP_SLOT_ZERO:
-        live = slot > 0
-    else:
-        live = slot >= 0
+    live = slot > SKIP_AT_OR_BELOW
     return slot, live
 
 

@@ -32,10 +32,10 @@ def gdn_packed_decode_kernel(
     key_heads, value_heads,  # run-time ints: head configs share one compiled variant
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
-    USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_SLOT_ZERO: tl.constexpr,
+    USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
-    slot, live = load_slot(slots, i_n, stride_index, SKIP_SLOT_ZERO)
+    slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
 
     row = mixed_qkv + i_n * stride_qkv
     q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
@@ -45,7 +45,7 @@ def gdn_packed_decode_kernel(
     z = tl.load(a + i_n * stride_a + i_hv).to(tl.float32) + tl.load(dt_bias + i_hv).to(tl.float32)
     decay = tl.exp(-tl.exp(tl.load(A_log + i_hv).to(tl.float32)) * softplus(z, 20.0))
     beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))
-    if ROUND_BETA:  # sglang 0.5.23 GDN: beta goes through b's dtype
+    if ROUND_BETA:  # EngineProfile.gdn_beta_rounding (sglang 0.5.23, vLLM before 0.29): via b's dtype
         beta = beta.to(b.dtype.element_ty).to(tl.float32)
 
     head_state = state + slot * stride_slot + i_hv * (V * K)
@@ -90,7 +90,7 @@ def launch_packed_decode(
     config: TileConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch without the contract checks (for callers that ran them, e.g. before CUDA-graph capture)."""
-    check_engine(engine)
+    profile = check_engine(engine)
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
     H = infer_heads(mixed_qkv.shape[1], HV, V, K)
@@ -104,8 +104,8 @@ def launch_packed_decode(
         H, HV,
         K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
         STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
-        USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=engine == "sglang",
-        SKIP_SLOT_ZERO=engine == "vllm",
+        USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=profile.gdn_beta_rounding is not None,
+        SKIP_AT_OR_BELOW=profile.skip_at_or_below,
         **tiling.launch_options(),
     )
     return out, initial_state

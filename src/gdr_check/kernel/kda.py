@@ -32,10 +32,10 @@ def kda_packed_decode_kernel(
     key_heads, value_heads,
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
-    USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_SLOT_ZERO: tl.constexpr,
+    USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
-    slot, live = load_slot(slots, i_n, stride_index, SKIP_SLOT_ZERO)
+    slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
 
     row = mixed_qkv + i_n * stride_qkv
     q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
@@ -96,7 +96,7 @@ def launch_kda_packed_decode(
     config: TileConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch without the contract checks (for callers that ran them, e.g. before CUDA-graph capture)."""
-    check_engine(engine)
+    profile = check_engine(engine)
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
     H = infer_heads(mixed_qkv.shape[1], HV, V, K)
@@ -112,7 +112,7 @@ def launch_kda_packed_decode(
         K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
         STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), USE_LOWER_BOUND=lower_bound is not None,
-        SKIP_SLOT_ZERO=engine == "vllm",
+        SKIP_AT_OR_BELOW=profile.skip_at_or_below,
         **tiling.launch_options(),
     )
     return out, initial_state

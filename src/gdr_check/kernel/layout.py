@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-Engine = Literal["sglang", "vllm"]
-ENGINES: tuple[str, ...] = ("sglang", "vllm")
+from ..engines import ENGINE_NAMES, EngineProfile, profile_for
+
+# What the kernels and references take as `engine`: a name ("vllm"), `name@version`, or a profile.
+Engine = str | EngineProfile
+ENGINES: tuple[str, ...] = ENGINE_NAMES
 
 
-def check_engine(engine: str) -> None:
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES} (got {engine!r})")
+def check_engine(engine: Engine) -> EngineProfile:
+    """The profile `engine` selects; raises `UnknownEngineError` (a ValueError) for an unknown one."""
+    return profile_for(engine)
 
 
 # Contract rules about the reference kernel's own launch that this package's kernels do not share:
@@ -31,12 +34,11 @@ def infer_heads(qkv_width: int, HV: int, V: int, K: int) -> int:
     return (qkv_width - HV * V) // 2 // K
 
 
-def row_is_live(slot: Any, engine: str) -> Any:
-    """Whether a row with this slot index is computed. sglang skips idx < 0; vLLM also skips its null slot 0.
-
-    Works elementwise on tensors as well as on ints.
+def row_is_live(slot: Any, engine: Engine) -> Any:
+    """Whether a row with this slot index is computed: above the engine's skip sentinel (sglang skips
+    idx < 0; vLLM also skips its null slot 0). Works elementwise on tensors as well as on ints.
     """
-    return slot > 0 if engine == "vllm" else slot >= 0
+    return slot > profile_for(engine).skip_at_or_below
 
 
 def next_power_of_2(n: int) -> int:

@@ -1,6 +1,6 @@
 """Float64 PyTorch references for the GDN and KDA packed recurrent decode step.
 
-Written from the formulas of kernel-contract.md section 6, one step per row:
+Written from the formulas of docs/kernel-contract.md §6, one step per row:
     S <- decay * S;  u = beta * (v - S k);  S <- S + u k^T;  o = S q   (o reads the updated state)
 They take the kernels' arguments, never modify them, and return
 ``(out [B, 1, HV, V] float64, new pool float64)``; slots that no live row names keep their old values.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from ..engines import profile_for
 from .layout import Engine, infer_heads, row_is_live
 
 SOFTPLUS_THRESHOLD = 20.0
@@ -95,8 +96,8 @@ def naive_packed_decode(
     f64 = torch.float64
     z = a.to(f64) + dt_bias.to(f64)
     g = -torch.exp(A_log.to(f64)) * _softplus(z)  # [B, HV]
-    if engine == "sglang":
-        # sglang 0.5.23 rounds sigmoid(b) to b's dtype before using it (contract section 6.1 step 8).
+    if profile_for(engine).gdn_beta_rounding is not None:
+        # sglang 0.5.23 and vLLM before 0.29 round sigmoid(b) to b's dtype before using it.
         beta = torch.sigmoid(b.to(torch.float32)).to(b.dtype).to(f64)
     else:
         beta = torch.sigmoid(b.to(f64))

@@ -114,6 +114,17 @@ class TensorRule:
                 return shape
         return None
 
+    def shape_for(self, actual: tuple[int, ...], geometry: Geometry) -> tuple[Dim, ...] | None:
+        """The layout of `actual`: among the shapes of its rank, the first whose sizes all match, else the first.
+
+        Kimi-K3 stores `A_log` as [head_dim] where Kimi-Linear stores [num_heads]: both are rank 1.
+        """
+        candidates = [shape for shape in self.shapes if len(shape) == len(actual)]
+        for shape in candidates:
+            if all(dim.expected(geometry) == size for dim, size in zip(shape, actual)):
+                return shape
+        return candidates[0] if candidates else None
+
 
 def T(suffix: str, *shapes: tuple[Dim, ...], required: bool = True) -> TensorRule:
     return TensorRule(suffix, tuple(shapes), required)
@@ -148,7 +159,7 @@ def _qkv_width(g: Geometry) -> int:
     return 2 * g.H * g.K + g.HV * g.V
 
 
-GDN_FUSED = Layout(  # Qwen3-Next: fused interleaved projections (models.md 5.1)
+GDN_FUSED = Layout(  # Qwen3-Next: fused interleaved projections (docs/models.md §5.1)
     name="gdn-fused-qkvz", mixer="linear_attn", marker="in_proj_qkvz.weight",
     tensors=(
         T("A_log", (_heads_v(),)),
@@ -161,7 +172,7 @@ GDN_FUSED = Layout(  # Qwen3-Next: fused interleaved projections (models.md 5.1)
     ),
 )
 
-GDN_SPLIT = Layout(  # Qwen3.5/3.6: split projections, already in [q | k | v] order (models.md 5.2)
+GDN_SPLIT = Layout(  # Qwen3.5/3.6: split projections, already in [q | k | v] order (docs/models.md §5.2)
     name="gdn-split-qkv", mixer="linear_attn", marker="in_proj_qkv.weight",
     tensors=(
         T("A_log", (_heads_v(),)),
@@ -194,7 +205,7 @@ GDN_SEPARATE = Layout(  # OLMo-Hybrid style: separate q/k/v projections and conv
     ),
 )
 
-# Kimi-Linear KDA (models.md 5.3). H = HV and K = V = D; P = H*D. `A_log` is stored [1, 1, H, 1].
+# Kimi-Linear KDA (docs/models.md §5.3). H = HV and K = V = D; P = H*D. `A_log` is stored [1, 1, H, 1].
 KDA = Layout(
     name="kda", mixer="self_attn", marker="q_conv1d.weight",
     tensors=(
@@ -213,6 +224,40 @@ KDA = Layout(
         T("k_proj.weight", (Dim(lambda g: g.H * g.K, "num_k_heads"), _hidden())),
         T("q_conv1d.weight", *_conv(lambda g: g.H * g.K, "num_k_heads")),
         T("k_conv1d.weight", *_conv(lambda g: g.H * g.K, "num_k_heads")),
+    ),
+)
+
+# Kimi-K3 / GLM-5-Next with `use_full_rank_gate`: one [H*V, hidden] `g_proj` replaces `g_a_proj`/`g_b_proj`
+# (sglang 0.5.23 `models/kimi_k3.py`, KimiK3DeltaAttention). K3 stores `A_log` as [head_dim]; the loader keeps
+# its first num_heads entries, so [head_dim], [num_heads] and [1, 1, num_heads, 1] all load.
+def _kda_full_gate_tensors() -> tuple[TensorRule, ...]:
+    low_rank = ("g_a_proj.weight", "g_b_proj.weight")
+    kept = tuple(rule for rule in KDA.tensors if rule.suffix not in low_rank and rule.suffix != "A_log")
+    a_log = T("A_log", (ONE, ONE, _heads_v(), ONE), (_heads_v(),), (Dim(lambda g: g.K, "head_k_dim"),))
+    g_proj = T("g_proj.weight", (Dim(lambda g: g.HV * g.V, "head_v_dim"), _hidden()))
+    return (a_log,) + kept[:1] + (g_proj,) + kept[1:]
+
+
+KDA_FULL_GATE = Layout(name="kda-full-rank-gate", mixer="self_attn", marker="g_proj.weight",
+                       tensors=_kda_full_gate_tensors())
+
+# Jet-Nemotron JetBlock (sglang 0.5.23 `models/jet_nemotron.py`): H = HV heads, separate q/k/v/a/b/g
+# projections (stacked into `qkvabz_proj` at load time) and a dynamic conv over the value channels only, whose
+# kernels a two-layer generator makes: w1 [HV*V/r, hidden], w2 [HV*V*W, HV*V/r] with a bias.
+JET = Layout(
+    name="jet-block", mixer="self_attn", marker="dynamic_conv1d.kernel_generator.w2.weight",
+    tensors=(
+        T("A_log", (_heads_v(),)),
+        T("dt_bias", (_heads_v(),)),
+        T("o_norm.weight", (_head_v(),)),
+        T("a_proj.weight", (_heads_v(), _hidden())),
+        T("b_proj.weight", (_heads_v(), _hidden())),
+        T("v_proj.weight", (Dim(lambda g: g.HV * g.V, "head_v_dim"), _hidden())),
+        T("g_proj.weight", (Dim(lambda g: g.HV * g.V, "head_v_dim"), _hidden())),
+        T("o_proj.weight", (_hidden(), Dim(lambda g: g.HV * g.V, "head_v_dim"))),
+        T("q_proj.weight", (Dim(lambda g: g.H * g.K, "num_k_heads"), _hidden())),
+        T("k_proj.weight", (Dim(lambda g: g.H * g.K, "num_k_heads"), _hidden())),
+        T("dynamic_conv1d.kernel_generator.w2.bias", (Dim(lambda g: g.HV * g.V * g.W, "conv_kernel"),)),
     ),
 )
 
@@ -264,6 +309,26 @@ class ConfigView:
                 return found
         return None
 
+    def home(self, key: str) -> str:
+        """The dotted key where `key` would be read first: under the first section the config has."""
+        section = self.sections[0]
+        return f"{section}.{key}" if section else key
+
+    def first_present(self, keys: Iterable[str]) -> tuple[Any, str] | None:
+        """Like `first`, but a key set to null counts (its value is None): a null head count is an error."""
+        keys = tuple(keys)
+        found = self.first(keys)
+        if found is not None:
+            return found
+        for key in keys:
+            for section in self.sections:
+                dotted = f"{section}.{key}" if section else key
+                parent, _, leaf = dotted.rpartition(".")
+                node = self.raw(parent) if parent else self.config
+                if isinstance(node, dict) and leaf in node:
+                    return None, dotted
+        return None
+
 
 def _num_layers(view: ConfigView) -> int | None:
     found = view.find("num_hidden_layers")
@@ -301,10 +366,10 @@ def _from_interval(view: ConfigView) -> tuple[list[int], str, int] | None:
 _QWEN_KINDS = frozenset({"linear_attention", "full_attention"})
 
 
-def qwen_layer_map(view: ConfigView) -> LayerMap:
+def qwen_layer_map(view: ConfigView, kinds: frozenset[str] = _QWEN_KINDS) -> LayerMap:
     """Explicit `layer_types` when present; else layer i is full iff (i+1) % full_attention_interval == 0."""
     interval = _from_interval(view)
-    result = _from_layer_types(view, frozenset({"linear_attention"}), _QWEN_KINDS) or LayerMap()
+    result = _from_layer_types(view, frozenset({"linear_attention"}), kinds) or LayerMap()
     if interval is not None:
         result.interval_linear, result.interval_key, result.interval = interval
         if result.linear is None:
@@ -312,19 +377,19 @@ def qwen_layer_map(view: ConfigView) -> LayerMap:
     return result
 
 
-def kimi_layer_map(view: ConfigView, *, one_based: bool = True) -> LayerMap:
+def kimi_layer_map(view: ConfigView, *, one_based: bool = True, full_required: bool = True) -> LayerMap:
     """Layer i is KDA iff (i+1) is in `linear_attn_config.kda_layers` (1-based)."""
     result = LayerMap()
     base = 1 if one_based else 0
     count = _num_layers(view)
     kda = view.find("linear_attn_config.kda_layers")
     full = view.find("linear_attn_config.full_attn_layers")
-    if full is None:
+    if full is None and full_required:
         # sglang 0.5.23 asserts, with no message, that both lists are set.
-        result.problems.append(("linear_attn_config.full_attn_layers",
+        result.problems.append((view.home("linear_attn_config.full_attn_layers"),
                                 "is missing: sglang 0.5.23 asserts that it is set"))
     if kda is None:
-        result.problems.append(("linear_attn_config.kda_layers", "is missing"))
+        result.problems.append((view.home("linear_attn_config.kda_layers"), "is missing"))
         return result
     values, key = kda
     result.key = key
@@ -363,6 +428,71 @@ def generic_layer_map(view: ConfigView) -> LayerMap:
     if interval is not None:
         return LayerMap(linear=interval[0], key=interval[1])
     return LayerMap()
+
+
+# Qwen4-Exp (sglang 0.5.23 `configs/qwen4_exp.py`): sparse and indexed attention layers are full attention.
+_QWEN4_KINDS = _QWEN_KINDS | {"qwen_sparse_attention", "indexed_attention"}
+
+
+def qwen4_layer_map(view: ConfigView) -> LayerMap:
+    return qwen_layer_map(view, _QWEN4_KINDS)
+
+
+def jet_layer_map(view: ConfigView) -> LayerMap:
+    """JetNemotronConfig: layer i is a JetBlock iff `layer_types[i]` == "jet" ("attn" and "swa" are full)."""
+    result = _from_layer_types(view, frozenset({"jet"}), frozenset({"jet", "attn", "swa"}))
+    if result is None:
+        return LayerMap(problems=[(view.home("layer_types"),
+                                   "is missing: Jet-Nemotron names its JetBlock layers only there")])
+    return result
+
+
+def bailing_layer_map(view: ConfigView) -> LayerMap:
+    """BailingHybridConfig: an integer `layer_group_size` makes layer i full iff (i+1) % size == 0; a list
+    marks each linear layer with 1. sglang's default size, 1, makes every layer full attention."""
+    count = _num_layers(view)
+    found = view.find("layer_group_size")
+    if count is None:
+        return LayerMap()
+    if found is None:
+        return LayerMap(linear=[], key=None)
+    size, key = found
+    result = LayerMap(key=key)
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        result.linear = [i for i in range(count) if (i + 1) % size != 0]
+    elif isinstance(size, list):
+        if len(size) != count:
+            result.problems.append((key, (f"has {len(size)} entries but `num_hidden_layers` is {count} "
+                                          "(sglang asserts that they are equal)")))
+        result.linear = [i for i, entry in enumerate(size[:count]) if entry == 1]
+    else:
+        result.problems.append((key, f"is {_json(size)}: expected a positive integer or a list of 0/1 per layer"))
+    return result
+
+
+def glm5_layer_map(view: ConfigView) -> LayerMap:
+    """Glm5NextTextConfig: 0-based `linear_attn_config.kda_layers` when given; else `layer_types`
+    ("linear_attention"); else layer i is KDA iff i % 4 != 3."""
+    if view.find("linear_attn_config") is not None:
+        return kimi_layer_map(view, one_based=False, full_required=False)
+    by_types = _from_layer_types(view, frozenset({"linear_attention"}),
+                                 frozenset({"linear_attention", "full_attention", "sliding_attention"}))
+    if by_types is not None:
+        return by_types
+    count = _num_layers(view)
+    if count is None:
+        return LayerMap()
+    return LayerMap(linear=[i for i in range(count) if i % 4 != 3], key=None)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # -- adapters ------------------------------------------------------------------------------------------------
@@ -411,6 +541,18 @@ class Adapter:
     sglang_uses_interval: bool = False
     # False for the fallback that infers an unknown architecture from its tensors.
     known: bool = True
+    # Fields computed from others (Jet-Nemotron's V = int(K * expand_v)): name -> (value, config key).
+    derive: Callable[[ConfigView, Mapping[str, tuple[Any, str]]], dict[str, tuple[Any, str]]] | None = None
+    # The safe-gate lower bound of the KDA forget gate: (value, config key), or None.
+    lower_bound: Callable[[ConfigView], tuple[Any, str] | None] | None = None
+    # Why the engine serves this architecture at tp=1 only (None: TP splits the heads).
+    tp_one_only: str | None = None
+    # False when the tensor table is not modelled: the weights are listed, not cross-checked.
+    weights_modelled: bool = True
+    # The decoder that sglang 0.5.23 runs for a decode step when it is not the packed kernel.
+    own_decode: str | None = None
+    # Where the facts come from (upstream file paths), for `docs/architectures.md` and the notes.
+    upstream: tuple[str, ...] = ()
 
 
 QWEN3_NEXT = Adapter(
@@ -423,16 +565,20 @@ QWEN3_NEXT = Adapter(
 QWEN3_5 = Adapter(
     family="qwen3.5", kind="gdn",
     architectures=("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"),
+    # MiniCPM-V 4.6 wraps a `qwen3_5_text` or `qwen3_5_moe_text` text config (sglang `configs/minicpmv4_6.py`):
+    # it is recognised by that `text_config.model_type`.
     model_types=("qwen3_5", "qwen3_5_text"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
     namespaces=QWEN_NAMESPACES, sglang_uses_interval=True,
 )
 
 QWEN3_5_MOE = Adapter(
     family="qwen3.5-moe", kind="gdn",
-    architectures=("Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"),
-    model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    architectures=("Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+                   "InternS2PreviewForConditionalGeneration"),
+    # InternS2-Preview is a Qwen3_5MoeConfig subclass (sglang `configs/interns2preview.py`).
+    model_types=("qwen3_5_moe", "qwen3_5_moe_text", "intern_s2_preview"),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
     namespaces=QWEN_NAMESPACES, sglang_uses_interval=True,
 )
 
@@ -442,19 +588,22 @@ KIMI_LINEAR = Adapter(
     sections=(), fields=_KIMI_FIELDS, layer_map=kimi_layer_map, layouts=(KDA,),
     namespaces=("model.", "language_model.model."),
     full_markers=("self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj", "self_attn.kv_a_layernorm"),
+    # No lower bound: KimiLinearForCausalLM builds KimiDeltaAttention without `safe_gate`, so sglang ignores a
+    # `gate_lower_bound` here (only Kimi-K3 and the Bailing/GLM wrappers pass it on).
+    upstream=("sglang/srt/configs/kimi_linear.py", "sglang/srt/models/kimi_linear.py"),
 )
 
 GENERIC_GDN = Adapter(  # OLMo-Hybrid, GigaChat 3.5 and other configs with the Qwen `linear_*` fields
     family="generic-gdn", kind="gdn",
     architectures=("OlmoHybridForCausalLM", "Olmo3_5HybridForCausalLM", "GigaChat3_5ForCausalLM"),
     model_types=("olmo_hybrid", "olmo3_5_hybrid", "gigachat3_5"),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
     namespaces=QWEN_NAMESPACES,
 )
 
 INFERRED_GDN = Adapter(
     family="inferred-gdn", kind="gdn", architectures=(), model_types=(),
-    sections=("text_config",), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=generic_layer_map, layouts=GDN_LAYOUTS,
     namespaces=QWEN_NAMESPACES + ("",), known=False,
 )
 
@@ -465,7 +614,136 @@ INFERRED_KDA = Adapter(
     full_markers=KIMI_LINEAR.full_markers, known=False,
 )
 
-ADAPTERS: tuple[Adapter, ...] = (QWEN3_NEXT, QWEN3_5, QWEN3_5_MOE, KIMI_LINEAR, GENERIC_GDN)
+def _kimi_lower_bound(view: ConfigView) -> tuple[Any, str] | None:
+    return view.find("linear_attn_config.gate_lower_bound")
+
+
+def _glm5_lower_bound(view: ConfigView) -> tuple[Any, str] | None:
+    # Glm5NextTextConfig: `gate_lower_bound`, else `linear_lower_bound`, copied into the built linear_attn_config.
+    return view.first(("linear_attn_config.gate_lower_bound", "gate_lower_bound", "linear_lower_bound"))
+
+
+def _bailing_lower_bound(view: ConfigView) -> tuple[Any, str] | None:
+    # BailingHybridConfig keeps `kda_lower_bound` only when `kda_safe_gate` is true.
+    safe = view.find("kda_safe_gate")
+    if safe is None or safe[0] is not True:
+        return None
+    return view.find("kda_lower_bound")
+
+
+def _jet_derive(view: ConfigView, found: Mapping[str, tuple[Any, str]]) -> dict[str, tuple[Any, str]]:
+    """JetBlock: H = HV = `num_heads`, V = int(head_dim * expand_v) (sglang `models/jet_nemotron.py`)."""
+    out: dict[str, tuple[Any, str]] = {}
+    if "num_k_heads" in found:
+        out["num_v_heads"] = found["num_k_heads"]
+    expand = view.find("efficient_attention_config.jet.expand_v")
+    head = found.get("head_k_dim")
+    if expand is not None:
+        value, key = expand
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if numeric and head is not None and isinstance(head[0], int) and not isinstance(head[0], bool):
+            out["head_v_dim"] = (int(head[0] * value), key)
+        elif not numeric:
+            out["head_v_dim"] = (value, key)
+    return out
+
+
+_JET_FIELDS: dict[str, tuple[str, ...]] = {
+    "num_k_heads": ("efficient_attention_config.jet.num_heads",),
+    "num_v_heads": ("efficient_attention_config.jet.num_heads",),
+    "head_k_dim": ("efficient_attention_config.jet.head_dim",),
+    "head_v_dim": ("efficient_attention_config.jet.expand_v",),
+    "conv_kernel": ("efficient_attention_config.jet.conv_size",),
+    "hidden_size": ("hidden_size",),
+    "num_hidden_layers": ("num_hidden_layers",),
+    "num_attention_heads": ("num_attention_heads",),
+    "num_key_value_heads": ("num_key_value_heads",),
+}
+
+_BAILING_FIELDS: dict[str, tuple[str, ...]] = {
+    # BailingKDA builds a KimiLinearConfig with num_heads = num_attention_heads, head_dim = head_dim and
+    # v_head_dim = v_head_dim (sglang `models/bailing_moe_v3.py`).
+    "num_k_heads": ("num_attention_heads",),
+    "num_v_heads": ("num_attention_heads",),
+    "head_k_dim": ("head_dim",),
+    "head_v_dim": ("v_head_dim", "head_dim"),
+    "conv_kernel": ("short_conv_kernel_size",),
+    "hidden_size": ("hidden_size",),
+    "num_hidden_layers": ("num_hidden_layers",),
+    "num_attention_heads": ("num_attention_heads",),
+}
+
+_GLM5_FIELDS: dict[str, tuple[str, ...]] = {
+    "num_k_heads": ("linear_attn_config.num_heads", "linear_num_heads"),
+    "num_v_heads": ("linear_attn_config.num_heads", "linear_num_heads"),
+    "head_k_dim": ("linear_attn_config.head_dim", "linear_head_dim"),
+    "head_v_dim": ("linear_attn_config.head_dim", "linear_head_dim"),
+    "conv_kernel": ("linear_attn_config.short_conv_kernel_size", "linear_conv_kernel_dim"),
+    "hidden_size": ("hidden_size",),
+    "num_hidden_layers": ("num_hidden_layers",),
+    "num_attention_heads": ("num_attention_heads",),
+}
+
+QWEN4_EXP = Adapter(
+    family="qwen4-exp", kind="gdn",
+    architectures=("Qwen4ExpForConditionalGeneration",), model_types=("qwen4_exp", "qwen4_exp_text"),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen4_layer_map, layouts=(GDN_SPLIT, GDN_FUSED),
+    namespaces=QWEN_NAMESPACES,
+    upstream=("sglang/srt/configs/qwen4_exp.py", "sglang/srt/models/qwen4_exp.py"),
+)
+
+INTERNS2_MOBIUS = Adapter(
+    family="interns2-mobius", kind="gdn",
+    architectures=("InternS2MobiusForConditionalGeneration",),
+    model_types=("interns2_mobius", "interns2_mobius_text"),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen_layer_map, layouts=(GDN_SPLIT,),
+    namespaces=QWEN_NAMESPACES,  # keeps `layer_types` verbatim, so sglang does not follow the interval rule
+    upstream=("sglang/srt/configs/interns2_mobius.py", "sglang/srt/models/interns2_mobius.py"),
+)
+
+JET_NEMOTRON = Adapter(
+    family="jet-nemotron", kind="gdn",
+    architectures=("JetNemotronForCausalLM", "JetVLMForConditionalGeneration"),
+    model_types=("jet_nemotron", "jet_vlm"),
+    sections=("text_config", "llm_config"), fields=_JET_FIELDS, layer_map=jet_layer_map, layouts=(JET,),
+    namespaces=("model.", "language_model.model.", "model.language_model."), full_markers=(),
+    derive=_jet_derive,
+    tp_one_only=("JetBlock builds its projections with the full head count and `A_log`/`dt_bias` unsharded "
+                 "while the state pool is split by the attention TP size"),
+    own_decode="fused_recurrent_gated_delta_rule_update",
+    upstream=("sglang/srt/configs/jet_nemotron.py", "sglang/srt/configs/jet_vlm.py",
+              "sglang/srt/models/jet_nemotron.py"),
+)
+
+KIMI_K3 = Adapter(
+    family="kimi-k3", kind="kda",
+    architectures=("KimiK3ForConditionalGeneration", "KimiK3LinearForCausalLM"), model_types=("kimi_k3",),
+    sections=("text_config",), fields=_KIMI_FIELDS, layer_map=kimi_layer_map, layouts=(KDA_FULL_GATE, KDA),
+    namespaces=("language_model.model.", "language_model.", "model."),
+    full_markers=KIMI_LINEAR.full_markers, lower_bound=_kimi_lower_bound,
+    upstream=("sglang/srt/configs/kimi_k3.py", "sglang/srt/configs/kimi_linear.py", "sglang/srt/models/kimi_k3.py",
+              "sglang/srt/layers/attention/linear/kda_backend.py"),
+)
+
+BAILING_HYBRID = Adapter(
+    family="bailing-hybrid", kind="kda",
+    architectures=("BailingMoeV3ForCausalLM",), model_types=("bailing_hybrid", "bailing_moe_v3_vl"),
+    sections=("text_config",), fields=_BAILING_FIELDS, layer_map=bailing_layer_map, layouts=(KDA,),
+    full_markers=(), lower_bound=_bailing_lower_bound, weights_modelled=False,
+    upstream=("sglang/srt/configs/bailing_hybrid.py", "sglang/srt/models/bailing_moe_v3.py"),
+)
+
+GLM5_NEXT = Adapter(
+    family="glm5-next", kind="kda",
+    architectures=("Glm5NextForConditionalGeneration",), model_types=("glm5_next",),
+    sections=("text_config",), fields=_GLM5_FIELDS, layer_map=glm5_layer_map, layouts=(KDA_FULL_GATE, KDA),
+    namespaces=("model.", "model.language_model.", "language_model.model."),
+    full_markers=(), lower_bound=_glm5_lower_bound,
+    upstream=("sglang/srt/configs/glm5_next.py", "sglang/srt/models/glm5_next.py"),
+)
+
+ADAPTERS: tuple[Adapter, ...] = (QWEN3_NEXT, QWEN3_5, QWEN3_5_MOE, KIMI_LINEAR, GENERIC_GDN, QWEN4_EXP,
+                                 INTERNS2_MOBIUS, JET_NEMOTRON, KIMI_K3, BAILING_HYBRID, GLM5_NEXT)
 
 # Families that are not GDN/KDA, or whose linear attention the packed decode kernel does not run.
 OUT_OF_SCOPE: dict[str, str] = {
@@ -477,11 +755,40 @@ OUT_OF_SCOPE: dict[str, str] = {
     "MiniMaxText01ForCausalLM": "MiniMax uses lightning attention, not GDN or KDA",
     "MiniMaxM1ForCausalLM": "MiniMax uses lightning attention, not GDN or KDA",
     "minicpm_sala": "MiniCPM-SALA uses simple GLA / lightning attention, not GDN or KDA",
-    "jet_nemotron": ("Jet-Nemotron's JetBlock decodes with `fused_recurrent_gated_delta_rule_update`, "
-                     "not the packed decode kernel"),
-    "JetNemotronForCausalLM": ("Jet-Nemotron's JetBlock decodes with `fused_recurrent_gated_delta_rule_update`, "
-                               "not the packed decode kernel"),
 }
+
+
+BAILING_LIGHTNING = ("a Bailing hybrid config without `short_conv_kernel_size` uses lightning attention, not KDA "
+                     "(sglang 0.5.23 `configs/bailing_hybrid.py`: `use_kda` is `short_conv_kernel_size is not None`)")
+
+# `layer_types` entries that name a linear-attention layer in some family.
+LINEAR_LAYER_KINDS = frozenset({"linear_attention", "jet", "kda", "gdn", "linear"})
+_MARKER_KEYS = ("linear_attn_config", "linear_attn_config.kda_layers", "kda_layers", "linear_num_key_heads",
+                "linear_num_value_heads", "linear_num_heads", "efficient_attention_config")
+
+
+def linear_markers(config: Mapping[str, Any] | None, selection: Selection | None = None) -> list[tuple[str, str]]:
+    """Every sign in the config that the model has linear attention: (dotted key, what it is).
+
+    A config with any of these must be described in full or rejected with an error: "nothing to check" is
+    only for configs with none (issue 12).
+    """
+    if not isinstance(config, Mapping):
+        return []
+    view = ConfigView(config, ("text_config", "llm_config"))
+    markers: list[tuple[str, str]] = []
+    if selection is not None and selection.adapter is not None and selection.adapter.known:
+        markers.append(("architectures", f"routed to the engines' {selection.adapter.kind.upper()} backend"))
+    for key in _MARKER_KEYS:
+        found = view.find(key)
+        if found is not None:
+            markers.append((found[1], "a linear-attention field"))
+    types = view.find("layer_types")
+    if types is not None and isinstance(types[0], list):
+        kinds = sorted({t for t in types[0] if isinstance(t, str) and t in LINEAR_LAYER_KINDS})
+        if kinds:
+            markers.append((types[1], f"names {', '.join(f'`{k}`' for k in kinds)} layers"))
+    return markers
 
 
 @dataclass(frozen=True)
@@ -497,9 +804,10 @@ def identify(config: Mapping[str, Any] | None) -> Identity:
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     types = [config.get("model_type")]
-    text = config.get("text_config")
-    if isinstance(text, dict):
-        types.append(text.get("model_type"))
+    for section in ("text_config", "llm_config"):
+        text = config.get(section)
+        if isinstance(text, dict):
+            types.append(text.get("model_type"))
     model_types = tuple(t for t in types if isinstance(t, str))
     name = architecture if isinstance(architecture, str) else (model_types[0] if model_types else "unknown")
     return Identity(architecture=name, model_types=model_types)
@@ -530,9 +838,15 @@ def select_adapter(config: Mapping[str, Any] | None, tensor_names: Iterable[str]
     """Pick the family adapter by architecture or model_type; fall back to tensor-shape inference."""
     identity = identify(config)
     keys = (identity.architecture,) + identity.model_types
-    for adapter in ADAPTERS:
-        if any(key in adapter.architectures or key in adapter.model_types for key in keys):
-            return Selection(identity, adapter)
+    # The architecture first, then the root model_type, then the text config's: Kimi-K3 wraps a `kimi_linear`
+    # text config but has its own tensor table.
+    for key in keys:
+        for adapter in ADAPTERS:
+            if key in adapter.architectures or key in adapter.model_types:
+                if adapter is BAILING_HYBRID and ConfigView(config, adapter.sections).find(
+                        "short_conv_kernel_size") is None:
+                    return Selection(identity, None, BAILING_LIGHTNING)
+                return Selection(identity, adapter)
     for key in keys:
         if key in OUT_OF_SCOPE:
             return Selection(identity, None, OUT_OF_SCOPE[key])

@@ -1,7 +1,7 @@
 """Built-in geometries of the public GDN/KDA models, by Hugging Face repo id.
 
 Each entry is the minimal config a released checkpoint carries (the fields the adapters read), so a built-in
-model goes through the same adapter as a config.json on disk. Values are from models.md; `confidence` is the
+model goes through the same adapter as a config.json on disk. Values are from docs/models.md; `confidence` is the
 weakest tag among them (V verified in a released config or header, S a single secondary source, U
 unverified) and `unverified` names the fields that are not V.
 """
@@ -108,7 +108,7 @@ _BY_ID = {model.repo_id.lower(): model for model in _MODELS}
 
 
 def list_builtin() -> list[BuiltinModel]:
-    """Every built-in model, in the order of models.md."""
+    """Every built-in model, in the order of docs/models.md."""
     return list(_MODELS)
 
 

@@ -13,11 +13,20 @@ from typing import Any
 from ..checks.call import PackedDecodeCall
 from ..report import Diagnostic, Location, Report
 from ..tensors import TensorSpec
-from .adapters import select_adapter
+from .adapters import linear_markers, select_adapter
 from .builtin import BuiltinModel, get_builtin
+from .decode_path import DecodePath, decode_path
 from .deployment import Deployment, EngineSettings, resolve
 from .description import LinearAttentionModel, describe
-from .expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory
+from .expected import (
+    RankHeads,
+    StateMemory,
+    engine_pools,
+    expected_call,
+    per_rank_heads,
+    state_memory,
+)
+from .pools import PoolPlan, plan_pool
 
 SCHEMA_VERSION = 1
 
@@ -35,6 +44,8 @@ class ModelCheck:
     report: Report = field(default_factory=Report)
     builtin: BuiltinModel | None = None
     contract_run: bool = False
+    decode: DecodePath | None = None  # the decode kernel the deployment's engine calls
+    pool: PoolPlan | None = None  # slots and bytes per request under the strategy and draft tokens (sglang)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -86,12 +97,17 @@ class ModelCheck:
                 "state_dtype": settings.state_dtype if settings else deployment.state_dtype,
                 "conv_dtype": settings.conv_dtype if settings else None,
                 "engine": deployment.engine,
+                "engine_profile": deployment.profile.spec,  # what `engine` selected, e.g. vllm -> vllm@0.29
                 "gpu_memory": deployment.gpu_memory,
+                "mamba_strategy": deployment.mamba_strategy,
+                "speculative_tokens": deployment.speculative_tokens,
             },
             "shapes": self.shapes(),
             "call": self.call.to_dict() if self.call is not None else None,
             "pools": {name: spec.to_dict() for name, spec in self.pools.items()},
             "memory": self.memory.to_dict() if self.memory is not None else None,
+            "decode_path": self.decode.to_dict() if self.decode is not None else None,
+            "pool_plan": self.pool.to_dict() if self.pool is not None else None,
             "diagnostics": [diagnostic.to_dict() for diagnostic in self.report],
         }
 
@@ -115,27 +131,30 @@ def builtin_checkpoint(model: BuiltinModel, note: str | None = None) -> Any:
     return Checkpoint(target=model.repo_id, root=None, kind="builtin", config=model.config_copy(), notes=notes)
 
 
-def open_target(target: str, *, cache_dir: str | None = None) -> tuple[Any, BuiltinModel | None]:
-    """The checkpoint for a path or repo id; a built-in description when a known repo id is not cached."""
+def open_target(target: str, *, cache_dir: str | None = None, revision: str | None = None,
+                follow_links: bool = False) -> tuple[Any, BuiltinModel | None]:
+    """The checkpoint for a path or repo id; a built-in description when a known repo id is not cached (and
+    no revision was asked for: a revision means its files)."""
     open_checkpoint, SourceError = _sources()
     try:
-        return open_checkpoint(target, cache_dir=cache_dir), None
+        return open_checkpoint(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links), None
     except SourceError as error:
         from ..checks.rules_source import ModelNotFound
 
-        model = get_builtin(str(target))
+        model = get_builtin(str(target)) if revision is None else None
         if not isinstance(error, ModelNotFound) or model is None:
             raise
         note = f"not in the local cache: using the built-in description of {model.repo_id}"
         return builtin_checkpoint(model, note), model
 
 
-def check_model(target: str, deployment: Deployment, *, cache_dir: str | None = None) -> ModelCheck:
+def check_model(target: str, deployment: Deployment, *, cache_dir: str | None = None, revision: str | None = None,
+                follow_links: bool = False) -> ModelCheck:
     """Check one model for one deployment. Raises `SourceError` when the input cannot be read."""
     from ..sources.files import gc_paused
 
     with gc_paused():  # the description builds as many small objects as the reading: see gc_paused
-        checkpoint, builtin = open_target(target, cache_dir=cache_dir)
+        checkpoint, builtin = open_target(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links)
         return check_checkpoint(checkpoint, deployment, builtin=builtin)
 
 
@@ -152,15 +171,21 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
     from ..checks import rules_model  # registers the GDR1xx rules
 
     result = ModelCheck(checkpoint=checkpoint, deployment=deployment, builtin=builtin)
+    reading: list[Diagnostic] = list(getattr(checkpoint, "diagnostics", []) or [])  # notes of the reader
     selection = select_adapter(checkpoint.config, checkpoint.tensors)
     model = describe(checkpoint, selection.adapter, selection.identity) if selection.adapter is not None else None
     if model is None:
+        markers = [] if selection.reason else linear_markers(checkpoint.config, selection)
+        if markers:
+            # A config that says it has linear attention is never "nothing to check" (issue 12).
+            result.report = Report(rules_model.undescribed_linear_attention(checkpoint, selection, markers))
+            return result
         notes = [selection.reason] if selection.reason else []
         if selection.reason is None:
             notes.append("no layer is a GDN/KDA layer by the config, and no tensor is a GDN/KDA parameter")
         location = Location(file=checkpoint.config_file, json_key="architectures") if checkpoint.config_file else None
         violation = rules_model.NoLinearLayers(architecture=selection.identity.architecture)
-        result.report = Report([violation.diagnostic(notes=notes, location=location)])
+        result.report = Report([*reading, violation.diagnostic(notes=notes, location=location)])
         return result
 
     result.model = model
@@ -172,16 +197,22 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
     result.notes.extend(settings.notes)
     if model.complete:
         result.heads = per_rank_heads(model, deployment.tp)
+    result.decode = decode_path(model, deployment.engine)
     if result.heads is not None:
-        result.call = expected_call(model, settings)
+        if result.decode.packed:
+            result.call = expected_call(model, settings)
         result.pools = engine_pools(model, settings)
         result.memory = state_memory(model, settings)
+        if deployment.profile.models_pool_strategies:
+            result.pool = plan_pool(model, settings)
 
     ctx = rules_model.ModelContext(model=model, deployment=deployment, settings=settings,
                                    heads=result.heads, memory=result.memory)
-    diagnostics: list[Diagnostic] = rules_model.run_model_rules(ctx)
+    diagnostics: list[Diagnostic] = [*reading, *rules_model.run_model_rules(ctx)]
     blocked = any(d.code in rules_model.BLOCKING_RULES and d.severity == "error" for d in diagnostics)
-    if result.call is not None and not blocked:
+    if not result.decode.packed:
+        result.notes.append(f"kernel contract not run: {result.decode.text()}")
+    elif result.call is not None and not blocked:
         from ..checks.contract import run_contract
 
         diagnostics.extend(run_contract(result.call, deployment.engine))

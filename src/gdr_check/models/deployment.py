@@ -1,19 +1,20 @@
 """A deployment (engine, TP, batch, pool size, dtypes) and what each engine picks when the user leaves it open.
 
-`resolve()` applies the engine defaults of models.md 7.1 (sglang 0.5.23) and 7.2 (vLLM): slot count, SSM
+`resolve()` applies the defaults of the deployment's engine profile (`gdr_check.engines`, docs/engines.md): slot count, SSM
 state dtype, conv state dtype and parameter dtypes, each with the reason it was chosen.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
+from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
 from .description import LinearAttentionModel
 
-EngineName = Literal["sglang", "vllm"]
-STATE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+# An engine as the user selects it: "sglang", "vllm" or "vllm@0.28" (see `gdr_check.engines`).
+EngineName = str
 
 
 @dataclass(frozen=True)
@@ -24,14 +25,21 @@ class Deployment:
     batch: int = 8  # the largest decode batch
     slots: int | None = None  # rows of the state pool, slot 0 included
     state_dtype: str | None = None
-    engine: EngineName = "sglang"
+    engine: EngineName = "sglang"  # a name or name@version; `profile` is what it selects
     gpu_memory: int | None = None  # bytes per rank available to the linear-attention state pools
+    # sglang `--mamba-radix-cache-strategy` (no_buffer, extra_buffer) and speculative draft tokens per verify step
+    # (0: no speculative decoding); see `models/pools.py`.
+    mamba_strategy: str = "no_buffer"
+    speculative_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if self.engine not in ("sglang", "vllm"):
-            raise ValueError(f"unknown engine {self.engine!r}; expected sglang or vllm")
+        profile_for(self.engine)  # UnknownEngineError (a ValueError) names the choices
         if self.tp < 1 or self.batch < 0:
             raise ValueError(f"tp must be >= 1 and batch >= 0 (got tp={self.tp}, batch={self.batch})")
+        if self.mamba_strategy not in ("no_buffer", "extra_buffer"):
+            raise ValueError(f"unknown mamba strategy {self.mamba_strategy!r}; expected no_buffer or extra_buffer")
+        if self.speculative_tokens < 0:
+            raise ValueError(f"speculative tokens must be >= 0 (got {self.speculative_tokens})")
         if self.slots is not None and self.slots < 1:
             raise ValueError(f"slots must be >= 1 (got {self.slots})")
         if self.state_dtype is not None:
@@ -39,6 +47,10 @@ class Deployment:
             if dtype not in STATE_DTYPES:
                 raise ValueError(f"state dtype must be one of {', '.join(STATE_DTYPES)} (got {self.state_dtype!r})")
             object.__setattr__(self, "state_dtype", dtype)
+
+    @property
+    def profile(self) -> EngineProfile:
+        return profile_for(self.engine)
 
     @property
     def num_slots(self) -> int:
@@ -81,36 +93,39 @@ def _config_ssm_dtype(model: LinearAttentionModel) -> str | None:
 
 def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[str, str, list[str]]:
     notes: list[str] = []
+    profile = deployment.profile
+    engine = profile.display_name
     configured = _config_ssm_dtype(model)
-    if deployment.engine == "vllm" and model.kind == "kda":
-        if deployment.state_dtype not in (None, "float32"):
-            notes.append(f"vLLM keeps the KDA recurrent state in float32; the requested "
+    if model.kind == "kda" and profile.kda_state_dtype_fixed:
+        fixed = profile.kda_state_dtype
+        if deployment.state_dtype not in (None, fixed):
+            notes.append(f"{engine} keeps the KDA recurrent state in {fixed}; the requested "
                          f"{deployment.state_dtype} is not used")
-        return "float32", "vLLM keeps the KDA recurrent state in float32", notes
+        return fixed, f"{engine} keeps the KDA recurrent state in {fixed}", notes
     if deployment.state_dtype is not None:
         return deployment.state_dtype, "set by the deployment", notes
-    if deployment.engine == "sglang":
-        if model.kind == "kda":
-            return "float32", "sglang's KDA default (the config is not consulted)", notes
-        if configured in STATE_DTYPES:
-            return configured, f"`mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} in the config", notes  # type: ignore[return-value]
-        if configured is not None:
-            notes.append(f"sglang ignores `mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} (not one of "
-                         f"{', '.join(STATE_DTYPES)}) and keeps float32")
-        return "float32", "sglang's default", notes
-    # vLLM GDN: Qwen3.5/3.6 take the config's `mamba_ssm_dtype`; otherwise the SSM cache follows the model dtype.
-    if configured in STATE_DTYPES and model.family in ("qwen3.5", "qwen3.5-moe"):
+    if model.kind == "kda":
+        return profile.kda_state_dtype, f"{engine}'s KDA default (the config is not consulted)", notes
+    families = profile.config_ssm_dtype_families
+    reads_config = families is None or model.family in families
+    if reads_config and configured in STATE_DTYPES:
         return configured, f"`mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} in the config", notes  # type: ignore[return-value]
-    return model.dtypes.activation, "vLLM's default: the model dtype (no `mamba_ssm_dtype` hook)", notes
+    if profile.default_state_dtype == MODEL_DTYPE:
+        return model.dtypes.activation, f"{engine}'s default: the model dtype (no `mamba_ssm_dtype` hook)", notes
+    if reads_config and configured is not None:
+        notes.append(f"{engine} ignores `mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} (not one of "
+                     f"{', '.join(STATE_DTYPES)}) and keeps {profile.default_state_dtype}")
+    return profile.default_state_dtype, f"{engine}'s default", notes
 
 
 def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettings:
     """The engine's choices for `model` under `deployment`."""
     state, reason, notes = _state_dtype(model, deployment)
-    if deployment.engine == "sglang":
-        conv, conv_reason = "bfloat16", "sglang's default conv state dtype"
+    profile = deployment.profile
+    if profile.conv_dtype == MODEL_DTYPE:
+        conv, conv_reason = model.dtypes.activation, f"{profile.display_name}'s default: the model dtype"
     else:
-        conv, conv_reason = model.dtypes.activation, "vLLM's default: the model dtype"
+        conv, conv_reason = profile.conv_dtype, f"{profile.display_name}'s default conv state dtype"
     # The engines hold A_log as an fp32 parameter whatever the checkpoint stores; dt_bias keeps the
     # parameter dtype: the model dtype for GDN, fp32 for KDA.
     dt_bias = "float32" if model.kind == "kda" else model.dtypes.activation

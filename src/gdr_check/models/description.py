@@ -144,6 +144,31 @@ class MissingField:
     inferred: Source | None  # the tensor the value was taken from instead, if any
 
 
+@dataclass(frozen=True)
+class InvalidValue:
+    """A config value of the wrong type or out of range: the key, the value as written, and what is wrong."""
+
+    field: str
+    key: str
+    value: Any
+    problem: str
+    source: Source
+
+
+def value_problem(value: Any) -> str | None:
+    """Why `value` cannot be a head count or size, as "is ..." reads after the value (None: a positive integer)."""
+    if isinstance(value, bool):
+        return "a boolean, not a whole number"
+    if isinstance(value, int):
+        return None if value > 0 else "not a positive whole number"
+    kinds = {float: "a float", str: "a string", list: "a list", dict: "an object", type(None): "null"}
+    return f"{kinds.get(type(value), 'not a number')}, not a whole number"
+
+
+# Model dtypes the engines run the linear-attention layers in.
+MODEL_DTYPES = ("bfloat16", "float16", "float32")
+
+
 @dataclass
 class ModelDtypes:
     activation: str
@@ -180,6 +205,9 @@ class LinearAttentionModel:
     # Beta doubling (OLMo-Hybrid `linear_allow_neg_eigval`), which the packed kernel does not do.
     beta_scale_flag: tuple[bool, Source] | None = None
     missing_fields: list[MissingField] = field(default_factory=list)
+    invalid_values: list[InvalidValue] = field(default_factory=list)
+    # The KDA safe-gate lower bound (Kimi-K3 `gate_lower_bound`, GLM-5-Next, Ling `kda_lower_bound`).
+    lower_bound: tuple[Any, Source] | None = None
     disagreements: list[Disagreement] = field(default_factory=list)
     shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
     missing_tensors: list[MissingTensor] = field(default_factory=list)
@@ -256,7 +284,7 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
             if rule.required:
                 evidence.missing.append(name)
             continue
-        dims = rule.shape_for_rank(len(info.shape))
+        dims = rule.shape_for(tuple(info.shape), local)
         if dims is None:
             evidence.residuals.append((info, _expected_shape(rule.shapes[0], local)))
             continue
@@ -279,6 +307,28 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
 # -- building the description --------------------------------------------------------------------------------
 def _int_value(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
+        dict[str, int | None], dict[str, Source], list[InvalidValue]]:
+    """The adapter's config fields: valid values with their sources, and every value of the wrong type."""
+    found: dict[str, tuple[Any, str]] = {}
+    for name, keys in adapter.fields.items():
+        hit = view.first_present(keys)
+        if hit is not None:
+            found[name] = hit
+    if adapter.derive is not None:
+        found.update(adapter.derive(view, found))
+    values: dict[str, int | None] = {}
+    sources: dict[str, Source] = {}
+    invalid: list[InvalidValue] = []
+    for name, (value, key) in found.items():
+        problem = value_problem(value)
+        if problem is None:
+            values[name], sources[name] = value, locate.config(key)
+        elif not any(item.key == key for item in invalid):
+            invalid.append(InvalidValue(name, key, value, problem, locate.config(key)))
+    return values, sources, invalid
 
 
 def _pick_namespace(seen: set[str], namespaces: tuple[str, ...]) -> str | None:
@@ -326,12 +376,7 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     view = ConfigView(checkpoint.config, adapter.sections)
     locate = Locator(checkpoint)
 
-    values: dict[str, int | None] = {}
-    sources: dict[str, Source] = {}
-    for name, keys in adapter.fields.items():
-        found = view.first(keys)
-        if found is not None and _int_value(found[0]) is not None:
-            values[name], sources[name] = found[0], locate.config(found[1])
+    values, sources, invalid = read_fields(view, adapter, locate)
 
     # Tensors of each decoder layer, keyed by their in-layer name.
     by_namespace = layers_by_namespace(checkpoint.tensors)
@@ -344,6 +389,8 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         num_layers = max(layers) + 1
         sources["num_hidden_layers"] = Source("tensor", detail="the highest layer index in the tensor names + 1")
 
+    if not adapter.weights_modelled:
+        layers, have_weights = {}, False  # the tensor table is not modelled: nothing to cross-check
     layer_map = adapter.layer_map(view)
     tensor_linear = sorted(i for i, rests in layers.items() if _layer_is_linear(rests, adapter))
     if layer_map.linear is not None:
@@ -363,8 +410,13 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         num_key_value_heads=values.get("num_key_value_heads"),
         dtypes=_dtypes(view, locate, layers, linear, namespace),
         sources=sources, known_architecture=adapter.known, adapter=adapter, namespace=namespace,
-        layer_map=layer_map, weights_checked=have_weights,
+        layer_map=layer_map, weights_checked=have_weights, invalid_values=invalid,
     )
+    model.invalid_values.extend(dtype_problems(view, locate))
+    if adapter.lower_bound is not None:
+        bound = adapter.lower_bound(view)
+        if bound is not None:
+            model.lower_bound = (bound[0], locate.config(bound[1]))
     if model.num_key_value_heads is None and adapter.kind == "gdn" and model.num_attention_heads is not None:
         # Missing KV heads mean multi-head attention, as in transformers.
         model.num_key_value_heads = model.num_attention_heads
@@ -382,8 +434,11 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         setattr(model, name, values.get(name))
 
     if adapter.known:
+        bad = {item.field for item in invalid}
         for name in GEOMETRY_FIELDS:
             source = sources.get(name)
+            if name in bad and (source is None or source.kind != "config"):
+                continue  # reported as an invalid value, with what the tensors say
             if source is None or source.kind != "config":
                 model.missing_fields.append(MissingField(name, adapter.fields[name], source))
 
@@ -392,10 +447,75 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     return model
 
 
+def dtype_problems(view: ConfigView, locate: Locator) -> list[InvalidValue]:
+    """`dtype` / `torch_dtype` that name no model dtype ("auto" is not valid in a released config either)."""
+    problems = []
+    for key in ("dtype", "torch_dtype"):
+        found = view.first_present((key,))
+        if found is None:
+            continue
+        value, dotted = found
+        if not isinstance(value, str) or canonical_dtype(value) not in MODEL_DTYPES:
+            problems.append(InvalidValue(key, dotted, value, f"not a model dtype (expected one of "
+                                         f"{', '.join(MODEL_DTYPES)})", locate.config(dotted)))
+    return problems
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a config with linear-attention markers yields no description: one config key and what is wrong."""
+
+    key: str
+    problem: str
+    source: Source
+
+
+def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list[Unreadable]:
+    """What keeps a config with linear-attention markers from being described (empty when nothing is found)."""
+    locate = Locator(checkpoint)
+    view = ConfigView(checkpoint.config, adapter.sections if adapter is not None else ("text_config", "llm_config"))
+    found: list[Unreadable] = []
+    if adapter is None:
+        return found
+    _, _, invalid = read_fields(view, adapter, locate)
+    invalid += dtype_problems(view, locate)
+    for item in invalid:
+        found.append(Unreadable(item.key, f"is {_shown(item.value)}: {item.problem}", item.source))
+    layer_map = adapter.layer_map(view)
+    for key, problem in layer_map.problems:
+        found.append(Unreadable(key, problem, locate.config(key)))
+    if layer_map.linear is not None and not layer_map.linear and layer_map.key is not None:
+        found.append(Unreadable(layer_map.key, "makes no layer a linear-attention layer",
+                                locate.config(layer_map.key)))
+    elif layer_map.linear is not None and not layer_map.linear:
+        found.append(Unreadable("num_hidden_layers", "the engine's default layer map makes no layer a "
+                                "linear-attention layer", locate.config("num_hidden_layers")))
+    if layer_map.linear is None and not layer_map.problems and not any(
+            item.field == "num_hidden_layers" for item in invalid):
+        count = view.find("num_hidden_layers")
+        if count is None:
+            found.append(Unreadable("num_hidden_layers", "is missing: the layer map needs the layer count",
+                                    locate.config("num_hidden_layers")))
+        else:
+            found.append(Unreadable("layer_types", "is missing and no other key says which layers are linear "
+                                    "attention", locate.config("layer_types")))
+    return found
+
+
+def _shown(value: Any) -> str:
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _dtypes(view: ConfigView, locate: Locator, layers: dict[int, dict[str, TensorLike]], linear: list[int],
             namespace: str | None) -> ModelDtypes:
     found = view.first(("dtype", "torch_dtype"))
-    if found is not None and isinstance(found[0], str):
+    if found is not None and isinstance(found[0], str) and canonical_dtype(found[0]) in MODEL_DTYPES:
         dtypes = ModelDtypes(canonical_dtype(found[0]), locate.config(found[1]))
     else:
         dtypes = ModelDtypes("bfloat16", Source("default", detail="bfloat16 (no `dtype`/`torch_dtype` in the config)"))

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..checks.call import PackedDecodeCall
+from ..engines import EngineProfile
 from ..tensors import TensorSpec, contiguous_strides
 from .deployment import EngineSettings
 from .description import LinearAttentionModel
@@ -70,9 +71,9 @@ def expected_call(model: LinearAttentionModel, settings: EngineSettings) -> Pack
     )
 
 
-def _conv_shape(model: LinearAttentionModel, heads: RankHeads, engine: str) -> tuple[int, int]:
+def _conv_shape(model: LinearAttentionModel, heads: RankHeads, profile: EngineProfile) -> tuple[int, int]:
     # sglang GDN keeps the conv state channel-first (conv_dim/tp, W-1); sglang KDA and vLLM window-first.
-    if engine == "sglang" and model.kind == "gdn":
+    if profile.gdn_conv_channel_first and model.kind == "gdn":
         return (heads.width, heads.W - 1)
     return (heads.W - 1, heads.width)
 
@@ -89,8 +90,9 @@ def engine_pools(model: LinearAttentionModel, settings: EngineSettings) -> dict[
         return {}
     L, S = len(model.linear_layers), settings.num_slots
     state = (heads.HV, heads.V, heads.K)
-    conv = _conv_shape(model, heads, settings.deployment.engine)
-    if settings.deployment.engine == "sglang":
+    profile = settings.deployment.profile
+    conv = _conv_shape(model, heads, profile)
+    if profile.stacked_state_pool:
         pool_shape = (L, S, *state)
         return {
             "ssm_pool": TensorSpec.of(pool_shape, settings.state_dtype, DEVICE),

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import importlib.util
 
-VLLM_KDA = ("vLLM's KDA packed op has another API (raw_g, raw_beta, state_indices; `out` [1, B, H, V]); only its GDN "
-            "packed decode can be compared")
-VLLM_MISSING = "vLLM is not installed here"
+from ..engines import profile_for
 
 
 def known_unavailable(backend: str, variant: str) -> str | None:
-    """Why `backend` cannot run a `variant` call, when that is known up front; None when it may be available."""
-    if backend != "vllm":
+    """Why `backend` cannot run a `variant` call, when that is known up front; None when it may be available.
+
+    "builtin" is always available; an engine backend is unavailable for KDA when its KDA op has another API,
+    and when the module its kernel is imported from is not installed (sglang's kernel is read from its files
+    by `kernel.engines`, which reports a missing file itself)."""
+    if backend == "builtin":
         return None
-    if variant == "kda":
-        return VLLM_KDA
-    if importlib.util.find_spec("vllm") is None:
-        return VLLM_MISSING
+    profile = profile_for(backend)
+    if variant == "kda" and profile.kda_other_api is not None:
+        return profile.kda_other_api
+    if profile.import_name is not None and importlib.util.find_spec(profile.import_name) is None:
+        return f"{profile.display_name} is not installed here"
     return None

@@ -1,7 +1,7 @@
 """`python -m gdr_check.runner.child`: run one dry-run plan (JSON on stdin) and print one JSON result on stdout.
 
 Runs in its own process so that a device fault, which leaves the CUDA context unusable for the rest of the
-process (kernel-contract.md U3), cannot take down the caller. Anything else that writes to stdout (a library's
+process (docs/kernel-contract.md U3), cannot take down the caller. Anything else that writes to stdout (a library's
 print) is redirected to stderr, so stdout carries exactly the result.
 
 Result `status`: "ok" (the run finished; its checks may still have failed), "environment" (torch or triton is

@@ -10,10 +10,12 @@ from typing import Any, Callable
 
 from ..checks import rules_dryrun as rules
 from ..checks.registry import Violation
+from ..engines import PROFILES
 from ..report import Diagnostic
 from .launch import ChildOutcome
 
-KERNEL_NAMES = {"builtin": "gdr-check", "sglang": "sglang", "vllm": "vLLM"}
+# The kernels a dry-run compares, as people name them: ours and each engine's (by profile name).
+KERNEL_NAMES = {"builtin": "gdr-check", **{p.name: p.display_name for p in PROFILES}}
 
 
 def number(value: Any) -> float:

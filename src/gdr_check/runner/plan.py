@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..checks.call import PackedDecodeCall
+from ..engines import DEFAULT_ENGINE, ENGINE_NAMES, profile_for
 from ..tensors import TensorSpec
 
 Backend = Literal["builtin", "sglang", "vllm"]
-BACKENDS: tuple[str, ...] = ("builtin", "sglang", "vllm")
+# Our kernel, or the installed engine's own (named as its profiles are).
+BACKENDS: tuple[str, ...] = ("builtin", *ENGINE_NAMES)
 DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
 PLAN_VERSION = 1
 
@@ -20,7 +22,7 @@ class DryRunPlan:
 
     call: PackedDecodeCall
     pools: dict[str, TensorSpec] = field(default_factory=dict)
-    engine: str = "sglang"
+    engine: str = DEFAULT_ENGINE  # a name or name@version (gdr_check.engines)
     backend: Backend = "builtin"
     device: str = "auto"  # auto: CUDA when torch sees a device, else the interpreter on CPU
     steps: int = 3
@@ -34,6 +36,7 @@ class DryRunPlan:
             raise ValueError(f"device must be one of {', '.join(DEVICES)} (got {self.device!r})")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1 (got {self.steps})")
+        profile_for(self.engine)  # UnknownEngineError names the choices
 
     @property
     def variant(self) -> str:
@@ -57,7 +60,7 @@ class DryRunPlan:
         return cls(
             call=PackedDecodeCall.from_dict(data["call"]),
             pools={name: TensorSpec.from_dict(spec) for name, spec in data.get("pools", {}).items()},
-            engine=data.get("engine", "sglang"),
+            engine=data.get("engine", DEFAULT_ENGINE),
             backend=data.get("backend", "builtin"),
             device=data.get("device", "auto"),
             steps=int(data.get("steps", 3)),

@@ -94,7 +94,7 @@ def _run_steps(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTe
             record["agreement"] = compare_runs(runs[0], runs[1], ref_out, ref_state, rows, slots, ties)
         records.append(record)
         if any("raised" in result for result in record["kernels"].values()):
-            break  # after a CUDA error the context may be unusable (kernel-contract.md U3)
+            break  # after a CUDA error the context may be unusable (docs/kernel-contract.md U3)
     return records
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from ..checks.call import PackedDecodeCall
+from ..engines import profile_for
 from ..kernel.layout import row_is_live
 from ..tensors import TensorSpec
 from .geometry import Geometry
@@ -120,6 +121,7 @@ def step_indices(batch: int, slots: int, engine: str, step: int, generator: torc
     About a quarter of the rows are padding (at least one when B >= 2; with B = 1 every other step), at
     random positions. sglang pads with -1; vLLM skips 0 too, so its padding alternates 0 and -1.
     """
+    skip_at_or_below = profile_for(engine).skip_at_or_below
     padding = max(1, batch // 4) if batch >= 2 else step % 2
     live = min(batch - padding, slots - 1)
     padding = batch - live
@@ -131,7 +133,8 @@ def step_indices(batch: int, slots: int, engine: str, step: int, generator: torc
             values[row] = live_slots[position]
         else:
             pad_number = position - live + step
-            values[row] = 0 if engine == "vllm" and pad_number % 2 == 1 else -1
+            # Every other padding row uses the highest skipped index (vLLM's null slot 0); sglang's is -1.
+            values[row] = skip_at_or_below if pad_number % 2 == 1 else -1
     return values
 
 

@@ -50,5 +50,5 @@ def copy_bandwidth(device: torch.device, size_bytes: int = COPY_BYTES) -> dict[s
 
 
 def bytes_per_call(batch: int, live_rows: int, state_row_bytes: int, qkv_row_bytes: int, out_row_bytes: int) -> int:
-    """kernel-contract.md section 11: B * (2 * state row + mixed_qkv row + out row), the state only for live rows."""
+    """docs/kernel-contract.md §11: B * (2 * state row + mixed_qkv row + out row), the state only for live rows."""
     return live_rows * 2 * state_row_bytes + batch * (qkv_row_bytes + out_row_bytes)

@@ -1,6 +1,6 @@
 """Dry-run tolerances: errors relative to the largest reference value of the compared tensor (no torch here).
 
-From kernel-contract.md section 10: a float32 state matches a float64 reference with the same beta semantics
+From docs/kernel-contract.md §10: a float32 state matches a float64 reference with the same beta semantics
 to ~2e-7, so 1e-5 passes it and still separates the ~1e-3 of other beta semantics; 16-bit tensors are bounded
 by their rounding (half an ulp: 2^-9 bf16, 2^-12 fp16, relative to the element).
 """

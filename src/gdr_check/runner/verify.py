@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ..engines import profile_for
 from ..tensors import TensorSpec
 from .tensors import CallTensors, strided_view
 from .tolerances import AGREEMENT_FACTOR, BETA_TIE_RTOL, output_tolerance, state_tolerance
@@ -29,13 +30,14 @@ def reference(tensors: CallTensors, engine: str) -> tuple[torch.Tensor, torch.Te
 
 
 def beta_ties(b: torch.Tensor, variant: str, engine: str) -> torch.Tensor:
-    """[B, HV] mask of gates whose rounded beta is ambiguous: sglang's GDN kernel rounds sigmoid(b) to b's dtype.
+    """[B, HV] mask of gates whose rounded beta is ambiguous: where the engine profile's GDN kernel rounds
+    sigmoid(b) to b's dtype (`EngineProfile.gdn_beta_rounding`: sglang 0.5.23, vLLM before 0.29).
 
     Two correct fp32 sigmoids can differ by an ulp, and on a midpoint of the 16-bit grid that flips the
-    rounding: beta then differs by one 16-bit ulp (kernel-contract.md section 6.1 step 8).
+    rounding: beta then differs by one 16-bit ulp (docs/kernel-contract.md §6.1 step 8).
     """
     mantissa = _MANTISSA_BITS.get(b.dtype)
-    if variant != "gdn" or engine != "sglang" or mantissa is None:
+    if variant != "gdn" or profile_for(engine).gdn_beta_rounding is None or mantissa is None:
         return torch.zeros(b.shape, dtype=torch.bool, device=b.device)
     beta = torch.sigmoid(b.double())
     ulp = torch.exp2(torch.floor(torch.log2(beta)) - mantissa).clamp_min(2.0**-24)

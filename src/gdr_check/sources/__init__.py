@@ -6,7 +6,11 @@ imported. Every input that cannot be read raises `SourceError` with a GDR0xx cod
 """
 
 from .checkpoint import Checkpoint, KeyLocation, TensorInfo
+from .discover import ExcludePatterns, expand_targets, find_checkpoints, is_checkpoint_dir, is_excluded
 from .errors import SourceError
 from .open import open_checkpoint
 
-__all__ = ["Checkpoint", "KeyLocation", "SourceError", "TensorInfo", "open_checkpoint"]
+__all__ = [
+    "Checkpoint", "ExcludePatterns", "KeyLocation", "SourceError", "TensorInfo", "expand_targets",
+    "find_checkpoints", "is_checkpoint_dir", "is_excluded", "open_checkpoint",
+]

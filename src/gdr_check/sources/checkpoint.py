@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True, init=False)
@@ -52,3 +53,7 @@ class Checkpoint:
     files_read: list[str] = field(default_factory=list)
     bytes_read: int = 0
     notes: list[str] = field(default_factory=list)
+    # Info diagnostics of the reading itself (GDR013: an index whose shards were not downloaded).
+    diagnostics: list[Any] = field(default_factory=list)
+    # The index's tensor names when its shards are absent (the tensors above then stay empty: no shapes).
+    index_tensors: list[str] = field(default_factory=list)

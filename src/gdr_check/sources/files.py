@@ -51,11 +51,15 @@ class MetadataReader:
     """Opens a checkpoint's files under the safety rules and records what was read.
 
     `cache_repo` is the Hugging Face cache repo directory (`models--org--name`) when the checkpoint lives in
-    the cache: only then may a checkpoint file be a link, and only into that repo's `blobs/`.
+    the cache: only then may a checkpoint file be a link, and only into that repo's `blobs/`. With
+    `follow_links` (the user's `--follow-links`: git-annex, DVC, shared storage) a link may point anywhere;
+    what it points at is still opened read-only, regular files only, and read within the same caps.
     """
 
-    def __init__(self, cache_repo: Path | None = None, named: Path | None = None) -> None:
+    def __init__(self, cache_repo: Path | None = None, named: Path | None = None, *,
+                 follow_links: bool = False) -> None:
         self.cache_repo = cache_repo
+        self.follow_links = follow_links
         # The file the user named may itself be a link outside the cache: that is their choice. Links found
         # inside a checkpoint are not.
         self.named = named
@@ -69,14 +73,22 @@ class MetadataReader:
             return
         link_target = os.readlink(path)
         real = Path(os.path.realpath(path))
-        if self.cache_repo is None:
-            raise LinksOutsideHfCacheBlobs(path, file=path.name, link_target=link_target,
-                allowed="a Hugging Face cache snapshot (files inside a checkpoint must not be links)",
-            )
-        blobs = Path(os.path.realpath(self.cache_repo / "blobs"))
+        blobs = Path(os.path.realpath(self.cache_repo / "blobs")) if self.cache_repo is not None else None
         if real.parent != blobs:
-            raise LinksOutsideHfCacheBlobs(path, file=path.name, link_target=link_target,
-                allowed=f"`blobs/` of `{self.cache_repo.name}`",
+            if not real.exists():
+                raise DanglingLinks(
+                    path, file=path.name, link_target=link_target,
+                    fix=f"fetch the file `{path.name}` stands for (`git annex get`, `dvc pull`, a re-download) "
+                        "or fix the link",
+                )
+            if self.follow_links:
+                return
+            allowed = ("a Hugging Face cache snapshot (files inside a checkpoint must not be links)"
+                       if self.cache_repo is None else f"`blobs/` of `{self.cache_repo.name}`")
+            raise LinksOutsideHfCacheBlobs(
+                path, file=path.name, link_target=link_target, allowed=allowed,
+                fix="pass `--follow-links` to follow links you trust (git-annex, DVC, shared storage), or copy "
+                    "the real files into the checkpoint directory",
             )
         partial = real.with_name(real.name + INCOMPLETE_SUFFIX)
         if real.name.endswith(INCOMPLETE_SUFFIX) or (not real.exists() and partial.exists()):

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..checks.rules_source import GitLfsPointers
 from ..errors import SourceError
 from .files import MetadataReader
+from .safetensors_header import LFS_POINTER_PREFIX
 
 # Real configs and indexes are kilobytes to a few megabytes (a 41-shard index is ~60 KB).
 MAX_JSON_BYTES = 16 * 1024 * 1024
@@ -23,6 +25,8 @@ def parse_int(literal: str) -> int | float:
 def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: type[SourceError]) -> tuple[Any, str]:
     """(parsed value, text) of the JSON file at `path`; `invalid` (a rule's error) is raised for unparseable content."""
     raw = reader.read_small_file(path, MAX_JSON_BYTES, what)
+    if raw.startswith(LFS_POINTER_PREFIX):
+        raise GitLfsPointers(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..checks.rules_source import (
     DanglingLinks,
     DuplicateTensors,
+    IndexWithoutShards,
     InvalidConfigJson,
     InvalidIndexJson,
     MalformedIndexes,
@@ -33,6 +34,7 @@ from .hf_cache import (
     looks_like_repo_id,
     resolve_cache_repo,
     resolve_repo_id,
+    split_revision,
 )
 from .jsonfile import load_json_file
 from .jsonpos import LazyKeyLocations, dotted_keys, member_spans
@@ -49,38 +51,52 @@ CONFIG_ONLY_NOTE = "only `config.json` was read: no weights were cross-checked"
 _NAME = attrgetter("name")
 
 
-def open_checkpoint(target: str | os.PathLike[str], *, cache_dir: str | None = None) -> Checkpoint:
+def open_checkpoint(
+    target: str | os.PathLike[str], *, cache_dir: str | None = None, revision: str | None = None,
+    follow_links: bool = False,
+) -> Checkpoint:
     """Read the metadata of `target`: a `.safetensors` file, a sharded index or its directory, a model
-    directory, a bare `config.json`, a Hugging Face cache entry, or an `org/name` id found in the local cache.
+    directory, a bare `config.json`, a Hugging Face cache entry, or an `org/name` id (`org/name@rev`) found in
+    the local cache.
+
+    `revision` picks the snapshot of a cached model (a branch, tag, commit or commit prefix; `@rev` in the
+    target wins). `follow_links` follows links inside a checkpoint wherever they point (git-annex, DVC,
+    shared storage); without it only the Hugging Face cache's own links are followed.
 
     Reads config.json, indexes and safetensors headers only (never tensor data, never a pickle). Raises
     `SourceError` (one line naming the file, with a GDR0xx code) when the checkpoint cannot be read.
     """
     with gc_paused():  # see gc_paused: the collector would find nothing, at the cost of the reading again
-        return _open_checkpoint(target, cache_dir)
+        return _open_checkpoint(target, cache_dir, revision, follow_links)
 
 
-def _open_checkpoint(target: str | os.PathLike[str], cache_dir: str | None) -> Checkpoint:
+def _open_checkpoint(
+    target: str | os.PathLike[str], cache_dir: str | None, revision: str | None, follow_links: bool,
+) -> Checkpoint:
     text = os.fspath(target)
     path = Path(os.path.abspath(os.path.expanduser(text)))
     if not os.path.lexists(path):
         if looks_like_repo_id(text):
-            reader = MetadataReader()
-            entry = resolve_repo_id(text, reader, cache_dir)
+            repo_id, at_revision = split_revision(text)
+            reader = MetadataReader(follow_links=follow_links)
+            entry = resolve_repo_id(repo_id, reader, cache_dir, at_revision or revision)
             return _open_cache_entry(text, entry, reader)
         raise MissingPaths(None, path=text)
     cache_repo = enclosing_cache_repo(path)
     if path.is_symlink() and not path.exists() and cache_repo is None:
-        raise DanglingLinks(path, file=path.name, link_target=os.readlink(path),
-            fix=f"re-download `{path.name}` or fix the link",
+        raise DanglingLinks(
+            path, file=path.name, link_target=os.readlink(path),
+            fix=f"fetch the file `{path.name}` stands for (`git annex get`, `dvc pull`, a re-download) or fix "
+                "the link",
         )
     if path.is_dir():
         if is_cache_repo_dir(path):
-            reader = MetadataReader(path)
-            return _open_cache_entry(text, resolve_cache_repo(path, reader), reader)
-        builder = _Builder(text, path, "hf-cache" if cache_repo else "directory", MetadataReader(cache_repo))
+            reader = MetadataReader(path, follow_links=follow_links)
+            return _open_cache_entry(text, resolve_cache_repo(path, reader, revision=revision), reader)
+        kind = "hf-cache" if cache_repo else "directory"
+        builder = _Builder(text, path, kind, MetadataReader(cache_repo, follow_links=follow_links))
         return builder.directory(path)
-    reader = MetadataReader(cache_repo, named=path)
+    reader = MetadataReader(cache_repo, named=path, follow_links=follow_links)
     return _Builder(text, path.parent, "", reader).file(path)
 
 
@@ -223,6 +239,13 @@ class _Builder:
 
         # Report every missing shard before reading any header: re-downloading is one step.
         missing = [s for s in sorted(shards) if not os.path.lexists(self.root / s)]
+        if missing and len(missing) == len(shards) and not _holds_weights(self.root):
+            # Only the JSON files were downloaded (`--include "*.json"`): check the config, and say so.
+            self.checkpoint.diagnostics.append(IndexWithoutShards(
+                index_path, shards=len(shards), index=index_path.name, tensors=len(weight_map),
+            ).diagnostic())
+            self.checkpoint.index_tensors = list(weight_map)
+            return
         if missing:
             first = missing[0]
             also = f" (and {len(missing) - 1} more missing shards)" if len(missing) > 1 else ""
@@ -253,6 +276,14 @@ class _Builder:
         checkpoint.files_read = list(self.reader.files_read)
         checkpoint.bytes_read = self.reader.bytes_read
         return checkpoint
+
+
+def _holds_weights(directory: Path) -> bool:
+    """Whether any safetensors file is in `directory` (then a shard the index lists but lacks is missing)."""
+    try:
+        return any(name.endswith(SAFETENSORS_SUFFIX) for name in os.listdir(directory))
+    except OSError:
+        return True
 
 
 def is_plain_file_name(name: str) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checks.rules_source import (
+    GitLfsPointers,
     InvalidDataOffsets,
     InvalidTensorShapes,
     MalformedSafetensorsHeaders,
@@ -35,6 +36,11 @@ from .files import MetadataReader
 
 # The safetensors library refuses longer headers; real ones are kilobytes to a few megabytes.
 MAX_HEADER_BYTES = 100_000_000
+# What `git clone` leaves in place of a file tracked by Git LFS when the LFS objects were not fetched: a small
+# text file (about 130 bytes) starting with this line. Read as a safetensors file, its first 8 bytes would be a
+# header length of ~8e18.
+LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
+MAX_LFS_POINTER_BYTES = 1024
 _U64_LIMIT = 1 << 64
 METADATA_KEY = "__metadata__"
 
@@ -70,7 +76,12 @@ def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> l
             raise TruncatedSafetensorsFiles(path, actual_size=size, expected_size=8, detail="the 8-byte header length",
                 fix=f"re-download or re-copy `{path.name}`",
             )
-        length = struct.unpack("<Q", reader.read(handle, path, 8).ljust(8, b"\0"))[0]
+        first = reader.read(handle, path, 8)
+        if first == LFS_POINTER_PREFIX[:8] and size <= MAX_LFS_POINTER_BYTES:
+            rest = reader.read(handle, path, len(LFS_POINTER_PREFIX) - 8)
+            if first + rest == LFS_POINTER_PREFIX:
+                raise GitLfsPointers(path)
+        length = struct.unpack("<Q", first.ljust(8, b"\0"))[0]
         # Bound N by the cap and the file size before reading it, so memory never follows a claimed length.
         if length > MAX_HEADER_BYTES:
             raise OversizedSafetensorsHeaders(path, length=length, limit=MAX_HEADER_BYTES,

@@ -9,7 +9,7 @@ from types import ModuleType
 
 MODULES = {
     "full": "full", "concise": "concise", "json": "json", "json-lines": "json_lines", "github": "github",
-    "sarif": "sarif", "junit": "junit",
+    "sarif": "sarif", "junit": "junit", "gitlab": "gitlab",
 }
 
 

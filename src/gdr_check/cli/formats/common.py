@@ -57,6 +57,14 @@ def entries(run: Run) -> Iterator[tuple[TargetResult, Diagnostic]]:
             yield result, diagnostic
 
 
+def alerts(run: Run) -> Iterator[tuple[TargetResult, Diagnostic]]:
+    """The entries that become open alerts (SARIF results, GitHub annotations, GitLab code-quality issues):
+    info notes only with `--show-info`, since nothing can be changed to close them."""
+    for result, diagnostic in entries(run):
+        if run.show_info or diagnostic.severity != "info":
+            yield result, diagnostic
+
+
 def tp_suffix(run: Run, result: TargetResult) -> str:
     """` [tp=4]` in a matrix run, where the same line can come from several TP sizes."""
     if not run.is_matrix or result.deployment_tp is None or result.error is not None:
@@ -65,14 +73,16 @@ def tp_suffix(run: Run, result: TargetResult) -> str:
 
 
 def concise_line(run: Run, result: TargetResult, diagnostic: Diagnostic) -> str:
-    return f"{where(result, diagnostic).prefix()}: {diagnostic.code} {diagnostic.message}{tp_suffix(run, result)}"
+    """`path:line:col: severity[CODE] message`, the severity and code as the `full` format heads them."""
+    return (f"{where(result, diagnostic).prefix()}: {diagnostic.severity}[{diagnostic.code}] {diagnostic.message}"
+            f"{tp_suffix(run, result)}")
 
 
 def fatal_line(result: TargetResult) -> str | None:
     """The concise line of a target that could not be read, when no GDR0xx diagnostic describes it."""
     if result.error is None or result.error.diagnostic is not None:
         return None
-    return f"{result.error.path or result.target}: {result.error.code} {result.error.message}"
+    return f"{result.error.path or result.target}: error[{result.error.code}] {result.error.message}"
 
 
 def counts(run: Run) -> dict[str, int]:

@@ -14,7 +14,7 @@ from rich.table import Table
 from ...report import Diagnostic
 from ...tensors import short_dtype
 from ..results import FatalError, Run, TargetResult
-from .common import matrix_rows, mib, passing_tp_sizes, summary_line
+from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 LABEL = {"error": "error", "warning": "warning", "info": "info"}
@@ -67,9 +67,9 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     dep = check.deployment
     settings = check.settings
     state = settings.state_dtype if settings else (dep.state_dtype or "default")
-    slot_note = " (slot 0 reserved)" if dep.engine == "sglang" else " (block 0 null)"
+    slot_note = f" ({dep.profile.slot_zero_note})"
     tp_text = f"tp={dep.tp}" if tp_sizes is None else "tp=" + ", ".join(map(str, tp_sizes))
-    rows.append(("deployment", f"{dep.engine}, {tp_text}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
+    rows.append(("deployment", f"{dep.profile.label}, {tp_text}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
                                f"state {state}"))
     notes = check.source_dict()["notes"] if tp_sizes is None else list(getattr(check.checkpoint, "notes", []) or [])
     for note in notes:
@@ -118,10 +118,14 @@ def _location(d: Diagnostic) -> str | None:
     return text
 
 
-def render_diagnostic(console: Console, d: Diagnostic) -> None:
-    console.print(f"[{STYLE[d.severity]}]{LABEL[d.severity]}[{d.code}][/]: [bold]{escape(d.message)}[/bold]",
-                  soft_wrap=True)
+def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None, suffix: str = "") -> None:
+    """One rustc-style diagnostic; `origin` names the checkpoint for a diagnostic without a file when no
+    header above says which one (`--quiet`), `suffix` the TP size in a matrix."""
+    console.print(f"[{STYLE[d.severity]}]{LABEL[d.severity]}[{d.code}][/]: [bold]{escape(d.message)}[/bold]"
+                  f"{escape(suffix)}", soft_wrap=True)
     where = _location(d)
+    if origin is not None and (d.location is None or d.location.file is None):
+        where = f"{origin}, {where}" if where else origin
     if where:
         console.print(f"  [blue]-->[/blue] {escape(where)}", soft_wrap=True)
     notes = list(d.notes)
@@ -187,9 +191,20 @@ def _target_groups(results: list[TargetResult]) -> dict[str, list[TargetResult]]
     return groups
 
 
+def _render_quiet(console: Console, run: Run) -> None:
+    """`--quiet`: the diagnostics alone, without headers, tables or the summary."""
+    for result, diagnostic in entries(run):
+        if result.error is None:
+            render_diagnostic(console, diagnostic, origin=where(result, diagnostic).prefix(),
+                              suffix=tp_suffix(run, result))
+
+
 def render(run: Run) -> str:
     buffer = io.StringIO()
     console = make_console(buffer, run.color)
+    if run.quiet:
+        _render_quiet(console, run)
+        return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
     for target, results in _target_groups(run.results).items():
         readable = [r for r in results if r.error is None]  # unreadable ones are one stderr line each
         if not readable:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..results import FatalError, Run, TargetResult
 from ...report import Diagnostic
 from . import concise
-from .common import counts, entries, matrix_rows, mib, passing_tp_sizes, summary_line, where
+from .common import alerts, counts, entries, matrix_rows, mib, passing_tp_sizes, summary_line, where
 
 COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -45,9 +45,10 @@ def annotation(run: Run, result: TargetResult, diagnostic: Diagnostic) -> str:
 
 
 def annotations(run: Run) -> list[str]:
-    """Distinct annotations in report order: the same finding at several TP sizes or targets shows once."""
+    """Distinct annotations in report order: the same finding at several TP sizes or targets shows once.
+    Info notes only with `--show-info`: the log's concise lines list them."""
     found: dict[str, None] = {}
-    for result, diagnostic in entries(run):
+    for result, diagnostic in alerts(run):
         found.setdefault(annotation(run, result, diagnostic))
     for result in run.results:
         if result.error is not None and result.error.diagnostic is None:

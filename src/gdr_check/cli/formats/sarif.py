@@ -4,7 +4,8 @@ One run holds every (target, TP size) result. Each result points at a file relat
 (run gdr-check from the repository root): the config key or index line, or, for a diagnostic without a file
 (a kernel argument, a TP rule), the checkpoint's `config.json` or index, naming the argument, key or tensor
 as a logical location. Fingerprints hash the code, that path and the key/tensor/argument (plus the TP size),
-never line numbers or absolute paths, so an alert keeps its identity across runs.
+never line numbers or absolute paths, so an alert keeps its identity across runs. Info notes are no results
+unless `--show-info`: nothing can be changed to close them, so they would stay open alerts forever.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +20,7 @@ from urllib.parse import quote
 from ...report import Diagnostic
 from ..output import tool_info
 from ..results import FatalError, Run, TargetResult
-from .common import entries, tp_suffix, where
+from .common import alerts, tp_suffix, where
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -28,7 +28,6 @@ LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 # GitHub's own severity scale for non-security alerts.
 PROBLEM_SEVERITY = {"error": "error", "warning": "warning", "info": "recommendation"}
 GITHUB_TEXT_LIMIT = 1024
-_ABSOLUTE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 
 
 # -- rules ----------------------------------------------------------------------------------------------------
@@ -52,7 +51,7 @@ def _category(code: str) -> str:
 
 
 def rule_descriptor(rule: Any) -> dict[str, Any]:
-    """A reportingDescriptor built from the registry; the same text as `gdr-check explain` and docs/rules.md."""
+    """A reportingDescriptor built from the registry; the same text as `gdr-check explain` and docs/rules/."""
     from ...checks.docs import render_rule
     from ...report import rule_url
 
@@ -68,9 +67,7 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
         "properties": {"tags": [_category(rule.code)], "precision": "very-high",
                        "problem.severity": PROBLEM_SEVERITY[rule.severity]},
     }
-    url = rule_url(rule.code, rule.name)
-    if _ABSOLUTE_URL.match(url):  # SARIF wants an absolute URI here; the docs link is relative until published
-        descriptor["helpUri"] = url
+    descriptor["helpUri"] = rule_url(rule.code)  # absolute: the rule's page in this release
     return descriptor
 
 
@@ -161,7 +158,7 @@ def _notification(error: FatalError, result: TargetResult | None = None) -> dict
 
 
 def log(run: Run) -> dict[str, Any]:
-    pairs = list(entries(run))
+    pairs = list(alerts(run))
     codes = sorted({diagnostic.code for _, diagnostic in pairs})
     index = {code: i for i, code in enumerate(c for c in codes if c in _known_codes())}
     seen: dict[str, int] = {}

@@ -1,0 +1,22 @@
+"""`--engine` and `[tool.gdr-check] engine`: an engine profile name, optionally with a version."""
+
+from __future__ import annotations
+
+import typer
+
+from ..engines import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for
+
+
+def engine_help(default: str) -> str:
+    """The `--engine` help text, ending with what happens when the option is left out."""
+    return (f"Engine profile: {' or '.join(ENGINE_NAMES)}, optionally @version "
+            f"({', '.join(p.spec for p in PROFILES)}); a name alone is its newest profile. Default: {default}.")
+
+
+def engine_option(value: str) -> str:
+    """`value` if it selects an engine profile; a usage error (exit 2, one line naming the choices) if not."""
+    try:
+        profile_for(value)
+    except UnknownEngineError as error:
+        raise typer.BadParameter(str(error), param_hint="--engine") from None
+    return value

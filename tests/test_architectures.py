@@ -1,0 +1,389 @@
+"""Issue 12: every architecture sglang 0.5.23 routes to its GDN/KDA backends, built from its real tensor table.
+
+Each checkpoint is written header-only with the tensor names and shapes the engine's model file loads
+(sglang 0.5.23 `srt/models/<family>.py`) and a config with the keys its config class reads
+(`srt/configs/<family>.py`). The expected per-rank numbers are computed here by hand from the config values,
+not by the adapters.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from checkpoint_builders import (
+    Tensors,
+    _full_attention,
+    _norms,
+    kda_layer,
+    mla_layer,
+    qwen3_5_config,
+    qwen3_5_layer,
+    qwen3_next_config,
+    write_checkpoint,
+)
+
+from gdr_check.models import Deployment, check_checkpoint, check_model
+from gdr_check.models.adapters import select_adapter
+from gdr_check.sources import Checkpoint
+
+
+def codes(result) -> list[str]:
+    return result.report.codes()
+
+
+def errors(result) -> list[str]:
+    return [d.code for d in result.report if d.severity == "error"]
+
+
+def only(result, code: str):
+    found = [d for d in result.report if d.code == code]
+    assert len(found) == 1, (code, [(d.code, d.message) for d in result.report])
+    return found[0]
+
+
+def config_only(config: dict) -> Checkpoint:
+    return Checkpoint(target="mem", root=None, kind="config-only", config=config, config_file="config.json")
+
+
+# -- Jet-Nemotron -------------------------------------------------------------------------------------------
+JET = {"num_heads": 4, "head_dim": 8, "expand_v": 2.0, "conv_size": 4, "reduction": 8}
+
+
+def jet_config() -> dict:
+    return {
+        "architectures": ["JetNemotronForCausalLM"], "model_type": "jet_nemotron",
+        "hidden_size": 64, "num_hidden_layers": 4, "layer_types": ["attn", "jet", "swa", "jet"],
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "torch_dtype": "bfloat16",
+        "efficient_attention_config": {"jet": {
+            "mode": "jet", "expand_v": JET["expand_v"], "num_heads": JET["num_heads"], "head_dim": JET["head_dim"],
+            "norm_eps": "1e-5", "conv_size": JET["conv_size"], "dconv_generator_reduction": JET["reduction"],
+            "dconv_implementation": "triton"}},
+    }
+
+
+def jet_tensors(hidden: int = 64) -> Tensors:
+    H, K, W, r = JET["num_heads"], JET["head_dim"], JET["conv_size"], JET["reduction"]
+    V = int(K * JET["expand_v"])
+    tensors: Tensors = {}
+    for i, kind in enumerate(["attn", "jet", "swa", "jet"]):
+        prefix = f"model.layers.{i}."
+        tensors.update(_norms(prefix, hidden))
+        if kind != "jet":
+            tensors.update(_full_attention(prefix, hidden, 4, 2, 16))
+            continue
+        p = f"{prefix}self_attn."
+        tensors.update({
+            f"{p}q_proj.weight": ("BF16", (H * K, hidden)), f"{p}k_proj.weight": ("BF16", (H * K, hidden)),
+            f"{p}v_proj.weight": ("BF16", (H * V, hidden)), f"{p}a_proj.weight": ("BF16", (H, hidden)),
+            f"{p}b_proj.weight": ("BF16", (H, hidden)), f"{p}g_proj.weight": ("BF16", (H * V, hidden)),
+            f"{p}o_proj.weight": ("BF16", (hidden, H * V)), f"{p}A_log": ("F32", (H,)),
+            f"{p}dt_bias": ("BF16", (H,)), f"{p}o_norm.weight": ("BF16", (V,)),
+            f"{p}dynamic_conv1d.kernel_generator.w1.weight": ("BF16", (H * V // r, hidden)),
+            f"{p}dynamic_conv1d.kernel_generator.w2.weight": ("BF16", (H * V * W, H * V // r)),
+            f"{p}dynamic_conv1d.kernel_generator.w2.bias": ("BF16", (H * V * W,)),
+        })
+    return tensors
+
+
+def test_jet_nemotron_geometry_pools_and_decode_path(tmp_path: Path):
+    write_checkpoint(tmp_path / "jet", jet_config(), jet_tensors())
+    result = check_model(str(tmp_path / "jet"), Deployment(batch=8))
+    model = result.model
+    assert (model.family, model.kind, model.linear_layers) == ("jet-nemotron", "gdn", [1, 3])
+    # H = HV = num_heads = 4, K = head_dim = 8, V = int(8 * 2.0) = 16, W = conv_size = 4.
+    assert (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim, model.conv_kernel) == (4, 4, 8, 16, 4)
+    assert model.weights_checked and errors(result) == []
+    # JetBlock decodes with its own kernel: no packed call, no contract; the pools are still sized.
+    assert result.decode.kernel == "fused_recurrent_gated_delta_rule_update" and not result.decode.packed
+    assert result.call is None and not result.contract_run
+    # 2 JetBlock layers, 9 slots; conv channels 2*4*8 + 4*16 = 128, W-1 = 3 columns.
+    assert result.pools["ssm_pool"].shape == (2, 9, 4, 16, 8)
+    assert result.pools["conv_pool"].shape == (2, 9, 128, 3)
+    # per request: 2 layers x (3*128*2 B bf16 conv + 4*16*8*4 B fp32 state) = 2 x (768 + 2048)
+    assert result.memory.bytes_per_request == 2 * (768 + 2048)
+    info = only(result, "GDR134")
+    assert info.message == ("the decode step under sglang calls `fused_recurrent_gated_delta_rule_update`, "
+                            "not the packed decode kernel")
+
+
+def test_jet_nemotron_runs_at_tp1_only(tmp_path: Path):
+    write_checkpoint(tmp_path / "jet", jet_config(), jet_tensors())
+    result = check_model(str(tmp_path / "jet"), Deployment(tp=2))
+    diagnostic = only(result, "GDR126")
+    assert diagnostic.message == "`JetNemotronForCausalLM` runs at tp=1 only; tp=2 is not supported"
+    assert not result.ok
+
+
+def test_jet_vlm_reads_text_config():
+    config = {"architectures": ["JetVLMForConditionalGeneration"], "model_type": "jet_vlm",
+              "text_config": {**jet_config(), "model_type": "jet_nemotron"}}
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.family == "jet-nemotron" and result.model.linear_layers == [1, 3]
+    assert result.model.head_v_dim == 16
+
+
+# -- Kimi-K3 ------------------------------------------------------------------------------------------------
+def k3_config(*, H: int = 4, D: int = 32, layers: int = 8, bound: float | None = -5.0) -> dict:
+    kda = [i + 1 for i in range(layers) if (i + 1) % 4 != 0]
+    lac = {"num_heads": H, "head_dim": D, "short_conv_kernel_size": 4, "kda_layers": kda,
+           "full_attn_layers": [i + 1 for i in range(layers) if i + 1 not in kda], "use_full_rank_gate": True}
+    if bound is not None:
+        lac["gate_lower_bound"] = bound
+    text = {"model_type": "kimi_linear", "hidden_size": 64, "num_hidden_layers": layers, "num_attention_heads": 4,
+            "linear_attn_config": lac, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+            "v_head_dim": 16, "torch_dtype": "bfloat16"}
+    return {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3", "text_config": text,
+            "vision_config": {"vt_hidden_size": 32}}
+
+
+def k3_tensors(config: dict) -> Tensors:
+    """The raw K3 checkpoint: `language_model.layers.*`, full-rank `g_proj`, `A_log` stored as [head_dim]."""
+    text = config["text_config"]
+    lac = text["linear_attn_config"]
+    H, D, hidden = lac["num_heads"], lac["head_dim"], text["hidden_size"]
+    tensors: Tensors = {}
+    for i in range(text["num_hidden_layers"]):
+        prefix = f"language_model.layers.{i}."
+        tensors.update(_norms(prefix, hidden))
+        if i + 1 not in lac["kda_layers"]:
+            tensors.update(mla_layer(prefix, text))
+            continue
+        layer = kda_layer(prefix, hidden, H, D, 4)
+        p = f"{prefix}self_attn."
+        del layer[f"{p}g_a_proj.weight"], layer[f"{p}g_b_proj.weight"]
+        layer[f"{p}g_proj.weight"] = ("BF16", (H * D, hidden))
+        layer[f"{p}A_log"] = ("F32", (D,))
+        tensors.update(layer)
+    return tensors
+
+
+def test_kimi_k3_has_no_false_shape_errors_and_takes_the_safe_gate_path(tmp_path: Path):
+    config = k3_config()
+    write_checkpoint(tmp_path / "k3", config, k3_tensors(config))
+    result = check_model(str(tmp_path / "k3"), Deployment(tp=2, batch=8))
+    model = result.model
+    assert (model.family, model.kind) == ("kimi-k3", "kda") and model.weights_checked
+    assert model.linear_layers == [0, 1, 2, 4, 5, 6]  # 1-based kda_layers [1, 2, 3, 5, 6, 7]
+    assert model.layouts == ("kda-full-rank-gate",)
+    assert errors(result) == [], [(d.code, d.message) for d in result.report]
+    assert model.lower_bound[0] == -5.0
+    assert result.decode.kernel == "kda_fused_decode" and not result.decode.packed and result.call is None
+    # tp=2: 2 heads of 32 per rank; KDA conv is window-first: (W-1, 3 * 2 * 32) = (3, 192)
+    assert result.pools["ssm_pool"].shape == (6, 9, 2, 32, 32)
+    assert result.pools["conv_pool"].shape == (6, 9, 3, 192)
+    vllm = check_model(str(tmp_path / "k3"), Deployment(tp=2, engine="vllm"))
+    assert vllm.decode.kernel == "fused_recurrent_kda" and vllm.call is None
+
+
+def test_kimi_k3_tp_that_does_not_divide_heads(tmp_path: Path):
+    config = k3_config(H=4)
+    result = check_checkpoint(config_only(config), Deployment(tp=8))
+    assert "GDR121" in errors(result)
+
+
+def test_kimi_k3_wrong_a_log_length_is_reported(tmp_path: Path):
+    config = k3_config(H=4, D=32)
+    tensors = k3_tensors(config)
+    tensors["language_model.layers.0.self_attn.A_log"] = ("F32", (7,))
+    write_checkpoint(tmp_path / "k3", config, tensors)
+    result = check_model(str(tmp_path / "k3"), Deployment())
+    assert "GDR111" in errors(result) or "GDR113" in errors(result)
+
+
+# -- GLM-5-Next, Bailing hybrid (Ling-V3) -------------------------------------------------------------------
+def glm5_config(**extra) -> dict:
+    config = {"architectures": ["Glm5NextForConditionalGeneration"], "model_type": "glm5_next",
+              "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
+              "linear_num_heads": 4, "linear_head_dim": 16, "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16"}
+    config.update(extra)
+    return config
+
+
+def test_glm5_next_default_layer_rule_and_kda_tensors(tmp_path: Path):
+    config = glm5_config()
+    tensors: Tensors = {}
+    for i in range(8):
+        prefix = f"model.layers.{i}."
+        tensors.update(_norms(prefix, 64))
+        if i % 4 != 3:  # Glm5NextTextConfig: layer i is KDA iff i % 4 != 3
+            tensors.update(kda_layer(prefix, 64, 4, 16, 4))
+    write_checkpoint(tmp_path / "glm", config, tensors)
+    result = check_model(str(tmp_path / "glm"), Deployment(tp=2))
+    assert result.model.family == "glm5-next" and result.model.linear_layers == [0, 1, 2, 4, 5, 6]
+    assert errors(result) == [] and result.decode.packed and result.contract_run
+    # tp=2: H/tp = 2, mixed_qkv width 3 * 2 * 16 = 96, gate a: HV_l * K = 32
+    assert result.shapes()["mixed_qkv"] == [8, 96] and result.shapes()["a"] == [8, 32]
+
+
+def test_glm5_next_kda_layers_are_zero_based_and_lower_bound_changes_the_path():
+    config = glm5_config(linear_attn_config={"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
+                                             "kda_layers": [0, 1, 2, 4, 5, 6], "gate_lower_bound": -5.0})
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.linear_layers == [0, 1, 2, 4, 5, 6]
+    assert not result.decode.packed and result.call is None
+    assert "helion" in result.decode.switch
+
+
+def bailing_config(**extra) -> dict:
+    config = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid",
+              "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 8, "head_dim": 16,
+              "v_head_dim": 16, "short_conv_kernel_size": 4, "layer_group_size": 4, "torch_dtype": "bfloat16"}
+    config.update(extra)
+    return config
+
+
+def test_bailing_hybrid_kda_layer_groups_and_tp():
+    result = check_checkpoint(config_only(bailing_config()), Deployment(tp=2))
+    # layer_group_size 4: layer i is full iff (i+1) % 4 == 0
+    assert result.model.family == "bailing-hybrid" and result.model.linear_layers == [0, 1, 2, 4, 5, 6]
+    assert (result.model.num_k_heads, result.model.head_k_dim) == (8, 16)
+    assert result.decode.packed and result.shapes()["mixed_qkv"] == [8, 3 * 4 * 16]
+    assert "GDR121" in errors(check_checkpoint(config_only(bailing_config()), Deployment(tp=3)))
+    safe = check_checkpoint(config_only(bailing_config(kda_safe_gate=True, kda_lower_bound=-5.0)), Deployment())
+    assert not safe.decode.packed and safe.model.lower_bound[0] == -5.0
+
+
+def test_bailing_without_short_conv_is_lightning_attention():
+    config = bailing_config()
+    del config["short_conv_kernel_size"]
+    result = check_checkpoint(config_only(config), Deployment())
+    diagnostic = only(result, "GDR101")
+    assert diagnostic.severity == "info" and "lightning attention" in diagnostic.notes[0]
+
+
+def test_bailing_list_layer_group_size_of_wrong_length():
+    result = check_checkpoint(config_only(bailing_config(layer_group_size=[1, 1, 1, 0])), Deployment())
+    assert any("has 4 entries but `num_hidden_layers` is 8" in d.message for d in result.report)
+
+
+# -- Qwen derivatives ----------------------------------------------------------------------------------------
+def test_qwen4_exp_sparse_and_indexed_layers_are_full():
+    config = qwen3_5_config()
+    config["architectures"] = ["Qwen4ExpForConditionalGeneration"]
+    config["model_type"] = "qwen4_exp"
+    config["text_config"]["model_type"] = "qwen4_exp_text"
+    config["text_config"]["layer_types"] = ["linear_attention", "qwen_sparse_attention", "linear_attention",
+                                            "indexed_attention", "linear_attention", "full_attention",
+                                            "linear_attention", "linear_attention"]
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.family == "qwen4-exp" and result.model.linear_layers == [0, 2, 4, 6, 7]
+    assert "GDR104" not in codes(result)
+
+
+@pytest.mark.parametrize("root,text,family", [
+    ("intern_s2_preview", "qwen3_5_moe_text", "qwen3.5-moe"),
+    ("interns2_mobius", "interns2_mobius_text", "interns2-mobius"),
+    ("minicpmv4_6", "qwen3_5_text", "qwen3.5"),
+    ("minicpmv4_6", "qwen3_5_moe_text", "qwen3.5-moe"),
+])
+def test_qwen3_5_wrappers(root: str, text: str, family: str, tmp_path: Path):
+    config = qwen3_5_config()
+    config.update(architectures=["SomeWrapperForConditionalGeneration"], model_type=root)
+    config["text_config"]["model_type"] = text
+    c = config["text_config"]
+    tensors: Tensors = {}
+    for i in range(8):
+        prefix = f"model.language_model.layers.{i}."
+        tensors.update(qwen3_5_layer(prefix, c) if (i + 1) % 4 else _full_attention(prefix, 64, 4, 2, 256))
+    write_checkpoint(tmp_path / root, config, tensors)
+    result = check_model(str(tmp_path / root), Deployment(tp=2))
+    assert result.model.family == family and errors(result) == []
+    # H=2, HV=4, K=V=16 at tp=2: mixed_qkv width 2*1*16 + 2*16 = 64
+    assert result.shapes()["mixed_qkv"] == [8, 64]
+
+
+def test_kimi_k3_selected_before_its_kimi_linear_text_config():
+    assert select_adapter(k3_config(), []).adapter.family == "kimi-k3"
+
+
+# -- no silent pass ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value,shown,problem", [
+    ("32", '"32"', "a string, not a whole number"),
+    (32.0, "32.0", "a float, not a whole number"),
+    (True, "true", "a boolean, not a whole number"),
+    (None, "null", "null, not a whole number"),
+    ([32], "[32]", "a list, not a whole number"),
+    (0, "0", "not a positive whole number"),
+    (-32, "-32", "not a positive whole number"),
+])
+def test_wrong_typed_head_counts_are_errors(value, shown: str, problem: str, tmp_path: Path):
+    config = qwen3_next_config(linear_num_value_heads=value)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config, indent=2))
+    result = check_model(str(path), Deployment())
+    diagnostic = only(result, "GDR108")
+    assert diagnostic.message == f"`linear_num_value_heads` is {shown}: {problem}"
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if '"linear_num_value_heads"' in text)
+    assert diagnostic.location.line == line
+    assert not result.ok and "GDR103" not in codes(result)
+
+
+def test_unknown_torch_dtype_is_an_error():
+    result = check_checkpoint(config_only(qwen3_next_config(torch_dtype="bfloat17")), Deployment())
+    diagnostic = only(result, "GDR108")
+    assert diagnostic.message == ('`torch_dtype` is "bfloat17": not a model dtype (expected one of bfloat16, '
+                                  'float16, float32)')
+
+
+def test_unreadable_layer_count_is_not_nothing_to_check():
+    result = check_checkpoint(config_only(qwen3_next_config(num_hidden_layers="48")), Deployment())
+    diagnostic = only(result, "GDR107")
+    assert diagnostic.severity == "error" and result.model is None
+    assert diagnostic.message == ("`Qwen3NextForCausalLM` has linear attention (routed to the engines' GDN backend) "
+                                  "but `num_hidden_layers` is \"48\": a string, not a whole number")
+
+
+@pytest.mark.parametrize("config,key", [
+    (dict(jet_config(), layer_types=None), "layer_types"),
+    ({**k3_config(), "text_config": {**k3_config()["text_config"],
+                                     "linear_attn_config": {"num_heads": 4, "head_dim": 32}}},
+     "linear_attn_config.kda_layers"),
+    ({"architectures": ["MyHybridForCausalLM"], "model_type": "my_hybrid", "num_hidden_layers": 4,
+      "linear_attn_config": {"kda_layers": [1, 2]}}, "linear_attn_config"),
+])
+def test_markers_without_a_description_are_errors(config: dict, key: str):
+    result = check_checkpoint(config_only(config), Deployment())
+    assert errors(result) and set(errors(result)) == {"GDR107"}
+    assert any(key in d.message or d.location.json_key == key or key in (d.location.json_key or "")
+               for d in result.report), [(d.message, d.location) for d in result.report]
+
+
+def test_llama_stays_nothing_to_check():
+    result = check_checkpoint(config_only({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                           "num_hidden_layers": 4, "num_attention_heads": 8}), Deployment())
+    assert codes(result) == ["GDR101"] and result.ok
+
+
+@pytest.mark.parametrize("config,summary", [
+    ({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4},
+     "dry-run not launched: the model has no GDN or KDA layers: nothing to run"),
+    (jet_config(), "dry-run not launched: sglang decodes with `fused_recurrent_gated_delta_rule_update`"),
+])
+def test_dry_run_with_nothing_to_run_exits_1(config: dict, summary: str, tmp_path: Path, capsys):
+    from gdr_check.cli.main import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code = main(["dry-run", str(path), "--output-format", "full"])
+    out = capsys.readouterr().out
+    assert code == 1 and summary in " ".join(out.split()), out
+
+
+def test_kimi_linear_ignores_gate_lower_bound():
+    # sglang builds Kimi-Linear's KDA layer without `safe_gate`: the packed decode runs whatever the config says.
+    from checkpoint_builders import kimi_config
+
+    config = kimi_config()
+    config["linear_attn_config"]["gate_lower_bound"] = -5.0
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.lower_bound is None and result.decode.packed and result.call is not None
+
+
+def test_llm_config_section_is_read():
+    config = qwen3_5_config()
+    config["llm_config"] = config.pop("text_config")
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.family == "qwen3.5" and result.model.num_v_heads == 4
+    assert result.model.sources["num_v_heads"].key == "llm_config.linear_num_value_heads"

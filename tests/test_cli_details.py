@@ -1,0 +1,373 @@
+"""The command-line details users of ruff expect: info notes kept out of alert formats, `-oFILE`,
+`--statistics`, `-q`/`-s`, `--list-models` in JSON, absolute versioned rule URLs, the GitLab code-quality format
+and the progress bar on a terminal's stderr."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import pytest
+from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
+
+from gdr_check import __version__
+from gdr_check.cli import progress
+from gdr_check.report import PROJECT_URL, RULE_DOCS_URL
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
+GITLAB_SCHEMA = json.loads((TESTS / "schemas" / "gitlab-code-quality.json").read_text())
+# `ckpt` at tp 2 and 3: GDR111 twice, GDR249 (warning) and GDR253 (info) at tp 2, GDR121 at tp 3.
+ARGS = ("ckpt", "--tp", "2,3", "--state-dtype", "bfloat16", "--ignore", "GDR122,GDR123,GDR131", "--isolated")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch) -> Path:
+    clean_output_env(monkeypatch)
+    monkeypatch.delenv("CI_PROJECT_DIR", raising=False)
+    write_bad(tmp_path / "ckpt")
+    write_good(tmp_path / "good")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text('{"architectures": ')
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def schema_def(name: str) -> dict:
+    return {**REPORT_SCHEMA, "anyOf": [{"$ref": f"#/$defs/{name}"}]}
+
+
+# -- info notes are no alerts ---------------------------------------------------------------------------------
+def test_info_notes_are_no_alerts_unless_show_info(repo: Path):
+    def codes(fmt: str, *extra: str) -> list[str]:
+        result = run_cli(*ARGS, "--output-format", fmt, *extra)
+        assert result.exit_code == 1
+        if fmt == "sarif":
+            return [r["ruleId"] for r in json.loads(result.stdout)["runs"][0]["results"]]
+        if fmt == "gitlab":
+            return [issue["check_name"] for issue in json.loads(result.stdout)]
+        return [line.split("(", 1)[1].split(")", 1)[0] for line in result.stdout.splitlines() if line.startswith("::")]
+
+    assert codes("sarif") == ["GDR111", "GDR249", "GDR111", "GDR121"]
+    assert codes("sarif", "--show-info") == ["GDR111", "GDR249", "GDR253", "GDR111", "GDR121"]
+    assert codes("gitlab") == ["GDR111", "GDR249", "GDR111", "GDR121"]
+    assert codes("gitlab", "--show-info") == ["GDR111", "GDR249", "GDR253", "GDR111", "GDR121"]
+    assert codes("github") == ["GDR111", "GDR249", "GDR121"]  # one annotation per finding, whatever the TP size
+    assert codes("github", "--show-info") == ["GDR111", "GDR249", "GDR253", "GDR121"]
+    shown = json.loads(run_cli(*ARGS, "--output-format", "sarif", "--show-info").stdout)["runs"][0]
+    assert shown["results"][2]["level"] == "note"
+    assert "GDR253" in {rule["id"] for rule in shown["tool"]["driver"]["rules"]}
+
+
+def test_summary_still_counts_the_notes(repo: Path):
+    result = run_cli(*ARGS, "--output-format", "github")
+    assert result.stderr == "summary: 2 checked: 3 error(s), 1 warning(s), 1 note(s)\n"
+    assert "ckpt/config.json:1:1: info[GDR253] " in result.stdout  # the log lists it, as no annotation
+
+
+def test_notes_stay_out_of_alerts_when_a_checkpoint_has_nothing_else(repo: Path):
+    result = run_cli("good", "--isolated", "--output-format", "sarif")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["runs"][0]["results"] == []
+    assert json.loads(run_cli("good", "--isolated", "--output-format", "gitlab").stdout) == []
+
+
+# -- -oFILE ---------------------------------------------------------------------------------------------------
+def test_attached_short_option_value_is_the_output_file(repo: Path):
+    written = []
+    for spelling in (["-oa.jsonl"], ["-o", "b.jsonl"], ["--output-file=c.jsonl"], ["--output-file", "d.jsonl"]):
+        result = run_cli(*ARGS, "--output-format", "json-lines", *spelling)
+        assert result.exit_code == 1 and result.stdout == ""
+    for name in ("a", "b", "c", "d"):
+        written.append((repo / f"{name}.jsonl").read_text())
+    assert len(set(written)) == 1 and written[0].count("\n") == 5
+
+
+def test_attached_short_option_value_takes_the_exit_2_record_too(repo: Path):
+    # an unknown rule stops the run before the options are parsed: the record still goes to the file
+    result = run_cli("good", "--isolated", "--output-format", "json", "--select", "GDR999", "-oout/r.json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert json.loads((repo / "out" / "r.json").read_text())["error"]["code"] == "usage"
+
+
+# -- --statistics, -q, -s -------------------------------------------------------------------------------------
+def test_statistics_text(repo: Path):
+    result = run_cli(*ARGS, "--statistics")
+    assert result.exit_code == 1  # the exit code does not change
+    assert result.stdout == (
+        "2  GDR111  error    config-weight-mismatches      the config and the weights disagree\n"
+        "1  GDR121  error    tp-not-dividing-linear-heads  tp size does not divide the linear-attention heads\n"
+        "1  GDR249  warning  low-precision-states          the recurrent state is kept in 16-bit precision\n"
+        "1  GDR253  info     beta-rounded-to-gate-dtype    sglang rounds beta to `b`'s dtype\n")
+    assert result.stderr == ""
+
+
+def test_statistics_json(repo: Path):
+    result = run_cli(*ARGS, "--statistics", "--output-format", "json")
+    rows = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(schema_def("statistics")).validate(rows)
+    assert [(row["code"], row["count"]) for row in rows] == [("GDR111", 2), ("GDR121", 1), ("GDR249", 1),
+                                                             ("GDR253", 1)]
+    assert rows[0] == {"code": "GDR111", "name": "config-weight-mismatches", "severity": "error",
+                       "summary": "the config and the weights disagree", "count": 2}
+
+
+def test_statistics_of_a_clean_run_is_empty(repo: Path):
+    clean = ("good", "--isolated", "--select", "GDR1", "--ignore", "GDR131", "--statistics")
+    assert run_cli(*clean).stdout == ""
+    assert run_cli(*clean, "--output-format", "json").stdout == "[]\n"
+
+
+def test_quiet_prints_the_diagnostics_only(repo: Path):
+    concise = run_cli(*ARGS, "--output-format", "concise")
+    quiet = run_cli(*ARGS, "--output-format", "concise", "-q")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (1, concise.stdout, "")
+    full = run_cli(*ARGS, "--quiet")
+    assert full.exit_code == 1 and full.stderr == ""
+    headings = [line for line in full.stdout.splitlines() if line and not line.startswith((" ", "help:"))]
+    mismatch = "config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` holds 32"
+    assert headings == [
+        f"error[GDR111]: {mismatch} [tp=2]",
+        "warning[GDR249]: `initial_state` is bfloat16: the state is rounded to bfloat16 at every step [tp=2]",
+        "info[GDR253]: sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update [tp=2]",
+        f"error[GDR111]: {mismatch} [tp=3]",
+        "error[GDR121]: tp=3 does not divide `linear_num_key_heads`=2; TP sizes that work: 1, 2 [tp=3]",
+    ]
+    # without a header, a diagnostic about a kernel argument says which checkpoint it is about
+    assert "  --> ckpt/config.json:1:1, kernel argument `initial_state`" in full.stdout.splitlines()
+    assert "summary:" not in full.stdout and "deployment matrix" not in full.stdout
+    assert run_cli("good", "--isolated", "-q", "--select", "GDR1", "--ignore", "GDR131").stdout == ""
+
+
+def test_quiet_keeps_the_error_lines(repo: Path):
+    result = run_cli("broken", "good", "--isolated", "-q", "--output-format", "concise")
+    assert result.exit_code == 2
+    assert [line.split(":")[0] for line in result.stderr.splitlines()] == ["error"]
+
+
+def test_silent_prints_nothing_but_errors(repo: Path):
+    for fmt in ("full", "concise", "github", "json", "sarif", "gitlab"):
+        result = run_cli(*ARGS, "--output-format", fmt, "--silent")
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", ""), fmt
+    assert run_cli("good", "--isolated", "-s").exit_code == 0
+    broken = run_cli("broken", "--isolated", "-s")
+    assert broken.exit_code == 2 and broken.stdout == ""
+    assert broken.stderr.startswith("error: broken/config.json: invalid JSON at line 1, column 19")
+    # a report file asked for is still written
+    written = run_cli(*ARGS, "--output-format", "json", "-s", "-o", "r.json")
+    assert (written.exit_code, written.stdout, written.stderr) == (1, "", "")
+    assert len(json.loads((repo / "r.json").read_text())["results"]) == 2
+
+
+# -- --list-models --------------------------------------------------------------------------------------------
+def test_list_models_json(repo: Path):
+    from gdr_check.models import list_builtin
+
+    result = run_cli("--list-models", "--output-format", "json")
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(schema_def("modelList")).validate(document)
+    assert [m["repo_id"] for m in document["models"]] == [m.repo_id for m in list_builtin()]
+    assert set(document["confidence_levels"]) == {"V", "S", "U"}
+    thinking = next(m for m in document["models"] if m["repo_id"] == "Qwen/Qwen3-Next-80B-A3B-Thinking")
+    assert (thinking["confidence"], thinking["unverified"], thinking["notes"]) == (
+        "U", ["all fields"], ["assumed identical to the Instruct model"])
+    instruct = document["models"][0]
+    assert instruct["model_type"] == "qwen3_next" and instruct["config"]["linear_num_value_heads"] == 32
+
+
+def test_list_models_text_explains_the_confidence_tags(repo: Path):
+    result = run_cli("--list-models")
+    lines = result.stdout.splitlines()
+    assert lines[1:5] == [
+        "The tag after each model is the weakest source among its values:",
+        "  V  verified: every value read from a released config.json or safetensors header",
+        "  S  secondary: some values from a single secondary source (a model card, a paper)",
+        "  U  unverified: some values assumed (e.g. from a sibling model); check the real config.json",
+    ]
+    assert lines[6].split() == ["Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen3NextForCausalLM", "V"]
+    kimi = next(line for line in lines if line.startswith("moonshotai/Kimi-Linear-48B-A3B-Base"))
+    assert kimi.split()[2:] == ["U", "not", "verified:", "num_attention_heads"]
+
+
+def test_list_models_to_a_file(repo: Path):
+    result = run_cli("--list-models", "--output-format", "json", "-o", "models.json")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert json.loads((repo / "models.json").read_text())["models"]
+
+
+# -- rule URLs ------------------------------------------------------------------------------------------------
+def test_rule_urls_are_absolute_and_versioned(repo: Path):
+    expected = f"https://github.com/gdr-check/gdr-check/blob/v{__version__}/docs/rules/GDR111.md"
+    document = json.loads(run_cli("ckpt", "--isolated", "--output-format", "json").stdout)
+    jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(document)
+    assert document["diagnostics"][0]["url"] == expected
+    sarif = json.loads(run_cli(*ARGS, "--output-format", "sarif").stdout)
+    rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+    assert {rule["id"]: rule["helpUri"] for rule in rules}["GDR111"] == expected
+    assert all(rule["helpUri"] == f"{RULE_DOCS_URL}/{rule['id']}.md" for rule in rules)
+
+
+def test_every_rule_url_names_a_page_of_the_rules_reference():
+    from gdr_check.checks import RULES
+    from gdr_check.report import rule_url
+
+    for rule in RULES.values():
+        page = rule_url(rule.code).split(f"/blob/v{__version__}/", 1)[1]
+        assert (ROOT / page).is_file(), page
+
+
+def test_the_project_home_is_one_constant():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["urls"]["Homepage"] == PROJECT_URL
+    assert project["version"] == __version__  # the URL's version is the released one
+    assert PROJECT_URL in (ROOT / "README.md").read_text()
+    assert RULE_DOCS_URL == f"{PROJECT_URL}/blob/v{__version__}/docs/rules"
+
+
+# -- gitlab ---------------------------------------------------------------------------------------------------
+def gitlab(*args: str) -> list[dict]:
+    result = run_cli(*args, "--output-format", "gitlab")
+    issues = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(GITLAB_SCHEMA).validate(issues)
+    return issues
+
+
+def test_gitlab_issue_fields(repo: Path):
+    issues = gitlab(*ARGS)
+    assert issues[0] == {
+        "check_name": "GDR111",
+        "description": "GDR111: config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` "
+                       "holds 32 [tp=2]",
+        "severity": "major",
+        "fingerprint": issues[0]["fingerprint"],
+        "location": {"path": "ckpt/config.json",
+                     "positions": {"begin": {"line": 12, "column": 3}, "end": {"line": 12, "column": 30}}},
+    }
+    assert [issue["severity"] for issue in issues] == ["major", "minor", "major", "major"]
+    assert len({issue["fingerprint"] for issue in issues}) == len(issues)
+
+
+def test_gitlab_fingerprints_are_stable_across_runs_checkouts_and_line_moves(tmp_path: Path, monkeypatch):
+    clean_output_env(monkeypatch)
+    monkeypatch.delenv("CI_PROJECT_DIR", raising=False)
+    found = []
+    for name in ("checkout-a", "checkout-b"):
+        write_bad(tmp_path / name / "ckpt")
+        monkeypatch.chdir(tmp_path / name)
+        found.append([issue["fingerprint"] for issue in gitlab(*ARGS)])
+        assert found[-1] == [issue["fingerprint"] for issue in gitlab(*ARGS)]  # the same run twice
+    assert found[0] == found[1]
+    config = tmp_path / "checkout-b" / "ckpt" / "config.json"
+    config.write_text("\n\n" + json.dumps(json.loads(config.read_text()), indent=4) + "\n")
+    moved = gitlab(*ARGS)
+    assert moved[0]["location"]["positions"]["begin"]["line"] != 12
+    assert [issue["fingerprint"] for issue in moved] == found[0]
+
+
+def test_gitlab_paths_are_relative_to_the_project(repo: Path, monkeypatch):
+    absolute = gitlab(str(repo / "ckpt"), "--isolated")
+    assert absolute[0]["location"]["path"] == "ckpt/config.json"
+    monkeypatch.setenv("CI_PROJECT_DIR", str(repo.parent))
+    assert gitlab(str(repo / "ckpt"), "--isolated")[0]["location"]["path"] == f"{repo.name}/ckpt/config.json"
+
+
+def test_gitlab_unreadable_target_is_a_critical_issue(repo: Path):
+    issues = gitlab("broken", "ckpt", "--isolated")
+    broken = next(issue for issue in issues if issue["check_name"] == "GDR020")
+    assert broken["severity"] == "critical"
+    assert broken["location"]["path"] == "broken/config.json"
+
+
+# -- progress -------------------------------------------------------------------------------------------------
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("targets,stream,quiet,expected", [
+    (3, Terminal(), False, True),
+    (1, Terminal(), False, False),  # one target: too quick for a bar
+    (3, io.StringIO(), False, False),  # a pipe or a file: CI logs, pre-commit
+    (3, Terminal(), True, False),  # --quiet and --silent
+])
+def test_progress_only_for_many_targets_on_a_terminal(monkeypatch, targets, stream, quiet, expected):
+    monkeypatch.delenv("TERM", raising=False)
+    assert progress.wanted(targets, stream, quiet=quiet) is expected
+
+
+def test_progress_not_on_a_dumb_terminal(monkeypatch):
+    monkeypatch.setenv("TERM", "dumb")
+    assert not progress.wanted(3, Terminal())
+
+
+def test_progress_draws_on_a_terminal_and_names_the_target(monkeypatch):
+    monkeypatch.delenv("TERM", raising=False)
+    stream = Terminal()
+    with progress.target_progress(2, stream=stream) as step:
+        step(0, "models/a")
+        step(1, "models/\x1b[31mb")
+    drawn = stream.getvalue()
+    assert "checking" in drawn and "2/2" in drawn
+    assert drawn.endswith("\x1b[2K")  # transient: the bar is erased at the end
+    assert "\x1b[31m" not in drawn  # a control character in a name is not sent to the terminal
+    assert "models/?[31mb" in drawn
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(repo: Path):
+    result = run_cli("good", "ckpt", "--isolated", "--output-format", "concise")
+    assert result.stderr == "summary: 2 checked: 1 error(s), 0 warning(s), 4 note(s)\n"
+
+
+def test_the_ci_guide_documents_every_format_and_the_gitlab_job():
+    from gdr_check.cli.output import FORMATS
+
+    text = (ROOT / "docs" / "ci.md").read_text()
+    assert all(f"| `{fmt}`" in text for fmt in FORMATS), FORMATS
+    assert "reports:\n      codequality: gl-code-quality-report.json" in text
+    assert "--output-format gitlab -o gl-code-quality-report.json" in text
+
+
+def test_silent_wins_over_statistics(repo: Path):
+    result = run_cli(*ARGS, "--statistics", "-s")
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", "")
+    written = run_cli(*ARGS, "--statistics", "-s", "-o", "stats.txt")
+    assert written.stdout == "" and (repo / "stats.txt").read_text().startswith("2  GDR111  error ")
+
+
+def test_progress_through_the_cli_goes_to_a_terminal_stderr_only(repo: Path, monkeypatch):
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from gdr_check.cli.main import main
+
+    monkeypatch.delenv("TERM", raising=False)
+    for extra, drawn in (((), True), (("-q",), False)):
+        out, err = io.StringIO(), Terminal()
+        with redirect_stdout(out), redirect_stderr(err):
+            assert main(["good", "ckpt", "--isolated", "--output-format", "json", *extra]) == 1
+        assert len(json.loads(out.getvalue())["results"]) == 2  # stdout holds the document alone
+        assert ("checking" in err.getvalue() and "2/2" in err.getvalue()) is drawn
+
+
+@pytest.mark.parametrize("args", [
+    ("good", "--isolated"),  # the report
+    ("good", "--isolated", "--output-format", "sarif", "--tp", "x"),  # the record of a bad option
+    ("--list-models", "--output-format", "json"),
+])
+def test_unwritable_output_file_is_one_line_and_exit_2(repo: Path, args):
+    (repo / "taken").write_text("a file, not a directory")
+    result = run_cli(*args, "-o", "taken/report.txt")
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "error: cannot write `taken/report.txt`: `taken` is not a directory"
+    assert len(lines) == (2 if "--tp" in args else 1)  # the bad option's own line first

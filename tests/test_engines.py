@@ -1,0 +1,273 @@
+"""Engine profiles: selection by name and version, the facts each profile carries, the fixes that name each
+engine's own flags, and a guard that no code outside the profile module branches on an engine's name."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gdr_check.checks.compare import ModelGeometry, compare_call
+from gdr_check.checks.contract import run_contract
+from gdr_check.engines import (
+    PROFILES,
+    SGLANG_0_5_23,
+    VLLM_0_28,
+    VLLM_0_29,
+    EngineProfile,
+    UnknownEngineError,
+    engine_choices,
+    profile_for,
+)
+from gdr_check.models import Deployment, check_builtin
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
+MiB = 1024 * 1024
+
+
+# -- selection ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec,expected", [
+    ("sglang", SGLANG_0_5_23),
+    ("sglang@0.5.23", SGLANG_0_5_23),
+    ("sglang@0.5.24", SGLANG_0_5_23),  # a later release keeps the newest known facts
+    ("vllm", VLLM_0_29),  # a name alone is its newest profile
+    ("vllm@0.29", VLLM_0_29),
+    ("vllm@0.29.0", VLLM_0_29),
+    ("vllm@0.31.1", VLLM_0_29),
+    ("vllm@0.28", VLLM_0_28),
+    ("vllm@0.28.2", VLLM_0_28),
+])
+def test_profile_for_selects_by_name_and_version(spec: str, expected: EngineProfile):
+    assert profile_for(spec) is expected
+    assert profile_for(expected) is expected
+
+
+def test_the_newest_profile_of_each_name_is_its_default():
+    for name in ("sglang", "vllm"):
+        newest = [p for p in PROFILES if p.name == name][-1]
+        assert profile_for(name) is newest
+    assert engine_choices() == ("sglang", "vllm", "sglang@0.5.23", "vllm@0.28", "vllm@0.29")
+
+
+@pytest.mark.parametrize("spec,code,message", [
+    ("trtllm", "unknown-engine",
+     "unknown engine 'trtllm'; expected one of: sglang, vllm, sglang@0.5.23, vllm@0.28, vllm@0.29"),
+    ("VLLM", "unknown-engine",
+     "unknown engine 'VLLM'; expected one of: sglang, vllm, sglang@0.5.23, vllm@0.28, vllm@0.29"),
+    ("vllm@0.27", "unknown-engine-version",
+     "no vLLM profile for version '0.27' (engine 'vllm@0.27'); known versions: 0.28, 0.29, or a later release"),
+    ("vllm@latest", "unknown-engine-version",
+     "no vLLM profile for version 'latest' (engine 'vllm@latest'); known versions: 0.28, 0.29, or a later release"),
+    ("sglang@", "unknown-engine-version",
+     "no sglang profile for version '' (engine 'sglang@'); known versions: 0.5.23, or a later release"),
+])
+def test_unknown_engines_raise_a_typed_error_naming_the_choices(spec: str, code: str, message: str):
+    with pytest.raises(UnknownEngineError) as caught:
+        profile_for(spec)
+    assert caught.value.code == code
+    assert str(caught.value) == message
+    assert isinstance(caught.value, ValueError)  # callers that catch ValueError keep working
+
+
+def test_profiles_are_frozen_slotted_data():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        VLLM_0_29.skip_at_or_below = -1  # type: ignore[misc]
+    assert not hasattr(VLLM_0_29, "__dict__")
+    assert len({p.spec for p in PROFILES}) == len(PROFILES)
+
+
+def test_the_two_vllm_profiles_differ_only_in_beta_rounding_and_version():
+    differing = {f.name for f in dataclasses.fields(EngineProfile)
+                 if getattr(VLLM_0_28, f.name) != getattr(VLLM_0_29, f.name)}
+    assert differing == {"version", "gdn_beta_rounding"}
+    assert VLLM_0_28.gdn_beta_rounding == SGLANG_0_5_23.gdn_beta_rounding == "b.dtype"
+    assert VLLM_0_29.gdn_beta_rounding is None
+
+
+def test_report_schema_accepts_every_engine_choice():
+    schema = json.loads((SRC / "schema" / "report-v1.json").read_text())
+    deployment = schema["$defs"]["deployment"]["properties"]
+    for choice in engine_choices():
+        assert re.fullmatch(deployment["engine"]["pattern"], choice)
+    for profile in PROFILES:
+        assert re.fullmatch(deployment["engine_profile"]["pattern"], profile.spec)
+
+
+# -- the profile decides ---------------------------------------------------------------------------------------
+def test_deployment_reports_the_profile_its_engine_selected():
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm"))
+    assert result.to_dict()["deployment"]["engine"] == "vllm"
+    assert result.to_dict()["deployment"]["engine_profile"] == "vllm@0.29"
+    pinned = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm@0.28.1"))
+    assert pinned.to_dict()["deployment"]["engine_profile"] == "vllm@0.28"
+    with pytest.raises(UnknownEngineError):
+        Deployment(engine="vllm@0.1")
+
+
+def test_call_context_carries_the_profile_and_its_name():
+    call = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment()).call
+    from gdr_check.checks.call import CallContext
+
+    ctx = CallContext.build(call, "vllm@0.28")
+    assert ctx.engine == "vllm" and ctx.profile is VLLM_0_28
+    assert run_contract(call, "vllm@0.28").ok and run_contract(call, VLLM_0_29).ok
+
+
+def test_row_liveness_follows_the_skip_sentinel():
+    from gdr_check.kernel.layout import row_is_live
+
+    assert [row_is_live(slot, "sglang") for slot in (-1, 0, 1)] == [False, True, True]
+    assert [row_is_live(slot, "vllm@0.28") for slot in (-1, 0, 1)] == [False, False, True]
+
+
+# -- fixes name the selected engine's flags -------------------------------------------------------------------------
+@pytest.mark.parametrize("engine,flag", [
+    ("sglang", "--mamba-ssm-dtype bfloat16"),
+    ("vllm", "--mamba-ssm-cache-dtype bfloat16"),
+    ("vllm@0.28", "--mamba-ssm-cache-dtype bfloat16"),
+])
+def test_state_budget_fix_names_the_engines_state_dtype_flag(engine: str, flag: str):
+    # Qwen3.5-35B-A3B: the config asks for an fp32 SSM state, which both engines honour.
+    result = check_builtin("Qwen/Qwen3.5-35B-A3B", Deployment(batch=512, gpu_memory=1024 * MiB, engine=engine))
+    warning = next(d for d in result.report if d.code == "GDR132")
+    assert warning.fixes[-1] == f"halve the SSM state with `{flag}`, at some accuracy cost (GDR249)"
+    other = "--mamba-ssm-dtype" if "cache" in flag else "--mamba-ssm-cache-dtype"
+    assert not any(other in fix for d in result.report for fix in d.fixes)
+
+
+def test_state_budget_has_no_dtype_fix_when_the_state_is_already_16_bit():
+    # vLLM keeps Qwen3-Next's state in the model dtype (bf16): halving it is not on offer.
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct",
+                           Deployment(batch=4096, gpu_memory=1024 * MiB, engine="vllm"))
+    warning = next(d for d in result.report if d.code == "GDR132")
+    assert warning.fixes == ["lower the batch to 26", "raise TP to split the state across more ranks"]
+
+
+@pytest.mark.parametrize("engine,fix", [
+    ("sglang", "serve with `--mamba-ssm-dtype float32` to get the engine's float32 state"),
+    ("vllm", "serve with `--mamba-ssm-cache-dtype float32` to get the engine's float32 state"),
+])
+def test_state_dtype_comparison_fix_names_the_engines_flag(engine: str, fix: str):
+    check = check_builtin("Qwen/Qwen3.5-35B-A3B", Deployment(engine=engine))
+    assert check.call is not None and check.model is not None and check.settings is not None
+    assert check.call.initial_state.dtype == "float32"
+    recorded = dataclasses.replace(
+        check.call, initial_state=dataclasses.replace(check.call.initial_state, dtype="bfloat16"))
+    geometry = ModelGeometry.from_model(check.model, "Qwen/Qwen3.5-35B-A3B")
+    comparison = compare_call(recorded, check.call, geometry, tp=1, engine=engine,
+                              state_dtype_reason=check.settings.state_dtype_reason)
+    (state,) = [d for d in comparison.diagnostics if d.code == "GDR166"]
+    assert state.fixes == [fix, "if the dtype is deliberate, compare with `--state-dtype bfloat16`"]
+
+
+def test_packed_decode_opt_in_comes_from_the_profile():
+    sglang = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="sglang"))
+    assert "GDR133" not in sglang.report.codes()
+    vllm = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm@0.28"))
+    (opt_in,) = [d for d in vllm.report if d.code == "GDR133"]
+    assert opt_in.fixes == ["export VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1"]
+
+
+# -- no engine branches outside the profile module -------------------------------------------------------------
+# A comparison of an engine variable, or of anything with an engine's name as a string literal.
+_ENGINE_NAMES = "|".join(sorted({p.name for p in PROFILES}))
+_BRANCH = re.compile(
+    r"\bengine\s*(?:==|!=)"  # engine == ..., ctx.engine != ...
+    r"|(?:==|!=)\s*\w*engine\b"  # ... == engine
+    rf"|(?:==|!=)\s*['\"](?:{_ENGINE_NAMES})['\"]"  # ... == "vllm"
+    rf"|['\"](?:{_ENGINE_NAMES})['\"]\s*(?:==|!=)"  # "vllm" == ...
+    rf"|\bin\s*[(\[{{]\s*['\"](?:{_ENGINE_NAMES})['\"]"  # ... in ("sglang", "vllm")
+)
+# The split of rules_kernel.py still branches on engines; its branches move to the profile next.
+ALLOWED = {"engines.py", "checks/rules_assumed.py", "checks/rules_wrapper.py", "checks/kernel_causes.py"}
+
+
+def _branches(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if _BRANCH.search(line)]
+
+
+def test_the_branch_pattern_catches_the_usual_spellings():
+    caught = ['if engine == "vllm":', 'x = 0 if ctx.engine != "sglang" else 1', 'if "vllm" == name:',
+              'ok = backend in ("sglang", "vllm")', 'if name == engine:', "if kind != 'sglang':"]
+    assert _branches("\n".join(caught)) == caught
+    assert _branches('profile = profile_for(engine)\nif backend == "builtin":\nengine = "sglang"') == []
+
+
+def test_no_engine_branches_outside_the_profile_module():
+    found = {}
+    for path in sorted(SRC.rglob("*.py")):
+        relative = path.relative_to(SRC).as_posix()
+        if relative in ALLOWED:
+            continue
+        lines = _branches(path.read_text())
+        if lines:
+            found[relative] = lines
+    assert found == {}
+
+
+# -- the CLI -----------------------------------------------------------------------------------------------------
+@pytest.fixture
+def good(tmp_path: Path, monkeypatch) -> Path:
+    from cli_checkpoints import clean_output_env, write_good
+
+    clean_output_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    return write_good(tmp_path / "good")
+
+
+@pytest.mark.parametrize("engine,profile,slot_note", [
+    ("sglang", "sglang@0.5.23", "slot 0 reserved"),
+    ("vllm", "vllm@0.29", "block 0 null"),
+    ("vllm@0.28", "vllm@0.28", "block 0 null"),
+    ("sglang@0.5.23", "sglang@0.5.23", "slot 0 reserved"),
+])
+def test_cli_engine_option_takes_a_name_or_a_version(good: Path, engine: str, profile: str, slot_note: str):
+    from cli_checkpoints import run_cli
+
+    result = run_cli(str(good), "--isolated", "--engine", engine, "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    deployment = json.loads(result.stdout)["results"][0]["deployment"] if "results" in json.loads(
+        result.stdout) else json.loads(result.stdout)["deployment"]
+    assert (deployment["engine"], deployment["engine_profile"]) == (engine, profile)
+    full = run_cli(str(good), "--isolated", "--engine", engine)
+    assert f"({slot_note})" in full.stdout
+
+
+@pytest.mark.parametrize("engine,problem", [
+    ("trtllm", "unknown engine 'trtllm'; expected one of: sglang, vllm, sglang@0.5.23, vllm@0.28, vllm@0.29"),
+    ("vllm@0.1", ("no vLLM profile for version '0.1' (engine 'vllm@0.1'); known versions: 0.28, 0.29, or a "
+                  "later release")),
+])
+def test_cli_unknown_engine_is_one_line_and_exit_2(good: Path, engine: str, problem: str):
+    from cli_checkpoints import run_cli
+
+    result = run_cli(str(good), "--isolated", "--engine", engine)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("error: ") and problem in line
+
+
+def test_config_engine_takes_a_version(good: Path, tmp_path: Path):
+    from cli_checkpoints import run_cli
+
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nengine = "vllm@0.28"\n')
+    result = run_cli(str(good), "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nengine = "vllm@0.2"\n')
+    bad = run_cli(str(good))
+    assert bad.exit_code == 2
+    assert "`tool.gdr-check.engine`" in bad.stderr and "no vLLM profile for version '0.2'" in bad.stderr
+
+
+def test_the_engines_page_names_every_profile_and_flag():
+    page = (SRC.parents[1] / "docs" / "engines.md").read_text()
+    for profile in PROFILES:
+        assert f"`{profile.spec}`" in page
+        for flag in (profile.state_dtype_flag, profile.conv_dtype_flag, profile.cache_size_flag,
+                     profile.memory_ratio_flag, profile.scheduler_strategy_flag, profile.state_dtype_env,
+                     profile.packed_decode_opt_in_env):
+            assert flag is None or flag in page, flag

@@ -1,0 +1,84 @@
+"""Issue 12 item 3: slots and memory per request under sglang's pool strategy and speculative decoding.
+
+Expected numbers are computed by hand from Qwen3-Next-80B's published geometry (models.md section 2): 36 GDN
+layers of 16 key / 32 value heads, K = V = 128, W = 4; sglang keeps the SSM state in fp32 and the conv state in bf16.
+"""
+
+from __future__ import annotations
+
+from gdr_check.cli.main import main
+from gdr_check.models import Deployment, check_builtin
+from gdr_check.models.pools import tracking_slots
+
+QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+L, H, HV, K, V, W = 36, 16, 32, 128, 128, 4
+CONV_SLOT = (W - 1) * (2 * H * K + HV * V) * 2  # 3 x 8192 channels x bf16 = 48 KiB
+SSM_SLOT = HV * V * K * 4  # 2 MiB
+SLOT = L * (CONV_SLOT + SSM_SLOT)
+GIB = 2 ** 30
+
+
+def only(result, code: str):
+    found = [d for d in result.report if d.code == code]
+    assert len(found) == 1, (code, [(d.code, d.message) for d in result.report])
+    return found[0]
+
+
+def test_tracking_slots_follow_sglang():
+    assert tracking_slots("no_buffer") == 0
+    assert tracking_slots("extra_buffer") == 2
+    assert tracking_slots("extra_buffer", overlap=False) == 1
+    assert tracking_slots("extra_buffer", lazy=True) == 1
+
+
+def test_extra_buffer_with_draft_tokens_per_request():
+    T = 3
+    result = check_builtin(QWEN3_NEXT, Deployment(batch=64, mamba_strategy="extra_buffer", speculative_tokens=T,
+                                                  gpu_memory=20 * GIB))
+    plan = result.pool
+    speculative = L * (T * SSM_SLOT + (2 * H * K + HV * V) * (T + W - 2) * 2)
+    assert plan.slot_bytes == SLOT == 77266944
+    assert plan.speculative_bytes_per_request == speculative
+    assert plan.bytes_per_request == 3 * SLOT + speculative
+    fit = 20 * GIB // (3 * SLOT + speculative) - 1
+    assert plan.requests_that_fit == fit == 45
+    error = only(result, "GDR136")
+    assert error.severity == "error"
+    assert error.message == ("a 20 GiB budget holds 45 requests per rank with 3 state slot(s) (1 + 2 ping-pong, "
+                             "extra_buffer) and the verify state of 3 draft token(s), fewer than the batch of 64")
+    assert any("Not enough space for mamba ping pong idx" in note for note in error.notes)
+    no_buffer_fit = 20 * GIB // (SLOT + speculative) - 1
+    assert f"`--mamba-radix-cache-strategy no_buffer`: {no_buffer_fit} requests fit in the same budget" in error.fixes
+
+
+def test_a_batch_that_fits_gets_only_the_plan():
+    result = check_builtin(QWEN3_NEXT, Deployment(batch=8, mamba_strategy="extra_buffer", gpu_memory=20 * GIB))
+    assert result.pool.bytes_per_request == 3 * SLOT
+    assert "GDR136" not in result.report.codes()
+    info = only(result, "GDR135")
+    assert info.message == ("each request holds 3 state slot(s) (1 + 2 ping-pong, extra_buffer): "
+                            "221.062 MiB per rank")
+
+
+def test_defaults_add_nothing():
+    result = check_builtin(QWEN3_NEXT, Deployment())
+    assert result.pool.slots_per_request == 1 and result.pool.speculative_bytes_per_request == 0
+    assert not {"GDR135", "GDR136"} & set(result.report.codes())
+
+
+def test_vllm_strategy_is_not_modelled():
+    result = check_builtin(QWEN3_NEXT, Deployment(engine="vllm", speculative_tokens=2))
+    assert result.pool is None
+    assert "not modelled" in only(result, "GDR135").notes[0]
+
+
+def test_cli_flags(capsys):
+    code = main([QWEN3_NEXT, "--speculative-tokens", "3", "--mamba-strategy", "extra_buffer",
+                 "--gpu-memory", "20GiB", "--batch", "64", "--output-format", "concise"])
+    out = capsys.readouterr().out
+    assert code == 1 and "GDR136" in out
+
+
+def test_cli_rejects_an_unknown_strategy(capsys):
+    assert main([QWEN3_NEXT, "--mamba-strategy", "bogus"]) == 2
+    assert "unknown mamba strategy 'bogus'; expected no_buffer or extra_buffer" in capsys.readouterr().err
