@@ -108,7 +108,7 @@ def test_statistics_text(repo: Path):
         "2  GDR111  error    config-weight-mismatches      the config and the weights disagree\n"
         "1  GDR121  error    tp-not-dividing-linear-heads  tp size does not divide the linear-attention heads\n"
         "1  GDR249  warning  low-precision-states          the recurrent state is kept in 16-bit precision\n"
-        "1  GDR253  info     beta-rounded-to-gate-dtype    sglang rounds beta to `b`'s dtype\n")
+        "1  GDR253  info     beta-rounded-to-gate-dtype    the engine rounds beta to `b`'s dtype\n")
     assert result.stderr == ""
 
 

@@ -181,8 +181,7 @@ _BRANCH = re.compile(
     rf"|['\"](?:{_ENGINE_NAMES})['\"]\s*(?:==|!=)"  # "vllm" == ...
     rf"|\bin\s*[(\[{{]\s*['\"](?:{_ENGINE_NAMES})['\"]"  # ... in ("sglang", "vllm")
 )
-# The split of rules_kernel.py still branches on engines; its branches move to the profile next.
-ALLOWED = {"engines.py", "checks/rules_assumed.py", "checks/rules_wrapper.py", "checks/kernel_causes.py"}
+ALLOWED = {"engines.py"}
 
 
 def _branches(text: str) -> list[str]:
@@ -271,3 +270,63 @@ def test_the_engines_page_names_every_profile_and_flag():
                      profile.memory_ratio_flag, profile.scheduler_strategy_flag, profile.state_dtype_env,
                      profile.packed_decode_opt_in_env):
             assert flag is None or flag in page, flag
+
+
+# -- the call rules read the profile, not the engine's name ------------------------------------------------------
+@pytest.mark.parametrize("engine,messages", [
+    ("sglang", ["sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update"]),
+    ("vllm@0.28", ["vLLM 0.28 rounds beta = sigmoid(b) to bfloat16 before the update"]),
+    ("vllm@0.29", []),
+    ("vllm", []),
+])
+def test_cli_beta_rounding_note_follows_the_engine_profile(good: Path, engine: str, messages: list[str]):
+    from cli_checkpoints import run_cli
+
+    result = run_cli(str(good), "--isolated", "--engine", engine, "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    diagnostics = document["results"][0]["diagnostics"] if "results" in document else document["diagnostics"]
+    assert [d["message"] for d in diagnostics if d["code"] == "GDR253"] == messages
+
+
+def _indices_call(values: tuple[int, ...]):
+    from gdr_check.checks.examples import CallExample, tensor
+
+    return CallExample({"ssm_state_indices": tensor(len(values), values=values)}).call()
+
+
+def test_slot_zero_is_reserved_under_sglang_only():
+    live_in_zero = _indices_call((0, 1, 5, 2))
+    assert [d.message for d in run_contract(live_in_zero, "sglang") if d.code == "GDR247"] == [
+        "row 0 uses slot 0, which sglang reserves as the dummy slot that padding rows write"]
+    for engine in ("vllm", "vllm@0.28"):  # vLLM skips index 0 (its null block): nothing to report
+        assert [d.code for d in run_contract(live_in_zero, engine) if d.code in ("GDR241", "GDR242", "GDR247")] == []
+
+
+def test_trailing_slot_zero_padding_repeats_only_where_slot_zero_is_reserved():
+    padded = _indices_call((3, 1, 0, 0))
+    assert [d.code for d in run_contract(padded, "sglang") if d.code in ("GDR242", "GDR247")] == []
+    assert [d.code for d in run_contract(padded, "vllm") if d.code in ("GDR242", "GDR247")] == []  # skipped rows
+    repeated = _indices_call((3, 1, 3, 0))
+    assert [d.message for d in run_contract(repeated, "vllm") if d.code == "GDR242"] == [
+        "slot 3 is used by rows 0, 2 of one batch"]
+
+
+def test_grid_limit_and_state_dtype_fix_come_from_the_profile():
+    from gdr_check.checks.examples import CallExample
+    from gdr_check.checks.registry import RULE_SET
+
+    wide = RULE_SET.rules["GDR244"].example.call()
+    assert [d.code for d in run_contract(wide, "sglang") if d.code == "GDR244"] == ["GDR244"]
+    assert [d.code for d in run_contract(wide, "vllm@0.28") if d.code == "GDR244"] == []  # vLLM splits the grid
+    bf16 = RULE_SET.rules["GDR249"].example.call()
+    fixes = {engine: [d.fixes for d in run_contract(bf16, engine) if d.code == "GDR249"][0]
+             for engine in ("sglang", "vllm")}
+    assert fixes["sglang"][0] == ("keep the SSM state in float32 (`--mamba-ssm-dtype float32`) if memory allows "
+                                  "(2x the state bytes)")
+    assert "`--mamba-ssm-cache-dtype float32`" in fixes["vllm"][0]
+    kda = CallExample({}, variant="kda").call()
+    assert [d.message for d in run_contract(kda, "sglang") if d.code == "GDR226"] == [
+        "with `use_qk_l2norm_in_kernel=True`, sglang skips its CUDA KDA decode kernel: B=4 < 8; K, V = 8, 8 "
+        "(needs 128, 128); `b` is float32"]
+    assert [d.code for d in run_contract(kda, "vllm") if d.code == "GDR226"] == []  # no CUDA fast path

@@ -159,7 +159,7 @@ def live_rows(ctx: CallContext) -> list[tuple[int, int]] | None:
     spec = ctx.call.ssm_state_indices
     if spec.values is None or spec.ndim != 1:
         return None
-    skip_at_or_below = 0 if ctx.engine == "vllm" else -1
+    skip_at_or_below = ctx.profile.skip_at_or_below  # -1: sglang skips idx < 0; 0: vLLM's null block too
     return [(row, int(v)) for row, v in enumerate(spec.values)
             if int(v) > skip_at_or_below and not wrapped_skip(ctx, v)]
 
@@ -170,7 +170,8 @@ def wrapped_skip(ctx: CallContext, value: float) -> bool:
 
 
 def padding_rows(values: tuple) -> int:
-    """Trailing rows at slot 0: sglang's CUDA-graph padding writes the reserved dummy slot 0."""
+    """Trailing rows at slot 0: an engine that reserves slot 0 (`EngineProfile.reserved_slot_zero`, sglang)
+    pads its CUDA-graph batches with rows that write that dummy slot."""
     count = 0
     for v in reversed(values):
         if int(v) != 0:

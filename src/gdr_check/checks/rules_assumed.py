@@ -121,7 +121,8 @@ def duplicate_slots(ctx: CallContext):
     if not live:
         return None
     values = ctx.call.ssm_state_indices.values or ()
-    padding_start = len(values) - padding_rows(values) if ctx.engine == "sglang" else len(values)
+    # Trailing padding may repeat the reserved slot 0 only where the engine reserves it for padding.
+    padding_start = len(values) - padding_rows(values) if ctx.profile.reserved_slot_zero else len(values)
     rows_by_slot: dict[int, list[int]] = {}
     for row, slot in live:
         if row < padding_start:
@@ -184,10 +185,11 @@ def grid_limit(ctx: CallContext):
         return None
     B, HV = ctx.B, ctx.HV
     if ctx.variant == "gdn":
-        if ctx.engine == "vllm" or B * HV <= GRID_DIM_LIMIT:
+        limit = ctx.profile.grid_dim_limit  # None: the engine splits the grid itself
+        if limit is None or B * HV <= limit:
             return None
         return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV},
-                       [f"cap the decode batch at {GRID_DIM_LIMIT // HV} (65535 // HV={HV}), or raise TP so "
+                       [f"cap the decode batch at {limit // HV} ({limit} // HV={HV}), or raise TP so "
                         f"that each rank has fewer value heads"], argument="mixed_qkv")
     for what, value in (("B", B), ("HV", HV)):
         if value > GRID_DIM_LIMIT:
@@ -258,7 +260,7 @@ def out_aliasing(ctx: CallContext):
 )
 def slot_zero(ctx: CallContext):
     spec = ctx.call.ssm_state_indices
-    if ctx.engine != "sglang" or spec.values is None or spec.ndim != 1:
+    if not ctx.profile.reserved_slot_zero or spec.values is None or spec.ndim != 1:
         return None
     live_end = len(spec.values) - padding_rows(spec.values)
     rows = [row for row, v in enumerate(spec.values[:live_end]) if int(v) == 0]
@@ -296,7 +298,8 @@ def register_spills(ctx: CallContext):
         "step (rms relative error about 2.6e-3, steady over 256 steps); sglang reported GSM8K 0.955 with fp32 "
         "against 0.945 with bf16 on Qwen3-Next (docs/kernel-contract.md U8)."
     ),
-    fixes=("keep the SSM state in float32 (`--mamba-ssm-dtype float32`)",),
+    fixes=("keep the SSM state in float32 (sglang `--mamba-ssm-dtype float32`, vLLM `--mamba-ssm-cache-dtype "
+           "float32`)",),
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"initial_state": tensor(8, 4, 8, 8, dtype="bfloat16")}, "a bf16 state pool"),
 )
@@ -304,8 +307,8 @@ def state_precision(ctx: CallContext):
     dtype = ctx.state.dtype
     if dtype not in ("bfloat16", "float16"):
         return None
-    return Finding({"dtype": dtype}, ["allocate the pool in float32 if memory allows (2x the state bytes)"],
-                   argument="initial_state")
+    return Finding({"dtype": dtype}, [f"keep the SSM state in float32 (`{ctx.profile.state_dtype_fix()}`) if "
+                                      "memory allows (2x the state bytes)"], argument="initial_state")
 
 
 @rule(
@@ -363,22 +366,23 @@ def empty_batch(ctx: CallContext):
 
 @rule(
     "GDR253", "beta-rounded-to-gate-dtype", severity="info",
-    summary="sglang rounds beta to `b`'s dtype",
-    message="sglang 0.5.23 rounds beta = sigmoid(b) to {dtype} before the update",
+    summary="the engine rounds beta to `b`'s dtype",
+    message="{engine} rounds beta = sigmoid(b) to {dtype} before the update",
     explanation=(
         "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a bf16 `b` "
         "perturbs beta by up to 2^-9 relative. Against an fp32-beta reference the state differs by about 1e-3 "
-        "relative, bounded over steps. vLLM (since PR #53877) keeps beta in fp32 (docs/kernel-contract.md §6.1, §8)."
+        "relative, bounded over steps. vLLM 0.28 rounds the same way; vLLM since PR #53877 (0.29) keeps beta in "
+        "fp32 (docs/kernel-contract.md §6.1, §8). The engine profile (`--engine`) says which applies."
     ),
     fixes=("compare against references with the same beta semantics",),
-    engines="sglang 0.5.23 GDN only.",
+    engines="sglang 0.5.23 and vLLM 0.28, GDN only.",
     example=CallExample({"b": tensor(4, 4, dtype="bfloat16")}, "a bf16 `b`, rounded by sglang 0.5.23"),
 )
 def beta_rounding(ctx: CallContext):
     dtype = ctx.call.b.dtype
-    if ctx.variant != "gdn" or ctx.engine != "sglang" or dtype in ("float32", "float64"):
+    if ctx.variant != "gdn" or ctx.profile.gdn_beta_rounding is None or dtype in ("float32", "float64"):
         return None
-    return Finding({"dtype": dtype}, argument="b")
+    return Finding({"engine": ctx.profile.label, "dtype": dtype}, argument="b")
 
 
 @rule(
