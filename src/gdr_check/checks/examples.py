@@ -135,7 +135,7 @@ class CallExample:
         from .call import CallContext
         from .contract import _diagnostics
 
-        return _diagnostics(CallContext.build(self.call(), self.engine), rules=rules)  # type: ignore[arg-type]
+        return _diagnostics(CallContext.build(self.call(), self.engine), rules=rules)
 
 
 @dataclass(frozen=True)
@@ -424,7 +424,7 @@ class CompareExample:
 
         checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
                                 config_file="config.json", tensors={})
-        return check_checkpoint(checkpoint, Deployment(tp=self.tp, engine=self.engine))  # type: ignore[arg-type]
+        return check_checkpoint(checkpoint, Deployment(tp=self.tp, engine=self.engine))
 
     def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
         import dataclasses
@@ -444,7 +444,7 @@ class CompareExample:
                                       storage=value.storage if value.storage is not None else base.storage)
             changes[name] = value
         recorded = dataclasses.replace(expected, **changes)
-        found = _diagnostics(CallContext.build(recorded, self.engine), rules=rules)  # type: ignore[arg-type]
+        found = _diagnostics(CallContext.build(recorded, self.engine), rules=rules)
         geometry = ModelGeometry.from_model(check.model, "config.json", self.config.get("head_dim"))
         comparison = compare_call(recorded, expected, geometry, tp=self.tp, engine=self.engine,
                                   state_dtype_reason=check.settings.state_dtype_reason if check.settings else None,
