@@ -30,7 +30,7 @@ from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoin
 
 CODE = re.compile(r"\bGDR\d{3}\b")
 MODEL = "Qwen/Qwen3-Next-80B-A3B-Instruct"
-FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
+FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit", "gitlab")
 TORCH = "torch==2.13.0"  # the CPU build; an unpinned torch would download gigabytes
 NOT_SOURCES = shutil.ignore_patterns(".git", "__pycache__", "*.py[cod]", "*.egg-info", "build", "dist", ".sglang",
                                      ".whl", ".device", ".hypothesis", ".pytest_cache", ".venv*", ".mypy_cache",
@@ -84,6 +84,8 @@ def codes_in(fmt: str, out: str) -> set[str]:
         log = json.loads(out)
         expect(log["version"] == "2.1.0", f"sarif version {log['version']!r}")
         return {result["ruleId"] for run in log["runs"] for result in run["results"]}
+    if fmt == "gitlab":
+        return {issue["check_name"] for issue in json.loads(out)}
     if fmt == "junit":
         root = ET.fromstring(out)
         expect(root.tag == "testsuites", f"junit root <{root.tag}>")
@@ -100,7 +102,7 @@ def check_formats(installed: Installed) -> None:
         done = installed.run(f"--tp 4 --output-format {fmt}", ["gdr-check", MODEL, "--tp", "4", "--output-format", fmt],
                              code=0)
         expect(done.stdout.strip() != "" or fmt == "github", f"{fmt}: nothing printed")
-        if fmt in ("json", "json-lines", "sarif", "junit"):
+        if fmt in ("json", "json-lines", "sarif", "junit", "gitlab"):
             expect(not codes_in(fmt, done.stdout) & {"GDR121"}, f"{fmt}: GDR121 reported at tp=4")
     expect(MODEL in installed.run("full", ["gdr-check", MODEL, "--tp", "4"], code=0).stdout, "full: no model name")
 
