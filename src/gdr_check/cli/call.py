@@ -309,8 +309,5 @@ def call_command(
         text = render_json(run)
     else:
         text = render_full(run, color=use_color() and output_file is None)
-    if output_file is not None:
-        output_file.write_text(text, encoding="utf-8")
-    else:
-        Output(output_format).write(text)
+    Output(output_format, output_file).write_report(text if text.endswith("\n") else text + "\n")
     return run.exit_code
