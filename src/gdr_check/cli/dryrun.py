@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from .escape import markup as escape
 from rich.table import Table
 
 from ..engines import DEFAULT_ENGINE, profile_for
