@@ -33,7 +33,7 @@ def run_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None, std
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
     environment.update({"NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}, **(env or {}))
-    done = subprocess.run([sys.executable, "-m", "gdr_check", *args], cwd=cwd, env=environment,
+    done = subprocess.run([sys.executable, "-m", "gdr_check", *args], check=False, cwd=cwd, env=environment,
                           capture_output=True, timeout=60, stdin=stdin)
     return Outcome(done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8"))
 

@@ -225,7 +225,8 @@ def _counts(diagnostics: list[Diagnostic]) -> str:
 
 
 def render_full(run: CallRun, *, color: bool = False) -> str:
-    from .escape import markup as escape, neutralise_log
+    from .escape import markup as escape
+    from .escape import neutralise_log
     from .formats.full import make_console, render_diagnostic
 
     buffer = io.StringIO()

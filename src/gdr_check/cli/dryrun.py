@@ -15,11 +15,11 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from .escape import markup as escape
 from rich.table import Table
 
 from ..engines import DEFAULT_ENGINE, profile_for
 from .engine_option import engine_help, engine_option
+from .escape import markup as escape
 from .main import app
 from .output import Output, tool_info
 

@@ -9,9 +9,10 @@ import typer
 
 from ..checks.explain import Explanation
 from ..checks.registry import get
-from .main import app
-from .escape import dump_json, text as safe
+from .escape import dump_json
+from .escape import text as safe
 from .explain_match import MAX_PASTE, match_message
+from .main import app
 from .output import Output, tool_info
 
 # How much of an unmatched paste the error line quotes.

@@ -12,7 +12,7 @@ with its regex, on lines of bounded length only.
 from __future__ import annotations
 
 import string
-from functools import lru_cache
+from functools import cache
 
 from ..checks.explain import Explanation
 from ..checks.registry import RULES, Rule
@@ -24,7 +24,7 @@ MAX_REGEX_LINE = 1024
 _SUFFIXES = ("Error", "Exception")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pieces(message: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The literals (one more than the fields) and the fields of a template."""
     literals, fields = [""], []

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..output import SCHEMA_VERSION
 from ..escape import dump_json
+from ..output import SCHEMA_VERSION
 from ..results import FatalError, Run, TargetResult
 
 

@@ -10,7 +10,8 @@ import re
 import xml.etree.ElementTree as ET
 
 from ...report import Diagnostic
-from ..escape import text as safe, xml_text
+from ..escape import text as safe
+from ..escape import xml_text
 from ..results import FatalError, Run, TargetResult
 from .common import entries, tp_suffix, where
 

@@ -11,15 +11,14 @@ unless `--show-info`: nothing can be changed to close them, so they would stay o
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
 from ...report import Diagnostic
-from ..output import tool_info
 from ..escape import dump_json
+from ..output import tool_info
 from ..results import FatalError, Run, TargetResult
 from .common import alerts, tp_suffix, where
 
