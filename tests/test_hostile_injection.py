@@ -124,3 +124,12 @@ def test_escaping_rules():
     assert escape_data("50%\n::x\x1b") == "50%25%0A::x\\x1b"
     assert escape_property("a:b,c") == "a%3Ab%2Cc"
     assert json.loads(dump_json({"p\udcff": "##[x"})) == {"p\\xff": "##[x"}
+
+
+def test_show_settings_escapes_target_names(tmp_path, monkeypatch):
+    clean_output_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    args, _, _ = _directory_name(tmp_path)
+    outcome = run_cli(*args, "--isolated", "--show-settings")
+    assert_outcome("full", outcome, exit_code=0)
+    assert "\\x1b]0;pwned\\x07" in outcome.stdout and "\\n::add-mask::secret" in outcome.stdout

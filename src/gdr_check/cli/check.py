@@ -200,7 +200,9 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
             f"  rules: {len(enabled)} of {len(rules)} selected"
             + (f"; not selected: {', '.join(disabled)}" if disabled else ""),
         ]
-    return "\n".join(lines)
+    from .escape import neutralise_log, text
+
+    return neutralise_log("\n".join(text(line) for line in lines))  # each entry one line, whatever the data
 
 
 def _first(*values):
