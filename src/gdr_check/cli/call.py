@@ -191,6 +191,13 @@ def _index_list(indices: list[int]) -> str:
     return ", ".join(f"#{i}" for i in indices[:6]) + (", ..." if len(indices) > 6 else "")
 
 
+def _add_row(table: Any, *cells: str) -> None:
+    """A table row of data: each cell made safe text, its rich markup escaped (see `.escape.markup`)."""
+    from .escape import markup
+
+    table.add_row(*(markup(cell) for cell in cells))
+
+
 def _call_table(console: Any, call: CheckedCall, tp: int) -> None:
     from rich.table import Table
 
@@ -200,16 +207,16 @@ def _call_table(console: Any, call: CheckedCall, tp: int) -> None:
         table.add_column(column, overflow="fold")
     if compared:
         for row in call.comparison.rows:
-            table.add_row(row.argument, _cell(row.recorded), _cell(row.expected), ", ".join(row.differences))
+            _add_row(table, row.argument, _cell(row.recorded), _cell(row.expected), ", ".join(row.differences))
     else:
         recorded = call.recorded.call
         for name, spec in recorded.tensors().items():
-            table.add_row(name, _tensor_text(spec))
-        table.add_row("scale", _cell(recorded.scale))
-        table.add_row("use_qk_l2norm_in_kernel", str(recorded.use_qk_l2norm_in_kernel))
-        table.add_row("variant", recorded.variant)
+            _add_row(table, name, _tensor_text(spec))
+        _add_row(table, "scale", _cell(recorded.scale))
+        _add_row(table, "use_qk_l2norm_in_kernel", str(recorded.use_qk_l2norm_in_kernel))
+        _add_row(table, "variant", recorded.variant)
     if call.recorded.call.variant == "kda":
-        table.add_row("lower_bound", _cell(call.recorded.call.lower_bound), *(("", "") if compared else ()))
+        _add_row(table, "lower_bound", _cell(call.recorded.call.lower_bound), *(("", "") if compared else ()))
     console.print(table)
 
 
@@ -219,8 +226,8 @@ def _counts(diagnostics: list[Diagnostic]) -> str:
 
 
 def render_full(run: CallRun, *, color: bool = False) -> str:
-    from rich.markup import escape
-
+    from .escape import markup as escape
+    from .escape import neutralise_log
     from .formats.full import make_console, render_diagnostic
 
     buffer = io.StringIO()
@@ -253,7 +260,7 @@ def render_full(run: CallRun, *, color: bool = False) -> str:
         for diagnostic in first.diagnostics:
             render_diagnostic(console, diagnostic)
     console.print(f"summary: {len(run.calls)} call(s) checked: {_counts(run.all_diagnostics())}", soft_wrap=True)
-    return buffer.getvalue()
+    return neutralise_log(buffer.getvalue())
 
 
 def render_json(run: CallRun) -> str:
@@ -280,7 +287,9 @@ def render_json(run: CallRun) -> str:
                     "infos": sum(d.severity == "info" for d in diagnostics)},
         "exit_code": run.exit_code,
     }
-    return json.dumps(document, indent=2) + "\n"
+    from .escape import dump_json
+
+    return dump_json(document, indent=2) + "\n"
 
 
 # -- the command ----------------------------------------------------------------------------------------------------
@@ -310,8 +319,5 @@ def call_command(
         text = render_json(run)
     else:
         text = render_full(run, color=use_color() and output_file is None)
-    if output_file is not None:
-        output_file.write_text(text, encoding="utf-8")
-    else:
-        Output(output_format).write(text)
+    Output(output_format, output_file).write_report(text if text.endswith("\n") else text + "\n")
     return run.exit_code

@@ -22,7 +22,8 @@ from .results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FatalError, Run, Ta
 from .selection import Selection, SelectorError, known_rules, rule_selection
 from .targets import group_targets
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+# One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
+_SIZE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[0-9]+)?)\s*(?:([kmgt]i?b?|b)\s*)?$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
           "gib": 2**30, "ti": 2**40, "tib": 2**40}
@@ -199,7 +200,9 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
             f"  rules: {len(enabled)} of {len(rules)} selected"
             + (f"; not selected: {', '.join(disabled)}" if disabled else ""),
         ]
-    return "\n".join(lines)
+    from .escape import neutralise_log, text
+
+    return neutralise_log("\n".join(text(line) for line in lines))  # each entry one line, whatever the data
 
 
 def _first(*values):

@@ -15,11 +15,11 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..engines import DEFAULT_ENGINE, profile_for
 from .engine_option import engine_help, engine_option
+from .escape import markup as escape
 from .main import app
 from .output import Output, tool_info
 
@@ -280,5 +280,7 @@ def dry_run_command(
     outcome = result.outcome
     if outcome is not None and os.environ.get("GDR_CHECK_DEBUG") and (outcome.crashed or result.child.get("status") != "ok"):
         out.error_line("the dry-run child's stderr follows")
-        sys.stderr.write(outcome.stderr)
+        from .escape import lines
+
+        sys.stderr.write(lines(outcome.stderr))
     return 0 if result.ok and result.launched else 1  # nothing ran: not a pass

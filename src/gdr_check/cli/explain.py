@@ -3,23 +3,46 @@
 from __future__ import annotations
 
 import difflib
-import json
 import re
 
 import typer
 
-from ..checks.explain import Explanation, explain
+from ..checks.explain import Explanation
+from ..checks.registry import get
+from .escape import dump_json
+from .escape import text as safe
+from .explain_match import MAX_PASTE, match_message
 from .main import app
 from .output import Output, tool_info
+
+# How much of an unmatched paste the error line quotes.
+_QUOTED = 120
+
+
+def explain(query: str) -> Explanation | None:
+    """A rule by code, name or pasted message; the message matched without backtracking (`.explain_match`)."""
+    if len(query) <= 64:  # a code or a name is short: a long paste is no lookup key
+        rule = get(query)
+        if rule is not None:
+            return Explanation(rule)
+    return match_message(query)
+
+
+def _cut(query: str) -> str:
+    return query if len(query) <= _QUOTED else query[:_QUOTED] + "…"
+
+
+def _quoted(query: str) -> str:
+    return repr(_cut(query))
 
 
 def _render_full(found: Explanation) -> str:
     rule = found.rule
     lines = [f"{rule.code} {rule.name} ({rule.severity}): {rule.summary}", ""]
     if found.matched_message:
-        lines += [f"matched: {found.matched_message}"]
+        lines += [f"matched: {safe(found.matched_message)}"]
         if found.values:
-            lines += ["values:  " + ", ".join(f"{k}={v}" for k, v in found.values.items())]
+            lines += ["values:  " + ", ".join(f"{k}={safe(v)}" for k, v in found.values.items())]
         lines.append("")
     lines += ["message template:", f"  {rule.message}", "", rule.explanation]
     if rule.causes:
@@ -64,20 +87,22 @@ def explain_command(
             # Exit 2 like any other bad input (ruff's `rule` does the same): 1 means "problems found".
             if _RULE_ID.match(query.strip()):
                 error = "unknown rule"
-                out.error_line(f"unknown rule `{query.strip()}`{_suggestion(query.strip())}")
+                token = query.strip()
+                suggestion = _suggestion(token) if len(token) <= 64 else ""
+                out.error_line(f"unknown rule `{_cut(token)}`{suggestion}")
             else:
                 error = "no rule matches"
-                out.error_line(f"no rule matches {query!r}",
+                out.error_line(f"no rule matches {_quoted(query)}",
                                hint="pass a code (GDR212), a rule name, or the whole error message as printed")
             if output_format == "json":
-                out.write(json.dumps({"tool": tool_info(), "query": query, "error": error}))
+                out.write(dump_json({"tool": tool_info(), "query": query[:MAX_PASTE], "error": error}))
             raise typer.Exit(2)
         found = [single]
     else:
         raise typer.BadParameter("give a code, a rule name or an error message, or --all", param_hint="QUERY")
     if output_format == "json":
         docs = [f.to_dict() for f in found]
-        out.write(json.dumps(docs if all_rules else docs[0], indent=2))
+        out.write(dump_json(docs if all_rules else docs[0], indent=2))
     else:
         out.write("\n\n".join(_render_full(f) for f in found))
     return 0

@@ -9,6 +9,7 @@ named, so that the next CI step always finds something it can parse.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -68,35 +69,24 @@ class Output:
         return self.format in MACHINE_FORMATS
 
     def write(self, text: str) -> None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
+        _to_stdout(text if text.endswith("\n") else text + "\n")
 
     def write_report(self, text: str) -> None:
-        """The report itself: to --output-file when given (created, or replaced), else to stdout."""
+        """The report itself: to --output-file when given (replaced whole, or left as it was), else to stdout."""
         if self.output_file is not None:
-            from .errors import ReportWriteError
+            from .safe_write import write_report_file
 
-            parent = self.output_file.parent
-            try:
-                if parent != Path(""):
-                    if parent.exists() and not parent.is_dir():
-                        raise NotADirectoryError(0, f"`{parent}` is not a directory")
-                    parent.mkdir(parents=True, exist_ok=True)
-                self.output_file.write_text(text, encoding="utf-8")
-            except OSError as failure:
-                reason = failure.strerror or type(failure).__name__
-                raise ReportWriteError(f"cannot write `{self.output_file}`: {reason[:1].lower()}{reason[1:]}") from None
+            write_report_file(self.output_file, text)
         elif text:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            _to_stdout(text)
 
     def info_line(self, message: str) -> None:
-        sys.stderr.write(message + "\n")
+        _to_stderr(message)
 
     def error_line(self, message: str, hint: str | None = None) -> None:
-        sys.stderr.write(f"error: {message}\n")
+        _to_stderr(f"error: {message}")
         if hint:
-            sys.stderr.write(f"hint: {hint}\n")
+            _to_stderr(f"hint: {hint}")
 
     def fatal(self, code: str, message: str, *, path: str | None = None, hint: str | None = None) -> None:
         """Report a run that could not complete (exit 2): one stderr line, and a record in the format."""
@@ -116,14 +106,55 @@ class Output:
             self.append_step_summary(format_module("github").fatal_step_summary(error))
 
     def append_step_summary(self, markdown: str) -> None:
+        """Append to `$GITHUB_STEP_SUMMARY`: a courtesy, so a failure is a warning and never blocks or fails
+        the run. Only a regular file (or a new one) is written; a FIFO or a device is skipped."""
         path = os.environ.get(STEP_SUMMARY_ENV)
         if not path:
             return
+        from .escape import text as safe
+
+        shown = safe(path)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
         try:
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write(markdown)
-        except OSError as failure:  # a summary is a courtesy: never fail the run over it
-            self.error_line(f"cannot append to ${STEP_SUMMARY_ENV} ({path}): {(failure.strerror or 'error').lower()}")
+            fd = os.open(path, flags, 0o666)
+        except OSError as failure:
+            self.info_line(f"warning: cannot append to ${STEP_SUMMARY_ENV} ({shown}): {_reason(failure)}")
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                self.info_line(f"warning: ${STEP_SUMMARY_ENV} ({shown}) is not a regular file: not written")
+                return
+            os.set_blocking(fd, True)
+            data = markdown.encode("utf-8", "backslashreplace")
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError as failure:
+            self.info_line(f"warning: cannot append to ${STEP_SUMMARY_ENV} ({shown}): {_reason(failure)}")
+        finally:
+            os.close(fd)
+
+
+def _reason(failure: OSError) -> str:
+    reason = failure.strerror or type(failure).__name__
+    return reason[:1].lower() + reason[1:]
+
+
+def _to_stdout(text: str) -> None:
+    """Report text to stdout; undecodable bytes that got this far are written as escapes, never a crash."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    sys.stdout.flush()
+
+
+def _to_stderr(line: str) -> None:
+    """One line to stderr: data in it escaped (controls, bidi, undecodable bytes; never a second line) and
+    nothing a CI runner would take for a command."""
+    from .escape import neutralise_log, text
+
+    sys.stderr.write(neutralise_log(text(line)) + "\n")
 
 
 def fatal_document(code: str, message: str, path: str | None) -> dict[str, Any]:

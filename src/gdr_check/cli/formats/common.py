@@ -105,8 +105,11 @@ def summary_line(run: Run) -> str:
 
 
 def plain(text: str) -> str:
-    """One line, whatever a message holds (messages quote values read from files written by strangers)."""
-    return text.replace("\r", " ").replace("\n", " ")
+    """One line of safe text, whatever a message holds (messages quote values read from files written by
+    strangers): see `..escape.text`."""
+    from ..escape import text as safe
+
+    return safe(text)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..escape import neutralise_log
 from ..results import FatalError, Run
 from .common import concise_line, entries, fatal_line, plain
 
@@ -13,7 +14,7 @@ def lines(run: Run) -> list[str]:
 
 
 def render(run: Run) -> str:
-    return "".join(line + "\n" for line in lines(run))
+    return neutralise_log("".join(line + "\n" for line in lines(run)))
 
 
 def render_fatal(error: FatalError) -> str:

@@ -8,11 +8,11 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ...report import Diagnostic
 from ...tensors import short_dtype
+from ..escape import markup as escape, neutralise_log
 from ..results import FatalError, Run, TargetResult
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 
@@ -204,7 +204,7 @@ def render(run: Run) -> str:
     console = make_console(buffer, run.color)
     if run.quiet:
         _render_quiet(console, run)
-        return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+        return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
     for target, results in _target_groups(run.results).items():
         readable = [r for r in results if r.error is None]  # unreadable ones are one stderr line each
         if not readable:
@@ -227,7 +227,7 @@ def render(run: Run) -> str:
     if any(r.error is None for r in run.results):
         console.print(summary_line(run), soft_wrap=True)
     # rich pads table lines to the table's width; trailing blanks only get in the way of diffs and greps
-    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+    return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
 
 
 def render_fatal(error: FatalError) -> str:

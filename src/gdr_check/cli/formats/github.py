@@ -7,6 +7,7 @@ GitHub shows at most 10 errors and 10 warnings per step, so the concise lines ca
 
 from __future__ import annotations
 
+from ..escape import text as safe, text_with_breaks
 from ..results import FatalError, Run, TargetResult
 from ...report import Diagnostic
 from . import concise
@@ -16,8 +17,11 @@ COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def escape_data(text: str) -> str:
-    """The message part of a workflow command (`%` first, so that the escapes are not escaped again)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The message part of a workflow command: data made safe text (no controls or bidi, see
+    `..escape.text`), the legacy `##[` marker defused, then GitHub's escaping of `%` (first, so that the
+    escapes are not escaped again) and of line breaks, which stay inside the annotation."""
+    shown = text_with_breaks(text).replace("##[", "#\\x23[")
+    return shown.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:
@@ -68,7 +72,8 @@ def render_fatal(error: FatalError) -> str:
 
 # -- step summary ---------------------------------------------------------------------------------------------
 def _cell(text: object) -> str:
-    return str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    """Data in a Markdown table cell: safe text (see `..escape.text`), its pipes escaped."""
+    return safe(text).replace("|", "\\|")
 
 
 def step_summary(run: Run) -> str:

@@ -12,11 +12,11 @@ fingerprint, so each must be stable across runs and unique within a report. Info
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from typing import Any
 
 from ...report import Diagnostic
+from ..escape import dump_json
 from ..results import FatalError, Run, TargetResult
 from .common import alerts, tp_suffix, where
 from .sarif import fingerprint, stable_path
@@ -77,7 +77,7 @@ def _unique(hashed: str, used: set[str]) -> str:
 
 def _error_fingerprint(error: FatalError, target: str) -> str:
     parts = [error.code, stable_path(target) if target else "", stable_path(error.path) if error.path else ""]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def issues(run: Run) -> list[dict[str, Any]]:
@@ -94,11 +94,11 @@ def issues(run: Run) -> list[dict[str, Any]]:
 
 
 def render(run: Run) -> str:
-    return json.dumps(issues(run), indent=2) + "\n"
+    return dump_json(issues(run), indent=2) + "\n"
 
 
 def render_fatal(error: FatalError) -> str:
     """A run that could not start (a bad option or config) is one critical issue, so that the MR shows it."""
     issue = _issue(error.code, error.message, UNREADABLE, _error_fingerprint(error, ""),
                    _location(error.path or "."))
-    return json.dumps([issue], indent=2) + "\n"
+    return dump_json([issue], indent=2) + "\n"

@@ -3,8 +3,7 @@ ran). The shape is described by src/gdr_check/schema/report-v1.json; fields are 
 
 from __future__ import annotations
 
-import json
-
+from ..escape import dump_json
 from ..output import SCHEMA_VERSION, fatal_document, tool_info
 from ..results import FatalError, Run
 
@@ -16,8 +15,8 @@ def render(run: Run) -> str:
     else:
         document = {"schema_version": SCHEMA_VERSION, "tool": tool_info(),
                     "results": [r.document() for r in results]}
-    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+    return dump_json(document, indent=2, sort_keys=False) + "\n"
 
 
 def render_fatal(error: FatalError) -> str:
-    return json.dumps(fatal_document(error.code, error.message, error.path), indent=2) + "\n"
+    return dump_json(fatal_document(error.code, error.message, error.path), indent=2) + "\n"

@@ -4,9 +4,9 @@ object alone when no diagnostic describes it)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..escape import dump_json
 from ..output import SCHEMA_VERSION
 from ..results import FatalError, Run, TargetResult
 
@@ -36,7 +36,7 @@ def records(run: Run) -> list[dict[str, Any]]:
 
 def _line(record: dict[str, Any]) -> str:
     # ensure_ascii keeps each record on one line whatever a message holds (U+2028 included).
-    return json.dumps(record, ensure_ascii=True, separators=(", ", ": ")) + "\n"
+    return dump_json(record, ensure_ascii=True, separators=(", ", ": ")) + "\n"
 
 
 def render(run: Run) -> str:

@@ -10,6 +10,8 @@ import re
 import xml.etree.ElementTree as ET
 
 from ...report import Diagnostic
+from ..escape import text as safe
+from ..escape import xml_text
 from ..results import FatalError, Run, TargetResult
 from .common import entries, tp_suffix, where
 
@@ -18,7 +20,8 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _xml_text(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+    """Data as one line of safe text (see `..escape.text`) that XML 1.0 can hold."""
+    return _NOT_XML.sub("\ufffd", safe(text))
 
 
 def _details(result: TargetResult, diagnostic: Diagnostic) -> str:
@@ -31,7 +34,7 @@ def _details(result: TargetResult, diagnostic: Diagnostic) -> str:
         lines.append(f"  tensor `{location.tensor}`" + (f" in {location.shard}" if location.shard else ""))
     lines += [f"  = note: {note}" for note in diagnostic.notes]
     lines += [f"help: {fix}" for fix in diagnostic.fixes]
-    return "\n".join(lines)
+    return "\n".join(_xml_text(line) for line in lines)  # each line made safe: data cannot start one
 
 
 class _Suites:
@@ -70,7 +73,7 @@ def _case(name: str, classname: str, **attributes: object) -> ET.Element:
 
 def _serialise(root: ET.Element) -> str:
     ET.indent(root, space="  ")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return xml_text('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n")
 
 
 def render(run: Run) -> str:
@@ -83,10 +86,10 @@ def render(run: Run) -> str:
                      file=place.path, line=line if place.path else None, column=column if place.path else None)
         if result.error is not None:
             problem = ET.SubElement(case, "error", message=_xml_text(diagnostic.message), type=diagnostic.code)
-            problem.text = _xml_text(_details(result, diagnostic))
+            problem.text = _details(result, diagnostic)
         elif diagnostic.severity in ("error", "warning"):
             problem = ET.SubElement(case, "failure", message=_xml_text(diagnostic.message), type=diagnostic.severity)
-            problem.text = _xml_text(_details(result, diagnostic))
+            problem.text = _details(result, diagnostic)
         suites.add(suite, case)
     for result in run.results:
         if result.error is not None and result.error.diagnostic is None:

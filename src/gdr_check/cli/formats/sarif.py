@@ -11,13 +11,13 @@ unless `--show-info`: nothing can be changed to close them, so they would stay o
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
 from ...report import Diagnostic
+from ..escape import dump_json
 from ..output import tool_info
 from ..results import FatalError, Run, TargetResult
 from .common import alerts, tp_suffix, where
@@ -84,8 +84,9 @@ def artifact_uri(path: str) -> str:
     """A relative path as a relative URI (what GitHub resolves against the repository root); an absolute
     path as a file URI."""
     if os.path.isabs(path):
-        return PurePath(os.path.abspath(path)).as_uri()
-    return quote(PurePath(path).as_posix(), safe="/-._~!$&'()*+,;=:@")
+        return "file://" + quote(os.fsencode(PurePath(os.path.abspath(path)).as_posix()), safe="/-._~!$&'()*+,;=:@")
+    # A name that was not UTF-8 keeps its bytes, percent-encoded (fsencode undoes surrogateescape).
+    return quote(os.fsencode(PurePath(path).as_posix()), safe="/-._~!$&'()*+,;=:@")
 
 
 def stable_path(path: str) -> str:
@@ -127,7 +128,7 @@ def fingerprint(result: TargetResult, diagnostic: Diagnostic) -> str:
     loc = diagnostic.location
     anchor = next((x for x in ((loc.json_key, loc.tensor, loc.argument) if loc else ()) if x), "")
     parts = [diagnostic.code, stable_path(place.path or place.target), anchor, str(result.deployment_tp or "")]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def message_text(run: Run, result: TargetResult, diagnostic: Diagnostic) -> str:
@@ -194,7 +195,7 @@ def _known_codes() -> set[str]:
 
 
 def render(run: Run) -> str:
-    return json.dumps(log(run), indent=2) + "\n"
+    return dump_json(log(run), indent=2) + "\n"
 
 
 def render_fatal(error: FatalError) -> str:
@@ -204,4 +205,4 @@ def render_fatal(error: FatalError) -> str:
                          "toolExecutionNotifications": [_notification(error)]}],
         "results": [],
     }]}
-    return json.dumps(document, indent=2) + "\n"
+    return dump_json(document, indent=2) + "\n"

@@ -1,0 +1,123 @@
+"""The one way a report reaches a file: whole or not at all.
+
+A regular file (or a new one) is written to a temporary file in the same directory, flushed to disk and renamed
+over the target only when complete, so that a full disk, a file-size limit or an interrupted run leaves the
+previous report byte for byte as it was. A target that is not a regular file (`/dev/stdout`, `/dev/null`, a
+FIFO a reader holds open) is written in place, non-blocking where it may be a FIFO. Every failure is one
+`ReportWriteError` naming the path and the reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from .errors import ReportWriteError
+
+ENCODING = "utf-8"
+# Undecodable bytes kept by surrogateescape are written as escapes, never as an encoding error.
+ENCODING_ERRORS = "backslashreplace"
+
+
+def _reason(failure: OSError) -> str:
+    reason = failure.strerror or (os.strerror(failure.errno) if failure.errno else type(failure).__name__)
+    return reason[:1].lower() + reason[1:]
+
+
+def _failure(path: Path, reason: str) -> ReportWriteError:
+    from .escape import text
+
+    return ReportWriteError(f"cannot write `{text(os.fspath(path))}`: {text(reason)}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # pragma: no cover - os.write raises rather than returning 0 for files
+            raise OSError(errno.EIO, "short write")
+        view = view[written:]
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    """A device or FIFO: opened without blocking (a FIFO without a reader fails at once) and written."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        os.set_blocking(fd, True)  # a reader is there: let it take the report at its pace
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _mode_for(existing: os.stat_result | None) -> int:
+    if existing is not None:
+        return stat.S_IMODE(existing.st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None) -> None:
+    folder = target.parent
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        try:
+            _write_all(fd, data)
+            if hasattr(os, "fchmod"):  # mkstemp makes 0600: keep the old report's mode, else the usual one
+                os.fchmod(fd, _mode_for(existing))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    try:  # the rename itself is durable only once the directory is
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def write_report_file(path: str | os.PathLike[str], content: str) -> None:
+    """Write `content` to `path` atomically (see the module's docstring); parents are created as needed."""
+    path = Path(path)
+    data = content.encode(ENCODING, ENCODING_ERRORS)
+    try:
+        # A link is followed: the report replaces the file it names, and the link stays.
+        target = Path(os.path.realpath(path))
+        parent = target.parent
+        if parent.exists() and not parent.is_dir():
+            raise _failure(path, f"`{path.parent}` is not a directory")
+        if not parent.exists():
+            blocking = next((p for p in parent.parents if p.exists() and not p.is_dir()), None)
+            if blocking is not None:
+                raise _failure(path, f"`{blocking}` is not a directory")
+            parent.mkdir(parents=True, exist_ok=True)
+        try:
+            existing: os.stat_result | None = os.stat(target)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and stat.S_ISDIR(existing.st_mode):
+            raise _failure(path, "is a directory")
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            _write_in_place(target, data)
+            return
+        _write_replacing(target, data, existing)
+    except ReportWriteError:
+        raise
+    except OSError as failure:
+        if failure.errno == errno.ENXIO:  # a FIFO that nobody reads
+            raise _failure(path, "a FIFO with no reader") from None
+        raise _failure(path, _reason(failure)) from None

@@ -1,0 +1,151 @@
+"""Report files (issue 11): `-o` is written whole or not at all. Every failure is one `error:` line naming the
+path and the reason, exit 2, and the report that was there stays byte for byte; `$GITHUB_STEP_SUMMARY` that is
+a FIFO, a device or a directory is skipped with a warning, never waited on."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
+from hostile_corpus import FORMATS, assert_outcome, run_subprocess, tree
+
+OLD_REPORT = b"the previous report\n"
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    clean_output_env(monkeypatch)
+    write_good(tmp_path / "good")
+    write_bad(tmp_path / "bad")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _target(repo: Path, kind: str) -> tuple[str, str]:
+    """An output path that cannot be written, and the reason the error line gives."""
+    if kind == "directory":
+        (repo / "reports").mkdir()
+        return "reports", "is a directory"
+    if kind == "parent-is-a-file":
+        (repo / "taken").write_bytes(OLD_REPORT)
+        return "taken/deeper/report.txt", "`" + str(repo / "taken") + "` is not a directory"
+    if kind == "full-disk":
+        return "/dev/full", "no space left on device"
+    if kind == "fifo-without-reader":
+        os.mkfifo(repo / "pipe")
+        return "pipe", "a FIFO with no reader"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["directory", "parent-is-a-file", "full-disk", "fifo-without-reader"])
+def test_unwritable_report_is_one_line_and_exit_2_in_every_format(repo, kind):
+    path, reason = _target(repo, kind)
+    before = tree(repo)
+    for fmt in FORMATS:
+        outcome = run_cli("bad", "--isolated", "--output-format", fmt, "-o", path)
+        assert_outcome(fmt, outcome, exit_code=2, error=f"cannot write `{path}`: {reason}", report="")
+        assert outcome.stderr.splitlines()[-1] == f"error: cannot write `{path}`: {reason}"
+    assert tree(repo) == before  # no temporary file left behind, nothing else written
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_folder_keeps_the_old_report(repo):
+    folder = repo / "ro"
+    folder.mkdir()
+    (folder / "report.json").write_bytes(OLD_REPORT)
+    folder.chmod(0o555)
+    try:
+        outcome = run_cli("bad", "--isolated", "--output-format", "json", "-o", "ro/report.json")
+    finally:
+        folder.chmod(0o755)
+    assert_outcome("json", outcome, exit_code=2, error="cannot write `ro/report.json`: permission denied", report="")
+    assert (folder / "report.json").read_bytes() == OLD_REPORT
+
+
+def test_a_file_size_limit_leaves_the_old_report_intact(repo):
+    """Past RLIMIT_FSIZE (SIGXFSZ ignored, as CI runners do) the write fails: EFBIG, one line, old report kept."""
+    (repo / "report.sarif").write_bytes(OLD_REPORT)
+    script = textwrap.dedent("""
+        import resource, signal, sys
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+        from gdr_check.cli.main import main
+        sys.exit(main(sys.argv[1:]))
+    """)
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", script, "bad", "--isolated", "--output-format", "sarif",
+                           "-o", "report.sarif"], check=False, cwd=repo, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == ["error: cannot write `report.sarif`: file too large"]
+    assert (repo / "report.sarif").read_bytes() == OLD_REPORT
+    assert sorted(p.name for p in repo.iterdir()) == ["bad", "good", "report.sarif"]
+
+
+def test_a_report_replaces_the_old_one_whole_keeping_its_mode_and_link(repo):
+    (repo / "real.json").write_bytes(OLD_REPORT)
+    (repo / "real.json").chmod(0o640)
+    (repo / "link.json").symlink_to("real.json")
+    outcome = run_cli("bad", "--isolated", "--output-format", "json", "-o", "link.json")
+    assert outcome.exit_code == 1 and outcome.stdout == ""
+    assert (repo / "link.json").is_symlink()
+    assert (repo / "real.json").read_text().startswith("{") and stat.S_IMODE((repo / "real.json").stat().st_mode) == 0o640
+    assert sorted(p.name for p in repo.iterdir()) == ["bad", "good", "link.json", "real.json"]
+
+
+def test_a_missing_parent_is_created(repo):
+    outcome = run_cli("good", "--isolated", "--output-format", "junit", "-o", "out/ci/report.xml")
+    assert outcome.exit_code == 0 and (repo / "out/ci/report.xml").read_text().startswith("<?xml")
+
+
+@pytest.mark.parametrize("args", [("--list-models", "--output-format", "json"), ("call", "rec.json")])
+def test_other_commands_use_the_same_writer(repo, args):
+    from test_hostile_injection import _recording_fields
+
+    _recording_fields(repo)
+    (repo / "reports").mkdir()
+    outcome = run_cli(*args, "-o", "/dev/full")
+    assert outcome.exit_code == 2 and outcome.stdout == ""
+    assert outcome.stderr.splitlines() == ["error: cannot write `/dev/full`: no space left on device"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_step_summary_that_is_no_regular_file_is_skipped_with_a_warning(repo, kind, monkeypatch):
+    path = {"fifo": repo / "summary", "device": Path("/dev/null"), "directory": repo / "summary"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    outcome = run_cli("bad", "--isolated", "--output-format", "github")  # would block forever on the FIFO
+    assert outcome.exit_code == 1
+    warning = outcome.stderr.splitlines()[-1]
+    expected = {"fifo": f"warning: cannot append to $GITHUB_STEP_SUMMARY ({path}): no such device or address",
+                "device": f"warning: $GITHUB_STEP_SUMMARY ({path}) is not a regular file: not written",
+                "directory": f"warning: cannot append to $GITHUB_STEP_SUMMARY ({path}): is a directory"}[kind]
+    assert warning == expected
+    assert "error:" not in outcome.stderr
+
+
+def test_step_summary_fifo_with_a_reader_is_skipped_too(repo, monkeypatch):
+    os.mkfifo(repo / "summary")
+    reader = os.open(repo / "summary", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(repo / "summary"))
+        outcome = run_cli("bad", "--isolated", "--output-format", "github")
+    finally:
+        os.close(reader)
+    assert outcome.exit_code == 1
+    assert outcome.stderr.splitlines()[-1].endswith("is not a regular file: not written")
+
+
+def test_the_real_cli_keeps_the_old_report_when_the_disk_is_full(repo):
+    outcome = run_subprocess("bad", "--isolated", "--output-format", "gitlab", "-o", "/dev/full", cwd=repo)
+    assert_outcome("gitlab", outcome, exit_code=2, error="cannot write `/dev/full`: no space left on device",
+                   report="")
