@@ -252,7 +252,8 @@ def describe_columns(plan: ShardingPlan, tensor: str, columns: tuple[int, ...]) 
         heads = segments[-1][1]
         if not heads or heads[-1] != head:
             heads.append(head)
-    texts = [f"{part} {ranges(heads)}" for part, heads in segments]
+    texts = [f"{part if len(heads) > 1 else part.replace('heads', 'head')} {ranges(heads)}"
+             for part, heads in segments]
     return ", ".join(texts)
 
 

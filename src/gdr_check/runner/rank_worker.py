@@ -13,7 +13,7 @@ stdout carries one JSON object a line: progress events, then {"event": "result"}
 A rank that fails exits at once without leaving its collective; the parent stops the others.
 
 Test hooks (tests only): GDR_CHECK_RANKS_TEST_FAULT="RANK:raise|abort|hang|nan" fails that rank;
-GDR_CHECK_RANKS_TEST_MISSHARD=KIND slices with one classic mis-sharding (`models.sharding.MISSHARDINGS`).
+GDR_CHECK_RANKS_TEST_MISSHARD=KIND[,KIND...] slices with classic mis-shardings (`models.sharding.MISSHARDINGS`).
 """
 
 from __future__ import annotations
@@ -122,7 +122,9 @@ class Rank:
         full = LayerDims(d.H * world, d.HV * world, d.K, d.V)
         correct = sharding_plan(self.spec["layout"], plan.variant, full, world)
         hook = os.environ.get(MISSHARD_ENV)
-        used = inject(correct, hook) if hook else correct
+        used = correct
+        for kind in filter(None, (hook or "").split(",")):
+            used = inject(used, kind)
         kernels, missing = _kernels(plan)
         if missing is not None:
             return {"backend_unavailable": {"backend": plan.backend, "reason": missing}}

@@ -36,9 +36,12 @@ class RanksResult:
             not any(d.severity == "error" for d in self.diagnostics)
 
     def slowest(self) -> dict[str, Any] | None:
+        """The rank with the longest warm kernel time (GPU), else the longest verified calls (interpreter)."""
         ranks = self.result.get("ranks") or []
         if not ranks:
             return None
+        if all(r.get("timed_us") for r in ranks):
+            return max(ranks, key=lambda r: sum(r["timed_us"].values()))
         return max(ranks, key=lambda r: sum(sum(v) for v in r["seconds"].values()))
 
     def to_dict(self) -> dict[str, Any]:
@@ -59,16 +62,27 @@ class RanksResult:
         }
 
 
-def _matches(per_rank: dict[str, Any], HV: int) -> str:
-    """What the rank's heads match: "its heads match reference heads 0–15 (it should hold 16–31)"."""
-    first, last = per_rank["heads"]
-    matched = [m[0] for m in per_rank["out_matches"] if m]
-    if not matched:
-        return f"rank {per_rank['rank']}'s `out` heads ({first}–{last}) match no reference head"
-    if len(matched) < len(per_rank["out_matches"]):
-        return (f"rank {per_rank['rank']}'s `out` heads match reference heads {ranges(matched)} only "
-                f"(it holds {first}–{last})")
-    return f"rank {per_rank['rank']}'s `out` heads match reference heads {ranges(matched)} (it holds {first}–{last})"
+def _matches(per_rank: dict[str, Any]) -> str:
+    """Which reference heads the rank's `out` heads match: its own, another rank's, or none."""
+    rank, (first, last) = per_rank["rank"], per_rank["heads"]
+    own, moved, none = [], [], []
+    for local, matched in enumerate(per_rank["out_matches"]):
+        head = first + local
+        if head in matched:
+            own.append(head)
+        elif matched:
+            moved.append((head, matched[0]))
+        else:
+            none.append(head)
+    parts = []
+    if moved:
+        parts.append(f"its heads {ranges([h for h, _ in moved])} match reference heads "
+                     f"{ranges([m for _, m in moved])} (another block)")
+    if none:
+        parts.append(f"{len(none)} of its {last - first + 1} heads ({ranges(none)}) match no reference head")
+    if own:
+        parts.append(f"{len(own)} match{'es' if len(own) == 1 else ''} its own")
+    return f"rank {rank}'s `out`: " + ", ".join(parts)
 
 
 def ranks_diagnostics(outcome: RanksOutcome, tp: int) -> list[Diagnostic]:
@@ -115,7 +129,7 @@ def ranks_diagnostics(outcome: RanksOutcome, tp: int) -> list[Diagnostic]:
         head = check["head"] or 0
         rank = head // HV_l if HV_l else 0
         bad = [r for r in run["per_rank"] if r["out_error"] > check["tolerance"] or r["state_error"] > check["tolerance"]]
-        matches = "; ".join(_matches(r, HV) for r in bad) or "no single rank stands out"
+        matches = "; ".join(_matches(r) for r in bad) or "no single rank stands out"
         diagnostics.append(rules_ranks.SHARDED_MISMATCH.diagnostic(Finding({
             "kernel": KERNEL_NAMES.get(name, name), "tp": tp, "step": step["step"], "tensor": tensor,
             "error": fmt(check["error"]), "tolerance": fmt(check["tolerance"]), "head": head, "rank": rank,
