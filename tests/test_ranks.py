@@ -89,7 +89,7 @@ def test_each_misshard_is_named(kind, layout, variant, expected):
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("ranks")
     gdn = qwen3_next_config(layers=4, H=2, HV=4, K=16, V=16)
-    split = qwen3_5_config(layers=4, H=2, HV=4, K=16, V=16)
+    split = qwen3_5_config(layers=4, H=4, HV=8, K=16, V=16)
     kda = kimi_config(layers=4, H=4, D=16)
     return {
         "gdn": write_checkpoint(root / "gdn", gdn, qwen_tensors(gdn)),
@@ -107,31 +107,43 @@ def messages(document: dict, code: str) -> list[str]:
     return [d["message"] for d in document["diagnostics"] if d["code"] == code]
 
 
-@pytest.mark.parametrize("model, tp, engine", [("gdn", 2, "sglang"), ("kda", 4, "vllm")])
+@pytest.mark.parametrize("model, tp, engine", [("gdn", 2, "sglang"), ("kda", 4, "sglang"), ("split", 2, "vllm")])
 def test_every_rank_matches_the_unsharded_layer(capsys, checkpoints, model, tp, engine):
-    code, document = run_json(capsys, str(checkpoints[model]), "--tp", str(tp), "--engine", engine)
+    code, document = run_json(capsys, str(checkpoints[model]), "--tp", str(tp), "--engine", engine, "--weights")
     assert code == 0, document["diagnostics"]
     assert document["passed"] is True
+    assert set(document["weights"]["tensors"]) == {"A_log", "dt_bias"}
     assert document["transport"]["backend"] == "gloo" and document["transport"]["device"] == "cpu"
     assert [r["rank"] for r in document["per_rank"]] == list(range(tp))
     assert document["slowest_rank"] in range(tp)
     assert all(r["memory_bytes"] > 0 for r in document["per_rank"])
     run = document["steps"][0]["kernels"]["builtin"]
     assert run["state"]["error"] <= 1e-5 and run["state"]["passed"] and run["output"]["passed"]
-    assert [r["heads"] for r in run["per_rank"]] == [[r * 4 // tp, (r + 1) * 4 // tp - 1] for r in range(tp)]
+    HV = document["layer"]["HV"]
+    assert [r["heads"] for r in run["per_rank"]] == [[r * HV // tp, (r + 1) * HV // tp - 1] for r in range(tp)]
 
 
-def test_misshardings_are_named_from_real_ranks(capsys, checkpoints, monkeypatch):
+def test_vllm_kda_runs_nothing(capsys, checkpoints):
+    code = main(["dry-run", str(checkpoints["kda"]), "--tp", "2", "--engine", "vllm", *SMALL])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "dry-run --ranks all not launched: vllm decodes with `fused_recurrent_kda`" in out
+
+
+def test_misshardings_and_nan_are_named_from_real_ranks(capsys, checkpoints, monkeypatch):
     monkeypatch.setenv(MISSHARD, "a-head-block,unsliced-A_log,unsplit-qkv")
+    monkeypatch.setenv(FAULT, "0:nan")  # one run for both: each rank process costs seconds
     code, document = run_json(capsys, str(checkpoints["split"]), "--tp", "2")
     assert code == 1
     named = messages(document, "GDR332")
-    assert "mis-sharded `a` on rank 1: rank 1 received value heads 0–1 of `a` but holds value heads 2–3 of the pool" \
+    assert "mis-sharded `a` on rank 1: rank 1 received value heads 0–3 of `a` but holds value heads 4–7 of the pool" \
         in named
-    assert sum("`A_log` (value heads 0–3: unsliced)" in m for m in named) == 2
+    assert sum("`A_log` (value heads 0–7: unsliced)" in m for m in named) == 2
     assert sum(m.startswith("mis-sharded `mixed_qkv` on rank") for m in named) == 2
     [mismatch] = messages(document, "GDR331")
     assert "match no reference head" in mismatch
+    assert messages(document, "GDR333") == [
+        "rank 0 of 2 returned NaN at step 0 (64 in `out`, 0 in the state of touched slots, gdr-check kernel)"]
 
 
 def test_kda_gate_sliced_by_hv_is_named(capsys, checkpoints, monkeypatch):
@@ -139,7 +151,7 @@ def test_kda_gate_sliced_by_hv_is_named(capsys, checkpoints, monkeypatch):
     code, document = run_json(capsys, str(checkpoints["kda"]), "--tp", "2")
     assert code == 1
     assert messages(document, "GDR332")[0] == (
-        "mis-sharded `a` on rank 1: rank 1 received columns 2–65 (value heads 0–4, cut mid-head) of `a` but holds "
+        "mis-sharded `a` on rank 1: rank 1 received columns 2–33 (value heads 0–2, cut mid-head) of `a` but holds "
         "value heads 2–3 of the pool: its block starts at column 2, not on a head boundary of 16 columns (sliced "
         "by HV instead of HV*K)")
     [mismatch] = messages(document, "GDR331")
@@ -153,13 +165,6 @@ def test_a_rank_that_raises_is_named_and_the_others_stopped(capsys, checkpoints,
     [failed] = messages(document, "GDR333")
     assert failed.startswith("rank 1 of 2 raised RankFault: simulated failure on rank 1")
     assert document["processes"]["first_failure"] == 1
-
-
-def test_nan_from_a_rank_is_named(capsys, checkpoints, monkeypatch):
-    monkeypatch.setenv(FAULT, "0:nan")
-    code, document = run_json(capsys, str(checkpoints["gdn"]), "--tp", "2")
-    assert code == 1
-    assert messages(document, "GDR333")[0].startswith("rank 0 of 2 returned NaN at step 0 (8 in `out`")
 
 
 def test_bad_ranks_value_is_a_usage_error(capsys, checkpoints):
@@ -204,3 +209,40 @@ def test_launcher_stops_every_rank(tmp_path, monkeypatch, behaviour):
         behind = min(outcome.ranks, key=lambda r: len(r.events))
         assert behind.rank == 1 and behind.last_event == "started step 0"
 
+
+
+# -- --weights: one layer's real parameters from the safetensors bytes ---------------------------------------------
+def _fill(where: dict, values: list[float]) -> None:
+    """Write `values` into the tensor's byte span, in its dtype."""
+    import torch
+
+    data = torch.tensor(values, dtype=getattr(torch, where["dtype"])).view(torch.uint8).numpy().tobytes()
+    assert len(data) == where["nbytes"]
+    with open(where["path"], "r+b") as handle:
+        handle.seek(where["offset"])
+        handle.write(data)
+
+
+def test_weights_are_read_from_the_header_offsets(checkpoints):
+    from gdr_check.runner.rank_worker import _real_parameter
+    from gdr_check.runner.weights import layer_parameters
+
+    check = check_model(str(checkpoints["kda"]), Deployment(tp=2))
+    located = layer_parameters(check)
+    assert located["layer"] == check.model.linear_layers[0]
+    a_log, dt_bias = located["tensors"]["A_log"], located["tensors"]["dt_bias"]
+    assert a_log["name"].endswith(f"layers.{located['layer']}.self_attn.A_log")
+    _fill(a_log, [0.5, 1.0, 1.5, 2.0])
+    _fill(dt_bias, [float(i) / 8 for i in range(64)])
+    import torch
+
+    assert _real_parameter(a_log, 4, torch.float32).tolist() == [0.5, 1.0, 1.5, 2.0]
+    assert _real_parameter(dt_bias, 32, torch.float32).tolist() == [float(i) / 8 for i in range(32)]
+    with pytest.raises(ValueError, match="holds 4 values; the layer needs 8"):
+        _real_parameter(a_log, 8, torch.float32)
+
+
+def test_weights_need_a_checkpoint(capsys):
+    code = main(["dry-run", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "2", "--weights", *SMALL])
+    assert code == 2
+    assert "--weights needs a safetensors checkpoint" in capsys.readouterr().err

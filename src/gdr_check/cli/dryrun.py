@@ -250,6 +250,8 @@ def dry_run_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs, state and slot choices."),
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds before the child process is killed."),
     output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help="full or json."),
+    weights: bool = typer.Option(False, "--weights", help="With --ranks all: one layer's real A_log and dt_bias, read "
+                                                          "from the safetensors bytes (header offsets, no pickle)."),
     ranks: str = typer.Option("one", "--ranks", help="one (one rank's call) or all (one process per TP rank through "
                                                      "torch.distributed, compared with the unsharded layer)."),
 ) -> int:
@@ -262,6 +264,8 @@ def dry_run_command(
     profile = _validate(output_format, backend, device, engine, steps, batch)
     if ranks not in ("one", "all"):
         raise typer.BadParameter(f"expected one or all, got {ranks!r}", param_hint="--ranks")
+    if weights and ranks != "all":
+        raise typer.BadParameter("--weights is read by --ranks all", param_hint="--weights")
     out = Output(output_format)
     try:
         deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)
@@ -274,7 +278,7 @@ def dry_run_command(
         return 2
     if ranks == "all":
         return _all_ranks(out, target, check, backend=backend, device=device, steps=steps, seed=seed,
-                          timeout=timeout, output_format=output_format)
+                          timeout=timeout, output_format=output_format, weights=weights)
     try:
         result = dry_run_check(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout)
     except DryRunEnvironmentError as error:
@@ -296,8 +300,14 @@ def _all_ranks(out: Output, target: str, check: Any, **options: Any) -> int:
     from ..runner.ranks_api import ranks_dry_run
     from .formats.full import use_color
 
+    from ..runner.weights import WeightsError
+
     output_format = options.pop("output_format")
-    result = ranks_dry_run(check, **options)
+    try:
+        result = ranks_dry_run(check, **options)
+    except WeightsError as error:
+        out.fatal("weights", str(error))
+        return 2
     if output_format == "json":
         document = {"schema_version": 1, "tool": tool_info()}
         document.update(result.to_dict())
@@ -337,6 +347,9 @@ def render_ranks(target: str, result: Any, *, color: bool) -> str:
     if layer:
         rows.append(("layer", f"{layer['layout']}: H={layer['H']} HV={layer['HV']} K={layer['K']} V={layer['V']}, "
                               f"{layer['HV'] // layer['tp']} value heads per rank"))
+    if result.weights:
+        names = ", ".join(f"`{t['name']}` ({t['dtype']})" for t in result.weights["tensors"].values())
+        rows.append(("parameters", f"layer {result.weights['layer']}'s {names}, read from the safetensors bytes"))
     for name, shard in (data.get("sharding") or {}).items():
         rows.append((f"`{name}`", f"from {shard['source']}: {shard['how']}"))
     if rows:
@@ -375,9 +388,15 @@ def render_ranks(target: str, result: Any, *, color: bool) -> str:
     for diagnostic in result.diagnostics:
         render_diagnostic(console, diagnostic)
     errors = sum(d.severity == "error" for d in result.diagnostics)
-    if result.outcome is None:
-        verdict = "dry-run --ranks all not launched: " + (
-            f"backend unavailable ({result.unavailable})" if result.unavailable else "the deployment has errors")
+    decode = result.check.decode
+    if result.outcome is None and result.unavailable:
+        verdict = f"dry-run --ranks all not launched: backend unavailable ({result.unavailable})"
+    elif result.outcome is None and result.check.model is None:
+        verdict = "dry-run --ranks all not launched: the model has no GDN or KDA layers: nothing to run"
+    elif result.outcome is None and decode is not None and not decode.packed:
+        verdict = f"dry-run --ranks all not launched: {decode.text()}"
+    elif result.outcome is None:
+        verdict = f"dry-run --ranks all not launched: the deployment has {errors} error(s); fix them first"
     else:
         verdict = (f"dry-run --ranks all {'passed' if result.ok else 'failed'}: {len(steps)} step(s) on "
                    f"{result.tp} ranks; {errors} error(s); {result.outcome.wall_s:.1f} s")

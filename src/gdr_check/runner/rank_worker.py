@@ -155,7 +155,10 @@ class Rank:
         for name in PARAMETERS:
             shape = (source_width[name],)
             value = None
-            if rank == 0:
+            weights = self.spec.get("weights")
+            if rank == 0 and weights:
+                value = _real_parameter(weights["tensors"][name], shape[0], dtypes[name])
+            elif rank == 0:
                 if name == "A_log":  # log of 1..16, as real models hold it
                     value = torch.empty(shape).uniform_(0.05, 2.77, generator=host).to(dtypes[name]).float()
                 else:
@@ -321,6 +324,22 @@ class Rank:
                 samples.append(time.perf_counter() - start)
             timed[kernel.name] = statistics.median(samples) * 1e6
         return timed
+
+
+def _real_parameter(where: dict[str, Any], width: int, dtype: Any) -> Any:
+    """The checkpoint's tensor from its byte span (`torch.frombuffer`, no unpickling), flattened to the kernel's
+    layout, on the CPU for the broadcast; its first `width` entries when the interpreter runs fewer heads."""
+    import torch
+
+    with open(where["path"], "rb") as handle:
+        handle.seek(where["offset"])
+        data = bytearray(handle.read(where["nbytes"]))
+    if len(data) != where["nbytes"]:
+        raise ValueError(f"{where['path']} ended inside `{where['name']}`")
+    values = torch.frombuffer(data, dtype=getattr(torch, where["dtype"])).float()
+    if values.numel() < width:
+        raise ValueError(f"`{where['name']}` holds {values.numel()} values; the layer needs {width}")
+    return values[:width].to(dtype).float()
 
 
 def _max_rss() -> int:

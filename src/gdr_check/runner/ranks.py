@@ -128,14 +128,16 @@ def _events(text: str) -> list[dict[str, Any]]:
     return events
 
 
-def run_ranks(plan: DryRunPlan, *, layout: str, tp: int, timeout: float) -> RanksOutcome:
+def run_ranks(plan: DryRunPlan, *, layout: str, tp: int, timeout: float,
+              weights: dict[str, Any] | None = None) -> RanksOutcome:
     """Run `tp` rank processes over `plan` (the per-rank call) and collect what each said."""
     outcome = RanksOutcome(tp=tp, timeout=timeout)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gdr-check-ranks-") as folder:
         root = Path(folder)
         spec_path = root / "spec.json"
-        spec_path.write_text(json.dumps({"plan": plan.to_dict(), "layout": layout, "timeout": timeout}),
+        spec_path.write_text(json.dumps({"plan": plan.to_dict(), "layout": layout, "timeout": timeout,
+                                         "weights": weights}),
                              encoding="utf-8")
         port = free_port()
         processes: list[subprocess.Popen[bytes]] = []

@@ -13,9 +13,10 @@ from ..checks.registry import Finding
 from ..models.sharding import model_layout, ranges
 from ..report import Diagnostic
 from .backends import known_unavailable
-from .diagnose import KERNEL_NAMES, fmt
+from .diagnose import KERNEL_NAMES, fmt, number
 from .plan import plan_for
 from .ranks import RanksOutcome, run_ranks
+from .weights import layer_parameters
 
 
 @dataclass
@@ -25,6 +26,7 @@ class RanksResult:
     outcome: RanksOutcome | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     unavailable: str | None = None
+    weights: dict[str, Any] | None = None  # where the real `A_log`/`dt_bias` came from (--weights)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -55,6 +57,7 @@ class RanksResult:
             "geometry": result.get("geometry"), "steps": result.get("steps", []),
             "per_rank": result.get("ranks", []), "slowest_rank": (self.slowest() or {}).get("rank"),
             "misshards": result.get("misshards", []),
+            "weights": self.weights,
             "processes": None if outcome is None else {
                 "timed_out": outcome.timed_out, "first_failure": outcome.first_failure, "wall_s": outcome.wall_s,
                 "returncodes": [r.returncode for r in outcome.ranks]},
@@ -128,7 +131,9 @@ def ranks_diagnostics(outcome: RanksOutcome, tp: int) -> list[Diagnostic]:
         HV_l = HV // tp if tp else HV
         head = check["head"] or 0
         rank = head // HV_l if HV_l else 0
-        bad = [r for r in run["per_rank"] if r["out_error"] > check["tolerance"] or r["state_error"] > check["tolerance"]]
+        tolerance = number(check["tolerance"])
+        bad = [r for r in run["per_rank"]
+               if not number(r["out_error"]) <= tolerance or not number(r["state_error"]) <= tolerance]
         matches = "; ".join(_matches(r) for r in bad) or "no single rank stands out"
         diagnostics.append(rules_ranks.SHARDED_MISMATCH.diagnostic(Finding({
             "kernel": KERNEL_NAMES.get(name, name), "tp": tp, "step": step["step"], "tensor": tensor,
@@ -138,8 +143,10 @@ def ranks_diagnostics(outcome: RanksOutcome, tp: int) -> list[Diagnostic]:
 
 
 def ranks_dry_run(check: Any, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
-                  timeout: float = 1800.0) -> RanksResult:
-    """Run every rank of the deployment's TP group; refuses (no launch) when the check has errors."""
+                  timeout: float = 1800.0, weights: bool = False) -> RanksResult:
+    """Run every rank of the deployment's TP group; refuses (no launch) when the check has errors.
+
+    `weights`: use one layer's real `A_log` and `dt_bias` from the checkpoint (raises WeightsError)."""
     tp = check.deployment.tp
     shown = [d for d in check.report if d.severity in ("error", "warning")]
     if not check.report.ok or check.call is None or check.model is None:
@@ -152,11 +159,12 @@ def ranks_dry_run(check: Any, *, backend: str = "builtin", device: str = "auto",
         missing = rules_dryrun.BACKEND_UNAVAILABLE.diagnostic(Finding({"backend": backend, "reason": reason}))
         return RanksResult(check=check, tp=tp, diagnostics=[missing] + shown, unavailable=reason)
     layout = model_layout(check.model)
-    outcome = run_ranks(plan, layout=layout, tp=tp, timeout=timeout)
+    located = layer_parameters(check) if weights else None
+    outcome = run_ranks(plan, layout=layout, tp=tp, timeout=timeout, weights=located)
     diagnostics = ranks_diagnostics(outcome, tp)
     unavailable = (outcome.result or {}).get("backend_unavailable")
     if unavailable:
         from ..checks import rules_dryrun
 
         diagnostics.insert(0, rules_dryrun.BACKEND_UNAVAILABLE.diagnostic(Finding(unavailable)))
-    return RanksResult(check=check, tp=tp, outcome=outcome, diagnostics=diagnostics + shown)
+    return RanksResult(check=check, tp=tp, outcome=outcome, diagnostics=diagnostics + shown, weights=located)
