@@ -12,13 +12,25 @@ import json
 from pathlib import Path
 
 import pytest
-from checkpoint_builders import kimi_config, kimi_tensors, qwen3_5_config, qwen3_next_config, qwen_tensors
-from checkpoint_builders import write_checkpoint
+from checkpoint_builders import (
+    kimi_config,
+    kimi_tensors,
+    qwen3_5_config,
+    qwen3_next_config,
+    qwen_tensors,
+    write_checkpoint,
+)
 
 from gdr_check.cli.main import main
-from gdr_check.models.sharding import LayerDims, find_misshards, inject, ranges, sharding_plan
-from gdr_check.runner import ranks as launcher
 from gdr_check.models import Deployment, check_model
+from gdr_check.models.sharding import (
+    LayerDims,
+    find_misshards,
+    inject,
+    ranges,
+    sharding_plan,
+)
+from gdr_check.runner import ranks as launcher
 from gdr_check.runner.plan import plan_for
 
 MISSHARD = "GDR_CHECK_RANKS_TEST_MISSHARD"
@@ -60,22 +72,22 @@ def test_ranges():
     ("a-head-block", "gdn-fused-qkvz", "gdn",
      ["rank 1 received value heads 0–1 of `a` but holds value heads 2–3 of the pool"]),
     ("unsliced-A_log", "gdn-split-qkv", "gdn",
-     ["rank 0 received 4 entries of `A_log` (value heads 0–3: unsliced) where its kernel takes 2; the kernel reads "
-      "the first 2, value heads 0–1, but the rank holds value heads 0–1 of the pool",
-      "rank 1 received 4 entries of `A_log` (value heads 0–3: unsliced) where its kernel takes 2; the kernel reads "
-      "the first 2, value heads 0–1, but the rank holds value heads 2–3 of the pool"]),
+     [("rank 0 received 4 entries of `A_log` (value heads 0–3: unsliced) where its kernel takes 2; the kernel reads "
+       "the first 2, value heads 0–1, but the rank holds value heads 0–1 of the pool"),
+      ("rank 1 received 4 entries of `A_log` (value heads 0–3: unsliced) where its kernel takes 2; the kernel reads "
+       "the first 2, value heads 0–1, but the rank holds value heads 2–3 of the pool")]),
     ("kda-gate-by-hv", "kda", "kda",
-     ["rank 1 received columns 2–9 (value heads 0–2, cut mid-head) of `a` but holds value heads 2–3 of the pool: "
-      "its block starts at column 2, not on a head boundary of 4 columns (sliced by HV instead of HV*K)",
-      "rank 1 received columns 2–9 (value heads 0–2, cut mid-head) of `dt_bias` but holds value heads 2–3 of the "
-      "pool: its block starts at column 2, not on a head boundary of 4 columns (sliced by HV instead of HV*K)"]),
+     [("rank 1 received columns 2–9 (value heads 0–2, cut mid-head) of `a` but holds value heads 2–3 of the pool: "
+       "its block starts at column 2, not on a head boundary of 4 columns (sliced by HV instead of HV*K)"),
+      ("rank 1 received columns 2–9 (value heads 0–2, cut mid-head) of `dt_bias` but holds value heads 2–3 of the "
+       "pool: its block starts at column 2, not on a head boundary of 4 columns (sliced by HV instead of HV*K)")]),
     ("unsplit-qkv", "gdn-split-qkv", "gdn",
-     ["rank 0 received the wrong columns of `mixed_qkv`: its k columns hold q of key head 1 (expected k of key "
-      "head 0); its v columns hold k of key heads 0–1 (expected v of value heads 0–1); the rank holds value heads "
-      "0–1 of the pool",
-      "rank 1 received the wrong columns of `mixed_qkv`: its q columns hold v of value head 0 (expected q of key "
-      "head 1); its k columns hold v of value head 1 (expected k of key head 1); the rank holds value heads 2–3 "
-      "of the pool"]),
+     [("rank 0 received the wrong columns of `mixed_qkv`: its k columns hold q of key head 1 (expected k of key "
+       "head 0); its v columns hold k of key heads 0–1 (expected v of value heads 0–1); the rank holds value heads "
+       "0–1 of the pool"),
+      ("rank 1 received the wrong columns of `mixed_qkv`: its q columns hold v of value head 0 (expected q of key "
+       "head 1); its k columns hold v of value head 1 (expected k of key head 1); the rank holds value heads 2–3 "
+       "of the pool")]),
 ])
 def test_each_misshard_is_named(kind, layout, variant, expected):
     dims = LayerDims(H=4, HV=4, K=4, V=4) if variant == "kda" else LayerDims(H=2, HV=4, K=4, V=4)

@@ -26,8 +26,8 @@ SHARDED_MISMATCH = declare(
     causes=("a tensor sliced with another head block than the state pool", "an unsliced `A_log` or `dt_bias`",
             "KDA's per-key-channel gate sliced by HV instead of HV*K",
             "q/k/v columns cut from the unsplit projection instead of per part"),
-    fixes=("see the GDR332 diagnostics for the tensor and rank", "compare the loader's weight slicing with the "
-                                                                 "sharding plan in the dry-run report"),
+    fixes=("see the GDR332 diagnostics for the tensor and rank",
+           "compare the loader's weight slicing with the sharding plan in the dry-run report"),
     example="gdr-check dry-run ./Qwen3-Next-80B-A3B --tp 4 --ranks all",
 )
 

@@ -298,9 +298,8 @@ def dry_run_command(
 # -- --ranks all ------------------------------------------------------------------------------------------------------
 def _all_ranks(out: Output, target: str, check: Any, **options: Any) -> int:
     from ..runner.ranks_api import ranks_dry_run
-    from .formats.full import use_color
-
     from ..runner.weights import WeightsError
+    from .formats.full import use_color
 
     output_format = options.pop("output_format")
     try:
@@ -332,21 +331,21 @@ def render_ranks(target: str, result: Any, *, color: bool) -> str:
     rows: list[tuple[str, str]] = []
     model = result.check.model
     if model is not None:
-        rows.append(("model", f"{model.architecture} ({model.family}), {model.kind.upper()}: H={model.num_k_heads} "
-                              f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}"))
+        rows.append(("model", (f"{model.architecture} ({model.family}), {model.kind.upper()}: H={model.num_k_heads} "
+                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}")))
     rows.append(("deployment", f"{result.check.deployment.profile.label}, tp={result.tp}"))
     if data.get("transport"):
         rows.append(("transport", data["transport"]["why"]))
     if data.get("device"):
         env = data["device"]
-        rows.append(("device", f"{env['device_name']} (torch {env['torch']}, triton {env['triton']})"
-                               + ("; reduced sizes, timings are not kernel times" if env["interpreter"] else "")))
+        rows.append(("device", (f"{env['device_name']} (torch {env['torch']}, triton {env['triton']})"
+                                + ("; reduced sizes, timings are not kernel times" if env["interpreter"] else ""))))
     for name, label in (data.get("kernels") or {}).items():
         rows.append(("kernel" if name == "builtin" else "backend", label))
     layer = data.get("layer")
     if layer:
-        rows.append(("layer", f"{layer['layout']}: H={layer['H']} HV={layer['HV']} K={layer['K']} V={layer['V']}, "
-                              f"{layer['HV'] // layer['tp']} value heads per rank"))
+        rows.append(("layer", (f"{layer['layout']}: H={layer['H']} HV={layer['HV']} K={layer['K']} V={layer['V']}, "
+                               f"{layer['HV'] // layer['tp']} value heads per rank")))
     if result.weights:
         names = ", ".join(f"`{t['name']}` ({t['dtype']})" for t in result.weights["tensors"].values())
         rows.append(("parameters", f"layer {result.weights['layer']}'s {names}, read from the safetensors bytes"))

@@ -58,7 +58,7 @@ class TensorShard:
                 "columns": [list(c) for c in self.columns], "how": self.how}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TensorShard":
+    def from_dict(cls, data: dict[str, Any]) -> TensorShard:
         return cls(data["tensor"], data["source"], int(data["source_width"]),
                    tuple(tuple(int(i) for i in c) for c in data["columns"]), data["how"])
 
@@ -77,7 +77,7 @@ class ShardingPlan:
                 "tensors": {name: shard.to_dict() for name, shard in self.tensors.items()},
                 "injected": self.injected}
 
-    def unsharded(self) -> "ShardingPlan":
+    def unsharded(self) -> ShardingPlan:
         return sharding_plan(self.layout, self.variant, self.dims, 1)
 
 
@@ -208,7 +208,7 @@ def ranges(values: list[int]) -> str:
     parts: list[str] = []
     ordered = sorted(set(values))
     start = prev = None
-    for value in ordered + [None]:  # type: ignore[list-item]
+    for value in [*ordered, None]:
         if start is None:
             start = prev = value
             continue

@@ -24,8 +24,9 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from .child import _claim_stdout, jsonable
 
@@ -109,10 +110,22 @@ class Rank:
         import triton
 
         from ..kernel import naive_kda_packed_decode, naive_packed_decode
-        from ..models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
+        from ..models.sharding import (
+            LayerDims,
+            ShardingPlan,
+            find_misshards,
+            inject,
+            sharding_plan,
+        )
         from .geometry import launch_geometry
         from .session import _kernels, _set_indices
-        from .tensors import allocate, build_tensors, live_rows, nonzero_random, step_indices
+        from .tensors import (
+            allocate,
+            build_tensors,
+            live_rows,
+            nonzero_random,
+            step_indices,
+        )
         from .verify import beta_ties, check_output, check_state
 
         rank, world = self.rank, self.world

@@ -45,14 +45,14 @@ class RankOutcome:
     def result(self) -> dict[str, Any] | None:
         for event in reversed(self.events):
             if event.get("event") == "result":
-                return event
+                return dict(event)
         return None
 
     @property
     def failure(self) -> dict[str, Any] | None:
         for event in reversed(self.events):
             if event.get("event") == "failed":
-                return event
+                return dict(event)
         return None
 
     @property

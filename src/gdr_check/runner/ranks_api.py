@@ -30,7 +30,7 @@ class RanksResult:
 
     @property
     def result(self) -> dict[str, Any]:
-        return (self.outcome.result or {}) if self.outcome is not None else {}
+        return dict(self.outcome.result or {}) if self.outcome is not None else {}
 
     @property
     def ok(self) -> bool:
@@ -43,8 +43,8 @@ class RanksResult:
         if not ranks:
             return None
         if all(r.get("timed_us") for r in ranks):
-            return max(ranks, key=lambda r: sum(r["timed_us"].values()))
-        return max(ranks, key=lambda r: sum(sum(v) for v in r["seconds"].values()))
+            return dict(max(ranks, key=lambda r: sum(r["timed_us"].values())))
+        return dict(max(ranks, key=lambda r: sum(sum(v) for v in r["seconds"].values())))
 
     def to_dict(self) -> dict[str, Any]:
         result = self.result
