@@ -171,6 +171,41 @@ class DryRunExample:
         return dryrun_diagnostics(ChildOutcome(result, self.returncode, self.stderr), self.backend)
 
 
+@dataclass(frozen=True)
+class RanksExample:
+    """What `dry-run --ranks all` gathered at tp=2: rank 0's result (`result`), or, with `result` None, rank 1
+    raising `failure` while rank 0 waits; turned into diagnostics as the CLI does."""
+
+    result: Mapping[str, Any] | None
+    note: str = ""
+    failure: Mapping[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        import json
+
+        if self.result is None:
+            return f"# rank 1 of 2 raised; its last event: {json.dumps(dict(self.failure or {}))}"
+        head = "# rank 0's gathered result at tp=2" + (f": {self.note}" if self.note else "")
+        return f"{head}\nresult = {json.dumps(self.result)}"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
+        from ..runner.ranks import RankOutcome, RanksOutcome
+        from ..runner.ranks_api import ranks_diagnostics
+
+        if self.result is None:
+            failed = RankOutcome(1, 1, [{"event": "failed", **dict(self.failure or {})}], "")
+            waiting = RankOutcome(0, -15, [{"event": "gather", "step": 0}], "", killed=True)
+            outcome = RanksOutcome(2, [waiting, failed], first_failure=1)
+        else:
+            outcome = RanksOutcome(2, [RankOutcome(0, 0, [{"event": "result", **dict(self.result)}], ""),
+                                       RankOutcome(1, 0, [], "")])
+        return ranks_diagnostics(outcome, 2)
+
+
 def qwen3_next_config(**changes: Any) -> dict[str, Any]:
     """A small, valid Qwen3-Next config (8 layers, every 4th full attention; H=2, HV=4, K=V=16) with
     `changes` (a key set to None is removed)."""

@@ -250,6 +250,10 @@ def dry_run_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs, state and slot choices."),
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds before the child process is killed."),
     output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help="full or json."),
+    weights: bool = typer.Option(False, "--weights", help="With --ranks all: one layer's real A_log and dt_bias, read "
+                                                          "from the safetensors bytes (header offsets, no pickle)."),
+    ranks: str = typer.Option("one", "--ranks", help="one (one rank's call) or all (one process per TP rank through "
+                                                     "torch.distributed, compared with the unsharded layer)."),
 ) -> int:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process and verify every step."""
     from ..models import Deployment, check_model
@@ -258,6 +262,10 @@ def dry_run_command(
     from .formats.full import use_color
 
     profile = _validate(output_format, backend, device, engine, steps, batch)
+    if ranks not in ("one", "all"):
+        raise typer.BadParameter(f"expected one or all, got {ranks!r}", param_hint="--ranks")
+    if weights and ranks != "all":
+        raise typer.BadParameter("--weights is read by --ranks all", param_hint="--weights")
     out = Output(output_format)
     try:
         deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)
@@ -268,6 +276,9 @@ def dry_run_command(
     except SourceError as error:
         out.fatal(error.code, str(error), path=error.path)
         return 2
+    if ranks == "all":
+        return _all_ranks(out, target, check, backend=backend, device=device, steps=steps, seed=seed,
+                          timeout=timeout, output_format=output_format, weights=weights)
     try:
         result = dry_run_check(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout)
     except DryRunEnvironmentError as error:
@@ -284,3 +295,111 @@ def dry_run_command(
 
         sys.stderr.write(lines(outcome.stderr))
     return 0 if result.ok and result.launched else 1  # nothing ran: not a pass
+
+
+# -- --ranks all ------------------------------------------------------------------------------------------------------
+def _all_ranks(out: Output, target: str, check: Any, **options: Any) -> int:
+    from ..runner.ranks_api import ranks_dry_run
+    from ..runner.weights import WeightsError
+    from .formats.full import use_color
+
+    output_format = options.pop("output_format")
+    try:
+        result = ranks_dry_run(check, **options)
+    except WeightsError as error:
+        out.fatal("weights", str(error))
+        return 2
+    if output_format == "json":
+        document = {"schema_version": 1, "tool": tool_info()}
+        document.update(result.to_dict())
+        out.write(json.dumps(document, indent=2) + "\n")
+    else:
+        out.write(render_ranks(target, result, color=use_color()))
+    if os.environ.get("GDR_CHECK_DEBUG") and result.outcome is not None and not result.ok:
+        for rank in result.outcome.ranks:
+            out.error_line(f"rank {rank.rank} stderr follows")
+            sys.stderr.write(rank.stderr)
+    return 0 if result.ok else 1
+
+
+def render_ranks(target: str, result: Any, *, color: bool) -> str:
+    from ..runner.diagnose import KERNEL_NAMES, fmt
+    from .formats.full import make_console, render_diagnostic
+
+    buffer = io.StringIO()
+    console = make_console(buffer, color)
+    data = result.result
+    console.print(f"[bold]{escape(target)}[/bold]  dry-run --ranks all (tp={result.tp})", soft_wrap=True)
+    rows: list[tuple[str, str]] = []
+    model = result.check.model
+    if model is not None:
+        rows.append(("model", (f"{model.architecture} ({model.family}), {model.kind.upper()}: H={model.num_k_heads} "
+                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}")))
+    rows.append(("deployment", f"{result.check.deployment.profile.label}, tp={result.tp}"))
+    if data.get("transport"):
+        rows.append(("transport", data["transport"]["why"]))
+    if data.get("device"):
+        env = data["device"]
+        rows.append(("device", (f"{env['device_name']} (torch {env['torch']}, triton {env['triton']})"
+                                + ("; reduced sizes, timings are not kernel times" if env["interpreter"] else ""))))
+    for name, label in (data.get("kernels") or {}).items():
+        rows.append(("kernel" if name == "builtin" else "backend", label))
+    layer = data.get("layer")
+    if layer:
+        rows.append(("layer", (f"{layer['layout']}: H={layer['H']} HV={layer['HV']} K={layer['K']} V={layer['V']}, "
+                               f"{layer['HV'] // layer['tp']} value heads per rank")))
+    if result.weights:
+        names = ", ".join(f"`{t['name']}` ({t['dtype']})" for t in result.weights["tensors"].values())
+        rows.append(("parameters", f"layer {result.weights['layer']}'s {names}, read from the safetensors bytes"))
+    for name, shard in (data.get("sharding") or {}).items():
+        rows.append((f"`{name}`", f"from {shard['source']}: {shard['how']}"))
+    if rows:
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            console.print(f"  [dim]{key.ljust(width)}[/dim]  {escape(value)}", soft_wrap=True)
+    steps = data.get("steps") or []
+    if steps:
+        table = Table(title="gathered ranks vs the unsharded float64 layer (errors relative to the largest value)",
+                      title_justify="left", show_edge=False, pad_edge=False)
+        for column in ("step", "kernel", "out", "state", "per rank: out / state"):
+            table.add_column(column)
+        for step in steps:
+            for name, run in step["kernels"].items():
+                per_rank = ", ".join(f"r{r['rank']} {fmt(r['out_error'])}/{fmt(r['state_error'])}"
+                                     for r in run["per_rank"])
+                table.add_row(str(step["step"]), KERNEL_NAMES.get(name, name), _error(run["output"], None),
+                              _error(run["state"], None), per_rank)
+        console.print()
+        console.print(table)
+    per_rank = data.get("ranks") or []
+    if per_rank:
+        console.print()
+        slowest = result.slowest()
+        for entry in per_rank:
+            times = "; ".join(f"{KERNEL_NAMES.get(k, k)} {sum(v):.3g} s over {len(v)} call(s)"
+                              for k, v in entry["seconds"].items())
+            timed = "; ".join(f"{KERNEL_NAMES.get(k, k)} {v:.1f} us median of warm calls"
+                              for k, v in (entry.get("timed_us") or {}).items())
+            memory = entry["memory_bytes"] / 2**20
+            mark = "  [bold](slowest)[/bold]" if slowest is not None and entry["rank"] == slowest["rank"] else ""
+            console.print(f"  rank {entry['rank']} on {escape(entry['device'])}: {escape(times)}"
+                          f"{'; ' + escape(timed) if timed else ''}; peak memory {memory:.1f} MiB{mark}",
+                          soft_wrap=True)
+    console.print()
+    for diagnostic in result.diagnostics:
+        render_diagnostic(console, diagnostic)
+    errors = sum(d.severity == "error" for d in result.diagnostics)
+    decode = result.check.decode
+    if result.outcome is None and result.unavailable:
+        verdict = f"dry-run --ranks all not launched: backend unavailable ({result.unavailable})"
+    elif result.outcome is None and result.check.model is None:
+        verdict = "dry-run --ranks all not launched: the model has no GDN or KDA layers: nothing to run"
+    elif result.outcome is None and decode is not None and not decode.packed:
+        verdict = f"dry-run --ranks all not launched: {decode.text()}"
+    elif result.outcome is None:
+        verdict = f"dry-run --ranks all not launched: the deployment has {errors} error(s); fix them first"
+    else:
+        verdict = (f"dry-run --ranks all {'passed' if result.ok else 'failed'}: {len(steps)} step(s) on "
+                   f"{result.tp} ranks; {errors} error(s); {result.outcome.wall_s:.1f} s")
+    console.print(verdict, soft_wrap=True)
+    return buffer.getvalue()

@@ -1,0 +1,59 @@
+"""`dry-run --ranks all --weights`: where one layer's real `A_log` and `dt_bias` lie in the checkpoint's files.
+
+Torch-free: the safetensors header gives each tensor's byte span; rank 0 reads exactly those bytes and makes a
+tensor of them with `torch.frombuffer` (`rank_worker`). Nothing is unpickled and no other data is read.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+PARAMETERS = ("A_log", "dt_bias")
+
+
+class WeightsError(ValueError):
+    """The checkpoint cannot supply the parameters (one line for the CLI, exit 2)."""
+
+
+def _span(path: Path, name: str) -> tuple[int, int]:
+    """(file offset, byte count) of tensor `name` in the safetensors file `path`."""
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    begin, end = header[name]["data_offsets"]
+    return 8 + length + int(begin), int(end) - int(begin)
+
+
+def layer_parameters(check: Any) -> dict[str, Any]:
+    """{"layer": i, "tensors": {"A_log": {path, offset, nbytes, dtype, shape, name}, ...}} for the first linear
+    layer whose `A_log` and `dt_bias` the checkpoint holds."""
+    checkpoint, model = check.checkpoint, check.model
+    root = getattr(checkpoint, "root", None)
+    tensors = getattr(checkpoint, "tensors", None) or {}
+    if root is None or not tensors:
+        raise WeightsError(f"--weights needs a safetensors checkpoint; `{checkpoint.target}` has no tensor data here")
+    for layer in model.linear_layers:
+        found = {}
+        for parameter in PARAMETERS:
+            suffix = f"layers.{layer}."
+            names = [n for n in tensors if suffix in n and n.endswith("." + parameter)
+                     and n.split(suffix, 1)[1].count(".") == 1]
+            if names:
+                found[parameter] = tensors[names[0]]
+        if len(found) < len(PARAMETERS):
+            continue
+        result: dict[str, Any] = {}
+        for parameter, info in found.items():
+            path = Path(root) / info.shard if Path(root).is_dir() else Path(root)
+            try:
+                offset, nbytes = _span(path, info.name)
+            except (OSError, ValueError, KeyError, struct.error) as error:
+                raise WeightsError(f"--weights: cannot locate `{info.name}` in {path.name}: {error}") from None
+            result[parameter] = {"name": info.name, "path": str(path), "offset": offset, "nbytes": nbytes,
+                                 "dtype": info.dtype, "shape": list(info.shape)}
+        return {"layer": layer, "tensors": result}
+    raise WeightsError(f"--weights: no linear-attention layer of `{checkpoint.target}` holds both `A_log` and "
+                       f"`dt_bias`")
