@@ -78,3 +78,29 @@ def pick_config(head_rows: int, V: int, K: int, state_itemsize: int) -> TileConf
             config = fp32_config if state_itemsize >= 4 else narrow_config
             return config.fitted(V, K)
     raise AssertionError("unreachable: the last bound is unbounded")
+
+
+@dataclass(frozen=True)
+class GuardLaunch:
+    """What a guarded launch passes to the kernel: the fault buffer's tensors, the call site's tag and the
+    pool size the slots are checked against (device_guard.FaultBuffer)."""
+
+    counter: object
+    records: object
+    max_records: int
+    tag: int
+    pool_slots: int
+
+
+def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple:
+    """The kernel's run-time guard arguments; without a guard, the pointers are never read (GUARD=False)."""
+    if guard is None:
+        return 0, batch, None, None, 0
+    return guard.pool_slots, batch, guard.counter, guard.records, guard.tag
+
+
+def guard_constants(guard: GuardLaunch | None, profile: object) -> dict:
+    from .device_guard import CHUNK  # torch/triton: only reached from a launch
+
+    return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
+            "CHUNK": CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}
