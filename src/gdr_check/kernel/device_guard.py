@@ -114,7 +114,7 @@ class FaultBuffer:
         diagnostics = diagnostics_of(faults, context, engine)
         errors = [d for d in diagnostics if d.severity == "error"]
         if errors:
-            raise PendingFaults(errors, total)
+            raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
 
     def _schedule(self) -> None:
         if self._mirror is None:
@@ -213,8 +213,9 @@ def raise_pending(device: Any = None, *, context: Context = "direct", engine: st
         return []
     faults, total = buffer.take()
     diagnostics = diagnostics_of(faults, context, engine)
-    if any(d.severity == "error" for d in diagnostics):
-        raise PendingFaults([d for d in diagnostics if d.severity == "error"], total)
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if errors:
+        raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))  # notes are not counted
     return diagnostics
 
 
