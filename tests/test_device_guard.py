@@ -60,6 +60,7 @@ def test_each_bad_index_class_is_recorded_with_row_slot_and_layer_and_nothing_ou
     faults, total = buffer.take()
     assert [(f.code, f.row, f.slot) for f in faults] == SGLANG_FAULTS and total == 4
     assert {f.layer for f in faults} == {"layer 7"} and {f.pool_slots for f in faults} == {S}
+    assert faults[1].first_row == 2  # the duplicate names the row that had the slot first
     # Canaries bitwise equal; skipped rows (1, 3, 5) have zero output; the rest match the float64 reference
     # of the same call with those rows skipped.
     assert torch.equal(ran.pool_backing[0], call.pool_backing[0])

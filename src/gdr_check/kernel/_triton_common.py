@@ -72,7 +72,8 @@ FAULT_RESERVED_SLOT: tl.constexpr = 3  # GDR247
 @triton.jit
 def guard_row(slots, i_n, batch, stride_index, pool_slots,
               SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr):
-    """Row i_n's slot (int64, as given), whether the row is computed, and its fault code.
+    """Row i_n's slot (int64, as given), whether the row is computed, and its fault code (0: none; a
+    duplicate's code also holds the first row that named the slot: see record_fault).
 
     A row is computed when it is above the engine's skip sentinel, inside the pool (0 <= slot < pool_slots)
     and the first row naming its slot; an out-of-range or repeated slot skips the row, so no index can make
@@ -84,13 +85,14 @@ def guard_row(slots, i_n, batch, stride_index, pool_slots,
     live = slot > SKIP_AT_OR_BELOW
     out_of_range = live & (slot >= pool_slots)
     offsets = tl.arange(0, CHUNK)
-    earlier = tl.zeros([CHUNK], dtype=tl.int32)
+    first = tl.full([CHUNK], 2**62, dtype=tl.int64)  # the first earlier row naming the same slot
     for start in range(0, i_n, CHUNK):
         rows = start + offsets
         mask = rows < i_n
         previous = tl.load(slots + rows * stride_index, mask=mask, other=SKIP_AT_OR_BELOW).to(tl.int64)
-        earlier += (mask & (previous == slot)).to(tl.int32)
-    repeated = tl.sum(earlier, axis=0) > 0
+        first = tl.minimum(first, tl.where(mask & (previous == slot), rows.to(tl.int64), 2**62))
+    first_row = tl.min(first, axis=0)
+    repeated = first_row < i_n
     if RESERVED_ZERO:
         is_zero = slot == 0
         later = tl.zeros([CHUNK], dtype=tl.int32)
@@ -109,12 +111,14 @@ def guard_row(slots, i_n, batch, stride_index, pool_slots,
     fault = tl.where(out_of_range, FAULT_OUT_OF_RANGE,
                      tl.where(duplicate, FAULT_DUPLICATE, tl.where(reserved, FAULT_RESERVED_SLOT, 0)))
     computed = live & (~out_of_range) & (~duplicate)
+    # A duplicate's record names the first row too: code + 256 * (first row + 1).
+    fault = fault.to(tl.int64) + tl.where(duplicate, (first_row + 1) * 256, 0)
     return slot, computed, fault
 
 
 @triton.jit
 def record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS: tl.constexpr):
-    """Append (code, row, slot, tag) to the fault records when `fault` is non-zero; `counter` counts every
+    """Append (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) to the fault records when `fault` is non-zero; `counter` counts every
     fault, records past MAX_RECORDS are dropped. Nothing is written on a clean row."""
     hit = fault != 0
     index = tl.atomic_add(counter, 1, mask=hit)

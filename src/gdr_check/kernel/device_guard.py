@@ -65,6 +65,7 @@ class Fault:
     slot: int
     layer: str
     pool_slots: int | None = None
+    first_row: int | None = None  # GDR242: the earlier row that named the slot first
 
 
 class FaultBuffer:
@@ -136,7 +137,9 @@ class FaultBuffer:
         faults = []
         for code, row, slot, tag in rows:
             label, pool_slots = self._labels[tag] if 0 <= tag < len(self._labels) else (f"call {tag}", None)
-            faults.append(Fault(FAULT_CODES.get(code, f"fault {code}"), int(row), int(slot), label, pool_slots))
+            kind, first = code & 255, (code >> 8) - 1
+            faults.append(Fault(FAULT_CODES.get(kind, f"fault {kind}"), int(row), int(slot), label, pool_slots,
+                                first if first >= 0 else None))
         return faults, count
 
 
@@ -168,7 +171,7 @@ def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
         values: dict[str, Any] = {"slot": fault.slot, "row": fault.row, "S": size, "last": last}
         fixes = ["size the pool for every slot the allocator hands out, or fix the slot table"]
     elif fault.code == "GDR242":
-        values = {"slot": fault.slot, "rows": f"{fault.row} and an earlier row"}
+        values = {"slot": fault.slot, "rows": f"{fault.first_row}, {fault.row}"}
         fixes = [f"give row {fault.row} its own slot"]
     else:
         values = {"row": fault.row}
