@@ -183,7 +183,7 @@ def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
     if severity == "note":
         notes.append("a direct call: only the engines' allocators reserve slot 0")
     finding = Finding(values, fixes, notes, argument="ssm_state_indices", severity=severity)
-    diagnostic = rule.diagnostic_with(finding, values, {"layer": fault.layer})
+    diagnostic = rule.diagnostic_with(finding, values, {"layer": fault.layer, "row": fault.row, "slot": fault.slot})
     if severity is not None and diagnostic.severity != severity:
         from dataclasses import replace
 
