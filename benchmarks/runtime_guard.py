@@ -32,7 +32,7 @@ import torch
 
 import gdr_check
 from gdr_check.kernel import device_guard
-from gdr_check.kernel.engines import _load_module, find_sglang_source
+from gdr_check.kernel.engines import _load_module, _stand_ins_installed, find_sglang_source
 from gdr_check.kernel.gdn import launch_packed_decode, packed_decode
 from gdr_check.kernel.kda import kda_packed_decode, launch_kda_packed_decode
 
@@ -155,7 +155,12 @@ def main() -> int:
         print("set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or tree", file=sys.stderr)
         return 2
     module = _load_module(source.resolve())
-    sys.modules[module.__name__] = module  # so that the guard finds and patches its functions
+    # Keep the loader's light stand-ins for sglang's packages installed (the KDA wrapper imports its CUDA
+    # fast-path module at call time) and register the kernel module under its real name, so that the guard
+    # finds it where it finds sglang's own.
+    _stand_ins_installed().__enter__()
+    sys.modules["sglang.kernels.ops.attention.fla.fused_recurrent"] = module
+    sys.modules[module.__name__] = module
     results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                "sglang_source": str(source), "rows": [], "faults": []}
     print(f"{'var':4} {'B':>4} | {'chk eager':>9} {'sgl eager':>9} {'ratio':>6} | {'guard host':>10} "
