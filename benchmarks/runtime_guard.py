@@ -26,13 +26,18 @@ import statistics
 import sys
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 import gdr_check
 from gdr_check.kernel import device_guard
-from gdr_check.kernel.engines import _load_module, _stand_ins_installed, find_sglang_source
+from gdr_check.kernel.engines import (
+    _load_module,
+    _stand_ins_installed,
+    find_sglang_source,
+)
 from gdr_check.kernel.gdn import launch_packed_decode, packed_decode
 from gdr_check.kernel.kda import kda_packed_decode, launch_kda_packed_decode
 
@@ -108,10 +113,9 @@ def graph_us(fn: Callable[[], Any]) -> float:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(GRAPH_CALLS):
-                fn()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(GRAPH_CALLS):
+            fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(REPLAYS):
@@ -206,7 +210,6 @@ def main() -> int:
                   f"{row['guarded_graph_us']:9.2f} {row['guarded_graph_us'] / row['sglang_graph_us']:6.3f}",
                   flush=True)
             device_guard.default_buffer(call["initial_state"].device).take()
-            del call, args, kwargs
             torch.cuda.empty_cache()
         for B in BATCHES:
             results["faults"] += fault_cases(variant, B, module)

@@ -12,12 +12,17 @@ import warnings
 
 import pytest
 import torch
+from kernel_helpers import DEVICE, make_call
 
 import gdr_check
-from gdr_check.kernel import kda_packed_decode, naive_kda_packed_decode, naive_packed_decode, packed_decode
-from gdr_check.kernel import device_guard
+from gdr_check.kernel import (
+    device_guard,
+    kda_packed_decode,
+    naive_kda_packed_decode,
+    naive_packed_decode,
+    packed_decode,
+)
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices
-from kernel_helpers import DEVICE, make_call
 
 S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
 # row: 0 ok, 1 past the pool (GDR241), 2 ok, 3 repeats row 2's slot (GDR242), 4 slot 0 before a live row

@@ -30,7 +30,8 @@ import sys
 import threading
 import types
 import warnings
-from typing import Any, Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from .capture import ENGINE_TARGETS, PARAMETERS, _module_namespaces, _split_target
 from .checks.call import ARGUMENTS, ENGINES
@@ -121,7 +122,7 @@ class Guard:
         self._replay: Any = None
 
     # -- context manager and decorator -------------------------------------------------------------------------
-    def __enter__(self) -> "Guard":
+    def __enter__(self) -> Guard:
         with self._lock:
             if self._depth == 0:
                 self._patch()

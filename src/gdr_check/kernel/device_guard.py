@@ -15,8 +15,9 @@ comparison, the tiling) is decided on the first call of a signature and cached.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import torch
 import triton

@@ -14,18 +14,24 @@ import triton
 import triton.language as tl
 
 from ._triton_common import (
+    guard_row,
     load_query_key,
     load_slot,
-    guard_row,
     load_state_tile,
     locate_program,
     record_fault,
     softplus,
     store_state_tile,
 )
-from .layout import Engine, check_engine, infer_heads, next_power_of_2
 from .device_guard import Context, FaultBuffer, checked_launch
-from .tiling import GuardLaunch, TileConfig, guard_arguments, guard_constants, pick_config
+from .layout import Engine, check_engine, infer_heads, next_power_of_2
+from .tiling import (
+    GuardLaunch,
+    TileConfig,
+    guard_arguments,
+    guard_constants,
+    pick_config,
+)
 
 
 @triton.jit

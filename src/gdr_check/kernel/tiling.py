@@ -37,7 +37,7 @@ class TileConfig:
             options["maxnreg"] = self.max_registers
         return options
 
-    def fitted(self, V: int, K: int) -> "TileConfig":
+    def fitted(self, V: int, K: int) -> TileConfig:
         """This config with block_v clamped to the head (V) and to the register budget (K)."""
         budget_rows = max(1, MAX_TILE_ELEMENTS_PER_THREAD * 32 * self.num_warps // next_power_of_2(K))
         register_cap = 1 << (budget_rows.bit_length() - 1)  # largest power of two within the budget
