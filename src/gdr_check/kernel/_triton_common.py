@@ -64,9 +64,9 @@ def store_state_tile(head_state, rows, row_limit, tile, K: tl.constexpr, BK: tl.
 
 
 # Fault codes of the device-side slot guard (device_guard.py maps them to the contract's rules).
-FAULT_OUT_OF_RANGE: tl.constexpr = 1  # GDR241
-FAULT_DUPLICATE: tl.constexpr = 2  # GDR242
-FAULT_RESERVED_SLOT: tl.constexpr = 3  # GDR247
+FAULT_OUT_OF_RANGE = tl.constexpr(1)  # GDR241
+FAULT_DUPLICATE = tl.constexpr(2)  # GDR242
+FAULT_RESERVED_SLOT = tl.constexpr(3)  # GDR247
 
 
 @triton.jit

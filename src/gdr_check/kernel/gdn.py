@@ -38,8 +38,8 @@ from .tiling import (
 def gdn_packed_decode_kernel(
     mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale,
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
-    key_heads, value_heads,
-    pool_slots, batch, fault_counter, fault_records, fault_tag,  # the device guard's (unused without GUARD)  # run-time ints: head configs share one compiled variant
+    key_heads, value_heads,  # run-time ints: head configs share one compiled variant
+    pool_slots, batch, fault_counter, fault_records, fault_tag,  # the device guard's (unused without GUARD)
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
     USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
