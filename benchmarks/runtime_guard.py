@@ -135,6 +135,21 @@ class _NoLaunch:
         return lambda *args, **kwargs: None
 
 
+def profile_calls(title: str, fn: Callable[[], Any], calls: int = 500) -> None:
+    """Where the host time of steady-state calls goes (cProfile, by own time)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    torch.cuda.synchronize()
+    print(f"-- profile: {title}, {calls} calls")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(14)
+
+
 def bad_slots(B: int, S: int) -> tuple[list[int], list[tuple[str, int, int]]]:
     """A slot table with every bad-index class that fits in B rows, and the faults it must produce."""
     slots = list(range(1, B + 1))
@@ -199,6 +214,9 @@ def main() -> int:
                 row["checked_graph_us"] = graph_us(lambda: checked(*args, context="engine"))
                 row["sglang_graph_us"] = graph_us(lambda: sglang(**kwargs))
                 row["guarded_graph_us"] = graph_us(lambda: guarded(**kwargs))
+                if B == 32 and os.environ.get("RUNTIME_GUARD_PROFILE"):
+                    profile_calls(f"{variant} B={B} guarded sglang wrapper", lambda: guarded(**kwargs))
+                    profile_calls(f"{variant} B={B} checked kernel", lambda: checked(*args, context="engine"))
             errors = [d for d in guard.diagnostics if d.severity == "error"]
             row["guard_errors_on_valid_calls"] = len(errors)
             results["rows"].append(row)

@@ -26,12 +26,14 @@ import triton.language as tl
 from ..report import Diagnostic
 from ._triton_common import guard_row, record_fault
 from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, check_engine
+from .tiling import GUARD_CHUNK, GuardLaunch
 
 Context = Literal["direct", "engine"]
 CONTEXTS: tuple[str, ...] = ("direct", "engine")
 DEFAULT_MAX_RECORDS = 64
-CHUNK = 128  # rows compared per step of the duplicate scan
+CHUNK = GUARD_CHUNK
 FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
+POLL_INTERVAL = 16  # eager calls between two looks at the fault counter (a look costs an async copy)
 
 
 def is_capturing() -> bool:
@@ -82,6 +84,7 @@ class FaultBuffer:
         self._tags: dict[tuple[str, int | None], int] = {}
         self._lock = threading.Lock()
         self._mirror: torch.Tensor | None = None
+        self._polls = POLL_INTERVAL - 1  # the first call polls
         self._event: Any = None
 
     def tag_for(self, label: str, pool_slots: int | None = None) -> int:
@@ -95,12 +98,17 @@ class FaultBuffer:
         return tag
 
     def poll(self, context: Context, engine: str) -> None:
-        """Raise the faults of earlier calls if the device has already reported them, without waiting: the
-        counter is copied to pinned host memory asynchronously and read once that copy has completed."""
+        """Raise the faults of earlier calls if the device has already reported them, without waiting: every
+        POLL_INTERVAL calls the counter is copied to pinned host memory asynchronously, and read once that
+        copy has completed."""
         if self.device.type != "cuda":
             if int(self.counter[0]) == 0:  # a CPU tensor: reading it costs nothing
                 return
         else:
+            self._polls += 1
+            if self._polls < POLL_INTERVAL:
+                return
+            self._polls = 0
             if self._event is not None:
                 if not self._event.query():
                     return
@@ -147,9 +155,17 @@ class FaultBuffer:
 _BUFFERS: dict[Any, FaultBuffer] = {}
 
 
+def _device_key(device: Any) -> torch.device:
+    """`device` with its index ("cuda" is the current CUDA device), so that one device has one buffer."""
+    key = torch.device(device)
+    if key.type == "cuda" and key.index is None:
+        key = torch.device("cuda", torch.cuda.current_device())
+    return key
+
+
 def default_buffer(device: Any) -> FaultBuffer:
     """The process-wide fault buffer of `device` (the checked kernels' direct calls use it)."""
-    key = torch.device(device)
+    key = device if isinstance(device, torch.device) and device.index is not None else _device_key(device)
     buffer = _BUFFERS.get(key)
     if buffer is None:
         buffer = _BUFFERS.setdefault(key, FaultBuffer(key))
@@ -212,7 +228,7 @@ def raise_pending(device: Any = None, *, context: Context = "direct", engine: st
     `PendingFaults` (a ValueError) if it holds an error; returns the diagnostics otherwise (notes only)."""
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
-    buffer = _BUFFERS.get(torch.device(device))
+    buffer = _BUFFERS.get(_device_key(device))
     if buffer is None:
         return []
     faults, total = buffer.take()
@@ -318,8 +334,10 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple, engine
     buffer = buffer if buffer is not None else default_buffer(state.device)
     if not is_capturing():
         buffer.poll(context, engine)
-    tag = buffer.tag_for(label or f"{variant} packed decode", verdict.pool_slots)
-    from .tiling import GuardLaunch
-
-    guard = GuardLaunch(buffer.counter, buffer.records, buffer.max_records, tag, verdict.pool_slots)
+    key = (id(buffer), label)
+    guard = verdict.launch.get(key)
+    if guard is None:
+        tag = buffer.tag_for(label or f"{variant} packed decode", verdict.pool_slots)
+        guard = verdict.launch[key] = GuardLaunch(buffer.counter, buffer.records, buffer.max_records, tag,
+                                                  verdict.pool_slots)
     return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]

@@ -99,8 +99,9 @@ def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple:
     return guard.pool_slots, batch, guard.counter, guard.records, guard.tag
 
 
-def guard_constants(guard: GuardLaunch | None, profile: object) -> dict:
-    from .device_guard import CHUNK  # torch/triton: only reached from a launch
+GUARD_CHUNK = 128  # rows compared per step of the kernels' duplicate scan
 
+
+def guard_constants(guard: GuardLaunch | None, profile: object) -> dict:
     return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
-            "CHUNK": CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}
+            "CHUNK": GUARD_CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}
