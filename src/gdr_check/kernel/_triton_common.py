@@ -124,7 +124,7 @@ def record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS: tl.conste
     index = tl.atomic_add(counter, 1, mask=hit)
     fields = tl.arange(0, 4)
     values = tl.where(fields == 0, fault.to(tl.int64),
-                      tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag))))
+                      tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
     # (no `.to` on tag: Triton passes an int argument equal to 1 as a constexpr)
     # A [4] comparison as the mask (the interpreter rejects a mask built with `&` of a scalar and a vector).
     keep = fields < tl.where(hit & (index < MAX_RECORDS), 4, 0)
