@@ -177,7 +177,8 @@ def main() -> int:
     # Keep the loader's light stand-ins for sglang's packages installed (the KDA wrapper imports its CUDA
     # fast-path module at call time) and register the kernel module under its real name, so that the guard
     # finds it where it finds sglang's own.
-    _stand_ins_installed().__enter__()
+    stand_ins = _stand_ins_installed()  # kept referenced: a collected generator would undo it
+    stand_ins.__enter__()
     sys.modules["sglang.kernels.ops.attention.fla.fused_recurrent"] = module
     sys.modules[module.__name__] = module
     results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -234,6 +235,8 @@ def main() -> int:
     for case in results["faults"]:
         print(f"faults {case['variant']} B={case['B']:>3} {case['path']:8}: found {case['found']} "
               f"expected {case['expected']} match={case['match']} canaries_equal={case['canaries_equal']}")
+    results["check_kernel_fast_launch"] = device_guard._FAST_LAUNCH[0]
+    print(f"check kernel launched directly (not through the JIT): {results['check_kernel_fast_launch']}")
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "runtime_guard.json"), "w") as handle:

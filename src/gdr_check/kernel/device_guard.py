@@ -44,7 +44,7 @@ def is_capturing() -> bool:
         return False
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["batch", "stride_index", "pool_slots", "tag"])
 def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, tag,
                       SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr,
                       MAX_RECORDS: tl.constexpr):
@@ -281,19 +281,40 @@ def shape_verdict(variant: str, args: tuple, engine: str, extra: Callable[[Any],
     return Verdict(errors, others, int(state.shape[0]) if state.ndim == 4 else 0)
 
 
+_CHECK_VARIANTS: dict[tuple, Any] = {}
+_FAST_LAUNCH = [True]  # set to False if this Triton's compiled kernels take another launch convention
+_CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "CHUNK", "MAX_RECORDS")
+
+
 def guard_indices(indices: torch.Tensor, pool_slots: int, engine: str, buffer: FaultBuffer, tag: int
                   ) -> torch.Tensor:
     """Launch the check kernel: the indices an engine's kernel may use (faulty rows set to -1), with faults
-    recorded in `buffer`. Capture-safe: one kernel launch, one allocation from the current (graph) pool."""
+    recorded in `buffer`. Capture-safe: one kernel launch, one allocation from the current (graph) pool.
+
+    After the first launch of a variant, CUDA launches go straight to the compiled kernel: the JIT's per-call
+    binding and specialization were most of the guard's host time. The kernel's ints are not specialized
+    (`do_not_specialize`), so a variant is fixed by the index dtype, the pointers' 16-byte alignment and the
+    constants."""
     profile = check_engine(engine)
     safe = torch.empty_like(indices, memory_format=torch.contiguous_format)
     batch = indices.shape[0]
-    if batch:
-        slot_guard_kernel[(batch,)](
-            indices, safe, batch, indices.stride(0), pool_slots, buffer.counter, buffer.records, tag,
-            SKIP_AT_OR_BELOW=profile.skip_at_or_below, RESERVED_ZERO=profile.reserved_slot_zero, CHUNK=CHUNK,
-            MAX_RECORDS=buffer.max_records, num_warps=1,
-        )
+    if not batch:
+        return safe
+    constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
+    args = (indices, safe, batch, indices.stride(0), pool_slots, buffer.counter, buffer.records, tag)
+    key = (indices.dtype, indices.device, indices.data_ptr() % 16 == 0, safe.data_ptr() % 16 == 0, constants)
+    compiled = _CHECK_VARIANTS.get(key) if indices.is_cuda and _FAST_LAUNCH[0] else None
+    if compiled is not None:
+        stream = torch.cuda.current_stream(indices.device).cuda_stream
+        try:
+            compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
+                         *args, *constants)
+            return safe
+        except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
+            _FAST_LAUNCH[0] = False
+    compiled = slot_guard_kernel[(batch,)](*args, **dict(zip(_CHECK_CONSTEXPRS, constants)), num_warps=1)
+    if indices.is_cuda:
+        _CHECK_VARIANTS[key] = compiled
     return safe
 
 

@@ -7,6 +7,7 @@ of ``cdiv(V, block_v * tiles_per_program) * B * HV`` programs, so B has no 65535
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .layout import next_power_of_2
@@ -71,6 +72,7 @@ _TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def pick_config(head_rows: int, V: int, K: int, state_itemsize: int) -> TileConfig:
     """The tiling for a launch with ``head_rows`` = B*HV (row, value head) pairs."""
     for bound, fp32_config, narrow_config in _TABLE:
