@@ -11,11 +11,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from gdr_check.kernel.gdn import launch_packed_decode, packed_decode  # noqa: E402
+from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
 from gdr_check.kernel.layout import raise_contract_errors  # noqa: E402
 from gdr_check.kernel.naive import naive_packed_decode  # noqa: E402
 from gdr_check.kernel.tiling import TileConfig, pick_config  # noqa: E402
 
-from kernel_helpers import assert_step_matches, make_call, relative_error  # noqa: E402
+from kernel_helpers import DEVICE, assert_step_matches, make_call, relative_error  # noqa: E402
 
 FP32 = dict(state_tol=1e-5, out_tol=1e-5)
 FP16_ACT = dict(state_tol=1e-5, out_tol=2e-3)  # out is rounded to fp16
@@ -70,12 +71,17 @@ def test_vllm_before_its_fp32_beta_fix_rounds_beta_like_sglang():
     assert torch.equal(new.initial_state[0], call.initial_state[0])
 
 
-def test_vllm_skips_slot_zero_and_sglang_refuses_a_live_request_there():
+def test_vllm_skips_slot_zero_and_sglang_flags_a_live_request_there_by_context():
     call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[0, 2, -1], pool_slots=3, seed=5)
     ran = assert_step_matches(call, packed_decode, naive_packed_decode, engine="vllm", **FP32)
     assert torch.equal(ran.initial_state[0], call.initial_state[0])
-    with pytest.raises(ValueError, match="slot 0"):
-        packed_decode(*call.clone().args(), engine="sglang")
+    # sglang: the kernel computes slot 0; only the engine's allocator reserves it. A direct call gets a note,
+    # the engine's call (context="engine") an error, both read from the device when the caller asks.
+    packed_decode(*call.clone().args(), engine="sglang")
+    assert [(d.code, d.severity) for d in raise_pending(DEVICE)] == [("GDR247", "note")]
+    packed_decode(*call.clone().args(), engine="sglang", context="engine")
+    with pytest.raises(ValueError, match="row 0 uses slot 0"):
+        raise_pending(DEVICE, context="engine")
 
 
 def test_int32_and_int64_indices_give_identical_results():
@@ -98,16 +104,17 @@ def test_every_tiling_computes_the_same_step(config):
 
 @pytest.mark.parametrize(
     "slots, message",
-    [([1, 9], "slot 9"), ([2, 2], "slot 2 is used by rows 0, 1")],
+    [([1, 9], "slot 9 at row 1"), ([2, 2], "slot 2 is used by rows 0, 1 of one batch")],
     ids=["out-of-range", "duplicate"],
 )
-def test_unsafe_slots_are_refused_before_anything_is_written(slots, message):
+def test_unsafe_slots_skip_their_row_and_are_raised_when_asked(slots, message):
     call = make_call(B=2, H=1, HV=2, K=8, V=8, slots=slots, pool_slots=3, seed=8)
     ran = call.clone()
+    packed_decode(*ran.args())  # no host sync: the faulty row is skipped on the device and recorded
     with pytest.raises(ValueError, match=message):
-        packed_decode(*ran.args())
-    assert torch.equal(ran.pool_backing, call.pool_backing)
-    assert torch.isnan(ran.out).all()
+        raise_pending(DEVICE)
+    assert torch.equal(ran.out[1], torch.zeros_like(ran.out[1]))  # the skipped row (the later one)
+    assert torch.equal(ran.pool_backing[0], call.pool_backing[0])
 
 
 def test_non_dense_pool_and_wrapper_shape_errors_are_refused():

@@ -11,9 +11,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from gdr_check.kernel.kda import kda_packed_decode  # noqa: E402
+from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
 from gdr_check.kernel.naive import naive_kda_packed_decode  # noqa: E402
 
-from kernel_helpers import assert_step_matches, make_call  # noqa: E402
+from kernel_helpers import DEVICE, assert_step_matches, make_call  # noqa: E402
 
 FP32 = dict(state_tol=1e-5, out_tol=1e-5)
 
@@ -57,12 +58,14 @@ def test_vllm_skips_slot_zero():
     assert torch.equal(ran.initial_state[0], call.initial_state[0])
 
 
-def test_duplicate_slots_are_refused_with_nothing_written():
+def test_duplicate_slots_skip_the_later_row_and_are_raised_when_asked():
     call = make_call(B=2, H=1, HV=1, K=8, V=8, slots=[1, 1], pool_slots=2, kda=True, seed=15)
     ran = call.clone()
-    with pytest.raises(ValueError, match="slot 1 is used by rows 0, 1"):
-        kda_packed_decode(*ran.args())
-    assert torch.equal(ran.pool_backing, call.pool_backing) and torch.isnan(ran.out).all()
+    kda_packed_decode(*ran.args())
+    with pytest.raises(ValueError, match="slot 1 is used by rows 0, 1 of one batch"):
+        raise_pending(DEVICE)
+    assert torch.equal(ran.out[1], torch.zeros_like(ran.out[1])) and not torch.isnan(ran.out[0]).any()
+    assert torch.equal(ran.pool_backing[0], call.pool_backing[0])
 
 
 def test_gdn_style_gates_get_the_reference_wrappers_message():

@@ -23,6 +23,9 @@ _EXPORTS = {
     "TensorSpec": ".tensors",
     "RULES": ".checks",  # the package, which registers every rule first
     "capture": ".capture",
+    "guard": ".guard",
+    "Guard": ".guard",
+    "GuardError": ".guard",
     "EngineProfile": ".engines",
     "PROFILES": ".engines",
     "UnknownEngineError": ".engines",
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from .checks.call import PackedDecodeCall
     from .checks.contract import check_kda_packed_decode, check_packed_decode, run_contract
     from .capture import capture
+    from .guard import Guard, GuardError, guard
     from .checks.registry import RULES
     from .engines import PROFILES, EngineProfile, UnknownEngineError, profile_for
     from .report import Diagnostic, Location, Report

@@ -15,6 +15,9 @@ _EXPORTS = {
     "load_sglang_packed_decode": ".engines",
     "load_vllm_packed_decode": ".engines",
     "TileConfig": ".tiling",
+    "raise_pending": ".device_guard",
+    "FaultBuffer": ".device_guard",
+    "PendingFaults": ".device_guard",
     "pick_config": ".tiling",
 }
 

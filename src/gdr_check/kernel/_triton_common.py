@@ -61,3 +61,71 @@ def store_state_tile(head_state, rows, row_limit, tile, K: tl.constexpr, BK: tl.
     mask = (rows < row_limit)[:, None] & (o_k < K)[None, :]
     tl.store(head_state + rows[:, None] * K + o_k[None, :], tile.to(head_state.dtype.element_ty), mask=mask,
              eviction_policy=EVICTION)
+
+
+# Fault codes of the device-side slot guard (device_guard.py maps them to the contract's rules).
+FAULT_OUT_OF_RANGE = tl.constexpr(1)  # GDR241
+FAULT_DUPLICATE = tl.constexpr(2)  # GDR242
+FAULT_RESERVED_SLOT = tl.constexpr(3)  # GDR247
+
+
+@triton.jit
+def guard_row(slots, i_n, batch, stride_index, pool_slots,
+              SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr):
+    """Row i_n's slot (int64, as given), whether the row is computed, and its fault code (0: none; a
+    duplicate's code also holds the first row that named the slot: see record_fault).
+
+    A row is computed when it is above the engine's skip sentinel, inside the pool (0 <= slot < pool_slots)
+    and the first row naming its slot; an out-of-range or repeated slot skips the row, so no index can make
+    the kernel touch memory outside the pool or race on a slot. With RESERVED_ZERO (sglang), slot 0 on a row
+    followed by a non-zero row is a live request in the reserved padding slot (recorded, still computed);
+    trailing rows at slot 0 are CUDA-graph padding and repeat slot 0 freely.
+    """
+    slot = tl.load(slots + i_n * stride_index).to(tl.int64)
+    live = slot > SKIP_AT_OR_BELOW
+    out_of_range = live & (slot >= pool_slots)
+    offsets = tl.arange(0, CHUNK)
+    first = tl.full([CHUNK], 2**62, dtype=tl.int64)  # the first earlier row naming the same slot
+    for start in range(0, i_n, CHUNK):
+        rows = start + offsets
+        mask = rows < i_n
+        previous = tl.load(slots + rows * stride_index, mask=mask, other=SKIP_AT_OR_BELOW).to(tl.int64)
+        first = tl.minimum(first, tl.where(mask & (previous == slot), rows.to(tl.int64), 2**62))
+    first_row = tl.min(first, axis=0)
+    repeated = first_row < i_n
+    if RESERVED_ZERO:
+        is_zero = slot == 0
+        later = tl.zeros([CHUNK], dtype=tl.int32)
+        end = tl.where(is_zero, batch, i_n + 1)  # only slot-0 rows look at the rows after them
+        for start in range(i_n + 1, end, CHUNK):
+            rows = start + offsets
+            mask = rows < end
+            following = tl.load(slots + rows * stride_index, mask=mask, other=0).to(tl.int64)
+            later += (mask & (following != 0)).to(tl.int32)
+        padding = is_zero & (tl.sum(later, axis=0) == 0)
+        reserved = is_zero & (tl.sum(later, axis=0) > 0)
+    else:
+        padding = slot != slot
+        reserved = slot != slot
+    duplicate = live & (~out_of_range) & repeated & (~padding)
+    fault = tl.where(out_of_range, FAULT_OUT_OF_RANGE,
+                     tl.where(duplicate, FAULT_DUPLICATE, tl.where(reserved, FAULT_RESERVED_SLOT, 0)))
+    computed = live & (~out_of_range) & (~duplicate)
+    # A duplicate's record names the first row too: code + 256 * (first row + 1).
+    fault = fault.to(tl.int64) + tl.where(duplicate, (first_row + 1) * 256, 0)
+    return slot, computed, fault
+
+
+@triton.jit
+def record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS: tl.constexpr):
+    """Append (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) to the fault records when `fault` is non-zero; `counter` counts every
+    fault, records past MAX_RECORDS are dropped. Nothing is written on a clean row."""
+    hit = fault != 0
+    index = tl.atomic_add(counter, 1, mask=hit)
+    fields = tl.arange(0, 4)
+    values = tl.where(fields == 0, fault.to(tl.int64),
+                      tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
+    # (no `.to` on tag: Triton passes an int argument equal to 1 as a constexpr)
+    # A [4] comparison as the mask (the interpreter rejects a mask built with `&` of a scalar and a vector).
+    keep = fields < tl.where(hit & (index < MAX_RECORDS), 4, 0)
+    tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)

@@ -14,15 +14,24 @@ import triton
 import triton.language as tl
 
 from ._triton_common import (
+    guard_row,
     load_query_key,
     load_slot,
     load_state_tile,
     locate_program,
+    record_fault,
     softplus,
     store_state_tile,
 )
-from .layout import Engine, check_engine, infer_heads, next_power_of_2, raise_contract_errors
-from .tiling import TileConfig, pick_config
+from .device_guard import Context, FaultBuffer, checked_launch
+from .layout import Engine, check_engine, infer_heads, next_power_of_2
+from .tiling import (
+    GuardLaunch,
+    TileConfig,
+    guard_arguments,
+    guard_constants,
+    pick_config,
+)
 
 
 @triton.jit
@@ -30,12 +39,21 @@ def gdn_packed_decode_kernel(
     mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale,
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
     key_heads, value_heads,  # run-time ints: head configs share one compiled variant
+    pool_slots, batch, fault_counter, fault_records, fault_tag,  # the device guard's (unused without GUARD)
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
     USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
+    GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr, MAX_RECORDS: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
-    slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
+    if GUARD:  # memory-safe: out-of-range and repeated slots skip the row; the row's first program records
+        slot, live, fault = guard_row(slots, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
+                                      RESERVED_ZERO, CHUNK)
+        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n, slot,
+                     fault_tag, MAX_RECORDS)
+        slot = tl.where(live, slot, 0)
+    else:
+        slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
 
     row = mixed_qkv + i_n * stride_qkv
     q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
@@ -88,8 +106,12 @@ def launch_packed_decode(
     *,
     engine: Engine = "sglang",
     config: TileConfig | None = None,
+    guard: GuardLaunch | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch without the contract checks (for callers that ran them, e.g. before CUDA-graph capture)."""
+    """Launch without the contract checks (for callers that ran them, e.g. before CUDA-graph capture).
+
+    With ``guard`` the kernel checks every row's slot on the device (device_guard.py): faulty rows are
+    skipped and recorded, so no index can reach memory outside the pool."""
     profile = check_engine(engine)
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
@@ -102,10 +124,12 @@ def launch_packed_decode(
         mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
         mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
         H, HV,
+        *guard_arguments(guard, B),
         K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
         STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=profile.gdn_beta_rounding is not None,
         SKIP_AT_OR_BELOW=profile.skip_at_or_below,
+        **guard_constants(guard, profile),
         **tiling.launch_options(),
     )
     return out, initial_state
@@ -124,22 +148,21 @@ def packed_decode(
     use_qk_l2norm_in_kernel: bool = False,
     *,
     engine: Engine = "sglang",
+    context: Context = "direct",
+    faults: FaultBuffer | None = None,
+    label: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One GDN decode step, in place: writes ``out`` and the named slots of ``initial_state``.
 
-    Same arguments as sglang's ``fused_recurrent_gated_delta_rule_packed_decode``; ``engine`` picks the
-    skip sentinel and beta rounding of that engine. Calls the contract checks first and raises their
-    first error (ValueError), so unsafe calls (bad slots, non-dense pool...) never reach the GPU.
+    Same arguments as sglang's ``fused_recurrent_gated_delta_rule_packed_decode``; ``engine`` picks the skip sentinel
+    and beta rounding of that engine. Shape-level contract errors raise ValueError before anything runs (decided once
+    per call signature, then cached). Slot values are checked on the device without a host sync: an
+    out-of-range or repeated slot skips its row (``out`` row zero, state untouched) and is recorded in
+    ``faults`` (default: the device's buffer), raised as ``PendingFaults`` by
+    ``gdr_check.kernel.raise_pending()`` or by a later eager call once the device has reported it. Slot 0
+    on a live sglang row is an error only with ``context="engine"``; a direct call gets a note.
+    Capture-safe: under CUDA-graph capture nothing touches the host.
     """
     check_engine(engine)
-    from gdr_check import check_packed_decode  # the checks are torch-free; import them only when used
-
-    report = check_packed_decode(
-        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
-        use_qk_l2norm_in_kernel, engine=engine,
-    )
-    raise_contract_errors(report)
-    return launch_packed_decode(
-        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
-        use_qk_l2norm_in_kernel, engine=engine,
-    )
+    args = (mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel)
+    return checked_launch("gdn", launch_packed_decode, args, engine, context, faults, label)  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ of ``cdiv(V, block_v * tiles_per_program) * B * HV`` programs, so B has no 65535
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .layout import next_power_of_2
@@ -37,7 +38,7 @@ class TileConfig:
             options["maxnreg"] = self.max_registers
         return options
 
-    def fitted(self, V: int, K: int) -> "TileConfig":
+    def fitted(self, V: int, K: int) -> TileConfig:
         """This config with block_v clamped to the head (V) and to the register budget (K)."""
         budget_rows = max(1, MAX_TILE_ELEMENTS_PER_THREAD * 32 * self.num_warps // next_power_of_2(K))
         register_cap = 1 << (budget_rows.bit_length() - 1)  # largest power of two within the budget
@@ -71,6 +72,7 @@ _TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def pick_config(head_rows: int, V: int, K: int, state_itemsize: int) -> TileConfig:
     """The tiling for a launch with ``head_rows`` = B*HV (row, value head) pairs."""
     for bound, fp32_config, narrow_config in _TABLE:
@@ -78,3 +80,30 @@ def pick_config(head_rows: int, V: int, K: int, state_itemsize: int) -> TileConf
             config = fp32_config if state_itemsize >= 4 else narrow_config
             return config.fitted(V, K)
     raise AssertionError("unreachable: the last bound is unbounded")
+
+
+@dataclass(frozen=True)
+class GuardLaunch:
+    """What a guarded launch passes to the kernel: the fault buffer's tensors, the call site's tag and the
+    pool size the slots are checked against (device_guard.FaultBuffer)."""
+
+    counter: object
+    records: object
+    max_records: int
+    tag: int
+    pool_slots: int
+
+
+def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple:
+    """The kernel's run-time guard arguments; without a guard, the pointers are never read (GUARD=False)."""
+    if guard is None:
+        return 0, batch, None, None, 0
+    return guard.pool_slots, batch, guard.counter, guard.records, guard.tag
+
+
+GUARD_CHUNK = 128  # rows compared per step of the kernels' duplicate scan
+
+
+def guard_constants(guard: GuardLaunch | None, profile: object) -> dict:
+    return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
+            "CHUNK": GUARD_CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}

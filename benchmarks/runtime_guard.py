@@ -1,0 +1,304 @@
+"""The runtime guard's cost and its fault detection on a CUDA GPU, side by side with sglang 0.5.23.
+
+For GDN (H=16, HV=32) and KDA (H=HV=32), K = V = 128, bf16 activations, fp32 state, B = 1, 8, 32, 128, 512:
+
+- eager: the checked kernel (`gdr_check.kernel.packed_decode`: shape verdict cached per signature, slot checks
+  in the kernel's prologue) vs the unchecked launch vs sglang's wrapper; wall time per call in a loop of
+  back-to-back calls (host and device overlapped, as an engine's eager decode runs);
+- host cost: the guard's steady-state per-call cost (`gdr_check.guard` around sglang's wrapper: bind, cached
+  verdict, the check kernel's launch) vs the wrapper's own Python checks, both with sglang's kernel launch
+  replaced by a no-op so that only host work is timed;
+- CUDA-graph replay: a graph of 16 calls (a decode step's layers) of each: unchecked launch, checked kernel,
+  sglang's wrapper, and sglang's wrapper under the guard; time per call from the median replay;
+- faults: a graph of the checked kernel and one of the guarded sglang wrapper are replayed with slot tables
+  holding every bad-index class (past the pool, far past it, a repeated slot, a live row in slot 0); the
+  faults read back must be exactly the expected (rule, row, slot), and the canary slots on both sides of the
+  pool must stay bitwise equal.
+
+    GDR_CHECK_SGLANG_PATH=<wheel or unpacked tree> python benchmarks/runtime_guard.py   # JSON under $OUT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import gdr_check
+from gdr_check.kernel import device_guard
+from gdr_check.kernel.engines import (
+    _load_module,
+    _stand_ins_installed,
+    find_sglang_source,
+)
+from gdr_check.kernel.gdn import launch_packed_decode, packed_decode
+from gdr_check.kernel.kda import kda_packed_decode, launch_kda_packed_decode
+
+K = V = 128
+HEADS = {"gdn": (16, 32), "kda": (32, 32)}
+BATCHES = (1, 8, 32, 128, 512)
+EAGER_CALLS = 200
+GRAPH_CALLS = 16
+REPLAYS = 20
+SGLANG = {"gdn": "fused_recurrent_gated_delta_rule_packed_decode", "kda": "fused_recurrent_kda_packed_decode"}
+SGLANG_KERNEL = {"gdn": "fused_recurrent_gated_delta_rule_packed_decode_kernel",
+                 "kda": "fused_recurrent_kda_packed_decode_kernel"}
+
+
+def make_call(variant: str, B: int, seed: int = 0) -> dict[str, Any]:
+    """Arguments by name; the pool is a view of a backing with one canary slot on each side."""
+    H, HV = HEADS[variant]
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    S = B + 1  # slots 1..B, slot 0 reserved (sglang's allocator)
+
+    def randn(*shape: int, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen, device="cuda") * scale).to(dtype)
+
+    gate = HV * K if variant == "kda" else HV
+    backing = randn(S + 2, HV, V, K, scale=0.1)
+    slots = torch.randperm(B, generator=torch.Generator().manual_seed(seed)) + 1
+    return {
+        "mixed_qkv": randn(B, 2 * H * K + HV * V, dtype=torch.bfloat16),
+        "a": randn(B, gate, dtype=torch.bfloat16), "b": randn(B, HV, dtype=torch.bfloat16),
+        "A_log": randn(HV, scale=0.5), "dt_bias": randn(gate, scale=0.5), "scale": K ** -0.5,
+        "initial_state": backing[1:S + 1], "out": torch.empty(B, 1, HV, V, dtype=torch.bfloat16, device="cuda"),
+        "ssm_state_indices": slots.to(torch.int32).cuda(), "use_qk_l2norm_in_kernel": True, "backing": backing,
+    }
+
+
+def positional(call: dict[str, Any], variant: str) -> tuple:
+    names = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices",
+             "use_qk_l2norm_in_kernel")
+    return tuple(call[n] for n in names) + ((None,) if variant == "kda" else ())
+
+
+def keywords(call: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in call.items() if k != "backing"}
+
+
+def eager_us(fn: Callable[[], Any], calls: int = EAGER_CALLS) -> float:
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def host_us(fn: Callable[[], Any], calls: int = EAGER_CALLS) -> float:
+    """Median over 5 rounds of the host time per call (the device work is a no-op or asynchronous)."""
+    rounds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        rounds.append((time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(rounds)
+
+
+def graph_us(fn: Callable[[], Any]) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(GRAPH_CALLS):
+            fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPLAYS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / GRAPH_CALLS)
+    return statistics.median(times)
+
+
+class _NoLaunch:
+    """Stands in for sglang's Triton kernel object: `kernel[grid](...)` does nothing (host-only timing)."""
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def profile_calls(title: str, fn: Callable[[], Any], calls: int = 500) -> None:
+    """Where the host time of steady-state calls goes (cProfile, by own time)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    torch.cuda.synchronize()
+    print(f"-- profile: {title}, {calls} calls")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(14)
+
+
+def bad_slots(B: int, S: int) -> tuple[list[int], list[tuple[str, int, int]]]:
+    """A slot table with every bad-index class that fits in B rows, and the faults it must produce."""
+    slots = list(range(1, B + 1))
+    expected: list[tuple[str, int, int]] = []
+    if B == 1:
+        return [S], [("GDR241", 0, S)]
+    slots[1] = S  # one past the pool
+    expected.append(("GDR241", 1, S))
+    if B >= 8:
+        slots[2] = 1 << 30  # far past it
+        expected.append(("GDR241", 2, 1 << 30))
+        slots[4] = slots[3]  # a repeated slot: the later row is skipped
+        expected.append(("GDR242", 4, slots[3]))
+        slots[0] = 0  # a live request in the reserved slot, rows after it live
+        expected.append(("GDR247", 0, 0))
+    return slots, sorted(expected, key=lambda e: e[1])
+
+
+def main() -> int:
+    source = find_sglang_source()
+    if source is None:
+        print("set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or tree", file=sys.stderr)
+        return 2
+    module = _load_module(source.resolve())
+    # Keep the loader's light stand-ins for sglang's packages installed (the KDA wrapper imports its CUDA
+    # fast-path module at call time) and register the kernel module under its real name, so that the guard
+    # finds it where it finds sglang's own.
+    stand_ins = _stand_ins_installed()  # kept referenced: a collected generator would undo it
+    stand_ins.__enter__()
+    sys.modules["sglang.kernels.ops.attention.fla.fused_recurrent"] = module
+    sys.modules[module.__name__] = module
+    results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                               "sglang_source": str(source), "rows": [], "faults": []}
+    print(f"{'var':4} {'B':>4} | {'chk eager':>9} {'sgl eager':>9} {'ratio':>6} | {'guard host':>10} "
+          f"{'sgl checks':>10} {'ratio':>6} | {'unchk graph':>11} {'chk graph':>9} {'ratio':>6} | "
+          f"{'sgl graph':>9} {'guarded':>9} {'ratio':>6}")
+    for variant in ("gdn", "kda"):
+        checked = packed_decode if variant == "gdn" else kda_packed_decode
+        unchecked = launch_packed_decode if variant == "gdn" else launch_kda_packed_decode
+        sglang = getattr(module, SGLANG[variant])
+        for B in BATCHES:
+            call = make_call(variant, B)
+            args = positional(call, variant)
+            kwargs = keywords(call)
+            row: dict[str, Any] = {"variant": variant, "B": B}
+            row["checked_eager_us"] = eager_us(lambda: checked(*args, context="engine"))
+            row["unchecked_eager_us"] = eager_us(lambda: unchecked(*args))
+            row["sglang_eager_us"] = eager_us(lambda: sglang(**kwargs))
+            guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
+                                    hook_graphs=False)
+            with guard:
+                guarded = getattr(module, SGLANG[variant])
+                row["guarded_eager_us"] = eager_us(lambda: guarded(**kwargs))
+                kernel = getattr(module, SGLANG_KERNEL[variant])
+                setattr(module, SGLANG_KERNEL[variant], _NoLaunch())
+                try:
+                    row["guard_host_us"] = host_us(lambda: guarded(**kwargs)) - host_us(lambda: sglang(**kwargs))
+                    row["sglang_checks_us"] = host_us(lambda: sglang(**kwargs))
+                finally:
+                    setattr(module, SGLANG_KERNEL[variant], kernel)
+                row["checked_host_us"] = host_us(lambda: checked(*args, context="engine"))
+                row["unchecked_graph_us"] = graph_us(lambda: unchecked(*args))
+                row["checked_graph_us"] = graph_us(lambda: checked(*args, context="engine"))
+                row["sglang_graph_us"] = graph_us(lambda: sglang(**kwargs))
+                row["guarded_graph_us"] = graph_us(lambda: guarded(**kwargs))
+                if B == 32 and os.environ.get("RUNTIME_GUARD_PROFILE"):
+                    profile_calls(f"{variant} B={B} guarded sglang wrapper", lambda: guarded(**kwargs))
+                    profile_calls(f"{variant} B={B} checked kernel", lambda: checked(*args, context="engine"))
+            errors = [d for d in guard.diagnostics if d.severity == "error"]
+            row["guard_errors_on_valid_calls"] = len(errors)
+            results["rows"].append(row)
+            print(f"{variant:4} {B:>4} | {row['checked_eager_us']:9.1f} {row['sglang_eager_us']:9.1f} "
+                  f"{row['checked_eager_us'] / row['sglang_eager_us']:6.2f} | {row['guard_host_us']:10.1f} "
+                  f"{row['sglang_checks_us']:10.1f} {row['guard_host_us'] / row['sglang_checks_us']:6.2f} | "
+                  f"{row['unchecked_graph_us']:11.2f} {row['checked_graph_us']:9.2f} "
+                  f"{row['checked_graph_us'] / row['unchecked_graph_us']:6.3f} | {row['sglang_graph_us']:9.2f} "
+                  f"{row['guarded_graph_us']:9.2f} {row['guarded_graph_us'] / row['sglang_graph_us']:6.3f}",
+                  flush=True)
+            device_guard.default_buffer(call["initial_state"].device).take()
+            torch.cuda.empty_cache()
+        for B in BATCHES:
+            results["faults"] += fault_cases(variant, B, module)
+    for case in results["faults"]:
+        print(f"faults {case['variant']} B={case['B']:>3} {case['path']:8}: found {case['found']} "
+              f"expected {case['expected']} match={case['match']} canaries_equal={case['canaries_equal']}")
+    results["check_kernel_fast_launch"] = device_guard._FAST_LAUNCH[0]
+    print(f"check kernel launched directly (not through the JIT): {results['check_kernel_fast_launch']}")
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "runtime_guard.json"), "w") as handle:
+            json.dump(results, handle, indent=1)
+    ok = all(case["match"] and case["canaries_equal"] for case in results["faults"])
+    return 0 if ok else 1
+
+
+def fault_cases(variant: str, B: int, module: Any) -> list[dict[str, Any]]:
+    """Replay graphs holding bad slot tables; compare the faults read back and the canaries."""
+    checked = packed_decode if variant == "gdn" else kda_packed_decode
+    cases = []
+    for path in ("checked", "guarded"):
+        call = make_call(variant, B, seed=1)
+        S = call["initial_state"].shape[0]
+        valid = call["ssm_state_indices"].clone()
+        slots, expected = bad_slots(B, S)
+        buffer = device_guard.FaultBuffer(call["initial_state"].device)
+        guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
+                                hook_graphs=False)
+        if path == "checked":
+            def step() -> Any:
+                return checked(*positional(call, variant), context="engine", faults=buffer, label="layer 0")
+        else:
+            guard.__enter__()
+            guarded = getattr(module, SGLANG[variant])
+            kwargs = keywords(call)
+
+            def step() -> Any:
+                return guarded(**kwargs)
+        step()  # compile and cache the verdict eagerly, on valid slots
+        torch.cuda.synchronize()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            step()
+        torch.cuda.synchronize()
+        buffer.take()
+        guard.raise_pending() if path == "guarded" else None
+        guard.diagnostics.clear()
+        canaries = (call["backing"][0].clone(), call["backing"][S + 1].clone())
+        call["ssm_state_indices"].copy_(torch.tensor(slots, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        if path == "checked":
+            found = [(f.code, f.row, f.slot) for f in buffer.take()[0]]
+        else:
+            guard.raise_pending()
+            guard.__exit__(None, None, None)
+            found = sorted(((d.code, d.bindings["row"], d.bindings.get("slot", 0)) for d in guard.diagnostics
+                            if d.code in device_guard.FAULT_CODES.values()), key=lambda e: e[1])
+        equal = torch.equal(canaries[0], call["backing"][0]) and torch.equal(canaries[1], call["backing"][S + 1])
+        call["ssm_state_indices"].copy_(valid)
+        cases.append({"variant": variant, "B": B, "path": path, "found": found, "expected": expected,
+                      "match": found == expected, "canaries_equal": equal})
+        del graph, call
+        torch.cuda.empty_cache()
+    return cases
+
+
+if __name__ == "__main__":
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.exit(main())

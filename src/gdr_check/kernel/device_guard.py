@@ -1,0 +1,364 @@
+"""Device-side slot checks: shapes decided once per call signature, index values checked on the GPU.
+
+The contract's value rules (GDR241 slot past the pool, GDR242 two live rows on one slot, GDR247 a live
+request in sglang's reserved slot 0) need the slot indices, and reading them on the host synchronises the
+device and breaks CUDA-graph capture. Here they run inside the decode kernel's prologue (our kernels) or in a
+small check kernel launched before an engine's kernel (the guard): a faulty row is skipped (its `out` row is
+zero, its state untouched), and a compact record (code, row, slot, tag) is appended to a device buffer with
+atomics. The host reads the buffer only when asked (`FaultBuffer.take`, `raise_pending`), never while a
+stream is capturing.
+
+Everything that depends only on shapes, strides, dtypes and devices (the contract's other rules, the model
+comparison, the tiling) is decided on the first call of a signature and cached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+import triton
+import triton.language as tl
+
+from ..report import Diagnostic
+from ._triton_common import guard_row, record_fault
+from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, check_engine
+from .tiling import GUARD_CHUNK, GuardLaunch
+
+Context = Literal["direct", "engine"]
+CONTEXTS: tuple[str, ...] = ("direct", "engine")
+DEFAULT_MAX_RECORDS = 64
+CHUNK = GUARD_CHUNK
+FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
+POLL_INTERVAL = 16  # eager calls between two looks at the fault counter (a look costs an async copy)
+
+
+def is_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (then nothing may touch the host)."""
+    try:
+        return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    except Exception:  # noqa: BLE001 - no CUDA runtime: nothing can be capturing
+        return False
+
+
+@triton.jit(do_not_specialize=["batch", "stride_index", "pool_slots", "tag"])
+def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, tag,
+                      SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr,
+                      MAX_RECORDS: tl.constexpr):
+    """One program per row: check the row's slot, record a fault, and write the slot the engine's kernel may
+    use (-1, "skip", for a faulty row; below every engine's skip sentinel)."""
+    i_n = tl.program_id(0).to(tl.int64)
+    slot, computed, fault = guard_row(slots, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
+                                      RESERVED_ZERO, CHUNK)
+    record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS)
+    live_input = slot > SKIP_AT_OR_BELOW
+    safe = tl.where(computed | ~live_input, slot, -1)
+    tl.store(safe_slots + i_n, safe.to(safe_slots.dtype.element_ty))
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault read back from the device: which rule, where, and the call site's label."""
+
+    code: str
+    row: int
+    slot: int
+    layer: str
+    pool_slots: int | None = None
+    first_row: int | None = None  # GDR242: the earlier row that named the slot first
+
+
+class FaultBuffer:
+    """A device buffer of fault records: `counter` int32[1] counts faults, `records` int64[max_records, 4]
+    holds (code, row, slot, tag) for the first `max_records`. Tags name call sites (`tag_for`)."""
+
+    def __init__(self, device: Any, max_records: int = DEFAULT_MAX_RECORDS) -> None:
+        self.device = torch.device(device)
+        self.max_records = max_records
+        self.counter = torch.zeros(1, dtype=torch.int32, device=self.device)
+        self.records = torch.zeros(max_records, 4, dtype=torch.int64, device=self.device)
+        self._labels: list[tuple[str, int | None]] = []
+        self._tags: dict[tuple[str, int | None], int] = {}
+        self._lock = threading.Lock()
+        self._mirror: torch.Tensor | None = None
+        self._polls = POLL_INTERVAL - 1  # the first call polls
+        self._event: Any = None
+
+    def tag_for(self, label: str, pool_slots: int | None = None) -> int:
+        key = (label, pool_slots)
+        tag = self._tags.get(key)
+        if tag is None:
+            with self._lock:
+                tag = self._tags.setdefault(key, len(self._labels))
+                if tag == len(self._labels):
+                    self._labels.append(key)
+        return tag
+
+    def poll(self, context: Context, engine: str) -> None:
+        """Raise the faults of earlier calls if the device has already reported them, without waiting: every
+        POLL_INTERVAL calls the counter is copied to pinned host memory asynchronously, and read once that
+        copy has completed."""
+        if self.device.type != "cuda":
+            if int(self.counter[0]) == 0:  # a CPU tensor: reading it costs nothing
+                return
+        else:
+            self._polls += 1
+            if self._polls < POLL_INTERVAL:
+                return
+            self._polls = 0
+            if self._event is not None:
+                if not self._event.query():
+                    return
+                seen = int(self._mirror[0])
+                self._event = None
+                if seen == 0:
+                    self._schedule()
+                    return
+            else:
+                self._schedule()
+                return
+        faults, total = self.take()
+        diagnostics = diagnostics_of(faults, context, engine)
+        errors = [d for d in diagnostics if d.severity == "error"]
+        if errors:
+            raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
+
+    def _schedule(self) -> None:
+        if self._mirror is None:
+            self._mirror = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+        self._mirror.copy_(self.counter, non_blocking=True)
+        self._event = torch.cuda.Event()
+        self._event.record()
+
+    def take(self) -> tuple[list[Fault], int]:
+        """Read and clear the records (synchronises the device): (faults, total count including dropped).
+        Returns ([], 0) without touching the device while a stream is capturing."""
+        if is_capturing():
+            return [], 0
+        count = int(self.counter.item())
+        if count == 0:
+            return [], 0
+        rows = sorted(self.records[: min(count, self.max_records)].tolist(), key=lambda r: (r[3], r[1]))
+        self.counter.zero_()
+        faults = []
+        for code, row, slot, tag in rows:
+            label, pool_slots = self._labels[tag] if 0 <= tag < len(self._labels) else (f"call {tag}", None)
+            kind, first = code & 255, (code >> 8) - 1
+            faults.append(Fault(FAULT_CODES.get(kind, f"fault {kind}"), int(row), int(slot), label, pool_slots,
+                                first if first >= 0 else None))
+        return faults, count
+
+
+_BUFFERS: dict[Any, FaultBuffer] = {}
+
+
+def _device_key(device: Any) -> torch.device:
+    """`device` with its index ("cuda" is the current CUDA device), so that one device has one buffer."""
+    key = torch.device(device)
+    if key.type == "cuda" and key.index is None:
+        key = torch.device("cuda", torch.cuda.current_device())
+    return key
+
+
+def default_buffer(device: Any) -> FaultBuffer:
+    """The process-wide fault buffer of `device` (the checked kernels' direct calls use it)."""
+    key = device if isinstance(device, torch.device) and device.index is not None else _device_key(device)
+    buffer = _BUFFERS.get(key)
+    if buffer is None:
+        buffer = _BUFFERS.setdefault(key, FaultBuffer(key))
+    return buffer
+
+
+def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
+    """The contract diagnostic of a device fault, built from the rule's registry entry (message, name, fixes).
+
+    GDR247 is an error only for the engine's own calls (deployment, capture, a guard with an engine): the
+    kernel accepts slot 0, only sglang's allocator reserves it, so a direct call gets a note.
+    """
+    from ..checks import RULES
+    from ..checks.registry import Finding
+
+    rule = RULES[fault.code]
+    if fault.code == "GDR241":
+        size = fault.pool_slots if fault.pool_slots is not None else "?"
+        last = fault.pool_slots - 1 if fault.pool_slots else "?"
+        values: dict[str, Any] = {"slot": fault.slot, "row": fault.row, "S": size, "last": last}
+        fixes = ["size the pool for every slot the allocator hands out, or fix the slot table"]
+    elif fault.code == "GDR242":
+        values = {"slot": fault.slot, "rows": f"{fault.first_row}, {fault.row}"}
+        fixes = [f"give row {fault.row} its own slot"]
+    else:
+        values = {"row": fault.row}
+        fixes = ["give this request a slot from 1..size, or mark a padding row with -1"]
+    severity = None if context == "engine" or fault.code != "GDR247" else "note"
+    computed = "the row was computed" if fault.code == "GDR247" else \
+        "the row was skipped (its `out` row is zero, its state untouched)"
+    notes = [f"in {fault.layer}", f"found on the device ({engine}); {computed}"]
+    if severity == "note":
+        notes.append("a direct call: only the engines' allocators reserve slot 0")
+    finding = Finding(values, fixes, notes, argument="ssm_state_indices", severity=severity)
+    diagnostic = rule.diagnostic_with(finding, values, {"layer": fault.layer, "row": fault.row, "slot": fault.slot})
+    if severity is not None and diagnostic.severity != severity:
+        from dataclasses import replace
+
+        diagnostic = replace(diagnostic, severity=severity)
+    return diagnostic
+
+
+class PendingFaults(ValueError):
+    """Faults the device recorded, raised at a point the caller chose (`raise_pending`)."""
+
+    def __init__(self, diagnostics: list[Diagnostic], total: int) -> None:
+        first = diagnostics[0]
+        more = f" (and {total - 1} more fault{'s' if total > 2 else ''})" if total > 1 else ""
+        super().__init__(f"{first.code}: {first.message} [{first.notes[0]}]{more}")
+        self.diagnostics = diagnostics
+        self.total = total
+
+
+def diagnostics_of(faults: list[Fault], context: Context, engine: str) -> list[Diagnostic]:
+    return [fault_diagnostic(f, context, engine) for f in faults]
+
+
+def raise_pending(device: Any = None, *, context: Context = "direct", engine: str = "sglang") -> list[Diagnostic]:
+    """Read the checked kernels' fault buffer of `device` (default: the current CUDA device, else CPU) and raise
+    `PendingFaults` (a ValueError) if it holds an error; returns the diagnostics otherwise (notes only)."""
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+    buffer = _BUFFERS.get(_device_key(device))
+    if buffer is None:
+        return []
+    faults, total = buffer.take()
+    diagnostics = diagnostics_of(faults, context, engine)
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if errors:
+        raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))  # notes are not counted
+    return diagnostics
+
+
+# -- shapes once ---------------------------------------------------------------------------------------------
+TENSOR_POSITIONS = (0, 1, 2, 3, 4, 6, 7, 8)  # every tensor argument of the packed-decode API
+
+
+def signature_of(args: tuple) -> tuple:
+    """What the shape-level verdict depends on: shapes, strides, dtypes and devices of the tensors, and the
+    non-tensor arguments' types (a cheap tuple: no values are read)."""
+    key: list[Any] = []
+    for position in TENSOR_POSITIONS:
+        t = args[position]
+        key.append((t.shape, t.stride(), t.dtype, t.device) if isinstance(t, torch.Tensor) else type(t))
+    key.extend(type(a) if isinstance(a, torch.Tensor) else a for a in args[9:])
+    key.append(type(args[5]))
+    return tuple(key)
+
+
+@dataclass
+class Verdict:
+    """The shape-level result for one call signature: errors that refuse the call, and other diagnostics."""
+
+    errors: list[Diagnostic]
+    others: list[Diagnostic]
+    pool_slots: int
+    launch: dict[str, Any] = field(default_factory=dict)
+
+
+def shape_verdict(variant: str, args: tuple, engine: str, extra: Callable[[Any], list[Diagnostic]] | None = None
+                  ) -> Verdict:
+    """Run the contract without reading index values (no sync) and split its diagnostics."""
+    from ..checks.contract import check_kda_packed_decode, check_packed_decode
+
+    check = check_kda_packed_decode if variant == "kda" else check_packed_decode
+    report = check(*args, engine=engine, read_values=False)
+    diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS]
+    if extra is not None:
+        diagnostics += extra(args)
+    errors = [d for d in diagnostics if d.severity == "error"]
+    others = [d for d in diagnostics if d.severity != "error"]
+    state = args[6]
+    return Verdict(errors, others, int(state.shape[0]) if state.ndim == 4 else 0)
+
+
+_CHECK_VARIANTS: dict[tuple, Any] = {}
+_FAST_LAUNCH = [True]  # set to False if this Triton's compiled kernels take another launch convention
+_CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "CHUNK", "MAX_RECORDS")
+
+
+def guard_indices(indices: torch.Tensor, pool_slots: int, engine: str, buffer: FaultBuffer, tag: int
+                  ) -> torch.Tensor:
+    """Launch the check kernel: the indices an engine's kernel may use (faulty rows set to -1), with faults
+    recorded in `buffer`. Capture-safe: one kernel launch, one allocation from the current (graph) pool.
+
+    After the first launch of a variant, CUDA launches go straight to the compiled kernel: the JIT's per-call
+    binding and specialization were most of the guard's host time. The kernel's ints are not specialized
+    (`do_not_specialize`), so a variant is fixed by the index dtype, the pointers' 16-byte alignment and the
+    constants."""
+    profile = check_engine(engine)
+    safe = torch.empty_like(indices, memory_format=torch.contiguous_format)
+    batch = indices.shape[0]
+    if not batch:
+        return safe
+    constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
+    args = (indices, safe, batch, indices.stride(0), pool_slots, buffer.counter, buffer.records, tag)
+    key = (indices.dtype, indices.device, indices.data_ptr() % 16 == 0, safe.data_ptr() % 16 == 0, constants)
+    compiled = _CHECK_VARIANTS.get(key) if indices.is_cuda and _FAST_LAUNCH[0] else None
+    if compiled is not None:
+        stream = torch.cuda.current_stream(indices.device).cuda_stream
+        try:
+            compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
+                         *args, *constants)
+            return safe
+        except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
+            _FAST_LAUNCH[0] = False
+    compiled = slot_guard_kernel[(batch,)](*args, **dict(zip(_CHECK_CONSTEXPRS, constants)), num_warps=1)
+    if indices.is_cuda:
+        _CHECK_VARIANTS[key] = compiled
+    return safe
+
+
+# -- the checked kernels ---------------------------------------------------------------------------------------
+_VERDICTS: dict[tuple, Verdict] = {}
+_VERDICTS_LOCK = threading.Lock()
+VERDICT_CACHE_SIZE = 4096  # distinct signatures kept; engines use a handful (one per batch size bucket)
+
+
+def cached_verdict(variant: str, engine: str, args: tuple) -> Verdict:
+    """The shape verdict of this call's signature: one dictionary lookup after the first call."""
+    key = (variant, engine, *signature_of(args))
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        verdict = shape_verdict(variant, args, engine)
+        with _VERDICTS_LOCK:
+            if len(_VERDICTS) >= VERDICT_CACHE_SIZE:
+                _VERDICTS.clear()
+            _VERDICTS[key] = verdict
+    return verdict
+
+
+def verdict_cache_info() -> int:
+    """How many signatures are cached (for tests and benchmarks)."""
+    return len(_VERDICTS)
+
+
+def checked_launch(variant: str, launch: Callable[..., Any], args: tuple, engine: str, context: Context,
+                   buffer: FaultBuffer | None, label: str | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shape errors raise at once (ValueError, the contract's first error); value faults are recorded on the
+    device and raised by `raise_pending` or by the next eager call that finds them (no sync is forced)."""
+    if context not in CONTEXTS:
+        raise ValueError(f"unknown context {context!r}; expected one of: {', '.join(CONTEXTS)}")
+    verdict = cached_verdict(variant, engine, args)
+    if verdict.errors:
+        raise ValueError(verdict.errors[0].message)
+    state = args[6]
+    buffer = buffer if buffer is not None else default_buffer(state.device)
+    if not is_capturing():
+        buffer.poll(context, engine)
+    key = (id(buffer), label)
+    guard = verdict.launch.get(key)
+    if guard is None:
+        tag = buffer.tag_for(label or f"{variant} packed decode", verdict.pool_slots)
+        guard = verdict.launch[key] = GuardLaunch(buffer.counter, buffer.records, buffer.max_records, tag,
+                                                  verdict.pool_slots)
+    return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]

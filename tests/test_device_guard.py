@@ -1,0 +1,279 @@
+"""The device-side slot guard: fault records, memory safety, signature cache, capture safety, engine guard.
+
+Kernels run in the Triton interpreter (GDR_CHECK_TEST_GPU=1: on CUDA). The pool is a view into a larger
+backing with canary slots before and after it: no index may change them.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+
+import pytest
+import torch
+from kernel_helpers import DEVICE, make_call
+
+import gdr_check
+from gdr_check.kernel import (
+    device_guard,
+    kda_packed_decode,
+    naive_kda_packed_decode,
+    naive_packed_decode,
+    packed_decode,
+)
+from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices
+
+S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
+# row: 0 ok, 1 past the pool (GDR241), 2 ok, 3 repeats row 2's slot (GDR242), 4 slot 0 before a live row
+# (GDR247), 5 exactly one past the end (GDR241), 6 ok, 7-8 trailing slot-0 padding (fine), 9 skip sentinel.
+SLOTS = [1, 9, 2, 2, 0, S, 3, 0, 0]
+SGLANG_FAULTS = [("GDR241", 1, 9), ("GDR242", 3, 2), ("GDR247", 4, 0), ("GDR241", 5, S)]
+
+
+def canaried(call):
+    """`call` with its pool moved into the middle of a backing of S + 2 slots (canaries at both ends)."""
+    backing = torch.randn((S + 2, *call.initial_state.shape[1:]), generator=torch.Generator().manual_seed(3))
+    backing = backing.to(call.initial_state.dtype).to(DEVICE)
+    backing[1:S + 1] = call.initial_state
+    call.pool_backing = backing
+    call.initial_state = backing[1:S + 1]
+    return call
+
+
+def bad_call(kda=False, slots=SLOTS):
+    call = make_call(B=len(slots), H=1, HV=2, K=8, V=8, slots=slots, pool_slots=S, kda=kda, seed=11)
+    return canaried(call)
+
+
+def sanitized(call, keep):
+    """The same call with every row not in `keep` set to -1: what the guarded kernel must compute."""
+    clean = call.clone()
+    values = clean.ssm_state_indices.tolist()
+    clean.ssm_state_indices = torch.tensor([v if row in keep else -1 for row, v in enumerate(values)],
+                                           dtype=clean.ssm_state_indices.dtype, device=DEVICE)
+    return clean
+
+
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+def test_each_bad_index_class_is_recorded_with_row_slot_and_layer_and_nothing_outside_the_pool_changes(kda):
+    call = bad_call(kda)
+    ran = call.clone()
+    buffer = FaultBuffer(DEVICE)
+    run = kda_packed_decode if kda else packed_decode
+    run(*ran.args(), engine="sglang", context="engine", faults=buffer, label="layer 7")
+    faults, total = buffer.take()
+    assert [(f.code, f.row, f.slot) for f in faults] == SGLANG_FAULTS and total == 4
+    assert {f.layer for f in faults} == {"layer 7"} and {f.pool_slots for f in faults} == {S}
+    assert faults[1].first_row == 2  # the duplicate names the row that had the slot first
+    # Canaries bitwise equal; skipped rows (1, 3, 5) have zero output; the rest match the float64 reference
+    # of the same call with those rows skipped.
+    assert torch.equal(ran.pool_backing[0], call.pool_backing[0])
+    assert torch.equal(ran.pool_backing[S + 1], call.pool_backing[S + 1])
+    for row in (1, 3, 5):
+        assert torch.equal(ran.out[row], torch.zeros_like(ran.out[row]))
+    reference = sanitized(call, keep={0, 2, 4, 6})
+    naive = naive_kda_packed_decode if kda else naive_packed_decode
+    expected_out, expected_state = naive(*reference.args(), engine="sglang")
+    live = [0, 2, 6]  # rows 4, 7 and 8 race on slot 0 (sglang's padding slot): compare the others
+    torch.testing.assert_close(ran.out[live].double(), expected_out[live], rtol=1e-4, atol=1e-5)
+    for slot in (1, 2, 3):
+        torch.testing.assert_close(ran.initial_state[slot].double(), expected_state[slot], rtol=1e-4, atol=1e-5)
+    assert buffer.take() == ([], 0)  # taking clears the buffer
+
+
+def test_vllm_skips_slot_zero_so_only_range_and_duplicates_are_faults():
+    call = bad_call()
+    buffer = FaultBuffer(DEVICE)
+    packed_decode(*call.clone().args(), engine="vllm", context="engine", faults=buffer)
+    faults, _ = buffer.take()
+    assert [(f.code, f.row, f.slot) for f in faults] == [("GDR241", 1, 9), ("GDR242", 3, 2), ("GDR241", 5, S)]
+
+
+def test_slot_zero_is_a_note_for_a_direct_call_and_an_error_for_the_engines():
+    call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[0, 1, 2], pool_slots=3, seed=12)  # upstream tests' habit
+    packed_decode(*call.clone().args())  # direct: the default buffer, context="direct"
+    [note] = gdr_check.kernel.raise_pending(DEVICE)
+    assert (note.code, note.severity) == ("GDR247", "note")
+    assert note.message == "row 0 uses slot 0, which sglang reserves as the dummy slot that padding rows write"
+    buffer = FaultBuffer(DEVICE)
+    packed_decode(*call.clone().args(), context="engine", faults=buffer, label="layer 3")
+    [fault] = buffer.take()[0]
+    [error] = device_guard.diagnostics_of([fault], "engine", "sglang")
+    assert (error.code, error.severity, error.notes[0]) == ("GDR247", "error", "in layer 3")
+
+
+def test_pending_faults_raise_at_the_callers_point_and_on_the_next_eager_call():
+    call = bad_call()
+    packed_decode(*call.clone().args())
+    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1, but the pool "
+                                            r"has 5 slots \(0\.\.4\) \[in gdn packed decode\] \(and 2 more faults\)$"):
+        gdr_check.kernel.raise_pending(DEVICE)
+    assert gdr_check.kernel.raise_pending(DEVICE) == []
+    packed_decode(*call.clone().args())
+    clean = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=S, seed=13)
+    if DEVICE == "cpu":  # the next eager call finds them (on CUDA: once the asynchronous copy has landed)
+        with pytest.raises(PendingFaults, match="slot 9 at row 1"):
+            packed_decode(*clean.args())
+    device_guard.default_buffer(DEVICE).take()
+
+
+def test_shape_verdicts_are_cached_per_signature(monkeypatch):
+    calls = []
+    real = device_guard.shape_verdict
+    monkeypatch.setattr(device_guard, "shape_verdict", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    monkeypatch.setattr(device_guard, "_VERDICTS", {})
+    first = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, seed=14)
+    for _ in range(3):
+        packed_decode(*first.clone().args())
+    assert calls == ["gdn"] and device_guard.verdict_cache_info() == 1
+    other = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[1, 2, -1], pool_slots=3, seed=15)  # another batch size
+    packed_decode(*other.args())
+    assert calls == ["gdn", "gdn"] and device_guard.verdict_cache_info() == 2
+    # A shape error is cached too, and raised on every call without re-running the contract.
+    broken = list(first.args())
+    broken[0] = first.mixed_qkv[None]
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"^`mixed_qkv` must be a 2D tensor \(got ndim=3\)\.$"):
+            packed_decode(*broken)
+    assert len(calls) == 3
+
+
+def test_nothing_touches_the_host_while_a_stream_is_capturing(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert device_guard.is_capturing()
+    buffer = FaultBuffer(DEVICE)
+    polled = []
+    monkeypatch.setattr(buffer, "poll", lambda *a: polled.append(a))
+    call = bad_call()
+    ran = call.clone()
+    packed_decode(*ran.args(), context="engine", faults=buffer)
+    assert polled == []  # no read of earlier faults during capture
+    assert buffer.take() == ([], 0)  # and no read on request either
+    assert int(buffer.counter[0]) == 4  # the faults wait in the device buffer
+    assert torch.equal(ran.pool_backing[S + 1], call.pool_backing[S + 1])
+    guard = gdr_check.guard(engine="sglang", mode="raise")
+    guard._buffers[torch.device(DEVICE)] = buffer
+    assert guard.raise_pending() == []
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    with pytest.raises(gdr_check.GuardError, match=r"^GDR241: .* slot 9 at row 1, .*\[in gdn packed decode\]$"):
+        guard.raise_pending()
+
+
+def test_the_check_kernel_hands_the_engine_indices_with_every_faulty_row_skipped():
+    indices = torch.tensor(SLOTS, dtype=torch.int64, device=DEVICE)[None].expand(2, -1).t()[:, 0]  # strided
+    buffer = FaultBuffer(DEVICE)
+    for _ in range(2):  # the first launch compiles; on CUDA the second goes straight to the compiled kernel
+        safe = guard_indices(indices, S, "sglang", buffer, buffer.tag_for("layer 1", S))
+        assert safe.tolist() == [1, -1, 2, -1, 0, -1, 3, 0, 0] and safe.dtype == torch.int64
+        assert [(f.code, f.row, f.slot, f.layer) for f in buffer.take()[0]] == [
+            (code, row, slot, "layer 1") for code, row, slot in SGLANG_FAULTS]
+
+
+# -- the guard in an engine ---------------------------------------------------------------------------------------
+def engine_arguments(slots=SLOTS):
+    call = bad_call(slots=slots)
+    return call, dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out",
+                           "ssm_state_indices"), call.args()))
+
+
+def test_guard_wraps_every_binding_of_a_fake_engine_and_restores_them(monkeypatch):
+    from fake_engine import SGLANG_GDN_CALLER, SGLANG_KERNELS, install
+
+    engine = install(monkeypatch)
+    seen = []
+    original = engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
+
+    @functools.wraps(original)  # the engine's signature, so the guard recognises the API
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("ssm_state_indices", args[8] if len(args) > 8 else None).tolist())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine.sglang_kernels, "fused_recurrent_gated_delta_rule_packed_decode", spy)
+    monkeypatch.setattr(engine.gdn_caller, "fused_recurrent_gated_delta_rule_packed_decode", spy)
+    call, arguments = engine_arguments()
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        holders = sorted(h for site in guard.sites for h in site.holders)
+        engine.gdn_caller.forward_decode(**arguments)
+        assert sys.modules[SGLANG_GDN_CALLER].fused_recurrent_gated_delta_rule_packed_decode is not spy
+    assert f"{SGLANG_GDN_CALLER}.fused_recurrent_gated_delta_rule_packed_decode" in holders
+    assert f"{SGLANG_KERNELS}.fused_recurrent_gated_delta_rule_packed_decode" in holders
+    assert engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode is spy  # restored
+    assert seen == [[1, -1, 2, -1, 0, -1, 3, 0, 0]]  # the engine's kernel got the skipped rows
+    found = [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+    assert [(d.code, d.severity) for d in found] == [
+        ("GDR241", "error"), ("GDR242", "error"), ("GDR247", "error"), ("GDR241", "error")]
+    assert found[0].notes[0] == "in pool #0" and guard.calls == 1
+
+
+def test_guard_modes(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    _, arguments = engine_arguments()
+    with pytest.raises(gdr_check.GuardError, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1"):
+        with gdr_check.guard(engine="sglang"):
+            engine.gdn_caller.forward_decode(**arguments)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gdr_check.guard(engine="sglang", mode="warn"):
+            engine.gdn_caller.forward_decode(**arguments)
+    codes = [str(w.message).split(":")[1].strip() for w in caught]
+    assert [c for c in codes if c in device_guard.FAULT_CODES.values()] == ["GDR241", "GDR242", "GDR247", "GDR241"]
+    # A shape error refuses the call in raise mode before the engine's kernel runs.
+    broken = dict(arguments, mixed_qkv=arguments["mixed_qkv"][None])
+    with pytest.raises(gdr_check.GuardError, match=r"^GDR2\d\d: `mixed_qkv` must be a 2D tensor"):
+        with gdr_check.guard(engine="sglang"):
+            engine.gdn_caller.forward_decode(**broken)
+
+
+def test_guard_as_a_decorator(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    guard = gdr_check.guard(engine="sglang", mode="record")
+    step = guard(engine.gdn_caller.forward_decode)
+    step(**arguments)
+    step(**arguments)
+    assert guard.calls == 2 and [d for d in guard.diagnostics if d.severity == "error"] == []
+
+
+def test_guard_wraps_sglangs_real_modules(monkeypatch, tmp_path):
+    import sglang_real
+
+    root = sglang_real.sglang_tree(tmp_path)
+    if root is None:
+        pytest.skip("set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or an unpacked tree")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        modules = sglang_real.load(monkeypatch, root)
+    kernels, gdn_backend, kda_backend = (modules[n] for n in (sglang_real.KERNELS, sglang_real.GDN_BACKEND,
+                                                             sglang_real.KDA_BACKEND))
+    gdn_original = kernels.fused_recurrent_gated_delta_rule_packed_decode
+    kda_original = kernels.fused_recurrent_kda_packed_decode
+    call = bad_call(slots=[1, 9, 2, 2])
+    ran = call.clone()
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        holders = sorted(h for site in guard.sites for h in site.holders)
+        assert holders == sorted([
+            f"{sglang_real.KERNELS}.fused_recurrent_gated_delta_rule_packed_decode",
+            f"{sglang_real.KERNELS}.fused_recurrent_kda_packed_decode",
+            f"{sglang_real.GDN_BACKEND}.fused_recurrent_gated_delta_rule_packed_decode",
+            f"{sglang_real.KDA_BACKEND}.fused_recurrent_kda_packed_decode",
+        ])
+        backend = gdn_backend.TritonGDNKernel()
+        HV, V = ran.initial_state.shape[1:3]
+        out = backend.packed_decode(ran.mixed_qkv, ran.a, ran.b, A_log=ran.A_log, dt_bias=ran.dt_bias,
+                                    scale=ran.scale, ssm_states=ran.initial_state, cache_indices=ran.ssm_state_indices,
+                                    num_v_heads=HV, head_v_dim=V)
+    assert kernels.fused_recurrent_gated_delta_rule_packed_decode is gdn_original
+    assert gdn_backend.fused_recurrent_gated_delta_rule_packed_decode is gdn_original
+    assert kda_backend.fused_recurrent_kda_packed_decode is kda_original
+    found = [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+    assert [(d.code, d.notes[0]) for d in found] == [("GDR241", "in pool #0"), ("GDR242", "in pool #0")]
+    # sglang's own kernel ran on the guarded indices: rows 1 and 3 skipped, canaries untouched.
+    assert torch.equal(ran.pool_backing[0], call.pool_backing[0])
+    assert torch.equal(ran.pool_backing[S + 1], call.pool_backing[S + 1])
+    assert torch.equal(out[0, 1], torch.zeros_like(out[0, 1])) and torch.equal(out[0, 3], torch.zeros_like(out[0, 3]))
