@@ -276,10 +276,21 @@ def test_disjoint_views_of_one_arena_do_not_alias(variant):
 # -- slot 0 and the engine profiles ---------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_slot_0_for_a_live_request_under_sglang(variant):
-    report = check(variant, with_(call_for(variant), ssm_state_indices=indices((1, 0, 2, 3))))
+    report = check(variant, with_(call_for(variant), ssm_state_indices=indices((1, 0, 2, 3))), origin="engine")
     assert errors(report) == [
         ("GDR247", "row 1 uses slot 0, which sglang reserves as the dummy slot that padding rows write")]
     assert report.errors[0].fixes == ["give this request a slot from 1..size, or mark a padding row with -1"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_slot_0_in_a_direct_call_is_one_note(variant):
+    """Only the engines' allocators reserve slot 0: the upstream kernel tests index their pools from 0."""
+    report = check(variant, with_(call_for(variant), ssm_state_indices=indices((0, 1, 2, 3))))
+    assert report.ok
+    notes = [d for d in report if d.code == "GDR247"]
+    assert [(d.severity, d.message) for d in notes] == [
+        ("info", "row 0 uses slot 0, which sglang reserves as the dummy slot that padding rows write")]
+    assert notes[0].notes[0].startswith("a note only: slot 0 is reserved by sglang's pool allocator")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -292,7 +303,7 @@ def test_trailing_slot_0_rows_are_cuda_graph_padding(variant):
 def test_vllm_skips_slot_0(variant):
     call = with_(call_for(variant), ssm_state_indices=indices((1, 0, 2, 0)))
     assert check(variant, call, engine="vllm").ok
-    assert [d.code for d in check(variant, call).errors] == ["GDR247"]  # sglang: row 1 is live in slot 0
+    assert [d.code for d in check(variant, call, origin="engine").errors] == ["GDR247"]  # sglang: row 1 is live
     # vLLM still checks the live rows: duplicates and range.
     report = check(variant, with_(call, ssm_state_indices=indices((3, 0, 3, 9))), engine="vllm")
     assert [d.code for d in report.errors] == ["GDR241", "GDR242"]
@@ -302,7 +313,7 @@ def test_vllm_skips_slot_0(variant):
 def test_skip_sentinel_per_engine(variant):
     """sglang skips index < 0; vLLM skips index <= 0: a row at 0 is live under sglang only."""
     call = with_(call_for(variant), ssm_state_indices=indices((0, 0, 1, 2)))
-    sglang = check(variant, call)
+    sglang = check(variant, call, origin="engine")
     assert [d.code for d in sglang.errors] == ["GDR242", "GDR247", "GDR247"]
     assert sglang.errors[0].message == "slot 0 is used by rows 0, 1 of one batch"
     assert check(variant, call, engine="vllm").ok
@@ -318,7 +329,8 @@ def test_unknown_engine_is_rejected():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_read_values_false_skips_the_value_rules(variant):
     call = with_(call_for(variant), ssm_state_indices=indices((0, 9, 9, 2)))
-    assert [d.code for d in check(variant, call).errors] == ["GDR241", "GDR241", "GDR242", "GDR247"]
+    assert [d.code for d in check(variant, call, origin="engine").errors] == ["GDR241", "GDR241", "GDR242", "GDR247"]
+    assert [d.code for d in check(variant, call).errors] == ["GDR241", "GDR241", "GDR242"]  # slot 0: a note
     assert check(variant, call, read_values=False).ok
 
 

@@ -12,6 +12,7 @@ from ..tensors import TensorSpec
 Variant = Literal["gdn", "kda"]
 # An engine as callers name it: "sglang", "vllm", "vllm@0.28", or an EngineProfile.
 Engine = str | EngineProfile
+Origin = Literal["engine", "direct"]
 ENGINES: tuple[str, ...] = ENGINE_NAMES
 # CUDA caps grid dimensions 1 and 2 at 65535; sglang's GDN launch puts B*HV there.
 GRID_DIM_LIMIT: Final = engines.GRID_DIM_LIMIT
@@ -124,9 +125,13 @@ class CallContext:
     H: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     profile: EngineProfile = SGLANG_0_5_23
+    # Whose call this is: "engine" (a deployment's expected call, a recorded or guarded engine call), where the
+    # engine's pool conventions hold (slot 0 reserved on sglang); "direct" (a user calling the kernel or
+    # `check_packed_decode` on a pool of their own), where they are only worth a note.
+    origin: Origin = "engine"
 
     @classmethod
-    def build(cls, call: PackedDecodeCall, engine: Engine = "sglang") -> "CallContext":
+    def build(cls, call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> "CallContext":
         # Built once per guarded call: derive everything into locals and construct once (setting a dozen
         # attributes one by one after `__init__` cost as much again); `_squeezed` only runs for a wrong rank.
         mixed_qkv, a, b = call.mixed_qkv, call.a, call.b
@@ -155,7 +160,7 @@ class CallContext:
             S = state.shape[1]
         profile = profile_for(engine)
         ctx = cls(call, profile.name, mixed_qkv, a, b, A_log, dt_bias, indices, B, HV, V, K, S, qkv_dim,
-                  profile=profile)
+                  profile=profile, origin=origin)
         ctx.H = ctx.infer_heads(qkv_dim)
         return ctx
 

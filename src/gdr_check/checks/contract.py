@@ -11,13 +11,14 @@ from typing import Any
 
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
-from .call import CallContext, Engine, PackedDecodeCall, Variant
+from .call import CallContext, Engine, Origin, PackedDecodeCall, Variant
 from .registry import RULE_SET, Finding, Rule, RuleSet
 
 
-def run_contract(call: PackedDecodeCall, engine: Engine = "sglang") -> Report:
-    """Every diagnostic of one call: wrapper-enforced ones first, in the wrapper's order."""
-    return Report(_diagnostics(CallContext.build(call, engine)))  # an unknown engine: UnknownEngineError
+def run_contract(call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> Report:
+    """Every diagnostic of one call: wrapper-enforced ones first, in the wrapper's order. `origin`: whose call
+    it is (see `CallContext.origin`); an engine's by default."""
+    return Report(_diagnostics(CallContext.build(call, engine, origin)))  # an unknown engine: UnknownEngineError
 
 
 def _diagnostics(ctx: CallContext, fast_path: bool = True, rules: RuleSet = RULE_SET) -> list[Diagnostic]:
@@ -85,18 +86,21 @@ def check_packed_decode(
     *,
     engine: Engine = "sglang",
     read_values: bool = True,
+    origin: Origin = "direct",
 ) -> Report:
     """Check a `fused_recurrent_gated_delta_rule_packed_decode` call (GDN) without running it.
 
     Accepts torch tensors or TensorSpecs. `read_values=False` is the fast mode: it never reads the slot
-    indices, which would synchronise the device, so the index-value rules are skipped.
+    indices, which would synchronise the device, so the index-value rules are skipped. `origin="direct"`
+    (the default) is a call on a pool of the caller's own, where the engines' pool conventions (slot 0
+    reserved) are only a note; an engine's call (a guard, a capture) passes `origin="engine"`.
     """
     spec = TensorSpec.from_tensor  # direct calls: this is the per-step runtime guard, keep it lean
     call = PackedDecodeCall.of_specs(
         spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
         spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, None, "gdn",
     )
-    return run_contract(call, engine)
+    return run_contract(call, engine, origin)
 
 
 def check_kda_packed_decode(
@@ -114,6 +118,7 @@ def check_kda_packed_decode(
     *,
     engine: Engine = "sglang",
     read_values: bool = True,
+    origin: Origin = "direct",
 ) -> Report:
     """Check a `fused_recurrent_kda_packed_decode` call (KDA) without running it."""
     spec = TensorSpec.from_tensor
@@ -121,5 +126,5 @@ def check_kda_packed_decode(
         spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
         spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, lower_bound, "kda",
     )
-    return run_contract(call, engine)
+    return run_contract(call, engine, origin)
 

@@ -264,6 +264,13 @@ def slot_zero(ctx: CallContext):
         return None
     live_end = len(spec.values) - padding_rows(spec.values)
     rows = [row for row, v in enumerate(spec.values[:live_end]) if int(v) == 0]
+    if ctx.origin == "direct":
+        # The kernel and the wrapper accept slot 0; only the engine's allocator reserves it. A pool of the
+        # caller's own (the upstream kernel tests index from 0) gets one note, not an error per row.
+        return Finding({"row": rows[0]}, [], [
+            "a note only: slot 0 is reserved by sglang's pool allocator, not by the kernel; a call on a pool of "
+            "your own may use it, while an engine's call (`origin=\"engine\"`) must not"],
+            argument="ssm_state_indices", severity="info") if rows else None
     return [Finding({"row": row}, ["give this request a slot from 1..size, or mark a padding row with -1"],
                     argument="ssm_state_indices") for row in rows[:3]]
 

@@ -193,11 +193,11 @@ def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
     else:
         values = {"row": fault.row}
         fixes = ["give this request a slot from 1..size, or mark a padding row with -1"]
-    severity = None if context == "engine" or fault.code != "GDR247" else "note"
+    severity = None if context == "engine" or fault.code != "GDR247" else "info"
     computed = "the row was computed" if fault.code == "GDR247" else \
         "the row was skipped (its `out` row is zero, its state untouched)"
     notes = [f"in {fault.layer}", f"found on the device ({engine}); {computed}"]
-    if severity == "note":
+    if severity == "info":
         notes.append("a direct call: only the engines' allocators reserve slot 0")
     finding = Finding(values, fixes, notes, argument="ssm_state_indices", severity=severity)
     diagnostic = rule.diagnostic_with(finding, values, {"layer": fault.layer, "row": fault.row, "slot": fault.slot})
