@@ -199,7 +199,21 @@ def _render_quiet(console: Console, run: Run) -> None:
                               suffix=tp_suffix(run, result))
 
 
+def _render_subject(run: Run) -> str:
+    """`call` and `dry-run` results keep their own sections (the calls; the step table and timing)."""
+    result = run.results[0]
+    if result.kind == "call":
+        from ..call import render_full as call_sections
+
+        return call_sections(result.details, color=run.color)
+    from ..dryrun import render_full as dry_run_sections
+
+    return neutralise_log(dry_run_sections(result.target, result.details, color=run.color))
+
+
 def render(run: Run) -> str:
+    if not run.quiet and len(run.results) == 1 and run.results[0].kind != "check" and run.results[0].error is None:
+        return _render_subject(run)
     buffer = io.StringIO()
     console = make_console(buffer, run.color)
     if run.quiet:
