@@ -57,7 +57,7 @@ class TargetResult:
     def fallback_file(self) -> str | None:
         """The file that stands for the checkpoint when a diagnostic has none (a kernel argument, a TP
         rule): its `config.json`, else its index. None for a built-in description (no file at all)."""
-        if self.check is None:
+        if self.kind == "call" or self.check is None:  # a recording's diagnostics are about the recording
             return self.error.path if self.error is not None else self.path
         source = self.check.source_dict()
         for candidate in (source.get("config_file"), source.get("index_file"), *source.get("files_read", ())):
