@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from cli_checkpoints import clean_output_env, run_cli
-from test_call_command import B, QWEN, T, expected_call, write_recording
+from test_call_command import QWEN, B, T, expected_call, write_recording
 from test_dryrun import KERNEL_EXTRA, qwen3_next_config, qwen_tensors, write_checkpoint
 
 import gdr_check.runner.api as runner_api

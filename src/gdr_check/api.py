@@ -9,8 +9,9 @@ one line, exit 2).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .engines import DEFAULT_ENGINE
 from .errors import InputError
@@ -48,7 +49,7 @@ class NoSuchCall(InputError):
 
 
 def _deployment(**settings: Any) -> Any:
-    from .models import Deployment
+    from .models.deployment import Deployment
 
     try:
         return Deployment(**settings)
@@ -85,7 +86,7 @@ def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettin
     """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions. `unreadable`
     holds the targets that already failed (a directory with no checkpoint below it); `progress` is told each
     target before it is checked. `Run(check_targets(...))` is what `gdr-check check` renders."""
-    from .models import check_model
+    from .models.check import check_model
     from .sources import SourceError
 
     results: list[TargetResult] = []
@@ -121,7 +122,7 @@ class CheckedCall:
     comparison: Any = None  # gdr_check.checks.compare.Comparison when a model was given
 
     def to_dict(self) -> dict[str, Any]:
-        data = self.recorded.to_dict()
+        data: dict[str, Any] = self.recorded.to_dict()
         data["engine"] = self.engine
         data["comparison"] = None if self.comparison is None else [r.to_dict() for r in self.comparison.rows]
         data["diagnostics"] = [d.to_dict() for d in self.diagnostics]
@@ -175,7 +176,7 @@ class CallRun:
 
 def _model_for(run: CallRun, engine: str, state_dtype: str | None) -> Any:
     """The model check for `engine` (built once per engine); its errors are reported once, at the top."""
-    from .models import check_model
+    from .models.check import check_model
 
     if engine not in run.models:
         deployment = _deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)
@@ -273,7 +274,7 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
     imports torch) and verify every step. One result, whose `details` is the `runner.api.DryRunResult`; a
     target that cannot be read is a FatalError result (exit 2), a dry-run that did not launch or failed
     fails the run even when selection hides its diagnostics."""
-    from .models import check_model
+    from .models.check import check_model
     from .runner.api import dry_run_check
     from .sources import SourceError
 

@@ -3,8 +3,6 @@ nearest `[tool.gdr-check]`), the failing severities, and writing the `Run` in an
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
@@ -21,7 +19,7 @@ FORMAT_HELP = f"One of: {', '.join(FORMATS)}; default full."
 OUTPUT_FILE_HELP = "Write the report here instead of stdout."
 
 
-def check_format(output_format: Optional[str]) -> str:
+def check_format(output_format: str | None) -> str:
     if output_format is not None and output_format not in FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; expected one of: {', '.join(FORMATS)}",
                                  param_hint="--output-format")
@@ -32,8 +30,8 @@ class RunOptions:
     """The options of one command resolved against the `[tool.gdr-check]` table nearest `anchor` (the checkpoint,
     else the recording): the table's selection under the command line's, its exit-zero and error-on-warning."""
 
-    def __init__(self, anchor: str, out: Output, *, select: Optional[list[str]], extend_select: Optional[list[str]],
-                 ignore: Optional[list[str]], exit_zero: Optional[bool], error_on_warning: Optional[bool],
+    def __init__(self, anchor: str, out: Output, *, select: list[str] | None, extend_select: list[str] | None,
+                 ignore: list[str] | None, exit_zero: bool | None, error_on_warning: bool | None,
                  isolated: bool = False) -> None:
         from .config import ConfigResolver
 
