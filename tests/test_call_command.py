@@ -235,7 +235,7 @@ def test_malformed_tensor_fields_exit_2(tmp_path, capsys):
     (["call", "{missing}"], "cannot read the recording"),
     (["call", "{rec}", "--index", "5"], "there is no call 5"),
     (["call", "{rec}", "--model", "{missing}"], "does not exist"),
-    (["call", "{rec}", "--output-format", "sarif"], "full or json"),
+    (["call", "{rec}", "--output-format", "xml"], "unknown format 'xml'"),
     (["call", "{rec}", "--tp", "4"], "pass --model too"),
 ])
 def test_usage_and_input_errors_exit_2_with_one_line(tmp_path, capsys, argv, fragment):

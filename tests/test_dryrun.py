@@ -224,7 +224,7 @@ def test_broken_environment_is_one_line_and_exit_2(capsys, checkpoints, tmp_path
 def test_usage_errors_exit_2(capsys, checkpoints):
     assert dry_run(capsys, str(checkpoints["gdn"]), "--backend", "sglang", "--engine", "vllm")[0] == 2
     assert dry_run(capsys, str(checkpoints["gdn"]), "--steps", "0")[0] == 2
-    assert dry_run(capsys, str(checkpoints["gdn"]), "--output-format", "sarif")[0] == 2
+    assert dry_run(capsys, str(checkpoints["gdn"]), "--output-format", "xml")[0] == 2
 
 
 def test_the_cli_process_never_imports_torch(checkpoints):

@@ -1,13 +1,14 @@
 """`gdr-check [check] PATH...`: per-rank kernel shapes and every diagnostic for models and deployments.
 
-Parsing and rendering only: the checks live in `gdr_check.models`, rule selection in `.selection`, the
+Parsing and rendering only: the checks live in `gdr_check.models` (run by `gdr_check.api.check_targets`), rule
+selection in `.selection`, the
 `[tool.gdr-check]` file in `.config`, the grouping of file names into checkpoints in `.targets`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
@@ -18,7 +19,8 @@ from .config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, lo
 from .engine_option import engine_help, engine_option
 from .main import app
 from .output import FORMATS, Output
-from .results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FatalError, Run, TargetResult
+from ..api import TargetSettings, check_targets
+from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
 from .selection import Selection, SelectorError, known_rules, rule_selection
 from .targets import group_targets
 
@@ -60,60 +62,6 @@ def parse_tp_list(text: str) -> list[int]:
     if not sizes or any(size < 1 for size in sizes):
         raise typer.BadParameter(f"TP sizes must be >= 1, got {text!r}", param_hint="--tp")
     return sizes
-
-
-@dataclass(frozen=True)
-class TargetSettings:
-    """What one target is checked with: its config (nearest `pyproject.toml`) under the command line."""
-
-    config: Config
-    selection: Selection
-    engine: str
-    tp_sizes: list[int]
-    batch: int
-    slots: int | None
-    state_dtype: str | None
-    gpu_memory: str | None  # as written; `gpu_memory_bytes` parsed
-    gpu_memory_bytes: int | None
-    mamba_strategy: str = "no_buffer"
-    speculative_tokens: int = 0
-
-
-def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettings], *,
-                  unreadable: Mapping[str, Exception] | None = None, revision: str | None = None,
-                  follow_links: bool = False,
-                  progress: Callable[[int, str], None] | None = None) -> list[TargetResult]:
-    """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions. `unreadable`
-    holds the targets that already failed (a directory with no checkpoint below it); `progress` is told each
-    target before it is checked."""
-    from ..models import Deployment, check_model
-    from ..sources import SourceError
-
-    results: list[TargetResult] = []
-    for index, target in enumerate(targets):
-        if progress is not None:
-            progress(index, target)
-        failed = (unreadable or {}).get(target)
-        if isinstance(failed, SourceError):
-            fatal = FatalError(failed.code, str(failed), failed.path, diagnostic=failed.diagnostic())
-            results.append(TargetResult(target, error=fatal))
-            continue
-        settings = settings_for(target)
-        for tp in settings.tp_sizes:
-            try:
-                dep = Deployment(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
-                                 engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
-                                 mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens)  # type: ignore[arg-type]
-            except ValueError as error:
-                raise typer.BadParameter(str(error))
-            try:
-                check = check_model(target, dep, revision=revision, follow_links=follow_links)
-            except SourceError as error:
-                fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
-                results.append(TargetResult(target, error=fatal, tp=tp))
-                break  # the files are the same for every TP size
-            results.append(TargetResult(target, check=check, diagnostics=settings.selection.filter(check.report), tp=tp))
-    return results
 
 
 def exclusion_test(resolver: ConfigResolver, cli_exclude: Optional[list[str]],

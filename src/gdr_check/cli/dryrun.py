@@ -2,15 +2,16 @@
 
 The kernel runs in a child process (`gdr_check.runner`); this process never imports torch or triton.
 Exit codes: 0 passed, 1 refused (the deployment has errors) or a GDR3xx error, 2 usage, unreadable input or
-a broken environment (torch/triton missing, `--device cuda` without a device).
+a broken environment (torch/triton missing, `--device cuda` without a device). Every output format renders the
+`Run` that `gdr_check.api.dry_run` returns; `full` adds the step table and timing.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -19,11 +20,23 @@ from rich.table import Table
 
 from ..engines import DEFAULT_ENGINE, profile_for
 from .engine_option import engine_help, engine_option
+from .escape import lines
 from .escape import markup as escape
 from .main import app
-from .output import Output, tool_info
+from .output import Output
+from .run_options import (
+    ERROR_ON_WARNING_HELP,
+    EXIT_ZERO_HELP,
+    EXTEND_SELECT_HELP,
+    FORMAT_HELP,
+    IGNORE_HELP,
+    OUTPUT_FILE_HELP,
+    SELECT_HELP,
+    RunOptions,
+    check_format,
+    write_run,
+)
 
-DRYRUN_FORMATS = ("full", "json")
 EPILOG = (
     "Examples:  gdr-check dry-run ./Qwen3-Next-80B-A3B-Instruct --tp 4 --batch 32  |  "
     "gdr-check dry-run ./Kimi-Linear-48B-A3B --device cpu --steps 2  |  "
@@ -31,13 +44,10 @@ EPILOG = (
 )
 
 
-def _validate(output_format: str, backend: str, device: str, engine: Optional[str], steps: int, batch: int) -> str:
+def _validate(backend: str, device: str, engine: Optional[str], steps: int, batch: int) -> str:
     """The engine profile to use; usage errors (exit 2) for bad combinations."""
     from ..runner.plan import BACKENDS, DEVICES
 
-    if output_format not in DRYRUN_FORMATS:
-        raise typer.BadParameter(f"dry-run writes {' or '.join(DRYRUN_FORMATS)}, not {output_format!r}",
-                                 param_hint="--output-format")
     if backend not in BACKENDS:
         raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
     if device not in DEVICES:
@@ -230,12 +240,6 @@ def render_full(target: str, result: Any, *, color: bool) -> str:
     return buffer.getvalue()
 
 
-def render_json(result: Any) -> str:
-    document = {"schema_version": 1, "tool": tool_info()}
-    document.update(result.to_dict())
-    return json.dumps(document, indent=2) + "\n"
-
-
 @app.command("dry-run", epilog=EPILOG)
 def dry_run_command(
     target: str = typer.Argument(..., help="Checkpoint file or directory, config.json, or Hugging Face repo id."),
@@ -249,77 +253,50 @@ def dry_run_command(
     engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("the backend's, else sglang")),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs, state and slot choices."),
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds before the child process is killed."),
-    output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help="full or json."),
+    select: Optional[list[str]] = typer.Option(None, "--select", help=SELECT_HELP),
+    extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help=EXTEND_SELECT_HELP),
+    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help=IGNORE_HELP),
+    exit_zero: Optional[bool] = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
+    error_on_warning: Optional[bool] = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
+    isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
+    output_format: Optional[str] = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=FORMAT_HELP),
+    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help=OUTPUT_FILE_HELP),
     weights: bool = typer.Option(False, "--weights", help="With --ranks all: one layer's real A_log and dt_bias, read "
                                                           "from the safetensors bytes (header offsets, no pickle)."),
     ranks: str = typer.Option("one", "--ranks", help="one (one rank's call) or all (one process per TP rank through "
                                                      "torch.distributed, compared with the unsharded layer)."),
 ) -> int:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process and verify every step."""
-    from ..models import Deployment, check_model
-    from ..runner.api import DryRunEnvironmentError, dry_run_check
-    from ..sources import SourceError
+    from ..api import dry_run
     from .formats.full import use_color
 
-    profile = _validate(output_format, backend, device, engine, steps, batch)
+    fmt = check_format(output_format)
+    profile = _validate(backend, device, engine, steps, batch)
     if ranks not in ("one", "all"):
         raise typer.BadParameter(f"expected one or all, got {ranks!r}", param_hint="--ranks")
     if weights and ranks != "all":
         raise typer.BadParameter("--weights is read by --ranks all", param_hint="--weights")
-    out = Output(output_format)
-    try:
-        deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)
-    except ValueError as error:
-        raise typer.BadParameter(str(error))
-    try:
-        check = check_model(target, deployment)
-    except SourceError as error:
-        out.fatal(error.code, str(error), path=error.path)
-        return 2
+    out = Output(fmt, output_file)
+    options = RunOptions(target, out, select=select, extend_select=extend_select, ignore=ignore,
+                         exit_zero=exit_zero, error_on_warning=error_on_warning, isolated=isolated)
+    run = dry_run(target, tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile, backend=backend,
+                  device=device, steps=steps, seed=seed, timeout=timeout, selection=options.selection,
+                  failing=options.failing, exit_zero=options.exit_zero, ranks=ranks, weights=weights)
+    run.color = fmt == "full" and output_file is None and use_color()
+    code = write_run(run, out)
+    details = run.results[0].details
     if ranks == "all":
-        return _all_ranks(out, target, check, backend=backend, device=device, steps=steps, seed=seed,
-                          timeout=timeout, output_format=output_format, weights=weights)
-    try:
-        result = dry_run_check(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout)
-    except DryRunEnvironmentError as error:
-        out.fatal("environment", str(error))
-        return 2
-    if output_format == "json":
-        out.write(render_json(result))
-    else:
-        out.write(render_full(target, result, color=use_color()))
-    outcome = result.outcome
-    if outcome is not None and os.environ.get("GDR_CHECK_DEBUG") and (outcome.crashed or result.child.get("status") != "ok"):
+        if os.environ.get("GDR_CHECK_DEBUG") and details is not None and details.outcome is not None and not details.ok:
+            for rank in details.outcome.ranks:
+                out.error_line(f"rank {rank.rank} stderr follows")
+                sys.stderr.write(lines(rank.stderr))
+        return code
+    outcome = details.outcome if details is not None else None
+    if outcome is not None and os.environ.get("GDR_CHECK_DEBUG") and (outcome.crashed or outcome.result is None
+                                                                       or outcome.result.get("status") != "ok"):
         out.error_line("the dry-run child's stderr follows")
-        from .escape import lines
-
         sys.stderr.write(lines(outcome.stderr))
-    return 0 if result.ok and result.launched else 1  # nothing ran: not a pass
-
-
-# -- --ranks all ------------------------------------------------------------------------------------------------------
-def _all_ranks(out: Output, target: str, check: Any, **options: Any) -> int:
-    from ..runner.ranks_api import ranks_dry_run
-    from ..runner.weights import WeightsError
-    from .formats.full import use_color
-
-    output_format = options.pop("output_format")
-    try:
-        result = ranks_dry_run(check, **options)
-    except WeightsError as error:
-        out.fatal("weights", str(error))
-        return 2
-    if output_format == "json":
-        document = {"schema_version": 1, "tool": tool_info()}
-        document.update(result.to_dict())
-        out.write(json.dumps(document, indent=2) + "\n")
-    else:
-        out.write(render_ranks(target, result, color=use_color()))
-    if os.environ.get("GDR_CHECK_DEBUG") and result.outcome is not None and not result.ok:
-        for rank in result.outcome.ranks:
-            out.error_line(f"rank {rank.rank} stderr follows")
-            sys.stderr.write(rank.stderr)
-    return 0 if result.ok else 1
+    return code
 
 
 def render_ranks(target: str, result: Any, *, color: bool) -> str:

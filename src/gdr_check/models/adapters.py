@@ -767,6 +767,16 @@ _MARKER_KEYS = ("linear_attn_config", "linear_attn_config.kda_layers", "kda_laye
                 "linear_num_value_heads", "linear_num_heads", "efficient_attention_config")
 
 
+def attention_head_dim(config: Mapping[str, Any] | None) -> int | None:
+    """`head_dim` of the full-attention layers (the `text_config` of a multimodal config, else the root), or None
+    when the config does not give a positive integer. The call comparison uses it to tell the attention head
+    size from the linear-attention one when a recorded call has the wrong K."""
+    config = config or {}
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    value = text.get("head_dim") if isinstance(text, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def linear_markers(config: Mapping[str, Any] | None, selection: Selection | None = None) -> list[tuple[str, str]]:
     """Every sign in the config that the model has linear attention: (dotted key, what it is).
 

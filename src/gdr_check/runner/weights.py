@@ -11,11 +11,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
+
 PARAMETERS = ("A_log", "dt_bias")
 
 
-class WeightsError(ValueError):
+class WeightsError(InputError, ValueError):
     """The checkpoint cannot supply the parameters (one line for the CLI, exit 2)."""
+
+    code = "weights"
 
 
 def _span(path: Path, name: str) -> tuple[int, int]:

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from ...report import Diagnostic
 from ...tensors import short_dtype
-from ..escape import markup as escape, neutralise_log
+from ..escape import markup as escape
+from ..escape import neutralise_log
 from ..results import FatalError, Run, TargetResult
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 
@@ -199,7 +200,25 @@ def _render_quiet(console: Console, run: Run) -> None:
                               suffix=tp_suffix(run, result))
 
 
+def _render_subject(run: Run) -> str:
+    """`call` and `dry-run` results keep their own sections (the calls; the step table and timing)."""
+    result = run.results[0]
+    if result.kind == "call":
+        from ..call import render_full as call_sections
+
+        return call_sections(result.details, color=run.color)
+    from ...runner.ranks_api import RanksResult
+    from ..dryrun import render_full as dry_run_sections
+    from ..dryrun import render_ranks
+
+    if isinstance(result.details, RanksResult):  # `dry-run --ranks all`
+        return neutralise_log(render_ranks(result.target, result.details, color=run.color))
+    return neutralise_log(dry_run_sections(result.target, result.details, color=run.color))
+
+
 def render(run: Run) -> str:
+    if not run.quiet and len(run.results) == 1 and run.results[0].kind != "check" and run.results[0].error is None:
+        return _render_subject(run)
     buffer = io.StringIO()
     console = make_console(buffer, run.color)
     if run.quiet:

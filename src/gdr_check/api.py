@@ -1,0 +1,305 @@
+"""The library behind the commands: each function returns one `Run` (see `gdr_check.results`) that every output
+format renders, and raises only `gdr_check.errors.InputError`s for input it cannot use (the CLI reports them as
+one line, exit 2).
+
+- `check_targets`: checkpoints at one or several TP sizes (`gdr-check check`, the TP matrix);
+- `check_recording`: recorded kernel calls, optionally compared with the call a model needs (`gdr-check call`);
+- `dry_run`: the deployment's per-rank call run on synthetic tensors in a child process (`gdr-check dry-run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from .engines import DEFAULT_ENGINE
+from .errors import InputError
+from .report import Diagnostic
+from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
+
+if TYPE_CHECKING:
+    from .cli.selection import Selection
+
+
+class DeploymentError(InputError):
+    """A deployment that cannot exist (tp < 1, an unknown state dtype, ...): exit 2."""
+
+    code = "usage"
+
+
+class EmptyRecording(InputError):
+    """A recording without calls: nothing was checked, which must not pass a CI gate (exit 2)."""
+
+    code = "recording"
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path}: no recorded calls (was the kernel called inside `gdr_check.capture()`?)")
+        self.path = path
+
+
+class NoSuchCall(InputError):
+    """`--index` names a call the recording does not hold (exit 2)."""
+
+    code = "usage"
+
+    def __init__(self, path: str, count: int, index: int) -> None:
+        super().__init__(f"--index: {path} holds calls 0-{count - 1}; there is no call {index}")
+        self.path = path
+
+
+def _deployment(**settings: Any) -> Any:
+    from .models.deployment import Deployment
+
+    try:
+        return Deployment(**settings)
+    except ValueError as error:
+        raise DeploymentError(str(error)) from None
+
+
+def _selected(selection: Selection | None, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    return list(diagnostics) if selection is None else list(selection.filter(diagnostics))
+
+
+# -- check -----------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TargetSettings:
+    """What one target is checked with: its config (nearest `pyproject.toml`) under the command line."""
+
+    config: Any  # gdr_check.cli.config.Config: where the settings came from (`--show-settings`)
+    selection: Selection
+    engine: str
+    tp_sizes: list[int]
+    batch: int
+    slots: int | None
+    state_dtype: str | None
+    gpu_memory: str | None  # as written; `gpu_memory_bytes` parsed
+    gpu_memory_bytes: int | None
+    mamba_strategy: str = "no_buffer"
+    speculative_tokens: int = 0
+
+
+def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettings], *,
+                  unreadable: Mapping[str, Exception] | None = None, revision: str | None = None,
+                  follow_links: bool = False,
+                  progress: Callable[[int, str], None] | None = None) -> list[TargetResult]:
+    """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions. `unreadable`
+    holds the targets that already failed (a directory with no checkpoint below it); `progress` is told each
+    target before it is checked. `Run(check_targets(...))` is what `gdr-check check` renders."""
+    from .models.check import check_model
+    from .sources import SourceError
+
+    results: list[TargetResult] = []
+    for index, target in enumerate(targets):
+        if progress is not None:
+            progress(index, target)
+        failed = (unreadable or {}).get(target)
+        if isinstance(failed, SourceError):
+            fatal = FatalError(failed.code, str(failed), failed.path, diagnostic=failed.diagnostic())
+            results.append(TargetResult(target, error=fatal))
+            continue
+        settings = settings_for(target)
+        for tp in settings.tp_sizes:
+            dep = _deployment(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
+                              engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
+                              mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens)
+            try:
+                check = check_model(target, dep, revision=revision, follow_links=follow_links)
+            except SourceError as error:
+                fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
+                results.append(TargetResult(target, error=fatal, tp=tp))
+                break  # the files are the same for every TP size
+            results.append(TargetResult(target, check=check, diagnostics=settings.selection.filter(check.report), tp=tp))
+    return results
+
+
+# -- call ------------------------------------------------------------------------------------------------------------
+@dataclass
+class CheckedCall:
+    recorded: Any  # gdr_check.capture.RecordedCall
+    engine: str
+    diagnostics: list[Diagnostic]
+    comparison: Any = None  # gdr_check.checks.compare.Comparison when a model was given
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.recorded.to_dict()
+        data["engine"] = self.engine
+        data["comparison"] = None if self.comparison is None else [r.to_dict() for r in self.comparison.rows]
+        data["diagnostics"] = [d.to_dict() for d in self.diagnostics]
+        return data
+
+
+@dataclass
+class CallRun:
+    """The record of one `call` run: the recording, the model compared with, every checked call."""
+
+    recording: Any  # gdr_check.capture.Recording
+    target: str | None = None
+    tp: int = 1
+    models: dict[str, Any] = field(default_factory=dict)  # engine -> ModelCheck
+    model_diagnostics: list[Diagnostic] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CheckedCall] = field(default_factory=list)
+
+    def all_diagnostics(self) -> list[Diagnostic]:
+        return self.model_diagnostics + [d for call in self.calls for d in call.diagnostics]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(d.severity == "error" for d in self.all_diagnostics()) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call record of the JSON document (`command: "call"`); fields are only ever added."""
+        model = None
+        if self.target is not None:
+            model = {
+                "target": self.target, "tp": self.tp,
+                "source": next(iter(self.models.values())).source_dict() if self.models else None,
+                "expected": {engine: (check.call.to_dict() if check.call is not None else None)
+                             for engine, check in self.models.items()},
+                "diagnostics": [d.to_dict() for d in self.model_diagnostics],
+            }
+        diagnostics = self.all_diagnostics()
+        return {
+            "source": self.recording.path,
+            "recording": {"path": self.recording.path, "calls": len(self.recording.calls),
+                          "calls_seen": self.recording.calls_seen, "calls_dropped": self.recording.calls_dropped},
+            "model": model,
+            "notes": list(self.notes),
+            "calls": [call.to_dict() for call in self.calls],
+            "summary": {"calls": len(self.calls), "errors": sum(d.severity == "error" for d in diagnostics),
+                        "warnings": sum(d.severity == "warning" for d in diagnostics),
+                        "infos": sum(d.severity == "info" for d in diagnostics)},
+            "exit_code": self.exit_code,
+        }
+
+
+def _model_for(run: CallRun, engine: str, state_dtype: str | None) -> Any:
+    """The model check for `engine` (built once per engine); its errors are reported once, at the top."""
+    from .models.check import check_model
+
+    if engine not in run.models:
+        deployment = _deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)
+        check = check_model(run.target, deployment)  # type: ignore[arg-type]
+        run.models[engine] = check
+        run.notes.extend(note for note in check.source_dict()["notes"] if note not in run.notes)
+        blocking = [d for d in check.report if d.severity == "error" and d.code < "GDR2"]
+        run.model_diagnostics.extend(d for d in blocking if d not in run.model_diagnostics)
+        if check.call is None:
+            run.notes.append(f"no expected call for `{run.target}` at tp={run.tp}: the comparison is skipped")
+    return run.models[engine]
+
+
+# Wrapper checks that test two arguments at once but point at the first.
+_PAIRED = {"a": ("a", "b"), "A_log": ("A_log", "dt_bias")}
+
+
+def _defer_to_comparison(diagnostic: Diagnostic, comparison: Any, target: str) -> Diagnostic:
+    """A contract error on an argument the comparison explains keeps its message (what the wrapper raises)
+    but not its fixes: they guess the cause without the model, and the comparison names it with the model."""
+    argument = diagnostic.location.argument if diagnostic.location is not None else None
+    if diagnostic.severity != "error" or argument is None:
+        return diagnostic
+    codes: list[str] = []
+    for name in _PAIRED.get(argument, (argument,)):
+        codes += [code for code in comparison.causes.get(name, []) if code not in codes]
+    if not codes:
+        return diagnostic
+    note = f"the comparison with `{target}` names the cause: see {', '.join(codes)}"
+    return replace(diagnostic, fixes=[], notes=[*diagnostic.notes, note])
+
+
+def check_call(recorded: Any, engine: str, run: CallRun, state_dtype: str | None) -> CheckedCall:
+    from .checks.compare import ModelGeometry, compare_call, contract_arguments
+    from .checks.contract import run_contract
+    from .models.adapters import attention_head_dim
+
+    diagnostics = list(run_contract(recorded.call, engine))
+    comparison = None
+    if run.target is not None:
+        check = _model_for(run, engine, state_dtype)
+        if check.call is not None and check.model is not None:
+            head_dim = attention_head_dim(getattr(check.checkpoint, "config", None))
+            geometry = ModelGeometry.from_model(check.model, run.target, head_dim)
+            comparison = compare_call(
+                recorded.call, check.call, geometry, tp=run.tp, engine=engine,
+                state_dtype_reason=check.settings.state_dtype_reason if check.settings else None,
+                contract_flagged=contract_arguments(diagnostics),
+            )
+            replaced = comparison.supersedes
+            diagnostics = [_defer_to_comparison(d, comparison, run.target) for d in diagnostics
+                           if d.code not in replaced] + comparison.diagnostics
+    return CheckedCall(recorded, engine, diagnostics, comparison)
+
+
+def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine: str | None = None,
+                    state_dtype: str | None = None, index: int | None = None,
+                    selection: Selection | None = None, failing: tuple[str, ...] = FAILING_DEFAULT,
+                    exit_zero: bool = False) -> Run:
+    """Check every call of a recording made by `gdr_check.capture()` (or the one at `index`) against the contract
+    and, with `target`, compare it with the call the engine makes for that model at `tp`. One result, whose
+    `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
+    from .capture import load_recording
+
+    recording = load_recording(path)
+    if not recording.calls:
+        raise EmptyRecording(recording.path)
+    calls = recording.calls
+    if index is not None:
+        if not 0 <= index < len(calls):
+            raise NoSuchCall(recording.path, len(calls), index)
+        calls = [calls[index]]
+    run = CallRun(recording=recording, target=target, tp=tp)
+    if recording.calls_dropped:
+        run.notes.append(f"{recording.calls_dropped} more call(s) ran after `max_calls` and were not recorded")
+    for skipped in recording.skipped_targets:
+        run.notes.append(f"capture skipped {skipped.get('target')}: {skipped.get('reason')}")
+    for recorded in calls:
+        checked = check_call(recorded, engine or recorded.engine or DEFAULT_ENGINE, run, state_dtype)
+        checked.diagnostics = _selected(selection, checked.diagnostics)
+        run.calls.append(checked)
+    run.model_diagnostics = _selected(selection, run.model_diagnostics)
+    check = next(iter(run.models.values()), None)
+    result = TargetResult(recording.path, check=check, diagnostics=run.all_diagnostics(), tp=tp if target else None,
+                          kind="call", details=run, path=recording.path)
+    return Run([result], failing=failing, exit_zero=exit_zero)
+
+
+# -- dry-run ---------------------------------------------------------------------------------------------------------
+def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = None, state_dtype: str | None = None,
+            engine: str = DEFAULT_ENGINE, backend: str = "builtin", device: str = "auto", steps: int = 3,
+            seed: int = 0, timeout: float = 1800.0, selection: Selection | None = None,
+            failing: tuple[str, ...] = FAILING_DEFAULT, exit_zero: bool = False, ranks: str = "one",
+            weights: bool = False) -> Run:
+    """Run the deployment's per-rank kernel call on synthetic tensors in a child process (this process never
+    imports torch) and verify every step. One result, whose `details` is the `runner.api.DryRunResult`; a
+    target that cannot be read is a FatalError result (exit 2), a dry-run that did not launch or failed
+    fails the run even when selection hides its diagnostics. `ranks="all"` runs one process per TP rank
+    (`runner.ranks_api.ranks_dry_run`, whose `RanksResult` is then the `details`); `weights` reads one layer's
+    real `A_log` and `dt_bias` for it."""
+    from .models.check import check_model
+    from .runner.api import dry_run_check
+    from .sources import SourceError
+
+    deployment = _deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine)
+    try:
+        check = check_model(target, deployment)
+    except SourceError as error:
+        fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
+        return Run([TargetResult(target, error=fatal, tp=tp, kind="dry-run")], failing=failing, exit_zero=exit_zero)
+    if ranks == "all":
+        from .runner.ranks_api import ranks_dry_run
+
+        gathered = ranks_dry_run(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout,
+                                 weights=weights)
+        passed = gathered.ok
+        gathered.diagnostics = _selected(selection, gathered.diagnostics)
+        result = TargetResult(target, check=check, diagnostics=list(gathered.diagnostics), tp=tp, kind="dry-run",
+                              details=gathered, incomplete=not passed)
+        return Run([result], failing=failing, exit_zero=exit_zero)
+    outcome = dry_run_check(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout)
+    passed = outcome.ok and outcome.launched  # judged before selection: a hidden GDR3xx error is still a failure
+    outcome.diagnostics = _selected(selection, outcome.diagnostics)
+    result = TargetResult(target, check=check, diagnostics=list(outcome.diagnostics), tp=tp, kind="dry-run",
+                          details=outcome, incomplete=not passed)
+    return Run([result], failing=failing, exit_zero=exit_zero)
