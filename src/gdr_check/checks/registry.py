@@ -39,6 +39,7 @@ CATEGORIES: dict[str, str] = {
     "GDR1": "Model config, layer map and tensor parallelism",
     "GDR2": "Kernel preconditions",
     "GDR3": "Dry-run results",
+    "GDR4": "Errors pasted from engine logs",
 }
 
 

@@ -17,12 +17,14 @@ from .call import CallContext, next_power_of_2
 from .examples import CallExample, tensor
 from .kernel_causes import (
     flatten_fix,
+    flattened_pool_fix,
     gate_heads_fixes,
     last_stride_fix,
     param_size_fixes,
     q_size_failure,
     shape_text,
     tp_split,
+    transposed_pool_fix,
     width_candidates,
 )
 from .registry import Finding, declare_wrapper_order, rule
@@ -332,7 +334,7 @@ def state_ndim(ctx: CallContext):
         fix = (f"this looks like one slot's state [HV={HV}, V={V}, K={K}]: pass the whole per-layer pool "
                f"[S, {HV}, {V}, {K}] and select rows with `ssm_state_indices`")
     else:
-        fix = f"pass the per-layer [S, HV, V, K] pool (got shape {shape_text(spec)})"
+        fix = flattened_pool_fix(ctx) or f"pass the per-layer [S, HV, V, K] pool (got shape {shape_text(spec)})"
     return Finding({"ndim": spec.ndim}, [fix], argument="initial_state")
 
 
@@ -440,6 +442,9 @@ def out_shape(ctx: CallContext):
     if got == expected:
         return None
     B, HV, V = ctx.B, ctx.HV, ctx.V
+    transposed = transposed_pool_fix(ctx)
+    if transposed is not None:  # `out` is right; resizing it would hide the swapped V and K
+        return Finding({"expected": expected, "shape": got}, [transposed], argument="initial_state")
     if got == (1, B, HV, V):
         fix = ("this is the [1, B, HV, V] layout the engine returns after `out.transpose(0, 1)`: pass the "
                "[B, 1, HV, V] buffer before transposing")
