@@ -31,6 +31,8 @@ _SUFFIXES = ("Error", "Exception")
 # ANSI escape sequences (CSI ... final byte; OSC ... BEL/ST). Each alternative is one pass: no nesting.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 _CONTROL = dict.fromkeys(c for c in range(32) if c != 9)
+# The shortest first literal a template is searched for inside a line (rather than at the message's start).
+_MIN_ANCHOR = 8
 _LEVELS = ("ERROR", "WARNING", "WARN", "INFO", "DEBUG", "CRITICAL", "FATAL")
 
 
@@ -198,7 +200,7 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
         if _key_literal(rule.message) not in line:  # the cheap test first: most rules are not in a line
             continue
         starts = [message]
-        if literals[0]:
+        if len(literals[0]) >= _MIN_ANCHOR:  # a short first literal (a backtick) anchors anywhere: too loose
             at = line.find(literals[0])
             if at >= 0 and line[at:] != message:
                 starts.append(line[at:])
