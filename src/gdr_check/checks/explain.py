@@ -30,7 +30,11 @@ MAX_LINE = 4096
 _SUFFIXES = ("Error", "Exception")
 # ANSI escape sequences (CSI ... final byte; OSC ... BEL/ST). Each alternative is one pass: no nesting.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_SYSLOG_ESCAPE = re.compile(r"#033\[[0-?]*[ -/]*[@-~]|#015$")
 _CONTROL = dict.fromkeys(c for c in range(32) if c != 9)
+# Separators after which an unknown log prefix may end, and how many of them are tried per line.
+_SEPARATORS = ("] ", ") ", "| ", ": ")
+_MAX_STARTS = 8
 # The shortest first literal a template is searched for inside a line (rather than at the message's start).
 _MIN_ANCHOR = 8
 _LEVELS = ("ERROR", "WARNING", "WARN", "INFO", "DEBUG", "CRITICAL", "FATAL")
@@ -149,6 +153,8 @@ def clean_line(line: str) -> str:
     """A pasted line without ANSI colours or control characters, cut to `MAX_LINE`, stripped."""
     if "\x1b" in line:
         line = _ANSI.sub("", line[: 4 * MAX_LINE])
+    if "#0" in line:  # rsyslog writes ESC as `#033` and CR as `#015`
+        line = _SYSLOG_ESCAPE.sub("", line[: 4 * MAX_LINE].rstrip())
     return line[:MAX_LINE].translate(_CONTROL).strip()
 
 
@@ -191,20 +197,36 @@ def _numeric_ok(rule: Rule, values: Mapping[str, str]) -> bool:
     return not numeric or all(values.get(name, "").strip().isdigit() for name in numeric)
 
 
+def _message_starts(line: str) -> list[str]:
+    """Where the message may start in `line`: after the known prefixes, and after each of the first separators
+    (`] `, `) `, `| `, `: `) for prefixes nobody listed (docker compose's `svc  | `, torchrun's `[rank4]: `)."""
+    starts = [message_of(line)]
+    position = 0
+    for _ in range(_MAX_STARTS):
+        cut = min((at + len(sep) for sep in _SEPARATORS if (at := line.find(sep, position)) >= 0), default=-1)
+        if cut < 0:
+            break
+        starts.append(_without_exception_prefix(line[cut:].lstrip()))
+        position = cut
+    return list(dict.fromkeys(starts))
+
+
 def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str] | None:
     """The rule (longest literal text first) whose template is the message of `line`, or starts where its
     first literal occurs in the line and runs to the line's end."""
-    message = message_of(line)
+    starts: list[str] | None = None
     for rule in rules:
         literals, fields = _pieces(rule.message)
         if _key_literal(rule.message) not in line:  # the cheap test first: most rules are not in a line
             continue
-        starts = [message]
+        if starts is None:
+            starts = _message_starts(line)
+        texts = list(starts)
         if len(literals[0]) >= _MIN_ANCHOR:  # a short first literal (a backtick) anchors anywhere: too loose
             at = line.find(literals[0])
-            if at >= 0 and line[at:] != message:
-                starts.append(line[at:])
-        for text in starts:
+            if at >= 0:
+                texts.append(line[at:])
+        for text in texts:
             values = _fullmatch(literals, fields, text)
             if values is not None and _numeric_ok(rule, values):
                 return rule, {_group(k): v for k, v in values.items()}, text

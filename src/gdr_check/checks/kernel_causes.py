@@ -216,3 +216,9 @@ def flattened_pool_fix(ctx: CallContext) -> str | None:
     K = row // (HV * V)
     return (f"the pool is flattened to ({S}, {row}) = (S, HV*V*K) with HV={HV} (the gates), V={V} (`out`), "
             f"K={K}: pass `initial_state.view({S}, {HV}, {V}, {K})` (a view of the same memory)")
+
+
+def one_cause(ctx: CallContext, fixes: list[str]) -> list[str]:
+    """A transposed pool explains the width, Q-size and head errors it causes as well: say only that."""
+    transposed = transposed_pool_fix(ctx)
+    return [transposed] if transposed is not None else fixes

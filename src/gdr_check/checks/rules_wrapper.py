@@ -20,6 +20,7 @@ from .kernel_causes import (
     flattened_pool_fix,
     gate_heads_fixes,
     last_stride_fix,
+    one_cause,
     param_size_fixes,
     q_size_failure,
     shape_text,
@@ -480,7 +481,7 @@ def packed_width(ctx: CallContext):
     if qk_dim > 0 and qk_dim % 2 == 0:
         return None
     fixes = width_candidates(ctx, ctx.qkv_dim) or ["pass [q (H*K) | k (H*K) | v (HV*V)] with the pool's HV and V"]
-    return Finding({"qkv_dim": ctx.qkv_dim, "HV": ctx.HV, "V": ctx.V}, fixes, argument="mixed_qkv")
+    return Finding({"qkv_dim": ctx.qkv_dim, "HV": ctx.HV, "V": ctx.V}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(
@@ -504,7 +505,7 @@ def gdn_q_size(ctx: CallContext):
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"the q block is {q_dim} channels, not a multiple of K={ctx.K}: pass exactly [q | k | v], or check K "
         f"in the pool"]
-    return Finding({"q_dim": q_dim, "K": ctx.K}, fixes, argument="mixed_qkv")
+    return Finding({"q_dim": q_dim, "K": ctx.K}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(
@@ -535,7 +536,7 @@ def head_config(ctx: CallContext):
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"H={H} key heads cannot share HV={ctx.HV} value heads evenly: check that the model's "
         f"linear_num_value_heads is a multiple of linear_num_key_heads"]
-    return Finding({"H": H, "HV": ctx.HV}, fixes, argument="mixed_qkv")
+    return Finding({"H": H, "HV": ctx.HV}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(
@@ -665,7 +666,7 @@ def kda_q_size(ctx: CallContext):
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"the q block is {q_dim} channels, not a multiple of K={ctx.K}: KDA needs num_q_heads == num_k_heads and "
         f"head_q_dim == head_k_dim; pass exactly [q | k | v]"]
-    return Finding({"q_dim": q_dim, "K": ctx.K}, fixes, argument="mixed_qkv")
+    return Finding({"q_dim": q_dim, "K": ctx.K}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(
