@@ -314,8 +314,8 @@ def tp_factor(got: int, want: int) -> int | None:
 def named_widths(value: int, context: Context) -> list[str]:
     """Which of the model's widths `value` is, in full or per rank at some tp (tp = context's first)."""
     out = []
-    tps = [context.tp] if context.tp else []
-    tps += [tp for tp in (1, 2, 4, 8, 16) if tp not in tps]
+    # With a known tp, only the full and that rank's widths: other splits are coincidences.
+    tps = [context.tp, 1] if context.tp else [1, 2, 4, 8, 16]
     for name, full in context.widths.items():
         for tp in tps:
             if full % tp == 0 and full // tp == value:

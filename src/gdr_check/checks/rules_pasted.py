@@ -158,7 +158,7 @@ def _reshape(values: Mapping[str, str], context: Context) -> list[str]:
     width = dims[-1]
     for tp in (context.tp,) if context.tp else (2, 4, 8, 16):
         if tp and tp > 1 and width % tp == 0 and size % (known // tp) == 0:
-            out.append(f"{size} = {size // (known // tp)} × {known // tp}: the input is per-rank for tp={tp} "
+            out.append(f"{size} = {size // (width // tp)} × {width // tp}: the input is per-rank for tp={tp} "
                        f"(width {width // tp}) while the shape uses the full width {width}")
             break
         if tp and tp > 1 and (size * tp) % known == 0 and size % known:
