@@ -165,3 +165,23 @@ def test_cli_unknown_model_is_one_line_exit_2(capsys):
     assert main(["explain", "GDR401", "--model", "no/such-model"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") <= 2 and "no/such-model" in captured.err
+
+
+def test_engine_profile_changes_the_reasoning():
+    from gdr_check.engines import profile_for
+
+    text = "RuntimeError: Triton Error [CUDA]: invalid argument"
+    [vllm] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("vllm"), widths=QWEN3_NEXT))
+    assert vllm.reasons[0].endswith("splits the GDN decode grid: this launch failure is not the B*HV grid limit; "
+                                    "look for another bad launch argument (shared memory, a kernel of another layer)")
+    [sglang] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("sglang"), widths=QWEN3_NEXT))
+    assert sglang.reasons[0].startswith("HV_l = 16 value heads per rank")
+    [pool] = find_all("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+                      Context(profile=profile_for("vllm")))
+    assert pool.reasons and "has no --mamba-full-memory-ratio" in pool.reasons[0]
+
+
+def test_cli_unknown_engine_is_one_line_exit_2(capsys):
+    assert main(["explain", "GDR401", "--engine", "tgi"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "tgi" in captured.err and "Traceback" not in captured.err

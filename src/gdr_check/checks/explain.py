@@ -19,9 +19,12 @@ import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .registry import RULES, Rule, get
+
+if TYPE_CHECKING:
+    from ..engines import EngineProfile
 
 # A pasted message, log or traceback longer than this is cut: the lines that name the problems are short.
 MAX_PASTE = 64 * 1024
@@ -78,11 +81,12 @@ class Explanation:
 class Context:
     """What the user knows about the deployment (`--model/--tp/--engine/--batch`), for reasoning on numbers.
 
-    `widths` names the model's full (unsharded) widths and head counts: {"num_v_heads": 32, ...}."""
+    `widths` names the model's full (unsharded) widths and head counts: {"num_v_heads (HV)": 32, ...};
+    `profile` is the engine's (`engines.profile_for`), whose flags and limits the remedies name."""
 
     tp: int | None = None
     batch: int | None = None
-    engine: str | None = None
+    profile: EngineProfile | None = None
     widths: Mapping[str, int] = field(default_factory=dict)
 
 

@@ -92,6 +92,10 @@ def _value_heads(context: Context) -> int | None:
 
 @reasoner("GDR402")
 def _grid(values: Mapping[str, str], context: Context) -> list[str]:
+    profile = context.profile
+    if profile is not None and profile.grid_dim_limit is None:
+        return [f"{profile.label} splits the GDN decode grid: this launch failure is not the B*HV grid limit; "
+                f"look for another bad launch argument (shared memory, a kernel of another layer)"]
     heads = _value_heads(context)
     if heads is None:
         return ["with --model (and --tp, --batch) gdr-check computes the grid B*HV_l and the largest batch "
@@ -208,6 +212,19 @@ declare(
 )
 
 
+def _not_this_engine(context: Context) -> list[str]:
+    profile = context.profile
+    if profile is None or profile.memory_ratio_flag is not None:
+        return []
+    return [f"this message is sglang's state pool; {profile.label} has no --mamba-full-memory-ratio: the log "
+            f"is not from the engine you named"]
+
+
+@reasoner("GDR405")
+def _ping_pong(values: Mapping[str, str], context: Context) -> list[str]:
+    return _not_this_engine(context)
+
+
 @reasoner("GDR406", numeric=("size", "available", "requests"))
 def _pool(values: Mapping[str, str], context: Context) -> list[str]:
     size, available, requests = int(values["size"]), int(values["available"]), int(values["requests"])
@@ -215,7 +232,7 @@ def _pool(values: Mapping[str, str], context: Context) -> list[str]:
            f"{size - available} slots are held by running requests"]
     if context.batch and context.batch > size:
         out.append(f"--batch {context.batch} > {size} slots: the pool cannot hold that many running requests")
-    return out
+    return out + _not_this_engine(context)
 
 
 declare(

@@ -9,6 +9,7 @@ import typer
 
 from ..checks.explain import MAX_PASTE, Context, Explanation, find_all
 from ..checks.registry import get
+from ..engines import EngineProfile
 from .escape import dump_json
 from .escape import text as safe
 from .main import app
@@ -30,6 +31,15 @@ def explain_all(query: str, context: Context | None = None) -> list[Explanation]
 def explain(query: str, context: Context | None = None) -> Explanation | None:
     found = explain_all(query, context)
     return found[0] if found else None
+
+
+def _profile(engine: str) -> EngineProfile:
+    from ..engines import UnknownEngineError, profile_for
+
+    try:
+        return profile_for(engine)
+    except UnknownEngineError as error:
+        raise typer.BadParameter(str(error), param_hint="--engine") from None
 
 
 def _model_widths(model: str) -> dict[str, int]:
@@ -104,13 +114,14 @@ def explain_command(
     model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
     tp: int = typer.Option(None, "--tp", min=1, help="The tensor-parallel size of the deployment."),
     batch: int = typer.Option(None, "--batch", min=1, help="The decode batch size of the deployment."),
-    engine: str = typer.Option(None, "--engine", help="sglang or vllm."),
+    engine: str = typer.Option(None, "--engine", help="sglang or vllm (name@version selects a version)."),
 ) -> int:
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
     from ..checks import RULES
 
     out = Output(output_format)
-    context = Context(tp=tp, batch=batch, engine=engine, widths=_model_widths(model) if model else {})
+    context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None,
+                      widths=_model_widths(model) if model else {})
     if all_rules:
         found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:
