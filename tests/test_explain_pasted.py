@@ -185,3 +185,20 @@ def test_cli_unknown_engine_is_one_line_exit_2(capsys):
     assert main(["explain", "GDR401", "--engine", "tgi"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "tgi" in captured.err and "Traceback" not in captured.err
+
+
+def test_cli_context_from_pyproject(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "Qwen/Qwen3-Next-80B-A3B-Instruct"\n'
+                                             'tp = 2\nbatch = 5000\nengine = "sglang"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 0
+    out = capsys.readouterr().out
+    assert "  - --batch 5000: the grid needs B*HV_l = 5000*16 = 80000, which crosses the limit: this is the cause" in out
+
+
+def test_cli_bad_model_in_pyproject_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = 3\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("error:") == 1 and "model" in captured.err

@@ -120,6 +120,16 @@ def explain_command(
     from ..checks import RULES
 
     out = Output(output_format)
+    if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
+        from .config import discover, load_config
+
+        found_config = discover([])  # the working directory's `[tool.gdr-check]` gives the context's defaults
+        if found_config is not None:
+            config = load_config(found_config)
+            model = model or config.model
+            engine = engine or config.engine
+            batch = batch if batch is not None else (config.batch or None)
+            tp = tp if tp is not None else (config.tp[0] if config.tp and len(config.tp) == 1 else None)
     context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None,
                       widths=_model_widths(model) if model else {})
     if all_rules:
