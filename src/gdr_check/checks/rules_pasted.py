@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .explain import Context, find_all, ints, named_widths, reasoner, tp_factor
-from .registry import declare
+from .registry import Finding, declare
 
 if TYPE_CHECKING:
     from ..report import Diagnostic
@@ -33,7 +33,7 @@ class PastedExample:
         return f"pasted: {self.text}"
 
     def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        return [rules.rules[found.rule.code].diagnostic(**found.values) for found in find_all(self.text)]
+        return [rules.rules[found.rule.code].diagnostic(Finding(dict(found.values))) for found in find_all(self.text)]
 
 
 declare(
