@@ -137,3 +137,15 @@ def test_the_flattened_pool_gets_the_view_with_its_numbers():
     assert diagnostic.code == "GDR212"
     assert diagnostic.fixes == ["the pool is flattened to (5, 512) = (S, HV*V*K) with HV=4 (the gates), V=8 "
                                 "(`out`), K=16: pass `initial_state.view(5, 4, 8, 16)` (a view of the same memory)"]
+
+
+def test_a_16_bit_A_log_is_caught_with_the_engines_dtype():
+    from gdr_check.engines import profile_for
+
+    shapes = true_shapes(4, 2, 2, 16, 8, 5)
+    call = build(shapes, 16)
+    call = PackedDecodeCall(**{**call.__dict__, "A_log": TensorSpec.of((4,), "bfloat16", "cuda:0", storage=4)})
+    found = [d for d in run_contract(call) if d.code == "GDR265"]
+    assert [(d.severity, d.message, d.fixes) for d in found] == [(
+        "warning", f"`A_log` is bfloat16: {profile_for('sglang').label} keeps it in float32",
+        [f"keep `A_log` in float32 as {profile_for('sglang').label} does: `A_log.float()` once at load"])]
