@@ -188,6 +188,8 @@ def transposed_pool_fix(ctx: CallContext) -> str | None:
     if state.ndim != 4 or ctx.B is None or ctx.HV is None or ctx.V is None or ctx.K is None or ctx.V == ctx.K:
         return None
     S, HV, K_true, V_true = state.shape  # as allocated: [S, HV, K, V]
+    if min(state.shape) <= 0:  # an empty pool has no layout to read
+        return None
     if tuple(out.shape) != (ctx.B, 1, HV, V_true):
         return None
     if ctx.qkv_dim is not None:
