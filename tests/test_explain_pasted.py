@@ -193,7 +193,8 @@ def test_cli_context_from_pyproject(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 0
     out = capsys.readouterr().out
-    assert "  - --batch 5000: the grid needs B*HV_l = 5000*16 = 80000, which crosses the limit: this is the cause" in out
+    assert "  - --batch 5000: the grid needs B*HV_l = 5000*16 = 80000, which crosses the limit: this is the cause" \
+        in out
 
 
 def test_cli_bad_model_in_pyproject_is_one_line(tmp_path, monkeypatch, capsys):

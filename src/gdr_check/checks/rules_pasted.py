@@ -260,7 +260,7 @@ def _weight(values: Mapping[str, str], context: Context) -> list[str]:
     out: list[str] = []
     if len(weight) != len(parameter):
         return [f"the checkpoint tensor has {len(weight)} dimensions, the parameter {len(parameter)}"]
-    for axis, (w, p) in enumerate(zip(weight, parameter)):
+    for axis, (w, p) in enumerate(zip(weight, parameter, strict=True)):
         if w == p:
             continue
         if (k := tp_factor(w, p)) is not None:
