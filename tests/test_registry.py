@@ -47,7 +47,7 @@ def test_positions_are_derived_from_the_order_tuples():
 
 def test_non_wrapper_messages_follow_the_rustc_style():
     for rule in RULES.values():
-        if rule.wrapper:
+        if rule.wrapper or rule.scope == "pasted":  # quoted as the wrapper or the engine prints them
             continue
         assert not rule.message.endswith("."), rule.code
         assert not rule.message[0].isupper(), rule.code

@@ -230,8 +230,8 @@ def test_explicit_config_file_and_bad_config_exit_2(project: Path):
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.splitlines()[0] == (
         "error: pyproject.toml: `tool.gdr-check.selct`: unknown key (expected one of: select, extend-select, "
-        "ignore, output-format, engine, tp, batch, slots, state-dtype, gpu-memory, exit-zero, error-on-warning, "
-        "exclude, extend-exclude, overrides)")
+        "ignore, output-format, engine, tp, batch, slots, model, state-dtype, gpu-memory, exit-zero, "
+        "error-on-warning, exclude, extend-exclude, overrides)")
     as_json = run_cli("models/good", "--output-format", "json")
     assert as_json.exit_code == 2 and json.loads(as_json.stdout)["error"]["code"] == "config"
 

@@ -5,7 +5,15 @@ GDR3xx (dry-run).
 """
 
 from . import (  # noqa: F401  (importing registers the rules)
-    compare, rules_assumed, rules_dryrun, rules_model, rules_ranks, rules_source, rules_wrapper,
+    compare,
+    rules_assumed,
+    rules_dryrun,
+    rules_model,
+    rules_param_dtype,
+    rules_pasted,
+    rules_ranks,
+    rules_source,
+    rules_wrapper,
 )
 from .call import PackedDecodeCall
 from .contract import check_kda_packed_decode, check_packed_decode, run_contract

@@ -1,23 +1,59 @@
-"""Resolve a rule from its code, its name, or a pasted runtime error message."""
+"""Resolve a rule from its code or name, and find every known error in pasted text, in linear time.
+
+Users paste one line, a log line with an engine's prefix (vLLM's `(Worker_TP1 pid=123) ERROR 11-30 10:00:00
+[file.py:42] ValueError: ...`, sglang's `[2026-11-30 10:00:00 TP0] ValueError: ...`), a whole traceback, a log
+with several errors, ANSI colours. `find_all` cleans each line (colours, control characters), and reads each
+rule's message template at the start of the line's message (after the prefixes) or wherever the template's
+first literal occurs in the line.
+
+A template is literals between wildcards that hold at least one character; placing each literal at its
+earliest position after the previous one is the assignment a lazy regex (`.+?`) finds first (a later placement
+only leaves less room for the rest), so matching is a few `str.find` calls: no backtracking, time linear in
+the line. A template that repeats a field takes that first placement and requires the repeats to agree.
+"""
 
 from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from .registry import RULES, Rule, get
 
-# What users paste: "ValueError: <message>", possibly a whole traceback.
-_EXCEPTION_PREFIX = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception)\s*:\s*)")
+if TYPE_CHECKING:
+    from ..engines import EngineProfile
+
+# A pasted message, log or traceback longer than this is cut: the lines that name the problems are short.
+MAX_PASTE = 64 * 1024
+# A line longer than this is cut before matching (a message is short; a huge line is noise or an attack).
+MAX_LINE = 4096
+_SUFFIXES = ("Error", "Exception")
+# ANSI escape sequences (CSI ... final byte; OSC ... BEL/ST). Each alternative is one pass: no nesting.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_SYSLOG_ESCAPE = re.compile(r"#033\[[0-?]*[ -/]*[@-~]|#015$")
+_CONTROL = dict.fromkeys(c for c in range(32) if c != 9)
+# Separators after which an unknown log prefix may end, and how many of them are tried per line.
+_SEPARATORS = ("] ", ") ", "| ", ": ")
+_MAX_STARTS = 8
+# The shortest first literal a template is searched for inside a line (rather than at the message's start).
+_MIN_ANCHOR = 8
+_LEVELS = ("ERROR", "WARNING", "WARN", "INFO", "DEBUG", "CRITICAL", "FATAL")
 
 
 @dataclass
 class Explanation:
+    """A rule found by code or name, or matched in pasted text: the values read back from the message, the
+    line it was read from, and what its numbers say (`reasons`, with the context when one is given)."""
+
     rule: Rule
     values: dict[str, str] = field(default_factory=dict)
     matched_message: str | None = None
+    line: int | None = None  # 1-based line of the paste
+    reasons: list[str] = field(default_factory=list)
+    count: int = 1  # how many times the same message appears (one per rank in a TP log)
 
     def to_dict(self) -> dict[str, Any]:
         rule = self.rule
@@ -35,39 +71,278 @@ class Explanation:
             "wrapper": dict(rule.wrapper),
             "values": self.values,
             "matched_message": self.matched_message,
+            "line": self.line,
+            "count": self.count,
+            "reasons": list(self.reasons),
         }
 
 
+@dataclass(frozen=True)
+class Context:
+    """What the user knows about the deployment (`--model/--tp/--engine/--batch`), for reasoning on numbers.
+
+    `widths` names the model's full (unsharded) widths and head counts: {"num_v_heads (HV)": 32, ...};
+    `profile` is the engine's (`engines.profile_for`), whose flags and limits the remedies name."""
+
+    tp: int | None = None
+    batch: int | None = None
+    profile: EngineProfile | None = None
+    widths: Mapping[str, int] = field(default_factory=dict)
+
+
+# Code -> a function of (values, context) giving sentences about the message's numbers. Rule modules add
+# theirs (`reasoner`); kept here, next to the matcher, so library callers get the same reasoning as the CLI.
+REASONERS: dict[str, Callable[[Mapping[str, str], Context], list[str]]] = {}
+# Code -> fields that must read as integers for a match to count (a template starting with a field would
+# otherwise match any prose ending the same way).
+NUMERIC_FIELDS: dict[str, frozenset[str]] = {}
+
+
+def reasoner(code: str, numeric: Iterable[str] = ()) -> Callable[[Callable[[Mapping[str, str], Context], list[str]]],
+                                                                Callable[[Mapping[str, str], Context], list[str]]]:
+    def wrap(function: Callable[[Mapping[str, str], Context], list[str]]
+             ) -> Callable[[Mapping[str, str], Context], list[str]]:
+        REASONERS[code] = function
+        if numeric:
+            NUMERIC_FIELDS[code] = frozenset(numeric)
+        return function
+
+    return wrap
+
+
+@cache
+def _pieces(message: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The literals (one more than the fields) and the fields of a template."""
+    literals, fields = [""], []
+    for literal, name, _, _ in string.Formatter().parse(message):
+        literals[-1] += literal
+        if name is not None:
+            fields.append(name)
+            literals.append("")
+    return tuple(literals), tuple(fields)
+
+
 def _literal_length(rule: Rule) -> int:
-    return sum(len(literal) for literal, *_ in string.Formatter().parse(rule.message))
+    return sum(len(literal) for literal in _pieces(rule.message)[0])
 
 
-def _candidates(text: str) -> list[str]:
-    """The pasted text, without an exception prefix, and each of its lines (last first: tracebacks end there)."""
-    stripped = text.strip()
-    lines = [line.strip() for line in stripped.splitlines() if line.strip()]
-    out = [stripped, _EXCEPTION_PREFIX.sub("", stripped)]
-    for line in reversed(lines):
-        out += [line, _EXCEPTION_PREFIX.sub("", line)]
-    return list(dict.fromkeys(out))
+def _group(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
-def match_message(text: str) -> Explanation | None:
-    """The rule whose message template matches `text` as a whole; longest literal text wins ties."""
-    rules = sorted(RULES.values(), key=_literal_length, reverse=True)
-    for candidate in _candidates(text):
-        for rule in rules:
-            if not rule.fields() and rule.message != candidate:
-                continue
-            found = rule.message_pattern().fullmatch(candidate)
-            if found:
-                return Explanation(rule, dict(found.groupdict()), candidate)
+def _fullmatch(literals: tuple[str, ...], fields: tuple[str, ...], line: str) -> dict[str, str] | None:
+    """The lazy regex's first match of the template against `line`, by literal search (linear)."""
+    if not line.startswith(literals[0]):
+        return None
+    if not fields:
+        return {} if line == literals[0] else None
+    last = literals[-1]
+    if not line.endswith(last):
+        return None
+    tail_start = len(line) - len(last)
+    values: dict[str, str] = {}
+    position = len(literals[0])
+    for index, name in enumerate(fields):
+        end = tail_start if index == len(fields) - 1 else line.find(literals[index + 1], position + 1)
+        if end <= position:  # not found (-1), or an empty field
+            return None
+        value = line[position:end]
+        if values.setdefault(name, value) != value:  # a repeated field must read the same
+            return None
+        position = end + len(literals[index + 1])
+    return values if position == len(line) else None
+
+
+def clean_line(line: str) -> str:
+    """A pasted line without ANSI colours or control characters, cut to `MAX_LINE`, stripped."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line[: 4 * MAX_LINE])
+    if "#0" in line:  # rsyslog writes ESC as `#033` and CR as `#015`
+        line = _SYSLOG_ESCAPE.sub("", line[: 4 * MAX_LINE].rstrip())
+    return line[:MAX_LINE].translate(_CONTROL).strip()
+
+
+def _without_exception_prefix(line: str) -> str:
+    """`ValueError: msg` / `torch.AcceleratorError: msg` -> `msg`, by scanning (no regex)."""
+    colon = line.find(":")
+    if colon <= 0:
+        return line
+    name = line[:colon].rstrip()
+    if not name.endswith(_SUFFIXES) or not all(c.isalnum() or c in "._" for c in name):
+        return line
+    stem = name[: -len("Error")] if name.endswith("Error") else name[: -len("Exception")]
+    return line[colon + 1:].lstrip() if stem.rstrip(".") else line
+
+
+def message_of(line: str) -> str:
+    """The message in a log line: without vLLM's `(Worker_TP1 pid=1) ERROR 11-30 10:00:00 [file.py:42] `, sglang's
+    `[2026-11-30 10:00:00 TP0] `, a `<level>:<logger>:` prefix, and the exception's name."""
+    body = line
+    for _ in range(4):  # prefixes stack: `(Worker pid=1) ERROR <date> [file:1] `
+        before = body
+        if body.startswith("(") and (close := body.find(") ")) > 0:
+            body = body[close + 2:].lstrip()
+        word = body.split(" ", 1)[0].rstrip(":")
+        if word in _LEVELS:
+            body = body[len(word):].lstrip(" :")
+            # `11-30 10:00:00 [file.py:42] ` after the level
+            bracket = body.find("] ")
+            if bracket > 0 and body[:1].isdigit() and "[" in body[:bracket]:
+                body = body[bracket + 2:].lstrip()
+        if body.startswith("[") and (close := body.find("] ")) > 0 and any(c.isdigit() for c in body[:close]):
+            body = body[close + 2:].lstrip()
+        if body == before:
+            break
+    return _without_exception_prefix(body)
+
+
+def _numeric_ok(rule: Rule, values: Mapping[str, str]) -> bool:
+    numeric = NUMERIC_FIELDS.get(rule.code)
+    return not numeric or all(values.get(name, "").strip().isdigit() for name in numeric)
+
+
+def _message_starts(line: str) -> list[str]:
+    """Where the message may start in `line`: after the known prefixes, and after each of the first separators
+    (`] `, `) `, `| `, `: `) for prefixes nobody listed (docker compose's `svc  | `, torchrun's `[rank4]: `)."""
+    starts = [message_of(line)]
+    position = 0
+    for _ in range(_MAX_STARTS):
+        cut = min((at + len(sep) for sep in _SEPARATORS if (at := line.find(sep, position)) >= 0), default=-1)
+        if cut < 0:
+            break
+        starts.append(_without_exception_prefix(line[cut:].lstrip()))
+        position = cut
+    return list(dict.fromkeys(starts))
+
+
+def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str] | None:
+    """The rule (longest literal text first) whose template is the message of `line`, or starts where its
+    first literal occurs in the line and runs to the line's end."""
+    starts: list[str] | None = None
+    for rule in rules:
+        literals, fields = _pieces(rule.message)
+        if _key_literal(rule.message) not in line:  # the cheap test first: most rules are not in a line
+            continue
+        if starts is None:
+            starts = _message_starts(line)
+        texts = list(starts)
+        if len(literals[0]) >= _MIN_ANCHOR:  # a short first literal (a backtick) anchors anywhere: too loose
+            at = line.find(literals[0])
+            if at >= 0:
+                texts.append(line[at:])
+        for text in texts:
+            values = _fullmatch(literals, fields, text)
+            if values is not None and _numeric_ok(rule, values):
+                return rule, {_group(k): v for k, v in values.items()}, text
     return None
 
 
+@cache
+def _key_literal(message: str) -> str:
+    return max(_pieces(message)[0], key=len)
+
+
+def _ranked() -> list[Rule]:
+    return sorted(RULES.values(), key=_literal_length, reverse=True)
+
+
+def find_all(text: str, context: Context | None = None) -> list[Explanation]:
+    """Every known error in `text`, in order of appearance; the same message repeated (once per rank) is one
+    explanation with its count. Reasons about each one's numbers with `context`."""
+    rules = _ranked()
+    found: dict[tuple[str, str], Explanation] = {}
+    seen: dict[str, tuple[Rule, dict[str, str], str] | None] = {}  # a log repeats its lines
+    for number, raw in enumerate(text[:MAX_PASTE].splitlines(), 1):
+        line = clean_line(raw)
+        if not line:
+            continue
+        hit = seen[line] if line in seen else seen.setdefault(line, _match_line(line, rules))
+        if hit is None:
+            continue
+        rule, values, message = hit
+        key = (rule.code, message)
+        if key in found:
+            found[key].count += 1
+            continue
+        found[key] = Explanation(rule, values, message, number, reasons(rule.code, values, context or Context()))
+    return list(found.values())
+
+
+def reasons(code: str, values: Mapping[str, str], context: Context) -> list[str]:
+    function = REASONERS.get(code)
+    if function is None:
+        return []
+    try:
+        return function(values, context)
+    except (ValueError, ZeroDivisionError, OverflowError):  # numbers the message did not hold as expected
+        return []
+
+
+def match_message(text: str, context: Context | None = None) -> Explanation | None:
+    """The first known error in `text` (`find_all`'s first)."""
+    found = find_all(text, context)
+    return found[0] if found else None
+
+
 def explain(query: str) -> Explanation | None:
-    """A rule by code (`GDR212`), name (`state-pool-not-4d`) or pasted message."""
-    rule = get(query)
-    if rule is not None:
-        return Explanation(rule)
+    """A rule by code (`GDR212`), name (`state-pool-not-4d`) or the first error in a pasted message."""
+    if len(query) <= 64:  # a code or a name is short: a long paste is no lookup key
+        rule = get(query)
+        if rule is not None:
+            return Explanation(rule)
     return match_message(query)
+
+
+# -- numbers ------------------------------------------------------------------------------------------------
+
+def ints(text: str) -> list[int]:
+    """The integers in `text`, in order (`(4, 32)` -> [4, 32]); by scanning."""
+    out: list[int] = []
+    digits = ""
+    for char in text + " ":
+        if char.isdigit():
+            digits += char
+        elif digits:
+            out.append(int(digits[:18]))
+            digits = ""
+    return out
+
+
+def tp_factor(got: int, want: int) -> int | None:
+    """k > 1 with got == k * want."""
+    if want > 0 and got > want and got % want == 0:
+        return got // want
+    return None
+
+
+def named_widths(value: int, context: Context) -> list[str]:
+    """Which of the model's widths `value` is, in full or per rank at some tp (tp = context's first)."""
+    out = []
+    # With a known tp, only the full and that rank's widths: other splits are coincidences.
+    tps = [context.tp, 1] if context.tp else [1, 2, 4, 8, 16]
+    for name, full in context.widths.items():
+        for tp in tps:
+            if full % tp == 0 and full // tp == value:
+                out.append(f"{value} is the model's {name}" + (f" per rank at tp={tp} ({full}/{tp})" if tp > 1
+                                                                 else f" (unsharded, {full})"))
+                break
+    return out
+
+
+@reasoner("GDR214")
+def _gate_heads(values: Mapping[str, str], context: Context) -> list[str]:
+    HV = int(values["HV"])
+    got = ints(values.get("a_shape", ""))[-1:] or ints(values.get("b_shape", ""))[-1:]
+    if not got:
+        return []
+    width = got[0]
+    out = []
+    if (k := tp_factor(width, HV)) is not None:
+        note = "" if context.tp in (None, k) else f" (you said --tp {context.tp})"
+        out.append(f"{width} = {k} × {HV}: the gates are unsharded while the pool is sharded for tp={k}{note}; "
+                   f"pass this rank's {HV} gate columns (the column slice [rank*{HV}:(rank+1)*{HV}])")
+    elif (k := tp_factor(HV, width)) is not None:
+        out.append(f"{HV} = {k} × {width}: the gates are this rank's shard for tp={k} while the pool, `A_log` "
+                   f"and `out` are sized with the full {HV} value heads; size them with HV_l = {width}")
+    out += named_widths(width, context)
+    return out

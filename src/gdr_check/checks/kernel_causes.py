@@ -178,3 +178,49 @@ def padding_rows(values: tuple) -> int:
             break
         count += 1
     return count
+
+
+def transposed_pool_fix(ctx: CallContext) -> str | None:
+    """The pool allocated [S, HV, K, V] (K != V) where the kernel wants [S, HV, V, K]: the wrapper reads V and K
+    swapped, so a correct `out` [B, 1, HV, V] fails its check. Every argument must agree with that reading:
+    `out`'s head dim is the pool's last dim, and the `mixed_qkv` width splits with the swapped dims."""
+    state, out = ctx.state, ctx.call.out
+    if state.ndim != 4 or ctx.B is None or ctx.HV is None or ctx.V is None or ctx.K is None or ctx.V == ctx.K:
+        return None
+    S, HV, K_true, V_true = state.shape  # as allocated: [S, HV, K, V]
+    if min(state.shape) <= 0:  # an empty pool has no layout to read
+        return None
+    if tuple(out.shape) != (ctx.B, 1, HV, V_true):
+        return None
+    if ctx.qkv_dim is not None:
+        qk = ctx.qkv_dim - HV * V_true
+        if qk <= 0 or qk % (2 * K_true):
+            return None
+    return (f"the pool is transposed: it was allocated [S, HV, K, V] = ({S}, {HV}, {K_true}, {V_true}) while the "
+            f"kernel reads [S, HV, V, K], so the wrapper takes V={K_true}, K={V_true} and `out` (HV={HV}, "
+            f"V={V_true}) is right: allocate the pool as ({S}, {HV}, {V_true}, {K_true}), or convert it once with "
+            f"`initial_state.transpose(-1, -2).contiguous()` (a copy: keep it as the pool, the kernel updates it "
+            f"in place)")
+
+
+def flattened_pool_fix(ctx: CallContext) -> str | None:
+    """A pool flattened to (S, HV*V*K): HV from the gates, V from `out`, K from the rest of the row."""
+    state, out = ctx.state, ctx.call.out
+    if state.ndim != 2:
+        return None
+    S, row = state.shape
+    HV = ctx.b.shape[1] if ctx.b is not None and ctx.b.ndim == 2 else None
+    if HV is None and ctx.A_log is not None:
+        HV = ctx.A_log.numel()
+    V = out.shape[-1] if out.ndim == 4 else None
+    if not HV or not V or row % (HV * V):
+        return None
+    K = row // (HV * V)
+    return (f"the pool is flattened to ({S}, {row}) = (S, HV*V*K) with HV={HV} (the gates), V={V} (`out`), "
+            f"K={K}: pass `initial_state.view({S}, {HV}, {V}, {K})` (a view of the same memory)")
+
+
+def one_cause(ctx: CallContext, fixes: list[str]) -> list[str]:
+    """A transposed pool explains the width, Q-size and head errors it causes as well: say only that."""
+    transposed = transposed_pool_fix(ctx)
+    return [transposed] if transposed is not None else fixes

@@ -39,6 +39,7 @@ CATEGORIES: dict[str, str] = {
     "GDR1": "Model config, layer map and tensor parallelism",
     "GDR2": "Kernel preconditions",
     "GDR3": "Dry-run results",
+    "GDR4": "Errors pasted from engine logs",
 }
 
 
@@ -135,7 +136,8 @@ class Rule:
         return "{" in self.message or "}" in self.message
 
     def message_pattern(self) -> re.Pattern[str]:
-        """The message template as a regex: each `{field}` becomes a named wildcard."""
+        """The message template as a regex: each `{field}` becomes a named wildcard. It backtracks on crafted
+        text: tests use it as an oracle on short lines; `checks.explain` matches pasted text without it."""
         parts, seen = [], set()
         for literal, name, _, _ in string.Formatter().parse(self.message):
             parts.append(re.escape(literal))

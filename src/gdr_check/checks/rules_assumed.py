@@ -377,9 +377,12 @@ def empty_batch(ctx: CallContext):
     message="{engine} rounds beta = sigmoid(b) to {dtype} before the update",
     explanation=(
         "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a bf16 `b` "
-        "perturbs beta by up to 2^-9 relative. Against an fp32-beta reference the state differs by about 1e-3 "
-        "relative, bounded over steps. vLLM 0.28 rounds the same way; vLLM since PR #53877 (0.29) keeps beta in "
-        "fp32 (docs/kernel-contract.md §6.1, §8). The engine profile (`--engine`) says which applies."
+        "perturbs beta by up to 2^-9 relative on every token. Beta scales the update of the persistent state, "
+        "which is read and written back each step: the rounding enters the state once per token and the "
+        "drift from an fp32-beta reference grows with context length (sglang issue #38975); it is not bounded "
+        "by one step's error. vLLM 0.28 rounds the same way; vLLM since PR #53877 (0.29) keeps beta in fp32 "
+        "(docs/kernel-contract.md §6.1, §8). The engine profile (`--engine`) says which applies: reported only "
+        "where the engine version rounds."
     ),
     fixes=("compare against references with the same beta semantics",),
     engines="sglang 0.5.23 and vLLM 0.28, GDN only.",

@@ -17,12 +17,15 @@ from .call import CallContext, next_power_of_2
 from .examples import CallExample, tensor
 from .kernel_causes import (
     flatten_fix,
+    flattened_pool_fix,
     gate_heads_fixes,
     last_stride_fix,
+    one_cause,
     param_size_fixes,
     q_size_failure,
     shape_text,
     tp_split,
+    transposed_pool_fix,
     width_candidates,
 )
 from .registry import Finding, declare_wrapper_order, rule
@@ -332,7 +335,7 @@ def state_ndim(ctx: CallContext):
         fix = (f"this looks like one slot's state [HV={HV}, V={V}, K={K}]: pass the whole per-layer pool "
                f"[S, {HV}, {V}, {K}] and select rows with `ssm_state_indices`")
     else:
-        fix = f"pass the per-layer [S, HV, V, K] pool (got shape {shape_text(spec)})"
+        fix = flattened_pool_fix(ctx) or f"pass the per-layer [S, HV, V, K] pool (got shape {shape_text(spec)})"
     return Finding({"ndim": spec.ndim}, [fix], argument="initial_state")
 
 
@@ -440,6 +443,9 @@ def out_shape(ctx: CallContext):
     if got == expected:
         return None
     B, HV, V = ctx.B, ctx.HV, ctx.V
+    transposed = transposed_pool_fix(ctx)
+    if transposed is not None:  # `out` is right; resizing it would hide the swapped V and K
+        return Finding({"expected": expected, "shape": got}, [transposed], argument="initial_state")
     if got == (1, B, HV, V):
         fix = ("this is the [1, B, HV, V] layout the engine returns after `out.transpose(0, 1)`: pass the "
                "[B, 1, HV, V] buffer before transposing")
@@ -475,7 +481,7 @@ def packed_width(ctx: CallContext):
     if qk_dim > 0 and qk_dim % 2 == 0:
         return None
     fixes = width_candidates(ctx, ctx.qkv_dim) or ["pass [q (H*K) | k (H*K) | v (HV*V)] with the pool's HV and V"]
-    return Finding({"qkv_dim": ctx.qkv_dim, "HV": ctx.HV, "V": ctx.V}, fixes, argument="mixed_qkv")
+    return Finding({"qkv_dim": ctx.qkv_dim, "HV": ctx.HV, "V": ctx.V}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(
@@ -499,7 +505,7 @@ def gdn_q_size(ctx: CallContext):
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"the q block is {q_dim} channels, not a multiple of K={ctx.K}: pass exactly [q | k | v], or check K "
         f"in the pool"]
-    return Finding({"q_dim": q_dim, "K": ctx.K}, fixes, argument="mixed_qkv")
+    return Finding({"q_dim": q_dim, "K": ctx.K}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(
@@ -530,7 +536,7 @@ def head_config(ctx: CallContext):
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"H={H} key heads cannot share HV={ctx.HV} value heads evenly: check that the model's "
         f"linear_num_value_heads is a multiple of linear_num_key_heads"]
-    return Finding({"H": H, "HV": ctx.HV}, fixes, argument="mixed_qkv")
+    return Finding({"H": H, "HV": ctx.HV}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(
@@ -660,7 +666,7 @@ def kda_q_size(ctx: CallContext):
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"the q block is {q_dim} channels, not a multiple of K={ctx.K}: KDA needs num_q_heads == num_k_heads and "
         f"head_q_dim == head_k_dim; pass exactly [q | k | v]"]
-    return Finding({"q_dim": q_dim, "K": ctx.K}, fixes, argument="mixed_qkv")
+    return Finding({"q_dim": q_dim, "K": ctx.K}, one_cause(ctx, fixes), argument="mixed_qkv")
 
 
 @rule(

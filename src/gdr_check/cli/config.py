@@ -29,7 +29,7 @@ from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 PYPROJECT = "pyproject.toml"
 TABLE = "tool.gdr-check"
 SELECTION_KEYS = ("select", "extend-select", "ignore")
-TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "state-dtype", "gpu-memory",
+TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "model", "state-dtype", "gpu-memory",
                   "exit-zero", "error-on-warning", "exclude", "extend-exclude", "overrides")
 OVERRIDE_KEYS = ("paths", *SELECTION_KEYS)
 
@@ -71,6 +71,7 @@ class Config:
     tp: list[int] | None = None
     batch: int | None = None
     slots: int | None = None
+    model: str | None = None  # the model `explain` reasons with (a built-in repo id)
     state_dtype: str | None = None
     gpu_memory: str | None = None
     exit_zero: bool | None = None
@@ -195,6 +196,7 @@ def load_config(path: Path) -> Config:
     config.tp = reader.tp_sizes("tp")
     config.batch = reader.integer("batch", minimum=0)
     config.slots = reader.integer("slots", minimum=1)
+    config.model = reader.string("model")
     config.state_dtype = reader.string("state-dtype")
     gpu_memory = table.get("gpu-memory")
     if gpu_memory is not None and (isinstance(gpu_memory, bool) or not isinstance(gpu_memory, (int, str))):

@@ -7,11 +7,11 @@ import re
 
 import typer
 
-from ..checks.explain import Explanation
+from ..checks.explain import MAX_PASTE, Context, Explanation, find_all
 from ..checks.registry import get
+from ..engines import EngineProfile
 from .escape import dump_json
 from .escape import text as safe
-from .explain_match import MAX_PASTE, match_message
 from .main import app
 from .output import Output, tool_info
 
@@ -19,13 +19,47 @@ from .output import Output, tool_info
 _QUOTED = 120
 
 
-def explain(query: str) -> Explanation | None:
-    """A rule by code, name or pasted message; the message matched without backtracking (`.explain_match`)."""
+def explain_all(query: str, context: Context | None = None) -> list[Explanation]:
+    """A rule by code or name, or every known error in a paste (matched without backtracking)."""
     if len(query) <= 64:  # a code or a name is short: a long paste is no lookup key
         rule = get(query)
         if rule is not None:
-            return Explanation(rule)
-    return match_message(query)
+            return [Explanation(rule)]
+    return find_all(query, context)
+
+
+def explain(query: str, context: Context | None = None) -> Explanation | None:
+    found = explain_all(query, context)
+    return found[0] if found else None
+
+
+def _profile(engine: str) -> EngineProfile:
+    from ..engines import UnknownEngineError, profile_for
+
+    try:
+        return profile_for(engine)
+    except UnknownEngineError as error:
+        raise typer.BadParameter(str(error), param_hint="--engine") from None
+
+
+def _model_widths(model: str) -> dict[str, int]:
+    """The full widths of a built-in model's linear-attention layer, by the names `explain` reports."""
+    from ..models.builtin import get_builtin
+
+    builtin = get_builtin(model)
+    if builtin is None:
+        raise typer.BadParameter(f"unknown built-in model {model!r} (`gdr-check --list-models` lists them)",
+                                 param_hint="--model")
+    config = builtin.config
+    try:
+        H, HV = int(config["linear_num_key_heads"]), int(config["linear_num_value_heads"])
+        K, V = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
+    except (KeyError, TypeError, ValueError):
+        raise typer.BadParameter(f"{model}: explain reads the numbers of Qwen-style GDN configs only",
+                                 param_hint="--model") from None
+    return {"num_k_heads (H)": H, "num_v_heads (HV)": HV, "mixed_qkv width (2*H*K + HV*V)": 2 * H * K + HV * V,
+            "out/v width (HV*V)": HV * V, "in_proj_qkvz width (2*H*K + 2*HV*V)": 2 * H * K + 2 * HV * V,
+            "in_proj_ba width (2*HV)": 2 * HV}
 
 
 def _cut(query: str) -> str:
@@ -40,9 +74,12 @@ def _render_full(found: Explanation) -> str:
     rule = found.rule
     lines = [f"{rule.code} {rule.name} ({rule.severity}): {rule.summary}", ""]
     if found.matched_message:
-        lines += [f"matched: {safe(found.matched_message)}"]
+        where = f" (line {found.line}" + (f", {found.count} times)" if found.count > 1 else ")")
+        lines += [f"matched{where}: {safe(found.matched_message)}"]
         if found.values:
             lines += ["values:  " + ", ".join(f"{k}={safe(v)}" for k, v in found.values.items())]
+        if found.reasons:
+            lines += ["numbers:"] + [f"  - {safe(reason)}" for reason in found.reasons]
         lines.append("")
     lines += ["message template:", f"  {rule.message}", "", rule.explanation]
     if rule.causes:
@@ -74,16 +111,32 @@ def explain_command(
     all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),
     output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                       help="full or json."),
+    model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
+    tp: int = typer.Option(None, "--tp", min=1, help="The tensor-parallel size of the deployment."),
+    batch: int = typer.Option(None, "--batch", min=1, help="The decode batch size of the deployment."),
+    engine: str = typer.Option(None, "--engine", help="sglang or vllm (name@version selects a version)."),
 ) -> int:
-    """Explain a rule, or map a kernel error message to the rule that reports it."""
+    """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
     from ..checks import RULES
 
     out = Output(output_format)
+    if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
+        from .config import discover, load_config
+
+        found_config = discover([])  # the working directory's `[tool.gdr-check]` gives the context's defaults
+        if found_config is not None:
+            config = load_config(found_config)
+            model = model or config.model
+            engine = engine or config.engine
+            batch = batch if batch is not None else (config.batch or None)
+            tp = tp if tp is not None else (config.tp[0] if config.tp and len(config.tp) == 1 else None)
+    context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None,
+                      widths=_model_widths(model) if model else {})
     if all_rules:
         found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:
-        single = explain(query)
-        if single is None:
+        found = explain_all(query, context)
+        if not found:
             # Exit 2 like any other bad input (ruff's `rule` does the same): 1 means "problems found".
             if _RULE_ID.match(query.strip()):
                 error = "unknown rule"
@@ -97,12 +150,12 @@ def explain_command(
             if output_format == "json":
                 out.write(dump_json({"tool": tool_info(), "query": query[:MAX_PASTE], "error": error}))
             raise typer.Exit(2)
-        found = [single]
     else:
         raise typer.BadParameter("give a code, a rule name or an error message, or --all", param_hint="QUERY")
     if output_format == "json":
         docs = [f.to_dict() for f in found]
-        out.write(dump_json(docs if all_rules else docs[0], indent=2))
+        # One error: its document (as before); several: the list, in order of appearance.
+        out.write(dump_json(docs if all_rules or len(docs) > 1 else docs[0], indent=2))
     else:
         out.write("\n\n".join(_render_full(f) for f in found))
     return 0

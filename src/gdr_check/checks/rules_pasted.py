@@ -1,0 +1,276 @@
+"""GDR4xx: errors users paste from engine logs next to the GDN/KDA decode kernel, and what their numbers say.
+
+These are not checks gdr-check runs: they are the engines' and PyTorch's own messages (quoted from their
+source), declared so that `gdr-check explain` recognises them in a pasted log and connects them to the
+checks that predict them. Each rule's reasoner (`checks.explain.reasoner`) reads the numbers of the message,
+with the deployment's model/tp/batch when given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .explain import Context, find_all, ints, named_widths, reasoner, tp_factor
+from .registry import Finding, declare
+
+if TYPE_CHECKING:
+    from ..report import Diagnostic
+    from .registry import RuleSet
+
+GRID_LIMIT = 65535  # CUDA's cap on grid dimensions 1 and 2 (rules_assumed GDR244)
+
+
+@dataclass(frozen=True)
+class PastedExample:
+    """A pasted log line; `diagnostics` runs it through `explain`'s matcher, which reports the rule."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return f"pasted: {self.text}"
+
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
+        return [rules.rules[found.rule.code].diagnostic(Finding(dict(found.values))) for found in find_all(self.text)]
+
+
+declare(
+    "GDR401", "tp-does-not-divide",
+    summary="an engine's load-time divisibility assert: a head count or width is not divisible by the TP size",
+    message="{numerator} is not divisible by {denominator}",
+    explanation=(
+        "sglang's and vLLM's `divide()`/`ensure_divisibility()` (distributed/utils.py) assert "
+        "`numerator % denominator == 0` when a layer splits its heads or widths over the TP ranks: the "
+        "model's key or value head count (or a projection width) is not a multiple of --tp. "
+        "`gdr-check MODEL --tp N` names the TP sizes that work before loading."),
+    causes=("--tp (tensor-parallel size) that does not divide num_k_heads or num_v_heads of the linear layers",
+            "a checkpoint whose config was edited (head counts) while the weights were not"),
+    fixes=("pick a TP size that divides every head count (`gdr-check MODEL --tp N` lists them)",),
+    example=PastedExample("AssertionError: 16 is not divisible by 3"),
+    engines="sglang 0.5.23 and vLLM (distributed/utils.py)",
+    scope="pasted",
+)
+
+
+@reasoner("GDR401", numeric=("numerator", "denominator"))
+def _divisibility(values: Mapping[str, str], context: Context) -> list[str]:
+    numerator, denominator = int(values["numerator"]), int(values["denominator"])
+    valid = [tp for tp in (1, 2, 4, 8, 16, 32, 64) if numerator % tp == 0]
+    out = [f"{numerator} = {denominator} × {numerator // denominator} + {numerator % denominator}: tp={denominator} "
+           f"leaves a remainder; TP sizes that divide {numerator}: {', '.join(map(str, valid))}"]
+    if valid:
+        out[0] += f" (the nearest: {min(valid, key=lambda tp: (abs(tp - denominator), tp))})"
+    out += named_widths(numerator, context)
+    return out
+
+
+declare(
+    "GDR402", "triton-launch-invalid-argument",
+    summary="a Triton kernel launch failed with `invalid argument`: typically a grid past CUDA's 65535 limit",
+    message="Triton Error [CUDA]: invalid argument",
+    explanation=(
+        "CUDA rejects a launch whose grid dimension 1 or 2 exceeds 65535, and Triton reports it as "
+        "`RuntimeError: Triton Error [CUDA]: invalid argument`. sglang's GDN packed decode launches a "
+        "(NV, B*HV) grid, so a decode batch B with B*HV_l > 65535 fails (GDR244, docs/kernel-contract.md U7)."),
+    causes=("a decode batch (or a CUDA-graph capture size) with B * HV_l > 65535",
+            "an unrelated bad launch argument (shared memory past the device's limit)"),
+    fixes=("keep B * HV_l <= 65535: lower the maximum running requests / CUDA-graph batch sizes, or raise --tp",),
+    example=PastedExample("RuntimeError: Triton Error [CUDA]: invalid argument"),
+    engines="sglang 0.5.23 (GDN and KDA packed decode); vLLM splits the GDN grid",
+    scope="pasted",
+)
+
+
+def _value_heads(context: Context) -> int | None:
+    heads = next((v for k, v in context.widths.items() if k.startswith("num_v_heads")), None)
+    if heads is None:
+        return None
+    return heads // context.tp if context.tp and heads % context.tp == 0 else heads
+
+
+@reasoner("GDR402")
+def _grid(values: Mapping[str, str], context: Context) -> list[str]:
+    profile = context.profile
+    if profile is not None and profile.grid_dim_limit is None:
+        return [f"{profile.label} splits the GDN decode grid: this launch failure is not the B*HV grid limit; "
+                f"look for another bad launch argument (shared memory, a kernel of another layer)"]
+    heads = _value_heads(context)
+    if heads is None:
+        return ["with --model (and --tp, --batch) gdr-check computes the grid B*HV_l and the largest batch "
+                f"that fits {GRID_LIMIT}"]
+    out = [f"HV_l = {heads} value heads per rank: the largest batch that launches is {GRID_LIMIT} // {heads} = "
+           f"{GRID_LIMIT // heads}"]
+    if context.batch:
+        grid = context.batch * heads
+        verdict = "crosses the limit: this is the cause" if grid > GRID_LIMIT else \
+            "is within the limit: look for another bad launch argument"
+        out.append(f"--batch {context.batch}: the grid needs B*HV_l = {context.batch}*{heads} = {grid}, which "
+                   f"{verdict}")
+    return out
+
+
+declare(
+    "GDR403", "cuda-illegal-memory-access",
+    summary="CUDA illegal memory access: often a state slot index outside the pool",
+    message="CUDA error: an illegal memory access was encountered",
+    explanation=(
+        "The packed decode kernel reads and writes `initial_state[ssm_state_indices[i]]` without a bounds "
+        "check: a slot >= the pool's slot count, or a negative padding slot the engine's kernel does not skip, "
+        "reads or writes outside the pool (GDR230-GDR233 catch these before launch). The error is reported "
+        "asynchronously, at a later CUDA call, so the traceback's frame is often not the faulty kernel."),
+    causes=("a slot index >= the state pool's slot count (a pool sized for fewer requests than are scheduled)",
+            "padding rows marked -1 passed to a kernel that does not skip them",
+            "a state pool of another layer, or a view whose strides the kernel does not assume"),
+    fixes=("rerun with CUDA_LAUNCH_BLOCKING=1 to find the faulting kernel",
+           "check the call with `gdr-check call` or the runtime guard: it names the bad slot and the pool size"),
+    example=PastedExample("torch.AcceleratorError: CUDA error: an illegal memory access was encountered"),
+    engines="any (PyTorch's message)",
+    scope="pasted",
+)
+
+
+declare(
+    "GDR404", "reshape-invalid-for-size",
+    summary="a view/reshape whose width does not divide the input: a per-rank vs full width mix-up",
+    message="shape '[{shape}]' is invalid for input of size {size}",
+    explanation=(
+        "PyTorch's view/reshape fails when the product of the known sizes does not divide the input's element "
+        "count. Next to the GDN layer the widths in the shape are the model's (q/k/v head widths, HV*V) and the "
+        "input's size is tokens × a per-rank or full width: a factor of tp between them names the mix-up."),
+    causes=("a tensor sharded for --tp reshaped with the unsharded width (or the reverse)",
+            "the `qkvz` projection output (z included) reshaped as `mixed_qkv`"),
+    fixes=("reshape with the per-rank width (head counts divided by tp) on every rank",),
+    example=PastedExample("RuntimeError: shape '[4, -1, 8192]' is invalid for input of size 16384"),
+    engines="any (PyTorch's message)",
+    scope="pasted",
+)
+
+
+def _dims(shape: str) -> list[int]:
+    return [int(part.strip()) for part in shape.split(",") if part.strip()]
+
+
+@reasoner("GDR404", numeric=("size",))
+def _reshape(values: Mapping[str, str], context: Context) -> list[str]:
+    dims, size = _dims(values["shape"]), int(values["size"])
+    known = math.prod(d for d in dims if d != -1)
+    if known <= 0:
+        return []
+    out = [f"{size} elements are {size / known:g} × {known} (the product of the known sizes): not a whole number"]
+    width = dims[-1]
+    for tp in (context.tp,) if context.tp else (2, 4, 8, 16):
+        if tp and tp > 1 and width % tp == 0 and size % (known // tp) == 0:
+            out.append(f"{size} = {size // (width // tp)} × {width // tp}: the input is per-rank for tp={tp} "
+                       f"(width {width // tp}) while the shape uses the full width {width}")
+            break
+        if tp and tp > 1 and (size * tp) % known == 0 and size % known:
+            out.append(f"{size} × {tp} = {size * tp} is a multiple of {known}: the shape uses a per-rank width "
+                       f"while the input holds 1/{tp} of it")
+            break
+    for value in (width, size):
+        out += named_widths(value, context)
+    return out
+
+
+_PING_PONG = "Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio."
+declare(
+    "GDR405", "mamba-ping-pong-slots-exhausted",
+    summary="sglang's state pool has no slot left for a request's ping-pong tracking buffer",
+    message=_PING_PONG,
+    explanation=(
+        "sglang keeps each running request's GDN/KDA state in the mamba pool and, with prefix caching, two extra "
+        "'ping pong' tracking slots; the allocator asserts when the pool has none left "
+        "(mem_cache/memory_pool.py). The pool's slot count comes from --mamba-full-memory-ratio (its share of "
+        "memory) or --max-mamba-cache-size."),
+    causes=("more running requests than state slots: the pool is sized by memory while the scheduler admits "
+            "by KV-cache tokens",),
+    fixes=("sglang: raise --mamba-full-memory-ratio or --max-mamba-cache-size, or lower --max-running-requests",),
+    example=PastedExample(f"AssertionError: {_PING_PONG}"),
+    engines="sglang 0.5.23",
+    scope="pasted",
+)
+
+declare(
+    "GDR406", "mamba-cache-slots-exhausted",
+    summary="sglang's state pool has fewer free slots than the requests being scheduled",
+    message=("Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+             "--max-mamba-cache-size. mid={mid}, self.mamba_pool.size={size}, "
+             "self.mamba_allocator.available_size()={available}, len(reqs)={requests}"),
+    explanation=(
+        "sglang allocates one state slot per new request from the mamba pool and asserts when the allocation "
+        "fails (mem_cache/memory_pool.py); the message gives the pool's size, its free slots and the requests."),
+    causes=("more concurrent requests than the pool's slots (the pool is sized by --mamba-full-memory-ratio)",),
+    fixes=("sglang: raise --max-mamba-cache-size or --mamba-full-memory-ratio, or lower --max-running-requests",),
+    example=PastedExample(
+        "AssertionError: Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+        "--max-mamba-cache-size. mid=None, self.mamba_pool.size=64, self.mamba_allocator.available_size()=2, "
+        "len(reqs)=8"),
+    engines="sglang 0.5.23",
+    scope="pasted",
+)
+
+
+def _not_this_engine(context: Context) -> list[str]:
+    profile = context.profile
+    if profile is None or profile.memory_ratio_flag is not None:
+        return []
+    return [f"this message is sglang's state pool; {profile.label} has no --mamba-full-memory-ratio: the log "
+            f"is not from the engine you named"]
+
+
+@reasoner("GDR405")
+def _ping_pong(values: Mapping[str, str], context: Context) -> list[str]:
+    return _not_this_engine(context)
+
+
+@reasoner("GDR406", numeric=("size", "available", "requests"))
+def _pool(values: Mapping[str, str], context: Context) -> list[str]:
+    size, available, requests = int(values["size"]), int(values["available"]), int(values["requests"])
+    out = [f"{requests} requests need slots and {available} of {size} are free: {requests - available} short; "
+           f"{size - available} slots are held by running requests"]
+    if context.batch and context.batch > size:
+        out.append(f"--batch {context.batch} > {size} slots: the pool cannot hold that many running requests")
+    return out + _not_this_engine(context)
+
+
+declare(
+    "GDR407", "weight-shape-mismatch-at-load",
+    summary="a checkpoint tensor's shape differs from the parameter's at load: sharded vs unsharded widths",
+    message="Attempted to load weight (torch.Size([{weight}])) into parameter (torch.Size([{parameter}]))",
+    explanation=(
+        "The default weight loader asserts that the checkpoint tensor and the (per-rank) parameter have one "
+        "shape (model_loader/weight_utils.py). Next to the GDN layer a factor of tp between the two names a "
+        "tensor the loader did not shard (or a checkpoint already sharded); other differences name a config "
+        "whose head counts or head dims do not match the weights (`gdr-check CHECKPOINT` compares them)."),
+    causes=("a parameter without a sharding weight_loader (A_log, dt_bias, conv1d) loaded with --tp > 1",
+            "a checkpoint whose config head counts differ from its weights"),
+    fixes=("run `gdr-check CHECKPOINT --tp N`: it compares every linear-attention tensor with the config",),
+    example=PastedExample(
+        "AssertionError: Attempted to load weight (torch.Size([32])) into parameter (torch.Size([16]))"),
+    engines="sglang 0.5.23 and vLLM (default_weight_loader)",
+    scope="pasted",
+)
+
+
+@reasoner("GDR407")
+def _weight(values: Mapping[str, str], context: Context) -> list[str]:
+    weight, parameter = ints(values["weight"]), ints(values["parameter"])
+    out: list[str] = []
+    if len(weight) != len(parameter):
+        return [f"the checkpoint tensor has {len(weight)} dimensions, the parameter {len(parameter)}"]
+    for axis, (w, p) in enumerate(zip(weight, parameter, strict=True)):
+        if w == p:
+            continue
+        if (k := tp_factor(w, p)) is not None:
+            out.append(f"dim {axis}: {w} = {k} × {p}: the checkpoint tensor is unsharded while the parameter is "
+                       f"this rank's shard for tp={k}: the loader did not split it")
+        elif (k := tp_factor(p, w)) is not None:
+            out.append(f"dim {axis}: {p} = {k} × {w}: the checkpoint tensor is already a 1/{k} shard (a "
+                       f"pre-sharded checkpoint) while the parameter is sized for the full width")
+        else:
+            out.append(f"dim {axis}: {w} vs {p}: no TP factor; the config's head counts or head dims differ "
+                       f"from the weights")
+        out += named_widths(w, context) + named_widths(p, context)
+    return out

@@ -1,0 +1,205 @@
+"""`explain` on what users paste: every framing (engine log prefixes, tracebacks, multi-error logs, ANSI colours,
+syslog escapes) and the numbers it reads from each error, with and without the deployment's context."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gdr_check.checks import RULES
+from gdr_check.checks.explain import Context, find_all
+from gdr_check.cli.main import main
+
+
+def _filled(code: str) -> str:
+    """A wrapper message with numbers in every field (as the wrapper prints them)."""
+    rule = RULES[code]
+    return rule.message.format(**{name: str(3 + i) for i, name in enumerate(rule.fields())})
+
+
+FRAMINGS = {
+    "bare": "{m}",
+    "exception": "ValueError: {m}",
+    "vllm worker": "(Worker_TP1 pid=123) ERROR 11-30 10:00:00 [file.py:42] ValueError: {m}",
+    "vllm compose": "svc  | (Worker_TP0_EP0 pid=331) ERROR 09-06 00:38:50 multiproc_executor.py:944] ValueError: {m}",
+    "sglang": "[2026-11-30 10:00:00 TP0] ValueError: {m}",
+    "torchrun": "[rank4]: ValueError: {m}",
+    "traceback": ('Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    run()\n'
+                  "ValueError: {m}\n"),
+    "ansi": "\x1b[1;36m(VllmWorker TP1 pid=413)\x1b[0;0m ERROR 09-01 04:36:17 [executor.py:559] ValueError: {m}\r",
+    "syslog": "#033[1;36m(VllmWorker TP1 pid=413)#033[0;0m ERROR 09-01 04:36:17 [executor.py:559] ValueError: {m}#015",
+}
+
+WRAPPER_CODES = sorted(code for code, rule in RULES.items() if rule.wrapper)
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+@pytest.mark.parametrize("code", WRAPPER_CODES)
+def test_every_wrapper_message_in_every_framing_maps_to_its_code(code, framing):
+    message = _filled(code)
+    found = find_all(FRAMINGS[framing].format(m=message))
+    assert [f.rule.message.format(**f.values) for f in found] == [message]
+    # Several templates can read the same text only when they print it the same (GDR218/GDR225 share it).
+    assert found[0].rule.code == code or found[0].rule.message.format(**found[0].values) == message
+
+
+# Real texts users posted (the framing and the message exactly as in the thread).
+REAL = [
+    # https://github.com/vllm-project/vllm/issues/55517 (a Qwen3-Next style model at --tp 3)
+    ("qwen3.8-flash-next  | (Worker_TP0_EP0 pid=331) ERROR 09-06 00:38:50 multiproc_executor.py:944]     assert "
+     "numerator % denominator == 0, \"{} is not divisible by {}\".format(\n"
+     "qwen3.8-flash-next  | (Worker_TP0_EP0 pid=331) ERROR 09-06 00:38:50 multiproc_executor.py:944]            "
+     "^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+     "qwen3.8-flash-next  | (Worker_TP0_EP0 pid=331) ERROR 09-06 00:38:50 multiproc_executor.py:944] "
+     "AssertionError: 16 is not divisible by 3\n"
+     "qwen3.8-flash-next  | (EngineCore pid=261) INFO 09-06 00:38:50 multiproc_executor.py:472] [shutdown] "
+     "Executor: waiting for worker exit count=3\n",
+     [("GDR401", {"numerator": "16", "denominator": "3"})]),
+    # https://github.com/gpustack/gpustack/issues/4769 (sglang, --tp 6)
+    ('    assert numerator % denominator == 0, "{} is not divisible by {}".format(\n'
+     "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nAssertionError: 16 is not divisible by 6\n"
+     "[2026-03-04 09:11:08] Received sigquit from a child process. It usually means the child failed.\n",
+     [("GDR401", {"numerator": "16", "denominator": "6"})]),
+    # https://github.com/microsoft/LMOps/issues/292 (torchrun's rank prefix)
+    ("[rank4]:     assert numerator % denominator == 0, '{} is not divisible by {}'.format(\n"
+     "[rank4]: AssertionError: 2 is not divisible by 4\n",
+     [("GDR401", {"numerator": "2", "denominator": "4"})]),
+]
+
+
+@pytest.mark.parametrize("text,expected", REAL)
+def test_real_pasted_logs(text, expected):
+    assert [(f.rule.code, f.values) for f in find_all(text)] == expected
+
+
+def test_a_multi_error_log_gives_every_error_in_order_and_counts_repeats():
+    log = "\n".join([
+        "[2026-11-30 10:00:00 TP0] AssertionError: 16 is not divisible by 3",
+        "[2026-11-30 10:00:00 TP1] AssertionError: 16 is not divisible by 3",
+        "\x1b[31mRuntimeError: Triton Error [CUDA]: invalid argument\x1b[0m",
+        "(Worker_TP1 pid=7) ERROR 11-30 10:00:01 [gdn.py:9] RuntimeError: shape '[4, -1, 8192]' is invalid for "
+        "input of size 16384",
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+        "AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+        "AssertionError: Attempted to load weight (torch.Size([32])) into parameter (torch.Size([16]))",
+    ])
+    found = find_all(log)
+    assert [(f.rule.code, f.line, f.count) for f in found] == [
+        ("GDR401", 1, 2), ("GDR402", 3, 1), ("GDR404", 4, 1), ("GDR403", 5, 1), ("GDR405", 6, 1), ("GDR407", 7, 1)]
+
+
+def test_the_gates_factor_without_a_model():
+    text = "ValueError: `a`/`b` must have shape [B, HV] with HV=16 (got a.shape=(4, 32), b.shape=(4, 32))."
+    [found] = find_all(text)
+    assert found.reasons[0].startswith("32 = 2 × 16: the gates are unsharded while the pool is sharded for tp=2")
+    [sharded] = find_all("`a`/`b` must have shape [B, HV] with HV=32 (got a.shape=(4, 16), b.shape=(4, 16)).")
+    assert sharded.reasons[0].startswith("32 = 2 × 16: the gates are this rank's shard for tp=2")
+
+
+QWEN3_NEXT = {"num_k_heads (H)": 16, "num_v_heads (HV)": 32, "mixed_qkv width (2*H*K + HV*V)": 8192,
+              "out/v width (HV*V)": 4096, "in_proj_qkvz width (2*H*K + 2*HV*V)": 12288, "in_proj_ba width (2*HV)": 64}
+
+
+def test_divisibility_names_the_tp_sizes_and_the_models_head_count():
+    [found] = find_all("AssertionError: 16 is not divisible by 3", Context(tp=3, widths=QWEN3_NEXT))
+    assert found.reasons == [
+        "16 = 3 × 5 + 1: tp=3 leaves a remainder; TP sizes that divide 16: 1, 2, 4, 8, 16 (the nearest: 2)",
+        "16 is the model's num_k_heads (H) (unsharded, 16)"]
+
+
+def test_grid_limit_with_model_tp_and_batch():
+    [found] = find_all("RuntimeError: Triton Error [CUDA]: invalid argument",
+                       Context(tp=2, batch=5000, widths=QWEN3_NEXT))
+    assert found.reasons == [
+        "HV_l = 16 value heads per rank: the largest batch that launches is 65535 // 16 = 4095",
+        "--batch 5000: the grid needs B*HV_l = 5000*16 = 80000, which crosses the limit: this is the cause"]
+
+
+def test_reshape_numbers_name_the_per_rank_width():
+    [found] = find_all("RuntimeError: shape '[4, -1, 8192]' is invalid for input of size 16384",
+                       Context(tp=2, widths=QWEN3_NEXT))
+    assert found.reasons == [
+        "16384 elements are 0.5 × 32768 (the product of the known sizes): not a whole number",
+        "16384 = 4 × 4096: the input is per-rank for tp=2 (width 4096) while the shape uses the full width 8192",
+        "8192 is the model's mixed_qkv width (2*H*K + HV*V) (unsharded, 8192)"]
+
+
+def test_pool_numbers_and_weight_shards():
+    [pool] = find_all(
+        "AssertionError: Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+        "--max-mamba-cache-size. mid=None, self.mamba_pool.size=64, self.mamba_allocator.available_size()=2, "
+        "len(reqs)=8")
+    assert pool.reasons == ["8 requests need slots and 2 of 64 are free: 6 short; 62 slots are held by running "
+                            "requests"]
+    [weight] = find_all("AssertionError: Attempted to load weight (torch.Size([32])) into parameter "
+                        "(torch.Size([16]))", Context(widths=QWEN3_NEXT))
+    assert weight.reasons[0] == ("dim 0: 32 = 2 × 16: the checkpoint tensor is unsharded while the parameter is "
+                                 "this rank's shard for tp=2: the loader did not split it")
+    assert "32 is the model's num_v_heads (HV) (unsharded, 32)" in weight.reasons
+
+
+def test_source_lines_are_not_errors():
+    # The assert's own source line holds the template with `{}` in its fields: not numbers, no match.
+    assert find_all('assert numerator % denominator == 0, "{} is not divisible by {}".format(') == []
+
+
+def test_cli_explains_every_error_of_a_log_with_the_model(capsys):
+    log = ("[2026-11-30 10:00:00 TP0] AssertionError: 16 is not divisible by 3\n"
+           "RuntimeError: Triton Error [CUDA]: invalid argument\n")
+    assert main(["explain", log, "--model", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "2", "--batch", "5000"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("GDR401 tp-does-not-divide") < out.index("GDR402 triton-launch-invalid-argument")
+    assert "matched (line 1): 16 is not divisible by 3" in out
+    assert "  - --batch 5000: the grid needs B*HV_l = 5000*16 = 80000, which crosses the limit" in out
+
+
+def test_cli_json_lists_several_errors(capsys):
+    log = "AssertionError: 16 is not divisible by 3\nCUDA error: an illegal memory access was encountered\n"
+    assert main(["explain", log, "--output-format", "json"]) == 0
+    documents = json.loads(capsys.readouterr().out)
+    assert [(d["code"], d["line"]) for d in documents] == [("GDR401", 1), ("GDR403", 2)]
+
+
+def test_cli_unknown_model_is_one_line_exit_2(capsys):
+    assert main(["explain", "GDR401", "--model", "no/such-model"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") <= 2 and "no/such-model" in captured.err
+
+
+def test_engine_profile_changes_the_reasoning():
+    from gdr_check.engines import profile_for
+
+    text = "RuntimeError: Triton Error [CUDA]: invalid argument"
+    [vllm] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("vllm"), widths=QWEN3_NEXT))
+    assert vllm.reasons[0].endswith("splits the GDN decode grid: this launch failure is not the B*HV grid limit; "
+                                    "look for another bad launch argument (shared memory, a kernel of another layer)")
+    [sglang] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("sglang"), widths=QWEN3_NEXT))
+    assert sglang.reasons[0].startswith("HV_l = 16 value heads per rank")
+    [pool] = find_all("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+                      Context(profile=profile_for("vllm")))
+    assert pool.reasons and "has no --mamba-full-memory-ratio" in pool.reasons[0]
+
+
+def test_cli_unknown_engine_is_one_line_exit_2(capsys):
+    assert main(["explain", "GDR401", "--engine", "tgi"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "tgi" in captured.err and "Traceback" not in captured.err
+
+
+def test_cli_context_from_pyproject(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "Qwen/Qwen3-Next-80B-A3B-Instruct"\n'
+                                             'tp = 2\nbatch = 5000\nengine = "sglang"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 0
+    out = capsys.readouterr().out
+    assert "  - --batch 5000: the grid needs B*HV_l = 5000*16 = 80000, which crosses the limit: this is the cause" \
+        in out
+
+
+def test_cli_bad_model_in_pyproject_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = 3\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("error:") == 1 and "model" in captured.err
