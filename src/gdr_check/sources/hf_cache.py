@@ -7,6 +7,8 @@ cached entry has no usable snapshot, which the hub's lookup (it returns None) do
 
 from __future__ import annotations
 
+from ..limits import read_bounded
+
 import os
 import re
 from dataclasses import dataclass
@@ -175,7 +177,8 @@ def cached_revisions(repo_dir: Path) -> dict[str, str]:
             if path.is_symlink():
                 continue
             try:
-                commit = path.read_text("utf-8", "replace").strip()[:128] if path.stat().st_size <= 256 else ""
+                # Non-blocking, fstat-checked and capped: a FIFO or a sparse multi-GB file is skipped.
+                commit = read_bounded(path, 256).decode("utf-8", "replace").strip()[:128]
             except OSError:
                 continue
             found[path.relative_to(refs).as_posix()] = commit
