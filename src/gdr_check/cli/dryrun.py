@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..limits import LIMITS, shorten
 from ..engines import DEFAULT_ENGINE, profile_for
 from .engine_option import engine_help, engine_option
 from .escape import markup as escape
@@ -258,6 +259,10 @@ def dry_run_command(
     from .formats.full import use_color
 
     profile = _validate(output_format, backend, device, engine, steps, batch)
+    for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
+        if not LIMITS[name].allows(value):  # NaN, inf, negative, or a number of thousands of digits
+            raise typer.BadParameter(f"{shorten(value)} is outside {LIMITS[name].range_text} ({LIMITS[name].what})",
+                                     param_hint=f"--{name}")
     out = Output(output_format)
     try:
         deployment = Deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile)
