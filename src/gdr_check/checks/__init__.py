@@ -4,7 +4,7 @@ Importing this package registers every rule: GDR0xx (sources), GDR1xx (model), G
 GDR3xx (dry-run).
 """
 
-from . import compare, rules_assumed, rules_dryrun, rules_model, rules_source, rules_wrapper  # noqa: F401  (importing registers the rules)
+from . import compare, rules_assumed, rules_dryrun, rules_guard, rules_model, rules_source, rules_wrapper  # noqa: F401  (importing registers the rules)
 from .call import PackedDecodeCall
 from .contract import check_kda_packed_decode, check_packed_decode, run_contract
 from .registry import RULES, Finding, Rule, get
