@@ -50,7 +50,7 @@ def _number(value: float) -> str:
 
 
 _CONFIG = "config.json"
-_DEPLOY = "--option / [tool.gdr-check] / recording"
+_DEPLOY = "command line, [tool.gdr-check]"
 
 LIMITS: dict[str, Limit] = {
     # config.json (model layer: a value outside its range is GDR108 and is not used)
@@ -63,7 +63,6 @@ LIMITS: dict[str, Limit] = {
     "hidden_size": Limit(1, 2**20, "hidden size", _CONFIG),
     "num_attention_heads": Limit(1, 65_536, "full-attention heads", _CONFIG),
     "num_key_value_heads": Limit(1, 65_536, "full-attention KV heads", _CONFIG),
-    "vocab_size": Limit(1, 2**24, "vocabulary size", _CONFIG),
     # the deployment: command line, [tool.gdr-check], a recording's fields
     "tp": Limit(1, 4_096, "tensor-parallel size", _DEPLOY),
     "batch": Limit(0, 1_048_576, "decode batch", _DEPLOY),
