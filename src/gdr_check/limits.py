@@ -82,8 +82,8 @@ LIMITS: dict[str, Limit] = {
 def shorten(value: Any) -> str:
     """`value` as an error message shows it: short, whatever it holds."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        digits = value.bit_length() * 30103 // 100000 + 1  # about log10(2) per bit, without str(value)
-        return f"an integer of about {digits} digits"
+        digits = (value.bit_length() - 1) * 30103 // 100000 + 1  # a lower bound, without str(value)
+        return f"an integer of at least {digits} digits"
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN - 3] + "..."
 
