@@ -158,7 +158,7 @@ def _resolver(config_file: Optional[Path], isolated: bool) -> ConfigResolver:
     if isolated:
         return ConfigResolver(isolated=True)
     if config_file is not None:
-        if not config_file.is_file():
+        if not config_file.exists():  # anything else (a FIFO, a directory) is refused by the bounded read
             raise ConfigError(config_file, None, "no such file (given with --config)")
         return ConfigResolver(explicit=load_config(config_file))
     return ConfigResolver()
