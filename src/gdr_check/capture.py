@@ -39,7 +39,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 from .errors import InputError
-from .tensors import TensorSpec
+from .limits import LIMITS, shorten
+from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
 
 SCHEMA_VERSION = 1
 KIND = "gdr-check-capture"
@@ -555,6 +556,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_MAX_RANK = 16
+
+
 def _tensor(data: Any, where: str) -> TensorSpec:
     if not isinstance(data, dict):
         raise ValueError(f"`{where}` must be an object with `shape`, `stride` and `dtype`")
@@ -566,8 +570,19 @@ def _tensor(data: Any, where: str) -> TensorSpec:
         raise ValueError(f"`{where}.shape` has a negative size")
     if len(data["shape"]) != len(data["stride"]):
         raise ValueError(f"`{where}.shape` and `{where}.stride` have different lengths")
+    if len(data["shape"]) > _MAX_RANK:
+        raise ValueError(f"`{where}.shape` has {len(data['shape'])} dimensions; at most {_MAX_RANK} are allowed")
+    dim = LIMITS["dim"]
+    for key in ("shape", "stride"):
+        bad = [v for v in data[key] if not dim.allows(abs(v))]
+        if bad:
+            raise ValueError(f"`{where}.{key}` holds {shorten(bad[0])}: each entry must be in "
+                             f"{dim.range_text} in magnitude ({dim.what})")
     if not isinstance(data.get("dtype"), str):
         raise ValueError(f"`{where}.dtype` must be a string")
+    if canonical_dtype(data["dtype"]) not in DTYPE_ITEMSIZE:
+        raise ValueError(f"`{where}.dtype` is {shorten(data['dtype'])!r}: not a dtype (expected one of "
+                         f"{', '.join(sorted(DTYPE_ITEMSIZE))})")
     if "device" in data and not isinstance(data["device"], str):
         raise ValueError(f"`{where}.device` must be a string")
     values = data.get("values")
@@ -586,6 +601,9 @@ def _optional_number(data: dict[str, Any], key: str, where: str) -> float | None
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"`{where}.{key}` must be a number or null")
+    if not LIMITS["scale"].allows(value):  # NaN, inf, 1e400 or an integer too large for a float
+        raise ValueError(f"`{where}.{key}` is {shorten(value)}: must be a finite number in "
+                         f"{LIMITS['scale'].range_text}")
     return float(value)
 
 
@@ -623,20 +641,29 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
                         values_read=entry.get("values_read", True) is not False)
 
 
+def _bounded_int(literal: str) -> int | float:
+    # Python refuses int literals of more than 4300 digits without a position; no recorded number is that long.
+    return int(literal) if len(literal) <= 400 else float("inf")
+
+
 def load_recording(path: str | os.PathLike[str]) -> Recording:
     """Read and validate a recording. Raises `RecordingError` (one line) for anything unreadable."""
     shown = os.fspath(path)
+    from .limits import MAX_RECORDING_BYTES, read_bounded
+
+    if os.path.isdir(path):
+        raise RecordingError(shown, "is a directory, not a recording")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise RecordingError(shown, "is a directory, not a recording") from None
+        # Non-blocking and fstat-checked: a FIFO, /dev/zero or a sparse multi-GB file is refused unread.
+        text = read_bounded(path, MAX_RECORDING_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise RecordingError(shown, f"cannot read the recording: {reason}") from None
+        raise RecordingError(shown, f"cannot read the recording: {error}") from None
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as error:
         raise RecordingError(shown, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+    except RecursionError:
+        raise RecordingError(shown, "not valid JSON: nested too deeply") from None
     if not isinstance(document, dict):
         raise RecordingError(shown, f"not a gdr-check recording: the top level is a {type(document).__name__}, "
                                     f"not an object")

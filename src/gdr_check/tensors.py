@@ -171,6 +171,8 @@ class TensorSpec:
                 if not plain:  # torch gives an int; a duck type may not
                     storage = int(storage)
             except (AttributeError, RuntimeError):
+                if "sparse" in str(getattr(tensor, "layout", "")):  # no storage, no strides: GDR228
+                    raise TypeError("a sparse tensor") from None
                 storage = None
         if plain:  # torch already gives int tuples of equal rank
             shape, stride, offset = tuple(tensor.shape), tensor.stride(), tensor.storage_offset()

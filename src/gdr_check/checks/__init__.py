@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (importing registers the rules)
     compare,
     rules_assumed,
     rules_dryrun,
+    rules_guard,
     rules_model,
     rules_param_dtype,
     rules_pasted,

@@ -15,6 +15,19 @@ from .call import CallContext, Engine, Origin, PackedDecodeCall, Variant
 from .registry import RULE_SET, Finding, Rule, RuleSet
 
 
+# What describing a foreign object (None, a list, a NumPy array, a nested or sparse tensor) can raise.
+_UNDESCRIBABLE = (AttributeError, TypeError, ValueError, RuntimeError, OverflowError, NotImplementedError)
+
+
+def _argument_report(arguments: dict[str, Any]) -> Report:
+    from .rules_guard import argument_report
+
+    report = argument_report(arguments)
+    if report is None:  # every argument is a tensor, yet describing one failed: re-raise what it was
+        raise
+    return report
+
+
 def run_contract(call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> Report:
     """Every diagnostic of one call: wrapper-enforced ones first, in the wrapper's order. `origin`: whose call
     it is (see `CallContext.origin`); an engine's by default."""
@@ -96,10 +109,13 @@ def check_packed_decode(
     reserved) are only a note; an engine's call (a guard, a capture) passes `origin="engine"`.
     """
     spec = TensorSpec.from_tensor  # direct calls: this is the per-step runtime guard, keep it lean
-    call = PackedDecodeCall.of_specs(
-        spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
-        spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, None, "gdn",
-    )
+    try:
+        call = PackedDecodeCall.of_specs(
+            spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
+            spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, None, "gdn",
+        )
+    except _UNDESCRIBABLE:  # not a dense tensor: GDR228 names the argument (off the hot path)
+        return _argument_report(locals())
     return run_contract(call, engine, origin)
 
 
@@ -122,9 +138,12 @@ def check_kda_packed_decode(
 ) -> Report:
     """Check a `fused_recurrent_kda_packed_decode` call (KDA) without running it."""
     spec = TensorSpec.from_tensor
-    call = PackedDecodeCall.of_specs(
-        spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
-        spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, lower_bound, "kda",
-    )
+    try:
+        call = PackedDecodeCall.of_specs(
+            spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
+            spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, lower_bound, "kda",
+        )
+    except _UNDESCRIBABLE:  # not a dense tensor: GDR228 names the argument (off the hot path)
+        return _argument_report(locals())
     return run_contract(call, engine, origin)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..limits import LIMITS, shorten
 from .call import GRID_DIM_LIMIT, CallContext, next_power_of_2
 from .examples import CallExample, tensor
 from .kernel_causes import live_rows, padding_rows, wrapped_skip
@@ -213,8 +214,10 @@ def grid_limit(ctx: CallContext):
 def scale_valid(ctx: CallContext):
     scale = ctx.call.scale
     expected = ctx.K ** -0.5 if ctx.K else "K**-0.5"
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-        return Finding({"value": scale, "expected": expected},
+    # LIMITS: a number, finite, at most 1e30 (10**400 and 1e308 are not scales; no float() of a huge int).
+    if not LIMITS["scale"].allows(scale) or scale <= 0:
+        shown = shorten(scale) if isinstance(scale, int) and scale.bit_length() > 128 else scale
+        return Finding({"value": shown, "expected": expected},
                        [f"pass `scale={expected}` (head_k_dim ** -0.5)" if ctx.K else "pass head_k_dim ** -0.5"],
                        argument="scale")
     return None
@@ -428,7 +431,7 @@ def lower_bound_sign(ctx: CallContext):
 )
 def scale_convention(ctx: CallContext):
     scale = ctx.call.scale
-    if not ctx.K or isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) \
+    if not ctx.K or not LIMITS["scale"].allows(scale) \
             or scale <= 0:
         return None
     expected = ctx.K ** -0.5

@@ -15,6 +15,7 @@ from typing import Callable, Mapping, Optional
 import typer
 
 from ..engines import DEFAULT_ENGINE
+from ..limits import LIMITS, shorten
 from .config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from .engine_option import engine_help, engine_option
 from .main import app
@@ -50,7 +51,11 @@ def parse_size(text: str) -> int:
     if not found:
         raise typer.BadParameter(f"not a size: {text!r} (e.g. 80GiB, 141GB or a byte count)", param_hint="--gpu-memory")
     number, unit = found.groups()
-    return int(float(number) * _UNITS[(unit or "").lower()])
+    size = float(number) * _UNITS[(unit or "").lower()]
+    if not LIMITS["gpu_memory"].allows(size):  # 1e999 is infinity: refused before int() overflows
+        raise typer.BadParameter(f"{shorten(text)} is outside {LIMITS['gpu_memory'].range_text} bytes",
+                                 param_hint="--gpu-memory")
+    return int(size)
 
 
 def parse_tp_list(text: str) -> list[int]:
@@ -58,9 +63,11 @@ def parse_tp_list(text: str) -> list[int]:
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise typer.BadParameter(f"expected an integer or a comma-separated list, got {text!r}", param_hint="--tp")
-    if not sizes or any(size < 1 for size in sizes):
-        raise typer.BadParameter(f"TP sizes must be >= 1, got {text!r}", param_hint="--tp")
+        raise typer.BadParameter(f"expected an integer or a comma-separated list, got {shorten(text)!r}",
+                                 param_hint="--tp")
+    if not sizes or not all(LIMITS["tp"].allows(size) for size in sizes):
+        raise typer.BadParameter(f"TP sizes must be in {LIMITS['tp'].range_text}, got {shorten(text)!r}",
+                                 param_hint="--tp")
     return sizes
 
 
@@ -99,7 +106,7 @@ def _resolver(config_file: Optional[Path], isolated: bool) -> ConfigResolver:
     if isolated:
         return ConfigResolver(isolated=True)
     if config_file is not None:
-        if not config_file.is_file():
+        if not config_file.exists():  # anything else (a FIFO, a directory) is refused by the bounded read
             raise ConfigError(config_file, None, "no such file (given with --config)")
         return ConfigResolver(explicit=load_config(config_file))
     return ConfigResolver()

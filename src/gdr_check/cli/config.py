@@ -24,6 +24,7 @@ else:  # Python 3.10: the same parser, released as tomli
 
 from ..engines import UnknownEngineError, profile_for
 from ..errors import InputError
+from ..limits import LIMITS, read_bounded, shorten
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
 PYPROJECT = "pyproject.toml"
@@ -168,12 +169,19 @@ class ConfigResolver:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
+        raw = read_bounded(path)
+    except OSError as error:
+        raise ConfigError(path, None, f"cannot read it: {str(error) or 'error'}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(path, None, f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(path, None, f"not valid TOML: {error}") from None
-    except OSError as error:
-        raise ConfigError(path, None, f"cannot read it: {(error.strerror or 'error').lower()}") from None
+    except RecursionError:
+        raise ConfigError(path, None, "not valid TOML: nested too deeply") from None
 
 
 def _has_table(path: Path) -> bool:
@@ -301,7 +309,10 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, f"expected an integer, got {_toml_type(value)}")
         if value < minimum:
-            raise self.fail(key, f"must be >= {minimum}, got {value}")
+            raise self.fail(key, f"must be >= {minimum}, got {shorten(value)}")
+        limit = LIMITS.get(key.replace("-", "_"))
+        if limit is not None and not limit.allows(value):
+            raise self.fail(key, f"must be in {limit.range_text} ({limit.what}), got {shorten(value)}")
         return value
 
     def tp_sizes(self, key: str) -> list[int] | None:
@@ -310,8 +321,9 @@ class _Reader:
             return None
         sizes = [value] if isinstance(value, int) and not isinstance(value, bool) else value
         if not isinstance(sizes, list) or not sizes or not all(
-                isinstance(size, int) and not isinstance(size, bool) and size >= 1 for size in sizes):
-            raise self.fail(key, "expected a TP size >= 1 or a non-empty array of them, e.g. [1, 2, 4, 8]")
+                LIMITS["tp"].allows(size) and isinstance(size, int) for size in sizes):
+            raise self.fail(key, f"expected a TP size in {LIMITS['tp'].range_text} or a non-empty array of them, "
+                                 "e.g. [1, 2, 4, 8]")
         return sizes
 
     def selection(self) -> RuleSelection:

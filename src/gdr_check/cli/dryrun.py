@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..limits import LIMITS, shorten
 from ..engines import DEFAULT_ENGINE, profile_for
 from .engine_option import engine_help, engine_option
 from .escape import lines
@@ -272,6 +273,10 @@ def dry_run_command(
 
     fmt = check_format(output_format)
     profile = _validate(backend, device, engine, steps, batch)
+    for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
+        if not LIMITS[name].allows(value):  # NaN, inf, negative, or a number of thousands of digits
+            raise typer.BadParameter(f"{shorten(value)} is outside {LIMITS[name].range_text} ({LIMITS[name].what})",
+                                     param_hint=f"--{name}")
     if ranks not in ("one", "all"):
         raise typer.BadParameter(f"expected one or all, got {ranks!r}", param_hint="--ranks")
     if weights and ranks != "all":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, TypeVar
+from ..limits import LIMITS
 
 Kind = Literal["gdn", "kda"]
 
@@ -332,7 +333,8 @@ class ConfigView:
 
 def _num_layers(view: ConfigView) -> int | None:
     found = view.find("num_hidden_layers")
-    return found[0] if found and isinstance(found[0], int) else None
+    # Out of range is GDR108 (read_fields); the layer map is not built from a claimed billion layers.
+    return found[0] if found and isinstance(found[0], int) and LIMITS["num_hidden_layers"].allows(found[0]) else None
 
 
 def _from_layer_types(view: ConfigView, linear_names: frozenset[str], known: frozenset[str]) -> LayerMap | None:
@@ -823,7 +825,9 @@ def identify(config: Mapping[str, Any] | None) -> Identity:
     return Identity(architecture=name, model_types=model_types)
 
 
-_LAYER_NAME = re.compile(r"^(?P<ns>.*?)layers\.(?P<index>\d+)\.(?P<rest>.+)$")
+# The lookahead refuses a name with a line break before its end in one pass: without it, `.*?` would retry
+# every start of `layers.` against a `.+$` that fails at the break (quadratic).
+_LAYER_NAME = re.compile(r"^(?=[^\n]*\n?\Z)(?P<ns>.*?)layers\.(?P<index>\d+)\.(?P<rest>.+)$")
 
 
 def _has_marker(tensor_names: Iterable[str], layouts: Iterable[Layout]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..limits import checked
 from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
 from .description import LinearAttentionModel
@@ -34,6 +35,13 @@ class Deployment:
 
     def __post_init__(self) -> None:
         profile_for(self.engine)  # UnknownEngineError (a ValueError) names the choices
+        # LimitError (an InputError and a ValueError): the ranges of docs/limits.md, before anything is sized.
+        for name in ("tp", "batch", "speculative_tokens"):
+            checked(name, getattr(self, name))
+        if self.slots is not None:
+            checked("slots", self.slots)
+        if self.gpu_memory is not None:
+            checked("gpu_memory", self.gpu_memory)
         if self.tp < 1 or self.batch < 0:
             raise ValueError(f"tp must be >= 1 and batch >= 0 (got tp={self.tp}, batch={self.batch})")
         if self.mamba_strategy not in ("no_buffer", "extra_buffer"):

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Literal, Mapping, Protocol
 
 from ..report import Location
 from ..tensors import canonical_dtype
+from ..limits import LIMITS, range_problem, shorten
 from .adapters import (
     GEOMETRY_FIELDS, SHAPE_FIELDS, Adapter, ConfigView, Geometry, Identity, LayerMap, Layout, layers_by_namespace,
     split_layer_name, with_field,
@@ -155,12 +156,15 @@ class InvalidValue:
     source: Source
 
 
-def value_problem(value: Any) -> str | None:
-    """Why `value` cannot be a head count or size, as "is ..." reads after the value (None: a positive integer)."""
+def value_problem(value: Any, name: str | None = None) -> str | None:
+    """Why `value` cannot be a head count or size, as "is ..." reads after the value (None: a positive integer
+    within `name`'s range of `gdr_check.limits`)."""
     if isinstance(value, bool):
         return "a boolean, not a whole number"
     if isinstance(value, int):
-        return None if value > 0 else "not a positive whole number"
+        if value <= 0:
+            return "not a positive whole number"
+        return range_problem(name, value) if name in LIMITS else None
     kinds = {float: "a float", str: "a string", list: "a list", dict: "an object", type(None): "null"}
     return f"{kinds.get(type(value), 'not a number')}, not a whole number"
 
@@ -323,7 +327,7 @@ def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
     sources: dict[str, Source] = {}
     invalid: list[InvalidValue] = []
     for name, (value, key) in found.items():
-        problem = value_problem(value)
+        problem = value_problem(value, name)
         if problem is None:
             values[name], sources[name] = value, locate.config(key)
         elif not any(item.key == key for item in invalid):
@@ -505,6 +509,8 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
 def _shown(value: Any) -> str:
     import json
 
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return shorten(value)  # never format thousands of digits
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):

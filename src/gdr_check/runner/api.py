@@ -92,7 +92,12 @@ def _shown(check: Any) -> list[Diagnostic]:
 
 def dry_run_check(check: Any, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
                   timeout: float = DEFAULT_TIMEOUT_S, timing: bool = True) -> DryRunResult:
-    """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError."""
+    """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError, and
+    LimitError (a ValueError) for steps, seed or timeout outside docs/limits.md."""
+    from ..limits import checked
+
+    for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
+        checked(name, value)
     if not check.report.ok or check.call is None:
         return DryRunResult(check=check, diagnostics=_shown(check))
     plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=timing)

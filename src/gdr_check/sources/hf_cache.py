@@ -7,6 +7,8 @@ cached entry has no usable snapshot, which the hub's lookup (it returns None) do
 
 from __future__ import annotations
 
+from ..limits import read_bounded
+
 import os
 import re
 from dataclasses import dataclass
@@ -103,7 +105,10 @@ def resolve_repo_id(repo_id: str, reader: MetadataReader, cache_dir: str | None 
             fix=f"download it (`hf download {repo_id}`), or set `HF_HUB_CACHE` to the cache that holds it",
         )
     # The hub joins the revision into a path: only a well-formed one is handed to it.
-    snapshot = _snapshot_via_hub(repo_id, root, revision) if revision is None or _usable_revision(revision) else None
+    # ... and only when the ref it reads is a small regular file: the hub reads a ref whole, so a FIFO would
+    # block and a multi-GB sparse file be read in full; our reader refuses both unread (GDR0xx).
+    usable = (revision is None or _usable_revision(revision)) and _ref_is_small_file(repo_dir, revision or REVISION)
+    snapshot = _snapshot_via_hub(repo_id, root, revision) if usable else None
     if snapshot is None:
         return resolve_cache_repo(repo_dir, reader, repo_id=repo_id, revision=revision)
     return CacheEntry(repo_id, repo_dir, snapshot, _resolved_note(repo_id, snapshot, revision))
@@ -175,7 +180,8 @@ def cached_revisions(repo_dir: Path) -> dict[str, str]:
             if path.is_symlink():
                 continue
             try:
-                commit = path.read_text("utf-8", "replace").strip()[:128] if path.stat().st_size <= 256 else ""
+                # Non-blocking, fstat-checked and capped: a FIFO or a sparse multi-GB file is skipped.
+                commit = read_bounded(path, 256).decode("utf-8", "replace").strip()[:128]
             except OSError:
                 continue
             found[path.relative_to(refs).as_posix()] = commit
@@ -215,6 +221,17 @@ def _resolve_revision(repo_dir: Path, reader: MetadataReader, repo_id: str, revi
         None, repo_id=repo_id, revision=revision, available=", ".join(available) or "none",
         fix=f"download it (`hf download {repo_id} --revision {revision}`), or pick one of the cached revisions",
     )
+
+
+def _ref_is_small_file(repo_dir: Path, ref_name: str) -> bool:
+    """False when `refs/<ref_name>` exists but is not a regular file of at most 256 bytes."""
+    import stat
+
+    try:
+        info = os.stat(repo_dir / "refs" / ref_name)
+    except (OSError, ValueError):
+        return True  # no such ref (a commit hash): nothing for the hub to read
+    return stat.S_ISREG(info.st_mode) and info.st_size <= 256
 
 
 def _snapshot_via_hub(repo_id: str, root: Path, revision: str | None) -> Path | None:

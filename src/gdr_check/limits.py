@@ -1,0 +1,165 @@
+"""The allowed range of every number gdr-check takes from a file or the command line (issue 11).
+
+One table, `LIMITS`, read by the checks (config fields, `[tool.gdr-check]`, options, recordings, the dry run)
+and by `scripts/generate_limits_doc.py`, which writes docs/limits.md from it. A value outside its range is
+refused before it is used, so the cost of a check grows with a model's real size, never with a number written
+in its config: `num_hidden_layers: 1000000000` is an error, not a billion-entry loop.
+
+The ranges are generous (about a hundred times the largest released model) and exist only to keep arithmetic
+finite and memory bounded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InputError
+
+# Values in error messages are shortened: an integer of thousands of digits is shown by its first and last
+# digits and its length.
+_MAX_SHOWN = 40
+
+
+@dataclass(frozen=True)
+class Limit:
+    minimum: float
+    maximum: float
+    what: str
+    where: str  # where the value comes from, for the documentation
+
+    def allows(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return bool(self.minimum <= value <= self.maximum)
+
+    @property
+    def range_text(self) -> str:
+        return f"{_number(self.minimum)}..{_number(self.maximum)}"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and value >= 2**20 and value & (value - 1) == 0:
+        return f"2**{value.bit_length() - 1}"
+    return f"{value:,}".replace(",", "_") if isinstance(value, int) else repr(value)
+
+
+_CONFIG = "config.json"
+_DEPLOY = "command line, [tool.gdr-check]"
+
+LIMITS: dict[str, Limit] = {
+    # config.json (model layer: a value outside its range is GDR108 and is not used)
+    "num_hidden_layers": Limit(1, 65_536, "decoder layers", _CONFIG),
+    "num_k_heads": Limit(1, 65_536, "key heads of the linear-attention layers", _CONFIG),
+    "num_v_heads": Limit(1, 65_536, "value heads of the linear-attention layers", _CONFIG),
+    "head_k_dim": Limit(1, 65_536, "key head dim", _CONFIG),
+    "head_v_dim": Limit(1, 65_536, "value head dim", _CONFIG),
+    "conv_kernel": Limit(1, 1_024, "short-convolution width", _CONFIG),
+    "hidden_size": Limit(1, 2**20, "hidden size", _CONFIG),
+    "num_attention_heads": Limit(1, 65_536, "full-attention heads", _CONFIG),
+    "num_key_value_heads": Limit(1, 65_536, "full-attention KV heads", _CONFIG),
+    # the deployment: command line, [tool.gdr-check], a recording's fields
+    "tp": Limit(1, 4_096, "tensor-parallel size", _DEPLOY),
+    "batch": Limit(0, 1_048_576, "decode batch", _DEPLOY),
+    "slots": Limit(1, 16_777_216, "state pool rows", _DEPLOY),
+    "speculative_tokens": Limit(0, 1_024, "draft tokens per verify step", _DEPLOY),
+    "gpu_memory": Limit(1, 2**60, "bytes per rank for the state pools (--gpu-memory)", _DEPLOY),
+    # the dry run
+    "steps": Limit(1, 10_000, "decode steps to run and verify", "dry-run --steps"),
+    "seed": Limit(0, 2**63 - 1, "random seed", "dry-run --seed"),
+    "timeout": Limit(0.001, 604_800.0, "seconds before the child is killed", "dry-run --timeout"),
+    # recorded kernel calls (`gdr-check call FILE`)
+    "dim": Limit(0, 2**40, "one dimension of a recorded tensor", "recording"),
+    "scale": Limit(-1e30, 1e30, "a recorded or passed scale (finite)", "recording, guard argument"),
+}
+
+
+def shorten(value: Any) -> str:
+    """`value` as an error message shows it: short, whatever it holds."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        digits = (value.bit_length() - 1) * 30103 // 100000 + 1  # a lower bound, without str(value)
+        return f"an integer of at least {digits} digits"
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN - 3] + "..."
+
+
+def range_problem(name: str, value: Any) -> str | None:
+    """Why `value` is not allowed for `name` ("outside ..."), or None when it is."""
+    limit = LIMITS[name]
+    if limit.allows(value):
+        return None
+    return f"outside the allowed range {limit.range_text} ({limit.what})"
+
+
+class LimitError(InputError, ValueError):
+    """A number outside its documented range: one line naming the key, the value and the range."""
+
+    code = "limit"
+
+    def __init__(self, key: str, value: Any, name: str | None = None) -> None:
+        limit = LIMITS[name or key]
+        super().__init__(f"{key} is {shorten(value)}: must be in {limit.range_text} ({limit.what}); "
+                         "see docs/limits.md")
+        self.key, self.value = key, value
+
+
+def checked(name: str, value: Any, key: str | None = None) -> Any:
+    """`value` when `name`'s range allows it; raises LimitError naming `key` (default `name`) otherwise."""
+    if LIMITS[name].allows(value):
+        return value
+    raise LimitError(key or name, value, name)
+
+
+# Files the user names or a tool writes that are not checkpoint headers: a `pyproject.toml`, a recording,
+# `refs/main` in the Hugging Face cache. Real ones are kilobytes.
+MAX_SMALL_FILE_BYTES = 16 * 1024 * 1024
+
+
+class UnreadableInput(OSError):
+    """A file refused before or while reading it; `str()` is the reason ("not a regular file")."""
+
+
+def read_bounded(path: Any, cap: int = MAX_SMALL_FILE_BYTES) -> bytes:
+    """The bytes of the regular file at `path`, at most `cap` of them.
+
+    Opened non-blocking (a FIFO does not hang the open), checked with fstat (FIFOs, devices such as /dev/zero
+    and directories are refused) and refused by size before reading, so a multi-GB sparse file costs nothing.
+    Raises UnreadableInput with a one-line reason."""
+    import os
+    import stat
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise UnreadableInput((error.strerror or type(error).__name__).lower()) from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableInput("not a regular file")
+        if info.st_size > cap:
+            raise UnreadableInput(f"too large ({info.st_size} bytes; the limit is {cap})")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(descriptor, min(1 << 20, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:  # grew after the size check
+                raise UnreadableInput(f"too large (more than {cap} bytes)")
+        return b"".join(chunks)
+    except UnreadableInput:
+        raise
+    except OSError as error:
+        raise UnreadableInput((error.strerror or type(error).__name__).lower()) from None
+    finally:
+        os.close(descriptor)
+
+
+# A recording of the default 1000 calls is well under a megabyte.
+MAX_RECORDING_BYTES = 64 * 1024 * 1024

@@ -1,0 +1,134 @@
+"""Numbers out of range (issue 11): values from a config.json, `[tool.gdr-check]` and the command line are
+checked against docs/limits.md before use. A config field out of range is GDR108 (exit 1, the value shortened);
+an option or a `[tool.gdr-check]` key is one `error:` line naming it and the range (exit 2). Every run stays in
+seconds and under 300 MiB, whatever the number, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from pathlib import Path
+
+import pytest
+from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
+from hostile_corpus import FORMATS, assert_outcome, run_subprocess
+
+from gdr_check.limits import LIMITS, LimitError, checked, shorten
+
+MAX_RSS_MIB = 300
+THOUSANDS_OF_DIGITS = "9" * 4200
+
+
+def _bounded(started: float) -> None:
+    assert time.monotonic() - started < 20
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 < MAX_RSS_MIB
+
+
+def _checkpoint(root: Path, name: str, key: str, literal: str) -> Path:
+    config = qwen3_next_config()
+    built = write_checkpoint(root / name, config, qwen_tensors(config))
+    raw = json.loads((built / "config.json").read_text())
+    raw[key] = "__VALUE__"
+    (built / "config.json").write_text(json.dumps(raw).replace('"__VALUE__"', literal))
+    return built
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("numbers")
+    _checkpoint(root, "layers", "num_hidden_layers", "1000000000")
+    _checkpoint(root, "heads", "linear_num_value_heads", "9" * 400)
+    _checkpoint(root, "digits", "linear_num_value_heads", THOUSANDS_OF_DIGITS)
+    return root
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_billion_layers_is_gdr108_in_every_format(root, fmt):
+    started = time.monotonic()
+    outcome = run_subprocess("layers", "--isolated", "--output-format", fmt, cwd=root)
+    assert_outcome(fmt, outcome, exit_code=1)
+    assert "GDR108" in outcome.stdout
+    if fmt == "concise":
+        assert "`num_hidden_layers` is 1000000000: outside the allowed range 1..65_536 (decoder layers)" \
+            in outcome.stdout
+    _bounded(started)
+
+
+@pytest.mark.parametrize("case,shown", [("heads", "an integer of at least 400 digits"), ("digits", "Infinity")])
+def test_a_head_count_that_overflows_a_float_is_gdr108(root, case, shown):
+    started = time.monotonic()
+    outcome = run_subprocess(case, "--isolated", "--output-format", "concise", cwd=root)
+    assert_outcome("concise", outcome, exit_code=1)
+    assert f"error[GDR108] `linear_num_value_heads` is {shown}" in outcome.stdout, outcome.stdout
+    assert "9" * 100 not in outcome.stdout
+    _bounded(started)
+
+
+@pytest.mark.parametrize("option,value,error,fmt", [
+    ("--batch", "100000000", "batch is 100000000: must be in 0..2**20 (decode batch)", "full"),
+    ("--slots", str(2**63), "slots is 9223372036854775808: must be in 1..2**24 (state pool rows)", "json"),
+    ("--speculative-tokens", "1000000000", "speculative_tokens is 1000000000: must be in 0..1_024", "sarif"),
+    ("--gpu-memory", "1e999GiB", "--gpu-memory: 1e999GiB is outside 1..2**60 bytes", "github"),
+    ("--gpu-memory", "1e999", "--gpu-memory: 1e999 is outside 1..2**60 bytes", "junit"),
+    ("--tp", "9" * 5000, "--tp: expected an integer or a comma-separated list, got '9999", "gitlab"),
+    ("--tp", "1,100000", "--tp: TP sizes must be in 1..4_096, got '1,100000'", "json-lines"),
+])
+def test_options_out_of_range_are_one_error_line(root, option, value, error, fmt):
+    started = time.monotonic()
+    outcome = run_subprocess("layers", "--isolated", option, value, "--output-format", fmt, cwd=root)
+    assert_outcome(fmt, outcome, exit_code=2, error=error)
+    assert len(outcome.stderr) < 400  # never the 5000 digits back
+    _bounded(started)
+
+
+@pytest.mark.parametrize("table,error", [
+    ("batch = 9223372036854775808", "`tool.gdr-check.batch`: must be in 0..2**20 (decode batch), got 9223372036854775808"),
+    ("batch = 9223372036854775807", "`tool.gdr-check.batch`"),
+    ("slots = 100000000000", "`tool.gdr-check.slots`"),
+    ("tp = [1, 9223372036854775807]", "`tool.gdr-check.tp`"),
+])
+def test_pyproject_numbers_out_of_range(tmp_path, root, table, error):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.gdr-check]\n{table}\n")
+    started = time.monotonic()
+    outcome = run_subprocess(str(root / "layers"), "--output-format", "json", cwd=tmp_path)
+    assert_outcome("json", outcome, exit_code=2)
+    errors = [line for line in outcome.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and error in errors[0], outcome.stderr
+    _bounded(started)
+
+
+@pytest.mark.parametrize("option,value", [("--steps", "99999999999"), ("--seed", "9" * 30), ("--timeout", "nan"),
+                                          ("--timeout", "-1"), ("--timeout", "inf")])
+def test_dry_run_numbers(root, option, value):
+    outcome = run_subprocess("dry-run", "layers", option, value, "--device", "cpu", cwd=root)
+    name = option.removeprefix("--")
+    assert_outcome("full", outcome, exit_code=2,
+                   error=f"--{name}: {shorten(float(value) if name == 'timeout' else int(value))} is outside "
+                         f"{LIMITS[name].range_text}")
+
+
+def test_library_limits_name_key_value_and_range():
+    with pytest.raises(LimitError, match=r"^batch is an integer of at least 1000 digits: must be in 0\.\.2\*\*20"):
+        checked("batch", 10**1000)
+    assert checked("tp", 8) == 8
+    for bad in (float("nan"), float("inf"), True, "8", None, -1):
+        assert not LIMITS["timeout"].allows(bad)
+
+
+def test_dry_run_check_refuses_absurd_numbers_before_running():
+    from gdr_check.runner.api import dry_run_check
+
+    with pytest.raises(LimitError, match=r"^timeout is nan: must be in 0\.001\.\.604_800"):
+        dry_run_check(object(), timeout=float("nan"))
+
+
+def test_limits_doc_is_generated_from_the_table():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "scripts" / "generate_limits_doc.py"
+    rendered = subprocess.run([sys.executable, "-c", f"import runpy; m = runpy.run_path({str(script)!r}); "
+                               "print(m['render'](), end='')"], capture_output=True, text=True, check=True).stdout
+    assert rendered == (root / "docs" / "limits.md").read_text(encoding="utf-8")
