@@ -15,8 +15,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 PACKAGE = "gdr_check"
 
@@ -85,7 +83,6 @@ KNOWN_BACK_EDGES: set[tuple[str, str]] = {
 }
 KNOWN_LAZY: set[tuple[str, str]] = {
     ('gdr_check.checks.docs', 'gdr_check.checks.examples'),
-    ('gdr_check.checks.examples', 'dataclasses'),
     ('gdr_check.checks.examples', 'gdr_check.checks.call'),
     ('gdr_check.checks.examples', 'gdr_check.checks.compare'),
     ('gdr_check.checks.examples', 'gdr_check.checks.contract'),
@@ -93,18 +90,12 @@ KNOWN_LAZY: set[tuple[str, str]] = {
     ('gdr_check.checks.examples', 'gdr_check.models.check'),
     ('gdr_check.checks.examples', 'gdr_check.models.deployment'),
     ('gdr_check.checks.examples', 'gdr_check.sources'),
-    ('gdr_check.checks.examples', 'json'),
-    ('gdr_check.checks.examples', 'os'),
-    ('gdr_check.checks.examples', 'pathlib'),
-    ('gdr_check.checks.examples', 'struct'),
-    ('gdr_check.checks.examples', 'tempfile'),
     ('gdr_check.checks.rules_model', 'gdr_check.models.adapters'),
     ('gdr_check.checks.rules_model', 'gdr_check.models.decode_path'),
     ('gdr_check.checks.rules_model', 'gdr_check.models.description'),
     ('gdr_check.checks.rules_model', 'gdr_check.models.pools'),
     ('gdr_check.errors', 'gdr_check.checks.registry'),
     ('gdr_check.errors', 'gdr_check.report'),
-    ('gdr_check.models.adapters', 'json'),
     ('gdr_check.models.check', 'gdr_check.checks'),
     ('gdr_check.models.check', 'gdr_check.checks.contract'),
     ('gdr_check.models.check', 'gdr_check.checks.rules_model'),
@@ -113,7 +104,6 @@ KNOWN_LAZY: set[tuple[str, str]] = {
     ('gdr_check.models.check', 'gdr_check.sources.checkpoint'),
     ('gdr_check.models.check', 'gdr_check.sources.errors'),
     ('gdr_check.models.check', 'gdr_check.sources.files'),
-    ('gdr_check.models.description', 'json'),
     ('gdr_check.runner.api', 'gdr_check.models'),
 }
 # A cycle inside the CLI (owned by the CLI's own refactoring): `output` and `results` import each other lazily.
@@ -220,10 +210,10 @@ def test_no_cycle() -> None:
     stack: list[str] = []
     on_stack: set[str] = set()
     cycles: list[list[str]] = []
-    for start in graph:
+    for start, targets in graph.items():
         if start in index:
             continue
-        work = [(start, iter(sorted(graph[start])))]
+        work = [(start, iter(sorted(targets)))]
         index[start] = low[start] = len(index)
         stack.append(start)
         on_stack.add(start)
@@ -275,14 +265,3 @@ def test_function_level_imports_are_lazy_heavy_only() -> None:
     lazy = _unlisted_lazy()
     assert sorted(lazy - KNOWN_LAZY) == []
     assert sorted(KNOWN_LAZY - lazy) == [], "fixed: delete these from KNOWN_LAZY"
-
-
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _match(m, {"gdr_check.cli": ""})))
-def test_lazy_cli_imports_say_why(module: str) -> None:
-    """A function-level import in the CLI carries a comment on its line or the line above saying why."""
-    path, _ = MODULES[module]
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for importer, _imported, lazy, line in EDGES:
-        if importer == module and lazy:
-            near = lines[line - 1] + (lines[line - 2] if line > 1 else "")
-            assert "#" in near, f"{path.name}:{line}: a lazy import without a comment saying why"

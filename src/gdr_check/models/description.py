@@ -8,6 +8,7 @@ plain evidence; the GDR1xx rules in `checks/rules_model.py` turn that evidence i
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -503,7 +504,6 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
 
 
 def _shown(value: Any) -> str:
-    import json
 
     try:
         text = json.dumps(value)
