@@ -103,7 +103,6 @@ KNOWN_LAZY: set[tuple[str, str]] = {
     ('gdr_check.models.check', 'gdr_check.sources'),
     ('gdr_check.models.check', 'gdr_check.sources.checkpoint'),
     ('gdr_check.models.check', 'gdr_check.sources.errors'),
-    ('gdr_check.models.check', 'gdr_check.sources.files'),
     ('gdr_check.runner.api', 'gdr_check.models'),
 }
 # A cycle inside the CLI (owned by the CLI's own refactoring): `output` and `results` import each other lazily.
