@@ -14,13 +14,8 @@ from typing import Sequence
 import typer
 import typer.core
 
-try:  # typer >= 0.20 vendors click
-    from typer._click import exceptions as click_exceptions
-except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import exceptions as click_exceptions
-
 from ..errors import InputError
-from .coercion import install_plain_coercion
+from .coercion import click_exceptions, install_plain_coercion
 from .errors import ReportWriteError
 from .output import Output
 
