@@ -39,21 +39,6 @@ class PackedDecodeCall:
     lower_bound: float | None = None
     variant: Variant = "gdn"
 
-    @classmethod
-    def of_specs(cls, mixed_qkv: TensorSpec, a: TensorSpec, b: TensorSpec, A_log: TensorSpec, dt_bias: TensorSpec,
-                 scale: Any, initial_state: TensorSpec, out: TensorSpec, ssm_state_indices: TensorSpec,
-                 use_qk_l2norm_in_kernel: bool, lower_bound: float | None, variant: Variant) -> "PackedDecodeCall":
-        """`PackedDecodeCall(...)` with every field given (in field order), minus the frozen dataclass's
-        per-field `object.__setattr__` and keyword matching (the runtime guard builds one call per checked
-        kernel launch)."""
-        call = cls.__new__(cls)
-        call.__dict__.update(
-            mixed_qkv=mixed_qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, scale=scale, initial_state=initial_state,
-            out=out, ssm_state_indices=ssm_state_indices, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-            lower_bound=lower_bound, variant=variant,
-        )
-        return call
-
     def tensors(self) -> dict[str, TensorSpec]:
         # Several rules ask for this on every guarded call: build it once per (immutable) call, hand out copies.
         cached = self.__dict__.get("_tensors")

@@ -14,8 +14,14 @@ tests/test_rule_examples.py asserts that each example fires its own rule and no 
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+import struct
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..tensors import TensorSpec
@@ -151,7 +157,6 @@ class DryRunExample:
 
     @property
     def text(self) -> str:
-        import json
 
         if self.result is None:
             head = f"# the dry-run child exited with status {self.returncode} without a result; stderr: {self.stderr!r}"
@@ -254,7 +259,6 @@ class ModelExample:
 
     @property
     def text(self) -> str:
-        import json
 
         flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in self.deployment.items())
         what = "config.json" if self.weights is None else "DIR"
@@ -317,12 +321,10 @@ class Safetensors:
     size: int | None = None
 
     def raw(self) -> bytes:
-        import json
 
         return self.header if isinstance(self.header, bytes) else json.dumps(self.header).encode()
 
     def write(self, path: Any) -> None:
-        import struct
 
         raw = self.raw()
         data = self.data
@@ -381,8 +383,6 @@ class CheckpointExample:
         return self.text
 
     def write(self, root: Any) -> None:
-        import os
-        from pathlib import Path
 
         root = Path(root)
         for name, content in self.files.items():
@@ -401,8 +401,6 @@ class CheckpointExample:
                 path.write_bytes(content if isinstance(content, bytes) else content.encode())
 
     def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        import tempfile
-        from pathlib import Path
 
         from ..errors import SourceError
         from ..sources import open_checkpoint
@@ -436,7 +434,6 @@ class CompareExample:
 
     @property
     def text(self) -> str:
-        import json
 
         lines = [f"# gdr-check call REC.json --model config.json --tp {self.tp}" + (f": {self.note}" if self.note else ""),
                  f"config = {json.dumps(self.config)}",
@@ -462,8 +459,6 @@ class CompareExample:
         return check_checkpoint(checkpoint, Deployment(tp=self.tp, engine=self.engine))
 
     def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        import dataclasses
-
         from .call import CallContext
         from .compare import ModelGeometry, compare_call, contract_arguments
         from .contract import _diagnostics

@@ -1,4 +1,13 @@
-"""Typer's value coercion without pydantic for the plain values gdr-check's options take.
+"""The one module that touches typer's private API; and typer's value coercion without pydantic.
+
+Private names used, each with a fallback for typer versions without it:
+- `typer._coercion.RuntimeParam`, `build_runtime_param`: the pydantic-free coercion below;
+- `typer._click.exceptions`: the click exceptions of the click typer vendors (typer >= 0.20; older typer
+  uses click itself), re-exported as `click_exceptions` for `cli/main.py`.
+Tested range: typer 0.13.0 (the floor in `.ci/floors.txt`, run by `.ci/run`) to 0.29.x, the range
+pyproject.toml admits (`typer>=0.13,<0.30`); `tests/test_typer_shim.py` checks the installed typer is in it
+and that no other module imports a private typer name. A new typer minor version: run the suite on it, then
+raise the bound there and in `TYPER_TESTED`.
 
 Typer 0.29 converts every parameter value through a pydantic `TypeAdapter`, built on first use, so the first
 non-flag parameter of a run imports pydantic and builds a schema: ~60 ms of a ~0.6 s check. Even an option
@@ -18,6 +27,16 @@ try:
     from typer._coercion import RuntimeParam, build_runtime_param
 except ImportError:  # pragma: no cover - an older typer converts values through click, without pydantic
     RuntimeParam = None  # type: ignore[assignment,misc]
+
+try:  # typer >= 0.20 vendors click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+
+__all__ = ["TYPER_TESTED", "click_exceptions", "install_plain_coercion"]
+
+# The typer versions this module is tested with: lowest, and the first one not admitted (pyproject.toml).
+TYPER_TESTED = ((0, 13, 0), (0, 30, 0))
 
 # Longest digit string converted here: int() and pydantic agree on every ASCII digit string, but a huge one
 # is left to pydantic (and its limits).

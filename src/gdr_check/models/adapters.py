@@ -8,6 +8,7 @@ these tables to build the model description and to solve every tensor axis back 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, TypeVar
@@ -488,7 +489,6 @@ def glm5_layer_map(view: ConfigView) -> LayerMap:
 
 
 def _json(value: Any) -> str:
-    import json
 
     try:
         text = json.dumps(value)

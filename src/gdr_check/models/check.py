@@ -151,11 +151,8 @@ def open_target(target: str, *, cache_dir: str | None = None, revision: str | No
 def check_model(target: str, deployment: Deployment, *, cache_dir: str | None = None, revision: str | None = None,
                 follow_links: bool = False) -> ModelCheck:
     """Check one model for one deployment. Raises `SourceError` when the input cannot be read."""
-    from ..sources.files import gc_paused
-
-    with gc_paused():  # the description builds as many small objects as the reading: see gc_paused
-        checkpoint, builtin = open_target(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links)
-        return check_checkpoint(checkpoint, deployment, builtin=builtin)
+    checkpoint, builtin = open_target(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links)
+    return check_checkpoint(checkpoint, deployment, builtin=builtin)
 
 
 def check_builtin(repo_id: str, deployment: Deployment) -> ModelCheck:

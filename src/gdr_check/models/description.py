@@ -8,6 +8,7 @@ plain evidence; the GDR1xx rules in `checks/rules_model.py` turn that evidence i
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -507,7 +508,6 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
 
 
 def _shown(value: Any) -> str:
-    import json
 
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         return shorten(value)  # never format thousands of digits

@@ -22,6 +22,8 @@ import time
 import traceback
 from typing import Any, TextIO
 
+from .messages import ChildResult, DeviceInfo, EnvironmentResult, FailedResult, OkResult
+
 TEST_FAULT_ENV = "GDR_CHECK_DRYRUN_TEST_FAULT"
 ENVIRONMENT_EXIT = 3
 
@@ -55,11 +57,11 @@ def _test_fault() -> None:
         time.sleep(3600)
 
 
-def _environment(message: str) -> dict[str, Any]:
+def _environment(message: str) -> EnvironmentResult:
     return {"status": "environment", "message": message}
 
 
-def _resolve_device(requested: str) -> tuple[Any, bool, str] | dict[str, Any]:
+def _resolve_device(requested: str) -> tuple[Any, bool, str] | EnvironmentResult:
     """(torch device, interpreter?, why) or an environment result. Imports torch but not triton."""
     try:
         import torch
@@ -77,13 +79,13 @@ def _resolve_device(requested: str) -> tuple[Any, bool, str] | dict[str, Any]:
     return torch.device("cuda", torch.cuda.current_device()), False, "CUDA"
 
 
-def _versions(torch: Any, triton: Any, device: Any) -> dict[str, Any]:
+def _versions(torch: Any, triton: Any, device: Any) -> dict[str, str]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (Triton interpreter)"
     return {"python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
             "device_name": name}
 
 
-def run(plan_data: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def run(plan_data: dict[str, Any]) -> tuple[ChildResult, int]:
     from .plan import DryRunPlan
 
     plan = DryRunPlan.from_dict(plan_data)
@@ -99,9 +101,11 @@ def run(plan_data: dict[str, Any]) -> tuple[dict[str, Any], int]:
             ENVIRONMENT_EXIT
     from .session import run_session
 
-    result = {"status": "ok", "device": {"type": device.type, "interpreter": interpreter, "reason": why,
-                                         **_versions(torch, triton, device)}}
-    result.update(run_session(plan, device, interpreter))
+    versions = _versions(torch, triton, device)
+    device_info: DeviceInfo = {"type": device.type, "interpreter": interpreter, "reason": why,
+                               "python": versions["python"], "torch": versions["torch"],
+                               "triton": versions["triton"], "device_name": versions["device_name"]}
+    result: OkResult = {"status": "ok", "device": device_info, **run_session(plan, device, interpreter)}
     return result, 0
 
 
@@ -113,7 +117,8 @@ def main() -> int:
         result, code = run(plan_data)
     except Exception as error:  # noqa: BLE001 - reported to the parent as a failed run, with the traceback on stderr
         traceback.print_exc()
-        result, code = {"status": "failed", "exception": type(error).__name__, "message": str(error).strip()}, 1
+        failed: FailedResult = {"status": "failed", "exception": type(error).__name__, "message": str(error).strip()}
+        result, code = failed, 1
     output.write(json.dumps(jsonable(result)) + "\n")
     output.flush()
     return code

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
 
 import torch
 
 from .geometry import Geometry, launch_geometry
 from .kernels import KernelUnderTest, builtin_kernel, engine_kernel
+from .messages import KernelTiming, SessionResult, StepRecord, Timing
 from .plan import DryRunPlan
 from .tensors import CallTensors, allocate, build_tensors, live_rows, pool_allocation, refresh_inputs, step_indices
 from .tensors import timing_indices
@@ -57,7 +57,7 @@ def _kernels(plan: DryRunPlan) -> tuple[list[KernelUnderTest], str | None]:
 
 
 def _run_steps(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest], tensors: CallTensors,
-               device: torch.device, host: torch.Generator, inputs: torch.Generator) -> list[dict[str, Any]]:
+               device: torch.device, host: torch.Generator, inputs: torch.Generator) -> list[StepRecord]:
     dims = geometry.dims
     pool = pool_allocation(geometry)
     stacked = geometry.pool is not None
@@ -73,7 +73,7 @@ def _run_steps(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTe
         before = tensors.pool_storage.clone()
         ref_out, ref_state = reference(tensors, plan.engine)
         ties = beta_ties(tensors.b, plan.variant, plan.engine)
-        record: dict[str, Any] = {
+        record: StepRecord = {
             "step": step + 1, "live_rows": len(rows_list), "skipped_rows": dims.B - len(rows_list),
             "indices": indices if dims.B <= MAX_LISTED_INDICES else None, "beta_ties": int(ties.sum()),
             "kernels": {},
@@ -107,9 +107,9 @@ def _row_bytes(tensors: CallTensors) -> tuple[int, int, int]:
 
 
 def _timing(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest], tensors: CallTensors,
-            device: torch.device, steps: list[dict[str, Any]], interpreter: bool) -> dict[str, Any]:
+            device: torch.device, steps: list[StepRecord], interpreter: bool) -> Timing:
+    per_kernel: dict[str, KernelTiming] = {}
     if interpreter:
-        per_kernel = {}
         for kernel in kernels:
             seconds = [s["kernels"][kernel.name]["seconds"] for s in steps if "seconds" in s["kernels"].get(kernel.name, {})]
             if seconds:
@@ -122,7 +122,6 @@ def _timing(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest]
     live = len(live_rows(indices, plan.engine))
     moved = bytes_per_call(B, live, *_row_bytes(tensors))
     copy = copy_bandwidth(device)
-    per_kernel = {}
     for kernel in kernels:
         us = cold_time_us(lambda k=kernel: k.fast(*tensors.args()))
         gbps = moved / us / 1e3
@@ -132,9 +131,9 @@ def _timing(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest]
             "kernels": per_kernel, "copy": copy}
 
 
-def run_session(plan: DryRunPlan, device: torch.device, interpreter: bool) -> dict[str, Any]:
+def run_session(plan: DryRunPlan, device: torch.device, interpreter: bool) -> SessionResult:
     geometry = launch_geometry(plan.call, plan.pools, interpreter=interpreter)
-    result: dict[str, Any] = {"geometry": geometry.to_dict(), "kernels": {}, "steps": [], "timing": None}
+    result: SessionResult = {"geometry": geometry.to_dict(), "kernels": {}, "steps": [], "timing": None}
     kernels, missing = _kernels(plan)
     if missing is not None:
         result["backend_unavailable"] = {"backend": plan.backend, "reason": missing}

@@ -7,11 +7,8 @@ counts every byte taken from disk.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -25,26 +22,6 @@ from ..checks.rules_source import (
 from .errors import display_path
 
 INCOMPLETE_SUFFIX = ".incomplete"
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Run the block with the cyclic garbage collector off, restoring its previous state afterwards.
-
-    Reading a checkpoint builds hundreds of thousands of small dicts, lists and tuples (a 41-shard MoE
-    checkpoint has ~76k header entries) that all stay alive and form no reference cycles. With the collector
-    on, every 700 new objects start a collection that walks the young objects, and the older generations are
-    walked again and again as they grow: on that checkpoint the collector took about as long as the reading
-    itself. Reference counting still frees everything as usual; only cycle detection waits for the block
-    to end.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class MetadataReader:

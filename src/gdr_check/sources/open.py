@@ -26,7 +26,7 @@ from ..checks.rules_source import (
 )
 from .checkpoint import Checkpoint
 from .errors import SourceError, display_path
-from .files import MetadataReader, gc_paused
+from .files import MetadataReader
 from .hf_cache import (
     CacheEntry,
     enclosing_cache_repo,
@@ -66,8 +66,7 @@ def open_checkpoint(
     Reads config.json, indexes and safetensors headers only (never tensor data, never a pickle). Raises
     `SourceError` (one line naming the file, with a GDR0xx code) when the checkpoint cannot be read.
     """
-    with gc_paused():  # see gc_paused: the collector would find nothing, at the cost of the reading again
-        return _open_checkpoint(target, cache_dir, revision, follow_links)
+    return _open_checkpoint(target, cache_dir, revision, follow_links)
 
 
 def _open_checkpoint(

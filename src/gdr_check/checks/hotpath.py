@@ -1,0 +1,156 @@
+"""The runtime guard's hot path, in one place: what `check_packed_decode` runs on every guarded kernel launch.
+
+The guard's budget is the reference wrapper's own checks (docs/performance.md, measure (c): at most 2x
+sglang's). Every speed trick of that path is here or named here, with what it buys:
+
+- `call_of_specs`: builds a `PackedDecodeCall` without the frozen dataclass's `__init__` (keyword matching
+  and one `object.__setattr__` per field, twelve fields): the guard builds one call per launch. Same field
+  values as `PackedDecodeCall(...)`; only for specs already normalised.
+- `call_diagnostics`: the contract engine's loop. `RuleSet.call_plan` (in `registry`, the base layer, since
+  the rule set owns it; cached per variant) compiles the pass predicates of the wrapper's checks into one
+  function: when it says all clear (the common case), the rules it covers are skipped. Rules that find nothing
+  return None (no empty list built); messages are formatted only for findings, and the call's bindings merged
+  in one step per diagnostic (`Rule.diagnostic_with`, which builds the `Diagnostic` positionally).
+- Outside this module, for their layer: `TensorSpec.from_tensor` (`tensors`, the base layer, also used by
+  `capture`) fills a spec's fields directly once they are normalised (eight specs per call: half their cost),
+  and stores `ndim` (read ~20 times per call); `PackedDecodeCall.tensors` caches its name -> spec map in the
+  (immutable) call.
+- The cyclic garbage collector is paused by the CLI only (`cli/main.py`); the library never touches it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..report import Diagnostic, Report
+from ..tensors import TensorSpec
+from .call import CallContext, Engine, Origin, PackedDecodeCall, Variant
+from .registry import RULE_SET, Finding, Rule, RuleSet
+from .rules_guard import argument_report
+
+# What describing a foreign object (None, a list, a NumPy array, a nested or sparse tensor) can raise.
+_UNDESCRIBABLE = (AttributeError, TypeError, ValueError, RuntimeError, OverflowError, NotImplementedError)
+
+
+def call_of_specs(mixed_qkv: TensorSpec, a: TensorSpec, b: TensorSpec, A_log: TensorSpec, dt_bias: TensorSpec,
+                  scale: Any, initial_state: TensorSpec, out: TensorSpec, ssm_state_indices: TensorSpec,
+                  use_qk_l2norm_in_kernel: bool, lower_bound: float | None, variant: Variant) -> PackedDecodeCall:
+    """`PackedDecodeCall(...)` with every field given (in field order), minus the frozen dataclass's
+    per-field `object.__setattr__` and keyword matching."""
+    call = PackedDecodeCall.__new__(PackedDecodeCall)
+    call.__dict__.update(
+        mixed_qkv=mixed_qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, scale=scale, initial_state=initial_state,
+        out=out, ssm_state_indices=ssm_state_indices, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+        lower_bound=lower_bound, variant=variant,
+    )
+    return call
+
+
+def run_contract(call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> Report:
+    """Every diagnostic of one call: wrapper-enforced ones first, in the wrapper's order. `origin`: whose call
+    it is (see `CallContext.origin`); an engine's by default."""
+    return Report(call_diagnostics(CallContext.build(call, engine, origin)))  # an unknown engine: UnknownEngineError
+
+
+def _argument_report(arguments: dict[str, Any]) -> Report:
+    """GDR228 for the arguments that are not dense tensors (only after describing one failed: off the hot path)."""
+    report = argument_report(arguments)
+    if report is None:  # every argument is a tensor, yet describing one failed: re-raise what it was
+        raise
+    return report
+
+
+def call_diagnostics(ctx: CallContext, fast_path: bool = True, rules: RuleSet = RULE_SET) -> list[Diagnostic]:
+    """The diagnostics of every call rule of `rules` on `ctx`, in report order. `fast_path=False` runs every
+    rule even when the wrapper checks are all clear (the tests compare both)."""
+    plan = rules.call_plan(ctx.call.variant)
+    ordered = plan.rules
+    if fast_path and plan.clear(ctx):
+        ordered = plan.after_clear  # every covered rule would find nothing: skip them
+    found: list[tuple[Rule, Finding]] = []
+    wrapper_stopped = False  # the reference wrapper raises at its first failing check and runs nothing after it
+    for rule in ordered:
+        result = rule.check(ctx)  # type: ignore[misc]
+        if result is None:  # most rules find nothing: skip building an empty list
+            continue
+        for finding in (result,) if isinstance(result, Finding) else result:  # findings_of, inlined
+            raises = (finding.severity or rule.severity) == "error"
+            # A wrapper step that does not raise (KDA's CUDA fast-path choice) only happens if reached.
+            if rule.wrapper and not raises and wrapper_stopped:
+                continue
+            wrapper_stopped = wrapper_stopped or (bool(rule.wrapper) and raises)
+            found.append((rule, finding))
+    if not found:
+        return []
+    # Messages are formatted and the call's bindings (B, H, HV, ...) merged under each finding's own values
+    # in one step per diagnostic.
+    bindings = ctx.bindings()
+    return [rule.diagnostic_with(finding, finding.values, dict(bindings)) for rule, finding in found]
+
+
+# The tests and the examples call the engine loop by its former name.
+_diagnostics = call_diagnostics
+
+
+def check_packed_decode(
+    mixed_qkv: Any,
+    a: Any,
+    b: Any,
+    A_log: Any,
+    dt_bias: Any,
+    scale: Any,
+    initial_state: Any,
+    out: Any,
+    ssm_state_indices: Any,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    engine: Engine = "sglang",
+    read_values: bool = True,
+    origin: Origin = "direct",
+) -> Report:
+    """Check a `fused_recurrent_gated_delta_rule_packed_decode` call (GDN) without running it.
+
+    Accepts torch tensors or TensorSpecs. `read_values=False` is the fast mode: it never reads the slot
+    indices, which would synchronise the device, so the index-value rules are skipped. `origin="direct"`
+    (the default) is a call on a pool of the caller's own, where the engines' pool conventions (slot 0
+    reserved) are only a note; an engine's call (a guard, a capture) passes `origin="engine"`.
+    """
+    spec = TensorSpec.from_tensor  # a local name: one attribute lookup per call, not eight
+    try:
+        call = call_of_specs(
+            spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
+            spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, None, "gdn",
+        )
+    except _UNDESCRIBABLE:  # not a dense tensor: GDR228 names the argument
+        return _argument_report(locals())
+    return run_contract(call, engine, origin)
+
+
+def check_kda_packed_decode(
+    mixed_qkv: Any,
+    a: Any,
+    b: Any,
+    A_log: Any,
+    dt_bias: Any,
+    scale: Any,
+    initial_state: Any,
+    out: Any,
+    ssm_state_indices: Any,
+    use_qk_l2norm_in_kernel: bool = False,
+    lower_bound: float | None = None,
+    *,
+    engine: Engine = "sglang",
+    read_values: bool = True,
+    origin: Origin = "direct",
+) -> Report:
+    """Check a `fused_recurrent_kda_packed_decode` call (KDA) without running it."""
+    spec = TensorSpec.from_tensor
+    try:
+        call = call_of_specs(
+            spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
+            spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, lower_bound, "kda",
+        )
+    except _UNDESCRIBABLE:  # not a dense tensor: GDR228 names the argument
+        return _argument_report(locals())
+    return run_contract(call, engine, origin)
+
