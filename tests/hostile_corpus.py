@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -26,6 +27,16 @@ class Outcome:
     exit_code: int
     stdout: str
     stderr: str
+    max_rss_mib: float = 0.0  # the child's own peak resident memory (not the session's children's maximum)
+
+
+# `python -m gdr_check ARGS`, writing the process's own peak RSS (KiB) to the file named first when it exits.
+_MEASURED_MAIN = (
+    "import atexit, resource, runpy, sys\n"
+    "report = sys.argv.pop(1)\n"
+    "atexit.register(lambda: open(report, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+    "runpy.run_module('gdr_check', run_name='__main__', alter_sys=True)\n"
+)
 
 
 def run_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin=None) -> Outcome:
@@ -33,9 +44,12 @@ def run_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None, std
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
     environment.update({"NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}, **(env or {}))
-    done = subprocess.run([sys.executable, "-m", "gdr_check", *args], check=False, cwd=cwd, env=environment,
-                          capture_output=True, timeout=60, stdin=stdin)
-    return Outcome(done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8"))
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "maxrss"
+        done = subprocess.run([sys.executable, "-c", _MEASURED_MAIN, str(report), *args], check=False, cwd=cwd,
+                              env=environment, capture_output=True, timeout=60, stdin=stdin)
+        rss_kib = int(report.read_text() or 0) if report.exists() else 0
+    return Outcome(done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8"), rss_kib / 1024)
 
 
 def tree(root: Path) -> dict[str, bytes]:
