@@ -31,10 +31,17 @@ class Outcome:
 
 
 # `python -m gdr_check ARGS`, writing the process's own peak RSS (KiB) to the file named first when it exits.
+# VmHWM is this process image's high-water mark; `ru_maxrss` is not: Linux carries it over from the parent
+# across fork and exec, so a child of a large pytest process would report the parent's peak.
 _MEASURED_MAIN = (
-    "import atexit, resource, runpy, sys\n"
+    "import atexit, runpy, sys\n"
     "report = sys.argv.pop(1)\n"
-    "atexit.register(lambda: open(report, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+    "def peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            return line.split()[1]\n"
+    "    return '0'\n"
+    "atexit.register(lambda: open(report, 'w').write(peak()))\n"
     "runpy.run_module('gdr_check', run_name='__main__', alter_sys=True)\n"
 )
 
