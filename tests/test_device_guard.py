@@ -11,7 +11,10 @@ import sys
 import warnings
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
 from kernel_helpers import DEVICE, make_call
 
 import gdr_check

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
-import torch
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+
 from contract_calls import gdn_call, kda_call
 
 from gdr_check import check_kda_packed_decode, check_packed_decode
