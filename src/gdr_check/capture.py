@@ -25,7 +25,6 @@ import importlib
 import importlib.util
 import inspect
 import json
-import math
 import os
 import re
 import sys
@@ -256,6 +255,35 @@ def _module_namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
             yield name, namespace
 
 
+def install_wrappers(by_id: dict[int, Any]) -> list[tuple[dict[str, Any], str, Any]]:
+    """Bind each site's `wrapper` wherever a module holds its `original` (engines import the kernel by name into
+    their backend modules, so patching the defining module alone misses them). `by_id` maps id(original) to
+    its site; each replaced binding is noted in `site.holders` and returned as (namespace, key, site)."""
+    replaced = []
+    for module_name, namespace in _module_namespaces():
+        for key, value in list(namespace.items()):
+            site = by_id.get(id(value))
+            if site is not None and value is site.original:
+                namespace[key] = site.wrapper
+                site.holders.append(f"{module_name}.{key}")
+                replaced.append((namespace, key, site))
+    return replaced
+
+
+def restore_wrappers(replaced: list[tuple[dict[str, Any], str, Any]], sites: list[Any],
+                     original_of: Callable[[Any], Callable] = lambda site: site.original) -> None:
+    """Undo `install_wrappers`, also where a module imported meanwhile copied a wrapper by name."""
+    for namespace, key, site in replaced:
+        if namespace.get(key) is site.wrapper:
+            namespace[key] = original_of(site)
+    wrappers = {id(site.wrapper): site for site in sites}
+    for _, namespace in _module_namespaces():
+        for key, value in list(namespace.items()):
+            site = wrappers.get(id(value))
+            if site is not None and value is site.wrapper:
+                namespace[key] = original_of(site)
+
+
 def _split_target(target: str) -> tuple[str, str]:
     if not isinstance(target, str) or not _TARGET.match(target.strip()):
         raise CaptureError(f"bad capture target {target!r}: expected 'package.module:function_name'")
@@ -425,13 +453,7 @@ class Capture:
                 by_id[id(function)] = site
                 self._sites.append(site)
             site.targets.append(target)
-        for module_name, namespace in _module_namespaces():
-            for key, value in list(namespace.items()):
-                site = by_id.get(id(value))
-                if site is not None and value is site.original:
-                    namespace[key] = site.wrapper
-                    site.holders.append(f"{module_name}.{key}")
-                    self._replaced.append((namespace, key, site))
+        self._replaced = install_wrappers(by_id)
         if not self._sites:
             searched = _engines_to_search(self.engine)
             where = f"in {' or '.join(searched)}" if searched else "(neither sglang nor vLLM is installed)"
@@ -469,16 +491,7 @@ class Capture:
         return recording_wrapper
 
     def _unpatch(self) -> None:
-        wrappers = {id(site.wrapper): site for site in self._sites}
-        for namespace, key, site in self._replaced:
-            if namespace.get(key) is site.wrapper:
-                namespace[key] = _live_original(site.original)
-        # Modules imported during the capture may have copied a wrapper by name.
-        for _, namespace in _module_namespaces():
-            for key, value in list(namespace.items()):
-                site = wrappers.get(id(value))
-                if site is not None and value is site.wrapper:
-                    namespace[key] = _live_original(site.original)
+        restore_wrappers(self._replaced, self._sites, lambda site: _live_original(site.original))
         self._replaced = []
 
     # -- recording -------------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from .capture import ENGINE_TARGETS, PARAMETERS, _module_namespaces, _split_target
+from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 from .checks.call import ARGUMENTS, ENGINES
 
 Mode = Literal["raise", "warn", "record"]
@@ -292,13 +292,7 @@ class Guard:
             site.wrapper = self._wrapper_for(site)
             by_id[id(function)] = site
             self.sites.append(site)
-        for module_name, namespace in _module_namespaces():
-            for key, value in list(namespace.items()):
-                site = by_id.get(id(value))
-                if site is not None and value is site.original:
-                    namespace[key] = site.wrapper
-                    site.holders.append(f"{module_name}.{key}")
-                    self._replaced.append((namespace, key, site))
+        self._replaced = install_wrappers(by_id)
         if not self.sites:
             warnings.warn(f"gdr_check.guard found no {self.engine} packed-decode function to guard; pass "
                           f"targets=['package.module:function_name'] for another location", RuntimeWarning,
@@ -334,15 +328,7 @@ class Guard:
         self._replay = (graph_class, replay)
 
     def _unpatch(self) -> None:
-        for namespace, key, site in self._replaced:
-            if namespace.get(key) is site.wrapper:
-                namespace[key] = site.original
-        wrappers = {id(site.wrapper): site for site in self.sites}
-        for _, namespace in _module_namespaces():  # modules imported meanwhile may hold a wrapper by name
-            for key, value in list(namespace.items()):
-                site = wrappers.get(id(value))
-                if site is not None and value is site.wrapper:
-                    namespace[key] = site.original
+        restore_wrappers(self._replaced, self.sites)
         self._replaced = []
         if self._replay is not None:
             graph_class, replay = self._replay
