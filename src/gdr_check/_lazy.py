@@ -6,8 +6,9 @@ module on first use, so importing the package stays cheap and never pulls in tor
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from importlib import import_module
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 def lazy_getattr(package: str, exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:

@@ -32,9 +32,10 @@ import tempfile
 import threading
 import types
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 from .errors import InputError
@@ -354,7 +355,7 @@ class Capture:
         self._unrecorded: list[dict[str, Any]] = []
 
     # -- context manager and decorator ---------------------------------------------------------------------
-    def __enter__(self) -> "Capture":
+    def __enter__(self) -> Capture:
         with self._state_lock:
             if self._depth == 0:
                 self._patch()

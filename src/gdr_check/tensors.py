@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import math
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 # Canonical dtype names are torch's, without the "torch." prefix.
 DTYPE_ITEMSIZE: dict[str, int] = {
@@ -129,7 +130,7 @@ class TensorSpec:
         values: Iterable[int | float] | None = None,
         storage: int | None = None,
         offset: int = 0,
-    ) -> "TensorSpec":
+    ) -> TensorSpec:
         """A tensor of `shape`, contiguous unless `stride` is given."""
         shape = tuple(int(s) for s in shape)
         return cls(
@@ -143,7 +144,7 @@ class TensorSpec:
         )
 
     @classmethod
-    def from_tensor(cls, tensor: Any, *, read_values: bool = False) -> "TensorSpec":
+    def from_tensor(cls, tensor: Any, *, read_values: bool = False) -> TensorSpec:
         """Describe a torch tensor (duck-typed) or return a TensorSpec unchanged.
 
         Reading values copies the tensor to the host, which synchronises a GPU; only index tensors need it.
@@ -232,13 +233,13 @@ class TensorSpec:
         first = sum((size - 1) * step for size, step in zip(self.shape, self.stride) if step < 0)
         return ((self.offset + first) * self.itemsize, (self.offset + last + 1) * self.itemsize)
 
-    def overlaps(self, other: "TensorSpec") -> bool:
+    def overlaps(self, other: TensorSpec) -> bool:
         if self.storage is None or other.storage is None or self.storage != other.storage:
             return False
         mine, theirs = self.byte_span(), other.byte_span()
         return bool(mine and theirs and mine[0] < theirs[1] and theirs[0] < mine[1])
 
-    def with_shape(self, shape: Sequence[int]) -> "TensorSpec":
+    def with_shape(self, shape: Sequence[int]) -> TensorSpec:
         """The same buffer seen as a contiguous tensor of another shape (a reshape)."""
         return replace(self, shape=tuple(shape), stride=contiguous_strides(tuple(shape)))
 
@@ -264,7 +265,7 @@ class TensorSpec:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TensorSpec":
+    def from_dict(cls, data: dict[str, Any]) -> TensorSpec:
         return cls.of(
             data["shape"],
             data.get("dtype", "bfloat16"),

@@ -56,7 +56,7 @@ class PackedDecodeCall:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PackedDecodeCall":
+    def from_dict(cls, data: dict[str, Any]) -> PackedDecodeCall:
         tensors = {name: TensorSpec.from_dict(data[name]) for name in TENSOR_ARGUMENTS}
         return cls(
             scale=data.get("scale"),
@@ -116,7 +116,7 @@ class CallContext:
     origin: Origin = "engine"
 
     @classmethod
-    def build(cls, call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> "CallContext":
+    def build(cls, call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> CallContext:
         # Built once per guarded call: derive everything into locals and construct once (setting a dozen
         # attributes one by one after `__init__` cost as much again); `_squeezed` only runs for a wrong rank.
         mixed_qkv, a, b = call.mixed_qkv, call.a, call.b

@@ -246,7 +246,7 @@ class ModelGeometry:
     attention_head_dim: int | None = None  # the full-attention head_dim, a common wrong scale source
 
     @classmethod
-    def from_model(cls, model: Any, name: str, attention_head_dim: int | None = None) -> "ModelGeometry":
+    def from_model(cls, model: Any, name: str, attention_head_dim: int | None = None) -> ModelGeometry:
         return cls(name=name, kind=model.kind, H=model.num_k_heads, HV=model.num_v_heads, K=model.head_k_dim,
                    V=model.head_v_dim, attention_head_dim=attention_head_dim)
 

@@ -10,13 +10,15 @@ cannot be described).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
 from .call import TENSOR_ARGUMENTS
 from .registry import RULE_SET, Finding, RuleSet
+
 
 def _kind(value: Any) -> str | None:
     """What `value` is, when it is not a dense strided tensor the guard can describe; None when it is."""

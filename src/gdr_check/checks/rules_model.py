@@ -14,8 +14,9 @@ Numbering, stable once released:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from ..report import Diagnostic, Location
 from .examples import ModelExample, qwen3_next_config
@@ -34,11 +35,11 @@ GDN_TP_ENGINES = "sglang 0.5.23 and vLLM (both split the GDN heads, projections 
 class ModelContext:
     """What the model-level rules examine."""
 
-    model: "LinearAttentionModel"
-    deployment: "Deployment"
-    settings: "EngineSettings"
-    heads: "RankHeads | None" = None
-    memory: "StateMemory | None" = None
+    model: LinearAttentionModel
+    deployment: Deployment
+    settings: EngineSettings
+    heads: RankHeads | None = None
+    memory: StateMemory | None = None
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -68,11 +69,11 @@ def format_layers(layers: Iterable[int]) -> str:
     return ", ".join(runs)
 
 
-def _where(source: "Source | None") -> Location | None:
+def _where(source: Source | None) -> Location | None:
     return source.location if source is not None else None
 
 
-def _source_note(source: "Source") -> str:
+def _source_note(source: Source) -> str:
     location = source.location
     if source.kind == "config":
         where = f" ({location})" if location is not None and location.file else ""
@@ -87,7 +88,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def working_tp_sizes(model: "LinearAttentionModel") -> list[int]:
+def working_tp_sizes(model: LinearAttentionModel) -> list[int]:
     """TP sizes that split the linear-attention heads and the full-attention heads evenly."""
     H, HV = model.num_k_heads, model.num_v_heads
     if not H or not HV:
@@ -336,7 +337,7 @@ def _quantity(field: str) -> str:
     return QUANTITIES.get(field, field)
 
 
-def _mismatch_location(config_source: "Source", tensor_source: "Source") -> Location:
+def _mismatch_location(config_source: Source, tensor_source: Source) -> Location:
     """The config key's position, carrying the tensor and shard too."""
     base = config_source.location or Location()
     return Location(file=base.file, json_key=base.json_key, line=base.line, column=base.column,
@@ -553,7 +554,7 @@ def tp_linear_heads(ctx: ModelContext):
                    location=_where(model.sources.get(name)), notes=notes, fixes=fixes)
 
 
-def _quantity_text(model: "LinearAttentionModel", name: str) -> str:
+def _quantity_text(model: LinearAttentionModel, name: str) -> str:
     return f"`{model.field_name(name)}`" if name in ("num_k_heads", "num_v_heads") else name
 
 

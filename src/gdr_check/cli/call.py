@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -22,8 +22,18 @@ from ..tensors import TensorSpec, short_dtype
 from .engine_option import engine_help, engine_option
 from .main import app
 from .output import Output
-from .run_options import (ERROR_ON_WARNING_HELP, EXIT_ZERO_HELP, EXTEND_SELECT_HELP, FORMAT_HELP, IGNORE_HELP,
-                          OUTPUT_FILE_HELP, SELECT_HELP, RunOptions, check_format, write_run)
+from .run_options import (
+    ERROR_ON_WARNING_HELP,
+    EXIT_ZERO_HELP,
+    EXTEND_SELECT_HELP,
+    FORMAT_HELP,
+    IGNORE_HELP,
+    OUTPUT_FILE_HELP,
+    SELECT_HELP,
+    RunOptions,
+    check_format,
+    write_run,
+)
 
 if TYPE_CHECKING:
     from ..api import CallRun, CheckedCall
@@ -138,19 +148,19 @@ def render_full(run: CallRun, *, color: bool = False) -> str:
 @app.command("call")
 def call_command(
     recording: Path = typer.Argument(..., help="A recording written by `gdr_check.capture()`."),
-    model: Optional[str] = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
+    model: str | None = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
     tp: int = typer.Option(1, "--tp", min=1, help="TP size of the deployment the calls came from (with --model)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("as recorded, else sglang")),
-    state_dtype: Optional[str] = typer.Option(None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
-    index: Optional[int] = typer.Option(None, "--index", help="Check only the call with this index (0-based)."),
-    select: Optional[list[str]] = typer.Option(None, "--select", help=SELECT_HELP),
-    extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help=EXTEND_SELECT_HELP),
-    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help=IGNORE_HELP),
-    exit_zero: Optional[bool] = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
-    error_on_warning: Optional[bool] = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
+    engine: str | None = typer.Option(None, "--engine", help=engine_help("as recorded, else sglang")),
+    state_dtype: str | None = typer.Option(None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
+    index: int | None = typer.Option(None, "--index", help="Check only the call with this index (0-based)."),
+    select: list[str] | None = typer.Option(None, "--select", help=SELECT_HELP),
+    extend_select: list[str] | None = typer.Option(None, "--extend-select", help=EXTEND_SELECT_HELP),
+    ignore: list[str] | None = typer.Option(None, "--ignore", help=IGNORE_HELP),
+    exit_zero: bool | None = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
+    error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
-    output_format: Optional[str] = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=FORMAT_HELP),
-    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help=OUTPUT_FILE_HELP),
+    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=FORMAT_HELP),
+    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help=OUTPUT_FILE_HELP),
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
     from ..api import check_recording

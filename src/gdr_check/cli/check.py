@@ -8,20 +8,20 @@ selection in `.selection`, the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Mapping, Optional
 
 import typer
 
+from ..api import TargetSettings, check_targets
 from ..engines import DEFAULT_ENGINE
 from ..limits import LIMITS, shorten
+from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
 from .config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from .engine_option import engine_help, engine_option
 from .main import app
 from .output import FORMATS, Output
-from ..api import TargetSettings, check_targets
-from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
 from .selection import Selection, SelectorError, known_rules, rule_selection
 from .targets import group_targets
 
@@ -71,8 +71,8 @@ def parse_tp_list(text: str) -> list[int]:
     return sizes
 
 
-def exclusion_test(resolver: ConfigResolver, cli_exclude: Optional[list[str]],
-                   cli_extend_exclude: Optional[list[str]]) -> Callable[[Path], bool]:
+def exclusion_test(resolver: ConfigResolver, cli_exclude: list[str] | None,
+                   cli_extend_exclude: list[str] | None) -> Callable[[Path], bool]:
     """Whether discovery skips a directory: `--exclude` (else the nearest config's `exclude`, else the
     defaults), plus the config's `extend-exclude` and `--extend-exclude`. Command-line globs are relative to the
     working directory, a config's to its pyproject's directory, as in ruff."""
@@ -102,7 +102,7 @@ def list_models(out: Output, output_format: str) -> None:
     out.write_report(render(output_format))
 
 
-def _resolver(config_file: Optional[Path], isolated: bool) -> ConfigResolver:
+def _resolver(config_file: Path | None, isolated: bool) -> ConfigResolver:
     if isolated:
         return ConfigResolver(isolated=True)
     if config_file is not None:
@@ -122,11 +122,11 @@ def _run_config(targets: list[str], resolver: ConfigResolver) -> Config:
 
 def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
                     settings_for: Callable[[str], TargetSettings], run_config: Config, *, fmt: str, exit_zero: bool,
-                    error_on_warning: bool, revision: Optional[str], follow_links: bool) -> str:
+                    error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
     """`--show-settings`: the config file and resolved settings of each target, as ruff shows them."""
     from .selection import known_rules
 
-    def shown(path: Optional[Path]) -> str:
+    def shown(path: Path | None) -> str:
         return ConfigError(path, None, "").path if path is not None else "none (defaults)"
 
     rules = sorted(known_rules())
@@ -166,35 +166,35 @@ def _first(*values):
 
 @app.command("check", epilog=EPILOG)
 def check_command(
-    targets: Optional[list[str]] = typer.Argument(
+    targets: list[str] | None = typer.Argument(
         None, help="Checkpoint directories or files (a config.json, shard or index stands for its directory), "
                    "or Hugging Face repo ids. Default: the current directory."),
-    tp: Optional[str] = typer.Option(None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
-    batch: Optional[int] = typer.Option(None, "--batch", help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
-    slots: Optional[int] = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
-    state_dtype: Optional[str] = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help=engine_help("sglang")),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
+    tp: str | None = typer.Option(None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
+    batch: int | None = typer.Option(None, "--batch", help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
+    slots: int | None = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
+    state_dtype: str | None = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
+    engine: str | None = typer.Option(None, "--engine", help=engine_help("sglang")),
+    gpu_memory: str | None = typer.Option(None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
     mamba_strategy: str = typer.Option("no_buffer", "--mamba-strategy", help="sglang --mamba-radix-cache-strategy: no_buffer or extra_buffer (ping-pong slots)."),
     speculative_tokens: int = typer.Option(0, "--speculative-tokens", help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
-    select: Optional[list[str]] = typer.Option(None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. Replaces the configured selection."),
-    extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help="Rules to report in addition to the selection."),
-    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Rules not to report (codes, prefixes, names)."),
-    exit_zero: Optional[bool] = typer.Option(None, "--exit-zero", help="Exit 0 even when diagnostics fail the run (2 still means the run could not complete)."),
-    error_on_warning: Optional[bool] = typer.Option(None, "--error-on-warning", help="Warnings fail the run too (exit 1)."),
-    output_format: Optional[str] = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(FORMATS)}; default full."),
-    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help="Write the report here instead of stdout."),
-    config_file: Optional[Path] = typer.Option(None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
+    select: list[str] | None = typer.Option(None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. Replaces the configured selection."),
+    extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Rules to report in addition to the selection."),
+    ignore: list[str] | None = typer.Option(None, "--ignore", help="Rules not to report (codes, prefixes, names)."),
+    exit_zero: bool | None = typer.Option(None, "--exit-zero", help="Exit 0 even when diagnostics fail the run (2 still means the run could not complete)."),
+    error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help="Warnings fail the run too (exit 1)."),
+    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(FORMATS)}; default full."),
+    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help="Write the report here instead of stdout."),
+    config_file: Path | None = typer.Option(None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
     list_models_flag: bool = typer.Option(False, "--list-models", help="List the built-in model geometries and exit (text, or a JSON document with --output-format json)."),
     show_info: bool = typer.Option(False, "--show-info", help="Report info notes as SARIF results, GitHub annotations and GitLab issues too (by default only the other formats list them: nothing can be changed to close them)."),
     statistics: bool = typer.Option(False, "--statistics", help="Print how often each rule fired, most frequent first, instead of the diagnostics (a JSON list with --output-format json)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."),
     silent: bool = typer.Option(False, "--silent", "-s", help="Print nothing but the errors that stop the run (an --output-file is still written); the exit code says the rest."),
-    exclude: Optional[list[str]] = typer.Option(None, "--exclude", help="Directories not to search for checkpoints (globs, relative to the working directory, or names); replaces the default excludes. Repeatable."),
-    extend_exclude: Optional[list[str]] = typer.Option(None, "--extend-exclude", help="Like --exclude, in addition to the default and configured excludes."),
+    exclude: list[str] | None = typer.Option(None, "--exclude", help="Directories not to search for checkpoints (globs, relative to the working directory, or names); replaces the default excludes. Repeatable."),
+    extend_exclude: list[str] | None = typer.Option(None, "--extend-exclude", help="Like --exclude, in addition to the default and configured excludes."),
     force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply the excludes to targets named on the command line too (for pre-commit)."),
-    revision: Optional[str] = typer.Option(None, "--revision", help="Snapshot of a cached Hugging Face model: a branch, tag, commit or commit prefix (or write org/name@REV)."),
+    revision: str | None = typer.Option(None, "--revision", help="Snapshot of a cached Hugging Face model: a branch, tag, commit or commit prefix (or write org/name@REV)."),
     follow_links: bool = typer.Option(False, "--follow-links", help="Follow links inside checkpoints wherever they point (git-annex, DVC, shared storage); still read-only and header-only."),
     show_settings: bool = typer.Option(False, "--show-settings", help="Print the config file and settings each target would be checked with, and exit."),
 ) -> int:

@@ -21,7 +21,8 @@ click) are left alone.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 try:
     from typer._coercion import RuntimeParam, build_runtime_param

@@ -13,9 +13,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit", "gitlab")
 FORMATS = ("full", "concise", *MACHINE_FORMATS)
@@ -61,7 +62,7 @@ class Output:
         self.output_file = Path(output_file) if output_file else None
 
     @classmethod
-    def from_argv(cls, argv: Sequence[str]) -> "Output":
+    def from_argv(cls, argv: Sequence[str]) -> Output:
         return cls(output_format_from_argv(argv), output_file_from_argv(argv))
 
     @property

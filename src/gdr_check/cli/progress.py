@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, TextIO
+from typing import TextIO
 
 # One target is too quick to be worth a bar.
 MIN_TARGETS = 2

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 ALL = "ALL"
 _CODE_PREFIX = re.compile(r"^GDR\d{0,3}$")

@@ -8,7 +8,7 @@ stands for the directory that holds it. Directories and repo ids are kept as giv
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 CHECKPOINT_FILE_SUFFIXES = (".safetensors", ".safetensors.index.json")
 CONFIG_NAME = "config.json"

@@ -21,8 +21,9 @@ import sys
 import tempfile
 import types
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import triton
 import triton.language as tl
@@ -84,7 +85,7 @@ def _stand_ins_installed() -> Iterator[None]:
                 sys.modules[name] = previous
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _extract_from_wheel(wheel: Path) -> Path:
     target = Path(tempfile.mkdtemp(prefix="gdr_check_sglang_"))
     atexit.register(shutil.rmtree, target, ignore_errors=True)
@@ -117,7 +118,7 @@ def find_sglang_source(source: str | os.PathLike | None = None) -> Path | None:
     return located if located.is_file() else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_module(path: Path) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(f"gdr_check_reference_sglang_{abs(hash(path))}", path)
     assert spec is not None and spec.loader is not None

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Literal, Mapping, TypeVar
+from typing import Any, Literal, TypeVar
+
 from ..limits import LIMITS
 
 Kind = Literal["gdn", "kda"]
@@ -43,7 +45,7 @@ class Geometry:
     hidden: int | None = None
 
     @classmethod
-    def of(cls, values: Mapping[str, int | None]) -> "Geometry":
+    def of(cls, values: Mapping[str, int | None]) -> Geometry:
         return cls(
             H=values.get("num_k_heads"), HV=values.get("num_v_heads"), K=values.get("head_k_dim"),
             V=values.get("head_v_dim"), W=values.get("conv_kernel"), hidden=values.get("hidden_size"),

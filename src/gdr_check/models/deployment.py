@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..limits import checked
 from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for
+from ..limits import checked
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
 from .description import LinearAttentionModel
 

@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Iterable, Literal, Mapping, Protocol
+from typing import Any, Literal, Protocol
 
+from ..limits import LIMITS, range_problem, shorten
 from ..report import Location
 from ..tensors import canonical_dtype
-from ..limits import LIMITS, range_problem, shorten
 from .adapters import (
-    GEOMETRY_FIELDS, SHAPE_FIELDS, Adapter, ConfigView, Geometry, Identity, LayerMap, Layout, layers_by_namespace,
-    split_layer_name, with_field,
+    GEOMETRY_FIELDS,
+    SHAPE_FIELDS,
+    Adapter,
+    ConfigView,
+    Geometry,
+    Identity,
+    LayerMap,
+    Layout,
+    layers_by_namespace,
+    split_layer_name,
+    with_field,
 )
 
 SourceKind = Literal["config", "tensor", "assumed", "default"]

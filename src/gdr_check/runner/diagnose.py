@@ -6,7 +6,8 @@ One diagnostic per (check, kernel): the worst failing step in the message, every
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..checks import rules_dryrun as rules
 from ..checks.registry import Violation

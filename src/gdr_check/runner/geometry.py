@@ -33,7 +33,7 @@ class Dims:
     V: int
 
     @classmethod
-    def of(cls, call: PackedDecodeCall) -> "Dims":
+    def of(cls, call: PackedDecodeCall) -> Dims:
         S, HV, V, K = call.initial_state.shape
         B, width = call.mixed_qkv.shape
         return cls(B=B, S=S, H=(width - HV * V) // 2 // K, HV=HV, K=K, V=V)

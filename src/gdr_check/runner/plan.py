@@ -56,7 +56,7 @@ class DryRunPlan:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DryRunPlan":
+    def from_dict(cls, data: dict[str, Any]) -> DryRunPlan:
         return cls(
             call=PackedDecodeCall.from_dict(data["call"]),
             pools={name: TensorSpec.from_dict(spec) for name, spec in data.get("pools", {}).items()},

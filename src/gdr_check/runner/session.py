@@ -17,8 +17,16 @@ from .geometry import Geometry, launch_geometry
 from .kernels import KernelUnderTest, builtin_kernel, engine_kernel
 from .messages import KernelTiming, SessionResult, StepRecord, Timing
 from .plan import DryRunPlan
-from .tensors import CallTensors, allocate, build_tensors, live_rows, pool_allocation, refresh_inputs, step_indices
-from .tensors import timing_indices
+from .tensors import (
+    CallTensors,
+    allocate,
+    build_tensors,
+    live_rows,
+    pool_allocation,
+    refresh_inputs,
+    step_indices,
+    timing_indices,
+)
 from .timing import METHOD, bytes_per_call, cold_time_us, copy_bandwidth
 from .verify import beta_ties, check_run, compare_runs, reference
 

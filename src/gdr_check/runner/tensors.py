@@ -61,7 +61,7 @@ class CallTensors:
                 self.initial_state, self.out, self.ssm_state_indices, self.call.use_qk_l2norm_in_kernel)
         return args + (self.call.lower_bound,) if self.call.variant == "kda" else args
 
-    def with_pool(self, pool_storage: torch.Tensor, out_storage: torch.Tensor) -> "CallTensors":
+    def with_pool(self, pool_storage: torch.Tensor, out_storage: torch.Tensor) -> CallTensors:
         """The same inputs over another pool allocation and output (a second kernel on copies)."""
         return CallTensors(
             self.mixed_qkv, self.a, self.b, self.A_log, self.dt_bias,

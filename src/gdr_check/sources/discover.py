@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable, Sequence
 
 from ..checks.rules_source import UnrecognizedInputs
 from .errors import SourceError, display_path

@@ -7,8 +7,6 @@ cached entry has no usable snapshot, which the hub's lookup (it returns None) do
 
 from __future__ import annotations
 
-from ..limits import read_bounded
-
 import os
 import re
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from ..checks.rules_source import (
     UnreadableFiles,
     UnresolvedCacheRevisions,
 )
+from ..limits import read_bounded
 from .errors import SourceError
 from .files import MetadataReader
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .checkpoint import KeyLocation
 
@@ -156,7 +157,7 @@ class LazyKeyLocations(dict):
             super().__init__(source, **entries)
             self._compute = None
 
-    def _filled(self) -> "LazyKeyLocations":
+    def _filled(self) -> LazyKeyLocations:
         if self._compute is not None:
             compute, self._compute = self._compute, None
             dict.update(self, compute())

@@ -7,9 +7,10 @@ GitHub shows at most 10 errors and 10 warnings per step, so the concise lines ca
 
 from __future__ import annotations
 
-from ..escape import text as safe, text_with_breaks
-from ..results import FatalError, Run, TargetResult
 from ...report import Diagnostic
+from ..escape import text as safe
+from ..escape import text_with_breaks
+from ..results import FatalError, Run, TargetResult
 from . import concise
 from .common import alerts, counts, entries, matrix_rows, mib, passing_tp_sizes, summary_line, where
 
