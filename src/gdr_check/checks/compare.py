@@ -670,7 +670,10 @@ class _Comparer:
 
     def scale_cause(self, scale: float) -> str:
         model = self.model
-        close = lambda value: math.isclose(scale, value, rel_tol=1e-5)  # noqa: E731
+
+        def close(value: float) -> bool:
+            return math.isclose(scale, value, rel_tol=1e-5)
+
         if model.V != model.K and close(model.V ** -0.5):
             return f"V**-0.5: the value head dim {model.V}"
         if model.attention_head_dim and model.attention_head_dim != model.K and close(model.attention_head_dim ** -0.5):
