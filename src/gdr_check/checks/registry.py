@@ -100,10 +100,6 @@ class Rule:
     # predicates of a wrapper into one compiled function (`call_plan`), as fast as a hand-written one.
     clear: str = ""
 
-    @property
-    def is_wrapper_check(self) -> bool:
-        return bool(self.wrapper)
-
     def fields(self) -> list[str]:
         return [name for _, name, _, _ in string.Formatter().parse(self.message) if name]
 

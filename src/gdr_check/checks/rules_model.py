@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ..models.pools import PoolPlan
 
 MODEL = "model"
-GDN_TP_ENGINES = "sglang 0.5.23 and vLLM (both split the GDN heads, projections and conv by TP)."
 
 
 @dataclass
