@@ -437,8 +437,7 @@ class CompareExample:
     @property
     def text(self) -> str:
 
-        lines = [f"# gdr-check call REC.json --model config.json --tp {self.tp}"
-                 + (f": {self.note}" if self.note else ""),
+        lines = [f"# gdr-check call REC.json --model config.json --tp {self.tp}" + (f": {self.note}" if self.note else ""),
                  f"config = {json.dumps(self.config)}",
                  "# REC.json: the call the engine makes for this rank" + (", with" if self.changes else "")]
         expected = self._expected().call

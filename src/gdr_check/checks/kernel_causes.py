@@ -7,8 +7,6 @@ from the numbers in the call, so that a rule's fix names the cause instead of re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..tensors import TensorSpec
 from .call import CallContext
 
@@ -171,7 +169,7 @@ def wrapped_skip(ctx: CallContext, value: float) -> bool:
     return ctx.call.ssm_state_indices.dtype == "uint8" and int(value) == 255 and (ctx.S or 0) <= 255
 
 
-def padding_rows(values: Sequence[int | float]) -> int:
+def padding_rows(values: tuple[int | float, ...]) -> int:
     """Trailing rows at slot 0: an engine that reserves slot 0 (`EngineProfile.reserved_slot_zero`, sglang)
     pads its CUDA-graph batches with rows that write that dummy slot."""
     count = 0
