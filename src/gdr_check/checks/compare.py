@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines import STATE_DTYPES, profile_for
-from ..report import Diagnostic, Location
+from ..report import Diagnostic, Location, Severity
 from ..tensors import TensorSpec, contiguous_strides
 from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from .examples import CompareExample, qwen3_next_config, tensor
@@ -352,12 +352,11 @@ class _Comparer:
 
     # -- output helpers ------------------------------------------------------------------------------------------
     def emit(self, rule: Rule, values: dict[str, Any], *, argument: str | None = None,
-             notes: list[str] | None = None, fixes: list[str] | None = None, severity: str | None = None,
+             notes: list[str] | None = None, fixes: list[str] | None = None, severity: Severity | None = None,
              covers: list[str] | tuple[str, ...] | None = None) -> None:
         for name in covers or ():  # shape causes only: a dtype or flag finding explains no shape error
             self.causes.setdefault(name, []).append(rule.code)
-        finding = Finding(values, fixes=fixes or [], notes=notes or [], argument=argument,
-                          severity=severity)  # type: ignore[arg-type]
+        finding = Finding(values, fixes=fixes or [], notes=notes or [], argument=argument, severity=severity)
         diagnostic = rule.diagnostic(finding)
         diagnostic.bindings = {"tp": self.tp, **diagnostic.bindings}
         self.diagnostics.append(diagnostic)
@@ -501,10 +500,10 @@ class _Comparer:
         elif meaning is not None and meaning[0] == "v":
             self.generic("mixed_qkv", [f"width {width} = HV_l*V = {model.HV // reference}*{model.V}: only the v "
                                        f"(or z) block, without q and k"])
-        elif meaning is not None:
+        elif meaning is not None and width is not None:  # a meaning is only found for a known width
             form, t = meaning
             if form == "qkvz":
-                self.qkvz(width, t, reference)  # type: ignore[arg-type]
+                self.qkvz(width, t, reference)
             fits["mixed_qkv"] = t  # the width still tells which rank's heads it holds
             heads["mixed_qkv"] = model.HV // t
 
