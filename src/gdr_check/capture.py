@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, TypeGuard, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeGuard, TypeVar, cast
 
 from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from .errors import InputError
@@ -295,6 +295,15 @@ def _split_target(target: str) -> tuple[str, str]:
     return module, attribute
 
 
+class _RecordingWrapper(Protocol):
+    """A capture's recording wrapper: the function it wraps and the capture that installed it."""
+
+    __wrapped__: Callable[..., Any]
+    __gdr_check_capture__: Capture
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 def _live_original(function: Callable[..., Any]) -> Callable[..., Any]:
     """`function`, minus the wrappers of captures that have already ended (captures that overlap without
     nesting would otherwise leave a finished capture's pass-through wrapper installed)."""
@@ -302,7 +311,8 @@ def _live_original(function: Callable[..., Any]) -> Callable[..., Any]:
         owner = getattr(function, "__gdr_check_capture__", None)
         if owner is None or owner._depth > 0:
             return function
-        function = function.__wrapped__  # type: ignore[attr-defined]
+        # Only a capture's wrapper carries `__gdr_check_capture__`, and `functools.wraps` gave it `__wrapped__`.
+        function = cast(_RecordingWrapper, function).__wrapped__
 
 
 def _engines_to_search(engine: str | None) -> list[str]:
@@ -491,7 +501,8 @@ class Capture:
                 self._record(site, args, kwargs, sys._getframe(1))
             return original(*args, **kwargs)
 
-        recording_wrapper.__gdr_check_capture__ = self  # type: ignore[attr-defined]
+        # A function attribute (written through the function's __dict__, which is what `f.name = x` does).
+        recording_wrapper.__dict__["__gdr_check_capture__"] = self
         return recording_wrapper
 
     def _unpatch(self) -> None:
