@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engines import STATE_DTYPES, profile_for
 from ..report import Diagnostic, Location, Severity
@@ -28,6 +28,9 @@ from ..tensors import TensorSpec, contiguous_strides
 from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from .examples import CompareExample, qwen3_next_config, tensor
 from .registry import Finding, Rule, declare
+
+if TYPE_CHECKING:
+    from ..models.description import LinearAttentionModel
 
 MODEL = "model"
 COMPARE_ENGINES = "sglang 0.5.23 and vLLM (what each passes for the model, docs/models.md §6-7)."
@@ -246,9 +249,13 @@ class ModelGeometry:
     attention_head_dim: int | None = None  # the full-attention head_dim, a common wrong scale source
 
     @classmethod
-    def from_model(cls, model: Any, name: str, attention_head_dim: int | None = None) -> ModelGeometry:
-        return cls(name=name, kind=model.kind, H=model.num_k_heads, HV=model.num_v_heads, K=model.head_k_dim,
-                   V=model.head_v_dim, attention_head_dim=attention_head_dim)
+    def from_model(cls, model: LinearAttentionModel, name: str, attention_head_dim: int | None = None
+                   ) -> ModelGeometry:
+        """The geometry of a described model whose head counts and dims are known (one with an expected call)."""
+        H, HV, K, V = model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim
+        if H is None or HV is None or K is None or V is None:
+            raise ValueError(f"{name}: the model's head counts and dims are not all known")
+        return cls(name=name, kind=model.kind, H=H, HV=HV, K=K, V=V, attention_head_dim=attention_head_dim)
 
     def tp_sizes(self) -> list[int]:
         common = math.gcd(self.H, self.HV)
