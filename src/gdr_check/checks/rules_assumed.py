@@ -78,7 +78,7 @@ def state_inner_layout(ctx: CallContext) -> Finding | None:
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"ssm_state_indices": tensor(4, values=(3, 1, 9, 2))}, "slot 9 in a pool of 8 slots"),
 )
-def indices_in_range(ctx: CallContext) -> list[Finding] | None:
+def indices_in_range(ctx: CallContext) -> Finding | list[Finding] | None:
     live = live_rows(ctx)
     if live is None or ctx.S is None:
         return None
@@ -235,7 +235,7 @@ def scale_valid(ctx: CallContext) -> Finding | None:
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"out": tensor(4, 1, 4, 8, storage="mixed_qkv")}, "`out` inside the `mixed_qkv` buffer"),
 )
-def out_aliasing(ctx: CallContext) -> list[Finding]:
+def out_aliasing(ctx: CallContext) -> Finding | list[Finding] | None:
     out = ctx.call.out
     findings = []
     for name in ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "ssm_state_indices"):
