@@ -101,7 +101,8 @@ class UnreadableFiles(SourceError):
         causes=["file permissions", "a FIFO or device node named like a checkpoint file", "an I/O error"],
         fixes=["make the file readable by the current user, or point at a copy that is"],
         example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}',
-                                   "ck/s.safetensors": Folder()}, "ck", "a shard that is a directory"),
+                                  "ck/s.safetensors": Folder()}, "ck",
+                                  "a shard that is a directory"),
     )
 
     file: object
