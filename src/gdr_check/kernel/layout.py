@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, overload
 
-from ..engines import ENGINE_NAMES, EngineProfile, profile_for
+from ..engines import EngineProfile, profile_for
 
 if TYPE_CHECKING:  # neither runs here: the module stays importable without torch
     import torch
@@ -13,7 +13,6 @@ if TYPE_CHECKING:  # neither runs here: the module stays importable without torc
 
 # What the kernels and references take as `engine`: a name ("vllm"), `name@version`, or a profile.
 Engine = str | EngineProfile
-ENGINES: tuple[str, ...] = ENGINE_NAMES
 
 
 def check_engine(engine: Engine) -> EngineProfile:
