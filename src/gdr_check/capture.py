@@ -197,7 +197,8 @@ def _binder(function: Callable[..., Any]) -> tuple[Binder | None, str | None]:
         signature = None
     if signature is None:  # a C or JIT callable: assume the sglang positional order
         def by_position(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-            return {**dict(zip(PARAMETERS, args, strict=False)), **kwargs}  # later ones by keyword
+            # Fewer positional arguments than PARAMETERS is usual: the rest come by keyword.
+            return {**dict(zip(PARAMETERS, args, strict=False)), **kwargs}
         return by_position, None
     missing = [name for name in ARGUMENTS if name not in signature.parameters]
     if missing:
