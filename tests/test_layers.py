@@ -23,7 +23,7 @@ PACKAGE = "gdr_check"
 LAYERS: dict[str, int] = {
     # 0 base: names every stage uses (errors, reports, tensor specs, engine profiles, the rule registry).
     "gdr_check": 0, "gdr_check._lazy": 0, "gdr_check.engines": 0, "gdr_check.errors": 0,
-    "gdr_check.report": 0, "gdr_check.tensors": 0, "gdr_check.checks.registry": 0, "gdr_check.limits": 0,
+    "gdr_check.report": 0, "gdr_check.tensors": 0, "gdr_check.registry": 0, "gdr_check.limits": 0,
     # 1 sources: files on disk -> `Checkpoint` (config, tensor names, shapes, dtypes).
     "gdr_check.sources": 1,
     # 2 model description: checkpoint -> `LinearAttentionModel` (adapters, built-in models).
@@ -32,7 +32,7 @@ LAYERS: dict[str, int] = {
     # 3 deployment: engine settings, TP size, dtypes.
     "gdr_check.models.deployment": 3,
     # 4 the expected kernel call per rank (and the kernels that define the contract).
-    "gdr_check.models.expected": 4, "gdr_check.models.pools": 4, "gdr_check.checks.call": 4, "gdr_check.kernel": 4,
+    "gdr_check.models.expected": 4, "gdr_check.models.pools": 4, "gdr_check.call": 4, "gdr_check.kernel": 4,
     # 5 rules: each rule's check, its example, the contract engine.
     "gdr_check.checks": 5,
     # 6 diagnostics: running the rules over a model, a recording or a dry run.
@@ -68,8 +68,6 @@ KNOWN_BACK_EDGES: set[tuple[str, str]] = {
     ('gdr_check.checks.examples', 'gdr_check.runner'),
     ('gdr_check.checks.examples', 'gdr_check.runner.diagnose'),
     ('gdr_check.checks.examples', 'gdr_check.runner.launch'),
-    ('gdr_check.errors', 'gdr_check.checks'),
-    ('gdr_check.models.expected', 'gdr_check.checks'),
     ('gdr_check.sources.discover', 'gdr_check.checks'),
     ('gdr_check.sources.discover', 'gdr_check.checks.rules_source'),
     ('gdr_check.sources.files', 'gdr_check.checks'),
@@ -85,7 +83,7 @@ KNOWN_BACK_EDGES: set[tuple[str, str]] = {
 }
 KNOWN_LAZY: set[tuple[str, str]] = {
     ('gdr_check.checks.docs', 'gdr_check.checks.examples'),
-    ('gdr_check.checks.examples', 'gdr_check.checks.call'),
+    ('gdr_check.checks.examples', 'gdr_check.call'),
     ('gdr_check.checks.examples', 'gdr_check.checks.compare'),
     ('gdr_check.checks.examples', 'gdr_check.checks.contract'),
     ('gdr_check.checks.examples', 'gdr_check.errors'),
@@ -96,8 +94,6 @@ KNOWN_LAZY: set[tuple[str, str]] = {
     ('gdr_check.checks.rules_model', 'gdr_check.models.decode_path'),
     ('gdr_check.checks.rules_model', 'gdr_check.models.description'),
     ('gdr_check.checks.rules_model', 'gdr_check.models.pools'),
-    ('gdr_check.errors', 'gdr_check.checks.registry'),
-    ('gdr_check.errors', 'gdr_check.report'),
     ('gdr_check.models.check', 'gdr_check.checks'),
     ('gdr_check.models.check', 'gdr_check.checks.contract'),
     ('gdr_check.models.check', 'gdr_check.checks.rules_model'),
@@ -133,7 +129,7 @@ MERGED_LAZY: set[tuple[str, str]] = {
     ('gdr_check.kernel.device_guard', 'dataclasses'),
     ('gdr_check.kernel.device_guard', 'gdr_check.checks'),
     ('gdr_check.kernel.device_guard', 'gdr_check.checks.contract'),
-    ('gdr_check.kernel.device_guard', 'gdr_check.checks.registry'),
+    ('gdr_check.kernel.device_guard', 'gdr_check.registry'),
     ('gdr_check.limits', 'os'),
     ('gdr_check.limits', 'stat'),
     ('gdr_check.runner.api', 'gdr_check.limits'),

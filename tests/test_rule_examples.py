@@ -14,7 +14,7 @@ import pytest
 
 from gdr_check.checks import RULES
 from gdr_check.checks.docs import render_pages
-from gdr_check.checks.registry import RULE_SET
+from gdr_check.registry import RULE_SET
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
+from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 from .errors import InputError
 from .limits import LIMITS, shorten
 from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
-from .checks.call import ARGUMENTS, ENGINES
+from .call import ARGUMENTS, ENGINES
 
 Mode = Literal["raise", "warn", "record"]
 MODES = ("raise", "warn", "record")

@@ -16,9 +16,9 @@ from . import (  # noqa: F401  (importing registers the rules)
     rules_source,
     rules_wrapper,
 )
-from .call import PackedDecodeCall
+from ..call import PackedDecodeCall
 from .contract import check_kda_packed_decode, check_packed_decode, run_contract
-from .registry import RULES, Finding, Rule, get
+from ..registry import RULES, Finding, Rule, get
 
 __all__ = [
     "RULES", "Finding", "PackedDecodeCall", "Rule", "check_kda_packed_decode", "check_packed_decode", "get",

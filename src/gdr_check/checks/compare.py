@@ -25,9 +25,9 @@ from typing import Any
 from ..engines import STATE_DTYPES, profile_for
 from ..report import Diagnostic, Location
 from ..tensors import TensorSpec, contiguous_strides
-from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
+from ..call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from .examples import CompareExample, qwen3_next_config, tensor
-from .registry import Finding, Rule, declare
+from ..registry import Finding, Rule, declare
 
 MODEL = "model"
 COMPARE_ENGINES = "sglang 0.5.23 and vLLM (what each passes for the model, docs/models.md §6-7)."

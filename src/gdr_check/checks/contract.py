@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tensors import TensorSpec
-from .call import PackedDecodeCall, Variant
+from ..call import PackedDecodeCall, Variant
 from .hotpath import (
     _diagnostics,
     check_kda_packed_decode,

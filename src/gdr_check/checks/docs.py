@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from .registry import CATEGORIES, RULE_SET, Rule, RuleSet
+from ..registry import CATEGORIES, RULE_SET, Rule, RuleSet
 
 # The pages live in a folder beside the index named after it: docs/rules.md -> docs/rules/<CODE>.md.
 INDEX_NAME = "rules.md"

@@ -28,7 +28,7 @@ from ..tensors import TensorSpec
 
 if TYPE_CHECKING:
     from ..report import Diagnostic
-    from .registry import RuleSet
+    from ..registry import RuleSet
 
 BATCH, SLOTS, HEAD_K, HEAD_V, VALUE_HEADS = 4, 8, 8, 8, 4
 KEY_HEADS = {"gdn": 2, "kda": 4}  # KDA (Kimi style): H = HV
@@ -124,7 +124,7 @@ class CallExample:
         return self.text
 
     def call(self) -> Any:
-        from .call import PackedDecodeCall
+        from ..call import PackedDecodeCall
 
         arguments = base_arguments(self.variant, self.device)
         for name, value in self.changes.items():
@@ -138,7 +138,7 @@ class CallExample:
         return PackedDecodeCall(variant=self.variant, **arguments)  # type: ignore[arg-type]
 
     def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from .call import CallContext
+        from ..call import CallContext
         from .contract import _diagnostics
 
         return _diagnostics(CallContext.build(self.call(), self.engine), rules=rules)
@@ -459,7 +459,7 @@ class CompareExample:
         return check_checkpoint(checkpoint, Deployment(tp=self.tp, engine=self.engine))
 
     def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from .call import CallContext
+        from ..call import CallContext
         from .compare import ModelGeometry, compare_call, contract_arguments
         from .contract import _diagnostics
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
-from .call import CallContext, Engine, Origin, PackedDecodeCall, Variant
-from .registry import RULE_SET, Finding, Rule, RuleSet
+from ..call import CallContext, Engine, Origin, PackedDecodeCall, Variant
+from ..registry import RULE_SET, Finding, Rule, RuleSet
 from .rules_guard import argument_report
 
 # What describing a foreign object (None, a list, a NumPy array, a nested or sparse tensor) can raise.

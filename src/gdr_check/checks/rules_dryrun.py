@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .examples import DryRunExample
-from .registry import Violation, declare
+from ..registry import Violation, declare
 
 DRYRUN = "dryrun"
 _TOLERANCES = (

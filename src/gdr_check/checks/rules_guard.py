@@ -16,8 +16,8 @@ from typing import Any
 
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
-from .call import TENSOR_ARGUMENTS
-from .registry import RULE_SET, Finding, RuleSet
+from ..call import TENSOR_ARGUMENTS
+from ..registry import RULE_SET, Finding, RuleSet
 
 
 def _kind(value: Any) -> str | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..report import Diagnostic, Location
 from .examples import ModelExample, qwen3_next_config
-from .registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
+from ..registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 
 if TYPE_CHECKING:
     from ..models.deployment import Deployment, EngineSettings

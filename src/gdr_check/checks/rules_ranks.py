@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .examples import RanksExample
-from .registry import Violation, declare
+from ..registry import Violation, declare
 
 RANKS = "dryrun"
 

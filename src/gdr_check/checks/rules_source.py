@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..errors import SourceError
 from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tensor_entry
-from .registry import declare
+from ..registry import declare
 
 _SOURCE = "source"
 # What a Git LFS clone without `git lfs` leaves in place of a file (GDR011's example).

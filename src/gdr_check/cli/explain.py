@@ -8,7 +8,7 @@ import re
 import typer
 
 from ..checks.explain import MAX_PASTE, Context, Explanation, find_all
-from ..checks.registry import get
+from ..registry import get
 from ..engines import EngineProfile
 from .escape import dump_json
 from .escape import text as safe

@@ -179,7 +179,7 @@ def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
     kernel accepts slot 0, only sglang's allocator reserves it, so a direct call gets a note.
     """
     from ..checks import RULES
-    from ..checks.registry import Finding
+    from ..registry import Finding
 
     rule = RULES[fault.code]
     if fault.code == "GDR241":

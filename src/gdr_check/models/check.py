@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks.call import PackedDecodeCall
+from ..call import PackedDecodeCall
 from ..report import Diagnostic, Location, Report
 from ..tensors import TensorSpec
 from .adapters import linear_markers, select_adapter

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..checks import rules_dryrun as rules
-from ..checks.registry import Violation
+from ..registry import Violation
 from ..engines import PROFILES
 from ..report import Diagnostic
 from .launch import ChildOutcome

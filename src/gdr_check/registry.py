@@ -28,8 +28,8 @@ from typing import (
     Union,
 )
 
-from ..errors import check_values, declared_fields
-from ..report import Diagnostic, Location, Severity
+from .errors import check_values, declared_fields
+from .report import Diagnostic, Location, Severity
 
 if TYPE_CHECKING:
     from .call import CallContext
@@ -103,6 +103,10 @@ class Rule:
     def diagnostic(self, finding: Finding | None = None, **values: Any) -> Diagnostic:
         finding = finding or Finding()
         return self.diagnostic_with(finding, {**finding.values, **values} if values else finding.values, {})
+
+    def located(self, values: dict[str, Any], fixes: list[str], location: Location) -> Diagnostic:
+        """The diagnostic of a rule reported outside a check function (a reader's `SourceError`), at `location`."""
+        return self.diagnostic(Finding(values=values, fixes=fixes, location=location))
 
     def diagnostic_with(self, finding: Finding, values: Mapping[str, Any], bindings: dict[str, Any]) -> Diagnostic:
         """The diagnostic for `finding`, its message filled from `values`; `bindings` (a dict the diagnostic
