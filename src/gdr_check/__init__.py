@@ -35,12 +35,12 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:
-    from .capture import capture
     from .call import PackedDecodeCall
+    from .capture import capture
     from .checks.contract import check_kda_packed_decode, check_packed_decode, run_contract
-    from .registry import RULES
     from .engines import PROFILES, EngineProfile, UnknownEngineError, profile_for
     from .guard import Guard, GuardError, guard
+    from .registry import RULES
     from .report import Diagnostic, Location, Report
     from .tensors import TensorSpec
 

@@ -5,7 +5,7 @@ bad config file): the CLI prints `str(error)`, one line, and exits 2. `code` nam
 kind of input ("recording", "config"); `path` the file, when there is one. The library never raises CLI
 exceptions.
 
-`SourceError` is an `InputError` tied to one GDR0xx rule: each rule of `gdr_check.checks.rules_source` is a
+`SourceError` is an `InputError` tied to one GDR0xx rule: each rule of `gdr_check.sources.rules` is a
 subclass that declares the rule and its fields, and the import fails when a field of the rule's message is not
 among them (or a field is neither in the message nor a location part). `registry.Violation` is the same
 for rules reported rather than raised (GDR3xx, GDR101).

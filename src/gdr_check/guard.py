@@ -33,8 +33,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 from .call import ARGUMENTS, ENGINES
+from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 
 Mode = Literal["raise", "warn", "record"]
 MODES = ("raise", "warn", "record")

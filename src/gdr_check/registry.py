@@ -56,15 +56,14 @@ class Finding:
 
 
 class Example(Protocol):
-    """An executable example of a rule: a small input that triggers it (and no other error).
+    """An executable example of a rule: a small input that triggers it (and no other error), as data.
 
-    `text` is what the docs show; `diagnostics` runs the input through the stage that reports the rule
-    (the contract engine for a call, the model checks for a config, ...) with the rules of `rules`."""
+    `text` is what the docs show; `gdr_check.example_runner.run_example` runs the input through the stage that
+    reports the rule (the contract engine for a call, the model check for a config, ...), which may sit above
+    the rules, so the example itself only describes its input."""
 
     @property
     def text(self) -> str: ...
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]: ...
 
 
 @dataclass(frozen=True)

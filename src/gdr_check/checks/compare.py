@@ -22,12 +22,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from ..engines import STATE_DTYPES, profile_for
+from ..registry import Finding, Rule, declare
 from ..report import Diagnostic, Location
 from ..tensors import TensorSpec, contiguous_strides
-from ..call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from .examples import CompareExample, qwen3_next_config, tensor
-from ..registry import Finding, Rule, declare
 
 MODEL = "model"
 COMPARE_ENGINES = "sglang 0.5.23 and vLLM (what each passes for the model, docs/models.md §6-7)."

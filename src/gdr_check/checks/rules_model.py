@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..report import Diagnostic, Location
 from .examples import ModelExample, qwen3_next_config
-from ..registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 
 if TYPE_CHECKING:
     from ..models.deployment import Deployment, EngineSettings

@@ -10,8 +10,8 @@ exp(A_log) rounded. The wrapper does not check it, so the runtime guard does.
 from __future__ import annotations
 
 from ..call import CallContext
-from .examples import CallExample, tensor
 from ..registry import Finding, rule
+from .examples import CallExample, tensor
 
 _SIXTEEN_BIT = ("bfloat16", "float16")
 _VERIFIED_ENGINES = ("sglang",)

@@ -12,15 +12,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks.rules_source import (
+from ..limits import read_bounded
+from .errors import SourceError
+from .files import MetadataReader
+from .rules import (
     MissingCacheRevisions,
     ModelNotFound,
     UnreadableFiles,
     UnresolvedCacheRevisions,
 )
-from ..limits import read_bounded
-from .errors import SourceError
-from .files import MetadataReader
 
 REPO_PREFIX = "models--"
 REVISION = "main"
