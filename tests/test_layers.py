@@ -38,7 +38,7 @@ LAYERS: dict[str, int] = {
     # 6 diagnostics: running the rules over a model, a recording or a dry run.
     "gdr_check.models.check": 6, "gdr_check.example_runner": 6, "gdr_check.capture": 6, "gdr_check.runner": 6, "gdr_check.__main__": 7,
     # the runtime guard turns device faults into diagnostics; the library API runs whole checks.
-    "gdr_check.kernel.device_guard": 5, "gdr_check.guard": 6, "gdr_check.api": 6, "gdr_check.results": 6,
+    "gdr_check.kernel.device_guard": 5, "gdr_check.kernel.checked": 5, "gdr_check.guard": 6, "gdr_check.api": 6, "gdr_check.results": 6,
     # 7 renderers: the command line and its output formats.
     "gdr_check.cli": 7,
 }
@@ -64,43 +64,11 @@ LAZY_IMPORTERS = {"gdr_check.cli": "CLI command modules are imported on demand t
 # whole pipeline (the runner belongs above the rules); `models.check` and `checks.rules_model` import each
 # other's stages inside functions; `errors` builds a registry `Finding` inside a method.
 KNOWN_BACK_EDGES: set[tuple[str, str]] = set()
-KNOWN_LAZY: set[tuple[str, str]] = {
-    ('gdr_check.checks.rules_model', 'gdr_check.models.adapters'),
-    ('gdr_check.checks.rules_model', 'gdr_check.models.decode_path'),
-    ('gdr_check.checks.rules_model', 'gdr_check.models.description'),
-    ('gdr_check.checks.rules_model', 'gdr_check.models.pools'),
-    ('gdr_check.runner.api', 'gdr_check.models'),
-}
+KNOWN_LAZY: set[tuple[str, str]] = set()
 # More debt of the same kind, from the features merged after the layering pass (the library API, the runtime
 # guard, the all-ranks dry-run, the bounds table): kept apart so it is visible; the same ratchet applies.
-MERGED_BACK_EDGES: set[tuple[str, str]] = {
-    ('gdr_check.kernel.gdn', 'gdr_check.kernel.device_guard'),
-    ('gdr_check.kernel.kda', 'gdr_check.kernel.device_guard'),
-}
-MERGED_LAZY: set[tuple[str, str]] = {
-    ('gdr_check.api', 'gdr_check.capture'),
-    ('gdr_check.api', 'gdr_check.checks.compare'),
-    ('gdr_check.api', 'gdr_check.checks.contract'),
-    ('gdr_check.api', 'gdr_check.models.adapters'),
-    ('gdr_check.api', 'gdr_check.models.check'),
-    ('gdr_check.api', 'gdr_check.models.deployment'),
-    ('gdr_check.api', 'gdr_check.sources'),
-    ('gdr_check.capture', 'gdr_check.limits'),
-    ('gdr_check.guard', 'gdr_check.checks.compare'),
-    ('gdr_check.guard', 'gdr_check.checks.contract'),
-    ('gdr_check.guard', 'gdr_check.models'),
-    ('gdr_check.guard', 'importlib'),
-    ('gdr_check.kernel.device_guard', 'dataclasses'),
-    ('gdr_check.kernel.device_guard', 'gdr_check.checks'),
-    ('gdr_check.kernel.device_guard', 'gdr_check.checks.contract'),
-    ('gdr_check.kernel.device_guard', 'gdr_check.registry'),
-    ('gdr_check.limits', 'os'),
-    ('gdr_check.limits', 'stat'),
-    ('gdr_check.runner.api', 'gdr_check.limits'),
-    ('gdr_check.runner.rank_worker', 'gdr_check.models.sharding'),
-    ('gdr_check.runner.rank_worker', 'resource'),
-    ('gdr_check.sources.hf_cache', 'stat'),
-}
+MERGED_BACK_EDGES: set[tuple[str, str]] = set()
+MERGED_LAZY: set[tuple[str, str]] = set()
 KNOWN_BACK_EDGES |= MERGED_BACK_EDGES
 KNOWN_LAZY |= MERGED_LAZY
 # A cycle inside the CLI (owned by the CLI's own refactoring): `output` and `results` import each other lazily.

@@ -39,7 +39,7 @@ from typing import Any
 
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 from .errors import InputError
-from .limits import LIMITS, shorten
+from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
 from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
 
 SCHEMA_VERSION = 1
@@ -663,8 +663,6 @@ def _bounded_int(literal: str) -> int | float:
 def load_recording(path: str | os.PathLike[str]) -> Recording:
     """Read and validate a recording. Raises `RecordingError` (one line) for anything unreadable."""
     shown = os.fspath(path)
-    from .limits import MAX_RECORDING_BYTES, read_bounded
-
     if os.path.isdir(path):
         raise RecordingError(shown, "is a directory, not a recording")
     try:

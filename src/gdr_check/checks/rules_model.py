@@ -18,6 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..models.adapters import QUANTITIES, Selection
+from ..models.decode_path import decode_path
+from ..models.description import Locator, _shown, why_undescribed
+from ..models.pools import plan_pool
 from ..registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..report import Diagnostic, Location
 from .examples import ModelExample, qwen3_next_config
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from ..models.deployment import Deployment, EngineSettings
     from ..models.description import LinearAttentionModel, Source
     from ..models.expected import RankHeads, StateMemory
+    from ..sources.checkpoint import Checkpoint
 
 MODEL = "model"
 GDN_TP_ENGINES = "sglang 0.5.23 and vLLM (both split the GDN heads, projections and conv by TP)."
@@ -332,8 +337,6 @@ def negative_eigenvalues(ctx: ModelContext):
 
 # -- GDR111-GDR115: config vs weights ------------------------------------------------------------------------
 def _quantity(field: str) -> str:
-    from ..models.adapters import QUANTITIES
-
     return QUANTITIES.get(field, field)
 
 
@@ -794,10 +797,9 @@ class UndescribedLinearAttention(Violation):
     problem: object
 
 
-def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str, str]]) -> list[Diagnostic]:
+def undescribed_linear_attention(checkpoint: Checkpoint, selection: Selection, markers: list[tuple[str, str]]
+                                 ) -> list[Diagnostic]:
     """GDR107 diagnostics for a config with linear-attention markers and no description: one per problem."""
-    from ..models.description import Locator, why_undescribed
-
     locate = Locator(checkpoint)
     marker_key, marker_text = markers[0]
     marker = f"`{marker_key}`: {marker_text}" if marker_key != "architectures" else marker_text
@@ -835,8 +837,6 @@ def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str,
     engines="sglang 0.5.23 and vLLM.",
 )
 def invalid_config_values(ctx: ModelContext):
-    from ..models.description import _shown
-
     return [Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
                     location=item.source.location,
                     fixes=[f"set `{item.key.rsplit('.', 1)[-1]}` to the value the released config has"])
@@ -886,8 +886,6 @@ def tp_unsupported(ctx: ModelContext):
     example=ModelExample(_KIMI_LINEAR, "a KDA model under vLLM", deployment={"engine": "vllm"}),
 )
 def decode_path_info(ctx: ModelContext):
-    from ..models.decode_path import decode_path
-
     path = decode_path(ctx.model, ctx.deployment.engine)
     if path.packed:
         return None  # the usual path: the JSON report's `decode_path` says it, the text stays quiet
@@ -904,8 +902,6 @@ BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}
 
 # -- issue 12 item 3: pool strategies and speculative decoding -------------------------------------------------
 def _pool_plan(ctx: ModelContext):
-    from ..models.pools import plan_pool
-
     deployment = ctx.deployment
     if deployment.mamba_strategy == "no_buffer" and not deployment.speculative_tokens:
         return None

@@ -103,8 +103,9 @@ class UnreadableFiles(SourceError):
         ),
         causes=["file permissions", "a FIFO or device node named like a checkpoint file", "an I/O error"],
         fixes=["make the file readable by the current user, or point at a copy that is"],
-        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}', "ck/s.safetensors": Folder()}, "ck",
-                                 "a shard that is a directory"),
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}',
+                                  "ck/s.safetensors": Folder()}, "ck",
+                                  "a shard that is a directory"),
     )
 
     file: object
@@ -490,7 +491,8 @@ class InvalidDataOffsets(SourceError):
         ),
         causes=["a corrupt header", "a writer bug"],
         fixes=["re-save the checkpoint with the `safetensors` library"],
-        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(offsets=(8, 0))}, 8)}, "x.safetensors"),
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(offsets=(8, 0))}, 8)},
+                                  "x.safetensors"),
     )
 
     tensor: object
@@ -572,7 +574,8 @@ class ShardPathsOutsideCheckpoint(SourceError):
         ),
         causes=["a hostile index", "an index hand-edited to point at shards elsewhere"],
         fixes=["move the shards into the checkpoint directory and list them by file name only"],
-        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "../s.safetensors"}}'}, "ck"),
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "../s.safetensors"}}'},
+                                  "ck"),
     )
 
     shard: object
