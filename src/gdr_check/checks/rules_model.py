@@ -13,6 +13,7 @@ Numbering, stable once released:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ..models.description import Locator, _shown, why_undescribed
 from ..models.pools import plan_pool
 from ..registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..report import Diagnostic, Location
+from .config_weights import TensorFindings, tensor_findings
 from .examples import ModelExample, qwen3_next_config
 
 if TYPE_CHECKING:
@@ -45,6 +47,11 @@ class ModelContext:
     settings: EngineSettings
     heads: RankHeads | None = None
     memory: StateMemory | None = None
+
+    @functools.cached_property
+    def found(self) -> TensorFindings:
+        """The config's fields and layer map against the tensors (GDR103, GDR111-GDR115), found once."""
+        return tensor_findings(self.model)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -216,7 +223,7 @@ def unknown_architecture(ctx: ModelContext):
 )
 def missing_fields(ctx: ModelContext):
     findings = []
-    for missing in ctx.model.missing_fields:
+    for missing in ctx.found.missing_fields:
         key = missing.keys[0]
         if missing.inferred is not None:
             value = getattr(ctx.model, missing.field)
@@ -377,7 +384,7 @@ def _layers_note(layers: tuple[int, ...], total: int) -> str:
 def config_weight_mismatches(ctx: ModelContext):
     findings = []
     total = len(ctx.model.linear_layers)
-    for item in ctx.model.disagreements:
+    for item in ctx.found.disagreements:
         if item.expected_source.kind not in ("config", "default"):
             continue
         notes = [
@@ -412,7 +419,7 @@ def config_weight_mismatches(ctx: ModelContext):
 )
 def layer_weight_mismatches(ctx: ModelContext):
     findings = []
-    for item in ctx.model.disagreements:
+    for item in ctx.found.disagreements:
         if item.expected_source.kind != "tensor":
             continue
         findings.append(Finding(
@@ -440,7 +447,7 @@ def layer_weight_mismatches(ctx: ModelContext):
 )
 def unexpected_shapes(ctx: ModelContext):
     findings = []
-    for item in ctx.model.shape_mismatches:
+    for item in ctx.found.shape_mismatches:
         expected = list(item.expected) if item.expected is not None else "another rank"
         findings.append(Finding(
             {"tensor": item.source.tensor, "actual": list(item.actual), "expected": expected},
@@ -469,7 +476,7 @@ def unexpected_shapes(ctx: ModelContext):
 )
 def layer_kind_mismatches(ctx: ModelContext):
     findings = []
-    for item in ctx.model.layer_kind_mismatches:
+    for item in ctx.found.layer_kind_mismatches:
         key = item.source.key if item.source is not None and item.source.key else "linear_layers"
         notes = [f"for example `{item.example}`"] if item.example else []
         if ctx.model.family == "kimi-linear":
@@ -498,7 +505,7 @@ def layer_kind_mismatches(ctx: ModelContext):
 )
 def missing_tensors(ctx: ModelContext):
     findings = []
-    for item in ctx.model.missing_tensors:
+    for item in ctx.found.missing_tensors:
         tensor = item.suffix if item.suffix != "*" else "any tensor"
         findings.append(Finding(
             {"layers": format_layers(item.layers), "tensor": tensor},
