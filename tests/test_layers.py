@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "gdr_check.models.deployment": 3,
     # 4 the expected kernel call per rank (and the kernels that define the contract).
     "gdr_check.models.expected": 4, "gdr_check.models.pools": 4, "gdr_check.call": 4, "gdr_check.kernel": 4,
+    "gdr_check.recording": 4,  # a recorded call: the file `capture()` writes, read back as a `PackedDecodeCall`
     # 5 rules: each rule's check, its example (as data), the contract engine; the checked kernels, which run the
     # contract's shape verdict before each launch, and their device fault buffer (`kernel.device_guard`).
     "gdr_check.checks": 5, "gdr_check.kernel.device_guard": 5, "gdr_check.kernel.checked": 5,

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .capture import RecordedCall, Recording, load_recording
 from .checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments
 from .checks.contract import run_contract
 from .engines import DEFAULT_ENGINE
@@ -21,6 +20,7 @@ from .errors import InputError
 from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
 from .models.deployment import Deployment
+from .recording import RecordedCall, Recording, load_recording
 from .report import Diagnostic
 from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
 from .sources import SourceError
