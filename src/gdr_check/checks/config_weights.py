@@ -123,15 +123,15 @@ def _verify_tensors(model: LinearAttentionModel, found: TensorFindings) -> None:
             if values.get(name) is not None and value != values[name]:
                 by_value.setdefault((name, value), []).append((index, info))
         for info, expected in evidence.residuals:
-            rest = split_layer_name(info.name)
-            suffix = rest[2] if rest else info.name
+            parts = split_layer_name(info.name)
+            suffix = parts[2] if parts else info.name
             shapes.setdefault((suffix, tuple(info.shape), expected), []).append((index, info))
         for rest in evidence.missing:
             missing.setdefault(rest, []).append(index)
     for (name, value), hits in by_value.items():
         index, info = hits[0]
         found.disagreements.append(Disagreement(
-            field=name, expected=values[name], expected_source=model.sources[name], actual=value,  # type: ignore[arg-type]
+            field=name, expected=values[name], expected_source=model.sources[name], actual=value,
             actual_source=locate.tensor(info), actual_shape=tuple(info.shape),
             layers=layer_ranges(i for i, _ in hits)))
     for (_suffix, actual, expected), hits in shapes.items():

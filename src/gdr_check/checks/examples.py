@@ -229,7 +229,12 @@ def expected_model_call(config: Mapping[str, Any], tp: int, engine: str) -> Pack
     if selection.adapter is None:
         raise ValueError(f"no adapter describes the example config: {selection.reason}")
     model = describe(checkpoint, selection.adapter, selection.identity)
-    return expected_call(model, resolve(model, Deployment(tp=tp, engine=engine)))
+    if model is None:
+        raise ValueError("the example config has no linear-attention layers")
+    call = expected_call(model, resolve(model, Deployment(tp=tp, engine=engine)))
+    if call is None:
+        raise ValueError(f"the example config gives no packed-decode call at tp={tp}")
+    return call
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,13 @@ def _add_row(table: Any, *cells: str) -> None:
 
 
 def _call_table(console: Any, call: CheckedCall, tp: int) -> None:
-    compared = call.comparison is not None
+    comparison = call.comparison
+    compared = comparison is not None
     table = Table(show_edge=False, pad_edge=False, box=None)
     for column in ("argument", "recorded", *((f"expected (tp={tp})", "differs") if compared else ())):
         table.add_column(column, overflow="fold")
-    if compared:
-        for row in call.comparison.rows:
+    if comparison is not None:
+        for row in comparison.rows:
             _add_row(table, row.argument, _cell(row.recorded), _cell(row.expected), ", ".join(row.differences))
     else:
         recorded = call.recorded.call
