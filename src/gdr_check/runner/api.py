@@ -10,6 +10,9 @@ from typing import Any
 
 from ..checks import rules_dryrun
 from ..errors import InputError
+from ..limits import checked
+from ..models.check import ModelCheck, check_model
+from ..models.deployment import Deployment
 from ..report import Diagnostic
 from .backends import known_unavailable
 from .diagnose import dryrun_diagnostics
@@ -27,7 +30,7 @@ class DryRunEnvironmentError(InputError, RuntimeError):
 
 @dataclass
 class DryRunResult:
-    check: Any  # gdr_check.models.ModelCheck
+    check: ModelCheck
     plan: DryRunPlan | None = None
     outcome: ChildOutcome | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -85,17 +88,15 @@ class DryRunResult:
         return document
 
 
-def _shown(check: Any) -> list[Diagnostic]:
+def _shown(check: ModelCheck) -> list[Diagnostic]:
     # The deployment's own errors and warnings; its infos belong to `gdr-check PATH`.
     return [d for d in check.report if d.severity in ("error", "warning")]
 
 
-def dry_run_check(check: Any, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
+def dry_run_check(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
                   timeout: float = DEFAULT_TIMEOUT_S, timing: bool = True) -> DryRunResult:
     """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError, and
     LimitError (a ValueError) for steps, seed or timeout outside docs/limits.md."""
-    from ..limits import checked
-
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
         checked(name, value)
     if not check.report.ok or check.call is None:
@@ -112,8 +113,6 @@ def dry_run_check(check: Any, *, backend: str = "builtin", device: str = "auto",
                         diagnostics=dryrun_diagnostics(outcome, backend) + _shown(check))
 
 
-def dry_run(target: str, deployment: Any, **options: Any) -> DryRunResult:
+def dry_run(target: str, deployment: Deployment, **options: Any) -> DryRunResult:
     """`check_model(target, deployment)`, then `dry_run_check`. Raises SourceError for unreadable input."""
-    from ..models import check_model
-
     return dry_run_check(check_model(target, deployment), **options)

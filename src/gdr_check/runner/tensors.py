@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checks.call import PackedDecodeCall
+from ..call import PackedDecodeCall
 from ..engines import profile_for
 from ..kernel.layout import row_is_live
 from ..tensors import TensorSpec

@@ -12,14 +12,14 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from ..checks.rules_source import (
+from .errors import display_path
+from .rules import (
     DanglingLinks,
     IncompleteDownloads,
     LinksOutsideHfCacheBlobs,
     OversizedJsonFiles,
     UnreadableFiles,
 )
-from .errors import display_path
 
 INCOMPLETE_SUFFIX = ".incomplete"
 
