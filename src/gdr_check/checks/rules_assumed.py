@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..engines import PROFILES
 from ..limits import LIMITS, shorten
 from .call import GRID_DIM_LIMIT, CallContext, next_power_of_2
 from .examples import CallExample, tensor
@@ -37,7 +38,7 @@ KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."
     engines="sglang 0.5.23 and vLLM Triton kernels (sglang's CUDA KDA path checks it).",
     example=CallExample({"initial_state": tensor(8, 4, 8, 8, stride=(256, 8, 32, 1))}, "a [S, V, HV, K] pool permuted"),
 )
-def state_inner_layout(ctx: CallContext):
+def state_inner_layout(ctx: CallContext) -> Finding | None:
     spec = ctx.state
     if spec.ndim != 4 or ctx.K is None or spec.stride[-1] != 1:
         return None
@@ -49,7 +50,7 @@ def state_inner_layout(ctx: CallContext):
     if got == want:  # the usual dense pool, decided without the per-axis loop below
         return None
     # Size-1 axes are never stepped over, so their stride is irrelevant.
-    if all(size == 1 or g == w for size, g, w in zip(spec.shape[1:], got, want)):
+    if all(size == 1 or g == w for size, g, w in zip(spec.shape[1:], got, want, strict=True)):
         return None
     if HV > 1 and V > 1 and got[0] < got[1]:
         fix = (f"the pool is a permuted view (head stride {got[0]} < row stride {got[1]}, e.g. stored "
@@ -78,7 +79,7 @@ def state_inner_layout(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"ssm_state_indices": tensor(4, values=(3, 1, 9, 2))}, "slot 9 in a pool of 8 slots"),
 )
-def indices_in_range(ctx: CallContext):
+def indices_in_range(ctx: CallContext) -> Finding | list[Finding] | None:
     live = live_rows(ctx)
     if live is None or ctx.S is None:
         return None
@@ -107,7 +108,7 @@ def indices_in_range(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"ssm_state_indices": tensor(4, values=(3, 3, 5, 2))}, "two requests given slot 3"),
 )
-def duplicate_slots(ctx: CallContext):
+def duplicate_slots(ctx: CallContext) -> Finding | list[Finding] | None:
     spec = ctx.indices
     if spec is not None and spec.shape[0] > 1 and spec.stride[0] == 0:
         live = live_rows(ctx)
@@ -151,7 +152,7 @@ def duplicate_slots(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"ssm_state_indices": tensor(4, dtype="float32", values=(3, 1, 5, 2))}, "`slots.float()`"),
 )
-def index_dtype(ctx: CallContext):
+def index_dtype(ctx: CallContext) -> Finding | None:
     spec = ctx.call.ssm_state_indices
     if spec.dtype in ("int32", "int64"):
         return None
@@ -181,7 +182,7 @@ def index_dtype(ctx: CallContext):
                          "out": tensor(16384, 1, 4, 8), "ssm_state_indices": tensor(16384)},
                         "B=16384 rows of HV=4 heads: B*HV = 65536"),
 )
-def grid_limit(ctx: CallContext):
+def grid_limit(ctx: CallContext) -> Finding | None:
     if ctx.B is None or ctx.HV is None:
         return None
     B, HV = ctx.B, ctx.HV
@@ -211,7 +212,7 @@ def grid_limit(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"scale": None}),
 )
-def scale_valid(ctx: CallContext):
+def scale_valid(ctx: CallContext) -> Finding | None:
     scale = ctx.call.scale
     expected = ctx.K ** -0.5 if ctx.K else "K**-0.5"
     # LIMITS: a number, finite, at most 1e30 (10**400 and 1e308 are not scales; no float() of a huge int).
@@ -235,7 +236,7 @@ def scale_valid(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"out": tensor(4, 1, 4, 8, storage="mixed_qkv")}, "`out` inside the `mixed_qkv` buffer"),
 )
-def out_aliasing(ctx: CallContext):
+def out_aliasing(ctx: CallContext) -> Finding | list[Finding] | None:
     out = ctx.call.out
     findings = []
     for name in ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "ssm_state_indices"):
@@ -261,7 +262,7 @@ def out_aliasing(ctx: CallContext):
     engines="sglang 0.5.23 (padding convention).",
     example=CallExample({"ssm_state_indices": tensor(4, values=(0, 1, 5, 2))}, "a live request in slot 0"),
 )
-def slot_zero(ctx: CallContext):
+def slot_zero(ctx: CallContext) -> Finding | list[Finding] | None:
     spec = ctx.call.ssm_state_indices
     if not ctx.profile.reserved_slot_zero or spec.values is None or spec.ndim != 1:
         return None
@@ -292,7 +293,7 @@ def slot_zero(ctx: CallContext):
     example=CallExample({"mixed_qkv": tensor(4, 1056), "initial_state": tensor(8, 4, 8, 256), "scale": 256 ** -0.5},
                         "K=256"),
 )
-def register_spills(ctx: CallContext):
+def register_spills(ctx: CallContext) -> Finding | None:
     if not ctx.K or ctx.K <= 128:
         return None
     return Finding({"K": ctx.K, "BK": next_power_of_2(ctx.K), "BV": min(next_power_of_2(ctx.V or 1), 32)},
@@ -313,7 +314,7 @@ def register_spills(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"initial_state": tensor(8, 4, 8, 8, dtype="bfloat16")}, "a bf16 state pool"),
 )
-def state_precision(ctx: CallContext):
+def state_precision(ctx: CallContext) -> Finding | None:
     dtype = ctx.state.dtype
     if dtype not in ("bfloat16", "float16"):
         return None
@@ -334,7 +335,7 @@ def state_precision(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"use_qk_l2norm_in_kernel": False}),
 )
-def l2norm_flag(ctx: CallContext):
+def l2norm_flag(ctx: CallContext) -> Finding | None:
     if ctx.call.use_qk_l2norm_in_kernel:
         return None
     return Finding(argument="mixed_qkv")
@@ -353,7 +354,7 @@ def l2norm_flag(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({}, device="cpu"),
 )
-def cpu_tensors(ctx: CallContext):
+def cpu_tensors(ctx: CallContext) -> Finding | None:
     c = ctx.call  # every tensor argument (TENSOR_ARGUMENTS), spelt out: this rule runs on every guarded call
     if (c.mixed_qkv.device == c.a.device == c.b.device == c.A_log.device == c.dt_bias.device == c.initial_state.device
             == c.out.device == c.ssm_state_indices.device == "cpu"):
@@ -370,32 +371,51 @@ def cpu_tensors(ctx: CallContext):
     example=CallExample({"mixed_qkv": tensor(0, 64), "a": tensor(0, 4), "b": tensor(0, 4), "out": tensor(0, 1, 4, 8),
                          "ssm_state_indices": tensor(0, values=())}, "B=0"),
 )
-def empty_batch(ctx: CallContext):
+def empty_batch(ctx: CallContext) -> Finding | None:
     return Finding(argument="mixed_qkv") if ctx.B == 0 else None
 
 
+# Per engine, its first profile that keeps beta in fp32 (what a GDR253 fix names).
+_FP32_BETA = {p.name: p for p in reversed(PROFILES) if p.gdn_beta_rounding is None}
+
+
 @rule(
-    "GDR253", "beta-rounded-to-gate-dtype", severity="info",
-    summary="the engine rounds beta to `b`'s dtype",
-    message="{engine} rounds beta = sigmoid(b) to {dtype} before the update",
+    "GDR253", "beta-rounded-to-gate-dtype", severity="warning",
+    summary="the engine rounds beta to `b`'s dtype: the state drifts more the longer the context",
+    message="{engine} rounds beta = sigmoid(b) to {dtype} before the update: the state drifts from fp32 beta, "
+            "more with longer contexts",
     explanation=(
-        "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a bf16 `b` "
-        "perturbs beta by up to 2^-9 relative on every token. Beta scales the update of the persistent state, "
-        "which is read and written back each step: the rounding enters the state once per token and the "
-        "drift from an fp32-beta reference grows with context length (sglang issue #38975); it is not bounded "
-        "by one step's error. vLLM 0.28 rounds the same way; vLLM since PR #53877 (0.29) keeps beta in fp32 "
-        "(docs/kernel-contract.md §6.1, §8). The engine profile (`--engine`) says which applies: reported only "
-        "where the engine version rounds."
+        "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a 16-bit `b` "
+        "perturbs beta by up to 2^-9 (bf16) relative on every token. Beta scales the update of the persistent "
+        "state, which is read and written back each step, so the rounding enters the state once per token. "
+        "The drift from an fp32-beta reference is not bounded by one step's error: the engines' own threads "
+        "found it growing with context length (sglang issue #38975; vllm-project/vllm#53877 and "
+        "flagos-ai/vllm-plugin-FL#385 on long contexts), and vLLM moved beta to fp32 in PR #53877 (first "
+        "released in 0.29). A short random test can look flat (docs/kernel-contract.md §6.3: about 1.5e-3 "
+        "over 256 steps with quickly decaying gates); a long context with slow-decaying heads accumulates "
+        "more. vLLM 0.28 rounds the same way as sglang 0.5.23 (§6.1, §8). A warning where the selected "
+        "engine profile (`--engine`) rounds beta; nothing where it keeps beta in fp32 (vLLM 0.29) or `b` is "
+        "already fp32."
     ),
-    fixes=("compare against references with the same beta semantics",),
+    fixes=("vLLM: use 0.29 or later (`--engine vllm@0.29`), which keeps beta in fp32",
+           "sglang 0.5.23: no setting changes it (sgl-project/sglang#38977, open, drops the rounding); a direct "
+           "caller of the kernel can pass `b` in float32: the wrapper rounds beta to `b`'s dtype",
+           "compare against a reference with the same beta semantics, and test quality at the context "
+           "lengths you serve"),
     engines="sglang 0.5.23 and vLLM 0.28, GDN only.",
     example=CallExample({"b": tensor(4, 4, dtype="bfloat16")}, "a bf16 `b`, rounded by sglang 0.5.23"),
 )
-def beta_rounding(ctx: CallContext):
+def beta_rounding(ctx: CallContext) -> Finding | None:
     dtype = ctx.call.b.dtype
-    if ctx.variant != "gdn" or ctx.profile.gdn_beta_rounding is None or dtype in ("float32", "float64"):
+    profile = ctx.profile
+    if ctx.variant != "gdn" or profile.gdn_beta_rounding is None or dtype in ("float32", "float64"):
         return None
-    return Finding({"engine": ctx.profile.label, "dtype": dtype}, argument="b")
+    fixes = [f"no {profile.label} setting changes it (the layer passes `b` in the model dtype); a direct caller "
+             f"can pass `b` in float32, which keeps beta exact"]
+    fp32 = _FP32_BETA.get(profile.name)
+    if fp32 is not None:
+        fixes.insert(0, f"{fp32.label} and later keep beta in fp32 (`--engine {fp32.spec}`)")
+    return Finding({"engine": profile.label, "dtype": dtype}, fixes=fixes, argument="b")
 
 
 @rule(
@@ -410,7 +430,7 @@ def beta_rounding(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({"lower_bound": 1.0}, variant="kda"),
 )
-def lower_bound_sign(ctx: CallContext):
+def lower_bound_sign(ctx: CallContext) -> Finding | None:
     bound = ctx.call.lower_bound
     if ctx.variant != "kda" or bound is None:
         return None
@@ -429,7 +449,7 @@ def lower_bound_sign(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"scale": 0.5}, "K**-0.5 is 0.354 for K=8"),
 )
-def scale_convention(ctx: CallContext):
+def scale_convention(ctx: CallContext) -> Finding | None:
     scale = ctx.call.scale
     if not ctx.K or not LIMITS["scale"].allows(scale) \
             or scale <= 0:
@@ -454,7 +474,7 @@ def scale_convention(ctx: CallContext):
     example=CallExample({"mixed_qkv": tensor(4, 32), "initial_state": tensor(8, 4, 0, 8), "out": tensor(4, 1, 4, 0)},
                         "a pool with V=0"),
 )
-def value_head_dim_zero(ctx: CallContext):
+def value_head_dim_zero(ctx: CallContext) -> Finding | None:
     if ctx.V != 0 or not ctx.K:
         return None
     return Finding({"shape": tuple(ctx.state.shape)},
