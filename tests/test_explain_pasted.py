@@ -10,6 +10,8 @@ import pytest
 from gdr_check.checks import RULES
 from gdr_check.checks.explain import Context, find_all
 from gdr_check.cli.main import main
+from pasted_corpus import CASES, PastedCase
+from pasted_corpus import QWEN3_NEXT as QWEN3_NEXT_CORPUS
 
 
 def _filled(code: str) -> str:
@@ -71,6 +73,54 @@ REAL = [
 @pytest.mark.parametrize("text,expected", REAL)
 def test_real_pasted_logs(text, expected):
     assert [(f.rule.code, f.values) for f in find_all(text)] == expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.url.split("github.com/")[1] for case in CASES])
+def test_real_pasted_corpus(case: PastedCase):
+    context = Context(tp=case.tp, batch=case.batch, widths=case.widths)
+    found = find_all(case.text, context)
+    assert [(f.rule.code, f.values) for f in found] == case.expected
+    for sentence in case.reasons:
+        assert sentence in found[0].reasons, found[0].reasons
+
+
+def test_the_corpus_covers_every_pasted_rule():
+    """Each GDR4xx rule has at least one text a user really posted (or, for GDR406/GDR409, a real negative)."""
+    covered = {code for case in CASES + [PastedCase("", text, expected) for text, expected in REAL]
+               for code, _ in case.expected}
+    pasted = {code for code, rule in RULES.items() if rule.scope == "pasted"}
+    assert pasted - covered == {"GDR406", "GDR409"}  # no posted log of these two was found
+
+
+def test_trailing_punctuation_and_markdown_quotes_are_ignored():
+    for text in ("Triton Error [CUDA]: invalid argument.", "`Triton Error [CUDA]: invalid argument`",
+                 "'RuntimeError: Triton Error [CUDA]: invalid argument'"):
+        assert [f.rule.code for f in find_all(text)] == ["GDR402"], text
+    [found] = find_all("ValueError: Total number of attention heads (16) must be divisible by tensor parallel size (3)")
+    assert found.values == {"heads": "16", "tp": "3"}
+
+
+def test_a_log_assert_names_the_dtype_and_never_matches_its_source_line():
+    [found] = find_all("[2026-03-17 10:00:00 TP0] AssertionError: A_log must be float32, got torch.bfloat16")
+    assert (found.rule.code, found.values) == ("GDR409", {"dtype": "torch.bfloat16"})
+    assert found.reasons[0] == "`A_log` is bfloat16 (16-bit): the kernel needs float32"
+    assert find_all('f"A_log must be float32, got {A_log.dtype}"') == []
+
+
+def test_attention_heads_with_the_model_names_the_sizes_that_work_for_every_head_count():
+    [found] = find_all("Total number of attention heads (16) must be divisible by tensor parallel size (3).",
+                       Context(tp=3, widths=QWEN3_NEXT_CORPUS))
+    assert found.reasons == [
+        "16 = 3 × 5 + 1: tp=3 leaves a remainder; powers of two that divide 16: 1, 2, 4, 8, 16",
+        "the linear-attention heads (num_k_heads (H) = 16, num_v_heads (HV) = 32) must divide too: TP sizes that "
+        "work for the whole model: 1, 2, 4, 8, 16",
+        "16 is the model's num_k_heads (H) (unsharded, 16)",
+        "16 is the model's num_attention_heads (full attention) (unsharded, 16)"]
+    from gdr_check.engines import profile_for
+
+    [sglang] = find_all("Total number of attention heads (16) must be divisible by tensor parallel size (3).",
+                        Context(profile=profile_for("sglang")))
+    assert sglang.reasons[-1].startswith("this is vLLM's message; sglang 0.5.23 reports")
 
 
 def test_a_multi_error_log_gives_every_error_in_order_and_counts_repeats():
