@@ -253,3 +253,24 @@ def test_cli_bad_model_in_pyproject_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("error:") == 1 and "model" in captured.err
+
+
+def test_cli_reads_a_posted_vllm_log_with_the_models_numbers(capsys):
+    """vllm-project/vllm#24881 (Qwen3-Next, MTP, --tp 4), through the CLI with the built-in model's widths."""
+    [case] = [case for case in CASES if case.url.endswith("/vllm/issues/24881")]
+    assert main(["explain", case.text, "--model", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "4",
+                 "--engine", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "GDR404 reshape-invalid-for-size" in out
+    assert "matched (line 3): shape '[15, -1, 2048]' is invalid for input of size 90112" in out
+    for sentence in case.reasons:
+        assert f"  - {sentence}" in out
+
+
+def test_cli_attention_heads_with_the_model(capsys):
+    text = "Value error, Total number of attention heads (16) must be divisible by tensor parallel size (3)."
+    assert main(["explain", text, "--model", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "3", "--engine", "vllm",
+                 "--output-format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["code"] == "GDR408" and document["values"] == {"heads": "16", "tp": "3"}
+    assert "16 is the model's num_attention_heads (full attention) (unsharded, 16)" in document["reasons"]
