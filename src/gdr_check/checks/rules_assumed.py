@@ -385,17 +385,18 @@ _FP32_BETA = {p.name: p for p in reversed(PROFILES) if p.gdn_beta_rounding is No
     message="{engine} rounds beta = sigmoid(b) to {dtype} before the update: the state drifts from fp32 beta, "
             "more with longer contexts",
     explanation=(
-        "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a 16-bit `b` "
-        "perturbs beta by up to 2^-9 (bf16) relative on every token. Beta scales the update of the persistent "
-        "state, which is read and written back each step, so the rounding enters the state once per token. "
+        "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a bf16 `b` "
+        "perturbs beta by up to 2^-8 relative (bf16's unit roundoff) on every token. Beta scales the update of "
+        "the persistent state, which is read and written back each step, so the rounding enters the state once "
+        "per token. "
         "The drift from an fp32-beta reference is not bounded by one step's error: the engines' own threads "
         "found it growing with context length (sglang issue #38975; vllm-project/vllm#53877 and "
         "flagos-ai/vllm-plugin-FL#385 on long contexts), and vLLM moved beta to fp32 in PR #53877 (first "
         "released in 0.29). A short random test can look flat (docs/kernel-contract.md §6.3: about 1.5e-3 "
-        "over 256 steps with quickly decaying gates); a long context with slow-decaying heads accumulates "
-        "more. vLLM 0.28 rounds the same way as sglang 0.5.23 (§6.1, §8). A warning where the selected "
-        "engine profile (`--engine`) rounds beta; nothing where it keeps beta in fp32 (vLLM 0.29) or `b` is "
-        "already fp32."
+        "over 256 steps with quickly decaying gates); a long context with slowly decaying heads can "
+        "accumulate more. vLLM 0.28 rounds the same way as sglang 0.5.23 (§6.1, §8). A warning where the "
+        "selected engine profile (`--engine`) rounds beta; nothing where it keeps beta in fp32 (vLLM 0.29) or "
+        "`b` is already fp32."
     ),
     fixes=("vLLM: use 0.29 or later (`--engine vllm@0.29`), which keeps beta in fp32",
            "sglang 0.5.23: no setting changes it (sgl-project/sglang#38977, open, drops the rounding); a direct "
