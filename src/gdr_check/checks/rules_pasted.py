@@ -321,9 +321,10 @@ def _attention_heads(values: Mapping[str, str], context: Context) -> list[str]:
                    f"TP sizes that work for the whole model: {', '.join(map(str, both))}")
     out += named_widths(heads, context)
     profile = context.profile
-    if profile is not None and profile.name != "vllm":
-        out.append(f"this is vLLM's message; {profile.label} reports a TP that does not divide the heads in "
-                   f"`divide()` (GDR401): the log is not from the engine you named")
+    if profile is not None and not profile.checks_attention_heads_first:
+        what = profile.attention_heads_errors[0].format(heads=heads, tp=tp)
+        out.append(f"this is vLLM's start-up check; {profile.label} does not run it ({what} instead): "
+                   f"the log is not from the engine you named")
     return out
 
 
