@@ -279,3 +279,20 @@ def test_cli_attention_heads_with_the_model(capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["code"] == "GDR408" and document["values"] == {"heads": "16", "tp": "3"}
     assert "16 is the model's num_attention_heads (full attention) (unsharded, 16)" in document["reasons"]
+
+
+def test_illegal_access_names_the_engines_skip_rule_and_pool_rows():
+    from gdr_check.engines import profile_for
+
+    text = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    [sglang] = find_all(text, Context(batch=64, profile=profile_for("sglang")))
+    assert sglang.reasons == [
+        "sglang 0.5.23's packed decode skips a row whose slot is negative; any other slot must be below the state "
+        "pool's row count, or the kernel reads and writes outside the pool",
+        "sglang 0.5.23 allocates the pool size (--max-mamba-cache-size) + 1 rows and keeps row 0 for padding: live "
+        "slots run from 1 to the size; --batch 64 needs a size of at least 64 (more with speculative or "
+        "prefix-cache buffers, GDR135)"]
+    [vllm] = find_all(text, Context(profile=profile_for("vllm")))
+    assert vllm.reasons == [
+        "vLLM 0.29's packed decode skips a row whose slot is <= 0; any other slot must be below the state pool's "
+        "row count, or the kernel reads and writes outside the pool"]

@@ -133,6 +133,23 @@ declare(
 )
 
 
+@reasoner("GDR403")
+def _illegal_access(values: Mapping[str, str], context: Context) -> list[str]:
+    profile = context.profile
+    if profile is None:
+        return ["with --engine, gdr-check names which slot values the engine's decode kernel skips"]
+    bound = profile.skip_at_or_below
+    skipped = "negative" if bound < 0 else f"<= {bound}"
+    out = [f"{profile.label}'s packed decode skips a row whose slot is {skipped}; any other slot must be below the "
+           f"state pool's row count, or the kernel reads and writes outside the pool"]
+    if profile.reserved_slot_zero:
+        size = f"the pool size ({profile.cache_size_flag})" if profile.cache_size_flag else "the pool size"
+        out.append(f"{profile.label} allocates {size} + 1 rows and keeps row 0 for padding: live slots run from 1 "
+                   f"to the size" + (f"; --batch {context.batch} needs a size of at least {context.batch} (more "
+                                     f"with speculative or prefix-cache buffers, GDR135)" if context.batch else ""))
+    return out
+
+
 declare(
     "GDR404", "reshape-invalid-for-size",
     summary="a view/reshape whose width does not divide the input: a per-rank vs full width mix-up",
