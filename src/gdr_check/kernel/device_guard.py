@@ -87,8 +87,20 @@ class FaultBuffer:
         self._tags: dict[tuple[str, int | None], int] = {}
         self._lock = threading.Lock()
         self._mirror: torch.Tensor | None = None
-        self._polls = POLL_INTERVAL - 1  # the first call polls
+        self.poll_interval = POLL_INTERVAL
+        self.polls = POLL_INTERVAL - 1  # calls since the last look; the first call looks
         self._event: Any = None
+        # A CPU counter is read through a NumPy view of the same memory (no tensor indexing per call).
+        self.host_counter: Any = self.counter.numpy() if self.device.type == "cpu" else None
+        self._launches: dict[tuple[str, Any], CheckLaunch] = {}
+
+    def check_launch(self, engine: str, device: Any) -> CheckLaunch:
+        """The slot check that records into this buffer for `engine`'s calls on `device` (one per pair)."""
+        key = (engine, device)
+        launch = self._launches.get(key)
+        if launch is None:
+            launch = self._launches.setdefault(key, CheckLaunch(engine, self, device))
+        return launch
 
     def tag_for(self, label: str, pool_slots: int | None = None) -> int:
         key = (label, pool_slots)
@@ -104,14 +116,24 @@ class FaultBuffer:
         """Raise the faults of earlier calls if the device has already reported them, without waiting: every
         POLL_INTERVAL calls the counter is copied to pinned host memory asynchronously, and read once that
         copy has completed."""
+        if self.device.type == "cuda":
+            self.polls += 1
+            if self.polls < self.poll_interval:
+                return
+        self.look(context, engine)
+
+    def look(self, context: Context, engine: str) -> None:
+        """`poll`'s look at the device, now (the guard counts calls itself): a CPU counter is read; a CUDA
+        counter's asynchronous copy is read if it has landed, and the next one scheduled. Raises
+        `PendingFaults` for errors found; nothing while a stream is capturing."""
         if self.device.type != "cuda":
-            if int(self.counter[0]) == 0:  # a CPU tensor: reading it costs nothing
+            host = self.host_counter
+            if (host[0] if host is not None else int(self.counter[0])) == 0:  # a CPU tensor: reading it is free
                 return
         else:
-            self._polls += 1
-            if self._polls < POLL_INTERVAL:
+            self.polls = 0
+            if is_capturing():  # nothing may touch the host; look again at the next interval
                 return
-            self._polls = 0
             if self._event is not None:
                 if not self._event.query():
                     return
@@ -277,41 +299,74 @@ def shape_verdict(variant: str, args: tuple, engine: str, extra: Callable[[Any],
     return Verdict(errors, others, int(state.shape[0]) if state.ndim == 4 else 0)
 
 
-_CHECK_VARIANTS: dict[tuple, Any] = {}
 _FAST_LAUNCH = [True]  # set to False if this Triton's compiled kernels take another launch convention
 _CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "CHUNK", "MAX_RECORDS")
 
 
+def _raw_stream_getter() -> Callable[[int], int]:
+    """The current CUDA stream's handle by device index: torch's raw getter (what Triton's own launcher uses),
+    else the public `torch.cuda.current_stream(...).cuda_stream`."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if callable(raw):
+        return raw  # type: ignore[no-any-return]
+    return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
+
+
+class CheckLaunch:
+    """The device-side slot check of one (engine, index dtype, device, fault buffer): launches
+    `slot_guard_kernel` and returns the indices an engine's kernel may use (faulty rows set to -1).
+
+    Built once per call signature; a call does one allocation and one launch. After the first launch of a
+    variant on CUDA, launches go straight to the compiled kernel (the JIT's per-call binding and specialization
+    were most of the guard's host time). The kernel's ints are not specialized (`do_not_specialize`), so a
+    variant is fixed by the index dtype, the index pointer's 16-byte alignment and the constants (`safe` is a
+    fresh allocation: torch's CUDA allocator aligns every block to 512 bytes)."""
+
+    __slots__ = ("buffer", "constants", "constexprs", "cuda", "device_index", "_compiled", "_stream")
+
+    def __init__(self, engine: str, buffer: FaultBuffer, device: Any) -> None:
+        profile = check_engine(engine)
+        self.buffer = buffer
+        self.constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
+        self.constexprs = dict(zip(_CHECK_CONSTEXPRS, self.constants))
+        self.cuda = torch.device(device).type == "cuda"
+        self.device_index = _device_key(device).index if self.cuda else None
+        self._compiled: dict[bool, Any] = {}
+        self._stream: Callable[[int], int] | None = None
+
+    def __call__(self, indices: torch.Tensor, batch: int, stride: int, pool_slots: int, tag: int) -> torch.Tensor:
+        """Check `indices` (1-D, `batch` rows `stride` elements apart: known from the call signature)."""
+        safe = torch.empty_like(indices)  # 1-D: dense, whatever the strides of `indices`
+        if not batch:
+            return safe
+        buffer = self.buffer
+        args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, tag)
+        if self.cuda and _FAST_LAUNCH[0]:
+            aligned = indices.data_ptr() % 16 == 0
+            compiled = self._compiled.get(aligned)
+            if compiled is not None:
+                stream = self._stream(self.device_index)  # type: ignore[misc]
+                try:
+                    compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
+                                 None, *args, *self.constants)
+                    return safe
+                except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
+                    _FAST_LAUNCH[0] = False
+            compiled = slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
+            if compiled is not None and hasattr(compiled, "run"):
+                self._compiled[aligned] = compiled
+                self._stream = _raw_stream_getter()
+            return safe
+        slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
+        return safe
+
+
 def guard_indices(indices: torch.Tensor, pool_slots: int, engine: str, buffer: FaultBuffer, tag: int
                   ) -> torch.Tensor:
-    """Launch the check kernel: the indices an engine's kernel may use (faulty rows set to -1), with faults
-    recorded in `buffer`. Capture-safe: one kernel launch, one allocation from the current (graph) pool.
-
-    After the first launch of a variant, CUDA launches go straight to the compiled kernel: the JIT's per-call
-    binding and specialization were most of the guard's host time. The kernel's ints are not specialized
-    (`do_not_specialize`), so a variant is fixed by the index dtype, the pointers' 16-byte alignment and the
-    constants."""
-    profile = check_engine(engine)
-    safe = torch.empty_like(indices, memory_format=torch.contiguous_format)
-    batch = indices.shape[0]
-    if not batch:
-        return safe
-    constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
-    args = (indices, safe, batch, indices.stride(0), pool_slots, buffer.counter, buffer.records, tag)
-    key = (indices.dtype, indices.device, indices.data_ptr() % 16 == 0, safe.data_ptr() % 16 == 0, constants)
-    compiled = _CHECK_VARIANTS.get(key) if indices.is_cuda and _FAST_LAUNCH[0] else None
-    if compiled is not None:
-        stream = torch.cuda.current_stream(indices.device).cuda_stream
-        try:
-            compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
-                         *args, *constants)
-            return safe
-        except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
-            _FAST_LAUNCH[0] = False
-    compiled = slot_guard_kernel[(batch,)](*args, **dict(zip(_CHECK_CONSTEXPRS, constants)), num_warps=1)
-    if indices.is_cuda:
-        _CHECK_VARIANTS[key] = compiled
-    return safe
+    """Launch the check kernel once (see `CheckLaunch`, which the guard keeps per call signature): the indices an
+    engine's kernel may use (faulty rows set to -1), with faults recorded in `buffer`. Capture-safe: one kernel
+    launch, one allocation from the current (graph) pool."""
+    return buffer.check_launch(engine, indices.device)(indices, indices.shape[0], indices.stride(0), pool_slots, tag)
 
 
 # -- the checked kernels ---------------------------------------------------------------------------------------
