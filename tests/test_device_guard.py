@@ -280,3 +280,79 @@ def test_guard_wraps_sglangs_real_modules(monkeypatch, tmp_path):
     assert torch.equal(ran.pool_backing[0], call.pool_backing[0])
     assert torch.equal(ran.pool_backing[S + 1], call.pool_backing[S + 1])
     assert torch.equal(out[0, 1], torch.zeros_like(out[0, 1])) and torch.equal(out[0, 3], torch.zeros_like(out[0, 3]))
+
+
+# -- the guard's steady state -------------------------------------------------------------------------------------
+def _counting_verdicts(monkeypatch):
+    calls = []
+    real = device_guard.shape_verdict
+    monkeypatch.setattr(device_guard, "shape_verdict", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    return calls
+
+
+def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        for _ in range(3):
+            engine.gdn_caller.forward_decode(**arguments)
+        assert verdicts == ["gdn"]
+        [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
+        [plan] = site.plans.values()
+        assert (plan.pool_slots, plan.batch, plan.stride, list(plan.tags.values())) == (S, 9, 1, [0])
+        # Another pool of the same signature (another layer): the same plan, a tag of its own; no new verdict.
+        other = dict(arguments, initial_state=arguments["initial_state"].clone())
+        engine.gdn_caller.forward_decode(**other)
+        assert verdicts == ["gdn"] and len(plan.tags) == 2
+        # The scale is part of the signature: a NaN scale is judged (GDR245) and refused, once per value.
+        engine.gdn_caller.forward_decode(**dict(arguments, scale=float("nan")))
+        assert verdicts == ["gdn", "gdn"]
+        # A new batch size is a new signature.
+        _, smaller = engine_arguments(slots=[1, 2, 3])
+        engine.gdn_caller.forward_decode(**smaller)
+        assert verdicts == ["gdn", "gdn", "gdn"] and len(site.plans) == 3
+    assert guard.calls == 6
+    assert [d.code for d in guard.diagnostics if d.severity == "error"] == ["GDR245"]
+
+
+def test_a_refused_signature_raises_on_every_call_in_raise_mode(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    broken = dict(arguments, out=arguments["out"][:, 0])
+    with gdr_check.guard(engine="sglang") as guard:
+        for _ in range(2):
+            with pytest.raises(gdr_check.GuardError, match=r"^GDR2\d\d: `out` must have shape"):
+                engine.gdn_caller.forward_decode(**broken)
+    assert verdicts == ["gdn"] and guard.calls == 2
+
+
+def test_a_meta_tensor_in_a_guarded_call_is_gdr228(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        engine.gdn_caller.forward_decode(**dict(arguments, a=arguments["a"].to("meta")))
+    assert [(d.code, d.message) for d in guard.diagnostics] == [
+        ("GDR228", "`a` is a meta tensor (shapes only, no data to run on), not a dense strided tensor")]
+
+
+def test_a_guarded_call_with_an_argument_that_is_not_a_tensor_is_judged_once(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        for _ in range(2):
+            with pytest.raises(AttributeError):  # the engine's own kernel fails on it, as it would unguarded
+                engine.gdn_caller.forward_decode(**dict(arguments, mixed_qkv=None))
+    assert verdicts == ["gdn"]
+    assert [(d.code, d.message) for d in guard.diagnostics] == [
+        ("GDR228", "`mixed_qkv` is None, not a dense strided tensor")]

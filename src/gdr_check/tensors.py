@@ -42,13 +42,23 @@ def canonical_dtype(dtype: Any) -> str:
         return _CANONICAL[dtype]
     name = str(dtype).removeprefix("torch.").strip()
     name = _ALIASES.get(name.lower(), name.lower())
-    if memo and len(_CANONICAL) < _CANONICAL_LIMIT:
-        _CANONICAL[dtype] = name
+    if memo and len(_CANONICAL) < _CANONICAL_LIMIT and name not in QUANTIZED_DTYPES:
+        _CANONICAL[dtype] = name  # never a quantized dtype: `TensorSpec.from_tensor` must see those (a miss)
     return name
 
 
 _CANONICAL: dict[Any, str] = {}
 _CANONICAL_LIMIT = 256
+# torch's quantized dtypes: a tensor of one holds integers and a scale, which no kernel here reads as numbers.
+QUANTIZED_DTYPES = frozenset({"qint8", "quint8", "qint32", "quint4x2", "quint2x4"})
+
+
+def _described_dtype(dtype: Any) -> str:
+    """`canonical_dtype` for a live tensor's dtype; a quantized one cannot be described (GDR228)."""
+    name = canonical_dtype(dtype)
+    if name in QUANTIZED_DTYPES:
+        raise TypeError("a quantized tensor")
+    return name
 
 
 def _device_name(device: Any) -> str:
@@ -183,10 +193,13 @@ class TensorSpec:
             if len(shape) != len(stride):
                 raise ValueError(f"shape {shape} and stride {stride} have different ranks")
         dtype_object = tensor.dtype
-        try:  # a torch dtype is hashable and never equal to a name, so it can key the same table as names
-            dtype = _CANONICAL[dtype_object] if plain else canonical_dtype(dtype_object)
-        except KeyError:
-            dtype = canonical_dtype(dtype_object)
+        if plain:
+            try:  # a torch dtype is hashable and never equal to a name, so it can key the same table as names
+                dtype = _CANONICAL[dtype_object]
+            except KeyError:  # first sight, or a quantized dtype (never memoised)
+                dtype = _described_dtype(dtype_object)
+        else:
+            dtype = _described_dtype(dtype_object)
         # The fields are normalised above, so skip the dataclass __init__/__post_init__: the runtime guard
         # builds eight specs per call and this halves their cost. Same field values as `cls(...)`.
         spec = cls.__new__(cls)

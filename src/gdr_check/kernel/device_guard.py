@@ -23,8 +23,10 @@ import torch
 import triton
 import triton.language as tl
 
+from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
+from ..checks.rules_guard import meta_report
 from ..registry import Finding
 from ..report import Diagnostic
 from ._triton_common import guard_row, record_fault
@@ -289,14 +291,16 @@ def shape_verdict(variant: str, args: tuple, engine: str, extra: Callable[[Any],
                   ) -> Verdict:
     """Run the contract without reading index values (no sync) and split its diagnostics."""
     check = check_kda_packed_decode if variant == "kda" else check_packed_decode
-    report = check(*args, engine=engine, read_values=False)
+    # A call about to run cannot take a meta tensor (a shape-only stand-in for `check_packed_decode`): GDR228.
+    report = meta_report(dict(zip(ARGUMENTS, args))) or check(*args, engine=engine, read_values=False)
     diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS]
     if extra is not None:
         diagnostics += extra(args)
     errors = [d for d in diagnostics if d.severity == "error"]
     others = [d for d in diagnostics if d.severity != "error"]
     state = args[6]
-    return Verdict(errors, others, int(state.shape[0]) if state.ndim == 4 else 0)
+    pool_slots = int(state.shape[0]) if not errors and getattr(state, "ndim", 0) == 4 else 0
+    return Verdict(errors, others, pool_slots)
 
 
 _FAST_LAUNCH = [True]  # set to False if this Triton's compiled kernels take another launch convention
