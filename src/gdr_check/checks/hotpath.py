@@ -35,15 +35,9 @@ _UNDESCRIBABLE = (AttributeError, TypeError, ValueError, RuntimeError, OverflowE
 def call_of_specs(mixed_qkv: TensorSpec, a: TensorSpec, b: TensorSpec, A_log: TensorSpec, dt_bias: TensorSpec,
                   scale: Any, initial_state: TensorSpec, out: TensorSpec, ssm_state_indices: TensorSpec,
                   use_qk_l2norm_in_kernel: bool, lower_bound: float | None, variant: Variant) -> PackedDecodeCall:
-    """`PackedDecodeCall(...)` with every field given (in field order), minus the frozen dataclass's
-    per-field `object.__setattr__` and keyword matching."""
-    call = PackedDecodeCall.__new__(PackedDecodeCall)
-    call.__dict__.update(
-        mixed_qkv=mixed_qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, scale=scale, initial_state=initial_state,
-        out=out, ssm_state_indices=ssm_state_indices, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-        lower_bound=lower_bound, variant=variant,
-    )
-    return call
+    """`PackedDecodeCall(...)` with every field given positionally, in field order."""
+    return PackedDecodeCall(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+                            use_qk_l2norm_in_kernel, lower_bound, variant)
 
 
 def run_contract(call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> Report:
