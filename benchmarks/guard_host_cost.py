@@ -105,7 +105,8 @@ def measure(module: Any, variant: str, B: int, rounds: int, calls: int) -> dict[
     median_guard = statistics.median(checked) - statistics.median(plain)
     return {"variant": variant, "B": B, "sglang_checks_us": round(sglang_us, 2), "guard_host_us": round(guard_us, 2),
             "ratio": round(guard_us / sglang_us, 3), "guarded_total_us": round(min(checked), 2),
-            "median_sglang_checks_us": round(statistics.median(plain), 2), "median_guard_host_us": round(median_guard, 2),
+            "median_sglang_checks_us": round(statistics.median(plain), 2),
+            "median_guard_host_us": round(median_guard, 2),
             "median_ratio": round(median_guard / statistics.median(plain), 3),
             "guard_errors": errors, "guard_calls": guard.calls}
 
@@ -150,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print(header)
         print(f"{'kernel':6} {'B':>4} {'sglang checks':>14} {'guard':>8} {'ratio':>6}  errors")
         for row in rows:
-            print(f"{row['variant']:6} {row['B']:>4} {row['sglang_checks_us']:>11.2f} us {row['guard_host_us']:>5.2f} us "
+            print(f"{row['variant']:6} {row['B']:>4} {row['sglang_checks_us']:>11.2f} us "
+                  f"{row['guard_host_us']:>5.2f} us "
                   f"{row['ratio']:>6.2f}  {row['guard_errors'] or '-'}")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as handle:

@@ -60,7 +60,7 @@ class GuardError(ValueError):
 def _layer_label(state: Any, ordinal: int) -> str:
     """A name for the layer whose pool is `state`: the caller's `layer_id` (sglang and vLLM layers carry one)
     when a frame up the stack has it, else the order in which the guard first saw the pool."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     for _ in range(_LAYER_SEARCH_DEPTH):
         if frame is None:
             break
@@ -93,7 +93,7 @@ def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
     argument is, so that the same mistake is judged (and reported) once."""
     key: list[Any] = []
     for name in PARAMETERS:
-        value = values.get(name)
+        value: Any = values.get(name)
         try:
             key.append((type(value), value.layout, value.dtype, value.device, bool(value.is_nested)))
         except Exception:  # noqa: BLE001 - not a tensor
@@ -135,7 +135,7 @@ class _Site:
         """The call's arguments by name (a positional call made keyword: the original is called that way)."""
         if len(args) > len(self.positional):
             raise TypeError(f"{self.target} takes {len(self.positional)} positional arguments, got {len(args)}")
-        values = dict(zip(self.positional, args))
+        values = dict(zip(self.positional, args, strict=False))
         values.update(kwargs)
         return values
 
@@ -188,7 +188,7 @@ class Guard:
         self._depth = 0
         self._lock = threading.RLock()
         self._buffers: dict[Any, Any] = {}
-        self._tags: dict[tuple, int] = {}
+        self._tags: dict[tuple[int, int], int] = {}
         self._expected: Any = None
         self._warned: set[str] = set()
         self._replay: Any = None
@@ -210,7 +210,7 @@ class Guard:
         if exc is None:
             self.raise_pending()
 
-    def __call__(self, function: Callable) -> Callable:
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             with self:
@@ -302,9 +302,9 @@ class Guard:
             tag = plan.tags[address] = self._tag(plan.launch.buffer, state, plan.pool_slots)
         return plan, tag
 
-    def _compare_with_model(self, args: tuple) -> list[Any]:
+    def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
-        if self._expected is None:
+        if self._expected is None and self.model is not None:
             check = check_model(self.model, Deployment(tp=self.tp, engine=self.engine, state_dtype=self.state_dtype))
             if check.call is None or check.model is None:
                 self._expected = False
@@ -319,7 +319,7 @@ class Guard:
         if not self._expected:
             return []
         expected, geometry, reason = self._expected
-        tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5]))
+        tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5], strict=True))
         tensors.update(initial_state=args[6], out=args[7], ssm_state_indices=args[8])
         recorded = describe_call(expected.variant, tensors, args[5], bool(args[9]),
                                  args[10] if len(args) > 10 else None, read_values=False)
@@ -345,7 +345,7 @@ class Guard:
             self._act(pending.diagnostics)
 
     # -- patching -------------------------------------------------------------------------------------------------
-    def _resolve(self, target: str) -> Callable | None:
+    def _resolve(self, target: str) -> Callable[..., Any] | None:
         module_name, attribute = _split_target(target)
         module = sys.modules.get(module_name)
         if module is None:

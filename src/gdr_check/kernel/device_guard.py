@@ -292,7 +292,7 @@ def shape_verdict(variant: str, args: tuple, engine: str, extra: Callable[[Any],
     """Run the contract without reading index values (no sync) and split its diagnostics."""
     check = check_kda_packed_decode if variant == "kda" else check_packed_decode
     # A call about to run cannot take a meta tensor (a shape-only stand-in for `check_packed_decode`): GDR228.
-    report = meta_report(dict(zip(ARGUMENTS, args))) or check(*args, engine=engine, read_values=False)
+    report = meta_report(dict(zip(ARGUMENTS, args, strict=False))) or check(*args, engine=engine, read_values=False)
     diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS]
     if extra is not None:
         diagnostics += extra(args)
@@ -332,7 +332,7 @@ class CheckLaunch:
         profile = check_engine(engine)
         self.buffer = buffer
         self.constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
-        self.constexprs = dict(zip(_CHECK_CONSTEXPRS, self.constants))
+        self.constexprs = dict(zip(_CHECK_CONSTEXPRS, self.constants, strict=True))
         self.cuda = torch.device(device).type == "cuda"
         self.device_index = _device_key(device).index if self.cuda else None
         self._compiled: dict[bool, Any] = {}
