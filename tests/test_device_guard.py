@@ -356,3 +356,17 @@ def test_a_guarded_call_with_an_argument_that_is_not_a_tensor_is_judged_once(mon
     assert verdicts == ["gdn"]
     assert [(d.code, d.message) for d in guard.diagnostics] == [
         ("GDR228", "`mixed_qkv` is None, not a dense strided tensor")]
+
+
+def test_the_checked_kernel_judges_a_new_scale_or_bound_value(monkeypatch):
+    monkeypatch.setattr(device_guard, "_VERDICTS", {})
+    call = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, kda=True, seed=16)
+    kda_packed_decode(*call.clone().args())
+    args = list(call.clone().args())
+    args[5] = float("nan")
+    with pytest.raises(ValueError, match=r"^`scale` is nan; the kernel needs a positive float"):
+        kda_packed_decode(*args)
+    args = list(call.clone().args())
+    args[10] = [-5.0]  # unhashable: judged by its type
+    with pytest.raises(ValueError, match=r"^`lower_bound` is \[-5\.0\]; the KDA safe gate needs a finite negative"):
+        kda_packed_decode(*args)
