@@ -13,8 +13,9 @@ On enter, the engine's packed-decode functions are replaced by a checking wrappe
 that holds them (backends import them by name), and restored on exit, as `gdr_check.capture` does.
 
 Per call, the wrapper does what depends on shapes once per call signature (the contract without index
-values, and the comparison with the model's expected per-rank call when `model` is given) and a dictionary
-lookup afterwards. The index values are checked on the device by a small kernel that also hands the engine's
+values, and the comparison with the model's expected per-rank call when `model` is given); afterwards a call
+costs the signature tuple and a dictionary lookup (checks/hotpath.py lists the steady state step by step). A
+refused signature is refused on every call (mode="raise": GuardError each time). The index values are checked on the device by a small kernel that also hands the engine's
 kernel a copy of the indices with every faulty row set to -1 (skip), so an out-of-range or repeated slot can
 neither write outside the pool nor race; the fault (rule, row, slot, layer) is recorded in a device buffer.
 Nothing reads the device while a stream is capturing: faults found during graph replays are read at the next
