@@ -297,9 +297,16 @@ def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(m
     verdicts = _counting_verdicts(monkeypatch)
     _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
     with gdr_check.guard(engine="sglang", mode="record") as guard:
+        slow = []
+        real_plan = guard._plan
+        monkeypatch.setattr(guard, "_plan", lambda *a: slow.append(1) or real_plan(*a))
         for _ in range(3):
             engine.gdn_caller.forward_decode(**arguments)
-        assert verdicts == ["gdn"]
+        assert verdicts == ["gdn"] and slow == [1]  # the wrapper's inlined key is `_signature`'s: no slow path
+        from gdr_check.guard import _signature
+
+        keys = [key for s in guard.sites for key in s.plans]
+        assert keys == [_signature(dict(arguments, use_qk_l2norm_in_kernel=True))]
         [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
         [plan] = site.plans.values()
         assert (plan.pool_slots, plan.batch, plan.stride, list(plan.tags.values())) == (S, 9, 1, [0])
