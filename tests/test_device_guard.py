@@ -377,3 +377,38 @@ def test_the_checked_kernel_judges_a_new_scale_or_bound_value(monkeypatch):
     args[10] = [-5.0]  # unhashable: judged by its type
     with pytest.raises(ValueError, match=r"^`lower_bound` is \[-5\.0\]; the KDA safe gate needs a finite negative"):
         kda_packed_decode(*args)
+
+
+def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_and_alignment(monkeypatch):
+    """The CUDA fast path, on the CPU: after a JIT launch, launches of the same variant (index dtype, 16-byte
+    alignment) go to the compiled kernel's `run` on the current stream; another variant goes through the JIT."""
+    jit, runs = [], []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+
+        def __init__(self, dtype):
+            self.dtype = dtype
+
+        def run(self, *args):
+            runs.append((self.dtype, args[:4], args[9].dtype))
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def launch(*args, **constexprs):
+                jit.append((args[0].dtype, grid, constexprs["MAX_RECORDS"]))
+                return Compiled(args[0].dtype)
+            return launch
+
+    monkeypatch.setattr(device_guard, "slot_guard_kernel", Kernel())
+    monkeypatch.setattr(device_guard, "_raw_stream_getter", lambda: (lambda index: 1234))
+    buffer = FaultBuffer("cpu", max_records=8)
+    launch = device_guard.CheckLaunch("sglang", buffer, "cpu")
+    launch.cuda, launch.device_index = True, 0  # as on a CUDA device
+    small = torch.tensor([1, 2, 3], dtype=torch.int32)
+    wide = torch.tensor([1, 2, 3], dtype=torch.int64)
+    for indices in (small, small, small, wide, wide):
+        safe = launch(indices, 3, 1, 4, 0)
+        assert safe.dtype == indices.dtype and safe.shape == (3,)
+    assert jit == [(torch.int32, (3,), 8), (torch.int64, (3,), 8)]
+    assert runs == [(torch.int32, (3, 1, 1, 1234), torch.int32)] * 2 + [(torch.int64, (3, 1, 1, 1234), torch.int64)]

@@ -352,7 +352,7 @@ class CheckLaunch:
         self.constexprs = dict(zip(_CHECK_CONSTEXPRS, self.constants, strict=True))
         self.cuda = torch.device(device).type == "cuda"
         self.device_index = _device_key(device).index if self.cuda else None
-        self._compiled: dict[bool, Any] = {}
+        self._compiled: dict[tuple[torch.dtype, bool], Any] = {}  # (index dtype, 16-byte aligned) -> compiled
         self._stream: Callable[[int], int] | None = None
 
     def __call__(self, indices: torch.Tensor, batch: int, stride: int, pool_slots: int, tag: int) -> torch.Tensor:
@@ -363,8 +363,8 @@ class CheckLaunch:
         buffer = self.buffer
         args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, tag)
         if self.cuda and _FAST_LAUNCH[0]:
-            aligned = indices.data_ptr() % 16 == 0
-            compiled = self._compiled.get(aligned)
+            variant = (indices.dtype, indices.data_ptr() % 16 == 0)
+            compiled = self._compiled.get(variant)
             if compiled is not None:
                 stream = self._stream(self.device_index)  # type: ignore[misc,arg-type]
                 try:
@@ -375,7 +375,7 @@ class CheckLaunch:
                     _FAST_LAUNCH[0] = False
             compiled = slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
             if compiled is not None and hasattr(compiled, "run"):
-                self._compiled[aligned] = compiled
+                self._compiled[variant] = compiled
                 self._stream = _raw_stream_getter()
             return safe
         slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
