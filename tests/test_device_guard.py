@@ -315,13 +315,14 @@ def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(m
         engine.gdn_caller.forward_decode(**other)
         assert verdicts == ["gdn"] and len(plan.tags) == 2
         # The scale is part of the signature: a NaN scale is judged (GDR245) and refused, once per value.
-        engine.gdn_caller.forward_decode(**dict(arguments, scale=float("nan")))
+        for _ in range(2):  # a fresh NaN object per call: still judged once
+            engine.gdn_caller.forward_decode(**dict(arguments, scale=float("nan")))
         assert verdicts == ["gdn", "gdn"]
         # A new batch size is a new signature.
         _, smaller = engine_arguments(slots=[1, 2, 3])
         engine.gdn_caller.forward_decode(**smaller)
         assert verdicts == ["gdn", "gdn", "gdn"] and len(site.plans) == 3
-    assert guard.calls == 6
+    assert guard.calls == 7
     assert [d.code for d in guard.diagnostics if d.severity == "error"] == ["GDR245"]
 
 

@@ -83,6 +83,12 @@ def _signature(values: dict[str, Any]) -> tuple[Any, ...]:
     g, d, h = values["A_log"], values["dt_bias"], values["initial_state"]
     o, i, scale = values["out"], values["ssm_state_indices"], values["scale"]
     bound = values.get("lower_bound")
+    # NaN is not equal to itself: a fresh NaN per call would never find its plan (the wrapper's inlined key then
+    # misses, and this one finds the plan by the NaN's name).
+    if isinstance(scale, float) and scale != scale:
+        scale = "nan"
+    if isinstance(bound, float) and bound != bound:
+        bound = "nan"
     return (q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
             b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
             d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
