@@ -273,6 +273,8 @@ def _scalar_key(value: Any) -> Any:
     """A scalar argument in a signature: its value and type when it is a plain number (a NaN scale or bound is
     judged on its own), else its type (an unhashable list, a tensor)."""
     kind = type(value)
+    if kind is float and value != value:  # NaN is not equal to itself: key it by name
+        return (kind, "nan")
     return (kind, value) if kind in _SCALAR_TYPES else kind
 
 
