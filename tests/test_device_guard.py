@@ -413,3 +413,17 @@ def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_and_al
         assert safe.dtype == indices.dtype and safe.shape == (3,)
     assert jit == [(torch.int32, (3,), 8), (torch.int64, (3,), 8)]
     assert runs == [(torch.int32, (3, 1, 1, 1234), torch.int32)] * 2 + [(torch.int64, (3, 1, 1, 1234), torch.int64)]
+
+
+def test_a_guarded_call_with_an_unhashable_scale_is_judged_not_raised(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        for scale in ([0.5], [0.25]):
+            engine.gdn_caller.forward_decode(**dict(arguments, scale=scale))
+    assert verdicts == ["gdn"]
+    assert [(d.code, d.message.split(";")[0]) for d in guard.diagnostics if d.severity == "error"] == [
+        ("GDR245", "`scale` is [0.5]")]

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from gdr_check import TensorSpec
-from gdr_check.checks.call import PackedDecodeCall
+from gdr_check.call import PackedDecodeCall
 from gdr_check.report import Diagnostic, Location
 from gdr_check.sources.checkpoint import TensorInfo
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "gdr_check"
 GC_OWNER = "cli/main.py"
 # The modules of the hot paths and of the value classes they build (the sites of the former bypasses).
-HOT_MODULES = {"tensors.py", "report.py", "guard.py", "checks/hotpath.py", "checks/call.py", "checks/registry.py",
+HOT_MODULES = {"tensors.py", "report.py", "guard.py", "checks/hotpath.py", "call.py", "registry.py",
                "kernel/device_guard.py", "sources/checkpoint.py", "models/deployment.py"}
 # `object.__setattr__` left among them: a frozen dataclass's __post_init__ normalising one of its own fields
 # (the dataclasses documentation's idiom), not a construction shortcut.

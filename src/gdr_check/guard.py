@@ -107,8 +107,8 @@ def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
         except Exception:  # noqa: BLE001 - not a tensor
             try:
                 key.append((type(value), hash(value), value))
-            except Exception:  # noqa: BLE001 - unhashable
-                key.append((type(value), id(value)))
+            except Exception:  # noqa: BLE001 - unhashable (a list, a NumPy array): GDR228 names its type alone
+                key.append(type(value))
     return tuple(key)
 
 
@@ -283,7 +283,8 @@ class Guard:
 
         try:
             key = _signature(values)
-        except Exception:  # noqa: BLE001 - not every argument is a tensor: key by what each one is
+            hash(key)  # an unhashable scale or bound (a list) fails here
+        except Exception:  # noqa: BLE001 - not every argument is a tensor or a plain scalar: key by what each is
             key = _loose_signature(values)
         plan = site.plans.get(key)
         if plan is None:
