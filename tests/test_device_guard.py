@@ -280,3 +280,150 @@ def test_guard_wraps_sglangs_real_modules(monkeypatch, tmp_path):
     assert torch.equal(ran.pool_backing[0], call.pool_backing[0])
     assert torch.equal(ran.pool_backing[S + 1], call.pool_backing[S + 1])
     assert torch.equal(out[0, 1], torch.zeros_like(out[0, 1])) and torch.equal(out[0, 3], torch.zeros_like(out[0, 3]))
+
+
+# -- the guard's steady state -------------------------------------------------------------------------------------
+def _counting_verdicts(monkeypatch):
+    calls = []
+    real = device_guard.shape_verdict
+    monkeypatch.setattr(device_guard, "shape_verdict", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    return calls
+
+
+def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        slow = []
+        real_plan = guard._plan
+        monkeypatch.setattr(guard, "_plan", lambda *a: slow.append(1) or real_plan(*a))
+        for _ in range(3):
+            engine.gdn_caller.forward_decode(**arguments)
+        assert verdicts == ["gdn"] and slow == [1]  # the wrapper's inlined key is `_signature`'s: no slow path
+        from gdr_check.guard import _signature
+
+        keys = [key for s in guard.sites for key in s.plans]
+        assert keys == [_signature(dict(arguments, use_qk_l2norm_in_kernel=True))]
+        [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
+        [plan] = site.plans.values()
+        assert (plan.pool_slots, plan.batch, plan.stride, list(plan.tags.values())) == (S, 9, 1, [0])
+        # Another pool of the same signature (another layer): the same plan, a tag of its own; no new verdict.
+        other = dict(arguments, initial_state=arguments["initial_state"].clone())
+        engine.gdn_caller.forward_decode(**other)
+        assert verdicts == ["gdn"] and len(plan.tags) == 2
+        # The scale is part of the signature: a NaN scale is judged (GDR245) and refused, once per value.
+        for _ in range(2):  # a fresh NaN object per call: still judged once
+            engine.gdn_caller.forward_decode(**dict(arguments, scale=float("nan")))
+        assert verdicts == ["gdn", "gdn"]
+        # A new batch size is a new signature.
+        _, smaller = engine_arguments(slots=[1, 2, 3])
+        engine.gdn_caller.forward_decode(**smaller)
+        assert verdicts == ["gdn", "gdn", "gdn"] and len(site.plans) == 3
+    assert guard.calls == 7
+    assert [d.code for d in guard.diagnostics if d.severity == "error"] == ["GDR245"]
+
+
+def test_a_refused_signature_raises_on_every_call_in_raise_mode(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    broken = dict(arguments, out=arguments["out"][:, 0])
+    with gdr_check.guard(engine="sglang") as guard:
+        for _ in range(2):
+            with pytest.raises(gdr_check.GuardError, match=r"^GDR2\d\d: `out` must have shape"):
+                engine.gdn_caller.forward_decode(**broken)
+    assert verdicts == ["gdn"] and guard.calls == 2
+
+
+def test_a_meta_tensor_in_a_guarded_call_is_gdr228(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        engine.gdn_caller.forward_decode(**dict(arguments, a=arguments["a"].to("meta")))
+    assert [(d.code, d.message) for d in guard.diagnostics] == [
+        ("GDR228", "`a` is a meta tensor (shapes only, no data to run on), not a dense strided tensor")]
+
+
+def test_a_guarded_call_with_an_argument_that_is_not_a_tensor_is_judged_once(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        for _ in range(2):
+            with pytest.raises(AttributeError):  # the engine's own kernel fails on it, as it would unguarded
+                engine.gdn_caller.forward_decode(**dict(arguments, mixed_qkv=None))
+    assert verdicts == ["gdn"]
+    assert [(d.code, d.message) for d in guard.diagnostics] == [
+        ("GDR228", "`mixed_qkv` is None, not a dense strided tensor")]
+
+
+def test_the_checked_kernel_judges_a_new_scale_or_bound_value(monkeypatch):
+    monkeypatch.setattr(device_guard, "_VERDICTS", {})
+    call = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, kda=True, seed=16)
+    kda_packed_decode(*call.clone().args())
+    args = list(call.clone().args())
+    args[5] = float("nan")
+    with pytest.raises(ValueError, match=r"^`scale` is nan; the kernel needs a positive float"):
+        kda_packed_decode(*args)
+    args = list(call.clone().args())
+    args[10] = [-5.0]  # unhashable: judged by its type
+    with pytest.raises(ValueError, match=r"^`lower_bound` is \[-5\.0\]; the KDA safe gate needs a finite negative"):
+        kda_packed_decode(*args)
+
+
+def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_and_alignment(monkeypatch):
+    """The CUDA fast path, on the CPU: after a JIT launch, launches of the same variant (index dtype, 16-byte
+    alignment) go to the compiled kernel's `run` on the current stream; another variant goes through the JIT."""
+    jit, runs = [], []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+
+        def __init__(self, dtype):
+            self.dtype = dtype
+
+        def run(self, *args):
+            runs.append((self.dtype, args[:4], args[9].dtype))
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def launch(*args, **constexprs):
+                jit.append((args[0].dtype, grid, constexprs["MAX_RECORDS"]))
+                return Compiled(args[0].dtype)
+            return launch
+
+    monkeypatch.setattr(device_guard, "slot_guard_kernel", Kernel())
+    monkeypatch.setattr(device_guard, "_raw_stream_getter", lambda: (lambda index: 1234))
+    buffer = FaultBuffer("cpu", max_records=8)
+    launch = device_guard.CheckLaunch("sglang", buffer, "cpu")
+    launch.cuda, launch.device_index = True, 0  # as on a CUDA device
+    small = torch.tensor([1, 2, 3], dtype=torch.int32)
+    wide = torch.tensor([1, 2, 3], dtype=torch.int64)
+    for indices in (small, small, small, wide, wide):
+        safe = launch(indices, 3, 1, 4, 0)
+        assert safe.dtype == indices.dtype and safe.shape == (3,)
+    assert jit == [(torch.int32, (3,), 8), (torch.int64, (3,), 8)]
+    assert runs == [(torch.int32, (3, 1, 1, 1234), torch.int32)] * 2 + [(torch.int64, (3, 1, 1, 1234), torch.int64)]
+
+
+def test_a_guarded_call_with_an_unhashable_scale_is_judged_not_raised(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        for scale in ([0.5], [0.25]):
+            engine.gdn_caller.forward_decode(**dict(arguments, scale=scale))
+    assert verdicts == ["gdn"]
+    assert [(d.code, d.message.split(";")[0]) for d in guard.diagnostics if d.severity == "error"] == [
+        ("GDR245", "`scale` is [0.5]")]

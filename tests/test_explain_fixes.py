@@ -8,6 +8,8 @@ its token axis. Every fix that names a concrete tensor operation is applied mech
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 
 from hypothesis import given, settings
@@ -144,7 +146,7 @@ def test_a_16_bit_A_log_is_caught_with_the_engines_dtype():
 
     shapes = true_shapes(4, 2, 2, 16, 8, 5)
     call = build(shapes, 16)
-    call = PackedDecodeCall(**{**call.__dict__, "A_log": TensorSpec.of((4,), "bfloat16", "cuda:0", storage=4)})
+    call = dataclasses.replace(call, A_log=TensorSpec.of((4,), "bfloat16", "cuda:0", storage=4))
     found = [d for d in run_contract(call) if d.code == "GDR265"]
     assert [(d.severity, d.message, d.fixes) for d in found] == [(
         "warning", f"`A_log` is bfloat16: {profile_for('sglang').label} keeps it in float32",

@@ -66,3 +66,69 @@ def test_absurd_scales_are_gdr245(scale, shown):
 
 def test_a_valid_call_is_unaffected():
     assert not [d for d in check_packed_decode(**gdn_call()).diagnostics if d.severity == "error"]
+
+
+ALL_TENSOR_ARGUMENTS = ["mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "ssm_state_indices"]
+
+
+@pytest.mark.parametrize("argument", ALL_TENSOR_ARGUMENTS)
+@pytest.mark.parametrize("variant", ["gdn", "kda"])
+def test_a_quantized_tensor_in_any_argument_is_gdr228(variant, argument):
+    call = gdn_call() if variant == "gdn" else kda_call()
+    dtype = torch.qint32 if argument == "ssm_state_indices" else torch.qint8
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch deprecates creating quantized tensors; engines may still pass one
+        call[argument] = torch.quantize_per_tensor(call[argument].float(), 0.1, 0, dtype)
+    report = (check_packed_decode if variant == "gdn" else check_kda_packed_decode)(**call)
+    assert [(d.code, d.message) for d in report.diagnostics] == [
+        ("GDR228", f"`{argument}` is a quantized tensor, not a dense strided tensor")]
+
+
+@pytest.mark.parametrize("argument", ALL_TENSOR_ARGUMENTS)
+def test_a_meta_tensor_is_gdr228_for_a_call_about_to_run(argument):
+    from gdr_check.kernel import device_guard
+
+    call = kda_call()
+    call[argument] = call[argument].to("meta")
+    names = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices",
+             "use_qk_l2norm_in_kernel", "lower_bound")
+    verdict = device_guard.shape_verdict("kda", tuple(call.get(n) for n in names), "sglang")
+    assert [(d.code, d.message) for d in verdict.errors] == [
+        ("GDR228", f"`{argument}` is a meta tensor (shapes only, no data to run on), not a dense strided tensor")]
+    assert verdict.pool_slots == 0  # refused: nothing is launched
+    # `check_packed_decode` runs nothing: there a meta tensor is a shape-only stand-in (on another device than
+    # the rest: the wrapper's device check).
+    assert [d.code for d in check_kda_packed_decode(**call).diagnostics if d.severity == "error"] == ["GDR209"]
+
+
+NOT_FINITE = "; the KDA safe gate needs a finite negative float, or None to turn it off"
+
+
+@pytest.mark.parametrize("bound,shown", [
+    (float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf"), (1e308, "1e+308"), (-1e31, "-1e+31"),
+    (-(10**400), "an integer of at least 400 digits"), ("-5", "'-5'"), (True, "True"), (1j, "1j"),
+    ([-5.0] * 40, "[-5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5..."),
+])
+def test_a_lower_bound_that_is_not_a_finite_number_is_gdr257(bound, shown):
+    call = kda_call()
+    call["lower_bound"] = bound
+    report = check_kda_packed_decode(**call)
+    assert [(d.code, d.severity, d.message) for d in report.diagnostics if d.code in ("GDR254", "GDR257")] == [
+        ("GDR257", "error", f"`lower_bound` is {shown}{NOT_FINITE}")]
+
+
+def test_a_tensor_lower_bound_is_gdr257():
+    call = kda_call()
+    call["lower_bound"] = torch.tensor(-5.0)
+    report = check_kda_packed_decode(**call)
+    assert [d.message for d in report.diagnostics if d.code == "GDR257"] == [
+        f"`lower_bound` is tensor(-5.){NOT_FINITE}"]
+
+
+@pytest.mark.parametrize("bound,codes", [(-5.0, []), (-1e30, []), (None, []), (-3, []), (0.0, ["GDR254"]),
+                                         (2, ["GDR254"])])
+def test_a_finite_lower_bound_is_range_checked_by_sign_only(bound, codes):
+    call = kda_call()
+    call["lower_bound"] = bound
+    report = check_kda_packed_decode(**call)
+    assert [d.code for d in report.diagnostics if d.code in ("GDR254", "GDR257")] == codes

@@ -22,9 +22,12 @@ ARGUMENTS: tuple[str, ...] = (
 TENSOR_ARGUMENTS: tuple[str, ...] = tuple(a for a in ARGUMENTS if a != "scale")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PackedDecodeCall:
-    """The arguments of one `fused_recurrent_*_packed_decode` call."""
+    """The arguments of one `fused_recurrent_*_packed_decode` call.
+
+    A value, like `TensorSpec`: never changed after construction; slots and not `frozen` for the same reason
+    (the runtime guard builds one per checked call)."""
 
     mixed_qkv: TensorSpec
     a: TensorSpec
@@ -40,11 +43,10 @@ class PackedDecodeCall:
     variant: Variant = "gdn"
 
     def tensors(self) -> dict[str, TensorSpec]:
-        # Several rules ask for this on every guarded call: build it once per (immutable) call, hand out copies.
-        cached = self.__dict__.get("_tensors")
-        if cached is None:
-            cached = self.__dict__["_tensors"] = {name: getattr(self, name) for name in TENSOR_ARGUMENTS}
-        return dict(cached)
+        """The tensor arguments by name, in the API's order (a new dict per call)."""
+        return {"mixed_qkv": self.mixed_qkv, "a": self.a, "b": self.b, "A_log": self.A_log,
+                "dt_bias": self.dt_bias, "initial_state": self.initial_state, "out": self.out,
+                "ssm_state_indices": self.ssm_state_indices}
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"variant": self.variant}

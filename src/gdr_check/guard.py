@@ -13,10 +13,12 @@ On enter, the engine's packed-decode functions are replaced by a checking wrappe
 that holds them (backends import them by name), and restored on exit, as `gdr_check.capture` does.
 
 Per call, the wrapper does what depends on shapes once per call signature (the contract without index
-values, and the comparison with the model's expected per-rank call when `model` is given) and a dictionary
-lookup afterwards. The index values are checked on the device by a small kernel that also hands the engine's
-kernel a copy of the indices with every faulty row set to -1 (skip), so an out-of-range or repeated slot can
-neither write outside the pool nor race; the fault (rule, row, slot, layer) is recorded in a device buffer.
+values, and the comparison with the model's expected per-rank call when `model` is given); afterwards a call
+costs the signature tuple and a dictionary lookup (checks/hotpath.py lists the steady state step by step). A
+refused signature is refused on every call (mode="raise": GuardError each time). The index values are checked
+on the device by a small kernel that also hands the engine's kernel a copy of the indices with every faulty
+row set to -1 (skip), so an out-of-range or repeated slot can neither write outside the pool nor race; the
+fault (rule, row, slot, layer) is recorded in a device buffer.
 Nothing reads the device while a stream is capturing: faults found during graph replays are read at the next
 eager call, after a replay (the guard hooks `torch.cuda.CUDAGraph.replay` with a non-blocking poll), at
 `guard.raise_pending()`, and on exit.
@@ -44,6 +46,7 @@ from .models.deployment import Deployment
 Mode = Literal["raise", "warn", "record"]
 MODES = ("raise", "warn", "record")
 _LAYER_SEARCH_DEPTH = 8  # frames searched (once per pool) for the caller's `layer_id`
+_PLAN_CACHE_SIZE = 4096  # signatures kept per guarded function; engines use a handful (one per batch-size bucket)
 
 
 class GuardError(ValueError):
@@ -59,7 +62,7 @@ class GuardError(ValueError):
 def _layer_label(state: Any, ordinal: int) -> str:
     """A name for the layer whose pool is `state`: the caller's `layer_id` (sglang and vLLM layers carry one)
     when a frame up the stack has it, else the order in which the guard first saw the pool."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     for _ in range(_LAYER_SEARCH_DEPTH):
         if frame is None:
             break
@@ -72,25 +75,99 @@ def _layer_label(state: Any, ordinal: int) -> str:
     return f"pool #{ordinal}"
 
 
-class _Site:
-    """One engine function being guarded, with its argument order for a fast bind."""
+def _signature(values: dict[str, Any]) -> tuple[Any, ...]:
+    """What a call's shape-level decision depends on: shape, strides, dtype and device of each tensor argument,
+    and the scalars (with their types: `True == 1`). No data pointer, no index value. Raises (KeyError,
+    AttributeError, ...) when an argument is missing or is not a tensor: the caller then takes the slow path."""
+    q, a, b = values["mixed_qkv"], values["a"], values["b"]
+    g, d, h = values["A_log"], values["dt_bias"], values["initial_state"]
+    o, i, scale = values["out"], values["ssm_state_indices"], values["scale"]
+    bound = values.get("lower_bound")
+    # NaN is not equal to itself: a fresh NaN per call would never find its plan (the wrapper's inlined key then
+    # misses, and this one finds the plan by the NaN's name).
+    if isinstance(scale, float) and scale != scale:
+        scale = "nan"
+    if isinstance(bound, float) and bound != bound:
+        bound = "nan"
+    return (q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
+            b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
+            d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
+            o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
+            scale, type(scale), values.get("use_qk_l2norm_in_kernel"), bound, type(bound))
 
-    def __init__(self, original: Callable, target: str, variant: str) -> None:
+
+def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
+    """A key for a call `_signature` cannot describe (None, a list, a sparse or nested tensor...): what each
+    argument is, so that the same mistake is judged (and reported) once."""
+    key: list[Any] = []
+    for name in PARAMETERS:
+        value: Any = values.get(name)
+        try:
+            key.append((type(value), value.layout, value.dtype, value.device, bool(value.is_nested)))
+        except Exception:  # noqa: BLE001 - not a tensor
+            try:
+                key.append((type(value), hash(value), value))
+            except Exception:  # noqa: BLE001 - unhashable (a list, a NumPy array): GDR228 names its type alone
+                key.append(type(value))
+    return tuple(key)
+
+
+class _Site:
+    """One engine function being guarded, with its parameter order for binding positional calls."""
+
+    def __init__(self, original: Callable[..., Any], target: str, variant: str) -> None:
         self.original = original
         self.target = target
         self.variant = variant
         self.holders: list[str] = []
-        signature = inspect.signature(original)
-        self.names = [name for name in signature.parameters if name in PARAMETERS]
-        self.defaults = {name: p.default for name, p in signature.parameters.items()
-                         if name in PARAMETERS and p.default is not inspect.Parameter.empty}
-        self.wrapper: Callable = original
+        parameters = inspect.signature(original).parameters
+        self.names = [name for name in parameters if name in PARAMETERS]
+        # Positional arguments bind by the function's own order (up to a *args, which ends positional binding).
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self.positional: list[str] = []
+        for name, parameter in parameters.items():
+            if parameter.kind not in positional:
+                break
+            self.positional.append(name)
+        self.l2norm_default = parameters["use_qk_l2norm_in_kernel"].default \
+            if "use_qk_l2norm_in_kernel" in parameters else False
+        if self.l2norm_default is inspect.Parameter.empty:
+            self.l2norm_default = False
+        self.bound_default = parameters["lower_bound"].default if "lower_bound" in parameters else None
+        if self.bound_default is inspect.Parameter.empty:
+            self.bound_default = None
+        self.wrapper: Callable[..., Any] = original
+        self.plans: dict[tuple[Any, ...], _Plan] = {}
 
-    def bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
-        values = dict(self.defaults)
-        values.update(zip(self.names, args))
+    def keywords(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments by name (a positional call made keyword: the original is called that way)."""
+        if len(args) > len(self.positional):
+            raise TypeError(f"{self.target} takes {len(self.positional)} positional arguments, got {len(args)}")
+        values = dict(zip(self.positional, args, strict=False))
         values.update(kwargs)
         return values
+
+    def ordered(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        """The contract's arguments in the packed-decode order (what `check_packed_decode` takes)."""
+        ordered = tuple(values.get(name) for name in ARGUMENTS) + (
+            values.get("use_qk_l2norm_in_kernel", self.l2norm_default),)
+        return ordered + ((values.get("lower_bound", self.bound_default),) if self.variant == "kda" else ())
+
+
+class _Plan:
+    """What the guard decided for one call signature: refuse the call (a shape error), pass it through (no pool),
+    or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
+
+    __slots__ = ("errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter")
+
+    def __init__(self, errors: list[Any], pool_slots: int, launch: Any, batch: int = 0, stride: int = 0) -> None:
+        self.errors = errors
+        self.pool_slots = pool_slots
+        self.launch = launch
+        self.batch = batch  # the slot indices' length and stride (part of the signature)
+        self.stride = stride
+        self.host_counter = launch.buffer.host_counter if launch is not None else None  # see FaultBuffer
+        self.tags: dict[int, int] = {}
 
 
 class Guard:
@@ -119,9 +196,8 @@ class Guard:
         self._replaced: list[tuple[dict[str, Any], str, _Site]] = []
         self._depth = 0
         self._lock = threading.RLock()
-        self._verdicts: dict[tuple, Any] = {}
         self._buffers: dict[Any, Any] = {}
-        self._tags: dict[tuple, int] = {}
+        self._tags: dict[tuple[int, int], int] = {}
         self._expected: Any = None
         self._warned: set[str] = set()
         self._replay: Any = None
@@ -143,7 +219,7 @@ class Guard:
         if exc is None:
             self.raise_pending()
 
-    def __call__(self, function: Callable) -> Callable:
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             with self:
@@ -199,21 +275,46 @@ class Guard:
             buffer = self._buffers.setdefault(device, FaultBuffer(device, self.max_records))
         return buffer
 
-    def _verdict(self, site: _Site, args: tuple) -> Any:
-        from .kernel.device_guard import shape_verdict, signature_of
+    def _plan(self, site: _Site, values: dict[str, Any]) -> tuple[_Plan, int]:
+        """The first call of a signature (or of a pool): decide on shapes (the contract without index values,
+        and the model comparison), act on what that finds, and keep the decision for the signature's later
+        calls. Off the steady state, which is `_Plan` lookups in the wrapper."""
+        from .kernel.device_guard import shape_verdict
 
-        key = (site.variant, *signature_of(args))
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            verdict = shape_verdict(site.variant, args, self.engine,
+        try:
+            key = _signature(values)
+            hash(key)  # an unhashable scale or bound (a list) fails here
+        except Exception:  # noqa: BLE001 - not every argument is a tensor or a plain scalar: key by what each is
+            key = _loose_signature(values)
+        plan = site.plans.get(key)
+        if plan is None:
+            ordered = site.ordered(values)
+            verdict = shape_verdict(site.variant, ordered, self.engine,
                                     extra=self._compare_with_model if self.model else None)
-            self._verdicts[key] = verdict
+            refused = bool(verdict.errors)
+            launch, batch, stride = None, 0, 0
+            if not refused and verdict.pool_slots:
+                device = values["initial_state"].device
+                launch = self._buffer(device).check_launch(self.engine, device)
+                indices = values["ssm_state_indices"]
+                batch, stride = int(indices.shape[0]), int(indices.stride(0))
+            plan = _Plan(verdict.errors, verdict.pool_slots, launch, batch, stride)
+            if len(site.plans) >= _PLAN_CACHE_SIZE:
+                site.plans.clear()
+            site.plans[key] = plan
             self._act(verdict.errors + verdict.others)
-        return verdict
+        if plan.launch is None:
+            return plan, 0
+        state = values["initial_state"]
+        address = state.data_ptr()
+        tag = plan.tags.get(address)
+        if tag is None:
+            tag = plan.tags[address] = self._tag(plan.launch.buffer, state, plan.pool_slots)
+        return plan, tag
 
-    def _compare_with_model(self, args: tuple) -> list[Any]:
+    def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
-        if self._expected is None:
+        if self._expected is None and self.model is not None:
             check = check_model(self.model, Deployment(tp=self.tp, engine=self.engine, state_dtype=self.state_dtype))
             if check.call is None or check.model is None:
                 self._expected = False
@@ -228,7 +329,7 @@ class Guard:
         if not self._expected:
             return []
         expected, geometry, reason = self._expected
-        tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5]))
+        tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5], strict=True))
         tensors.update(initial_state=args[6], out=args[7], ssm_state_indices=args[8])
         recorded = describe_call(expected.variant, tensors, args[5], bool(args[9]),
                                  args[10] if len(args) > 10 else None, read_values=False)
@@ -244,28 +345,17 @@ class Guard:
             self._tags[key] = tag
         return tag
 
-    def _guarded_call(self, site: _Site, args: tuple, kwargs: dict) -> Any:
-        from .kernel.device_guard import guard_indices, is_capturing
+    def _look(self, buffer: Any) -> None:
+        """Read the faults `buffer` holds now (see `FaultBuffer.look`) and act on them."""
+        from .kernel.device_guard import PendingFaults
 
-        values = site.bind(args, kwargs)
-        ordered = tuple(values.get(name) for name in (*ARGUMENTS, "use_qk_l2norm_in_kernel")) + (
-            (values.get("lower_bound"),) if site.variant == "kda" else ())
-        self.calls += 1
-        verdict = self._verdict(site, ordered)
-        if verdict.errors or verdict.pool_slots == 0:  # refused (mode="raise" raised already) or no pool
-            return site.original(**values)
-        capturing = is_capturing()
-        if not capturing:
-            self.poll()
-        state = values["initial_state"]
-        buffer = self._buffer(state.device)
-        tag = self._tag(buffer, state, verdict.pool_slots)
-        values["ssm_state_indices"] = guard_indices(values["ssm_state_indices"], verdict.pool_slots, self.engine,
-                                                    buffer, tag)
-        return site.original(**values)
+        try:
+            buffer.look("engine", self.engine)
+        except PendingFaults as pending:
+            self._act(pending.diagnostics)
 
     # -- patching -------------------------------------------------------------------------------------------------
-    def _resolve(self, target: str) -> Callable | None:
+    def _resolve(self, target: str) -> Callable[..., Any] | None:
         module_name, attribute = _split_target(target)
         module = sys.modules.get(module_name)
         if module is None:
@@ -299,14 +389,54 @@ class Guard:
         if self.hook_graphs and "torch" in sys.modules:
             self._hook_replay()
 
-    def _wrapper_for(self, site: _Site) -> Callable:
-        @functools.wraps(site.original)
-        def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if self._depth <= 0:
-                return site.original(*args, **kwargs)
-            return self._guarded_call(site, args, kwargs)
+    def _wrapper_for(self, site: _Site) -> Callable[..., Any]:
+        original = site.original
+        plans = site.plans
+        guard = self
 
-        guarded_wrapper.__gdr_check_guard_original__ = site.original  # type: ignore[attr-defined]
+        @functools.wraps(original)
+        def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
+            # The steady state (a signature seen before, a pool seen before): the signature tuple, two dictionary
+            # lookups, the fault counter's host view (CPU) or the poll countdown (CUDA), the slot check's launch.
+            if guard._depth <= 0:
+                return original(*args, **kwargs)
+            if args:  # engines pass keywords; a positional call is bound by the function's own order
+                kwargs = site.keywords(args, kwargs)
+            guard.calls += 1
+            try:
+                # `_signature`, inlined (a call and two lookups less per launch); the two must stay the same.
+                q, a, b = kwargs["mixed_qkv"], kwargs["a"], kwargs["b"]
+                g, d, h = kwargs["A_log"], kwargs["dt_bias"], kwargs["initial_state"]
+                o, i, scale = kwargs["out"], kwargs["ssm_state_indices"], kwargs["scale"]
+                bound = kwargs.get("lower_bound")
+                plan = plans[(q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
+                              b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
+                              d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
+                              o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
+                              scale, type(scale), kwargs.get("use_qk_l2norm_in_kernel"), bound, type(bound))]
+                tag = plan.tags[h.data_ptr()]
+            except Exception:  # noqa: BLE001 - a new signature or pool, or an argument that is not a tensor
+                plan = None
+            if plan is None:  # outside the handler: what the first call raises is not chained to a KeyError
+                plan, tag = guard._plan(site, kwargs)
+                i = kwargs["ssm_state_indices"]
+            launch = plan.launch
+            if launch is None:
+                if plan.errors and guard.mode == "raise":
+                    raise GuardError(plan.errors)
+                return original(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
+            host = plan.host_counter
+            if host is None:  # CUDA: look at the counter every POLL_INTERVAL calls (the look never waits)
+                buffer = launch.buffer
+                buffer.polls += 1
+                if buffer.polls >= buffer.poll_interval:
+                    guard._look(buffer)
+            elif host[0]:  # CPU: the count is in host memory
+                guard._look(launch.buffer)
+            kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
+            return original(**kwargs)
+
+        guarded_wrapper.__gdr_check_guard_original__ = original  # type: ignore[attr-defined]
         return guarded_wrapper
 
     def _hook_replay(self) -> None:

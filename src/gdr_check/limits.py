@@ -78,6 +78,7 @@ LIMITS: dict[str, Limit] = {
     # recorded kernel calls (`gdr-check call FILE`)
     "dim": Limit(0, 2**40, "one dimension of a recorded tensor", "recording"),
     "scale": Limit(-1e30, 1e30, "a recorded or passed scale (finite)", "recording, guard argument"),
+    "lower_bound": Limit(-1e30, 1e30, "a recorded or passed KDA `lower_bound` (finite)", "recording, guard argument"),
 }
 
 

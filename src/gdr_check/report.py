@@ -22,7 +22,7 @@ def rule_url(code: str) -> str:
     return f"{RULE_DOCS_URL}/{code}.md"
 
 
-@dataclass
+@dataclass(slots=True)
 class Location:
     """Where a diagnostic points: a config key or index line, a tensor, or a kernel argument."""
 
@@ -45,7 +45,7 @@ class Location:
         return text
 
 
-@dataclass
+@dataclass(slots=True)
 class Diagnostic:
     code: str
     name: str

@@ -6,7 +6,6 @@ storage it aliases. Live torch tensors are read by duck typing, so this module n
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 from collections.abc import Iterable, Sequence
@@ -42,13 +41,23 @@ def canonical_dtype(dtype: Any) -> str:
         return _CANONICAL[dtype]
     name = str(dtype).removeprefix("torch.").strip()
     name = _ALIASES.get(name.lower(), name.lower())
-    if memo and len(_CANONICAL) < _CANONICAL_LIMIT:
-        _CANONICAL[dtype] = name
+    if memo and len(_CANONICAL) < _CANONICAL_LIMIT and name not in QUANTIZED_DTYPES:
+        _CANONICAL[dtype] = name  # never a quantized dtype: `TensorSpec.from_tensor` must see those (a miss)
     return name
 
 
 _CANONICAL: dict[Any, str] = {}
 _CANONICAL_LIMIT = 256
+# torch's quantized dtypes: a tensor of one holds integers and a scale, which no kernel here reads as numbers.
+QUANTIZED_DTYPES = frozenset({"qint8", "quint8", "qint32", "quint4x2", "quint2x4"})
+
+
+def _described_dtype(dtype: Any) -> str:
+    """`canonical_dtype` for a live tensor's dtype; a quantized one cannot be described (GDR228)."""
+    name = canonical_dtype(dtype)
+    if name in QUANTIZED_DTYPES:
+        raise TypeError("a quantized tensor")
+    return name
 
 
 def _device_name(device: Any) -> str:
@@ -95,12 +104,16 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TensorSpec:
     """Shape, stride, dtype and device of one tensor; `values` and `storage` when known.
 
     `storage` identifies the underlying buffer (for aliasing checks) and `offset` is the storage offset in
     elements, as in torch.
+
+    A value: never changed after construction, compared and hashed by its fields (`values` aside). It has slots
+    and is not `frozen`: a frozen dataclass's `__init__` sets each field through `object.__setattr__`, which
+    doubles the cost of the eight specs `check_packed_decode` builds per call (see checks/hotpath.py).
     """
 
     shape: tuple[int, ...]
@@ -110,14 +123,20 @@ class TensorSpec:
     values: tuple[int | float, ...] | None = field(default=None, compare=False)
     storage: int | None = None
     offset: int = 0
+    # len(shape), stored: the rules read it ~20 times per checked call (a property costs a call each).
+    ndim: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(map(int, self.shape)))
-        object.__setattr__(self, "stride", tuple(map(int, self.stride)))
-        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
-        if len(self.shape) != len(self.stride):
+        # Tuples of ints and canonical dtype names (what `of`, `from_tensor` and the rules pass) are kept as they
+        # are; anything else (lists, torch.Size of a fake tensor, "bf16") is normalised.
+        if type(self.shape) is not tuple or type(self.stride) is not tuple:
+            self.shape = tuple(map(int, self.shape))
+            self.stride = tuple(map(int, self.stride))
+        if self.dtype not in DTYPE_ITEMSIZE:
+            self.dtype = canonical_dtype(self.dtype)
+        self.ndim = len(self.shape)
+        if self.ndim != len(self.stride):
             raise ValueError(f"shape {self.shape} and stride {self.stride} have different ranks")
-        object.__setattr__(self, "ndim", len(self.shape))  # see `ndim`
 
     @classmethod
     def of(
@@ -135,7 +154,7 @@ class TensorSpec:
         shape = tuple(int(s) for s in shape)
         return cls(
             shape=shape,
-            stride=tuple(stride) if stride is not None else contiguous_strides(shape),
+            stride=tuple(int(s) for s in stride) if stride is not None else contiguous_strides(shape),
             dtype=canonical_dtype(dtype),
             device=device,
             values=tuple(values) if values is not None else None,
@@ -183,25 +202,16 @@ class TensorSpec:
             if len(shape) != len(stride):
                 raise ValueError(f"shape {shape} and stride {stride} have different ranks")
         dtype_object = tensor.dtype
-        try:  # a torch dtype is hashable and never equal to a name, so it can key the same table as names
-            dtype = _CANONICAL[dtype_object] if plain else canonical_dtype(dtype_object)
-        except KeyError:
-            dtype = canonical_dtype(dtype_object)
-        # The fields are normalised above, so skip the dataclass __init__/__post_init__: the runtime guard
-        # builds eight specs per call and this halves their cost. Same field values as `cls(...)`.
-        spec = cls.__new__(cls)
-        spec.__dict__.update(
-            shape=shape, stride=stride, dtype=dtype, device=device, values=values,
-            storage=storage, offset=offset, ndim=len(shape),
-        )
-        return spec
+        if plain:
+            try:  # a torch dtype is hashable and never equal to a name, so it can key the same table as names
+                dtype = _CANONICAL[dtype_object]
+            except KeyError:  # first sight, or a quantized dtype (never memoised)
+                dtype = _described_dtype(dtype_object)
+        else:
+            dtype = _described_dtype(dtype_object)
+        return cls(shape, stride, dtype, device, values, storage, offset)
 
     # -- derived properties -------------------------------------------------------------------------------
-    @functools.cached_property
-    def ndim(self) -> int:
-        # Stored at construction (the rules read it ~20 times per guarded call; a property costs a call each).
-        return len(self.shape)
-
     def numel(self) -> int:
         return math.prod(self.shape)
 
@@ -218,7 +228,7 @@ class TensorSpec:
         if self.numel() == 0:
             return True
         expected = 1
-        for size, step in zip(reversed(self.shape), reversed(self.stride)):
+        for size, step in zip(reversed(self.shape), reversed(self.stride), strict=True):
             if size != 1:
                 if step != expected:
                     return False
@@ -229,8 +239,8 @@ class TensorSpec:
         """[start, end) bytes of the storage this view can touch; None when empty."""
         if self.numel() == 0:
             return None
-        last = sum((size - 1) * step for size, step in zip(self.shape, self.stride) if step > 0)
-        first = sum((size - 1) * step for size, step in zip(self.shape, self.stride) if step < 0)
+        last = sum((size - 1) * step for size, step in zip(self.shape, self.stride, strict=True) if step > 0)
+        first = sum((size - 1) * step for size, step in zip(self.shape, self.stride, strict=True) if step < 0)
         return ((self.offset + first) * self.itemsize, (self.offset + last + 1) * self.itemsize)
 
     def overlaps(self, other: TensorSpec) -> bool:

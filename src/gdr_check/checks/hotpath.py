@@ -1,21 +1,25 @@
-"""The runtime guard's hot path, in one place: what `check_packed_decode` runs on every guarded kernel launch.
+"""The runtime guard's hot paths, in one place: this module, and the index below of what lives elsewhere.
 
-The guard's budget is the reference wrapper's own checks (docs/performance.md, measure (c): at most 2x
-sglang's). Every speed trick of that path is here or named here, with what it buys:
+Two paths run per kernel launch, each with a budget against the reference wrapper's own Python checks
+(docs/performance.md):
 
-- `call_of_specs`: builds a `PackedDecodeCall` without the frozen dataclass's `__init__` (keyword matching
-  and one `object.__setattr__` per field, twelve fields): the guard builds one call per launch. Same field
-  values as `PackedDecodeCall(...)`; only for specs already normalised.
-- `call_diagnostics`: the contract engine's loop. `RuleSet.call_plan` (in `registry`, the base layer, since
-  the rule set owns it; cached per variant) compiles the pass predicates of the wrapper's checks into one
-  function: when it says all clear (the common case), the rules it covers are skipped. Rules that find nothing
-  return None (no empty list built); messages are formatted only for findings, and the call's bindings merged
-  in one step per diagnostic (`Rule.diagnostic_with`, which builds the `Diagnostic` positionally).
-- Outside this module, for their layer: `TensorSpec.from_tensor` (`tensors`, the base layer, also used by
-  `capture`) fills a spec's fields directly once they are normalised (eight specs per call: half their cost),
-  and stores `ndim` (read ~20 times per call); `PackedDecodeCall.tensors` caches its name -> spec map in the
-  (immutable) call.
-- The cyclic garbage collector is paused by the CLI only (`cli/main.py`); the library never touches it.
+1. `gdr_check.guard` around an engine, steady state (a call signature and a pool seen before), at most 0.5x:
+   `guard.py`, `Guard._wrapper_for`: `_signature` (shape, strides, dtype and device of the eight tensors and the
+   scalars: one tuple, no data pointer, no index value), a lookup of the signature's `_Plan` and of the pool's
+   tag by address, the fault counter's host view (CPU) or the poll countdown (CUDA), and
+   `kernel/device_guard.py`, `CheckLaunch.__call__`: one allocation and the slot check's launch (straight to the
+   compiled kernel on CUDA). Everything else (the contract, the model comparison, the layer's name) runs once
+   per signature in `Guard._plan`.
+2. `check_packed_decode` / `check_kda_packed_decode` (and the checked kernels' first call of a signature), at
+   most 2x: this module. `TensorSpec.from_tensor` (`tensors`) reads each torch attribute once with memoised
+   names; `TensorSpec` and `PackedDecodeCall` are slots dataclasses built through their own `__init__` (not
+   frozen: a frozen `__init__` sets each field through `object.__setattr__`). `call_diagnostics` runs the
+   contract: `RuleSet.call_plan` (in `registry`, cached per variant) compiles the pass predicates of the
+   wrapper's checks into one function; when it says all clear (the common case) the rules it covers are
+   skipped. Rules that find nothing return None (no empty list built); messages are formatted only for
+   findings, with the call's bindings merged in one step per diagnostic (`Rule.diagnostic_with`).
+
+The cyclic garbage collector is paused by the CLI only (`cli/main.py`); the library never touches it.
 """
 
 from __future__ import annotations
@@ -35,15 +39,9 @@ _UNDESCRIBABLE = (AttributeError, TypeError, ValueError, RuntimeError, OverflowE
 def call_of_specs(mixed_qkv: TensorSpec, a: TensorSpec, b: TensorSpec, A_log: TensorSpec, dt_bias: TensorSpec,
                   scale: Any, initial_state: TensorSpec, out: TensorSpec, ssm_state_indices: TensorSpec,
                   use_qk_l2norm_in_kernel: bool, lower_bound: float | None, variant: Variant) -> PackedDecodeCall:
-    """`PackedDecodeCall(...)` with every field given (in field order), minus the frozen dataclass's
-    per-field `object.__setattr__` and keyword matching."""
-    call = PackedDecodeCall.__new__(PackedDecodeCall)
-    call.__dict__.update(
-        mixed_qkv=mixed_qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, scale=scale, initial_state=initial_state,
-        out=out, ssm_state_indices=ssm_state_indices, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-        lower_bound=lower_bound, variant=variant,
-    )
-    return call
+    """`PackedDecodeCall(...)` with every field given positionally, in field order."""
+    return PackedDecodeCall(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+                            use_qk_l2norm_in_kernel, lower_bound, variant)
 
 
 def run_contract(call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> Report:

@@ -435,7 +435,7 @@ def lower_bound_sign(ctx: CallContext) -> Finding | None:
     bound = ctx.call.lower_bound
     if ctx.variant != "kda" or bound is None:
         return None
-    if isinstance(bound, (int, float)) and not isinstance(bound, bool) and bound < 0:
+    if not LIMITS["lower_bound"].allows(bound) or bound < 0:  # not a finite number: GDR257 (rules_guard)
         return None
     return Finding({"value": bound}, argument="lower_bound")
 

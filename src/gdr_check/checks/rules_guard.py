@@ -1,10 +1,17 @@
-"""GDR228: an argument of the runtime guard that is not a dense strided tensor (issue 11).
+"""GDR228 and GDR257: the runtime guard's arguments that the kernel cannot take at all (issue 11).
+
+GDR228: an argument of the runtime guard that is not a dense strided tensor.
 
 `check_packed_decode` / `check_kda_packed_decode` take whatever the caller passes. The contract rules read shapes,
 strides, dtypes and devices, which `None`, a list, a NumPy array, a string, or a sparse or nested tensor do not have
 (or have in a form the kernel cannot take): instead of an AttributeError or RuntimeError from inside the library,
 the guard reports each such argument and what it is, and runs no other rule (they would be about a call that
-cannot be described).
+cannot be described). A quantized tensor is named in any argument; a meta tensor (shapes only) is a valid
+stand-in for `check_packed_decode`, which runs nothing, but is GDR228 for the runtime guard and the checked
+kernels, which launch the call (`meta_report`).
+
+GDR257: a KDA `lower_bound` that is not a finite number (NaN, an infinity, a value past 1e30, a string, a bool, a
+tensor) is an error of the call, with the value shown bounded; the scale's equivalent is GDR245.
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..call import TENSOR_ARGUMENTS
-from ..registry import RULE_SET, Finding, RuleSet
+from ..call import TENSOR_ARGUMENTS, CallContext
+from ..limits import LIMITS, shorten
+from ..registry import RULE_SET, Finding, RuleSet, rule
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
+from .examples import CallExample
 
 
 def _kind(value: Any) -> str | None:
@@ -46,13 +55,30 @@ def _kind(value: Any) -> str | None:
 
 def argument_report(arguments: Mapping[str, Any], rules: RuleSet = RULE_SET) -> Report | None:
     """GDR228 for each tensor argument that is not a dense strided tensor; None when every one is."""
-    rule = rules.get("GDR228") or RULE_SET.rules["GDR228"]
-    diagnostics: list[Diagnostic] = []
+    return _report({name: _kind(arguments.get(name)) for name in TENSOR_ARGUMENTS}, rules)
+
+
+META_KIND = "a meta tensor (shapes only, no data to run on)"
+
+
+def meta_report(arguments: Mapping[str, Any], rules: RuleSet = RULE_SET) -> Report | None:
+    """GDR228 for each tensor argument on the meta device, for a call that is about to run (the runtime guard,
+    the checked kernels); None when there is none. `check_packed_decode` takes meta tensors as shape-only
+    stand-ins and never calls this."""
+    kinds = {}
     for name in TENSOR_ARGUMENTS:
-        kind = _kind(arguments.get(name))
+        device = getattr(arguments.get(name), "device", None)
+        kinds[name] = META_KIND if str(getattr(device, "type", device)) == "meta" else None
+    return _report(kinds, rules)
+
+
+def _report(kinds: Mapping[str, str | None], rules: RuleSet) -> Report | None:
+    declared = rules.get("GDR228") or RULE_SET.rules["GDR228"]
+    diagnostics: list[Diagnostic] = []
+    for name, kind in kinds.items():
         if kind is not None:
             finding = Finding({"argument": name, "kind": kind}, argument=name)
-            diagnostics.append(rule.diagnostic_with(finding, finding.values, {}))
+            diagnostics.append(declared.diagnostic_with(finding, finding.values, {}))
     return Report(diagnostics) if diagnostics else None
 
 
@@ -93,3 +119,35 @@ RULE = RULE_SET.declare(
     engines="sglang 0.5.23 and vLLM.",
     example=GuardExample({"initial_state": None}, "an optional state left unset"),
 )
+
+
+def _shown(value: Any) -> str:
+    """A scalar argument as a message shows it: repr, with huge integers and long reprs bounded."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return shorten(value)
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+@rule(
+    "GDR257", "invalid-lower-bound",
+    summary="KDA `lower_bound` is not a finite number",
+    message="`lower_bound` is {value}; the KDA safe gate needs a finite negative float, or None to turn it off",
+    explanation=(
+        "With `lower_bound` set, the KDA kernel computes its gate as g = lower_bound * sigmoid(...) in fp32 and "
+        "multiplies the state by exp(g). NaN or +inf turns every state NaN or infinite; -inf wipes the state at "
+        "every step and gives NaN wherever the sigmoid underflows to 0; magnitudes past 1e30 overflow the same "
+        "way. A value that is not a real number (a string, a bool, a tensor, a complex) fails inside Triton's "
+        "launcher far from the call. The wrapper passes the value through unchecked."
+    ),
+    causes=("a config's gate bound read as a string", "a bound computed from an empty or diverged tensor"),
+    fixes=("pass the model's gate lower bound as a Python float (e.g. -5.0), or None",),
+    engines="sglang 0.5.23 (`fused_recurrent_kda_packed_decode`).",
+    example=CallExample({"lower_bound": float("nan")}, variant="kda"),
+)
+def lower_bound_valid(ctx: CallContext) -> Finding | None:
+    bound = ctx.call.lower_bound
+    if ctx.variant != "kda" or bound is None or LIMITS["lower_bound"].allows(bound):
+        return None
+    return Finding({"value": _shown(bound)}, ["pass a finite negative float such as -5.0, or None"],
+                   argument="lower_bound")

@@ -23,10 +23,12 @@ import torch
 import triton
 import triton.language as tl
 
+from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
+from ..checks.rules_guard import meta_report
 from ..registry import Finding
-from ..report import Diagnostic
+from ..report import Diagnostic, Severity
 from ._triton_common import guard_row, record_fault
 from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, check_engine
 from .tiling import GUARD_CHUNK, GuardLaunch
@@ -47,8 +49,9 @@ def is_capturing() -> bool:
         return False
 
 
-@triton.jit(do_not_specialize=["batch", "stride_index", "pool_slots", "tag"])
-def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, tag,
+# A Triton kernel: its parameters take Triton's values, and Triton reads their annotations (tl.constexpr).
+@triton.jit(do_not_specialize=["batch", "stride_index", "pool_slots", "tag"])  # type: ignore[untyped-decorator]
+def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, tag,  # type: ignore[no-untyped-def]
                       SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr,
                       MAX_RECORDS: tl.constexpr):
     """One program per row: check the row's slot, record a fault, and write the slot the engine's kernel may
@@ -87,8 +90,20 @@ class FaultBuffer:
         self._tags: dict[tuple[str, int | None], int] = {}
         self._lock = threading.Lock()
         self._mirror: torch.Tensor | None = None
-        self._polls = POLL_INTERVAL - 1  # the first call polls
+        self.poll_interval = POLL_INTERVAL
+        self.polls = POLL_INTERVAL - 1  # calls since the last look; the first call looks
         self._event: Any = None
+        # A CPU counter is read through a NumPy view of the same memory (no tensor indexing per call).
+        self.host_counter: Any = self.counter.numpy() if self.device.type == "cpu" else None
+        self._launches: dict[tuple[str, Any], CheckLaunch] = {}
+
+    def check_launch(self, engine: str, device: Any) -> CheckLaunch:
+        """The slot check that records into this buffer for `engine`'s calls on `device` (one per pair)."""
+        key = (engine, device)
+        launch = self._launches.get(key)
+        if launch is None:
+            launch = self._launches.setdefault(key, CheckLaunch(engine, self, device))
+        return launch
 
     def tag_for(self, label: str, pool_slots: int | None = None) -> int:
         key = (label, pool_slots)
@@ -104,18 +119,28 @@ class FaultBuffer:
         """Raise the faults of earlier calls if the device has already reported them, without waiting: every
         POLL_INTERVAL calls the counter is copied to pinned host memory asynchronously, and read once that
         copy has completed."""
+        if self.device.type == "cuda":
+            self.polls += 1
+            if self.polls < self.poll_interval:
+                return
+        self.look(context, engine)
+
+    def look(self, context: Context, engine: str) -> None:
+        """`poll`'s look at the device, now (the guard counts calls itself): a CPU counter is read; a CUDA
+        counter's asynchronous copy is read if it has landed, and the next one scheduled. Raises
+        `PendingFaults` for errors found; nothing while a stream is capturing."""
         if self.device.type != "cuda":
-            if int(self.counter[0]) == 0:  # a CPU tensor: reading it costs nothing
+            host = self.host_counter
+            if (host[0] if host is not None else int(self.counter[0])) == 0:  # a CPU tensor: reading it is free
                 return
         else:
-            self._polls += 1
-            if self._polls < POLL_INTERVAL:
+            self.polls = 0
+            if is_capturing():  # nothing may touch the host; look again at the next interval
                 return
-            self._polls = 0
             if self._event is not None:
                 if not self._event.query():
                     return
-                seen = int(self._mirror[0])
+                seen = int(self._mirror[0]) if self._mirror is not None else 0
                 self._event = None
                 if seen == 0:
                     self._schedule()
@@ -133,7 +158,7 @@ class FaultBuffer:
         if self._mirror is None:
             self._mirror = torch.zeros(1, dtype=torch.int32, pin_memory=True)
         self._mirror.copy_(self.counter, non_blocking=True)
-        self._event = torch.cuda.Event()
+        self._event = torch.cuda.Event()  # type: ignore[no-untyped-call]
         self._event.record()
 
     def take(self) -> tuple[list[Fault], int]:
@@ -193,7 +218,7 @@ def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
     else:
         values = {"row": fault.row}
         fixes = ["give this request a slot from 1..size, or mark a padding row with -1"]
-    severity = None if context == "engine" or fault.code != "GDR247" else "info"
+    severity: Severity | None = None if context == "engine" or fault.code != "GDR247" else "info"
     computed = "the row was computed" if fault.code == "GDR247" else \
         "the row was skipped (its `out` row is zero, its state untouched)"
     notes = [f"in {fault.layer}", f"found on the device ({engine}); {computed}"]
@@ -241,15 +266,33 @@ def raise_pending(device: Any = None, *, context: Context = "direct", engine: st
 TENSOR_POSITIONS = (0, 1, 2, 3, 4, 6, 7, 8)  # every tensor argument of the packed-decode API
 
 
-def signature_of(args: tuple) -> tuple:
+_SCALAR_TYPES = (bool, int, float, type(None))
+
+
+def _scalar_key(value: Any) -> Any:
+    """A scalar argument in a signature: its value and type when it is a plain number (a NaN scale or bound is
+    judged on its own), else its type (an unhashable list, a tensor)."""
+    kind = type(value)
+    if kind is float and value != value:  # NaN is not equal to itself: key it by name
+        return (kind, "nan")
+    return (kind, value) if kind in _SCALAR_TYPES else kind
+
+
+def signature_of(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """What the shape-level verdict depends on: shapes, strides, dtypes and devices of the tensors, and the
-    non-tensor arguments' types (a cheap tuple: no values are read)."""
+    scalars (plain numbers by value; no index value is read)."""
     key: list[Any] = []
     for position in TENSOR_POSITIONS:
         t = args[position]
-        key.append((t.shape, t.stride(), t.dtype, t.device) if isinstance(t, torch.Tensor) else type(t))
-    key.extend(type(a) if isinstance(a, torch.Tensor) else a for a in args[9:])
-    key.append(type(args[5]))
+        if isinstance(t, torch.Tensor):
+            try:
+                key.append((t.shape, t.stride(), t.dtype, t.device))
+            except (RuntimeError, NotImplementedError):  # sparse or nested: no strides (judged: GDR228)
+                key.append((type(t), t.layout, t.dtype, t.device))
+        else:
+            key.append(type(t))
+    key.extend(_scalar_key(a) for a in args[9:])
+    key.append(_scalar_key(args[5]))
     return tuple(key)
 
 
@@ -260,67 +303,102 @@ class Verdict:
     errors: list[Diagnostic]
     others: list[Diagnostic]
     pool_slots: int
-    launch: dict[str, Any] = field(default_factory=dict)
+    launch: dict[tuple[int, str | None], Any] = field(default_factory=dict)  # (buffer id, label) -> GuardLaunch
 
 
-def shape_verdict(variant: str, args: tuple, engine: str, extra: Callable[[Any], list[Diagnostic]] | None = None
-                  ) -> Verdict:
+def shape_verdict(variant: str, args: tuple[Any, ...], engine: str,
+                  extra: Callable[[Any], list[Diagnostic]] | None = None) -> Verdict:
     """Run the contract without reading index values (no sync) and split its diagnostics."""
     check = check_kda_packed_decode if variant == "kda" else check_packed_decode
-    report = check(*args, engine=engine, read_values=False)
+    # A call about to run cannot take a meta tensor (a shape-only stand-in for `check_packed_decode`): GDR228.
+    report = meta_report(dict(zip(ARGUMENTS, args, strict=False))) or check(*args, engine=engine, read_values=False)
     diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS]
     if extra is not None:
         diagnostics += extra(args)
     errors = [d for d in diagnostics if d.severity == "error"]
     others = [d for d in diagnostics if d.severity != "error"]
     state = args[6]
-    return Verdict(errors, others, int(state.shape[0]) if state.ndim == 4 else 0)
+    pool_slots = int(state.shape[0]) if not errors and getattr(state, "ndim", 0) == 4 else 0
+    return Verdict(errors, others, pool_slots)
 
 
-_CHECK_VARIANTS: dict[tuple, Any] = {}
 _FAST_LAUNCH = [True]  # set to False if this Triton's compiled kernels take another launch convention
 _CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "CHUNK", "MAX_RECORDS")
 
 
+def _raw_stream_getter() -> Callable[[int], int]:
+    """The current CUDA stream's handle by device index: torch's raw getter (what Triton's own launcher uses),
+    else the public `torch.cuda.current_stream(...).cuda_stream`."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if callable(raw):
+        return raw  # type: ignore[no-any-return]
+    return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
+
+
+class CheckLaunch:
+    """The device-side slot check of one (engine, index dtype, device, fault buffer): launches
+    `slot_guard_kernel` and returns the indices an engine's kernel may use (faulty rows set to -1).
+
+    Built once per call signature; a call does one allocation and one launch. After the first launch of a
+    variant on CUDA, launches go straight to the compiled kernel (the JIT's per-call binding and specialization
+    were most of the guard's host time). The kernel's ints are not specialized (`do_not_specialize`), so a
+    variant is fixed by the index dtype, the index pointer's 16-byte alignment and the constants (`safe` is a
+    fresh allocation: torch's CUDA allocator aligns every block to 512 bytes)."""
+
+    __slots__ = ("buffer", "constants", "constexprs", "cuda", "device_index", "_compiled", "_stream")
+
+    def __init__(self, engine: str, buffer: FaultBuffer, device: Any) -> None:
+        profile = check_engine(engine)
+        self.buffer = buffer
+        self.constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
+        self.constexprs = dict(zip(_CHECK_CONSTEXPRS, self.constants, strict=True))
+        self.cuda = torch.device(device).type == "cuda"
+        self.device_index = _device_key(device).index if self.cuda else None
+        self._compiled: dict[tuple[torch.dtype, bool], Any] = {}  # (index dtype, 16-byte aligned) -> compiled
+        self._stream: Callable[[int], int] | None = None
+
+    def __call__(self, indices: torch.Tensor, batch: int, stride: int, pool_slots: int, tag: int) -> torch.Tensor:
+        """Check `indices` (1-D, `batch` rows `stride` elements apart: known from the call signature)."""
+        safe = torch.empty_like(indices)  # 1-D: dense, whatever the strides of `indices`
+        if not batch:
+            return safe
+        buffer = self.buffer
+        args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, tag)
+        if self.cuda and _FAST_LAUNCH[0]:
+            variant = (indices.dtype, indices.data_ptr() % 16 == 0)
+            compiled = self._compiled.get(variant)
+            if compiled is not None:
+                stream = self._stream(self.device_index)  # type: ignore[misc,arg-type]
+                try:
+                    compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
+                                 None, *args, *self.constants)
+                    return safe
+                except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
+                    _FAST_LAUNCH[0] = False
+            compiled = slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
+            if compiled is not None and hasattr(compiled, "run"):
+                self._compiled[variant] = compiled
+                self._stream = _raw_stream_getter()
+            return safe
+        slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
+        return safe
+
+
 def guard_indices(indices: torch.Tensor, pool_slots: int, engine: str, buffer: FaultBuffer, tag: int
                   ) -> torch.Tensor:
-    """Launch the check kernel: the indices an engine's kernel may use (faulty rows set to -1), with faults
-    recorded in `buffer`. Capture-safe: one kernel launch, one allocation from the current (graph) pool.
-
-    After the first launch of a variant, CUDA launches go straight to the compiled kernel: the JIT's per-call
-    binding and specialization were most of the guard's host time. The kernel's ints are not specialized
-    (`do_not_specialize`), so a variant is fixed by the index dtype, the pointers' 16-byte alignment and the
-    constants."""
-    profile = check_engine(engine)
-    safe = torch.empty_like(indices, memory_format=torch.contiguous_format)
-    batch = indices.shape[0]
-    if not batch:
-        return safe
-    constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
-    args = (indices, safe, batch, indices.stride(0), pool_slots, buffer.counter, buffer.records, tag)
-    key = (indices.dtype, indices.device, indices.data_ptr() % 16 == 0, safe.data_ptr() % 16 == 0, constants)
-    compiled = _CHECK_VARIANTS.get(key) if indices.is_cuda and _FAST_LAUNCH[0] else None
-    if compiled is not None:
-        stream = torch.cuda.current_stream(indices.device).cuda_stream
-        try:
-            compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
-                         *args, *constants)
-            return safe
-        except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
-            _FAST_LAUNCH[0] = False
-    compiled = slot_guard_kernel[(batch,)](*args, **dict(zip(_CHECK_CONSTEXPRS, constants)), num_warps=1)
-    if indices.is_cuda:
-        _CHECK_VARIANTS[key] = compiled
-    return safe
+    """Launch the check kernel once (see `CheckLaunch`, which the guard keeps per call signature): the indices an
+    engine's kernel may use (faulty rows set to -1), with faults recorded in `buffer`. Capture-safe: one kernel
+    launch, one allocation from the current (graph) pool."""
+    return buffer.check_launch(engine, indices.device)(indices, indices.shape[0], indices.stride(0), pool_slots, tag)
 
 
 # -- the checked kernels ---------------------------------------------------------------------------------------
-_VERDICTS: dict[tuple, Verdict] = {}
+_VERDICTS: dict[tuple[Any, ...], Verdict] = {}
 _VERDICTS_LOCK = threading.Lock()
 VERDICT_CACHE_SIZE = 4096  # distinct signatures kept; engines use a handful (one per batch size bucket)
 
 
-def cached_verdict(variant: str, engine: str, args: tuple) -> Verdict:
+def cached_verdict(variant: str, engine: str, args: tuple[Any, ...]) -> Verdict:
     """The shape verdict of this call's signature: one dictionary lookup after the first call."""
     key = (variant, engine, *signature_of(args))
     verdict = _VERDICTS.get(key)
@@ -338,7 +416,7 @@ def verdict_cache_info() -> int:
     return len(_VERDICTS)
 
 
-def checked_launch(variant: str, launch: Callable[..., Any], args: tuple, engine: str, context: Context,
+def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ...], engine: str, context: Context,
                    buffer: FaultBuffer | None, label: str | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Shape errors raise at once (ValueError, the contract's first error); value faults are recorded on the
     device and raised by `raise_pending` or by the next eager call that finds them (no sync is forced)."""

@@ -1,0 +1,167 @@
+"""The runtime guard's steady-state host cost against sglang 0.5.23's own Python checks (issue 14), on the CPU.
+
+Both sides run on CPU tensors with their Triton launches replaced by the same no-op (`kernel[grid](...)` does
+nothing), so that only host-side Python is timed:
+
+(a) sglang's `fused_recurrent_gated_delta_rule_packed_decode` / `fused_recurrent_kda_packed_decode`, the real
+    wrapper from the 0.5.23 wheel (its `fused_recurrent.py`, loaded by `gdr_check.kernel.engines`): its argument
+    checks and grid arithmetic;
+(b) the same wrapper inside `gdr_check.guard(engine="sglang")`, minus (a): what the guard adds per call once the
+    call signature has been seen (the signature lookup, the sanitised-indices allocation, the fault-buffer
+    poll and the preparation of the device-side slot check, whose launch is the stubbed part).
+
+Shapes: K = V = 128; GDN H = 16, HV = 32; KDA H = HV = 8; B = 1, 8, 32, 128, 512; bf16 activations, fp32 state,
+int32 slots 1..B of a pool of B + 1 slots, `use_qk_l2norm_in_kernel=True`, passed by keyword as sglang's
+backends pass them. Rounds interleave (a) and (b) so that a busy machine slows both alike; each figure is the
+fastest round's mean per call (the least disturbed round: other processes only ever add time), and the
+medians are kept in the JSON.
+
+    python benchmarks/guard_host_cost.py --sglang /path/to/sglang-0.5.23-*.whl [--rounds 21] [--markdown]
+    GDR_CHECK_SGLANG_PATH=/path/to/wheel python benchmarks/guard_host_cost.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import gdr_check
+from gdr_check.kernel import device_guard
+from gdr_check.kernel.engines import _load_module, _stand_ins_installed, find_sglang_source
+
+K = V = 128
+HEADS = {"gdn": (16, 32), "kda": (8, 8)}
+BATCHES = (1, 8, 32, 128, 512)
+TARGET = 0.5
+FUNCTIONS = {"gdn": "fused_recurrent_gated_delta_rule_packed_decode", "kda": "fused_recurrent_kda_packed_decode"}
+KERNELS = {"gdn": "fused_recurrent_gated_delta_rule_packed_decode_kernel",
+           "kda": "fused_recurrent_kda_packed_decode_kernel"}
+# The registered name of the loaded kernel module: the guard finds the wrapper there, as in a live engine.
+MODULE = "sglang.kernels.ops.attention.fla.fused_recurrent"
+
+
+class NoLaunch:
+    """Stands in for a Triton kernel object: `kernel[grid](...)` returns at once (host-only timing)."""
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return _no_launch
+
+
+def _no_launch(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def make_call(variant: str, B: int) -> dict[str, Any]:
+    H, HV = HEADS[variant]
+    gate = HV * K if variant == "kda" else HV
+    gen = torch.Generator().manual_seed(B)
+    call: dict[str, Any] = {
+        "mixed_qkv": torch.randn(B, 2 * H * K + HV * V, generator=gen).to(torch.bfloat16),
+        "a": torch.randn(B, gate, generator=gen).to(torch.bfloat16),
+        "b": torch.randn(B, HV, generator=gen).to(torch.bfloat16),
+        "A_log": torch.randn(HV, generator=gen), "dt_bias": torch.randn(gate, generator=gen), "scale": K ** -0.5,
+        "initial_state": torch.zeros(B + 1, HV, V, K), "out": torch.empty(B, 1, HV, V, dtype=torch.bfloat16),
+        "ssm_state_indices": torch.arange(1, B + 1, dtype=torch.int32), "use_qk_l2norm_in_kernel": True,
+    }
+    if variant == "kda":
+        call["lower_bound"] = None
+    return call
+
+
+def per_call_us(fn: Callable[[], Any], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def measure(module: Any, variant: str, B: int, rounds: int, calls: int) -> dict[str, Any]:
+    wrapper = getattr(module, FUNCTIONS[variant])
+    kwargs = make_call(variant, B)
+    guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{MODULE}:{FUNCTIONS[variant]}"],
+                            hook_graphs=False)
+    with guard:
+        guarded = getattr(module, FUNCTIONS[variant])
+        assert guarded is not wrapper, "the guard did not install its wrapper"
+        for _ in range(50):  # first call of the signature (shape verdict), then warm
+            guarded(**kwargs)
+            wrapper(**kwargs)
+        plain, checked = [], []
+        for _ in range(rounds):
+            plain.append(per_call_us(lambda: wrapper(**kwargs), calls))
+            checked.append(per_call_us(lambda: guarded(**kwargs), calls))
+    errors = [d.code for d in guard.diagnostics if d.severity == "error"]
+    sglang_us = min(plain)
+    guard_us = min(checked) - sglang_us
+    median_guard = statistics.median(checked) - statistics.median(plain)
+    return {"variant": variant, "B": B, "sglang_checks_us": round(sglang_us, 2), "guard_host_us": round(guard_us, 2),
+            "ratio": round(guard_us / sglang_us, 3), "guarded_total_us": round(min(checked), 2),
+            "median_sglang_checks_us": round(statistics.median(plain), 2),
+            "median_guard_host_us": round(median_guard, 2),
+            "median_ratio": round(median_guard / statistics.median(plain), 3),
+            "guard_errors": errors, "guard_calls": guard.calls}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sglang", help="the sglang 0.5.23 wheel, an unpacked tree or its fused_recurrent.py "
+                                         "(default: $GDR_CHECK_SGLANG_PATH, else an installed sglang)")
+    parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--calls", type=int, default=500, help="calls per round")
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--json", help="also write the rows to this file")
+    options = parser.parse_args(argv)
+    source = find_sglang_source(options.sglang)
+    if source is None:
+        print("no sglang source: pass --sglang or set GDR_CHECK_SGLANG_PATH", file=sys.stderr)
+        return 2
+    module = _load_module(source.resolve())
+    # The KDA wrapper imports its CUDA fast-path module at call time: keep the loader's stand-ins installed
+    # (the stand-in declines every call, as on a machine without that extension).
+    stand_ins = _stand_ins_installed()
+    stand_ins.__enter__()
+    sys.modules[MODULE] = module
+    for variant in KERNELS:
+        setattr(module, KERNELS[variant], NoLaunch())
+    device_guard.slot_guard_kernel = NoLaunch()  # type: ignore[assignment]  # the guard's check kernel, stubbed alike
+    gc.disable()  # neither side allocates cycles; a collection in one round would land on one side only
+    rows = []
+    for variant in ("gdn", "kda"):
+        for B in BATCHES:
+            rows.append(measure(module, variant, B, options.rounds, options.calls))
+    gc.enable()
+    header = f"torch {torch.__version__}, python {sys.version.split()[0]}, sglang source {source.name}"
+    if options.markdown:
+        print(f"<!-- {header} -->")
+        print("| kernel | B | sglang checks (µs) | guard steady state (µs) | ratio (≤ 0.5) |")
+        print("|---|---:|---:|---:|---:|")
+        for row in rows:
+            print(f"| {row['variant'].upper()} | {row['B']} | {row['sglang_checks_us']:.2f} | "
+                  f"{row['guard_host_us']:.2f} | {row['ratio']:.2f} |")
+    else:
+        print(header)
+        print(f"{'kernel':6} {'B':>4} {'sglang checks':>14} {'guard':>8} {'ratio':>6}  errors")
+        for row in rows:
+            print(f"{row['variant']:6} {row['B']:>4} {row['sglang_checks_us']:>11.2f} us "
+                  f"{row['guard_host_us']:>5.2f} us "
+                  f"{row['ratio']:>6.2f}  {row['guard_errors'] or '-'}")
+    if options.json:
+        with open(options.json, "w", encoding="utf-8") as handle:
+            json.dump({"header": header, "rows": rows}, handle, indent=1)
+    worst = max(row["ratio"] for row in rows)
+    return 0 if worst <= TARGET and not any(row["guard_errors"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.exit(main())

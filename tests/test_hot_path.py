@@ -1,0 +1,88 @@
+"""The hot paths' structure (issue 10 item 5): value classes with slots built through their own `__init__` (no
+`__new__`/`object.__setattr__`/`__dict__` writes), and the cyclic garbage collector paused by the CLI only."""
+
+from __future__ import annotations
+
+import ast
+import gc
+from pathlib import Path
+
+import pytest
+
+from gdr_check import TensorSpec
+from gdr_check.call import PackedDecodeCall
+from gdr_check.report import Diagnostic, Location
+from gdr_check.sources.checkpoint import TensorInfo
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "gdr_check"
+GC_OWNER = "cli/main.py"
+# The modules of the hot paths and of the value classes they build (the sites of the former bypasses).
+HOT_MODULES = {"tensors.py", "report.py", "guard.py", "checks/hotpath.py", "call.py", "registry.py",
+               "kernel/device_guard.py", "sources/checkpoint.py", "models/deployment.py"}
+# `object.__setattr__` left among them: a frozen dataclass's __post_init__ normalising one of its own fields
+# (the dataclasses documentation's idiom), not a construction shortcut.
+NORMALISING_POST_INITS = {"models/deployment.py"}
+
+
+def _modules() -> list[tuple[str, ast.Module]]:
+    return [(path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+            for path in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_only_the_cli_entry_point_touches_the_garbage_collector():
+    touching = set()
+    for name, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(alias.name == "gc" for alias in node.names):
+                touching.add(name)
+            if isinstance(node, ast.ImportFrom) and node.module == "gc":
+                touching.add(name)
+    assert touching == {GC_OWNER}
+
+
+def test_no_construction_bypasses_on_the_hot_paths():
+    def is_dict(node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "__dict__"
+
+    found = set()
+    modules = [(name, tree) for name, tree in _modules() if name in HOT_MODULES]
+    assert len(modules) == len(HOT_MODULES)
+    for name, tree in modules:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                base = node.value
+                if node.attr == "__setattr__" and isinstance(base, ast.Name) and base.id == "object":
+                    found.add((name, "object.__setattr__"))
+                if node.attr == "__new__" and not (isinstance(base, ast.Name) and base.id in {"super", "type"}):
+                    found.add((name, "__new__"))
+                if node.attr in {"update", "setdefault"} and is_dict(base):  # an instance's fields written directly
+                    found.add((name, "__dict__ write"))
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Subscript) and is_dict(t.value) for t in targets):
+                    found.add((name, "__dict__ write"))
+    assert {name for name, _ in found} <= NORMALISING_POST_INITS, sorted(found)
+
+
+@pytest.mark.parametrize("cls", [TensorSpec, PackedDecodeCall, TensorInfo, Diagnostic, Location])
+def test_the_hot_value_classes_have_slots(cls):
+    assert "__slots__" in vars(cls) and "__dict__" not in dir(cls)
+
+
+def test_specs_and_calls_stay_values():
+    spec = TensorSpec([8, 16], [16, 1], "bf16", "cpu", values=(1, 2))
+    assert (spec.shape, spec.stride, spec.dtype, spec.ndim) == ((8, 16), (16, 1), "bfloat16", 2)
+    same = TensorSpec.of((8, 16), "bfloat16", "cpu")
+    assert spec == same and hash(spec) == hash(same)  # `values` is not compared
+    assert TensorInfo("w", "float32", (2,), "a.safetensors") == TensorInfo("w", "float32", (2,), "a.safetensors")
+    with pytest.raises(ValueError, match=r"^shape \(8,\) and stride \(16, 1\) have different ranks$"):
+        TensorSpec((8,), (16, 1))
+
+
+def test_the_library_leaves_the_collector_as_it_found_it():
+    from contract_calls import gdn_call
+    from gdr_check import check_packed_decode
+
+    assert gc.isenabled()
+    check_packed_decode(**gdn_call())
+    assert gc.isenabled()
