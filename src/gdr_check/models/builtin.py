@@ -26,7 +26,8 @@ class BuiltinModel:
 
     @property
     def architecture(self) -> str:
-        return self.config["architectures"][0]
+        architecture: str = self.config["architectures"][0]
+        return architecture
 
 
 def _interval_layer_types(layers: int, interval: int = 4) -> list[str]:

@@ -7,8 +7,9 @@ checkpoint is a diagnostic in `ModelCheck.report`. No torch, triton or numpy on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checks.call import PackedDecodeCall
 from ..report import Diagnostic, Location, Report
@@ -27,6 +28,9 @@ from .expected import (
     state_memory,
 )
 from .pools import PoolPlan, plan_pool
+
+if TYPE_CHECKING:
+    from ..sources import Checkpoint, SourceError
 
 SCHEMA_VERSION = 1
 
@@ -112,7 +116,7 @@ class ModelCheck:
         }
 
 
-def _sources():
+def _sources() -> tuple[Callable[..., Checkpoint], type[SourceError]]:
     # Imported here: the readers may land after this module, and `models` must import without them.
     from ..sources import SourceError, open_checkpoint
 

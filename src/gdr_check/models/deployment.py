@@ -117,7 +117,7 @@ def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[s
     families = profile.config_ssm_dtype_families
     reads_config = families is None or model.family in families
     if reads_config and configured in STATE_DTYPES:
-        return configured, f"`mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} in the config", notes  # type: ignore[return-value]
+        return configured, f"`mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} in the config", notes
     if profile.default_state_dtype == MODEL_DTYPE:
         return model.dtypes.activation, f"{engine}'s default: the model dtype (no `mamba_ssm_dtype` hook)", notes
     if reads_config and configured is not None:

@@ -23,6 +23,7 @@ from .adapters import (
     SHAPE_FIELDS,
     Adapter,
     ConfigView,
+    Dim,
     Geometry,
     Identity,
     LayerMap,
@@ -45,7 +46,7 @@ class TensorLike(Protocol):
 class CheckpointLike(Protocol):
     """What the description reads from `gdr_check.sources.Checkpoint`."""
 
-    config: dict | None
+    config: dict[str, Any] | None
     config_file: str | None
     config_keys: Mapping[str, Any]
     tensors: Mapping[str, TensorLike]
@@ -96,15 +97,17 @@ class Locator:
         )
         return Source("config", key=dotted, location=location)
 
-    def tensor(self, info: TensorLike) -> Source:
+    def tensor_location(self, info: TensorLike) -> Location:
         where = (self.checkpoint.index_lines or {}).get(info.name)
-        location = Location(
+        return Location(
             file=self.checkpoint.index_file if where is not None else info.shard,
             line=getattr(where, "line", None), column=getattr(where, "column", None),
             end_line=getattr(where, "end_line", None), end_column=getattr(where, "end_column", None),
             tensor=info.name, shard=info.shard,
         )
-        return Source("tensor", tensor=info.name, shard=info.shard, location=location,
+
+    def tensor(self, info: TensorLike) -> Source:
+        return Source("tensor", tensor=info.name, shard=info.shard, location=self.tensor_location(info),
                       detail=f"{canonical_dtype(info.dtype)}{list(info.shape)}")
 
 
@@ -279,9 +282,14 @@ class _LayerEvidence:
     missing: list[str] = field(default_factory=list)  # in-layer names
 
 
-def _expected_shape(dims, geometry: Geometry) -> tuple[int, ...] | None:
-    sizes = [dim.expected(geometry) for dim in dims]
-    return None if any(s is None for s in sizes) else tuple(sizes)  # type: ignore[arg-type]
+def _expected_shape(dims: Iterable[Dim], geometry: Geometry) -> tuple[int, ...] | None:
+    sizes: list[int] = []
+    for dim in dims:
+        size = dim.expected(geometry)
+        if size is None:
+            return None
+        sizes.append(size)
+    return tuple(sizes)
 
 
 def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geometry) -> _LayerEvidence:
@@ -304,7 +312,7 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
             evidence.residuals.append((info, _expected_shape(rule.shapes[0], local)))
             continue
         unexplained = False
-        for dim, actual in zip(dims, info.shape):
+        for dim, actual in zip(dims, info.shape, strict=True):  # shape_for picked a layout of this rank
             expected = dim.expected(local)
             if expected == actual:
                 continue
@@ -585,7 +593,7 @@ def _fill_from_tensors(values: dict[str, int | None], sources: dict[str, Source]
         if not unknown or not layouts:
             return
         geometry = Geometry.of(values)
-        votes: dict[str, Counter] = {name: Counter() for name in unknown}
+        votes: dict[str, Counter[int]] = {name: Counter() for name in unknown}
         first: dict[tuple[str, int], TensorLike] = {}
         for index, layout in layouts.items():
             for name, value, info in solve_layer(layers[index], layout, geometry).observations:
@@ -619,23 +627,23 @@ def _verify_tensors(model: LinearAttentionModel, layers: dict[int, dict[str, Ten
             if values.get(name) is not None and value != values[name]:
                 by_value.setdefault((name, value), []).append((index, info))
         for info, expected in evidence.residuals:
-            rest = split_layer_name(info.name)
-            suffix = rest[2] if rest else info.name
+            split = split_layer_name(info.name)
+            suffix = split[2] if split else info.name
             shapes.setdefault((suffix, tuple(info.shape), expected), []).append((index, info))
         for rest in evidence.missing:
             missing.setdefault(rest, []).append(index)
     for (name, value), hits in by_value.items():
         index, info = hits[0]
         model.disagreements.append(Disagreement(
-            field=name, expected=values[name], expected_source=model.sources[name], actual=value,  # type: ignore[arg-type]
+            field=name, expected=values[name], expected_source=model.sources[name], actual=value,
             actual_source=locate.tensor(info), actual_shape=tuple(info.shape),
             layers=_ranges(i for i, _ in hits)))
-    for (suffix, actual, expected), hits in shapes.items():
+    for (_suffix, actual, expected), hits in shapes.items():
         model.shape_mismatches.append(ShapeMismatch(locate.tensor(hits[0][1]), actual, expected,
                                                     _ranges(i for i, _ in hits)))
     for rest, indices in missing.items():
         sibling = next(iter(layers[indices[0]].values()))
-        file = locate.tensor(sibling).location.file  # type: ignore[union-attr]
+        file = locate.tensor_location(sibling).file
         model.missing_tensors.append(
             MissingTensor(rest, f"{namespace}layers.{indices[0]}.{rest}", _ranges(indices), file))
 

@@ -44,7 +44,7 @@ class Checkpoint:
     target: str
     root: Path | None
     kind: str  # "safetensors-file" | "sharded" | "directory" | "hf-cache" | "config-only"
-    config: dict | None = None
+    config: dict[str, Any] | None = None
     config_file: str | None = None
     config_keys: dict[str, KeyLocation] = field(default_factory=dict)
     tensors: dict[str, TensorInfo] = field(default_factory=dict)
