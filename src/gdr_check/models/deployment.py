@@ -1,7 +1,7 @@
 """A deployment (engine, TP, batch, pool size, dtypes) and what each engine picks when the user leaves it open.
 
-`resolve()` applies the defaults of the deployment's engine profile (`gdr_check.engines`, docs/engines.md): slot count, SSM
-state dtype, conv state dtype and parameter dtypes, each with the reason it was chosen.
+`resolve()` applies the defaults of the deployment's engine profile (`gdr_check.engines`, docs/engines.md): slot
+count, SSM state dtype, conv state dtype and parameter dtypes, each with the reason it was chosen.
 """
 
 from __future__ import annotations

@@ -317,11 +317,11 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
             if expected == actual:
                 continue
             solved = dim.solve(actual, local)
-            if solved is None:
+            if solved is None or dim.field is None:  # solve() gives None for an axis that measures no field
                 unexplained = unexplained or expected is not None
                 continue
-            evidence.observations.append((dim.field, solved, info))  # type: ignore[arg-type]
-            local = with_field(local, dim.field, solved)  # type: ignore[arg-type]
+            evidence.observations.append((dim.field, solved, info))
+            local = with_field(local, dim.field, solved)
         if unexplained:
             evidence.residuals.append((info, _expected_shape(dims, geometry)))
     return evidence
