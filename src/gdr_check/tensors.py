@@ -218,7 +218,7 @@ class TensorSpec:
         if self.numel() == 0:
             return True
         expected = 1
-        for size, step in zip(reversed(self.shape), reversed(self.stride)):
+        for size, step in zip(reversed(self.shape), reversed(self.stride), strict=True):  # ranks checked at build
             if size != 1:
                 if step != expected:
                     return False
@@ -229,8 +229,8 @@ class TensorSpec:
         """[start, end) bytes of the storage this view can touch; None when empty."""
         if self.numel() == 0:
             return None
-        last = sum((size - 1) * step for size, step in zip(self.shape, self.stride) if step > 0)
-        first = sum((size - 1) * step for size, step in zip(self.shape, self.stride) if step < 0)
+        last = sum((size - 1) * step for size, step in zip(self.shape, self.stride, strict=True) if step > 0)
+        first = sum((size - 1) * step for size, step in zip(self.shape, self.stride, strict=True) if step < 0)
         return ((self.offset + first) * self.itemsize, (self.offset + last + 1) * self.itemsize)
 
     def overlaps(self, other: TensorSpec) -> bool:
