@@ -6,7 +6,7 @@ Torch-free: torch and triton are imported only by the child process.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checks import rules_dryrun
 from ..errors import InputError
@@ -15,6 +15,9 @@ from .backends import known_unavailable
 from .diagnose import dryrun_diagnostics
 from .launch import DEFAULT_TIMEOUT_S, ChildOutcome, run_child
 from .plan import DryRunPlan, plan_for
+
+if TYPE_CHECKING:
+    from ..models.check import ModelCheck
 
 SCHEMA_VERSION = 1
 
@@ -27,7 +30,7 @@ class DryRunEnvironmentError(InputError, RuntimeError):
 
 @dataclass
 class DryRunResult:
-    check: Any  # gdr_check.models.ModelCheck
+    check: ModelCheck
     plan: DryRunPlan | None = None
     outcome: ChildOutcome | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -85,12 +88,12 @@ class DryRunResult:
         return document
 
 
-def _shown(check: Any) -> list[Diagnostic]:
+def _shown(check: ModelCheck) -> list[Diagnostic]:
     # The deployment's own errors and warnings; its infos belong to `gdr-check PATH`.
     return [d for d in check.report if d.severity in ("error", "warning")]
 
 
-def dry_run_check(check: Any, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
+def dry_run_check(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
                   timeout: float = DEFAULT_TIMEOUT_S, timing: bool = True) -> DryRunResult:
     """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError, and
     LimitError (a ValueError) for steps, seed or timeout outside docs/limits.md."""

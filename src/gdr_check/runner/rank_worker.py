@@ -227,7 +227,7 @@ class Rank:
                 runs.append(run)
             record: dict[str, Any] = {"step": step, "kernels": {}}
             rows_list = live_rows(indices, plan.engine)
-            for kernel, run in zip(kernels, runs):
+            for kernel, run in zip(kernels, runs, strict=True):  # one run per kernel, appended above
                 out = run.out.float().contiguous().to(comm)
                 state = run.initial_state.float().contiguous().to(comm)
                 outs = [torch.empty_like(out) for _ in range(world)]
@@ -297,7 +297,7 @@ class Rank:
 
         from .tolerances import output_tolerance
 
-        result = []
+        result: list[dict[str, Any]] = []
         if rows.numel() == 0:
             return result
         want = ref_out[rows, 0]  # [R, HV, V]
