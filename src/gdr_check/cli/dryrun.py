@@ -93,7 +93,8 @@ def _header(console: Console, target: str, result: Any) -> None:
                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}"))
     dep = check.deployment
     state = check.settings.state_dtype if check.settings else (dep.state_dtype or "default")
-    rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots, state {state}"))
+    rows.append(("deployment",
+                 f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots, state {state}"))
     child = result.child
     for name, label in (child.get("kernels") or {}).items():
         rows.append(("kernel" if name == "builtin" else "backend", label))
@@ -178,7 +179,8 @@ def _steps_table(console: Console, result: Any) -> None:
             if agreement:
                 agree = step.get("agreement")
                 cells.append(f"{_error(agree['out'], None, 'difference')} / "
-                             f"{_error(agree['initial_state'], None, 'difference')}" if agree and name == "builtin" else "")
+                             f"{_error(agree['initial_state'], None, 'difference')}"
+                             if agree and name == "builtin" else "")
             table.add_row(*cells)
     console.print()
     console.print(table)
@@ -220,7 +222,8 @@ def _summary(result: Any) -> str:
             return f"dry-run not launched: {check.decode.text()}"
     if not result.launched:
         codes = ", ".join(result.refused_because) or "no per-rank call"
-        return f"dry-run not launched: the deployment has {len(result.refused_because)} error(s) ({codes}); fix them first"
+        return (f"dry-run not launched: the deployment has {len(result.refused_because)} error(s) ({codes}); "
+                "fix them first")
     steps = len(result.child.get("steps") or [])
     verdict = "passed" if result.ok else "failed"
     return f"dry-run {verdict}: {steps} step(s) verified; {tally}"
@@ -247,10 +250,14 @@ def dry_run_command(
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel size: the call of one rank runs."),
     batch: int = typer.Option(8, "--batch", help="Decode batch B (rows of the call)."),
     slots: int | None = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
-    state_dtype: str | None = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
+    state_dtype: str | None = typer.Option(
+        None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     steps: int = typer.Option(3, "--steps", help="Decode steps to run and verify."),
-    backend: str = typer.Option("builtin", "--backend", help="builtin (gdr-check's kernel), sglang or vllm (the installed engine's kernel, compared with ours)."),
-    device: str = typer.Option("auto", "--device", help="auto, cuda or cpu (cpu: the Triton interpreter at reduced sizes)."),
+    backend: str = typer.Option(
+        "builtin", "--backend", help="builtin (gdr-check's kernel), sglang or vllm (the installed engine's kernel, "
+                                     "compared with ours)."),
+    device: str = typer.Option(
+        "auto", "--device", help="auto, cuda or cpu (cpu: the Triton interpreter at reduced sizes)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("the backend's, else sglang")),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs, state and slot choices."),
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds before the child process is killed."),
@@ -260,8 +267,10 @@ def dry_run_command(
     exit_zero: bool | None = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
     error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
-    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=FORMAT_HELP),
-    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help=OUTPUT_FILE_HELP),
+    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
+                                             help=FORMAT_HELP),
+    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
+                                            help=OUTPUT_FILE_HELP),
     weights: bool = typer.Option(False, "--weights", help="With --ranks all: one layer's real A_log and dt_bias, read "
                                                           "from the safetensors bytes (header offsets, no pickle)."),
     ranks: str = typer.Option("one", "--ranks", help="one (one rank's call) or all (one process per TP rank through "
@@ -353,11 +362,11 @@ def render_ranks(target: str, result: Any, *, color: bool) -> str:
                               _error(run["state"], None), per_rank)
         console.print()
         console.print(table)
-    per_rank = data.get("ranks") or []
-    if per_rank:
+    ranks = data.get("ranks") or []
+    if ranks:
         console.print()
         slowest = result.slowest()
-        for entry in per_rank:
+        for entry in ranks:
             times = "; ".join(f"{KERNEL_NAMES.get(k, k)} {sum(v):.3g} s over {len(v)} call(s)"
                               for k, v in entry["seconds"].items())
             timed = "; ".join(f"{KERNEL_NAMES.get(k, k)} {v:.1f} us median of warm calls"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -17,29 +17,29 @@ from ..escape import neutralise_log
 from ..results import FatalError, Run, TargetResult
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 
+if TYPE_CHECKING:
+    from ...models.check import ModelCheck
+
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 LABEL = {"error": "error", "warning": "warning", "info": "info"}
 
 
 def _ranges(values: list[int]) -> str:
     """[0, 1, 2, 4, 5] -> "0-2, 4-5"."""
-    spans: list[str] = []
-    start = prev = None
-    for v in values + [None]:  # type: ignore[list-item]
-        if start is not None and (v is None or v != prev + 1):
-            spans.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if v is not None and start is None:
-            start = v
-        prev = v
-    return ", ".join(spans)
+    runs: list[tuple[int, int]] = []  # (first, last) of each run of values one apart, in the given order
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
 def _mib(n: int | float | None) -> str:
     return "?" if n is None else mib(n)
 
 
-def _source_line(check: Any) -> str:
+def _source_line(check: ModelCheck) -> str:
     src = check.source_dict()
     kind = src["kind"]
     if kind == "builtin":
@@ -55,6 +55,7 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     """Source, model and deployment; with `tp_sizes` (a matrix) the TP sizes instead of one, and only the
     checkpoint's notes (each TP size's own notes would repeat)."""
     check = result.check
+    assert check is not None, "only readable targets have a header"
     console.print(f"[bold]{escape(result.target)}[/bold]", soft_wrap=True)
     rows: list[tuple[str, str]] = [("source", _source_line(check))]
     model = check.model
@@ -95,7 +96,8 @@ def _shapes_table(console: Console, check: Any) -> None:
         if name in check.call.tensors():  # the pool view the kernel receives is already listed
             continue
         label = f"{check.deployment.engine} {name}"
-        table.add_row(f"[dim]{escape(label)}[/dim]", str(list(spec.shape)), short_dtype(spec.dtype), str(list(spec.stride)))
+        table.add_row(f"[dim]{escape(label)}[/dim]", str(list(spec.shape)), short_dtype(spec.dtype),
+                      str(list(spec.stride)))
     console.print()
     console.print(table)
     memory = check.memory
@@ -130,9 +132,10 @@ def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None
     if where:
         console.print(f"  [blue]-->[/blue] {escape(where)}", soft_wrap=True)
     notes = list(d.notes)
-    tensor = d.location.tensor if d.location is not None else None
-    if tensor and d.location.shard and not any(f"`{tensor}`" in note for note in notes):
-        notes.append(f"tensor `{tensor}` in {d.location.shard}")
+    location = d.location
+    tensor = location.tensor if location is not None else None
+    if tensor and location is not None and location.shard and not any(f"`{tensor}`" in note for note in notes):
+        notes.append(f"tensor `{tensor}` in {location.shard}")
     if d.wrapper and d.severity == "error":
         notes.append("the reference wrapper raises ValueError with this message")
     dims = " ".join(f"{k}={v}" for k, v in d.bindings.items() if k in ("B", "H", "HV", "K", "V", "S", "tp"))
