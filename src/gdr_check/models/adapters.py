@@ -158,12 +158,6 @@ class TensorRule:
     shapes: tuple[tuple[Dim, ...], ...]
     required: bool = True
 
-    def shape_for_rank(self, rank: int) -> tuple[Dim, ...] | None:
-        for shape in self.shapes:
-            if len(shape) == rank:
-                return shape
-        return None
-
     def shape_for(self, actual: tuple[int, ...], geometry: Geometry) -> tuple[Dim, ...] | None:
         """The layout of `actual`: among the shapes of its rank, the first whose sizes all match, else the first.
 

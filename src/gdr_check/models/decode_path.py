@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..engines import ENGINE_NAMES, EngineProfile, profile_for
+from ..engines import EngineProfile, profile_for
 from .description import LinearAttentionModel
 
 GDN_PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
@@ -73,8 +73,3 @@ def decode_path(model: LinearAttentionModel, engine: str | EngineProfile) -> Dec
         f"supports the safe gate, which the default Triton kernel does not, so it decodes with {fused}",
         f"a decode backend that supports the safe gate in the packed decode (`{profile.safe_gate_packed_switch}`) "
         "takes the packed kernel, with `lower_bound`")
-
-
-def decode_paths(model: LinearAttentionModel) -> dict[str, DecodePath]:
-    """The path of each engine's newest profile."""
-    return {name: decode_path(model, name) for name in ENGINE_NAMES}

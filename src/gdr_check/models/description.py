@@ -237,12 +237,6 @@ class LinearAttentionModel:
         """Every geometry field is known, so per-rank shapes can be computed."""
         return all(getattr(self, name) for name in GEOMETRY_FIELDS)
 
-    @property
-    def group_size(self) -> int | None:
-        if self.num_k_heads and self.num_v_heads and self.num_v_heads % self.num_k_heads == 0:
-            return self.num_v_heads // self.num_k_heads
-        return None
-
     def field_name(self, name: str) -> str:
         """How a field is named in messages: its config key, or the description's own name."""
         source = self.sources.get(name)
@@ -328,10 +322,6 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
 
 
 # -- building the description --------------------------------------------------------------------------------
-def _int_value(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
         dict[str, int | None], dict[str, Source], list[InvalidValue]]:
     """The adapter's config fields: valid values with their sources, and every value of the wrong type."""

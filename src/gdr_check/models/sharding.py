@@ -164,13 +164,6 @@ def model_layout(model: Any) -> str:
     return "gdn-fused-qkvz" if "Qwen3Next" in (model.architecture or "") else "gdn-split-qkv"
 
 
-def plan_for_model(model: Any, tp: int, dims: LayerDims | None = None) -> ShardingPlan:
-    """The plan for a `LinearAttentionModel` (its first linear-attention layout), at `dims` (default: its own)."""
-    layout = model_layout(model)
-    dims = dims or LayerDims(model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim)
-    return sharding_plan(layout, model.kind, dims, tp)
-
-
 # -- test-only mis-shardings (never used outside tests; runner/rank_worker.py reads the hook) ----------------------
 MISSHARDINGS: tuple[str, ...] = ("a-head-block", "unsliced-A_log", "kda-gate-by-hv", "unsplit-qkv")
 
