@@ -1,10 +1,11 @@
 """Write docs/limits.md from `gdr_check.limits.LIMITS`, the one table the checks use.
 
-    python scripts/generate_limits_doc.py docs/limits.md
+    python scripts/generate_limits_doc.py docs/limits.md [--check]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -47,5 +48,22 @@ def render() -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("output", type=Path, help="the page to write (docs/limits.md)")
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the page is stale")
+    args = parser.parse_args(argv)
+    page: Path = args.output
+    text = render()
+    if args.check:
+        if not page.is_file() or page.read_text(encoding="utf-8") != text:
+            print(f"{page} is stale: run `python scripts/generate_limits_doc.py {page}`", file=sys.stderr)
+            return 1
+        return 0
+    page.write_text(text, encoding="utf-8")
+    print(f"wrote {page} ({len(LIMITS)} limits)")
+    return 0
+
+
 if __name__ == "__main__":
-    Path(sys.argv[1] if len(sys.argv) > 1 else "docs/limits.md").write_text(render(), encoding="utf-8")
+    sys.exit(main())
