@@ -37,21 +37,33 @@ SourceKind = Literal["config", "tensor", "assumed", "default"]
 
 
 class TensorLike(Protocol):
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    shard: str
+    """A tensor's header entry (`gdr_check.sources.TensorInfo`, a frozen dataclass: read-only here too)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def shard(self) -> str: ...
 
 
 class CheckpointLike(Protocol):
-    """What the description reads from `gdr_check.sources.Checkpoint`."""
+    """What the description reads from `gdr_check.sources.Checkpoint` (read-only, so a subtype may stand in)."""
 
-    config: dict[str, Any] | None
-    config_file: str | None
-    config_keys: Mapping[str, Any]
-    tensors: Mapping[str, TensorLike]
-    index_file: str | None
-    index_lines: Mapping[str, Any]
+    @property
+    def config(self) -> dict[str, Any] | None: ...
+    @property
+    def config_file(self) -> str | None: ...
+    @property
+    def config_keys(self) -> Mapping[str, Any]: ...
+    @property
+    def tensors(self) -> Mapping[str, TensorLike]: ...
+    @property
+    def index_file(self) -> str | None: ...
+    @property
+    def index_lines(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
