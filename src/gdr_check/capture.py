@@ -35,9 +35,9 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, Protocol, TypeGuard, TypeVar, cast
 
-from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
+from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from .errors import InputError
 from .limits import LIMITS, shorten
 from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
@@ -68,6 +68,8 @@ ENGINE_TARGETS: dict[str, tuple[str, ...]] = {
 PARAMETERS: tuple[str, ...] = (*ARGUMENTS, "use_qk_l2norm_in_kernel", "lower_bound")
 _TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 _MAX_UNRECORDED = 20  # reasons kept for calls that could not be described
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class CaptureError(ValueError):
@@ -127,7 +129,8 @@ def _resolve_path(template: str) -> Path:
     try:
         return Path(template.format_map({"pid": os.getpid(), "rank": _process_rank()}))
     except (KeyError, IndexError, ValueError) as error:
-        raise CaptureError(f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({error})")
+        raise CaptureError(f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({error})"
+                           ) from error
 
 
 # -- what one call looks like ------------------------------------------------------------------------------------
@@ -179,29 +182,30 @@ def _guess_engine(module: str) -> str | None:
     return top if top in ENGINES else None
 
 
-def _guess_variant(name: str, parameters: Iterable[str]) -> str:
+def _guess_variant(name: str, parameters: Iterable[str]) -> Variant:
     return "kda" if "kda" in name.lower() or "lower_bound" in parameters else "gdn"
 
 
-Binder = Callable[[tuple, dict], dict]
+Binder = Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
 
 
-def _binder(function: Callable) -> tuple[Binder | None, str | None]:
+def _binder(function: Callable[..., Any]) -> tuple[Binder | None, str | None]:
     """A function mapping (args, kwargs) to argument names, or the reason the function cannot be recorded."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         signature = None
     if signature is None:  # a C or JIT callable: assume the sglang positional order
-        def by_position(args: tuple, kwargs: dict) -> dict:
-            return {**dict(zip(PARAMETERS, args)), **kwargs}
+        def by_position(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            # Fewer positional arguments than PARAMETERS is usual: the rest come by keyword.
+            return {**dict(zip(PARAMETERS, args, strict=False)), **kwargs}
         return by_position, None
     missing = [name for name in ARGUMENTS if name not in signature.parameters]
     if missing:
         names = ", ".join(f"`{name}`" for name in missing)
         return None, f"its signature is not the sglang packed-decode API (no {names})"
 
-    def bind(args: tuple, kwargs: dict) -> dict:
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return dict(bound.arguments)
@@ -213,18 +217,18 @@ def _binder(function: Callable) -> tuple[Binder | None, str | None]:
 class _Site:
     """One distinct function object being recorded, wherever it is held."""
 
-    original: Callable
+    original: Callable[..., Any]
     target: str
     module: str
     function: str
-    variant: str
+    variant: Variant
     engine: str | None
     bind: Binder
-    wrapper: Callable = field(init=False)
+    wrapper: Callable[..., Any] = field(init=False)
     holders: list[str] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
 
-    def describe(self, args: tuple, kwargs: dict, read_values: bool) -> PackedDecodeCall:
+    def describe(self, args: tuple[Any, ...], kwargs: dict[str, Any], read_values: bool) -> PackedDecodeCall:
         arguments = self.bind(args, kwargs)
         tensors: dict[str, TensorSpec] = {}
         for name in TENSOR_ARGUMENTS:
@@ -237,7 +241,7 @@ class _Site:
             scale=_number(arguments.get("scale"), read_values),
             use_qk_l2norm_in_kernel=bool(arguments.get("use_qk_l2norm_in_kernel", False)),
             lower_bound=None if lower_bound is None else _number(lower_bound, read_values),
-            variant=self.variant,  # type: ignore[arg-type]
+            variant=self.variant,
             **tensors,
         )
 
@@ -272,7 +276,7 @@ def install_wrappers(by_id: dict[int, Any]) -> list[tuple[dict[str, Any], str, A
 
 
 def restore_wrappers(replaced: list[tuple[dict[str, Any], str, Any]], sites: list[Any],
-                     original_of: Callable[[Any], Callable] = lambda site: site.original) -> None:
+                     original_of: Callable[[Any], Callable[..., Any]] = lambda site: site.original) -> None:
     """Undo `install_wrappers`, also where a module imported meanwhile copied a wrapper by name."""
     for namespace, key, site in replaced:
         if namespace.get(key) is site.wrapper:
@@ -292,14 +296,24 @@ def _split_target(target: str) -> tuple[str, str]:
     return module, attribute
 
 
-def _live_original(function: Callable) -> Callable:
+class _RecordingWrapper(Protocol):
+    """A capture's recording wrapper: the function it wraps and the capture that installed it."""
+
+    __wrapped__: Callable[..., Any]
+    __gdr_check_capture__: Capture
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def _live_original(function: Callable[..., Any]) -> Callable[..., Any]:
     """`function`, minus the wrappers of captures that have already ended (captures that overlap without
     nesting would otherwise leave a finished capture's pass-through wrapper installed)."""
     while True:
         owner = getattr(function, "__gdr_check_capture__", None)
         if owner is None or owner._depth > 0:
             return function
-        function = function.__wrapped__  # type: ignore[attr-defined]
+        # Only a capture's wrapper carries `__gdr_check_capture__`, and `functools.wraps` gave it `__wrapped__`.
+        function = cast(_RecordingWrapper, function).__wrapped__
 
 
 def _engines_to_search(engine: str | None) -> list[str]:
@@ -377,9 +391,9 @@ class Capture:
                 warnings.warn(f"gdr_check.capture could not write {self.path_template}: {error}", RuntimeWarning,
                               stacklevel=2)
 
-    def __call__(self, function: Callable) -> Callable:
+    def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(function)
-        def captured(*args: Any, **kwargs: Any) -> Any:
+        def captured(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             with self:
                 return function(*args, **kwargs)
 
@@ -420,7 +434,7 @@ class Capture:
         defaults = [t for engine in _engines_to_search(self.engine) for t in ENGINE_TARGETS[engine]]
         return [(t, False) for t in defaults] + [(t, True) for t in self.extra_targets]
 
-    def _resolve(self, target: str, explicit: bool) -> Callable | None:
+    def _resolve(self, target: str, explicit: bool) -> Callable[..., Any] | None:
         module_name, attribute = _split_target(target)
         try:
             module = importlib.import_module(module_name)
@@ -432,7 +446,7 @@ class Capture:
             if not absent:
                 self._skipped.append({"target": target, "reason": f"import failed: {type(error).__name__}: {error}"})
             return None
-        function = getattr(module, attribute, None)
+        function: object = getattr(module, attribute, None)
         if function is None or not callable(function):
             if explicit:
                 raise CaptureError(f"capture target {target!r}: {module_name} has no function {attribute!r}")
@@ -462,7 +476,7 @@ class Capture:
                           f"targets=['package.module:function_name'] for another location",
                           RuntimeWarning, stacklevel=3)
 
-    def _new_site(self, target: str, function: Callable) -> _Site | None:
+    def _new_site(self, target: str, function: Callable[..., Any]) -> _Site | None:
         bind, problem = _binder(function)
         if bind is None:
             self._skipped.append({"target": target, "reason": f"not recorded: {problem}"})
@@ -479,7 +493,7 @@ class Capture:
         site.wrapper = self._wrapper_for(site)
         return site
 
-    def _wrapper_for(self, site: _Site) -> Callable:
+    def _wrapper_for(self, site: _Site) -> Callable[..., Any]:
         original = site.original
 
         @functools.wraps(original)
@@ -488,7 +502,8 @@ class Capture:
                 self._record(site, args, kwargs, sys._getframe(1))
             return original(*args, **kwargs)
 
-        recording_wrapper.__gdr_check_capture__ = self  # type: ignore[attr-defined]
+        # A function attribute (written through the function's __dict__, which is what `f.name = x` does).
+        recording_wrapper.__dict__["__gdr_check_capture__"] = self
         return recording_wrapper
 
     def _unpatch(self) -> None:
@@ -496,7 +511,8 @@ class Capture:
         self._replaced = []
 
     # -- recording -------------------------------------------------------------------------------------------------
-    def _record(self, site: _Site, args: tuple, kwargs: dict, frame: types.FrameType | None) -> None:
+    def _record(self, site: _Site, args: tuple[Any, ...], kwargs: dict[str, Any],
+                frame: types.FrameType | None) -> None:
         """Describe one call. Never raises: the engine's call must run whatever happens here."""
         try:
             compiling, capturing = _torch_state()
@@ -512,7 +528,7 @@ class Capture:
             except Exception as error:  # noqa: BLE001
                 self._note_unrecorded(site, f"{type(error).__name__}: {error}")
                 return
-            entry = {
+            entry: dict[str, Any] = {
                 "function": site.function, "module": site.module, "engine": site.engine, "variant": site.variant,
                 "caller": _caller(frame), "values_read": not capturing, "call": call.to_dict(),
             }
@@ -566,7 +582,7 @@ class Recording:
     skipped_targets: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -675,7 +691,8 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     try:
         document = json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as error:
-        raise RecordingError(shown, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+        raise RecordingError(shown, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+                             ) from None
     except RecursionError:
         raise RecordingError(shown, "not valid JSON: nested too deeply") from None
     if not isinstance(document, dict):

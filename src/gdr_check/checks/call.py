@@ -119,6 +119,12 @@ class CallContext:
     def build(cls, call: PackedDecodeCall, engine: Engine = "sglang", origin: Origin = "engine") -> CallContext:
         # Built once per guarded call: derive everything into locals and construct once (setting a dozen
         # attributes one by one after `__init__` cost as much again); `_squeezed` only runs for a wrong rank.
+        mixed_qkv: TensorSpec | None
+        a: TensorSpec | None
+        b: TensorSpec | None
+        A_log: TensorSpec | None
+        dt_bias: TensorSpec | None
+        indices: TensorSpec | None
         mixed_qkv, a, b = call.mixed_qkv, call.a, call.b
         A_log, dt_bias, indices = call.A_log, call.dt_bias, call.ssm_state_indices
         if mixed_qkv.ndim != 2:

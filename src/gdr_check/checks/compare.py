@@ -20,14 +20,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engines import STATE_DTYPES, profile_for
-from ..report import Diagnostic, Location
+from ..report import Diagnostic, Location, Severity
 from ..tensors import TensorSpec, contiguous_strides
 from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from .examples import CompareExample, qwen3_next_config, tensor
 from .registry import Finding, Rule, declare
+
+if TYPE_CHECKING:
+    from ..models.description import LinearAttentionModel
 
 MODEL = "model"
 COMPARE_ENGINES = "sglang 0.5.23 and vLLM (what each passes for the model, docs/models.md §6-7)."
@@ -246,9 +249,13 @@ class ModelGeometry:
     attention_head_dim: int | None = None  # the full-attention head_dim, a common wrong scale source
 
     @classmethod
-    def from_model(cls, model: Any, name: str, attention_head_dim: int | None = None) -> ModelGeometry:
-        return cls(name=name, kind=model.kind, H=model.num_k_heads, HV=model.num_v_heads, K=model.head_k_dim,
-                   V=model.head_v_dim, attention_head_dim=attention_head_dim)
+    def from_model(cls, model: LinearAttentionModel, name: str, attention_head_dim: int | None = None
+                   ) -> ModelGeometry:
+        """The geometry of a described model whose head counts and dims are known (one with an expected call)."""
+        H, HV, K, V = model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim
+        if H is None or HV is None or K is None or V is None:
+            raise ValueError(f"{name}: the model's head counts and dims are not all known")
+        return cls(name=name, kind=model.kind, H=H, HV=HV, K=K, V=V, attention_head_dim=attention_head_dim)
 
     def tp_sizes(self) -> list[int]:
         common = math.gcd(self.H, self.HV)
@@ -352,12 +359,11 @@ class _Comparer:
 
     # -- output helpers ------------------------------------------------------------------------------------------
     def emit(self, rule: Rule, values: dict[str, Any], *, argument: str | None = None,
-             notes: list[str] | None = None, fixes: list[str] | None = None, severity: str | None = None,
+             notes: list[str] | None = None, fixes: list[str] | None = None, severity: Severity | None = None,
              covers: list[str] | tuple[str, ...] | None = None) -> None:
         for name in covers or ():  # shape causes only: a dtype or flag finding explains no shape error
             self.causes.setdefault(name, []).append(rule.code)
-        finding = Finding(values, fixes=fixes or [], notes=notes or [], argument=argument,
-                          severity=severity)  # type: ignore[arg-type]
+        finding = Finding(values, fixes=fixes or [], notes=notes or [], argument=argument, severity=severity)
         diagnostic = rule.diagnostic(finding)
         diagnostic.bindings = {"tp": self.tp, **diagnostic.bindings}
         self.diagnostics.append(diagnostic)
@@ -501,10 +507,10 @@ class _Comparer:
         elif meaning is not None and meaning[0] == "v":
             self.generic("mixed_qkv", [f"width {width} = HV_l*V = {model.HV // reference}*{model.V}: only the v "
                                        f"(or z) block, without q and k"])
-        elif meaning is not None:
+        elif meaning is not None and width is not None:  # a meaning is only found for a known width
             form, t = meaning
             if form == "qkvz":
-                self.qkvz(width, t, reference)  # type: ignore[arg-type]
+                self.qkvz(width, t, reference)
             fits["mixed_qkv"] = t  # the width still tells which rank's heads it holds
             heads["mixed_qkv"] = model.HV // t
 
@@ -670,7 +676,10 @@ class _Comparer:
 
     def scale_cause(self, scale: float) -> str:
         model = self.model
-        close = lambda value: math.isclose(scale, value, rel_tol=1e-5)  # noqa: E731
+
+        def close(value: float) -> bool:
+            return math.isclose(scale, value, rel_tol=1e-5)
+
         if model.V != model.K and close(model.V ** -0.5):
             return f"V**-0.5: the value head dim {model.V}"
         if model.attention_head_dim and model.attention_head_dim != model.K and close(model.attention_head_dim ** -0.5):

@@ -237,7 +237,8 @@ def qwen3_next_weights(config: Mapping[str, Any]) -> dict[str, tuple[str, tuple[
         p = f"model.layers.{layer}.linear_attn."
         tensors.update({
             f"{p}in_proj_qkvz.weight": ("BF16", (2 * H * K + 2 * HV * V, hidden)),
-            f"{p}in_proj_ba.weight": ("BF16", (2 * HV, hidden)), f"{p}conv1d.weight": ("BF16", (2 * H * K + HV * V, 1, W)),
+            f"{p}in_proj_ba.weight": ("BF16", (2 * HV, hidden)),
+            f"{p}conv1d.weight": ("BF16", (2 * H * K + HV * V, 1, W)),
             f"{p}A_log": ("BF16", (HV,)), f"{p}dt_bias": ("BF16", (HV,)), f"{p}norm.weight": ("BF16", (V,)),
             f"{p}out_proj.weight": ("BF16", (hidden, HV * V)),
         })
@@ -266,7 +267,8 @@ class ModelExample:
         lines = [head + (f": {self.note}" if self.note else ""), f"config = {json.dumps(self.config)}"]
         if self.weights is not None:
             lines.append("# weights: the linear-attention tensors of "
-                         + ("the same config" if self.weights == self.config else f"the config {json.dumps(self.weights)}")
+                         + ("the same config" if self.weights == self.config
+                            else f"the config {json.dumps(self.weights)}")
                          + (", with" if self.tensor_changes else ""))
             for name, change in self.tensor_changes.items():
                 lines.append(f"{name}: " + ("(absent)" if change is None else f"{change[0]} {list(change[1])}"))

@@ -145,7 +145,7 @@ def param_size_fixes(ctx: CallContext, name: str, got: int, want: int) -> list[s
 
 def q_size_failure(ctx: CallContext) -> int | None:
     """q_dim when the Q-size check fails, else None."""
-    if ctx.qkv_dim is None or ctx.HV is None or not ctx.K:
+    if ctx.qkv_dim is None or ctx.HV is None or ctx.V is None or not ctx.K:
         return None
     qk_dim = ctx.qkv_dim - ctx.HV * ctx.V
     if qk_dim <= 0 or qk_dim % 2:
@@ -169,7 +169,7 @@ def wrapped_skip(ctx: CallContext, value: float) -> bool:
     return ctx.call.ssm_state_indices.dtype == "uint8" and int(value) == 255 and (ctx.S or 0) <= 255
 
 
-def padding_rows(values: tuple) -> int:
+def padding_rows(values: tuple[int | float, ...]) -> int:
     """Trailing rows at slot 0: an engine that reserves slot 0 (`EngineProfile.reserved_slot_zero`, sglang)
     pads its CUDA-graph batches with rows that write that dummy slot."""
     count = 0

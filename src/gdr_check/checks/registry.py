@@ -25,6 +25,7 @@ from typing import (
     Any,
     ClassVar,
     Protocol,
+    TypeVar,
     Union,
 )
 
@@ -55,6 +56,12 @@ class Finding:
     severity: Severity | None = None
 
 
+# What a check function returns: nothing, one finding, or several.
+CheckResult = Finding | Iterable[Finding] | None
+# A check function, whatever context it takes; `RuleSet.rule` hands it back with its own signature.
+CheckT = TypeVar("CheckT", bound=Callable[[Any], CheckResult])
+
+
 class Example(Protocol):
     """An executable example of a rule: a small input that triggers it (and no other error).
 
@@ -83,7 +90,7 @@ class Rule:
     # wrapper does not check it. Derived from the rule set's wrapper orders, never written by hand.
     wrapper: Mapping[str, int] = field(default_factory=dict)
     scope: str = "call"
-    check: Callable[[Any], Finding | Iterable[Finding] | None] | None = None
+    check: Callable[[Any], CheckResult] | None = None
     # A wrapper rule's pass predicate: a Python expression that is true only when `check` finds nothing
     # (it may be false spuriously). It may assume that the predicates of the checks before it in each
     # wrapper's order hold. Its names: `ctx`, `c` (the call), the call's tensors `mixed_qkv`, `a`, `b`,
@@ -92,10 +99,6 @@ class Rule:
     # globals of the module that defines `check`. An expression, not a function: the engine joins the
     # predicates of a wrapper into one compiled function (`call_plan`), as fast as a hand-written one.
     clear: str = ""
-
-    @property
-    def is_wrapper_check(self) -> bool:
-        return bool(self.wrapper)
 
     def fields(self) -> list[str]:
         return [name for _, name, _, _ in string.Formatter().parse(self.message) if name]
@@ -234,10 +237,11 @@ class RuleSet:
         return rule
 
     def rule(self, code: str, name: str, *, severity: Severity = "error", scope: str = "call", **fields: Any
-             ) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
-        """Decorator: register a rule whose check function examines a call or model context."""
+             ) -> Callable[[CheckT], CheckT]:
+        """Decorator: register a rule whose check function examines a call or model context; the function
+        comes back unchanged, with its own signature."""
 
-        def wrap(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def wrap(check: CheckT) -> CheckT:
             self.declare(code, name, severity=severity, scope=scope, check=check, **fields)
             return check
 
@@ -359,7 +363,7 @@ class Violation:
         return self.rule.diagnostic(self.finding(**where))
 
 
-def findings_of(result: Finding | Iterable[Finding] | None) -> list[Finding]:
+def findings_of(result: CheckResult) -> list[Finding]:
     if result is None:
         return []
     if isinstance(result, Finding):

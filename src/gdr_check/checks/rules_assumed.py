@@ -37,7 +37,7 @@ KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."
     engines="sglang 0.5.23 and vLLM Triton kernels (sglang's CUDA KDA path checks it).",
     example=CallExample({"initial_state": tensor(8, 4, 8, 8, stride=(256, 8, 32, 1))}, "a [S, V, HV, K] pool permuted"),
 )
-def state_inner_layout(ctx: CallContext):
+def state_inner_layout(ctx: CallContext) -> Finding | None:
     spec = ctx.state
     if spec.ndim != 4 or ctx.K is None or spec.stride[-1] != 1:
         return None
@@ -49,7 +49,7 @@ def state_inner_layout(ctx: CallContext):
     if got == want:  # the usual dense pool, decided without the per-axis loop below
         return None
     # Size-1 axes are never stepped over, so their stride is irrelevant.
-    if all(size == 1 or g == w for size, g, w in zip(spec.shape[1:], got, want)):
+    if all(size == 1 or g == w for size, g, w in zip(spec.shape[1:], got, want, strict=True)):
         return None
     if HV > 1 and V > 1 and got[0] < got[1]:
         fix = (f"the pool is a permuted view (head stride {got[0]} < row stride {got[1]}, e.g. stored "
@@ -78,7 +78,7 @@ def state_inner_layout(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"ssm_state_indices": tensor(4, values=(3, 1, 9, 2))}, "slot 9 in a pool of 8 slots"),
 )
-def indices_in_range(ctx: CallContext):
+def indices_in_range(ctx: CallContext) -> Finding | list[Finding] | None:
     live = live_rows(ctx)
     if live is None or ctx.S is None:
         return None
@@ -107,7 +107,7 @@ def indices_in_range(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"ssm_state_indices": tensor(4, values=(3, 3, 5, 2))}, "two requests given slot 3"),
 )
-def duplicate_slots(ctx: CallContext):
+def duplicate_slots(ctx: CallContext) -> Finding | list[Finding] | None:
     spec = ctx.indices
     if spec is not None and spec.shape[0] > 1 and spec.stride[0] == 0:
         live = live_rows(ctx)
@@ -151,7 +151,7 @@ def duplicate_slots(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"ssm_state_indices": tensor(4, dtype="float32", values=(3, 1, 5, 2))}, "`slots.float()`"),
 )
-def index_dtype(ctx: CallContext):
+def index_dtype(ctx: CallContext) -> Finding | None:
     spec = ctx.call.ssm_state_indices
     if spec.dtype in ("int32", "int64"):
         return None
@@ -181,7 +181,7 @@ def index_dtype(ctx: CallContext):
                          "out": tensor(16384, 1, 4, 8), "ssm_state_indices": tensor(16384)},
                         "B=16384 rows of HV=4 heads: B*HV = 65536"),
 )
-def grid_limit(ctx: CallContext):
+def grid_limit(ctx: CallContext) -> Finding | None:
     if ctx.B is None or ctx.HV is None:
         return None
     B, HV = ctx.B, ctx.HV
@@ -211,7 +211,7 @@ def grid_limit(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"scale": None}),
 )
-def scale_valid(ctx: CallContext):
+def scale_valid(ctx: CallContext) -> Finding | None:
     scale = ctx.call.scale
     expected = ctx.K ** -0.5 if ctx.K else "K**-0.5"
     # LIMITS: a number, finite, at most 1e30 (10**400 and 1e308 are not scales; no float() of a huge int).
@@ -235,7 +235,7 @@ def scale_valid(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"out": tensor(4, 1, 4, 8, storage="mixed_qkv")}, "`out` inside the `mixed_qkv` buffer"),
 )
-def out_aliasing(ctx: CallContext):
+def out_aliasing(ctx: CallContext) -> Finding | list[Finding] | None:
     out = ctx.call.out
     findings = []
     for name in ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "ssm_state_indices"):
@@ -261,7 +261,7 @@ def out_aliasing(ctx: CallContext):
     engines="sglang 0.5.23 (padding convention).",
     example=CallExample({"ssm_state_indices": tensor(4, values=(0, 1, 5, 2))}, "a live request in slot 0"),
 )
-def slot_zero(ctx: CallContext):
+def slot_zero(ctx: CallContext) -> Finding | list[Finding] | None:
     spec = ctx.call.ssm_state_indices
     if not ctx.profile.reserved_slot_zero or spec.values is None or spec.ndim != 1:
         return None
@@ -292,7 +292,7 @@ def slot_zero(ctx: CallContext):
     example=CallExample({"mixed_qkv": tensor(4, 1056), "initial_state": tensor(8, 4, 8, 256), "scale": 256 ** -0.5},
                         "K=256"),
 )
-def register_spills(ctx: CallContext):
+def register_spills(ctx: CallContext) -> Finding | None:
     if not ctx.K or ctx.K <= 128:
         return None
     return Finding({"K": ctx.K, "BK": next_power_of_2(ctx.K), "BV": min(next_power_of_2(ctx.V or 1), 32)},
@@ -313,7 +313,7 @@ def register_spills(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"initial_state": tensor(8, 4, 8, 8, dtype="bfloat16")}, "a bf16 state pool"),
 )
-def state_precision(ctx: CallContext):
+def state_precision(ctx: CallContext) -> Finding | None:
     dtype = ctx.state.dtype
     if dtype not in ("bfloat16", "float16"):
         return None
@@ -334,7 +334,7 @@ def state_precision(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"use_qk_l2norm_in_kernel": False}),
 )
-def l2norm_flag(ctx: CallContext):
+def l2norm_flag(ctx: CallContext) -> Finding | None:
     if ctx.call.use_qk_l2norm_in_kernel:
         return None
     return Finding(argument="mixed_qkv")
@@ -353,7 +353,7 @@ def l2norm_flag(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({}, device="cpu"),
 )
-def cpu_tensors(ctx: CallContext):
+def cpu_tensors(ctx: CallContext) -> Finding | None:
     c = ctx.call  # every tensor argument (TENSOR_ARGUMENTS), spelt out: this rule runs on every guarded call
     if (c.mixed_qkv.device == c.a.device == c.b.device == c.A_log.device == c.dt_bias.device == c.initial_state.device
             == c.out.device == c.ssm_state_indices.device == "cpu"):
@@ -370,7 +370,7 @@ def cpu_tensors(ctx: CallContext):
     example=CallExample({"mixed_qkv": tensor(0, 64), "a": tensor(0, 4), "b": tensor(0, 4), "out": tensor(0, 1, 4, 8),
                          "ssm_state_indices": tensor(0, values=())}, "B=0"),
 )
-def empty_batch(ctx: CallContext):
+def empty_batch(ctx: CallContext) -> Finding | None:
     return Finding(argument="mixed_qkv") if ctx.B == 0 else None
 
 
@@ -391,7 +391,7 @@ def empty_batch(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM 0.28, GDN only.",
     example=CallExample({"b": tensor(4, 4, dtype="bfloat16")}, "a bf16 `b`, rounded by sglang 0.5.23"),
 )
-def beta_rounding(ctx: CallContext):
+def beta_rounding(ctx: CallContext) -> Finding | None:
     dtype = ctx.call.b.dtype
     if ctx.variant != "gdn" or ctx.profile.gdn_beta_rounding is None or dtype in ("float32", "float64"):
         return None
@@ -410,7 +410,7 @@ def beta_rounding(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({"lower_bound": 1.0}, variant="kda"),
 )
-def lower_bound_sign(ctx: CallContext):
+def lower_bound_sign(ctx: CallContext) -> Finding | None:
     bound = ctx.call.lower_bound
     if ctx.variant != "kda" or bound is None:
         return None
@@ -429,7 +429,7 @@ def lower_bound_sign(ctx: CallContext):
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"scale": 0.5}, "K**-0.5 is 0.354 for K=8"),
 )
-def scale_convention(ctx: CallContext):
+def scale_convention(ctx: CallContext) -> Finding | None:
     scale = ctx.call.scale
     if not ctx.K or not LIMITS["scale"].allows(scale) \
             or scale <= 0:
@@ -454,7 +454,7 @@ def scale_convention(ctx: CallContext):
     example=CallExample({"mixed_qkv": tensor(4, 32), "initial_state": tensor(8, 4, 0, 8), "out": tensor(4, 1, 4, 0)},
                         "a pool with V=0"),
 )
-def value_head_dim_zero(ctx: CallContext):
+def value_head_dim_zero(ctx: CallContext) -> Finding | None:
     if ctx.V != 0 or not ctx.K:
         return None
     return Finding({"shape": tuple(ctx.state.shape)},

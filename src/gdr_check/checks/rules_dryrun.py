@@ -58,7 +58,8 @@ class OutputMismatch(Violation):
             "run with `--engine` matching the engine whose kernel you deploy",
             "re-run with `--steps 1 --output-format json` and compare `steps[0]` per kernel",
         ),
-        example=DryRunExample(_verified({"output": {"passed": False, "error": 0.5, "tolerance": 0.01, "row": 2, "head": 1}})),
+        example=DryRunExample(_verified({"output": {"passed": False, "error": 0.5, "tolerance": 0.01, "row": 2,
+                                                    "head": 1}})),
     )
 
     kernel: object
@@ -93,7 +94,8 @@ class StateMismatch(Violation):
             "run with `--engine` matching the engine whose kernel you deploy",
             "check the pool layout the engine allocates against `gdr-check PATH` (GDR2xx)",
         ),
-        example=DryRunExample(_verified({"state": {"passed": False, "error": 0.3, "tolerance": 0.001, "slot": 5, "head": 0}})),
+        example=DryRunExample(_verified({"state": {"passed": False, "error": 0.3, "tolerance": 0.001, "slot": 5,
+                                                   "head": 0}})),
     )
 
     kernel: object
@@ -124,7 +126,8 @@ class UntouchedModified(Violation):
             "state tiles addressed past the [HV, V, K] block of a slot",
         ),
         fixes=("report the kernel and the `--output-format json` document; do not deploy this kernel variant",),
-        example=DryRunExample(_verified({"untouched": {"passed": False, "modified_elements": 64, "first": "slot 7, head 0"}})),
+        example=DryRunExample(_verified({"untouched": {"passed": False, "modified_elements": 64,
+                                                       "first": "slot 7, head 0"}})),
     )
 
     kernel: object
@@ -281,7 +284,8 @@ class BackendUnavailable(Violation):
             "set GDR_CHECK_SGLANG_PATH to an sglang wheel or source tree",
             "install the engine, or use `--backend builtin` to verify gdr-check's kernel alone",
         ),
-        example=DryRunExample({"backend_unavailable": {"backend": "vllm", "reason": "vllm is not installed"}}, backend="vllm"),
+        example=DryRunExample({"backend_unavailable": {"backend": "vllm", "reason": "vllm is not installed"}},
+                              backend="vllm"),
     )
 
     backend: object
@@ -302,7 +306,8 @@ class Bf16NotVerifiable(Violation):
         ),
         causes=("a dry-run on a machine without a CUDA device, or with `--device cpu`",),
         fixes=("run the dry-run on a CUDA machine to verify bfloat16",),
-        example=DryRunExample({"device": {"interpreter": True}, "geometry": {"substitutions": [{"what": "`mixed_qkv`"}]}}),
+        example=DryRunExample({"device": {"interpreter": True},
+                               "geometry": {"substitutions": [{"what": "`mixed_qkv`"}]}}),
     )
 
     arguments: object

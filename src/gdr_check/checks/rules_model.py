@@ -14,21 +14,22 @@ Numbering, stable once released:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..report import Diagnostic, Location
 from .examples import ModelExample, qwen3_next_config
 from .registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 
 if TYPE_CHECKING:
+    from ..models.adapters import Selection
     from ..models.deployment import Deployment, EngineSettings
-    from ..models.description import LinearAttentionModel, Source
+    from ..models.description import CheckpointLike, LinearAttentionModel, Source
     from ..models.expected import RankHeads, StateMemory
+    from ..models.pools import PoolPlan
 
 MODEL = "model"
-GDN_TP_ENGINES = "sglang 0.5.23 and vLLM (both split the GDN heads, projections and conv by TP)."
 
 
 @dataclass
@@ -59,7 +60,7 @@ def format_layers(layers: Iterable[int]) -> str:
     items = sorted(set(layers))
     runs: list[str] = []
     start = prev = None
-    for item in items + [None]:  # type: ignore[list-item]
+    for item in items + [None]:
         if item is not None and prev is not None and item == prev + 1:
             prev = item
             continue
@@ -125,6 +126,7 @@ def run_model_rules(ctx: ModelContext) -> list[Diagnostic]:
 
 
 # Small configs of the families the examples need beside Qwen3-Next (GDR125, GDR126, GDR134).
+_KIMI_LINEAR: dict[str, Any]  # JSON: its values are of any type
 _KIMI_LINEAR = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 64,
                 "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
                 "linear_attn_config": {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
@@ -180,7 +182,7 @@ class NoLinearLayers(Violation):
     example=ModelExample(qwen3_next_config(architectures=["MyHybridForCausalLM"], model_type="my_hybrid"),
                          "Qwen3-Next fields under an unknown architecture"),
 )
-def unknown_architecture(ctx: ModelContext):
+def unknown_architecture(ctx: ModelContext) -> Finding | None:
     model = ctx.model
     if model.known_architecture:
         return None
@@ -209,7 +211,7 @@ def unknown_architecture(ctx: ModelContext):
     fixes=("add the field with the value the weights hold",),
     example=ModelExample(qwen3_next_config(linear_num_value_heads=None), "no `linear_num_value_heads`"),
 )
-def missing_fields(ctx: ModelContext):
+def missing_fields(ctx: ModelContext) -> list[Finding]:
     findings = []
     for missing in ctx.model.missing_fields:
         key = missing.keys[0]
@@ -243,17 +245,17 @@ def missing_fields(ctx: ModelContext):
     example=ModelExample(qwen3_next_config(full_attention_interval=None, layer_types=["linear_attention"] * 6),
                          "6 layer types for 8 layers"),
 )
-def malformed_layer_maps(ctx: ModelContext):
+def malformed_layer_maps(ctx: ModelContext) -> list[Finding]:
     locate = _config_location(ctx)
     return [Finding({"key": key, "problem": problem}, location=locate(key),
                     fixes=["fix the list so that every layer index is in range and named once"])
             for key, problem in ctx.model.layer_map.problems]
 
 
-def _config_location(ctx: ModelContext):
+def _config_location(ctx: ModelContext) -> Callable[[str], Location]:
     """A function from a dotted config key to its Location, using any config source's file."""
-    sources = [s for s in ctx.model.sources.values() if s.kind == "config" and s.location is not None]
-    file = sources[0].location.file if sources else None  # type: ignore[union-attr]
+    locations = [s.location for s in ctx.model.sources.values() if s.kind == "config" and s.location is not None]
+    file = locations[0].file if locations else None
 
     def locate(key: str) -> Location:
         for source in ctx.model.sources.values():
@@ -282,7 +284,7 @@ def _config_location(ctx: ModelContext):
     example=ModelExample(qwen3_next_config(layer_types=["linear_attention", "full_attention"] * 4),
                          "every 2nd layer full attention by `layer_types`, every 4th by the interval"),
 )
-def layer_types_vs_interval(ctx: ModelContext):
+def layer_types_vs_interval(ctx: ModelContext) -> Finding | None:
     model = ctx.model
     layer_map = model.layer_map
     adapter = model.adapter
@@ -322,7 +324,7 @@ def layer_types_vs_interval(ctx: ModelContext):
     example=ModelExample(qwen3_next_config(architectures=["OlmoHybridForCausalLM"], model_type="olmo_hybrid",
                                            linear_allow_neg_eigval=True), "an OLMo-Hybrid style config"),
 )
-def negative_eigenvalues(ctx: ModelContext):
+def negative_eigenvalues(ctx: ModelContext) -> Finding | None:
     flag = ctx.model.beta_scale_flag
     if flag is None or not flag[0]:
         return None
@@ -371,7 +373,7 @@ def _layers_note(layers: tuple[int, ...], total: int) -> str:
     example=ModelExample(qwen3_next_config(linear_num_value_heads=8), "the weights have 4 value heads",
                          weights=qwen3_next_config()),
 )
-def config_weight_mismatches(ctx: ModelContext):
+def config_weight_mismatches(ctx: ModelContext) -> list[Finding]:
     findings = []
     total = len(ctx.model.linear_layers)
     for item in ctx.model.disagreements:
@@ -407,7 +409,7 @@ def config_weight_mismatches(ctx: ModelContext):
                          weights=qwen3_next_config(),
                          tensor_changes={"model.layers.6.linear_attn.A_log": ("F32", (8,))}),
 )
-def layer_weight_mismatches(ctx: ModelContext):
+def layer_weight_mismatches(ctx: ModelContext) -> list[Finding]:
     findings = []
     for item in ctx.model.disagreements:
         if item.expected_source.kind != "tensor":
@@ -435,7 +437,7 @@ def layer_weight_mismatches(ctx: ModelContext):
     example=ModelExample(qwen3_next_config(), weights=qwen3_next_config(),
                          tensor_changes={"model.layers.1.linear_attn.in_proj_qkvz.weight": ("BF16", (193, 64))}),
 )
-def unexpected_shapes(ctx: ModelContext):
+def unexpected_shapes(ctx: ModelContext) -> list[Finding]:
     findings = []
     for item in ctx.model.shape_mismatches:
         expected = list(item.expected) if item.expected is not None else "another rank"
@@ -464,7 +466,7 @@ def unexpected_shapes(ctx: ModelContext):
     example=ModelExample(qwen3_next_config(), "layer 3 is full attention by the interval", weights=qwen3_next_config(),
                          tensor_changes={"model.layers.3.linear_attn.A_log": ("BF16", (4,))}),
 )
-def layer_kind_mismatches(ctx: ModelContext):
+def layer_kind_mismatches(ctx: ModelContext) -> list[Finding]:
     findings = []
     for item in ctx.model.layer_kind_mismatches:
         key = item.source.key if item.source is not None and item.source.key else "linear_layers"
@@ -493,7 +495,7 @@ def layer_kind_mismatches(ctx: ModelContext):
     example=ModelExample(qwen3_next_config(), weights=qwen3_next_config(),
                          tensor_changes={"model.layers.4.linear_attn.dt_bias": None}),
 )
-def missing_tensors(ctx: ModelContext):
+def missing_tensors(ctx: ModelContext) -> list[Finding]:
     findings = []
     for item in ctx.model.missing_tensors:
         tensor = item.suffix if item.suffix != "*" else "any tensor"
@@ -524,7 +526,7 @@ def missing_tensors(ctx: ModelContext):
     engines="sglang 0.5.23 and vLLM.",
     example=ModelExample(qwen3_next_config(), "H=2 key heads at TP 4", deployment={"tp": 4}),
 )
-def tp_linear_heads(ctx: ModelContext):
+def tp_linear_heads(ctx: ModelContext) -> Finding | None:
     model, tp = ctx.model, ctx.deployment.tp
     H, HV, K, V = model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim
     if not H or not HV or tp == 1:
@@ -584,7 +586,7 @@ def _nearest(sizes: list[int], tp: int) -> list[int]:
     example=ModelExample(qwen3_next_config(linear_num_key_heads=4, linear_num_value_heads=8, num_attention_heads=2),
                          "2 attention heads at TP 4", deployment={"tp": 4}),
 )
-def tp_attention_heads(ctx: ModelContext):
+def tp_attention_heads(ctx: ModelContext) -> Finding | None:
     heads, tp = ctx.model.num_attention_heads, ctx.deployment.tp
     if not heads or heads % tp == 0:
         return None
@@ -611,7 +613,7 @@ def tp_attention_heads(ctx: ModelContext):
     example=ModelExample(qwen3_next_config(num_attention_heads=6, num_key_value_heads=3), "3 KV heads at TP 2",
                          deployment={"tp": 2}),
 )
-def tp_kv_heads(ctx: ModelContext):
+def tp_kv_heads(ctx: ModelContext) -> Finding | None:
     kv, tp = ctx.model.num_key_value_heads, ctx.deployment.tp
     if ctx.model.kind != "gdn" or not kv or kv % tp == 0 or tp % kv == 0:
         return None
@@ -633,7 +635,7 @@ def tp_kv_heads(ctx: ModelContext):
     engines="sglang 0.5.23 and vLLM (the same kernel check).",
     example=ModelExample(qwen3_next_config(linear_num_key_heads=3), "HV=4 value heads for H=3 key heads"),
 )
-def uneven_groups(ctx: ModelContext):
+def uneven_groups(ctx: ModelContext) -> Finding | None:
     model = ctx.model
     H, HV = model.num_k_heads, model.num_v_heads
     if not H or not HV or HV % H == 0:
@@ -661,16 +663,18 @@ def uneven_groups(ctx: ModelContext):
     causes=("`linear_attn_config.head_k_dim` or `num_k_heads` set to a different value",),
     fixes=("drop the optional `num_k_heads` / `head_k_dim` fields or set them equal to `num_heads` / `head_dim`",),
     engines="sglang 0.5.23 (`fused_recurrent_kda_packed_decode`).",
-    example=ModelExample({**_KIMI_LINEAR, "linear_attn_config": {**_KIMI_LINEAR["linear_attn_config"], "head_k_dim": 8}},
+    example=ModelExample({**_KIMI_LINEAR,
+                          "linear_attn_config": {**_KIMI_LINEAR["linear_attn_config"], "head_k_dim": 8}},
                          "Kimi-Linear with head_k_dim 8 != head_dim 16"),
 )
-def asymmetric_kda(ctx: ModelContext):
+def asymmetric_kda(ctx: ModelContext) -> Finding | None:
     model = ctx.model
     if model.kind != "kda" or not model.complete:
         return None
     if model.num_k_heads == model.num_v_heads and model.head_k_dim == model.head_v_dim:
         return None
-    source = model.sources.get("num_k_heads") if model.num_k_heads != model.num_v_heads else model.sources.get("head_k_dim")
+    source = (model.sources.get("num_k_heads") if model.num_k_heads != model.num_v_heads
+              else model.sources.get("head_k_dim"))
     return Finding({"H": model.num_k_heads, "HV": model.num_v_heads, "K": model.head_k_dim, "V": model.head_v_dim},
                    location=_where(source),
                    fixes=["set the key head count and dim equal to the value head count and dim"])
@@ -680,7 +684,8 @@ def asymmetric_kda(ctx: ModelContext):
 @rule(
     "GDR131", "linear-state-footprints", severity="info", scope=MODEL,
     summary="linear-attention state per request",
-    message="each request holds {per_request} of linear-attention state per rank: {layers} layers x ({conv} conv + {ssm} SSM)",
+    message=("each request holds {per_request} of linear-attention state per rank: {layers} layers x "
+             "({conv} conv + {ssm} SSM)"),
     explanation=(
         "A linear-attention layer keeps a fixed-size state per request instead of a KV cache: the short-conv "
         "window (W-1 columns of the [q | k | v] channels) and the recurrent SSM state [HV/tp, V, K]. The "
@@ -690,7 +695,7 @@ def asymmetric_kda(ctx: ModelContext):
     fixes=("a bf16 SSM state halves the SSM part, at some accuracy cost (GDR249)",),
     example=ModelExample(qwen3_next_config(), "any model: the state each request holds"),
 )
-def state_footprint(ctx: ModelContext):
+def state_footprint(ctx: ModelContext) -> Finding | None:
     memory = ctx.memory
     if memory is None:
         return None
@@ -716,7 +721,7 @@ def state_footprint(ctx: ModelContext):
     fixes=("raise TP, lower the batch, or use a bf16 SSM state",),
     example=ModelExample(qwen3_next_config(), "a 1000-byte state budget", deployment={"gpu_memory": 1000}),
 )
-def state_budget(ctx: ModelContext):
+def state_budget(ctx: ModelContext) -> Finding | None:
     memory = ctx.memory
     if memory is None or memory.budget is None or memory.requests_that_fit is None:
         return None
@@ -753,7 +758,7 @@ def _budget_fixes(ctx: ModelContext, fit: int) -> list[str]:
     engines="vLLM.",
     example=ModelExample(qwen3_next_config(), "a GDN model under vLLM", deployment={"engine": "vllm"}),
 )
-def vllm_opt_in(ctx: ModelContext):
+def vllm_opt_in(ctx: ModelContext) -> Finding | None:
     opt_in = ctx.deployment.profile.packed_decode_opt_in_env
     if opt_in is None:
         return None
@@ -794,7 +799,8 @@ class UndescribedLinearAttention(Violation):
     problem: object
 
 
-def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str, str]]) -> list[Diagnostic]:
+def undescribed_linear_attention(checkpoint: CheckpointLike, selection: Selection, markers: list[tuple[str, str]]
+                                 ) -> list[Diagnostic]:
     """GDR107 diagnostics for a config with linear-attention markers and no description: one per problem."""
     from ..models.description import Locator, why_undescribed
 
@@ -809,13 +815,16 @@ def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str,
         where = locate.config(marker_key).location
         text = ("gdr-check has no adapter for this architecture and its tensors hold no GDN/KDA parameter it "
                 "recognises")
-        diagnostics.append(UndescribedLinearAttention(architecture=architecture, marker=marker, problem=text).diagnostic(
-            location=where, notes=notes, fixes=["give the checkpoint's config.json and weights, or report the architecture"]))
+        violation = UndescribedLinearAttention(architecture=architecture, marker=marker, problem=text)
+        diagnostics.append(violation.diagnostic(
+            location=where, notes=notes,
+            fixes=["give the checkpoint's config.json and weights, or report the architecture"]))
         return diagnostics
     for problem in problems:
         text = f"`{problem.key}` {problem.problem}"
-        diagnostics.append(UndescribedLinearAttention(architecture=architecture, marker=marker, problem=text).diagnostic(
-            location=problem.source.location, notes=notes, fixes=[f"fix `{problem.key}`"]))
+        violation = UndescribedLinearAttention(architecture=architecture, marker=marker, problem=text)
+        diagnostics.append(violation.diagnostic(location=problem.source.location, notes=notes,
+                                                fixes=[f"fix `{problem.key}`"]))
     return diagnostics
 
 
@@ -834,7 +843,7 @@ def undescribed_linear_attention(checkpoint, selection, markers: list[tuple[str,
     example=ModelExample(qwen3_next_config(linear_num_value_heads="4"), "a head count written as a string"),
     engines="sglang 0.5.23 and vLLM.",
 )
-def invalid_config_values(ctx: ModelContext):
+def invalid_config_values(ctx: ModelContext) -> list[Finding]:
     from ..models.description import _shown
 
     return [Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
@@ -857,7 +866,7 @@ def invalid_config_values(ctx: ModelContext):
     example=ModelExample(_JET_NEMOTRON, "a Jet-Nemotron config at TP 2", deployment={"tp": 2}),
     engines="sglang 0.5.23.",
 )
-def tp_unsupported(ctx: ModelContext):
+def tp_unsupported(ctx: ModelContext) -> Finding | None:
     adapter = ctx.model.adapter
     if adapter is None or adapter.tp_one_only is None or ctx.deployment.tp == 1:
         return None
@@ -885,7 +894,7 @@ def tp_unsupported(ctx: ModelContext):
     engines="sglang 0.5.23 and vLLM.",
     example=ModelExample(_KIMI_LINEAR, "a KDA model under vLLM", deployment={"engine": "vllm"}),
 )
-def decode_path_info(ctx: ModelContext):
+def decode_path_info(ctx: ModelContext) -> Finding | None:
     from ..models.decode_path import decode_path
 
     path = decode_path(ctx.model, ctx.deployment.engine)
@@ -903,7 +912,7 @@ BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}
 
 
 # -- issue 12 item 3: pool strategies and speculative decoding -------------------------------------------------
-def _pool_plan(ctx: ModelContext):
+def _pool_plan(ctx: ModelContext) -> PoolPlan | None:
     from ..models.pools import plan_pool
 
     deployment = ctx.deployment
@@ -912,7 +921,7 @@ def _pool_plan(ctx: ModelContext):
     return plan_pool(ctx.model, ctx.settings)
 
 
-def _plan_text(plan) -> str:
+def _plan_text(plan: PoolPlan) -> str:
     parts = [f"{plan.slots_per_request} state slot(s)"]
     if plan.tracking_slots:
         parts[0] += f" (1 + {plan.tracking_slots} ping-pong, extra_buffer)"
@@ -939,7 +948,7 @@ def _plan_text(plan) -> str:
                          deployment={"mamba_strategy": "extra_buffer", "speculative_tokens": 2}),
     engines="sglang 0.5.23.",
 )
-def pool_plan_info(ctx: ModelContext):
+def pool_plan_info(ctx: ModelContext) -> Finding | None:
     if not ctx.deployment.profile.models_pool_strategies:
         if ctx.deployment.mamba_strategy != "no_buffer" or ctx.deployment.speculative_tokens:
             return Finding({"what": "a state slot", "per_request": "not modelled"}, severity="info",
@@ -979,7 +988,7 @@ def pool_plan_info(ctx: ModelContext):
                          deployment={"mamba_strategy": "extra_buffer", "batch": 8, "gpu_memory": 400_000}),
     engines="sglang 0.5.23.",
 )
-def pool_plan_budget(ctx: ModelContext):
+def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     if not ctx.deployment.profile.models_pool_strategies:
         return None
     plan = _pool_plan(ctx)

@@ -39,8 +39,8 @@ class ShardedMismatch(Violation):
         "GDR331", "sharded-layer-mismatches", scope=RANKS,
         summary="the ranks' gathered result differs from the unsharded layer",
         message="the {kernel} kernel on {tp} ranks differs from the unsharded float64 reference at step {step}: "
-                "`{tensor}` error {error} (tolerance {tolerance}), worst at value head {head}, computed by rank {rank}; "
-                "{matches}",
+                "`{tensor}` error {error} (tolerance {tolerance}), worst at value head {head}, computed by rank "
+                "{rank}; {matches}",
         explanation=(
             "Every rank runs its slice of the layer; the outputs and states are gathered in rank order along the "
             "value-head axis and compared with the float64 decode step of the whole layer. A rank whose heads match "
@@ -79,7 +79,9 @@ class MisshardedTensor(Violation):
         ),
         causes=("a weight loader that slices with the wrong rank or stride", "a parameter left unsliced"),
         fixes=("slice the tensor with the same value-head block as the rank's state pool",),
-        example=RanksExample({**_passing_run(), "misshards": [{"tensor": "a", "rank": 1, "detail": "received value heads 0-1 of `a` but holds value heads 2-3 of the pool"}]}),
+        example=RanksExample({**_passing_run(), "misshards": [
+            {"tensor": "a", "rank": 1,
+             "detail": "received value heads 0-1 of `a` but holds value heads 2-3 of the pool"}]}),
     )
 
     tensor: object
@@ -98,7 +100,8 @@ class FailedRank(Violation):
         ),
         causes=("a kernel launch error or device fault on that rank", "a rank that never reaches the collective"),
         fixes=("re-run with GDR_CHECK_DEBUG=1 to see the rank's stderr",),
-        example=RanksExample(None, failure={"exception": "RuntimeError", "message": "CUDA error: an illegal memory access was encountered"}),
+        example=RanksExample(None, failure={"exception": "RuntimeError",
+                                            "message": "CUDA error: an illegal memory access was encountered"}),
     )
 
     rank: object

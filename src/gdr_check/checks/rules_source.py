@@ -42,7 +42,7 @@ class MissingPaths(SourceError):
         example=CheckpointExample({}, "no/such/dir"),
     )
 
-    path: object
+    path: str
 
 
 class UnrecognizedInputs(SourceError):
@@ -63,7 +63,7 @@ class UnrecognizedInputs(SourceError):
         example=CheckpointExample({"ck/README.md": "# a model", "ck/tokenizer.json": "{}"}, "ck"),
     )
 
-    path: object
+    path: str
     reason: str
 
 class PickleCheckpoints(SourceError):
@@ -100,8 +100,9 @@ class UnreadableFiles(SourceError):
         ),
         causes=["file permissions", "a FIFO or device node named like a checkpoint file", "an I/O error"],
         fixes=["make the file readable by the current user, or point at a copy that is"],
-        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}', "ck/s.safetensors": Folder()}, "ck",
-                                 "a shard that is a directory"),
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}',
+                                  "ck/s.safetensors": Folder()}, "ck",
+                                  "a shard that is a directory"),
     )
 
     file: object
@@ -319,8 +320,8 @@ class InvalidConfigJson(SourceError):
         example=CheckpointExample({"ck/config.json": '{\n  "a": 1,\n  "b" 2\n}\n'}, "ck"),
     )
 
-    line: object
-    column: str
+    line: int
+    column: int
     reason: object
 
 
@@ -414,7 +415,7 @@ class UnknownTensorDtypes(SourceError):
         example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(dtype="Q4_K")})}, "x.safetensors"),
     )
 
-    tensor: object
+    tensor: str
     dtype: str
 
 class InvalidTensorShapes(SourceError):
@@ -431,7 +432,7 @@ class InvalidTensorShapes(SourceError):
         example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(shape=(-2, -1))})}, "x.safetensors"),
     )
 
-    tensor: object
+    tensor: str
     shape: str
     reason: object
 
@@ -452,7 +453,7 @@ class TensorSizeMismatches(SourceError):
                                  "x.safetensors"),
     )
 
-    tensor: object
+    tensor: str
     span: str
     expected: object
 
@@ -472,7 +473,7 @@ class OverlappingTensors(SourceError):
                                                                 "b": tensor_entry(offsets=(4, 12))})}, "x.safetensors"),
     )
 
-    tensor: object
+    tensor: str
     other: str
 
 class InvalidDataOffsets(SourceError):
@@ -487,10 +488,11 @@ class InvalidDataOffsets(SourceError):
         ),
         causes=["a corrupt header", "a writer bug"],
         fixes=["re-save the checkpoint with the `safetensors` library"],
-        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(offsets=(8, 0))}, 8)}, "x.safetensors"),
+        example=CheckpointExample({"x.safetensors": Safetensors({"a": tensor_entry(offsets=(8, 0))}, 8)},
+                                  "x.safetensors"),
     )
 
-    tensor: object
+    tensor: str
     offsets: str
     reason: object
 
@@ -535,8 +537,8 @@ class InvalidIndexJson(SourceError):
         example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w" "s.safetensors"}}'}, "ck"),
     )
 
-    line: object
-    column: str
+    line: int
+    column: int
     reason: object
 
 
@@ -569,10 +571,11 @@ class ShardPathsOutsideCheckpoint(SourceError):
         ),
         causes=["a hostile index", "an index hand-edited to point at shards elsewhere"],
         fixes=["move the shards into the checkpoint directory and list them by file name only"],
-        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "../s.safetensors"}}'}, "ck"),
+        example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "../s.safetensors"}}'},
+                                  "ck"),
     )
 
-    shard: object
+    shard: str
     tensor: str
 
 class MissingShards(SourceError):
@@ -592,7 +595,7 @@ class MissingShards(SourceError):
                                   "the second shard is missing"),
     )
 
-    shard: object
+    shard: str
 
 
 class TensorsMissingFromShards(SourceError):
@@ -611,7 +614,7 @@ class TensorsMissingFromShards(SourceError):
                                   "ck/s.safetensors": Safetensors({"a": tensor_entry()})}, "ck"),
     )
 
-    tensor: object
+    tensor: str
     shard: str
 
 class DuplicateTensors(SourceError):
@@ -629,6 +632,6 @@ class DuplicateTensors(SourceError):
                                   "ck/b.safetensors": Safetensors({"w": tensor_entry()})}, "ck"),
     )
 
-    tensor: object
+    tensor: str
     shard: str
     other_shard: object

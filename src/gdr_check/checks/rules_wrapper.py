@@ -64,7 +64,7 @@ KDA_WRAPPER_ORDER = declare_wrapper_order("kda", (
     engines=GDN_ENGINES,
     example=CallExample({"mixed_qkv": tensor(4, 1, 64)}, "a token axis left in place: [B, 1, D]"),
 )
-def mixed_qkv_ndim(ctx: CallContext):
+def mixed_qkv_ndim(ctx: CallContext) -> Finding | None:
     spec = ctx.call.mixed_qkv
     if spec.ndim == 2:
         return None
@@ -92,7 +92,7 @@ def mixed_qkv_ndim(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"mixed_qkv": tensor(4, 64, stride=(1, 4))}, "a transposed view: `buf.t()`"),
 )
-def mixed_qkv_stride(ctx: CallContext):
+def mixed_qkv_stride(ctx: CallContext) -> Finding | None:
     spec = ctx.call.mixed_qkv
     if spec.ndim and spec.stride[-1] != 1:
         return Finding(fixes=[last_stride_fix("mixed_qkv", spec)], argument="mixed_qkv")
@@ -113,14 +113,15 @@ def mixed_qkv_stride(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"a": tensor(4, 4, 1)}, "`a` as [B, HV, 1]"),
 )
-def gates_ndim(ctx: CallContext):
+def gates_ndim(ctx: CallContext) -> Finding | None:
     a, b = ctx.call.a, ctx.call.b
     if a.ndim == 2 and b.ndim == 2:
         return None
     fixes = []
     for name, spec in (("a", a), ("b", b)):
         if spec.ndim != 2:
-            fixes.append(f"reshape `{name}` {shape_text(spec)} to [B, {'HV*K' if ctx.variant == 'kda' and name == 'a' else 'HV'}]"
+            width = "HV*K" if ctx.variant == "kda" and name == "a" else "HV"
+            fixes.append(f"reshape `{name}` {shape_text(spec)} to [B, {width}]"
                          + (f": `{name}.reshape({ctx.B}, -1)`" if ctx.B else ""))
     return Finding({"a_ndim": a.ndim, "b_ndim": b.ndim}, fixes, argument="a" if a.ndim != 2 else "b")
 
@@ -136,7 +137,7 @@ def gates_ndim(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"b": tensor(4, 4, stride=(8, 2))}, "every other column of a fused `ba`: `ba[:, 0::2]`"),
 )
-def gates_stride(ctx: CallContext):
+def gates_stride(ctx: CallContext) -> Finding | None:
     bad = [(n, s) for n, s in (("a", ctx.call.a), ("b", ctx.call.b)) if s.ndim and s.stride[-1] != 1]
     if not bad:
         return None
@@ -157,7 +158,7 @@ def gates_stride(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"A_log": tensor(1, 1, 4, 1)}, "the Kimi checkpoint layout [1, 1, H, 1]"),
 )
-def decay_params_ndim(ctx: CallContext):
+def decay_params_ndim(ctx: CallContext) -> Finding | None:
     bad = [(n, s) for n, s in (("A_log", ctx.call.A_log), ("dt_bias", ctx.call.dt_bias)) if s.ndim != 1]
     if not bad:
         return None
@@ -175,7 +176,7 @@ def decay_params_ndim(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"A_log": tensor(4, stride=(2,))}, "a strided shard: `A_log_full[0::2]`"),
 )
-def decay_params_stride(ctx: CallContext):
+def decay_params_stride(ctx: CallContext) -> Finding | None:
     bad = [(n, s) for n, s in (("A_log", ctx.A_log), ("dt_bias", ctx.dt_bias)) if s is not None and s.stride[0] != 1]
     if not bad:
         return None
@@ -195,7 +196,7 @@ def decay_params_stride(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"ssm_state_indices": tensor(4, 1)}, "slots gathered as [B, 1]"),
 )
-def indices_ndim(ctx: CallContext):
+def indices_ndim(ctx: CallContext) -> Finding | None:
     spec = ctx.call.ssm_state_indices
     if spec.ndim == 1:
         return None
@@ -219,7 +220,7 @@ def indices_ndim(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"out": tensor(4, 1, 4, 8, stride=(64, 64, 8, 1))}, "a head slice of a wider `out`"),
 )
-def out_contiguous(ctx: CallContext):
+def out_contiguous(ctx: CallContext) -> Finding | None:
     spec = ctx.call.out
     if spec.is_contiguous():
         return None
@@ -230,16 +231,18 @@ def out_contiguous(ctx: CallContext):
 
 @rule(
     "GDR209", "mixed-devices",
-    clear=('a.device == b.device == A_log.device == dt_bias.device == state.device == out.device == indices.device == mixed_qkv.device'),
+    clear=('a.device == b.device == A_log.device == dt_bias.device == state.device == out.device '
+           '== indices.device == mixed_qkv.device'),
     summary="the inputs are not all on one device",
     message="All inputs must be on the same device.",
     explanation="Every tensor argument must be on `mixed_qkv.device`.",
     causes=("the index tensor or the pool left on the CPU", "a tensor on another GPU"),
     fixes=("move every argument to `mixed_qkv.device`",),
     engines=GDN_ENGINES,
-    example=CallExample({"ssm_state_indices": tensor(4, device="cpu", values=(3, 1, 5, 2))}, "the slot table left on the CPU"),
+    example=CallExample({"ssm_state_indices": tensor(4, device="cpu", values=(3, 1, 5, 2))},
+                        "the slot table left on the CPU"),
 )
-def same_device(ctx: CallContext):
+def same_device(ctx: CallContext) -> Finding | None:
     device = ctx.call.mixed_qkv.device
     tensors = ctx.call.tensors()
     away = [name for name, spec in tensors.items() if spec.device != device]
@@ -261,7 +264,7 @@ def same_device(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"a": tensor(6, 4)}, "`a` padded to 6 rows while `mixed_qkv` has 4"),
 )
-def batch_sizes(ctx: CallContext):
+def batch_sizes(ctx: CallContext) -> Finding | None:
     if ctx.mixed_qkv is None or ctx.a is None or ctx.b is None:
         return None
     B, a_rows, b_rows = ctx.B, ctx.a.shape[0], ctx.b.shape[0]
@@ -292,7 +295,7 @@ def batch_sizes(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"ssm_state_indices": tensor(6, values=(3, 1, 5, 2, -1, -1))}, "6 slot indices for 4 rows"),
 )
-def indices_length(ctx: CallContext):
+def indices_length(ctx: CallContext) -> Finding | None:
     if ctx.indices is None or ctx.B is None or ctx.indices.shape[0] == ctx.B:
         return None
     n, B = ctx.indices.shape[0], ctx.B
@@ -319,7 +322,7 @@ def indices_length(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"initial_state": tensor(2, 8, 4, 8, 8)}, "the stacked pool [layers, S, HV, V, K]"),
 )
-def state_ndim(ctx: CallContext):
+def state_ndim(ctx: CallContext) -> Finding | None:
     spec = ctx.state
     if spec.ndim == 4:
         return None
@@ -354,7 +357,7 @@ def state_ndim(ctx: CallContext):
     example=CallExample({"initial_state": tensor(8, 4, 8, 8, stride=(256, 64, 1, 8))},
                         "a [S, HV, K, V] pool transposed to [S, HV, V, K] by a view"),
 )
-def state_stride(ctx: CallContext):
+def state_stride(ctx: CallContext) -> Finding | None:
     spec = ctx.state
     if not spec.ndim or spec.stride[-1] == 1:
         return None
@@ -384,7 +387,7 @@ def state_stride(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"a": tensor(4, 2), "b": tensor(4, 2)}, "gates sharded for tp=2, the pool not"),
 )
-def gdn_gate_heads(ctx: CallContext):
+def gdn_gate_heads(ctx: CallContext) -> Finding | None:
     if ctx.HV is None or ctx.a is None or ctx.b is None:
         return None
     HV, a_cols, b_cols = ctx.HV, ctx.a.shape[1], ctx.b.shape[1]
@@ -403,14 +406,15 @@ def gdn_gate_heads(ctx: CallContext):
     "GDR215", "decay-param-sizes-mismatch-value-heads",
     clear='A_log.shape[0] == HV and dt_bias.shape[0] == HV',
     summary="`A_log`/`dt_bias` do not have HV elements",
-    message="`A_log` and `dt_bias` must have {HV} elements (got A_log.numel()={A_log_numel}, dt_bias.numel()={dt_bias_numel}).",
+    message=("`A_log` and `dt_bias` must have {HV} elements (got A_log.numel()={A_log_numel}, "
+             "dt_bias.numel()={dt_bias_numel})."),
     explanation="GDN `A_log` and `dt_bias` hold one value per (per-rank) value head.",
     causes=("global `A_log`/`dt_bias` [HV] with TP > 1", "a KDA `dt_bias` [H*K] given to the GDN kernel"),
     fixes=("shard to HV_l", "use the KDA kernel for KDA models"),
     engines=GDN_ENGINES,
     example=CallExample({"A_log": tensor(8)}, "the global `A_log` of 8 heads with the tp=2 pool"),
 )
-def gdn_param_sizes(ctx: CallContext):
+def gdn_param_sizes(ctx: CallContext) -> Finding | None:
     if ctx.HV is None:
         return None
     HV, na, nd = ctx.HV, ctx.call.A_log.numel(), ctx.call.dt_bias.numel()
@@ -435,7 +439,7 @@ def gdn_param_sizes(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"out": tensor(4, 4, 8)}, "`out` without its token axis"),
 )
-def out_shape(ctx: CallContext):
+def out_shape(ctx: CallContext) -> Finding | None:
     if ctx.B is None or ctx.HV is None:
         return None
     expected = (ctx.B, 1, ctx.HV, ctx.V)
@@ -474,8 +478,8 @@ def out_shape(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"mixed_qkv": tensor(4, 32)}, "only the v block: width HV*V"),
 )
-def packed_width(ctx: CallContext):
-    if ctx.qkv_dim is None or ctx.HV is None:
+def packed_width(ctx: CallContext) -> Finding | None:
+    if ctx.qkv_dim is None or ctx.HV is None or ctx.V is None:
         return None
     qk_dim = ctx.qkv_dim - ctx.HV * ctx.V
     if qk_dim > 0 and qk_dim % 2 == 0:
@@ -498,9 +502,9 @@ def packed_width(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"mixed_qkv": tensor(4, 56)}, "q and k blocks of 12 channels each, K=8"),
 )
-def gdn_q_size(ctx: CallContext):
+def gdn_q_size(ctx: CallContext) -> Finding | None:
     q_dim = q_size_failure(ctx)
-    if q_dim is None:
+    if q_dim is None or ctx.qkv_dim is None:  # a failure implies a known width
         return None
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"the q block is {q_dim} channels, not a multiple of K={ctx.K}: pass exactly [q | k | v], or check K "
@@ -524,8 +528,8 @@ def gdn_q_size(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"mixed_qkv": tensor(4, 80)}, "a width that implies H=3 key heads for HV=4"),
 )
-def head_config(ctx: CallContext):
-    if ctx.qkv_dim is None or ctx.HV is None or not ctx.K or q_size_failure(ctx) is not None:
+def head_config(ctx: CallContext) -> Finding | None:
+    if ctx.qkv_dim is None or ctx.HV is None or ctx.V is None or not ctx.K or q_size_failure(ctx) is not None:
         return None
     qk_dim = ctx.qkv_dim - ctx.HV * ctx.V
     if qk_dim <= 0 or qk_dim % 2:
@@ -552,7 +556,7 @@ def head_config(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({}, "no call triggers it: BK = next_power_of_2(K) >= K always", reachable=False),
 )
-def single_k_tile(ctx: CallContext):
+def single_k_tile(ctx: CallContext) -> Finding | None:
     if not ctx.K:
         return None
     BK = next_power_of_2(ctx.K)
@@ -573,7 +577,7 @@ def single_k_tile(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({"a": tensor(4, 4)}, "a GDN-style per-head gate [B, HV]", variant="kda"),
 )
-def kda_gate_width(ctx: CallContext):
+def kda_gate_width(ctx: CallContext) -> Finding | None:
     if ctx.HV is None or ctx.K is None or ctx.a is None:
         return None
     want, got = ctx.HV * ctx.K, ctx.a.shape[1]
@@ -598,7 +602,7 @@ def kda_gate_width(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({"b": tensor(4, 8)}, "`b` with the global heads of tp=2", variant="kda"),
 )
-def kda_beta_heads(ctx: CallContext):
+def kda_beta_heads(ctx: CallContext) -> Finding | None:
     if ctx.HV is None or ctx.b is None or ctx.b.shape[1] == ctx.HV:
         return None
     return Finding({"HV": ctx.HV, "b_shape": tuple(ctx.call.b.shape)},
@@ -616,7 +620,7 @@ def kda_beta_heads(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({"A_log": tensor(8)}, "Kimi `A_log` flattened but not sharded", variant="kda"),
 )
-def kda_a_log_size(ctx: CallContext):
+def kda_a_log_size(ctx: CallContext) -> Finding | None:
     if ctx.HV is None or ctx.call.A_log.numel() == ctx.HV:
         return None
     got = ctx.call.A_log.numel()
@@ -634,7 +638,7 @@ def kda_a_log_size(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({"dt_bias": tensor(4)}, "a GDN-style per-head `dt_bias` [HV]", variant="kda"),
 )
-def kda_dt_bias_size(ctx: CallContext):
+def kda_dt_bias_size(ctx: CallContext) -> Finding | None:
     if ctx.HV is None or ctx.K is None:
         return None
     want, got = ctx.HV * ctx.K, ctx.call.dt_bias.numel()
@@ -659,9 +663,9 @@ def kda_dt_bias_size(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({"mixed_qkv": tensor(4, 56)}, "q and k blocks of 12 channels each, K=8", variant="kda"),
 )
-def kda_q_size(ctx: CallContext):
+def kda_q_size(ctx: CallContext) -> Finding | None:
     q_dim = q_size_failure(ctx)
-    if q_dim is None:
+    if q_dim is None or ctx.qkv_dim is None:  # a failure implies a known width
         return None
     fixes = width_candidates(ctx, ctx.qkv_dim) or [
         f"the q block is {q_dim} channels, not a multiple of K={ctx.K}: KDA needs num_q_heads == num_k_heads and "
@@ -683,9 +687,9 @@ def kda_q_size(ctx: CallContext):
     engines=KDA_ENGINES,
     example=CallExample({}, "B=4 < 8: sglang skips its CUDA kernel", variant="kda"),
 )
-def kda_cuda_fast_path(ctx: CallContext):
+def kda_cuda_fast_path(ctx: CallContext) -> Finding | None:
     fast = ctx.profile.kda_fast_path  # None: the engine's KDA wrapper always runs Triton
-    if ctx.variant != "kda" or fast is None or ctx.HV is None:
+    if ctx.variant != "kda" or fast is None or ctx.HV is None or ctx.V is None or ctx.K is None:
         return None
     c = ctx.call
     if fast.requires_l2norm and not c.use_qk_l2norm_in_kernel:
@@ -724,8 +728,8 @@ def kda_cuda_fast_path(ctx: CallContext):
     engines=GDN_ENGINES,
     example=CallExample({"initial_state": tensor(8, 4, 8, 0)}, "a pool with K=0"),
 )
-def head_dim_zero(ctx: CallContext):
-    if ctx.K != 0 or ctx.qkv_dim is None or ctx.HV is None:
+def head_dim_zero(ctx: CallContext) -> Finding | None:
+    if ctx.K != 0 or ctx.qkv_dim is None or ctx.HV is None or ctx.V is None:
         return None
     qk_dim = ctx.qkv_dim - ctx.HV * ctx.V
     if qk_dim <= 0 or qk_dim % 2:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
-from ..engines import ENGINE_NAMES, EngineProfile, profile_for
+from ..engines import EngineProfile, profile_for
+
+if TYPE_CHECKING:  # neither runs here: the module stays importable without torch
+    import torch
+
+    from ..report import Report
 
 # What the kernels and references take as `engine`: a name ("vllm"), `name@version`, or a profile.
 Engine = str | EngineProfile
-ENGINES: tuple[str, ...] = ENGINE_NAMES
 
 
 def check_engine(engine: Engine) -> EngineProfile:
@@ -21,7 +25,7 @@ def check_engine(engine: Engine) -> EngineProfile:
 NOT_APPLICABLE_TO_OUR_KERNELS = frozenset({"GDR244"})
 
 
-def raise_contract_errors(report: Any) -> None:
+def raise_contract_errors(report: Report) -> None:
     """Raise ValueError with the first error of a contract Report, as ``Report.raise_for_errors`` does, but
     skipping the rules in NOT_APPLICABLE_TO_OUR_KERNELS."""
     for diagnostic in report.diagnostics:
@@ -34,7 +38,11 @@ def infer_heads(qkv_width: int, HV: int, V: int, K: int) -> int:
     return (qkv_width - HV * V) // 2 // K
 
 
-def row_is_live(slot: Any, engine: Engine) -> Any:
+@overload
+def row_is_live(slot: int, engine: Engine) -> bool: ...
+@overload
+def row_is_live(slot: torch.Tensor, engine: Engine) -> torch.Tensor: ...
+def row_is_live(slot: int | torch.Tensor, engine: Engine) -> bool | torch.Tensor:
     """Whether a row with this slot index is computed: above the engine's skip sentinel (sglang skips
     idx < 0; vLLM also skips its null slot 0). Works elementwise on tensors as well as on ints.
     """

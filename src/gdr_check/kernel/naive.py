@@ -26,7 +26,8 @@ def _l2norm(x: torch.Tensor) -> torch.Tensor:
     return x / torch.sqrt((x * x).sum(-1, keepdim=True) + L2NORM_EPS)
 
 
-def _split_qkv(mixed_qkv: torch.Tensor, H: int, HV: int, K: int, V: int):
+def _split_qkv(mixed_qkv: torch.Tensor, H: int, HV: int, K: int, V: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k as [B, HV, K] (key head j // G for value head j) and v as [B, HV, V], all float64."""
     x = mixed_qkv.to(torch.float64)
     B = x.shape[0]
