@@ -37,7 +37,7 @@ SourceKind = Literal["config", "tensor", "assumed", "default"]
 
 
 class TensorLike(Protocol):
-    """A tensor's header entry (`gdr_check.sources.TensorInfo`, a frozen dataclass: read-only here too)."""
+    """What the description reads from `gdr_check.sources.TensorInfo` (read-only)."""
 
     @property
     def name(self) -> str: ...
@@ -50,7 +50,7 @@ class TensorLike(Protocol):
 
 
 class CheckpointLike(Protocol):
-    """What the description reads from `gdr_check.sources.Checkpoint` (read-only, so a subtype may stand in)."""
+    """What the description reads from `gdr_check.sources.Checkpoint` (read-only, so any mapping will do)."""
 
     @property
     def config(self) -> dict[str, Any] | None: ...
