@@ -218,7 +218,7 @@ class TensorSpec:
         if self.numel() == 0:
             return True
         expected = 1
-        for size, step in zip(reversed(self.shape), reversed(self.stride), strict=True):  # ranks checked at build
+        for size, step in zip(reversed(self.shape), reversed(self.stride), strict=True):
             if size != 1:
                 if step != expected:
                     return False
