@@ -29,7 +29,8 @@ from typing import Callable
 import torch
 import triton
 
-from gdr_check.kernel.gdn import launch_packed_decode, packed_decode
+from gdr_check.kernel.checked import packed_decode
+from gdr_check.kernel.gdn import launch_packed_decode
 from gdr_check.kernel.naive import naive_packed_decode
 from gdr_check.kernel.tiling import TileConfig, pick_config
 

@@ -38,8 +38,9 @@ from gdr_check.kernel.engines import (
     _stand_ins_installed,
     find_sglang_source,
 )
-from gdr_check.kernel.gdn import launch_packed_decode, packed_decode
-from gdr_check.kernel.kda import kda_packed_decode, launch_kda_packed_decode
+from gdr_check.kernel.checked import kda_packed_decode, packed_decode
+from gdr_check.kernel.gdn import launch_packed_decode
+from gdr_check.kernel.kda import launch_kda_packed_decode
 
 K = V = 128
 HEADS = {"gdn": (16, 32), "kda": (32, 32)}

@@ -15,7 +15,8 @@ import pytest
 import gdr_check
 import gdr_check.capture as capture_module
 from fake_engine import SGLANG_GDN_CALLER, install
-from gdr_check.capture import Capture, CaptureError, RecordingError, load_recording
+from gdr_check.capture import Capture, CaptureError
+from gdr_check.recording import RecordingError, load_recording
 
 GDN = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA = "fused_recurrent_kda_packed_decode"

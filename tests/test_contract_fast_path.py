@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gdr_check import TensorSpec
-from gdr_check.checks.call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
+from gdr_check.call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from gdr_check.checks.contract import _diagnostics
-from gdr_check.checks.registry import RULE_SET, findings_of, rules_in_scope
+from gdr_check.registry import RULE_SET, findings_of, rules_in_scope
 from test_contract_robust import specs as absurd_specs
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
 
-from gdr_check.checks.call import PackedDecodeCall
+from gdr_check.call import PackedDecodeCall
 from gdr_check.cli.main import main
 from gdr_check.models import Deployment, check_builtin
 from gdr_check.runner.geometry import launch_geometry, restrided

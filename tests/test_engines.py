@@ -109,7 +109,7 @@ def test_deployment_reports_the_profile_its_engine_selected():
 
 def test_call_context_carries_the_profile_and_its_name():
     call = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment()).call
-    from gdr_check.checks.call import CallContext
+    from gdr_check.call import CallContext
 
     ctx = CallContext.build(call, "vllm@0.28")
     assert ctx.engine == "vllm" and ctx.profile is VLLM_0_28
@@ -314,7 +314,7 @@ def test_trailing_slot_zero_padding_repeats_only_where_slot_zero_is_reserved():
 
 def test_grid_limit_and_state_dtype_fix_come_from_the_profile():
     from gdr_check.checks.examples import CallExample
-    from gdr_check.checks.registry import RULE_SET
+    from gdr_check.registry import RULE_SET
 
     wide = RULE_SET.rules["GDR244"].example.call()
     assert [d.code for d in run_contract(wide, "sglang") if d.code == "GDR244"] == ["GDR244"]

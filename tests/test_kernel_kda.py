@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from gdr_check.kernel.kda import kda_packed_decode  # noqa: E402
+from gdr_check.kernel.checked import kda_packed_decode  # noqa: E402
 from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
 from gdr_check.kernel.naive import naive_kda_packed_decode  # noqa: E402
 

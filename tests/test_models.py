@@ -11,7 +11,7 @@ from checkpoint_builders import (
     qwen3_next_config, qwen_tensors, write_checkpoint, write_safetensors,
 )
 
-from gdr_check.checks.registry import RULES
+from gdr_check.registry import RULES
 from gdr_check.models import Deployment, check_checkpoint, check_model, get_builtin, list_builtin
 from gdr_check.models.adapters import select_adapter
 from gdr_check.sources import Checkpoint, TensorInfo

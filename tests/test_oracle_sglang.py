@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from contract_calls import B, HV, K, V, call_for, check, mutated, mutation_names, touched  # noqa: E402
-from gdr_check.checks.call import CallContext  # noqa: E402
+from gdr_check.call import CallContext  # noqa: E402
 from gdr_check.checks.contract import describe_call  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

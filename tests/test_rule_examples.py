@@ -14,15 +14,16 @@ import pytest
 
 from gdr_check.checks import RULES
 from gdr_check.checks.docs import render_pages
-from gdr_check.checks.registry import RULE_SET
+from gdr_check.example_runner import run_example
+from gdr_check.registry import RULE_SET
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_each_rules_example_fires_exactly_that_rule(code):
     rule = RULES[code]
     example = rule.example
-    assert example is not None and hasattr(example, "diagnostics"), f"{code} has no executable example"
-    diagnostics = example.diagnostics(RULE_SET)
+    assert example is not None, f"{code} has no executable example"
+    diagnostics = run_example(example, RULE_SET)
     codes = [d.code for d in diagnostics]
     errors = sorted({d.code for d in diagnostics if d.severity == "error"})
     if getattr(example, "reachable", True):

@@ -20,7 +20,7 @@ from fixtures_sources import (
     write_raw_safetensors, write_safetensors, write_sharded,
 )
 
-from gdr_check.checks.registry import RULES
+from gdr_check.registry import RULES
 from gdr_check.sources import Checkpoint, KeyLocation, SourceError, TensorInfo, open_checkpoint
 from gdr_check.sources import files as files_module
 from gdr_check.sources import jsonfile, safetensors_header

@@ -16,7 +16,7 @@ _EXPORTS = {
     "check_packed_decode": ".checks.contract",
     "check_kda_packed_decode": ".checks.contract",
     "run_contract": ".checks.contract",
-    "PackedDecodeCall": ".checks.call",
+    "PackedDecodeCall": ".call",
     "Report": ".report",
     "Diagnostic": ".report",
     "Location": ".report",
@@ -41,12 +41,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .call import PackedDecodeCall
     from .capture import capture
-    from .checks.call import PackedDecodeCall
     from .checks.contract import check_kda_packed_decode, check_packed_decode, run_contract
-    from .checks.registry import RULES
     from .engines import PROFILES, EngineProfile, UnknownEngineError, profile_for
     from .guard import Guard, GuardError, guard
+    from .registry import RULES
     from .report import Diagnostic, Location, Report
     from .tensors import TensorSpec
 

@@ -13,12 +13,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments
+from .checks.contract import run_contract
 from .engines import DEFAULT_ENGINE
 from .errors import InputError
+from .models.adapters import attention_head_dim
+from .models.check import ModelCheck, check_model
+from .models.deployment import Deployment
+from .recording import RecordedCall, Recording, load_recording
 from .report import Diagnostic
 from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
+from .sources import SourceError
 
 if TYPE_CHECKING:
+    from .cli.config import Config
     from .cli.selection import Selection
 
 
@@ -48,9 +56,7 @@ class NoSuchCall(InputError):
         self.path = path
 
 
-def _deployment(**settings: Any) -> Any:
-    from .models.deployment import Deployment
-
+def _deployment(**settings: Any) -> Deployment:
     try:
         return Deployment(**settings)
     except ValueError as error:
@@ -66,7 +72,7 @@ def _selected(selection: Selection | None, diagnostics: list[Diagnostic]) -> lis
 class TargetSettings:
     """What one target is checked with: its config (nearest `pyproject.toml`) under the command line."""
 
-    config: Any  # gdr_check.cli.config.Config: where the settings came from (`--show-settings`)
+    config: Config  # where the settings came from (`--show-settings`)
     selection: Selection
     engine: str
     tp_sizes: list[int]
@@ -86,9 +92,6 @@ def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettin
     """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions. `unreadable`
     holds the targets that already failed (a directory with no checkpoint below it); `progress` is told each
     target before it is checked. `Run(check_targets(...))` is what `gdr-check check` renders."""
-    from .models.check import check_model
-    from .sources import SourceError
-
     results: list[TargetResult] = []
     for index, target in enumerate(targets):
         if progress is not None:
@@ -117,10 +120,10 @@ def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettin
 # -- call ------------------------------------------------------------------------------------------------------------
 @dataclass
 class CheckedCall:
-    recorded: Any  # gdr_check.capture.RecordedCall
+    recorded: RecordedCall
     engine: str
     diagnostics: list[Diagnostic]
-    comparison: Any = None  # gdr_check.checks.compare.Comparison when a model was given
+    comparison: Comparison | None = None  # when a model was given
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = self.recorded.to_dict()
@@ -134,10 +137,10 @@ class CheckedCall:
 class CallRun:
     """The record of one `call` run: the recording, the model compared with, every checked call."""
 
-    recording: Any  # gdr_check.capture.Recording
+    recording: Recording
     target: str | None = None
     tp: int = 1
-    models: dict[str, Any] = field(default_factory=dict)  # engine -> ModelCheck
+    models: dict[str, ModelCheck] = field(default_factory=dict)  # by engine
     model_diagnostics: list[Diagnostic] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     calls: list[CheckedCall] = field(default_factory=list)
@@ -175,10 +178,8 @@ class CallRun:
         }
 
 
-def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) -> Any:
+def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) -> ModelCheck:
     """The model check for `engine` (built once per engine); its errors are reported once, at the top."""
-    from .models.check import check_model
-
     if engine not in run.models:
         deployment = _deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)
         check = check_model(target, deployment)
@@ -195,7 +196,7 @@ def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) 
 _PAIRED = {"a": ("a", "b"), "A_log": ("A_log", "dt_bias")}
 
 
-def _defer_to_comparison(diagnostic: Diagnostic, comparison: Any, target: str) -> Diagnostic:
+def _defer_to_comparison(diagnostic: Diagnostic, comparison: Comparison, target: str) -> Diagnostic:
     """A contract error on an argument the comparison explains keeps its message (what the wrapper raises)
     but not its fixes: they guess the cause without the model, and the comparison names it with the model."""
     argument = diagnostic.location.argument if diagnostic.location is not None else None
@@ -210,11 +211,7 @@ def _defer_to_comparison(diagnostic: Diagnostic, comparison: Any, target: str) -
     return replace(diagnostic, fixes=[], notes=[*diagnostic.notes, note])
 
 
-def check_call(recorded: Any, engine: str, run: CallRun, state_dtype: str | None) -> CheckedCall:
-    from .checks.compare import ModelGeometry, compare_call, contract_arguments
-    from .checks.contract import run_contract
-    from .models.adapters import attention_head_dim
-
+def check_call(recorded: RecordedCall, engine: str, run: CallRun, state_dtype: str | None) -> CheckedCall:
     diagnostics = list(run_contract(recorded.call, engine))
     comparison = None
     if run.target is not None:
@@ -240,8 +237,6 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     """Check every call of a recording made by `gdr_check.capture()` (or the one at `index`) against the contract
     and, with `target`, compare it with the call the engine makes for that model at `tp`. One result, whose
     `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
-    from .capture import load_recording
-
     recording = load_recording(path)
     if not recording.calls:
         raise EmptyRecording(recording.path)
@@ -278,9 +273,7 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
     fails the run even when selection hides its diagnostics. `ranks="all"` runs one process per TP rank
     (`runner.ranks_api.ranks_dry_run`, whose `RanksResult` is then the `details`); `weights` reads one layer's
     real `A_log` and `dt_bias` for it."""
-    from .models.check import check_model
     from .runner.api import dry_run_check
-    from .sources import SourceError
 
     deployment = _deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine)
     try:

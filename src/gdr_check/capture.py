@@ -35,15 +35,12 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, Protocol, TypeGuard, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from .checks.call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
-from .errors import InputError
-from .limits import LIMITS, shorten
-from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
+from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
+from .recording import KIND, SCHEMA_VERSION
+from .tensors import TensorSpec
 
-SCHEMA_VERSION = 1
-KIND = "gdr-check-capture"
 DEFAULT_MAX_CALLS = 256  # a Qwen3-Next decode step makes 36 calls per rank: about 7 steps
 GDN_FUNCTION = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA_FUNCTION = "fused_recurrent_kda_packed_decode"
@@ -547,184 +544,8 @@ class Capture:
                 self._unrecorded.append({"function": site.function, "module": site.module, "reason": reason})
 
 
-# -- reading -------------------------------------------------------------------------------------------------------
-class RecordingError(InputError):
-    """A recording that cannot be read: one line naming the file (exit code 2 in the CLI)."""
-
-    code = "recording"
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
 
 
-@dataclass(frozen=True)
-class RecordedCall:
-    index: int
-    call: PackedDecodeCall
-    function: str | None = None
-    engine: str | None = None
-    caller: str | None = None
-    values_read: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "function": self.function, "engine": self.engine,
-                "variant": self.call.variant, "caller": self.caller, "values_read": self.values_read,
-                "call": self.call.to_dict()}
-
-
-@dataclass(frozen=True)
-class Recording:
-    path: str
-    calls: list[RecordedCall]
-    calls_seen: int | None = None
-    calls_dropped: int = 0
-    skipped_targets: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-_MAX_RANK = 16
-
-
-def _tensor(data: Any, where: str) -> TensorSpec:
-    if not isinstance(data, dict):
-        raise ValueError(f"`{where}` must be an object with `shape`, `stride` and `dtype`")
-    for key in ("shape", "stride"):
-        value = data.get(key)
-        if not isinstance(value, list) or not all(_is_int(v) for v in value):
-            raise ValueError(f"`{where}.{key}` must be a list of integers")
-    if any(size < 0 for size in data["shape"]):
-        raise ValueError(f"`{where}.shape` has a negative size")
-    if len(data["shape"]) != len(data["stride"]):
-        raise ValueError(f"`{where}.shape` and `{where}.stride` have different lengths")
-    if len(data["shape"]) > _MAX_RANK:
-        raise ValueError(f"`{where}.shape` has {len(data['shape'])} dimensions; at most {_MAX_RANK} are allowed")
-    dim = LIMITS["dim"]
-    for key in ("shape", "stride"):
-        bad = [v for v in data[key] if not dim.allows(abs(v))]
-        if bad:
-            raise ValueError(f"`{where}.{key}` holds {shorten(bad[0])}: each entry must be in "
-                             f"{dim.range_text} in magnitude ({dim.what})")
-    if not isinstance(data.get("dtype"), str):
-        raise ValueError(f"`{where}.dtype` must be a string")
-    if canonical_dtype(data["dtype"]) not in DTYPE_ITEMSIZE:
-        raise ValueError(f"`{where}.dtype` is {shorten(data['dtype'])!r}: not a dtype (expected one of "
-                         f"{', '.join(sorted(DTYPE_ITEMSIZE))})")
-    if "device" in data and not isinstance(data["device"], str):
-        raise ValueError(f"`{where}.device` must be a string")
-    values = data.get("values")
-    if values is not None and (not isinstance(values, list)
-                               or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
-        raise ValueError(f"`{where}.values` must be a list of numbers")
-    for key in ("storage", "offset"):
-        if data.get(key) is not None and not _is_int(data[key]):
-            raise ValueError(f"`{where}.{key}` must be an integer")
-    return TensorSpec.from_dict(data)
-
-
-def _optional_number(data: dict[str, Any], key: str, where: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"`{where}.{key}` must be a number or null")
-    if not LIMITS["scale"].allows(value):  # NaN, inf, 1e400 or an integer too large for a float
-        raise ValueError(f"`{where}.{key}` is {shorten(value)}: must be a finite number in "
-                         f"{LIMITS['scale'].range_text}")
-    return float(value)
-
-
-def _call_entry(entry: Any, index: int) -> RecordedCall:
-    where = f"calls[{index}]"
-    if not isinstance(entry, dict):
-        raise ValueError(f"`{where}` must be an object")
-    data = entry.get("call")
-    if not isinstance(data, dict):
-        raise ValueError(f"`{where}.call` is missing")
-    variant = data.get("variant", entry.get("variant", "gdn"))
-    if variant not in ("gdn", "kda"):
-        raise ValueError(f"`{where}.call.variant` must be \"gdn\" or \"kda\" (got {variant!r})")
-    engine = entry.get("engine")
-    if engine is not None and engine not in ENGINES:
-        raise ValueError(f"`{where}.engine` must be one of {', '.join(ENGINES)} or null (got {engine!r})")
-    missing = [name for name in (*TENSOR_ARGUMENTS, "scale") if name not in data]
-    if missing:
-        raise ValueError(f"`{where}.call` has no `{missing[0]}`")
-    tensors = {name: _tensor(data[name], f"{where}.call.{name}") for name in TENSOR_ARGUMENTS}
-    flag = data.get("use_qk_l2norm_in_kernel", False)
-    if not isinstance(flag, bool):
-        raise ValueError(f"`{where}.call.use_qk_l2norm_in_kernel` must be true or false")
-    call = PackedDecodeCall(
-        scale=_optional_number(data, "scale", f"{where}.call"), use_qk_l2norm_in_kernel=flag,
-        lower_bound=_optional_number(data, "lower_bound", f"{where}.call"), variant=variant, **tensors,
-    )
-    caller = entry.get("caller")
-    if isinstance(caller, dict):
-        caller = ":".join(str(caller[k]) for k in ("module", "function", "line") if caller.get(k) is not None)
-    function = entry.get("function")
-    return RecordedCall(index=entry["index"] if _is_int(entry.get("index")) else index, call=call,
-                        function=function if isinstance(function, str) else None, engine=engine,
-                        caller=caller if isinstance(caller, str) and caller else None,
-                        values_read=entry.get("values_read", True) is not False)
-
-
-def _bounded_int(literal: str) -> int | float:
-    # Python refuses int literals of more than 4300 digits without a position; no recorded number is that long.
-    return int(literal) if len(literal) <= 400 else float("inf")
-
-
-def load_recording(path: str | os.PathLike[str]) -> Recording:
-    """Read and validate a recording. Raises `RecordingError` (one line) for anything unreadable."""
-    shown = os.fspath(path)
-    from .limits import MAX_RECORDING_BYTES, read_bounded
-
-    if os.path.isdir(path):
-        raise RecordingError(shown, "is a directory, not a recording")
-    try:
-        # Non-blocking and fstat-checked: a FIFO, /dev/zero or a sparse multi-GB file is refused unread.
-        text = read_bounded(path, MAX_RECORDING_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise RecordingError(shown, f"cannot read the recording: {error}") from None
-    try:
-        document = json.loads(text, parse_int=_bounded_int)
-    except json.JSONDecodeError as error:
-        raise RecordingError(shown, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-                             ) from None
-    except RecursionError:
-        raise RecordingError(shown, "not valid JSON: nested too deeply") from None
-    if not isinstance(document, dict):
-        raise RecordingError(shown, f"not a gdr-check recording: the top level is a {type(document).__name__}, "
-                                    f"not an object")
-    version = document.get("schema_version")
-    if version is None or document.get("kind", KIND) != KIND:
-        raise RecordingError(shown, "not a gdr-check recording (no `schema_version`/`kind`); record one with "
-                                    "`gdr_check.capture()`")
-    if version != SCHEMA_VERSION:
-        raise RecordingError(shown, f"recording schema_version {version!r} is not supported; this gdr-check "
-                                    f"reads version {SCHEMA_VERSION}")
-    calls = document.get("calls")
-    if not isinstance(calls, list):
-        raise RecordingError(shown, "`calls` must be a list")
-    try:
-        recorded = [_call_entry(entry, i) for i, entry in enumerate(calls)]
-    except (ValueError, TypeError) as error:
-        raise RecordingError(shown, str(error)) from None
-    seen = document.get("calls_seen")
-    dropped = document.get("calls_dropped")
-    skipped = document.get("skipped_targets")
-    return Recording(
-        path=shown, calls=recorded, calls_seen=seen if _is_int(seen) else None,
-        calls_dropped=dropped if _is_int(dropped) else 0,
-        skipped_targets=[s for s in skipped if isinstance(s, dict)] if isinstance(skipped, list) else [],
-    )
-
-
-# `gdr_check.capture(...)` must work however `gdr_check.capture` was reached: importing this submodule binds
-# the package attribute to the module, so the module itself is callable, and its `capture` attribute is the
-# module too (a lazy package export of "capture" then yields the same object).
 class _CallableModule(types.ModuleType):
     def __call__(self, path: str | os.PathLike[str], *, targets: Sequence[str] | None = None,
                  max_calls: int = DEFAULT_MAX_CALLS, engine: str | None = None) -> Capture:

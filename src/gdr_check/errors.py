@@ -5,9 +5,9 @@ bad config file): the CLI prints `str(error)`, one line, and exits 2. `code` nam
 kind of input ("recording", "config"); `path` the file, when there is one. The library never raises CLI
 exceptions.
 
-`SourceError` is an `InputError` tied to one GDR0xx rule: each rule of `gdr_check.checks.rules_source` is a
+`SourceError` is an `InputError` tied to one GDR0xx rule: each rule of `gdr_check.sources.rules` is a
 subclass that declares the rule and its fields, and the import fails when a field of the rule's message is not
-among them (or a field is neither in the message nor a location part). `checks.registry.Violation` is the same
+among them (or a field is neither in the message nor a location part). `registry.Violation` is the same
 for rules reported rather than raised (GDR3xx, GDR101).
 """
 
@@ -17,8 +17,10 @@ import inspect
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .report import Location
+
 if TYPE_CHECKING:
-    from .checks.registry import Rule
+    from .registry import Rule
     from .report import Diagnostic
     from .sources.checkpoint import KeyLocation
 
@@ -132,11 +134,8 @@ class SourceError(InputError):
 
     def diagnostic(self) -> Diagnostic:
         """The error as a `Diagnostic` of its rule, located at the file (and line) it names."""
-        from .checks.registry import Finding
-        from .report import Location
-
         location = Location(
             file=self.path, line=self.line, column=self.column, end_line=self.end_line,
             end_column=self.end_column, tensor=self.tensor, shard=self.shard,
         )
-        return self.rule.diagnostic(Finding(values=dict(self.values), fixes=list(self.fixes), location=location))
+        return self.rule.located(dict(self.values), list(self.fixes), location)

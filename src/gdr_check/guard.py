@@ -25,6 +25,7 @@ eager call, after a replay (the guard hooks `torch.cuda.CUDAGraph.replay` with a
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import sys
 import threading
@@ -33,8 +34,12 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from .call import ARGUMENTS, ENGINES
 from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
-from .checks.call import ARGUMENTS, ENGINES
+from .checks.compare import ModelGeometry, compare_call
+from .checks.contract import describe_call
+from .models.check import check_model
+from .models.deployment import Deployment
 
 Mode = Literal["raise", "warn", "record"]
 MODES = ("raise", "warn", "record")
@@ -208,10 +213,6 @@ class Guard:
 
     def _compare_with_model(self, args: tuple) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
-        from .checks.compare import ModelGeometry, compare_call
-        from .checks.contract import describe_call
-        from .models import Deployment, check_model
-
         if self._expected is None:
             check = check_model(self.model, Deployment(tp=self.tp, engine=self.engine, state_dtype=self.state_dtype))
             if check.call is None or check.model is None:
@@ -265,8 +266,6 @@ class Guard:
 
     # -- patching -------------------------------------------------------------------------------------------------
     def _resolve(self, target: str) -> Callable | None:
-        import importlib
-
         module_name, attribute = _split_target(target)
         module = sys.modules.get(module_name)
         if module is None:

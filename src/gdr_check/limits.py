@@ -12,6 +12,8 @@ finite and memory bounded.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +132,6 @@ def read_bounded(path: Any, cap: int = MAX_SMALL_FILE_BYTES) -> bytes:
     Opened non-blocking (a FIFO does not hang the open), checked with fstat (FIFOs, devices such as /dev/zero
     and directories are refused) and refused by size before reading, so a multi-GB sparse file costs nothing.
     Raises UnreadableInput with a one-line reason."""
-    import os
-    import stat
-
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:

@@ -4,6 +4,9 @@ Importing this package registers every rule: GDR0xx (sources), GDR1xx (model), G
 GDR3xx (dry-run).
 """
 
+from ..call import PackedDecodeCall
+from ..registry import RULES, Finding, Rule, get
+from ..sources import rules as source_rules  # noqa: F401  (the GDR0xx rules live with the readers that raise them)
 from . import (  # noqa: F401  (importing registers the rules)
     compare,
     rules_assumed,
@@ -13,12 +16,9 @@ from . import (  # noqa: F401  (importing registers the rules)
     rules_param_dtype,
     rules_pasted,
     rules_ranks,
-    rules_source,
     rules_wrapper,
 )
-from .call import PackedDecodeCall
 from .contract import check_kda_packed_decode, check_packed_decode, run_contract
-from .registry import RULES, Finding, Rule, get
 
 __all__ = [
     "RULES", "Finding", "PackedDecodeCall", "Rule", "check_kda_packed_decode", "check_packed_decode", "get",

@@ -22,12 +22,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from ..engines import STATE_DTYPES, profile_for
+from ..registry import Finding, Rule, declare
 from ..report import Diagnostic, Location, Severity
 from ..tensors import TensorSpec, contiguous_strides
-from .call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from .examples import CompareExample, qwen3_next_config, tensor
-from .registry import Finding, Rule, declare
 
 if TYPE_CHECKING:
     from ..models.description import LinearAttentionModel

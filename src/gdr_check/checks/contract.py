@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..call import PackedDecodeCall, Variant
 from ..tensors import TensorSpec
-from .call import PackedDecodeCall, Variant
 from .hotpath import (
     _diagnostics,
     check_kda_packed_decode,

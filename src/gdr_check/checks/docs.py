@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from .registry import CATEGORIES, RULE_SET, Rule, RuleSet
+from ..registry import CATEGORIES, RULE_SET, Rule, RuleSet
+from .examples import BASE_TEXT
 
 # The pages live in a folder beside the index named after it: docs/rules.md -> docs/rules/<CODE>.md.
 INDEX_NAME = "rules.md"
@@ -64,8 +65,6 @@ def render_rule_page(rule: Rule, index_name: str = INDEX_NAME) -> str:
     """The page `docs/rules/<CODE>.md`: the rule's text under a title, with a link back to the index."""
     header = [f"# {rule.code} `{rule.name}`", "", f"[All rules](../{index_name}) · {_category(rule)}", ""]
     if rule.code.startswith("GDR2") and rule.example is not None:
-        from .examples import BASE_TEXT
-
         header += [f"The example is a packed-decode call that changes {BASE_TEXT}.", ""]
     return "\n".join(header + _rule_body(rule, _link_citations)) + "\n"
 

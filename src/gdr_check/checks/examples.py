@@ -1,14 +1,19 @@
-"""Executable examples of the rules: a small input that triggers each one.
+"""Executable examples of the rules, as data: a small input that triggers each one.
 
 Kernel-call rules (GDR2xx): a packed-decode call, `CallExample`. Dry-run rules (GDR3xx): a synthetic result
-of the dry-run child, `DryRunExample`. Model rules (GDR1xx) and source rules (GDR0xx): a checkpoint,
-`CheckpointExample` (files written to a temporary directory and checked as `gdr-check DIR` would).
+of the dry-run child, `DryRunExample` (`RanksExample` for `--ranks all`). Model rules (GDR1xx): a config and
+its tensors, `ModelExample`; a recorded call against a model (GDR16x): `CompareExample`. Source rules (GDR0xx)
+keep theirs with the readers (`sources.examples.CheckpointExample`).
+
+An example here is its input and its `text` (what the docs show); running it goes through the stage that
+reports the rule, which may sit above the rules (the model check, the dry-run's diagnosis), so the runner is
+`gdr_check.example_runner` at the diagnostics layer.
 
 The kernel-call examples:
 
 Every example starts from one valid base call (B=4 rows, 8 state slots, K=V=8; GDN with H=2 key and HV=4
 value heads, KDA with H=HV=4) on `cuda:0` and changes a few arguments. It is described by TensorSpecs, so it
-runs without torch or a GPU; `diagnostics` puts it through the contract engine. The docs show `text`, and
+runs without torch or a GPU; the runner puts it through the contract engine. The docs show `text`, and
 tests/test_rule_examples.py asserts that each example fires its own rule and no other error.
 """
 
@@ -16,19 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import struct
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..call import PackedDecodeCall
+from ..models.adapters import select_adapter
+from ..models.deployment import Deployment, resolve
+from ..models.description import describe
+from ..models.expected import expected_call
+from ..sources.checkpoint import Checkpoint
 from ..tensors import TensorSpec
-
-if TYPE_CHECKING:
-    from ..report import Diagnostic
-    from .registry import RuleSet
 
 BATCH, SLOTS, HEAD_K, HEAD_V, VALUE_HEADS = 4, 8, 8, 8, 4
 KEY_HEADS = {"gdn": 2, "kda": 4}  # KDA (Kimi style): H = HV
@@ -123,9 +126,7 @@ class CallExample:
     def __str__(self) -> str:
         return self.text
 
-    def call(self) -> Any:
-        from .call import PackedDecodeCall
-
+    def call(self) -> PackedDecodeCall:
         arguments = base_arguments(self.variant, self.device)
         for name, value in self.changes.items():
             if isinstance(value, Tensor):
@@ -136,12 +137,6 @@ class CallExample:
                 )
             arguments[name] = value
         return PackedDecodeCall(variant=self.variant, **arguments)  # type: ignore[arg-type]
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from .call import CallContext
-        from .contract import _diagnostics
-
-        return _diagnostics(CallContext.build(self.call(), self.engine), rules=rules)
 
 
 @dataclass(frozen=True)
@@ -157,7 +152,6 @@ class DryRunExample:
 
     @property
     def text(self) -> str:
-
         if self.result is None:
             head = f"# the dry-run child exited with status {self.returncode} without a result; stderr: {self.stderr!r}"
             return head + (f"\n# {self.note}" if self.note else "")
@@ -167,13 +161,6 @@ class DryRunExample:
 
     def __str__(self) -> str:
         return self.text
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from ..runner.diagnose import dryrun_diagnostics
-        from ..runner.launch import ChildOutcome
-
-        result = None if self.result is None else dict(self.result)
-        return dryrun_diagnostics(ChildOutcome(result, self.returncode, self.stderr), self.backend)
 
 
 @dataclass(frozen=True)
@@ -187,8 +174,6 @@ class RanksExample:
 
     @property
     def text(self) -> str:
-        import json
-
         if self.result is None:
             return f"# rank 1 of 2 raised; its last event: {json.dumps(dict(self.failure or {}))}"
         head = "# rank 0's gathered result at tp=2" + (f": {self.note}" if self.note else "")
@@ -196,19 +181,6 @@ class RanksExample:
 
     def __str__(self) -> str:
         return self.text
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from ..runner.ranks import RankOutcome, RanksOutcome
-        from ..runner.ranks_api import ranks_diagnostics
-
-        if self.result is None:
-            failed = RankOutcome(1, 1, [{"event": "failed", **dict(self.failure or {})}], "")
-            waiting = RankOutcome(0, -15, [{"event": "gather", "step": 0}], "", killed=True)
-            outcome = RanksOutcome(2, [waiting, failed], first_failure=1)
-        else:
-            outcome = RanksOutcome(2, [RankOutcome(0, 0, [{"event": "result", **dict(self.result)}], ""),
-                                       RankOutcome(1, 0, [], "")])
-        return ranks_diagnostics(outcome, 2)
 
 
 def qwen3_next_config(**changes: Any) -> dict[str, Any]:
@@ -245,6 +217,27 @@ def qwen3_next_weights(config: Mapping[str, Any]) -> dict[str, tuple[str, tuple[
     return tensors
 
 
+def config_checkpoint(config: Mapping[str, Any], tensors: Mapping[str, Any] | None = None) -> Checkpoint:
+    """A checkpoint read from `config.json` alone (with `tensors`, name -> `TensorInfo`, when given)."""
+    return Checkpoint(target="config.json", root=None, kind="config-only", config=dict(config),
+                      config_file="config.json", tensors=dict(tensors or {}))
+
+
+def expected_model_call(config: Mapping[str, Any], tp: int, engine: str) -> PackedDecodeCall:
+    """The packed-decode call the engine makes on one rank for the model `config` describes."""
+    checkpoint = config_checkpoint(config)
+    selection = select_adapter(checkpoint.config, checkpoint.tensors)
+    if selection.adapter is None:
+        raise ValueError(f"no adapter describes the example config: {selection.reason}")
+    model = describe(checkpoint, selection.adapter, selection.identity)
+    if model is None:
+        raise ValueError("the example config has no linear-attention layers")
+    call = expected_call(model, resolve(model, Deployment(tp=tp, engine=engine)))
+    if call is None:
+        raise ValueError(f"the example config gives no packed-decode call at tp={tp}")
+    return call
+
+
 @dataclass(frozen=True)
 class ModelExample:
     """A checkpoint checked for a deployment (`deployment`: the `Deployment` fields, e.g. tp), as
@@ -260,7 +253,6 @@ class ModelExample:
 
     @property
     def text(self) -> str:
-
         flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in self.deployment.items())
         what = "config.json" if self.weights is None else "DIR"
         head = f"# {what}, checked with `gdr-check {what}{' ' + flags if flags else ''}`"
@@ -276,146 +268,6 @@ class ModelExample:
 
     def __str__(self) -> str:
         return self.text
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from ..models.check import check_checkpoint
-        from ..models.deployment import Deployment
-        from ..sources import Checkpoint, TensorInfo
-
-        tensors: dict[str, Any] = {}
-        if self.weights is not None:
-            shapes = {**qwen3_next_weights(self.weights), **self.tensor_changes}
-            tensors = {name: TensorInfo(name, spec[0], tuple(spec[1]), "model.safetensors")
-                       for name, spec in shapes.items() if spec is not None}
-        checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
-                                config_file="config.json", tensors=tensors)
-        return list(check_checkpoint(checkpoint, Deployment(**self.deployment)).report)
-
-
-# -- checkpoints on disk (GDR0xx) ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Link:
-    """A symbolic link to `target`."""
-
-    target: str
-
-    def __str__(self) -> str:
-        return f"-> {self.target}"
-
-
-@dataclass(frozen=True)
-class Folder:
-    """An empty directory."""
-
-    def __str__(self) -> str:
-        return "(a directory)"
-
-
-@dataclass(frozen=True)
-class Safetensors:
-    """A safetensors file: the 8-byte length prefix (`length`, default the header's), the JSON `header` (a dict
-    or raw bytes), then `data` bytes of tensor data (default what the header's offsets need), written sparse;
-    `size` overrides the file's size (to truncate or extend it)."""
-
-    header: Mapping[str, Any] | bytes
-    data: int | None = None
-    length: int | None = None
-    size: int | None = None
-
-    def raw(self) -> bytes:
-
-        return self.header if isinstance(self.header, bytes) else json.dumps(self.header).encode()
-
-    def write(self, path: Any) -> None:
-
-        raw = self.raw()
-        data = self.data
-        if data is None and isinstance(self.header, Mapping):
-            data = max((entry["data_offsets"][1] for key, entry in self.header.items() if key != "__metadata__"),
-                       default=0)
-        with open(path, "wb") as handle:
-            handle.write(struct.pack("<Q", len(raw) if self.length is None else self.length))
-            handle.write(raw)
-            handle.truncate(8 + len(raw) + (data or 0) if self.size is None else self.size)
-
-    def __str__(self) -> str:
-        text = f"safetensors, header {self.raw().decode('utf-8', 'backslashreplace')}"
-        if self.length is not None:
-            text += f", length prefix {self.length}"
-        if self.size is not None:
-            text += f", {self.size} bytes in all"
-        return text
-
-
-@dataclass(frozen=True)
-class Sparse:
-    """A file of `size` bytes that holds nothing (sparse)."""
-
-    size: int
-
-    def __str__(self) -> str:
-        return f"({self.size:,} bytes)"
-
-
-def tensor_entry(dtype: str = "F32", shape: tuple[int, ...] = (2,), offsets: tuple[int, ...] = (0, 8)
-                 ) -> dict[str, Any]:
-    return {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}
-
-
-@dataclass(frozen=True)
-class CheckpointExample:
-    """Files (path -> text, bytes, `Link`, `Folder`, `Safetensors` or `Sparse`) written to an empty directory,
-    then `gdr-check TARGET` run there (`target` a path in it, or a repo id looked up in its `hub/` cache)."""
-
-    files: Mapping[str, Any]
-    target: str
-    note: str = ""
-    repo_id: bool = False  # `target` is an `org/name` id, looked up in the cache `hub/`
-
-    @property
-    def text(self) -> str:
-        cache = "HF_HUB_CACHE=hub " if self.repo_id else ""
-        lines = [f"# {cache}gdr-check {self.target}" + (f": {self.note}" if self.note else "")]
-        for name, content in self.files.items():
-            shown = repr(content) if isinstance(content, (str, bytes)) else str(content)
-            lines.append(f"{name}: {shown}" if not isinstance(content, Link) else f"{name} {content}")
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def write(self, root: Any) -> None:
-
-        root = Path(root)
-        for name, content in self.files.items():
-            path = root / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, Link):
-                os.symlink(content.target, path)
-            elif isinstance(content, Folder):
-                path.mkdir(exist_ok=True)
-            elif isinstance(content, Safetensors):
-                content.write(path)
-            elif isinstance(content, Sparse):
-                with open(path, "wb") as handle:
-                    handle.truncate(content.size)
-            else:
-                path.write_bytes(content if isinstance(content, bytes) else content.encode())
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-
-        from ..errors import SourceError
-        from ..sources import open_checkpoint
-
-        with tempfile.TemporaryDirectory(prefix="gdr-check-example-") as scratch:
-            root = Path(scratch)
-            self.write(root)
-            target = self.target if self.repo_id else str(root / self.target)
-            try:
-                checkpoint = open_checkpoint(target, cache_dir=str(root / "hub"))
-            except SourceError as error:
-                return [error.diagnostic()]
-        return list(checkpoint.diagnostics)  # the notes of a checkpoint read anyway (GDR013)
 
 
 # -- a recorded call against a model (GDR16x) ----------------------------------------------------------------------
@@ -436,11 +288,11 @@ class CompareExample:
 
     @property
     def text(self) -> str:
-
-        lines = [f"# gdr-check call REC.json --model config.json --tp {self.tp}" + (f": {self.note}" if self.note else ""),
+        title = f"# gdr-check call REC.json --model config.json --tp {self.tp}"
+        lines = [title + (f": {self.note}" if self.note else ""),
                  f"config = {json.dumps(self.config)}",
                  "# REC.json: the call the engine makes for this rank" + (", with" if self.changes else "")]
-        expected = self._expected().call
+        expected = self.expected()
         for name, value in self.changes.items():
             base = getattr(expected, name)
             lines.append(f"{name} = {value.text(base) if isinstance(value, Tensor) else repr(value)}")
@@ -451,22 +303,13 @@ class CompareExample:
     def __str__(self) -> str:
         return self.text
 
-    def _expected(self) -> Any:
-        from ..models.check import check_checkpoint
-        from ..models.deployment import Deployment
-        from ..sources import Checkpoint
+    def expected(self) -> PackedDecodeCall:
+        """The call the engine makes for the config on one rank (the recording before `changes`)."""
+        return expected_model_call(self.config, self.tp, self.engine)
 
-        checkpoint = Checkpoint(target="config.json", root=None, kind="config-only", config=dict(self.config),
-                                config_file="config.json", tensors={})
-        return check_checkpoint(checkpoint, Deployment(tp=self.tp, engine=self.engine))
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from .call import CallContext
-        from .compare import ModelGeometry, compare_call, contract_arguments
-        from .contract import _diagnostics
-
-        check = self._expected()
-        expected = check.call
+    def recorded(self) -> PackedDecodeCall:
+        """The expected call with `changes`: what REC.json holds."""
+        expected = self.expected()
         changes: dict[str, Any] = {}
         for name, value in self.changes.items():
             if isinstance(value, Tensor):
@@ -475,10 +318,4 @@ class CompareExample:
                                       stride=value.stride, values=value.values,
                                       storage=value.storage if value.storage is not None else base.storage)
             changes[name] = value
-        recorded = dataclasses.replace(expected, **changes)
-        found = _diagnostics(CallContext.build(recorded, self.engine), rules=rules)
-        geometry = ModelGeometry.from_model(check.model, "config.json", self.config.get("head_dim"))
-        comparison = compare_call(recorded, expected, geometry, tp=self.tp, engine=self.engine,
-                                  state_dtype_reason=check.settings.state_dtype_reason if check.settings else None,
-                                  contract_flagged=contract_arguments(found))
-        return [d for d in found if d.code not in comparison.supersedes] + comparison.diagnostics
+        return dataclasses.replace(expected, **changes)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from .registry import RULES, Rule, get
+from ..registry import RULES, Rule, get
 
 if TYPE_CHECKING:
     from ..engines import EngineProfile

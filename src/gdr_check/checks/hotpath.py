@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..call import CallContext, Engine, Origin, PackedDecodeCall, Variant
+from ..registry import RULE_SET, Finding, Rule, RuleSet
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
-from .call import CallContext, Engine, Origin, PackedDecodeCall, Variant
-from .registry import RULE_SET, Finding, Rule, RuleSet
 from .rules_guard import argument_report
 
 # What describing a foreign object (None, a list, a NumPy array, a nested or sparse tensor) can raise.

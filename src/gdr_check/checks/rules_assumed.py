@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
+from ..call import GRID_DIM_LIMIT, CallContext, next_power_of_2
 from ..limits import LIMITS, shorten
-from .call import GRID_DIM_LIMIT, CallContext, next_power_of_2
+from ..registry import Finding, rule
 from .examples import CallExample, tensor
 from .kernel_causes import live_rows, padding_rows, wrapped_skip
-from .registry import Finding, rule
 
 GDN_ENGINES = "sglang 0.5.23 and vLLM (same check, same message)."
 KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..registry import Violation, declare
 from .examples import DryRunExample
-from .registry import Violation, declare
 
 DRYRUN = "dryrun"
 _TOLERANCES = (

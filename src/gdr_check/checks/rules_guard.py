@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..call import TENSOR_ARGUMENTS
+from ..registry import RULE_SET, Finding, RuleSet
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
-from .call import TENSOR_ARGUMENTS
-from .registry import RULE_SET, Finding, RuleSet
 
 
 def _kind(value: Any) -> str | None:
@@ -58,7 +58,8 @@ def argument_report(arguments: Mapping[str, Any], rules: RuleSet = RULE_SET) -> 
 
 @dataclass(frozen=True)
 class GuardExample:
-    """The base call with `changes` (argument -> a Python value), passed to the runtime guard."""
+    """The base call with `changes` (argument -> a Python value), passed to the runtime guard (run by
+    `gdr_check.example_runner`)."""
 
     changes: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
@@ -74,13 +75,6 @@ class GuardExample:
 
     def __str__(self) -> str:
         return self.text
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
-        from .examples import base_arguments
-
-        arguments = {**base_arguments(self.variant), **self.changes}
-        report = argument_report(arguments, rules)
-        return list(report.diagnostics) if report is not None else []
 
 
 RULE = RULE_SET.declare(

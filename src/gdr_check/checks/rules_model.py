@@ -13,21 +13,28 @@ Numbering, stable once released:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..models.adapters import QUANTITIES, Selection
+from ..models.decode_path import decode_path
+from ..models.description import Locator, _shown, why_undescribed
+from ..models.pools import plan_pool
+from ..registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..report import Diagnostic, Location
+from .config_weights import TensorFindings, tensor_findings
 from .examples import ModelExample, qwen3_next_config
-from .registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
 
 if TYPE_CHECKING:
     from ..models.adapters import Selection
     from ..models.deployment import Deployment, EngineSettings
-    from ..models.description import CheckpointLike, LinearAttentionModel, Source
+    from ..models.description import LinearAttentionModel, Source
     from ..models.expected import RankHeads, StateMemory
     from ..models.pools import PoolPlan
+    from ..sources.checkpoint import Checkpoint
 
 MODEL = "model"
 
@@ -41,6 +48,11 @@ class ModelContext:
     settings: EngineSettings
     heads: RankHeads | None = None
     memory: StateMemory | None = None
+
+    @functools.cached_property
+    def found(self) -> TensorFindings:
+        """The config's fields and layer map against the tensors (GDR103, GDR111-GDR115), found once."""
+        return tensor_findings(self.model)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -213,7 +225,7 @@ def unknown_architecture(ctx: ModelContext) -> Finding | None:
 )
 def missing_fields(ctx: ModelContext) -> list[Finding]:
     findings = []
-    for missing in ctx.model.missing_fields:
+    for missing in ctx.found.missing_fields:
         key = missing.keys[0]
         if missing.inferred is not None:
             value = getattr(ctx.model, missing.field)
@@ -334,8 +346,6 @@ def negative_eigenvalues(ctx: ModelContext) -> Finding | None:
 
 # -- GDR111-GDR115: config vs weights ------------------------------------------------------------------------
 def _quantity(field: str) -> str:
-    from ..models.adapters import QUANTITIES
-
     return QUANTITIES.get(field, field)
 
 
@@ -376,7 +386,7 @@ def _layers_note(layers: tuple[int, ...], total: int) -> str:
 def config_weight_mismatches(ctx: ModelContext) -> list[Finding]:
     findings = []
     total = len(ctx.model.linear_layers)
-    for item in ctx.model.disagreements:
+    for item in ctx.found.disagreements:
         if item.expected_source.kind not in ("config", "default"):
             continue
         notes = [
@@ -411,7 +421,7 @@ def config_weight_mismatches(ctx: ModelContext) -> list[Finding]:
 )
 def layer_weight_mismatches(ctx: ModelContext) -> list[Finding]:
     findings = []
-    for item in ctx.model.disagreements:
+    for item in ctx.found.disagreements:
         if item.expected_source.kind != "tensor":
             continue
         findings.append(Finding(
@@ -439,7 +449,7 @@ def layer_weight_mismatches(ctx: ModelContext) -> list[Finding]:
 )
 def unexpected_shapes(ctx: ModelContext) -> list[Finding]:
     findings = []
-    for item in ctx.model.shape_mismatches:
+    for item in ctx.found.shape_mismatches:
         expected = list(item.expected) if item.expected is not None else "another rank"
         findings.append(Finding(
             {"tensor": item.source.tensor, "actual": list(item.actual), "expected": expected},
@@ -468,7 +478,7 @@ def unexpected_shapes(ctx: ModelContext) -> list[Finding]:
 )
 def layer_kind_mismatches(ctx: ModelContext) -> list[Finding]:
     findings = []
-    for item in ctx.model.layer_kind_mismatches:
+    for item in ctx.found.layer_kind_mismatches:
         key = item.source.key if item.source is not None and item.source.key else "linear_layers"
         notes = [f"for example `{item.example}`"] if item.example else []
         if ctx.model.family == "kimi-linear":
@@ -497,7 +507,7 @@ def layer_kind_mismatches(ctx: ModelContext) -> list[Finding]:
 )
 def missing_tensors(ctx: ModelContext) -> list[Finding]:
     findings = []
-    for item in ctx.model.missing_tensors:
+    for item in ctx.found.missing_tensors:
         tensor = item.suffix if item.suffix != "*" else "any tensor"
         findings.append(Finding(
             {"layers": format_layers(item.layers), "tensor": tensor},
@@ -799,11 +809,9 @@ class UndescribedLinearAttention(Violation):
     problem: object
 
 
-def undescribed_linear_attention(checkpoint: CheckpointLike, selection: Selection, markers: list[tuple[str, str]]
+def undescribed_linear_attention(checkpoint: Checkpoint, selection: Selection, markers: list[tuple[str, str]]
                                  ) -> list[Diagnostic]:
     """GDR107 diagnostics for a config with linear-attention markers and no description: one per problem."""
-    from ..models.description import Locator, why_undescribed
-
     locate = Locator(checkpoint)
     marker_key, marker_text = markers[0]
     marker = f"`{marker_key}`: {marker_text}" if marker_key != "architectures" else marker_text
@@ -844,8 +852,6 @@ def undescribed_linear_attention(checkpoint: CheckpointLike, selection: Selectio
     engines="sglang 0.5.23 and vLLM.",
 )
 def invalid_config_values(ctx: ModelContext) -> list[Finding]:
-    from ..models.description import _shown
-
     return [Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
                     location=item.source.location,
                     fixes=[f"set `{item.key.rsplit('.', 1)[-1]}` to the value the released config has"])
@@ -895,8 +901,6 @@ def tp_unsupported(ctx: ModelContext) -> Finding | None:
     example=ModelExample(_KIMI_LINEAR, "a KDA model under vLLM", deployment={"engine": "vllm"}),
 )
 def decode_path_info(ctx: ModelContext) -> Finding | None:
-    from ..models.decode_path import decode_path
-
     path = decode_path(ctx.model, ctx.deployment.engine)
     if path.packed:
         return None  # the usual path: the JSON report's `decode_path` says it, the text stays quiet
@@ -913,8 +917,6 @@ BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}
 
 # -- issue 12 item 3: pool strategies and speculative decoding -------------------------------------------------
 def _pool_plan(ctx: ModelContext) -> PoolPlan | None:
-    from ..models.pools import plan_pool
-
     deployment = ctx.deployment
     if deployment.mamba_strategy == "no_buffer" and not deployment.speculative_tokens:
         return None

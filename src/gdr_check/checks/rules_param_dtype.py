@@ -9,9 +9,9 @@ exp(A_log) rounded. The wrapper does not check it, so the runtime guard does.
 
 from __future__ import annotations
 
-from .call import CallContext
+from ..call import CallContext
+from ..registry import Finding, rule
 from .examples import CallExample, tensor
-from .registry import Finding, rule
 
 _SIXTEEN_BIT = ("bfloat16", "float16")
 _VERIFIED_ENGINES = ("sglang",)

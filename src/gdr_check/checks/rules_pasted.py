@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..registry import Finding, declare
 from .explain import Context, find_all, ints, named_widths, reasoner, tp_factor
-from .registry import Finding, declare
 
 if TYPE_CHECKING:
+    from ..registry import RuleSet
     from ..report import Diagnostic
-    from .registry import RuleSet
 
 GRID_LIMIT = 65535  # CUDA's cap on grid dimensions 1 and 2 (rules_assumed GDR244)
 

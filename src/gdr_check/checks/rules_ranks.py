@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..registry import Violation, declare
 from .examples import RanksExample
-from .registry import Violation, declare
 
 RANKS = "dryrun"
 

@@ -13,7 +13,8 @@ its code in the order tuples of the wrappers that make it. Nothing else (tests/t
 
 from __future__ import annotations
 
-from .call import CallContext, next_power_of_2
+from ..call import CallContext, next_power_of_2
+from ..registry import Finding, declare_wrapper_order, rule
 from .examples import CallExample, tensor
 from .kernel_causes import (
     flatten_fix,
@@ -28,7 +29,6 @@ from .kernel_causes import (
     transposed_pool_fix,
     width_candidates,
 )
-from .registry import Finding, declare_wrapper_order, rule
 
 GDN_ENGINES = "sglang 0.5.23 and vLLM (same check, same message)."
 KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."

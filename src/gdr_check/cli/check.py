@@ -248,7 +248,7 @@ def check_command(
 ) -> int:
     """Check models: per-rank shapes of every kernel argument, and every problem, for each deployment."""
     from .formats import format_module
-    from .formats.full import use_color
+    from .formats.console import use_color
 
     if output_format is not None and output_format not in FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; expected one of: {', '.join(FORMATS)}",

@@ -101,7 +101,7 @@ def known_rules() -> Mapping[str, object]:
 
 
 def _categories() -> tuple[str, ...]:
-    from ..checks.registry import CATEGORIES
+    from ..registry import CATEGORIES
 
     return tuple(CATEGORIES)
 

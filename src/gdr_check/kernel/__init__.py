@@ -6,9 +6,9 @@ Importing this package does not import torch or triton; the names below load the
 from .._lazy import lazy_getattr
 
 _EXPORTS = {
-    "packed_decode": ".gdn",
+    "packed_decode": ".checked",
     "launch_packed_decode": ".gdn",
-    "kda_packed_decode": ".kda",
+    "kda_packed_decode": ".checked",
     "launch_kda_packed_decode": ".kda",
     "naive_packed_decode": ".naive",
     "naive_kda_packed_decode": ".naive",

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import torch
 import triton
 import triton.language as tl
 
+from ..checks import RULES
+from ..checks.contract import check_kda_packed_decode, check_packed_decode
+from ..registry import Finding
 from ..report import Diagnostic
 from ._triton_common import guard_row, record_fault
 from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, check_engine
@@ -178,9 +181,6 @@ def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
     GDR247 is an error only for the engine's own calls (deployment, capture, a guard with an engine): the
     kernel accepts slot 0, only sglang's allocator reserves it, so a direct call gets a note.
     """
-    from ..checks import RULES
-    from ..checks.registry import Finding
-
     rule = RULES[fault.code]
     if fault.code == "GDR241":
         size = fault.pool_slots if fault.pool_slots is not None else "?"
@@ -202,8 +202,6 @@ def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
     finding = Finding(values, fixes, notes, argument="ssm_state_indices", severity=severity)
     diagnostic = rule.diagnostic_with(finding, values, {"layer": fault.layer, "row": fault.row, "slot": fault.slot})
     if severity is not None and diagnostic.severity != severity:
-        from dataclasses import replace
-
         diagnostic = replace(diagnostic, severity=severity)
     return diagnostic
 
@@ -268,8 +266,6 @@ class Verdict:
 def shape_verdict(variant: str, args: tuple, engine: str, extra: Callable[[Any], list[Diagnostic]] | None = None
                   ) -> Verdict:
     """Run the contract without reading index values (no sync) and split its diagnostics."""
-    from ..checks.contract import check_kda_packed_decode, check_packed_decode
-
     check = check_kda_packed_decode if variant == "kda" else check_packed_decode
     report = check(*args, engine=engine, read_values=False)
     diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS]

@@ -1,4 +1,5 @@
-"""KDA packed recurrent decode: Triton kernel and checked wrapper (float64 reference in naive.py).
+"""KDA packed recurrent decode: Triton kernel and its launcher (checked wrapper in checked.py, float64 reference
+in naive.py).
 
 Like GDN (gdn.py) but the decay is per key channel (contract section 6.2):
     g_k = -exp(A_log[j]) * softplus(a[n, j*K + k] + dt_bias[j*K + k])   or, with ``lower_bound``,
@@ -23,7 +24,6 @@ from ._triton_common import (
     softplus,
     store_state_tile,
 )
-from .device_guard import Context, FaultBuffer, checked_launch
 from .layout import Engine, check_engine, infer_heads, next_power_of_2
 from .tiling import (
     GuardLaunch,
@@ -140,37 +140,3 @@ def launch_kda_packed_decode(
         **tiling.launch_options(),
     )
     return out, initial_state
-
-
-def kda_packed_decode(
-    mixed_qkv: torch.Tensor,
-    a: torch.Tensor,
-    b: torch.Tensor,
-    A_log: torch.Tensor,
-    dt_bias: torch.Tensor,
-    scale: float,
-    initial_state: torch.Tensor,
-    out: torch.Tensor,
-    ssm_state_indices: torch.Tensor,
-    use_qk_l2norm_in_kernel: bool = False,
-    lower_bound: float | None = None,
-    *,
-    engine: Engine = "sglang",
-    context: Context = "direct",
-    faults: FaultBuffer | None = None,
-    label: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One KDA decode step, in place: writes ``out`` and the named slots of ``initial_state``.
-
-    Same arguments as sglang's ``fused_recurrent_kda_packed_decode``; ``engine`` picks the skip sentinel
-    of that engine. Shape-level contract errors raise ValueError before anything runs (decided once
-    per call signature, then cached). Slot values are checked on the device without a host sync: an
-    out-of-range or repeated slot skips its row (``out`` row zero, state untouched) and is recorded in
-    ``faults`` (default: the device's buffer), raised as ``PendingFaults`` by
-    ``gdr_check.kernel.raise_pending()`` or by a later eager call once the device has reported it. Slot 0
-    on a live sglang row is an error only with ``context="engine"``; a direct call gets a note.
-    Capture-safe: under CUDA-graph capture nothing touches the host.
-    """
-    check_engine(engine)
-    args = (mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel, lower_bound)
-    return checked_launch("kda", launch_kda_packed_decode, args, engine, context, faults, label)  # type: ignore[arg-type]

@@ -7,12 +7,16 @@ checkpoint is a diagnostic in `ModelCheck.report`. No torch, triton or numpy on 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..checks.call import PackedDecodeCall
+from ..call import PackedDecodeCall
+from ..checks import rules_model  # registers the GDR1xx rules
+from ..checks.contract import run_contract
 from ..report import Diagnostic, Location, Report
+from ..sources import Checkpoint, SourceError, open_checkpoint
+from ..sources.errors import display_path
+from ..sources.rules import ModelNotFound
 from ..tensors import TensorSpec
 from .adapters import linear_markers, select_adapter
 from .builtin import BuiltinModel, get_builtin
@@ -29,15 +33,12 @@ from .expected import (
 )
 from .pools import PoolPlan, plan_pool
 
-if TYPE_CHECKING:
-    from ..sources import Checkpoint, SourceError
-
 SCHEMA_VERSION = 1
 
 
 @dataclass
 class ModelCheck:
-    checkpoint: Any  # gdr_check.sources.Checkpoint (kind "builtin" for a built-in description)
+    checkpoint: Checkpoint  # kind "builtin" for a built-in description
     deployment: Deployment
     model: LinearAttentionModel | None = None
     settings: EngineSettings | None = None
@@ -63,8 +64,6 @@ class ModelCheck:
         return {name: list(spec.shape) for name, spec in self.call.tensors().items()}
 
     def source_dict(self) -> dict[str, Any]:
-        from ..sources.errors import display_path
-
         checkpoint = self.checkpoint
         root = getattr(checkpoint, "root", None)
         return {
@@ -116,17 +115,8 @@ class ModelCheck:
         }
 
 
-def _sources() -> tuple[Callable[..., Checkpoint], type[SourceError]]:
-    # Imported here: the readers may land after this module, and `models` must import without them.
-    from ..sources import SourceError, open_checkpoint
-
-    return open_checkpoint, SourceError
-
-
-def builtin_checkpoint(model: BuiltinModel, note: str | None = None) -> Any:
+def builtin_checkpoint(model: BuiltinModel, note: str | None = None) -> Checkpoint:
     """A `Checkpoint` holding a built-in model's config and no tensors."""
-    from ..sources.checkpoint import Checkpoint
-
     notes = [note] if note else []
     if model.confidence != "V":
         notes.append(f"built-in values for {model.repo_id} include unverified fields ({model.confidence}): "
@@ -136,15 +126,12 @@ def builtin_checkpoint(model: BuiltinModel, note: str | None = None) -> Any:
 
 
 def open_target(target: str, *, cache_dir: str | None = None, revision: str | None = None,
-                follow_links: bool = False) -> tuple[Any, BuiltinModel | None]:
+                follow_links: bool = False) -> tuple[Checkpoint, BuiltinModel | None]:
     """The checkpoint for a path or repo id; a built-in description when a known repo id is not cached (and
     no revision was asked for: a revision means its files)."""
-    open_checkpoint, SourceError = _sources()
     try:
         return open_checkpoint(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links), None
     except SourceError as error:
-        from ..checks.rules_source import ModelNotFound
-
         model = get_builtin(str(target)) if revision is None else None
         if not isinstance(error, ModelNotFound) or model is None:
             raise
@@ -167,10 +154,9 @@ def check_builtin(repo_id: str, deployment: Deployment) -> ModelCheck:
     return check_checkpoint(builtin_checkpoint(model), deployment, builtin=model)
 
 
-def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: BuiltinModel | None = None) -> ModelCheck:
+def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
+                     builtin: BuiltinModel | None = None) -> ModelCheck:
     """Everything after reading: description, engine settings, per-rank call and pools, all diagnostics."""
-    from ..checks import rules_model  # registers the GDR1xx rules
-
     result = ModelCheck(checkpoint=checkpoint, deployment=deployment, builtin=builtin)
     reading: list[Diagnostic] = list(getattr(checkpoint, "diagnostics", []) or [])  # notes of the reader
     selection = select_adapter(checkpoint.config, checkpoint.tensors)
@@ -214,8 +200,6 @@ def check_checkpoint(checkpoint: Any, deployment: Deployment, *, builtin: Builti
     if not result.decode.packed:
         result.notes.append(f"kernel contract not run: {result.decode.text()}")
     elif result.call is not None and not blocked:
-        from ..checks.contract import run_contract
-
         diagnostics.extend(run_contract(result.call, deployment.engine))
         result.contract_run = True
     elif result.call is None:

@@ -1,9 +1,11 @@
 """The model description: the linear-attention geometry of a checkpoint, from its config and every layer's tensors.
 
-`describe()` reads the config through the family adapter, then solves every tensor axis of every
-linear-attention layer back into the field it measures. The description records each value with its source
-and keeps every disagreement (config vs weights, layer vs layer), missing tensor and layer-kind mismatch as
-plain evidence; the GDR1xx rules in `checks/rules_model.py` turn that evidence into diagnostics.
+`describe()` reads the config through the family adapter and fills each field the config lacks from what the
+tensors of most linear-attention layers measure (every tensor axis solved back into the field it measures).
+The description records each value with its source, and keeps its evidence (each layer's tensors and layout,
+the layers whose tensors are linear attention, a `Locator`) without judging it: whether the config and the
+tensors agree (GDR103, GDR111-GDR115) is decided by the rules (`checks/config_weights.py`, reported by
+`checks/rules_model.py`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from .adapters import (
     LayerMap,
     Layout,
     layers_by_namespace,
-    split_layer_name,
     with_field,
 )
 
@@ -125,53 +126,6 @@ class Locator:
 
 # -- evidence ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Disagreement:
-    """Tensors that measure `field` as `actual` while the description holds `expected`."""
-
-    field: str
-    expected: int
-    expected_source: Source
-    actual: int
-    actual_source: Source  # the first tensor that shows `actual`
-    actual_shape: tuple[int, ...]
-    layers: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ShapeMismatch:
-    """A tensor whose shape no single field explains."""
-
-    source: Source
-    actual: tuple[int, ...]
-    expected: tuple[int, ...] | None
-    layers: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class MissingTensor:
-    suffix: str  # in-layer name, e.g. `linear_attn.A_log`
-    example: str  # the full name in the first layer that lacks it
-    layers: tuple[int, ...]
-    file: str | None = None  # where the layer's other tensors are listed (the index, or their shard)
-
-
-@dataclass(frozen=True)
-class LayerKindMismatch:
-    config_kind: str  # what the config makes these layers: "linear-attention" or "full-attention"
-    tensor_kind: str  # what their tensors are
-    layers: tuple[int, ...]
-    source: Source | None  # the layer-map key
-    example: str | None  # a tensor name that shows the tensors' kind
-
-
-@dataclass(frozen=True)
-class MissingField:
-    field: str
-    keys: tuple[str, ...]
-    inferred: Source | None  # the tensor the value was taken from instead, if any
-
-
-@dataclass(frozen=True)
 class InvalidValue:
     """A config value of the wrong type or out of range: the key, the value as written, and what is wrong."""
 
@@ -234,15 +188,17 @@ class LinearAttentionModel:
     weights_checked: bool = False
     # Beta doubling (OLMo-Hybrid `linear_allow_neg_eigval`), which the packed kernel does not do.
     beta_scale_flag: tuple[bool, Source] | None = None
-    missing_fields: list[MissingField] = field(default_factory=list)
     invalid_values: list[InvalidValue] = field(default_factory=list)
     # The KDA safe-gate lower bound (Kimi-K3 `gate_lower_bound`, GLM-5-Next, Ling `kda_lower_bound`).
     lower_bound: tuple[Any, Source] | None = None
-    disagreements: list[Disagreement] = field(default_factory=list)
-    shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
-    missing_tensors: list[MissingTensor] = field(default_factory=list)
-    layer_kind_mismatches: list[LayerKindMismatch] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The evidence the rules compare the config with (`checks.config_weights`, GDR103 and GDR111-GDR115): each
+    # decoder layer's tensors (empty when no weights were read or the family's tensors are not modelled), the
+    # layers whose tensors are linear attention, each linear layer's tensor layout, and where things are.
+    layer_tensors: dict[int, dict[str, TensorLike]] = field(default_factory=dict, repr=False, compare=False)
+    tensor_linear_layers: list[int] = field(default_factory=list, repr=False, compare=False)
+    layer_layouts: dict[int, Layout] = field(default_factory=dict, repr=False, compare=False)
+    locator: Locator | None = field(default=None, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
@@ -370,7 +326,7 @@ def _distinctive(layout: Layout) -> set[str]:
             if layout.mixer != "self_attn" or r.suffix not in generic}
 
 
-def _layer_is_linear(rests: Iterable[str], adapter: Adapter) -> bool:
+def layer_is_linear(rests: Iterable[str], adapter: Adapter) -> bool:
     for layout in adapter.layouts:
         marks = _distinctive(layout)
         if layout.mixer != "self_attn":
@@ -381,7 +337,7 @@ def _layer_is_linear(rests: Iterable[str], adapter: Adapter) -> bool:
     return False
 
 
-def _layer_is_full(rests: Iterable[str], adapter: Adapter) -> bool:
+def layer_is_full(rests: Iterable[str], adapter: Adapter) -> bool:
     return any(rest.startswith(marker) for rest in rests for marker in adapter.full_markers)
 
 
@@ -390,10 +346,6 @@ def _layout_of(rests: Mapping[str, Any], adapter: Adapter) -> Layout:
         if layout.prefix + layout.marker in rests:
             return layout
     return max(adapter.layouts, key=lambda lay: sum(lay.prefix + r.suffix in rests for r in lay.tensors))
-
-
-def _ranges(layers: Iterable[int]) -> tuple[int, ...]:
-    return tuple(sorted(set(layers)))
 
 
 def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -> LinearAttentionModel | None:
@@ -417,7 +369,7 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     if not adapter.weights_modelled:
         layers, have_weights = {}, False  # the tensor table is not modelled: nothing to cross-check
     layer_map = adapter.layer_map(view)
-    tensor_linear = sorted(i for i, rests in layers.items() if _layer_is_linear(rests, adapter))
+    tensor_linear = sorted(i for i, rests in layers.items() if layer_is_linear(rests, adapter))
     if layer_map.linear is not None:
         linear = sorted(layer_map.linear)
         sources["linear_layers"] = locate.config(layer_map.key) if layer_map.key else Source("default")
@@ -447,27 +399,15 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         model.num_key_value_heads = model.num_attention_heads
         sources["num_key_value_heads"] = Source("default", detail="`num_attention_heads` (no `num_key_value_heads`)")
 
-    if have_weights:
-        _check_layer_kinds(model, layers, tensor_linear, adapter, locate, namespace or "")
-
-    linear_with_tensors = [i for i in linear if i in layers and _layer_is_linear(layers[i], adapter)]
+    linear_with_tensors = [i for i in linear if i in layers and layer_is_linear(layers[i], adapter)]
     layouts = {i: _layout_of(layers[i], adapter) for i in linear_with_tensors}
     model.layouts = tuple(sorted({layout.name for layout in layouts.values()}))
+    model.layer_tensors, model.tensor_linear_layers, model.layer_layouts = layers, tensor_linear, layouts
+    model.locator = locate
 
     _fill_from_tensors(values, sources, layers, layouts, locate)
     for name in SHAPE_FIELDS:
         setattr(model, name, values.get(name))
-
-    if adapter.known:
-        bad = {item.field for item in invalid}
-        for name in GEOMETRY_FIELDS:
-            source = sources.get(name)
-            if name in bad and (source is None or source.kind != "config"):
-                continue  # reported as an invalid value, with what the tensors say
-            if source is None or source.kind != "config":
-                model.missing_fields.append(MissingField(name, adapter.fields[name], source))
-
-    _verify_tensors(model, layers, layouts, locate, namespace or "")
     model.beta_scale_flag = _beta_scale_flag(view, identity, locate)
     return model
 
@@ -559,33 +499,6 @@ def _dtypes(view: ConfigView, locate: Locator, layers: dict[int, dict[str, Tenso
     return dtypes
 
 
-def _check_layer_kinds(model: LinearAttentionModel, layers: dict[int, dict[str, TensorLike]],
-                       tensor_linear: list[int], adapter: Adapter, locate: Locator, namespace: str) -> None:
-    config_linear = set(model.linear_layers)
-    source = model.sources.get("linear_layers")
-    if source is not None and source.kind != "config":
-        return  # the layer map came from the tensors themselves
-    no_linear = [i for i in sorted(config_linear) if i in layers and i not in tensor_linear]
-    if no_linear:
-        rests = layers[no_linear[0]]
-        example = next((r for r in sorted(rests) if _layer_is_full([r], adapter)), next(iter(sorted(rests)), None))
-        kind = "full-attention" if _layer_is_full(rests, adapter) else "non-linear-attention"
-        model.layer_kind_mismatches.append(LayerKindMismatch(
-            "linear-attention", kind, _ranges(no_linear), source,
-            f"{namespace}layers.{no_linear[0]}.{example}" if example else None))
-    extra = [i for i in tensor_linear if i not in config_linear]
-    if extra:
-        rests = layers[extra[0]]
-        example = next((r for r in sorted(rests) if _layer_is_linear([r], adapter)), None)
-        model.layer_kind_mismatches.append(LayerKindMismatch(
-            "full-attention", "linear-attention", _ranges(extra), source,
-            f"{namespace}layers.{extra[0]}.{example}" if example else None))
-    absent = [i for i in sorted(config_linear) if i not in layers]
-    if absent:
-        model.missing_tensors.append(MissingTensor(
-            "*", f"{namespace}layers.{absent[0]}.*", _ranges(absent)))
-
-
 def _fill_from_tensors(values: dict[str, int | None], sources: dict[str, Source],
                        layers: dict[int, dict[str, TensorLike]], layouts: dict[int, Layout],
                        locate: Locator) -> None:
@@ -614,40 +527,6 @@ def _fill_from_tensors(values: dict[str, int | None], sources: dict[str, Source]
             progressed = True
         if not progressed:
             return
-
-
-def _verify_tensors(model: LinearAttentionModel, layers: dict[int, dict[str, TensorLike]],
-                    layouts: dict[int, Layout], locate: Locator, namespace: str) -> None:
-    values = {name: getattr(model, name) for name in SHAPE_FIELDS}
-    geometry = Geometry.of(values)
-    by_value: dict[tuple[str, int], list[tuple[int, TensorLike]]] = {}
-    shapes: dict[tuple[str, tuple[int, ...], tuple[int, ...] | None], list[tuple[int, TensorLike]]] = {}
-    missing: dict[str, list[int]] = {}
-    for index, layout in sorted(layouts.items()):
-        evidence = solve_layer(layers[index], layout, geometry)
-        for name, value, info in evidence.observations:
-            if values.get(name) is not None and value != values[name]:
-                by_value.setdefault((name, value), []).append((index, info))
-        for info, expected in evidence.residuals:
-            split = split_layer_name(info.name)
-            suffix = split[2] if split else info.name
-            shapes.setdefault((suffix, tuple(info.shape), expected), []).append((index, info))
-        for rest in evidence.missing:
-            missing.setdefault(rest, []).append(index)
-    for (name, value), hits in by_value.items():
-        index, info = hits[0]
-        model.disagreements.append(Disagreement(
-            field=name, expected=values[name], expected_source=model.sources[name], actual=value,
-            actual_source=locate.tensor(info), actual_shape=tuple(info.shape),
-            layers=_ranges(i for i, _ in hits)))
-    for (_suffix, actual, expected), hits in shapes.items():
-        model.shape_mismatches.append(ShapeMismatch(locate.tensor(hits[0][1]), actual, expected,
-                                                    _ranges(i for i, _ in hits)))
-    for rest, indices in missing.items():
-        sibling = next(iter(layers[indices[0]].values()))
-        file = locate.tensor_location(sibling).file
-        model.missing_tensors.append(
-            MissingTensor(rest, f"{namespace}layers.{indices[0]}.{rest}", _ranges(indices), file))
 
 
 _NEG_EIGVAL_DEFAULT_TRUE = ("olmo_hybrid", "olmo3_5_hybrid")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..checks.call import PackedDecodeCall
+from ..call import PackedDecodeCall
 from ..engines import EngineProfile
 from ..tensors import TensorSpec, contiguous_strides
 from .deployment import EngineSettings

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import rules_dryrun
 from ..errors import InputError
+from ..limits import checked
+from ..models.check import ModelCheck, check_model
+from ..models.deployment import Deployment
 from ..report import Diagnostic
 from .backends import known_unavailable
 from .diagnose import dryrun_diagnostics
@@ -97,8 +100,6 @@ def dry_run_check(check: ModelCheck, *, backend: str = "builtin", device: str = 
                   timeout: float = DEFAULT_TIMEOUT_S, timing: bool = True) -> DryRunResult:
     """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError, and
     LimitError (a ValueError) for steps, seed or timeout outside docs/limits.md."""
-    from ..limits import checked
-
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
         checked(name, value)
     if not check.report.ok or check.call is None:
@@ -115,8 +116,6 @@ def dry_run_check(check: ModelCheck, *, backend: str = "builtin", device: str = 
                         diagnostics=dryrun_diagnostics(outcome, backend) + _shown(check))
 
 
-def dry_run(target: str, deployment: Any, **options: Any) -> DryRunResult:
+def dry_run(target: str, deployment: Deployment, **options: Any) -> DryRunResult:
     """`check_model(target, deployment)`, then `dry_run_check`. Raises SourceError for unreadable input."""
-    from ..models import check_model
-
     return dry_run_check(check_model(target, deployment), **options)

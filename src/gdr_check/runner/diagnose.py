@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..checks import rules_dryrun as rules
-from ..checks.registry import Violation
 from ..engines import PROFILES
+from ..registry import Violation
 from ..report import Diagnostic
 from .launch import ChildOutcome
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..checks.call import PackedDecodeCall
+from ..call import PackedDecodeCall
 from ..tensors import TensorSpec
 
 INTERPRETER_MAX_BATCH = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..checks.call import PackedDecodeCall
+from ..call import PackedDecodeCall
 from ..engines import DEFAULT_ENGINE, ENGINE_NAMES, profile_for
 from ..tensors import TensorSpec
 

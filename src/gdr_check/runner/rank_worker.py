@@ -28,7 +28,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TextIO
 
+from ..models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
 from .child import _claim_stdout, jsonable
+
+try:
+    import resource
+except ImportError:  # not on POSIX: no peak-memory figure
+    resource = None  # type: ignore[assignment]
 
 FAULT_ENV = "GDR_CHECK_RANKS_TEST_FAULT"
 MISSHARD_ENV = "GDR_CHECK_RANKS_TEST_MISSHARD"
@@ -110,13 +116,6 @@ class Rank:
         import triton
 
         from ..kernel import naive_kda_packed_decode, naive_packed_decode
-        from ..models.sharding import (
-            LayerDims,
-            ShardingPlan,
-            find_misshards,
-            inject,
-            sharding_plan,
-        )
         from .geometry import launch_geometry
         from .session import _kernels, _set_indices
         from .tensors import (
@@ -356,9 +355,7 @@ def _real_parameter(where: dict[str, Any], width: int, dtype: Any) -> Any:
 
 
 def _max_rss() -> int:
-    try:
-        import resource
-    except ImportError:  # not on POSIX
+    if resource is None:  # not on POSIX
         return 0
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ..checks.call import PackedDecodeCall
+from ..call import PackedDecodeCall
 from ..engines import profile_for
 from ..kernel.layout import row_is_live
 from ..tensors import TensorSpec

@@ -2,7 +2,7 @@
 
 Metadata only: tensor data is never read, nothing is unpickled, and neither torch, triton nor numpy is
 imported. Every input that cannot be read raises `SourceError` with a GDR0xx code
-(`gdr_check.checks.rules_source`).
+(`gdr_check.sources.rules`).
 """
 
 from .checkpoint import Checkpoint, KeyLocation, TensorInfo

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..checks.rules_source import UnrecognizedInputs
 from .errors import SourceError, display_path
 from .hf_cache import REPO_PREFIX
+from .rules import UnrecognizedInputs
 
 CONFIG_NAME = "config.json"
 CHECKPOINT_SUFFIXES = (".safetensors", ".safetensors.index.json")

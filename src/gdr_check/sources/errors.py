@@ -1,7 +1,7 @@
 """`SourceError`: a checkpoint that cannot be read, as one line naming the file, tied to a GDR0xx rule.
 
 The classes live in `gdr_check.errors` (the base layer) and the rules' subclasses in
-`gdr_check.checks.rules_source`; this module keeps the names the readers import.
+`gdr_check.sources.rules`; this module keeps the names the readers import.
 """
 
 from __future__ import annotations

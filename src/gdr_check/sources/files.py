@@ -12,14 +12,14 @@ import stat
 from io import FileIO
 from pathlib import Path
 
-from ..checks.rules_source import (
+from .errors import display_path
+from .rules import (
     DanglingLinks,
     IncompleteDownloads,
     LinksOutsideHfCacheBlobs,
     OversizedJsonFiles,
     UnreadableFiles,
 )
-from .errors import display_path
 
 INCOMPLETE_SUFFIX = ".incomplete"
 

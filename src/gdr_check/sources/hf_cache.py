@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks.rules_source import (
+from ..limits import read_bounded
+from .errors import SourceError
+from .files import MetadataReader
+from .rules import (
     MissingCacheRevisions,
     ModelNotFound,
     UnreadableFiles,
     UnresolvedCacheRevisions,
 )
-from ..limits import read_bounded
-from .errors import SourceError
-from .files import MetadataReader
 
 REPO_PREFIX = "models--"
 REVISION = "main"
@@ -224,8 +225,6 @@ def _resolve_revision(repo_dir: Path, reader: MetadataReader, repo_id: str, revi
 
 def _ref_is_small_file(repo_dir: Path, ref_name: str) -> bool:
     """False when `refs/<ref_name>` exists but is not a regular file of at most 256 bytes."""
-    import stat
-
     try:
         info = os.stat(repo_dir / "refs" / ref_name)
     except (OSError, ValueError):

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..checks.rules_source import GitLfsPointers
 from ..errors import SourceError
 from .files import MetadataReader
+from .rules import GitLfsPointers
 from .safetensors_header import LFS_POINTER_PREFIX
 
 # Real configs and indexes are kilobytes to a few megabytes (a 41-shard index is ~60 KB).

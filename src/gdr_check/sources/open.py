@@ -8,7 +8,21 @@ from itertools import repeat
 from operator import attrgetter, eq
 from pathlib import Path
 
-from ..checks.rules_source import (
+from .checkpoint import Checkpoint
+from .errors import SourceError, display_path
+from .files import MetadataReader
+from .hf_cache import (
+    CacheEntry,
+    enclosing_cache_repo,
+    is_cache_repo_dir,
+    looks_like_repo_id,
+    resolve_cache_repo,
+    resolve_repo_id,
+    split_revision,
+)
+from .jsonfile import load_json_file
+from .jsonpos import LazyKeyLocations, dotted_keys, member_spans
+from .rules import (
     DanglingLinks,
     DuplicateTensors,
     IndexWithoutShards,
@@ -24,20 +38,6 @@ from ..checks.rules_source import (
     UnreadableFiles,
     UnrecognizedInputs,
 )
-from .checkpoint import Checkpoint
-from .errors import SourceError, display_path
-from .files import MetadataReader
-from .hf_cache import (
-    CacheEntry,
-    enclosing_cache_repo,
-    is_cache_repo_dir,
-    looks_like_repo_id,
-    resolve_cache_repo,
-    resolve_repo_id,
-    split_revision,
-)
-from .jsonfile import load_json_file
-from .jsonpos import LazyKeyLocations, dotted_keys, member_spans
 from .safetensors_header import json_type, read_safetensors_header
 
 CONFIG_NAME = "config.json"

@@ -17,7 +17,11 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from ..checks.rules_source import (
+from ..tensors import canonical_dtype
+from .checkpoint import TensorInfo
+from .errors import SourceError
+from .files import MetadataReader
+from .rules import (
     GitLfsPointers,
     InvalidDataOffsets,
     InvalidTensorShapes,
@@ -29,10 +33,6 @@ from ..checks.rules_source import (
     TruncatedSafetensorsFiles,
     UnknownTensorDtypes,
 )
-from ..tensors import canonical_dtype
-from .checkpoint import TensorInfo
-from .errors import SourceError
-from .files import MetadataReader
 
 # The safetensors library refuses longer headers; real ones are kilobytes to a few megabytes.
 MAX_HEADER_BYTES = 100_000_000

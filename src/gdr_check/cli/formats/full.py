@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import io
-import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from ...report import Diagnostic
 from ...tensors import short_dtype
 from ..escape import markup as escape
 from ..escape import neutralise_log
 from ..results import FatalError, Run, TargetResult
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
+from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
     from ...models.check import ModelCheck
-
-STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
-LABEL = {"error": "error", "warning": "warning", "info": "info"}
 
 
 def _ranges(values: list[int]) -> str:
@@ -107,61 +102,6 @@ def _shapes_table(console: Console, check: Any) -> None:
                              f"per rank at {_mib(memory.bytes_per_request)} each"), soft_wrap=True)
 
 
-def _location(d: Diagnostic) -> str | None:
-    loc = d.location
-    if loc is None:
-        return None
-    if loc.file is None:
-        return f"kernel argument `{loc.argument}`" if loc.argument else None
-    text = loc.file + (f":{loc.line}:{loc.column or 1}" if loc.line is not None else "")
-    if loc.json_key:
-        text += f"  `{loc.json_key}`"
-    elif loc.tensor:
-        text += f"  `{loc.tensor}`"
-    return text
-
-
-def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None, suffix: str = "") -> None:
-    """One rustc-style diagnostic; `origin` names the checkpoint for a diagnostic without a file when no
-    header above says which one (`--quiet`), `suffix` the TP size in a matrix."""
-    console.print(f"[{STYLE[d.severity]}]{LABEL[d.severity]}[{d.code}][/]: [bold]{escape(d.message)}[/bold]"
-                  f"{escape(suffix)}", soft_wrap=True)
-    where = _location(d)
-    if origin is not None and (d.location is None or d.location.file is None):
-        where = f"{origin}, {where}" if where else origin
-    if where:
-        console.print(f"  [blue]-->[/blue] {escape(where)}", soft_wrap=True)
-    notes = list(d.notes)
-    location = d.location
-    tensor = location.tensor if location is not None else None
-    if tensor and location is not None and location.shard and not any(f"`{tensor}`" in note for note in notes):
-        notes.append(f"tensor `{tensor}` in {location.shard}")
-    if d.wrapper and d.severity == "error":
-        notes.append("the reference wrapper raises ValueError with this message")
-    dims = " ".join(f"{k}={v}" for k, v in d.bindings.items() if k in ("B", "H", "HV", "K", "V", "S", "tp"))
-    if dims:
-        # Kernel-call rules see one rank's tensors; the others see the whole model.
-        notes.append(f"bound dims{' (per rank)' if d.code.startswith('GDR2') else ''}: {dims}")
-    if notes:
-        console.print("   [blue]|[/blue]")
-    for note in notes:
-        console.print(f"   [blue]=[/blue] [bold]note[/bold]: {escape(note)}", soft_wrap=True)
-    for fix in d.fixes:
-        console.print(f"[bold green]help[/bold green]: {escape(fix)}", soft_wrap=True)
-    console.print()
-
-
-def make_console(stream: Any, color: bool) -> Console:
-    return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=120,
-                   soft_wrap=False, emoji=False)
-
-
-def use_color() -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
-
-
 def _matrix_table(console: Console, run: Run, target: str) -> None:
     rows = [row for row in matrix_rows(run) if row.target == target]
     table = Table(title=f"deployment matrix ({len(rows)} TP sizes)", title_justify="left", show_edge=False,
@@ -207,12 +147,12 @@ def _render_subject(run: Run) -> str:
     """`call` and `dry-run` results keep their own sections (the calls; the step table and timing)."""
     result = run.results[0]
     if result.kind == "call":
-        from ..call import render_full as call_sections
+        from .call_sections import render_full as call_sections
 
         return call_sections(result.details, color=run.color)
     from ...runner.ranks_api import RanksResult
-    from ..dryrun import render_full as dry_run_sections
-    from ..dryrun import render_ranks
+    from .dryrun_sections import render_full as dry_run_sections
+    from .dryrun_sections import render_ranks
 
     if isinstance(result.details, RanksResult):  # `dry-run --ranks all`
         return neutralise_log(render_ranks(result.target, result.details, color=run.color))

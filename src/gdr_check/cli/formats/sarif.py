@@ -45,7 +45,7 @@ def _capitalised(text: str) -> str:
 
 
 def _category(code: str) -> str:
-    from ...checks.registry import CATEGORIES
+    from ...registry import CATEGORIES
 
     return next((title for prefix, title in CATEGORIES.items() if code.startswith(prefix)), "gdr-check")
 
@@ -72,7 +72,7 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
 
 
 def _rules_for(codes: list[str]) -> list[dict[str, Any]]:
-    from ...checks import registry
+    from ... import registry
     from ..selection import known_rules
 
     known_rules()

@@ -29,8 +29,8 @@ from typing import (
     Union,
 )
 
-from ..errors import check_values, declared_fields
-from ..report import Diagnostic, Location, Severity
+from .errors import check_values, declared_fields
+from .report import Diagnostic, Location, Severity
 
 if TYPE_CHECKING:
     from .call import CallContext
@@ -63,15 +63,14 @@ CheckT = TypeVar("CheckT", bound=Callable[[Any], CheckResult])
 
 
 class Example(Protocol):
-    """An executable example of a rule: a small input that triggers it (and no other error).
+    """An executable example of a rule: a small input that triggers it (and no other error), as data.
 
-    `text` is what the docs show; `diagnostics` runs the input through the stage that reports the rule
-    (the contract engine for a call, the model checks for a config, ...) with the rules of `rules`."""
+    `text` is what the docs show; `gdr_check.example_runner.run_example` runs the input through the stage that
+    reports the rule (the contract engine for a call, the model check for a config, ...), which may sit above
+    the rules, so the example itself only describes its input."""
 
     @property
     def text(self) -> str: ...
-
-    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]: ...
 
 
 @dataclass(frozen=True)
@@ -106,6 +105,10 @@ class Rule:
     def diagnostic(self, finding: Finding | None = None, **values: Any) -> Diagnostic:
         finding = finding or Finding()
         return self.diagnostic_with(finding, {**finding.values, **values} if values else finding.values, {})
+
+    def located(self, values: dict[str, Any], fixes: list[str], location: Location) -> Diagnostic:
+        """The diagnostic of a rule reported outside a check function (a reader's `SourceError`), at `location`."""
+        return self.diagnostic(Finding(values=values, fixes=fixes, location=location))
 
     def diagnostic_with(self, finding: Finding, values: Mapping[str, Any], bindings: dict[str, Any]) -> Diagnostic:
         """The diagnostic for `finding`, its message filled from `values`; `bindings` (a dict the diagnostic

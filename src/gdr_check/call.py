@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .. import engines
-from ..engines import ENGINE_NAMES, SGLANG_0_5_23, EngineProfile, profile_for
-from ..tensors import TensorSpec
+from . import engines
+from .engines import ENGINE_NAMES, SGLANG_0_5_23, EngineProfile, profile_for
+from .tensors import TensorSpec
 
 Variant = Literal["gdn", "kda"]
 # An engine as callers name it: "sglang", "vllm", "vllm@0.28", or an EngineProfile.

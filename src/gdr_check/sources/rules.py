@@ -7,6 +7,9 @@ the template names but the class lacks fails at import. Every one of them means 
 be read, so the run ends with exit 2, except GDR013 (an info note: the reader records its diagnostic and the
 check goes on with what is there).
 
+The rules live here, beside the readers that raise them, so that no reader imports anything above the sources
+layer; their examples are data (`sources.examples`), run by `gdr_check.example_runner`.
+
 Numbering, stable once released:
     GDR001-GDR013  locating the input (paths, pickle files, the Hugging Face cache, links, Git LFS pointers)
     GDR020-GDR021  config.json
@@ -17,8 +20,8 @@ Numbering, stable once released:
 from __future__ import annotations
 
 from ..errors import SourceError
+from ..registry import declare
 from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tensor_entry
-from .registry import declare
 
 _SOURCE = "source"
 # What a Git LFS clone without `git lfs` leaves in place of a file (GDR011's example).

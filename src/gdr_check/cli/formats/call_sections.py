@@ -1,0 +1,117 @@
+"""The `full` report of `gdr-check call`: each distinct recorded call with its table and diagnostics, then the
+summary (the `call` command renders through the formats like every command)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from ...report import Diagnostic
+from ...tensors import TensorSpec, short_dtype
+from ..escape import markup, neutralise_log
+from ..escape import markup as escape
+from .console import make_console, render_diagnostic
+
+if TYPE_CHECKING:
+    from ...api import CallRun, CheckedCall
+
+_MAX_VALUES_SHOWN = 8
+
+
+def _tensor_text(spec: TensorSpec) -> str:
+    text = f"{short_dtype(spec.dtype)}[{','.join(map(str, spec.shape))}] ({', '.join(map(str, spec.stride))})"
+    if spec.values is not None:
+        shown = ", ".join(str(v) for v in spec.values[:_MAX_VALUES_SHOWN])
+        text += f" = [{shown}{', ...' if len(spec.values) > _MAX_VALUES_SHOWN else ''}]"
+    return text
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, TensorSpec):
+        return _tensor_text(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _signature(call: CheckedCall) -> str:
+    """Calls that look alike and give the same diagnostics are shown once."""
+    data = call.recorded.call.to_dict()
+    for name, value in data.items():
+        if isinstance(value, dict):
+            data[name] = {k: v for k, v in value.items() if k not in ("values", "storage", "offset")}
+    diagnostics = [(d.code, d.message) for d in call.diagnostics]
+    return json.dumps([call.recorded.function, call.engine, data, diagnostics], sort_keys=True, default=str)
+
+
+def _index_list(indices: list[int]) -> str:
+    return ", ".join(f"#{i}" for i in indices[:6]) + (", ..." if len(indices) > 6 else "")
+
+
+def _add_row(table: Any, *cells: str) -> None:
+    """A table row of data: each cell made safe text, its rich markup escaped (see `.escape.markup`)."""
+    table.add_row(*(markup(cell) for cell in cells))
+
+
+def _call_table(console: Any, call: CheckedCall, tp: int) -> None:
+    comparison = call.comparison
+    compared = comparison is not None
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for column in ("argument", "recorded", *((f"expected (tp={tp})", "differs") if compared else ())):
+        table.add_column(column, overflow="fold")
+    if comparison is not None:
+        for row in comparison.rows:
+            _add_row(table, row.argument, _cell(row.recorded), _cell(row.expected), ", ".join(row.differences))
+    else:
+        recorded = call.recorded.call
+        for name, spec in recorded.tensors().items():
+            _add_row(table, name, _tensor_text(spec))
+        _add_row(table, "scale", _cell(recorded.scale))
+        _add_row(table, "use_qk_l2norm_in_kernel", str(recorded.use_qk_l2norm_in_kernel))
+        _add_row(table, "variant", recorded.variant)
+    if call.recorded.call.variant == "kda":
+        _add_row(table, "lower_bound", _cell(call.recorded.call.lower_bound), *(("", "") if compared else ()))
+    console.print(table)
+
+
+def _counts(diagnostics: list[Diagnostic]) -> str:
+    counts = {s: sum(d.severity == s for d in diagnostics) for s in ("error", "warning", "info")}
+    return f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+
+
+def render_full(run: CallRun, *, color: bool = False) -> str:
+    """The `full` report of a call run: each distinct call with its table and diagnostics, then the summary."""
+    buffer = io.StringIO()
+    console = make_console(buffer, color)
+    groups: dict[str, list[CheckedCall]] = {}
+    for call in run.calls:
+        groups.setdefault(_signature(call), []).append(call)
+    compared = f"; compared with {run.target} at tp={run.tp}" if run.target else ""
+    console.print(f"[bold]{escape(run.recording.path)}[/bold]: {len(run.calls)} call(s) checked, "
+                  f"{len(groups)} distinct{escape(compared)}", soft_wrap=True)
+    for note in run.notes:
+        console.print(f"  [dim]note[/dim]  {escape(note)}", soft_wrap=True)
+    console.print()
+    for diagnostic in run.model_diagnostics:
+        render_diagnostic(console, diagnostic)
+    for members in groups.values():
+        first = members[0]
+        recorded = first.recorded
+        alike = f" (and {len(members) - 1} identical: {_index_list([m.recorded.index for m in members[1:]])})" \
+            if len(members) > 1 else ""
+        origin = f"  from {recorded.caller}" if recorded.caller else ""
+        console.print(f"[bold]call #{recorded.index}[/bold]{escape(alike)}  "
+                      f"{escape(recorded.function or 'packed decode')} ({first.engine}, "
+                      f"{recorded.call.variant.upper()}){escape(origin)}", soft_wrap=True)
+        if not recorded.values_read:
+            console.print("  [dim]note[/dim]  index values were not read (recorded during CUDA-graph capture)",
+                          soft_wrap=True)
+        _call_table(console, first, run.tp)
+        console.print()
+        for diagnostic in first.diagnostics:
+            render_diagnostic(console, diagnostic)
+    console.print(f"summary: {len(run.calls)} call(s) checked: {_counts(run.all_diagnostics())}", soft_wrap=True)
+    return neutralise_log(buffer.getvalue())
