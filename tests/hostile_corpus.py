@@ -8,8 +8,8 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +57,21 @@ def run_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None, std
                               env=environment, capture_output=True, timeout=60, stdin=stdin)
         rss_kib = int(report.read_text() or 0) if report.exists() else 0
     return Outcome(done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8"), rss_kib / 1024)
+
+
+def run_in_process(*args: str, cwd: Path) -> Outcome:
+    """`gdr-check ARGS` in this process, from `cwd` (no RSS figure: the session's peak is not this run's). For
+    cases run in every format, where a child process per run would cost seconds each; the caller clears the
+    CI environment (`cli_checkpoints.clean_output_env`)."""
+    from cli_checkpoints import run_cli
+
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        done = run_cli(*args)
+    finally:
+        os.chdir(before)
+    return Outcome(done.exit_code, done.stdout, done.stderr)
 
 
 def tree(root: Path) -> dict[str, bytes]:

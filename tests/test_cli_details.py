@@ -27,8 +27,10 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 GITLAB_SCHEMA = json.loads((TESTS / "schemas" / "gitlab-code-quality.json").read_text())
-# `ckpt` at tp 2 and 3: GDR111 twice, GDR249 (warning) and GDR253 (info) at tp 2, GDR121 at tp 3.
-ARGS = ("ckpt", "--tp", "2,3", "--state-dtype", "bfloat16", "--ignore", "GDR122,GDR123,GDR131", "--isolated")
+# `ckpt` at tp 2 and 3: GDR111 twice, GDR131 (info) and GDR249 (warning) at tp 2, GDR121 at tp 3. GDR253 (the
+# bf16 beta rounding, a warning under sglang 0.5.23) is ignored: these tests are about errors, one warning and
+# one info note.
+ARGS = ("ckpt", "--tp", "2,3", "--state-dtype", "bfloat16", "--ignore", "GDR122,GDR123,GDR253", "--isolated")
 
 
 @pytest.fixture
@@ -59,27 +61,31 @@ def test_info_notes_are_no_alerts_unless_show_info(repo: Path):
         return [line.split("(", 1)[1].split(")", 1)[0] for line in result.stdout.splitlines() if line.startswith("::")]
 
     assert codes("sarif") == ["GDR111", "GDR249", "GDR111", "GDR121"]
-    assert codes("sarif", "--show-info") == ["GDR111", "GDR249", "GDR253", "GDR111", "GDR121"]
+    assert codes("sarif", "--show-info") == ["GDR111", "GDR131", "GDR249", "GDR111", "GDR121"]
     assert codes("gitlab") == ["GDR111", "GDR249", "GDR111", "GDR121"]
-    assert codes("gitlab", "--show-info") == ["GDR111", "GDR249", "GDR253", "GDR111", "GDR121"]
+    assert codes("gitlab", "--show-info") == ["GDR111", "GDR131", "GDR249", "GDR111", "GDR121"]
     assert codes("github") == ["GDR111", "GDR249", "GDR121"]  # one annotation per finding, whatever the TP size
-    assert codes("github", "--show-info") == ["GDR111", "GDR249", "GDR253", "GDR121"]
+    assert codes("github", "--show-info") == ["GDR111", "GDR131", "GDR249", "GDR121"]
     shown = json.loads(run_cli(*ARGS, "--output-format", "sarif", "--show-info").stdout)["runs"][0]
-    assert shown["results"][2]["level"] == "note"
-    assert "GDR253" in {rule["id"] for rule in shown["tool"]["driver"]["rules"]}
+    assert shown["results"][1]["level"] == "note"
+    assert "GDR131" in {rule["id"] for rule in shown["tool"]["driver"]["rules"]}
 
 
 def test_summary_still_counts_the_notes(repo: Path):
     result = run_cli(*ARGS, "--output-format", "github")
     assert result.stderr == "summary: 2 checked: 3 error(s), 1 warning(s), 1 note(s)\n"
-    assert "ckpt/config.json:1:1: info[GDR253] " in result.stdout  # the log lists it, as no annotation
+    assert "ckpt/config.json:1:1: info[GDR131] " in result.stdout  # the log lists it, as no annotation
 
 
 def test_notes_stay_out_of_alerts_when_a_checkpoint_has_nothing_else(repo: Path):
-    result = run_cli("good", "--isolated", "--output-format", "sarif")
+    # `good` under sglang 0.5.23 has the GDR253 warning (bf16 beta rounding) and the GDR131 note: without the
+    # warning, nothing is left for the alert formats
+    result = run_cli("good", "--isolated", "--output-format", "sarif", "--ignore", "GDR253")
     assert result.exit_code == 0
     assert json.loads(result.stdout)["runs"][0]["results"] == []
-    assert json.loads(run_cli("good", "--isolated", "--output-format", "gitlab").stdout) == []
+    assert json.loads(run_cli("good", "--isolated", "--output-format", "gitlab", "--ignore", "GDR253").stdout) == []
+    warned = json.loads(run_cli("good", "--isolated", "--output-format", "sarif").stdout)["runs"][0]["results"]
+    assert [(r["ruleId"], r["level"]) for r in warned] == [("GDR253", "warning")]
 
 
 # -- -oFILE ---------------------------------------------------------------------------------------------------
@@ -107,8 +113,8 @@ def test_statistics_text(repo: Path):
     assert result.stdout == (
         "2  GDR111  error    config-weight-mismatches      the config and the weights disagree\n"
         "1  GDR121  error    tp-not-dividing-linear-heads  tp size does not divide the linear-attention heads\n"
-        "1  GDR249  warning  low-precision-states          the recurrent state is kept in 16-bit precision\n"
-        "1  GDR253  info     beta-rounded-to-gate-dtype    the engine rounds beta to `b`'s dtype\n")
+        "1  GDR131  info     linear-state-footprints       linear-attention state per request\n"
+        "1  GDR249  warning  low-precision-states          the recurrent state is kept in 16-bit precision\n")
     assert result.stderr == ""
 
 
@@ -116,8 +122,8 @@ def test_statistics_json(repo: Path):
     result = run_cli(*ARGS, "--statistics", "--output-format", "json")
     rows = json.loads(result.stdout)
     jsonschema.Draft202012Validator(schema_def("statistics")).validate(rows)
-    assert [(row["code"], row["count"]) for row in rows] == [("GDR111", 2), ("GDR121", 1), ("GDR249", 1),
-                                                             ("GDR253", 1)]
+    assert [(row["code"], row["count"]) for row in rows] == [("GDR111", 2), ("GDR121", 1), ("GDR131", 1),
+                                                             ("GDR249", 1)]
     assert rows[0] == {"code": "GDR111", "name": "config-weight-mismatches", "severity": "error",
                        "summary": "the config and the weights disagree", "count": 2}
 
@@ -138,8 +144,9 @@ def test_quiet_prints_the_diagnostics_only(repo: Path):
     mismatch = "config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` holds 32"
     assert headings == [
         f"error[GDR111]: {mismatch} [tp=2]",
+        "info[GDR131]: each request holds 8.25 KiB of linear-attention state per rank: 6 layers x (384 B conv + "
+        "1 KiB SSM) [tp=2]",
         "warning[GDR249]: `initial_state` is bfloat16: the state is rounded to bfloat16 at every step [tp=2]",
-        "info[GDR253]: sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update [tp=2]",
         f"error[GDR111]: {mismatch} [tp=3]",
         "error[GDR121]: tp=3 does not divide `linear_num_key_heads`=2; TP sizes that work: 1, 2 [tp=3]",
     ]
@@ -326,7 +333,8 @@ def test_progress_draws_on_a_terminal_and_names_the_target(monkeypatch):
 
 def test_no_progress_when_stderr_is_not_a_terminal(repo: Path):
     result = run_cli("good", "ckpt", "--isolated", "--output-format", "concise")
-    assert result.stderr == "summary: 2 checked: 1 error(s), 0 warning(s), 4 note(s)\n"
+    # GDR253 (bf16 beta rounding under sglang 0.5.23) is a warning for each checkpoint
+    assert result.stderr == "summary: 2 checked: 1 error(s), 2 warning(s), 2 note(s)\n"
 
 
 def test_the_ci_guide_documents_every_format_and_the_gitlab_job():

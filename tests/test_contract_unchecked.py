@@ -335,14 +335,25 @@ def test_read_values_false_skips_the_value_rules(variant):
 
 
 # -- warnings and notes ---------------------------------------------------------------------------------------
+BETA_MESSAGE = ("sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update: the state drifts from fp32 "
+                "beta, more with longer contexts")
+
+
+def beta_warning(variant: str, *, severity: bool = False) -> list[tuple[str, ...]]:
+    """The GDR253 warning a GDN call with a bf16 `b` gets under sglang 0.5.23 (KDA keeps beta in fp32)."""
+    if variant != "gdn":
+        return []
+    return [("GDR253", "warning", BETA_MESSAGE)] if severity else [("GDR253", BETA_MESSAGE)]
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_K_256_spills_registers(variant):
     call = call_for(variant, K=256, V=128, S=9, device="meta")
     report = check(variant, call)
     assert report.ok
-    (warning,) = report.warnings
-    assert (warning.code, warning.message) == (
-        "GDR248", "head dim K=256 needs a [32, 256] fp32 state tile per warp: registers spill past K = 128")
+    assert [(d.code, d.message) for d in report.warnings] == [
+        ("GDR248", "head dim K=256 needs a [32, 256] fp32 state tile per warp: registers spill past K = 128"),
+        *beta_warning(variant)]
     assert not only(check(variant, call_for(variant, K=128, V=128, S=9, device="meta")), "GDR248")
 
 
@@ -352,15 +363,18 @@ def test_16_bit_state_is_a_warning(variant, dtype, name):
     report = check(variant, call_for(variant, state_dtype=dtype, device="meta"))
     assert report.ok
     assert [(d.code, d.message) for d in report.warnings] == [
-        ("GDR249", f"`initial_state` is {name}: the state is rounded to {name} at every step")]
-    assert not check(variant, call_for(variant, device="meta")).warnings
+        ("GDR249", f"`initial_state` is {name}: the state is rounded to {name} at every step"),
+        *beta_warning(variant)]
+    assert [(d.code, d.message) for d in check(variant, call_for(variant, device="meta")).warnings] == \
+        beta_warning(variant)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_l2norm_off_is_a_warning(variant):
     report = check(variant, with_(call_for(variant, device="meta"), use_qk_l2norm_in_kernel=False))
     assert [(d.code, d.message) for d in report.warnings] == [
-        ("GDR250", "`use_qk_l2norm_in_kernel` is False, while sglang and vLLM decode these models with True")]
+        ("GDR250", "`use_qk_l2norm_in_kernel` is False, while sglang and vLLM decode these models with True"),
+        *beta_warning(variant)]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -368,7 +382,8 @@ def test_all_cpu_is_a_warning_but_meta_and_mixed_are_not(variant):
     report = check(variant, call_for(variant))
     assert [(d.code, d.severity, d.message) for d in report.warnings] == [
         ("GDR251", "warning",
-         "all tensors are on cpu: the Triton kernel cannot run there outside the interpreter")]
+         "all tensors are on cpu: the Triton kernel cannot run there outside the interpreter"),
+        *beta_warning(variant, severity=True)]
     assert not only(check(variant, call_for(variant, device="meta")), "GDR251")
     mixed = with_(call_for(variant), initial_state=torch.zeros(S, HV, V, K, device="meta"))
     report = check(variant, mixed)
@@ -404,11 +419,16 @@ def test_kda_lower_bound_must_be_negative():
     assert not check("kda", call_for("kda", lower_bound=None, device="meta")).warnings
 
 
-def test_beta_rounding_is_a_sglang_gdn_note():
-    (note,) = only(check("gdn", call_for("gdn")), "GDR253")
-    assert (note.severity, note.message) == (
-        "info", "sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the update")
+def test_beta_rounding_is_a_warning_where_the_engine_rounds():
+    (warning,) = only(check("gdn", call_for("gdn")), "GDR253")
+    assert (warning.severity, warning.message) == ("warning", BETA_MESSAGE)
+    assert warning.fixes == ["no sglang 0.5.23 setting changes it (the layer passes `b` in the model dtype); a "
+                             "direct caller can pass `b` in float32, which keeps beta exact"]
+    (old_vllm,) = only(check("gdn", call_for("gdn"), engine="vllm@0.28"), "GDR253")
+    assert (old_vllm.severity, old_vllm.message) == ("warning", BETA_MESSAGE.replace("sglang 0.5.23", "vLLM 0.28"))
+    assert old_vllm.fixes[0] == "vLLM 0.29 and later keep beta in fp32 (`--engine vllm@0.29`)"
     assert not only(check("gdn", call_for("gdn"), engine="vllm"), "GDR253")
+    assert not only(check("gdn", call_for("gdn"), engine="vllm@0.29"), "GDR253")
     assert not only(check("gdn", with_(call_for("gdn"), b=torch.zeros(B, HV))), "GDR253")
     assert not only(check("kda", call_for("kda")), "GDR253")
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from gdr_check.checks import RULES
-from gdr_check.checks.explain import explain
+from gdr_check.checks.explain import NAME_FIELDS, explain
 from gdr_check.cli.main import main
 
 WRAPPER_MESSAGES = {
@@ -60,13 +60,15 @@ def test_code_and_name_lookup(query):
 
 
 def test_every_rule_message_round_trips_through_explain():
+    def filled(rule) -> dict[str, str]:  # a number in each field; a dtype where the rule reads a name
+        return {name: "torch.bfloat16" if name in NAME_FIELDS.get(rule.code, ()) else "7" for name in rule.fields()}
+
     for rule in RULES.values():
-        values = {name: "7" for name in rule.fields()}
-        text = rule.message.format(**values)
+        text = rule.message.format(**filled(rule))
         found = explain(text)
         assert found is not None, rule.code
         # Several templates can read the same text only when they are the same rule.
-        assert found.rule.message.format(**{n: "7" for n in found.rule.fields()}) == text
+        assert found.rule.message.format(**filled(found.rule)) == text
 
 
 def test_cli_explain_json(capsys):

@@ -10,6 +10,8 @@ import pytest
 from gdr_check.checks import RULES
 from gdr_check.checks.explain import Context, find_all
 from gdr_check.cli.main import main
+from pasted_corpus import CASES, PastedCase
+from pasted_corpus import QWEN3_NEXT as QWEN3_NEXT_CORPUS
 
 
 def _filled(code: str) -> str:
@@ -71,6 +73,59 @@ REAL = [
 @pytest.mark.parametrize("text,expected", REAL)
 def test_real_pasted_logs(text, expected):
     assert [(f.rule.code, f.values) for f in find_all(text)] == expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.url.split("github.com/")[1] for case in CASES])
+def test_real_pasted_corpus(case: PastedCase):
+    context = Context(tp=case.tp, batch=case.batch, widths=case.widths)
+    found = find_all(case.text, context)
+    assert [(f.rule.code, f.values) for f in found] == case.expected
+    for sentence in case.reasons:
+        assert sentence in found[0].reasons, found[0].reasons
+
+
+def test_the_corpus_covers_every_pasted_rule():
+    """Each GDR4xx rule has at least one text a user really posted (or, for GDR406/GDR409, a real negative)."""
+    covered = {code for case in CASES + [PastedCase("", text, expected) for text, expected in REAL]
+               for code, _ in case.expected}
+    pasted = {code for code, rule in RULES.items() if rule.scope == "pasted"}
+    assert pasted - covered == {"GDR406", "GDR409"}  # no posted log of these two was found
+
+
+def test_trailing_punctuation_and_markdown_quotes_are_ignored():
+    for text in ("Triton Error [CUDA]: invalid argument.", "`Triton Error [CUDA]: invalid argument`",
+                 "'RuntimeError: Triton Error [CUDA]: invalid argument'"):
+        assert [f.rule.code for f in find_all(text)] == ["GDR402"], text
+    [found] = find_all("ValueError: Total number of attention heads (16) must be divisible by tensor parallel size (3)")
+    assert found.values == {"heads": "16", "tp": "3"}
+
+
+def test_a_log_assert_names_the_dtype_and_never_matches_its_source_line():
+    [found] = find_all("[2026-03-17 10:00:00 TP0] AssertionError: A_log must be float32, got torch.bfloat16")
+    assert (found.rule.code, found.values) == ("GDR409", {"dtype": "torch.bfloat16"})
+    assert found.reasons[0] == "`A_log` is bfloat16 (16-bit): the kernel needs float32"
+    assert find_all('f"A_log must be float32, got {A_log.dtype}"') == []
+
+
+def test_attention_heads_with_the_model_names_the_sizes_that_work_for_every_head_count():
+    [found] = find_all("Total number of attention heads (16) must be divisible by tensor parallel size (3).",
+                       Context(tp=3, widths=QWEN3_NEXT_CORPUS))
+    assert found.reasons == [
+        "16 = 3 × 5 + 1: tp=3 leaves a remainder; powers of two that divide 16: 1, 2, 4, 8, 16",
+        "the linear-attention heads (num_k_heads (H) = 16, num_v_heads (HV) = 32) must divide too: TP sizes that "
+        "work for the whole model: 1, 2, 4, 8, 16",
+        "16 is the model's num_k_heads (H) (unsharded, 16)",
+        "16 is the model's num_attention_heads (full attention) (unsharded, 16)"]
+    from gdr_check.engines import profile_for
+
+    [sglang] = find_all("Total number of attention heads (16) must be divisible by tensor parallel size (3).",
+                        Context(profile=profile_for("sglang")))
+    assert sglang.reasons[-1] == (
+        "this is vLLM's start-up check; sglang 0.5.23 does not run it (sglang fails in `divide()` unless DP "
+        "attention makes the attention TP size a divisor of 16 instead): the log is not from the engine you named")
+    [vllm] = find_all("Total number of attention heads (16) must be divisible by tensor parallel size (3).",
+                      Context(profile=profile_for("vllm@0.28")))
+    assert not any("not from the engine" in reason for reason in vllm.reasons)
 
 
 def test_a_multi_error_log_gives_every_error_in_order_and_counts_repeats():
@@ -203,3 +258,41 @@ def test_cli_bad_model_in_pyproject_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("error:") == 1 and "model" in captured.err
+
+
+def test_cli_reads_a_posted_vllm_log_with_the_models_numbers(capsys):
+    """vllm-project/vllm#24881 (Qwen3-Next, MTP, --tp 4), through the CLI with the built-in model's widths."""
+    [case] = [case for case in CASES if case.url.endswith("/vllm/issues/24881")]
+    assert main(["explain", case.text, "--model", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "4",
+                 "--engine", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "GDR404 reshape-invalid-for-size" in out
+    assert "matched (line 3): shape '[15, -1, 2048]' is invalid for input of size 90112" in out
+    for sentence in case.reasons:
+        assert f"  - {sentence}" in out
+
+
+def test_cli_attention_heads_with_the_model(capsys):
+    text = "Value error, Total number of attention heads (16) must be divisible by tensor parallel size (3)."
+    assert main(["explain", text, "--model", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "3", "--engine", "vllm",
+                 "--output-format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["code"] == "GDR408" and document["values"] == {"heads": "16", "tp": "3"}
+    assert "16 is the model's num_attention_heads (full attention) (unsharded, 16)" in document["reasons"]
+
+
+def test_illegal_access_names_the_engines_skip_rule_and_pool_rows():
+    from gdr_check.engines import profile_for
+
+    text = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    [sglang] = find_all(text, Context(batch=64, profile=profile_for("sglang")))
+    assert sglang.reasons == [
+        "sglang 0.5.23's packed decode skips a row whose slot is negative; any other slot must be below the state "
+        "pool's row count, or the kernel reads and writes outside the pool",
+        "sglang 0.5.23 allocates the pool size (--max-mamba-cache-size) + 1 rows and keeps row 0 for padding: live "
+        "slots run from 1 to the size; --batch 64 needs a size of at least 64 (more with speculative or "
+        "prefix-cache buffers, GDR135)"]
+    [vllm] = find_all(text, Context(profile=profile_for("vllm")))
+    assert vllm.reasons == [
+        "vLLM 0.29's packed decode skips a row whose slot is <= 0; any other slot must be below the state pool's "
+        "row count, or the kernel reads and writes outside the pool"]

@@ -1,7 +1,8 @@
 """Numbers out of range (issue 11): values from a config.json, `[tool.gdr-check]` and the command line are
 checked against docs/limits.md before use. A config field out of range is GDR108 (exit 1, the value shortened);
-an option or a `[tool.gdr-check]` key is one `error:` line naming it and the range (exit 2). Every run stays in
-seconds and under 300 MiB, whatever the number, through the real CLI."""
+an option or a `[tool.gdr-check]` key is one `error:` line naming it and the range (exit 2), in every output
+format. Every run stays in seconds and under 300 MiB, whatever the number, through the real CLI: one child
+process per case measures time and RSS; the same case in all 8 formats runs in this process (fast)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
-from hostile_corpus import FORMATS, Outcome, assert_outcome, run_subprocess
 
+from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
+from cli_checkpoints import clean_output_env
 from gdr_check.limits import LIMITS, LimitError, checked, shorten
+from hostile_corpus import FORMATS, Outcome, assert_outcome, run_in_process, run_subprocess
 
 MAX_RSS_MIB = 300
 THOUSANDS_OF_DIGITS = "9" * 4200
@@ -64,7 +66,8 @@ def test_a_head_count_that_overflows_a_float_is_gdr108(root, case, shown):
     _bounded(started, outcome)
 
 
-@pytest.mark.parametrize("option,value,error,fmt", [
+# (option, value, the fragment of the one `error:` line, the format of the child-process run that measures RSS)
+OPTION_CASES = [
     ("--batch", "100000000", "batch is 100000000: must be in 0..2**20 (decode batch)", "full"),
     ("--slots", str(2**63), "slots is 9223372036854775808: must be in 1..2**24 (state pool rows)", "json"),
     ("--speculative-tokens", "1000000000", "speculative_tokens is 1000000000: must be in 0..1_024", "sarif"),
@@ -72,7 +75,10 @@ def test_a_head_count_that_overflows_a_float_is_gdr108(root, case, shown):
     ("--gpu-memory", "1e999", "--gpu-memory: 1e999 is outside 1..2**60 bytes", "junit"),
     ("--tp", "9" * 5000, "--tp: expected an integer or a comma-separated list, got '9999", "gitlab"),
     ("--tp", "1,100000", "--tp: TP sizes must be in 1..4_096, got '1,100000'", "json-lines"),
-])
+]
+
+
+@pytest.mark.parametrize("option,value,error,fmt", OPTION_CASES)
 def test_options_out_of_range_are_one_error_line(root, option, value, error, fmt):
     started = time.monotonic()
     outcome = run_subprocess("layers", "--isolated", option, value, "--output-format", fmt, cwd=root)
@@ -81,13 +87,31 @@ def test_options_out_of_range_are_one_error_line(root, option, value, error, fmt
     _bounded(started, outcome)
 
 
+def _every_format(root: Path, *args: str, error: str) -> None:
+    """`args` in each output format, in this process: exit 2, exactly one `error:` line holding `error`, the
+    format's error document on stdout, no raw control character, never the number echoed whole, in seconds."""
+    for fmt in FORMATS:
+        started = time.monotonic()
+        outcome = run_in_process(*args, "--output-format", fmt, cwd=root)
+        assert_outcome(fmt, outcome, exit_code=2, error=error)
+        assert len(outcome.stderr) < 400, (fmt, outcome.stderr[:400])
+        assert time.monotonic() - started < 5, fmt
+
+
+@pytest.mark.parametrize("option,value,error", [case[:3] for case in OPTION_CASES])
+def test_options_out_of_range_in_every_format(root, monkeypatch, option, value, error):
+    clean_output_env(monkeypatch)
+    _every_format(root, "layers", "--isolated", option, value, error=error)
+
+
 @pytest.mark.parametrize("table,error", [
-    ("batch = 9223372036854775808", "`tool.gdr-check.batch`: must be in 0..2**20 (decode batch), got 9223372036854775808"),
+    ("batch = 9223372036854775808",
+     "`tool.gdr-check.batch`: must be in 0..2**20 (decode batch), got 9223372036854775808"),
     ("batch = 9223372036854775807", "`tool.gdr-check.batch`"),
     ("slots = 100000000000", "`tool.gdr-check.slots`"),
     ("tp = [1, 9223372036854775807]", "`tool.gdr-check.tp`"),
 ])
-def test_pyproject_numbers_out_of_range(tmp_path, root, table, error):
+def test_pyproject_numbers_out_of_range(tmp_path, root, monkeypatch, table, error):
     (tmp_path / "pyproject.toml").write_text(f"[tool.gdr-check]\n{table}\n")
     started = time.monotonic()
     outcome = run_subprocess(str(root / "layers"), "--output-format", "json", cwd=tmp_path)
@@ -95,16 +119,30 @@ def test_pyproject_numbers_out_of_range(tmp_path, root, table, error):
     errors = [line for line in outcome.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and error in errors[0], outcome.stderr
     _bounded(started, outcome)
+    clean_output_env(monkeypatch)
+    _every_format(tmp_path, str(root / "layers"), error=error)
 
 
-@pytest.mark.parametrize("option,value", [("--steps", "99999999999"), ("--seed", "9" * 30), ("--timeout", "nan"),
-                                          ("--timeout", "-1"), ("--timeout", "inf")])
+DRY_RUN_CASES = [("--steps", "99999999999"), ("--seed", "9" * 30), ("--timeout", "nan"), ("--timeout", "-1"),
+                 ("--timeout", "inf")]
+
+
+def _dry_run_error(option: str, value: str) -> str:
+    name = option.removeprefix("--")
+    shown = shorten(float(value) if name == "timeout" else int(value))
+    return f"--{name}: {shown} is outside {LIMITS[name].range_text}"
+
+
+@pytest.mark.parametrize("option,value", DRY_RUN_CASES)
 def test_dry_run_numbers(root, option, value):
     outcome = run_subprocess("dry-run", "layers", option, value, "--device", "cpu", cwd=root)
-    name = option.removeprefix("--")
-    assert_outcome("full", outcome, exit_code=2,
-                   error=f"--{name}: {shorten(float(value) if name == 'timeout' else int(value))} is outside "
-                         f"{LIMITS[name].range_text}")
+    assert_outcome("full", outcome, exit_code=2, error=_dry_run_error(option, value))
+
+
+@pytest.mark.parametrize("option,value", DRY_RUN_CASES)
+def test_dry_run_numbers_in_every_format(root, monkeypatch, option, value):
+    clean_output_env(monkeypatch)
+    _every_format(root, "dry-run", "layers", option, value, "--device", "cpu", error=_dry_run_error(option, value))
 
 
 def test_library_limits_name_key_value_and_range():

@@ -52,7 +52,7 @@ def codes_in(fmt: str, text: str) -> list[str]:
         return [issue["check_name"] for issue in issues]
     if fmt == "github":
         return [line.split("(")[1].split(")")[0] for line in text.splitlines() if line.startswith("::")]
-    return [code for code in ("GDR161", "GDR321") if f"[{code}]" in text]  # full, concise
+    return [code for code in ("GDR161", "GDR253", "GDR321") if f"[{code}]" in text]  # full, concise
 
 
 # -- call ------------------------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def test_call_in_every_format(gates_recording: str, fmt: str, tmp_path: Path):
     text = report.read_text()
     assert "GDR161" in codes_in(fmt, text)
     if fmt == "full":  # the call sections stay in the human report
-        assert "call #0" in text and "summary: 1 call(s) checked: 3 error(s), 0 warning(s), 1 note(s)" in text
+        assert "call #0" in text and "summary: 1 call(s) checked: 3 error(s), 1 warning(s), 0 note(s)" in text  # GDR253: bf16 beta
     if fmt == "concise":
         assert f"{gates_recording}:1:1: error[GDR161] {GATES_MESSAGE}" in text
     if fmt == "json":
@@ -115,7 +115,7 @@ def test_a_warning_fails_the_call_with_error_on_warning(tmp_path: Path, monkeypa
     path = write_recording(tmp_path / "rec.json", call)
     plain = run_cli("call", path, "--model", QWEN, "--tp", "4", "--output-format", "json")
     severities = {d["severity"] for d in json.loads(plain.stdout)["diagnostics"]}
-    assert plain.exit_code == 0 and severities == {"warning", "info"}
+    assert plain.exit_code == 0 and severities == {"warning"}  # GDR249 (bf16 state) and GDR253 (bf16 beta)
     assert run_cli("call", path, "--model", QWEN, "--tp", "4", "--error-on-warning").exit_code == 1
 
 
@@ -158,8 +158,9 @@ def test_dry_run_in_every_format(gdn_checkpoint: Path, child_outcome, fmt: str, 
     outcome = run_cli(*args)
     assert outcome.exit_code == 0, outcome.stderr
     codes = codes_in(fmt, outcome.stdout)
-    # GDR321 (bf16 run as fp16 in the interpreter) is a warning: an alert and a failed test case in every format
-    assert "GDR321" in codes or fmt in ("sarif", "github", "gitlab") and codes == []
+    # GDR321 (bf16 run as fp16 in the interpreter) and GDR253 (sglang 0.5.23 rounds the bf16 beta) are warnings:
+    # alerts and failed test cases in every format
+    assert {"GDR321", "GDR253"} <= set(codes) or fmt in ("sarif", "github", "gitlab") and codes == []
     if fmt == "full":  # the step table and the verdict stay in the human report
         assert "steps: errors relative to the largest float64 reference value" in outcome.stdout
         assert "dry-run passed: 1 step(s) verified" in outcome.stdout
@@ -167,7 +168,8 @@ def test_dry_run_in_every_format(gdn_checkpoint: Path, child_outcome, fmt: str, 
         document = json.loads(outcome.stdout)
         assert document["command"] == "dry-run" and document["launched"] is True and len(document["steps"]) == 1
     assert run_cli(*args, "--error-on-warning").exit_code == 1
-    assert run_cli(*args, "--error-on-warning", "--ignore", "GDR321").exit_code == 0
+    assert run_cli(*args, "--error-on-warning", "--ignore", "GDR321").exit_code == 1  # GDR253 is left
+    assert run_cli(*args, "--error-on-warning", "--ignore", "GDR321,GDR253").exit_code == 0
 
 
 def test_dry_run_that_cannot_launch_fails_in_every_format(tmp_path: Path, monkeypatch):

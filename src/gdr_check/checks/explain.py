@@ -10,6 +10,8 @@ A template is literals between wildcards that hold at least one character; placi
 earliest position after the previous one is the assignment a lazy regex (`.+?`) finds first (a later placement
 only leaves less room for the rest), so matching is a few `str.find` calls: no backtracking, time linear in
 the line. A template that repeats a field takes that first placement and requires the repeats to agree.
+When the template does not match as written, it is tried again with trailing periods, quotes and backticks
+ignored on both sides (users quote messages in Markdown, or drop the final period).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ _MAX_STARTS = 8
 # The shortest first literal a template is searched for inside a line (rather than at the message's start).
 _MIN_ANCHOR = 8
 _LEVELS = ("ERROR", "WARNING", "WARN", "INFO", "DEBUG", "CRITICAL", "FATAL")
+# Characters ignored at the end of a message and of a template: a final period, Markdown backticks, quotes.
+_END = ".`'\""
 
 
 @dataclass
@@ -92,19 +96,24 @@ class Context:
 
 # Code -> a function of (values, context) giving sentences about the message's numbers. Rule modules add
 # theirs (`reasoner`); kept here, next to the matcher, so library callers get the same reasoning as the CLI.
-REASONERS: dict[str, Callable[[Mapping[str, str], Context], list[str]]] = {}
+REASONERS: dict[str, Callable[[Mapping[str, str], Context], list[str]]] = {}  # see `Reasoner` below
 # Code -> fields that must read as integers for a match to count (a template starting with a field would
 # otherwise match any prose ending the same way).
 NUMERIC_FIELDS: dict[str, frozenset[str]] = {}
+# Code -> fields that must read as a dotted name (`torch.bfloat16`): a source line quoting the message's format
+# string (`{A_log.dtype}"`) is no error.
+NAME_FIELDS: dict[str, frozenset[str]] = {}
+
+Reasoner = Callable[[Mapping[str, str], Context], list[str]]
 
 
-def reasoner(code: str, numeric: Iterable[str] = ()) -> Callable[[Callable[[Mapping[str, str], Context], list[str]]],
-                                                                Callable[[Mapping[str, str], Context], list[str]]]:
-    def wrap(function: Callable[[Mapping[str, str], Context], list[str]]
-             ) -> Callable[[Mapping[str, str], Context], list[str]]:
+def reasoner(code: str, numeric: Iterable[str] = (), names: Iterable[str] = ()) -> Callable[[Reasoner], Reasoner]:
+    def wrap(function: Reasoner) -> Reasoner:
         REASONERS[code] = function
         if numeric:
             NUMERIC_FIELDS[code] = frozenset(numeric)
+        if names:
+            NAME_FIELDS[code] = frozenset(names)
         return function
 
     return wrap
@@ -120,6 +129,13 @@ def _pieces(message: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             fields.append(name)
             literals.append("")
     return tuple(literals), tuple(fields)
+
+
+@cache
+def _match_pieces(message: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`_pieces` with the template's end stripped of `_END` (what a line, stripped the same way, is matched to)."""
+    literals, fields = _pieces(message)
+    return (*literals[:-1], literals[-1].rstrip(_END)), fields
 
 
 def _literal_length(rule: Rule) -> int:
@@ -196,9 +212,16 @@ def message_of(line: str) -> str:
     return _without_exception_prefix(body)
 
 
-def _numeric_ok(rule: Rule, values: Mapping[str, str]) -> bool:
+def _is_name(value: str) -> bool:
+    return bool(value) and value[0].isalpha() and all(c.isalnum() or c in "._" for c in value)
+
+
+def _fields_ok(rule: Rule, values: Mapping[str, str]) -> bool:
     numeric = NUMERIC_FIELDS.get(rule.code)
-    return not numeric or all(values.get(name, "").strip().isdigit() for name in numeric)
+    if numeric and not all(values.get(name, "").strip().isdigit() for name in numeric):
+        return False
+    names = NAME_FIELDS.get(rule.code)
+    return not names or all(_is_name(values.get(name, "").strip()) for name in names)
 
 
 def _message_starts(line: str) -> list[str]:
@@ -220,7 +243,7 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
     first literal occurs in the line and runs to the line's end."""
     starts: list[str] | None = None
     for rule in rules:
-        literals, fields = _pieces(rule.message)
+        literals, fields = _match_pieces(rule.message)
         if _key_literal(rule.message) not in line:  # the cheap test first: most rules are not in a line
             continue
         if starts is None:
@@ -230,16 +253,20 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
             at = line.find(literals[0])
             if at >= 0:
                 texts.append(line[at:])
+        exact = _pieces(rule.message)
         for text in texts:
-            values = _fullmatch(literals, fields, text)
-            if values is not None and _numeric_ok(rule, values):
+            # The template as written first (what a lazy regex would read); then both ends without `_END`.
+            values = _fullmatch(*exact, text)
+            if values is None or not _fields_ok(rule, values):
+                values = _fullmatch(literals, fields, text.rstrip(_END))
+            if values is not None and _fields_ok(rule, values):
                 return rule, {_group(k): v for k, v in values.items()}, text
     return None
 
 
 @cache
 def _key_literal(message: str) -> str:
-    return max(_pieces(message)[0], key=len)
+    return max(_match_pieces(message)[0], key=len)
 
 
 def _ranked() -> list[Rule]:

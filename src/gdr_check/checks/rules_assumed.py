@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..call import GRID_DIM_LIMIT, CallContext, next_power_of_2
+from ..engines import PROFILES
 from ..limits import LIMITS, shorten
 from ..registry import Finding, rule
 from .examples import CallExample, tensor
@@ -374,28 +375,48 @@ def empty_batch(ctx: CallContext) -> Finding | None:
     return Finding(argument="mixed_qkv") if ctx.B == 0 else None
 
 
+# Per engine, its first profile that keeps beta in fp32 (what a GDR253 fix names).
+_FP32_BETA = {p.name: p for p in reversed(PROFILES) if p.gdn_beta_rounding is None}
+
+
 @rule(
-    "GDR253", "beta-rounded-to-gate-dtype", severity="info",
-    summary="the engine rounds beta to `b`'s dtype",
-    message="{engine} rounds beta = sigmoid(b) to {dtype} before the update",
+    "GDR253", "beta-rounded-to-gate-dtype", severity="warning",
+    summary="the engine rounds beta to `b`'s dtype: the state drifts more the longer the context",
+    message="{engine} rounds beta = sigmoid(b) to {dtype} before the update: the state drifts from fp32 beta, "
+            "more with longer contexts",
     explanation=(
         "The sglang 0.5.23 GDN packed decode casts sigmoid(b) to `b.dtype` and back to fp32, so a bf16 `b` "
-        "perturbs beta by up to 2^-9 relative on every token. Beta scales the update of the persistent state, "
-        "which is read and written back each step: the rounding enters the state once per token and the "
-        "drift from an fp32-beta reference grows with context length (sglang issue #38975); it is not bounded "
-        "by one step's error. vLLM 0.28 rounds the same way; vLLM since PR #53877 (0.29) keeps beta in fp32 "
-        "(docs/kernel-contract.md §6.1, §8). The engine profile (`--engine`) says which applies: reported only "
-        "where the engine version rounds."
+        "perturbs beta by up to 2^-8 relative (bf16's unit roundoff) on every token. Beta scales the update of "
+        "the persistent state, which is read and written back each step, so the rounding enters the state once "
+        "per token. "
+        "The drift from an fp32-beta reference is not bounded by one step's error: the engines' own threads "
+        "found it growing with context length (sglang issue #38975; vllm-project/vllm#53877 and "
+        "flagos-ai/vllm-plugin-FL#385 on long contexts), and vLLM moved beta to fp32 in PR #53877 (first "
+        "released in 0.29). A short random test can look flat (docs/kernel-contract.md §6.3: about 1.5e-3 "
+        "over 256 steps with quickly decaying gates); a long context with slowly decaying heads can "
+        "accumulate more. vLLM 0.28 rounds the same way as sglang 0.5.23 (§6.1, §8). A warning where the "
+        "selected engine profile (`--engine`) rounds beta; nothing where it keeps beta in fp32 (vLLM 0.29) or "
+        "`b` is already fp32."
     ),
-    fixes=("compare against references with the same beta semantics",),
+    fixes=("vLLM: use 0.29 or later (`--engine vllm@0.29`), which keeps beta in fp32",
+           "sglang 0.5.23: no setting changes it (sgl-project/sglang#38977, open, drops the rounding); a direct "
+           "caller of the kernel can pass `b` in float32: the wrapper rounds beta to `b`'s dtype",
+           "compare against a reference with the same beta semantics, and test quality at the context "
+           "lengths you serve"),
     engines="sglang 0.5.23 and vLLM 0.28, GDN only.",
     example=CallExample({"b": tensor(4, 4, dtype="bfloat16")}, "a bf16 `b`, rounded by sglang 0.5.23"),
 )
 def beta_rounding(ctx: CallContext) -> Finding | None:
     dtype = ctx.call.b.dtype
-    if ctx.variant != "gdn" or ctx.profile.gdn_beta_rounding is None or dtype in ("float32", "float64"):
+    profile = ctx.profile
+    if ctx.variant != "gdn" or profile.gdn_beta_rounding is None or dtype in ("float32", "float64"):
         return None
-    return Finding({"engine": ctx.profile.label, "dtype": dtype}, argument="b")
+    fixes = [f"no {profile.label} setting changes it (the layer passes `b` in the model dtype); a direct caller "
+             f"can pass `b` in float32, which keeps beta exact"]
+    fp32 = _FP32_BETA.get(profile.name)
+    if fp32 is not None:
+        fixes.insert(0, f"{fp32.label} and later keep beta in fp32 (`--engine {fp32.spec}`)")
+    return Finding({"engine": profile.label, "dtype": dtype}, fixes=fixes, argument="b")
 
 
 @rule(

@@ -114,8 +114,10 @@ def _grid(values: Mapping[str, str], context: Context) -> list[str]:
 declare(
     "GDR403", "cuda-illegal-memory-access",
     summary="CUDA illegal memory access: often a state slot index outside the pool",
-    message="CUDA error: an illegal memory access was encountered",
+    message="an illegal memory access was encountered",
     explanation=(
+        "PyTorch reports it as `CUDA error: an illegal memory access was encountered`, Triton (a launch, or a "
+        "CUDA-graph capture in sglang) as `Triton Error [CUDA]: an illegal memory access was encountered`. "
         "The packed decode kernel reads and writes `initial_state[ssm_state_indices[i]]` without a bounds "
         "check: a slot >= the pool's slot count, or a negative padding slot the engine's kernel does not skip, "
         "reads or writes outside the pool (GDR230-GDR233 catch these before launch). The error is reported "
@@ -129,6 +131,23 @@ declare(
     engines="any (PyTorch's message)",
     scope="pasted",
 )
+
+
+@reasoner("GDR403")
+def _illegal_access(values: Mapping[str, str], context: Context) -> list[str]:
+    profile = context.profile
+    if profile is None:
+        return ["with --engine, gdr-check names which slot values the engine's decode kernel skips"]
+    bound = profile.skip_at_or_below
+    skipped = "negative" if bound < 0 else f"<= {bound}"
+    out = [f"{profile.label}'s packed decode skips a row whose slot is {skipped}; any other slot must be below the "
+           f"state pool's row count, or the kernel reads and writes outside the pool"]
+    if profile.reserved_slot_zero:
+        size = f"the pool size ({profile.cache_size_flag})" if profile.cache_size_flag else "the pool size"
+        out.append(f"{profile.label} allocates {size} + 1 rows and keeps row 0 for padding: live slots run from 1 "
+                   f"to the size" + (f"; --batch {context.batch} needs a size of at least {context.batch} (more "
+                                     f"with speculative or prefix-cache buffers, GDR135)" if context.batch else ""))
+    return out
 
 
 declare(
@@ -169,6 +188,13 @@ def _reshape(values: Mapping[str, str], context: Context) -> list[str]:
             out.append(f"{size} × {tp} = {size * tp} is a multiple of {known}: the shape uses a per-rank width "
                        f"while the input holds 1/{tp} of it")
             break
+    lead = known // width if width > 0 else 0
+    if len(out) == 1 and width > 0 and size % width == 0 and lead > 1 and (size // width) % lead:
+        # No TP factor: the width fits the input, and the leading sizes are what disagree.
+        rows = size // width
+        out.append(f"{size} = {rows} × {width}: the input holds {rows} rows of the shape's width {width}, and {rows} "
+                   f"is not a multiple of the leading size ({lead}): the width fits; the row count (tokens, or "
+                   f"sequences × tokens each) disagrees with the leading size")
     for value in (width, size):
         out += named_widths(value, context)
     return out
@@ -273,4 +299,79 @@ def _weight(values: Mapping[str, str], context: Context) -> list[str]:
             out.append(f"dim {axis}: {w} vs {p}: no TP factor; the config's head counts or head dims differ "
                        f"from the weights")
         out += named_widths(w, context) + named_widths(p, context)
+    return out
+
+
+declare(
+    "GDR408", "tp-does-not-divide-attention-heads",
+    summary="vLLM's start-up check: the TP size does not divide the model's full-attention heads",
+    message="Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
+    explanation=(
+        "vLLM validates the TP size against `num_attention_heads` before it builds the model "
+        "(config `verify_with_parallel_config`), so on a hybrid model (Qwen3-Next, Qwen3.5, Kimi-Linear) this "
+        "error comes before any linear-attention layer is built: the full-attention heads are checked first. "
+        "The linear layers' key and value head counts must divide too (GDR121, `gdr-check MODEL --tp N`). "
+        "Users often see it inside pydantic's `Value error, ...` wrapping."),
+    causes=("--tensor-parallel-size that does not divide num_attention_heads",),
+    fixes=("pick a TP size that divides the attention heads and every linear-attention head count "
+           "(`gdr-check MODEL --tp N` lists them); pipeline parallelism splits layers and has no head constraint",),
+    example=PastedExample("ValueError: Total number of attention heads (16) must be divisible by tensor parallel "
+                          "size (3)."),
+    engines="vLLM (config validation); sglang fails in `divide()` instead (GDR401)",
+    scope="pasted",
+)
+
+
+@reasoner("GDR408", numeric=("heads", "tp"))
+def _attention_heads(values: Mapping[str, str], context: Context) -> list[str]:
+    heads, tp = int(values["heads"]), int(values["tp"])
+    if tp <= 0:
+        return []
+    valid = [size for size in (1, 2, 4, 8, 16, 32, 64) if heads % size == 0]
+    out = [f"{heads} = {tp} × {heads // tp} + {heads % tp}: tp={tp} leaves a remainder; powers of two that divide "
+           f"{heads}: {', '.join(map(str, valid))}"]
+    linear = [(name, width) for name, width in context.widths.items()
+              if name.startswith(("num_k_heads", "num_v_heads"))]
+    if linear and valid:
+        both = [size for size in valid if all(width % size == 0 for _, width in linear)]
+        out.append(f"the linear-attention heads ({', '.join(f'{n} = {w}' for n, w in linear)}) must divide too: "
+                   f"TP sizes that work for the whole model: {', '.join(map(str, both))}")
+    out += named_widths(heads, context)
+    profile = context.profile
+    if profile is not None and not profile.checks_attention_heads_first:
+        what = profile.attention_heads_errors[0].format(heads=heads, tp=tp)
+        out.append(f"this is vLLM's start-up check; {profile.label} does not run it ({what} instead): "
+                   f"the log is not from the engine you named")
+    return out
+
+
+declare(
+    "GDR409", "a-log-float32-assert",
+    summary="a decode kernel asserts that `A_log` is float32, and the layer holds it in 16 bits",
+    message="A_log must be float32, got {dtype}",
+    explanation=(
+        "FlashInfer's GDN decode kernel asserts `A_log.dtype == torch.float32` (reported with sglang's "
+        "`--linear-attn-backend flashinfer` in sgl-project/sglang#20741). A model class that declares `A_log` "
+        "without an explicit dtype inherits the model's bf16 (`--dtype bfloat16`); Qwen3-Next, Kimi-Linear and "
+        "Jet-Nemotron declare it float32. `A_log` sets each head's decay exp(-exp(A_log) * ...), applied once per "
+        "token, so a 16-bit `A_log` also changes the Triton path's result (the runtime check reports it, GDR265)."),
+    causes=("the model's `A_log` parameter created in the activation dtype (bf16) instead of float32",
+            "a checkpoint converted to bf16 whole, loaded into a float32-less parameter"),
+    fixes=("create `A_log` (and `dt_bias`) as float32 parameters, as Qwen3-Next and Kimi-Linear do",
+           "until then, use a decode backend that accepts it (the Triton kernel casts on load), and check the "
+           "call with `gdr-check call` (GDR265)"),
+    example=PastedExample("AssertionError: A_log must be float32, got torch.bfloat16"),
+    engines="FlashInfer GDN decode, as used by sglang and vLLM",
+    scope="pasted",
+)
+
+
+@reasoner("GDR409", names=("dtype",))
+def _a_log_dtype(values: Mapping[str, str], context: Context) -> list[str]:
+    dtype = values["dtype"].rsplit(".", 1)[-1]
+    bits = {"bfloat16": 16, "float16": 16, "half": 16, "float64": 64, "double": 64}.get(dtype)
+    out = [f"`A_log` is {dtype}" + (f" ({bits}-bit)" if bits else "") + ": the kernel needs float32"]
+    if bits == 16:
+        out.append("in 16 bits each head's decay rate exp(A_log) is rounded (A_log keeps 8 or 11 significant "
+                   "bits), and the decay compounds over every token of the context")
     return out

@@ -57,9 +57,13 @@ def _model_widths(model: str) -> dict[str, int]:
     except (KeyError, TypeError, ValueError):
         raise typer.BadParameter(f"{model}: explain reads the numbers of Qwen-style GDN configs only",
                                  param_hint="--model") from None
-    return {"num_k_heads (H)": H, "num_v_heads (HV)": HV, "mixed_qkv width (2*H*K + HV*V)": 2 * H * K + HV * V,
-            "out/v width (HV*V)": HV * V, "in_proj_qkvz width (2*H*K + 2*HV*V)": 2 * H * K + 2 * HV * V,
-            "in_proj_ba width (2*HV)": 2 * HV}
+    widths = {"num_k_heads (H)": H, "num_v_heads (HV)": HV, "mixed_qkv width (2*H*K + HV*V)": 2 * H * K + HV * V,
+              "out/v width (HV*V)": HV * V, "in_proj_qkvz width (2*H*K + 2*HV*V)": 2 * H * K + 2 * HV * V,
+              "in_proj_ba width (2*HV)": 2 * HV}
+    heads = config.get("num_attention_heads")
+    if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0:
+        widths["num_attention_heads (full attention)"] = heads
+    return widths
 
 
 def _cut(query: str) -> str:

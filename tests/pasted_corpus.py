@@ -1,0 +1,148 @@
+"""Error texts users posted in public GitHub threads, for `explain`'s tests (tests/test_explain_pasted.py).
+
+Each case is a trimmed excerpt of the thread's log (error lines only, the framing as posted: engine prefixes,
+tracebacks, Markdown backticks), the thread it comes from, and what `explain` must find: the codes and the
+values read from the message, in order. Cases with `context` also pin sentences of the reasoning with the
+deployment the thread names. A case with no expected codes is text that must not match (a source line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The widths `gdr-check explain --model Qwen/Qwen3-Next-80B-A3B-Instruct` compares numbers with.
+QWEN3_NEXT = {"num_k_heads (H)": 16, "num_v_heads (HV)": 32, "mixed_qkv width (2*H*K + HV*V)": 8192,
+              "out/v width (HV*V)": 4096, "in_proj_qkvz width (2*H*K + 2*HV*V)": 12288, "in_proj_ba width (2*HV)": 64,
+              "num_attention_heads (full attention)": 16}
+
+
+@dataclass(frozen=True)
+class PastedCase:
+    url: str
+    text: str
+    expected: list[tuple[str, dict[str, str]]]
+    tp: int | None = None
+    batch: int | None = None
+    widths: dict[str, int] = field(default_factory=dict)
+    reasons: tuple[str, ...] = ()  # sentences the first explanation's reasons must contain
+
+
+CASES = [
+    # Qwen3-Next on vLLM: the illegal memory access, with the worker prefix and PyTorch's hints after it.
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/27571",
+        "(Worker_DP0_TP0_EP0 pid=1539019) ERROR 10-27 20:05:10 [multiproc_executor.py:699] torch.AcceleratorError: "
+        "CUDA error: an illegal memory access was encountered\n"
+        "(Worker_DP0_TP0_EP0 pid=1539019) ERROR 10-27 20:05:10 [multiproc_executor.py:699] CUDA kernel errors "
+        "might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n"
+        "(Worker_DP0_TP0_EP0 pid=1539019) ERROR 10-27 20:05:10 [multiproc_executor.py:699] For debugging consider "
+        "passing CUDA_LAUNCH_BLOCKING=1\n",
+        [("GDR403", {})]),
+    # vLLM: the engine core's line interleaved with the API server's.
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/45670",
+        "(EngineCore pid=1426191) torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+        "(APIServer pid=1425872) ERROR 06-15 16:27:50 [serving.py:471]   File \"/home/admin/vllm-sc/vllm/v1/engine/"
+        "async_llm.py\", line 660, in output_handler\n"
+        "(EngineCore pid=1426191) Search for `cudaErrorIllegalAddress' in https://docs.nvidia.com/cuda/"
+        "cuda-runtime-api/group__CUDART__TYPES.html for more information.\n",
+        [("GDR403", {})]),
+    # sglang: a CUDA-graph capture that faults, as Triton words it and as PyTorch words it.
+    PastedCase(
+        "https://github.com/sgl-project/sglang/issues/1467",
+        "    raise Exception(\n"
+        "Exception: Capture cuda graph failed: Triton Error [CUDA]: an illegal memory access was encountered\n"
+        "Possible solutions:\n1. disable cuda graph by --disable-cuda-graph\n",
+        [("GDR403", {})]),
+    PastedCase(
+        "https://github.com/sgl-project/sglang/issues/5029",
+        "Exception: Capture cuda graph failed: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
+        "be incorrect.\n",
+        [("GDR403", {})]),
+    # Qwen3-Next with MTP at tp=4 on vLLM: the GDN layer's view of the speculative tokens. The width is the
+    # model's per-rank mixed_qkv width; the row count is what disagrees.
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/24881",
+        "(Worker_TP3 pid=571) ERROR 09-15 07:02:51 [multiproc_executor.py:654]     mixed_qkv_spec = "
+        "mixed_qkv_spec.view(\n"
+        "(Worker_TP3 pid=571) ERROR 09-15 07:02:51 [multiproc_executor.py:654]                      "
+        "^^^^^^^^^^^^^^^^^^^^\n"
+        "(Worker_TP3 pid=571) ERROR 09-15 07:02:51 [multiproc_executor.py:654] RuntimeError: shape "
+        "'[15, -1, 2048]' is invalid for input of size 90112\n",
+        [("GDR404", {"shape": "15, -1, 2048", "size": "90112"})],
+        tp=4, widths=QWEN3_NEXT,
+        reasons=("90112 = 44 × 2048: the input holds 44 rows of the shape's width 2048, and 44 is not a multiple of "
+                 "the leading size (15): the width fits; the row count (tokens, or sequences × tokens each) "
+                 "disagrees with the leading size",
+                 "2048 is the model's mixed_qkv width (2*H*K + HV*V) per rank at tp=4 (8192/4)")),
+    # sglang's ping-pong slots, inside a scheduler traceback the user shortened.
+    PastedCase(
+        "https://github.com/ormandj/sglang-glm53-flash-sm120/issues/12",
+        "[2026-09-21 06:38:26 TP0] Prefill batch, #new-seq: 2, #cached-token: 1280, #running-req: 1, mamba "
+        "usage: 0.89\n"
+        "[2026-09-21 06:38:26 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        "  -> req_to_token_pool.alloc -> self._alloc_ping_pong_buffer(req)\n"
+        "AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.\n"
+        "[2026-09-21 06:38:26] SIGQUIT received. signum=None, frame=None. It usually means\n",
+        [("GDR405", {})]),
+    # vLLM's attention-head check, as pydantic wraps it, without the final period, and in a comment's list.
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/52435",
+        "Value error, Total number of attention heads (64) must be divisible by tensor parallel size (3).\n",
+        [("GDR408", {"heads": "64", "tp": "3"})],
+        reasons=("64 = 3 × 21 + 1: tp=3 leaves a remainder; powers of two that divide 64: 1, 2, 4, 8, 16, 32, 64",)),
+    PastedCase(
+        "https://github.com/THU-KEG/AdaptThink/issues/1",
+        "ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8)\n",
+        [("GDR408", {"heads": "28", "tp": "8"})]),
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/414",
+        "1. SET to 6: Total number of attention heads (40) must be divisible by tensor parallel size (6).\n"
+        "ValueError: Total number of attention heads (52) must be divisible by tensor parallel size (3).\n",
+        [("GDR408", {"heads": "40", "tp": "6"}), ("GDR408", {"heads": "52", "tp": "3"})]),
+    PastedCase(
+        "https://github.com/MIV-XJTU/FSDrive/issues/21",
+        "    raise ValueError(\n"
+        "ValueError: Total number of attention heads (12) must be divisible by tensor parallel size (8).\n",
+        [("GDR408", {"heads": "12", "tp": "8"})]),
+    # `divide()` in another framework's traceback.
+    PastedCase(
+        "https://github.com/hpcaitech/ColossalAI/issues/3043",
+        "    assert numerator % denominator == 0, \\\n"
+        "AssertionError: 96 is not divisible by 64\n",
+        [("GDR401", {"numerator": "96", "denominator": "64"})]),
+    # The Triton launch failure: behind a Ray worker prefix, alone in a code block next to GDN kernels (the
+    # Qwen3-Next ceiling of 65535 // 32 = 2047 sequences; fla-org/flash-linear-attention#1077 packs 2050), and
+    # quoted in Markdown backticks.
+    PastedCase(
+        "https://github.com/InternLM/lmdeploy/issues/3322",
+        "(RayWorkerWrapper pid=3014724)     self.launch(*args, **kwargs)\n"
+        "(RayWorkerWrapper pid=3014724) RuntimeError: Triton Error [CUDA]: invalid argument\n",
+        [("GDR402", {})]),
+    PastedCase(
+        "https://github.com/unslothai/unsloth-zoo/pull/1092",
+        "```\nRuntimeError: Triton Error [CUDA]: invalid argument\n```\n",
+        [("GDR402", {})],
+        tp=1, batch=2050, widths=QWEN3_NEXT,
+        reasons=("HV_l = 32 value heads per rank: the largest batch that launches is 65535 // 32 = 2047",
+                 "--batch 2050: the grid needs B*HV_l = 2050*32 = 65600, which crosses the limit: this is the "
+                 "cause")),
+    PastedCase(
+        "https://github.com/fla-org/flash-linear-attention/issues/172",
+        "it will raise `RuntimeError: Triton Error [CUDA]: invalid argument`\n",
+        [("GDR402", {})]),
+    # The weight loader's shape assert (a fused projection: no TP factor between the two).
+    PastedCase(
+        "https://github.com/modelscope/ms-swift/issues/8086",
+        "AssertionError: Attempted to load weight (torch.Size([4096, 2560])) into parameter "
+        "(torch.Size([6144, 2560]))\n",
+        [("GDR407", {"weight": "4096, 2560", "parameter": "6144, 2560"})],
+        reasons=("dim 0: 4096 vs 6144: no TP factor; the config's head counts or head dims differ from the "
+                 "weights",)),
+    # The FlashInfer `A_log` assert as quoted from the source in the thread: a format string, not an error.
+    PastedCase(
+        "https://github.com/sgl-project/sglang/pull/20741",
+        '   assert A_log.dtype == torch.float32, f"A_log must be float32, got {A_log.dtype}"\n',
+        []),
+]
