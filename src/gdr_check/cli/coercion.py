@@ -28,6 +28,7 @@ from typing import Any
 try:
     from typer._coercion import RuntimeParam, build_runtime_param
 except ImportError:  # pragma: no cover - an older typer converts values through click, without pydantic
+    # mypy checks against the installed typer, where `RuntimeParam` is a class: None stands for "absent".
     RuntimeParam = None  # type: ignore[assignment,misc]
 
 try:  # typer >= 0.20 vendors click

@@ -20,7 +20,10 @@ tp=1. Torch-free: the dry-run ranks (`gdr_check.runner.rank_worker`) index with 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .description import LinearAttentionModel
 
 QKV_TENSOR = "mixed_qkv"
 STATE_TENSOR = "initial_state"
@@ -155,7 +158,7 @@ def sharding_plan(layout: str, variant: str, dims: LayerDims, tp: int) -> Shardi
     return ShardingPlan(layout, variant, d, tp, {s.tensor: s for s in shards})
 
 
-def model_layout(model: Any) -> str:
+def model_layout(model: LinearAttentionModel) -> str:
     """The layout whose sharding applies: the checkpoint's, else (a built-in description) the architecture's."""
     if model.layouts:
         return str(model.layouts[0])

@@ -26,15 +26,22 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
 from .child import _claim_stdout, jsonable
 
+if TYPE_CHECKING:
+    import torch
+
+    from .plan import DryRunPlan
+
 try:
     import resource
+
+    HAS_RESOURCE = True
 except ImportError:  # not on POSIX: no peak-memory figure
-    resource = None  # type: ignore[assignment]
+    HAS_RESOURCE = False
 
 FAULT_ENV = "GDR_CHECK_RANKS_TEST_FAULT"
 MISSHARD_ENV = "GDR_CHECK_RANKS_TEST_MISSHARD"
@@ -110,7 +117,7 @@ class Rank:
             dist.destroy_process_group()
 
     # -- the session ----------------------------------------------------------------------------------------------
-    def _session(self, plan: Any, device: Any, interpreter: bool, backend: str) -> dict[str, Any]:
+    def _session(self, plan: DryRunPlan, device: torch.device, interpreter: bool, backend: str) -> dict[str, Any]:
         import torch
         import torch.distributed as dist
         import triton
@@ -355,7 +362,7 @@ def _real_parameter(where: dict[str, Any], width: int, dtype: Any) -> Any:
 
 
 def _max_rss() -> int:
-    if resource is None:  # not on POSIX
+    if not HAS_RESOURCE:  # not on POSIX
         return 0
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -46,11 +46,16 @@ def _source_line(check: ModelCheck) -> str:
     return f"{what}, {src['tensors']} tensors; read {read}"
 
 
+def _checked(result: TargetResult) -> ModelCheck:
+    """The model check of a result that was read (`error` None): the full report's headers and tables."""
+    assert result.check is not None, "a readable check result holds its model check"
+    return result.check
+
+
 def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] | None = None) -> None:
     """Source, model and deployment; with `tp_sizes` (a matrix) the TP sizes instead of one, and only the
     checkpoint's notes (each TP size's own notes would repeat)."""
-    check = result.check
-    assert check is not None, "only readable targets have a header"
+    check = _checked(result)
     console.print(f"[bold]{escape(result.target)}[/bold]", soft_wrap=True)
     rows: list[tuple[str, str]] = [("source", _source_line(check))]
     model = check.model
@@ -76,7 +81,7 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
         console.print(f"  [dim]{key.ljust(width)}[/dim]  {escape(value)}", soft_wrap=True)
 
 
-def _shapes_table(console: Console, check: Any) -> None:
+def _shapes_table(console: Console, check: ModelCheck) -> None:
     if check.call is None:
         return
     tp = check.deployment.tp
@@ -174,7 +179,7 @@ def render(run: Run) -> str:
         if len(results) == 1:
             result = readable[0]
             _header(console, result)
-            _shapes_table(console, result.check)
+            _shapes_table(console, _checked(result))
             console.print()
             for diagnostic in result.diagnostics:
                 render_diagnostic(console, diagnostic)
