@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import IO
 
 from rich.console import Console
 
@@ -60,7 +60,7 @@ def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None
     console.print()
 
 
-def make_console(stream: Any, color: bool) -> Console:
+def make_console(stream: IO[str], color: bool) -> Console:
     return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=120,
                    soft_wrap=False, emoji=False)
 
