@@ -32,7 +32,13 @@ _EXPORTS = {
     "profile_for": ".engines",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+# Written out so that type checkers and linters see the public names; tests/test_exports.py keeps it
+# equal to the keys of `_EXPORTS`.
+__all__ = [
+    "Diagnostic", "EngineProfile", "Guard", "GuardError", "Location", "PROFILES", "PackedDecodeCall", "RULES",
+    "Report", "TensorSpec", "UnknownEngineError", "__version__", "capture", "check_kda_packed_decode",
+    "check_packed_decode", "guard", "profile_for", "run_contract",
+]
 
 if TYPE_CHECKING:
     from .call import PackedDecodeCall

@@ -112,7 +112,8 @@ def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettin
                 fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
                 results.append(TargetResult(target, error=fatal, tp=tp))
                 break  # the files are the same for every TP size
-            results.append(TargetResult(target, check=check, diagnostics=settings.selection.filter(check.report), tp=tp))
+            results.append(TargetResult(target, check=check, diagnostics=settings.selection.filter(check.report),
+                                        tp=tp))
     return results
 
 
@@ -177,11 +178,11 @@ class CallRun:
         }
 
 
-def _model_for(run: CallRun, engine: str, state_dtype: str | None) -> ModelCheck:
+def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) -> ModelCheck:
     """The model check for `engine` (built once per engine); its errors are reported once, at the top."""
     if engine not in run.models:
         deployment = _deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)
-        check = check_model(run.target, deployment)  # type: ignore[arg-type]
+        check = check_model(target, deployment)
         run.models[engine] = check
         run.notes.extend(note for note in check.source_dict()["notes"] if note not in run.notes)
         blocking = [d for d in check.report if d.severity == "error" and d.code < "GDR2"]
@@ -214,7 +215,7 @@ def check_call(recorded: RecordedCall, engine: str, run: CallRun, state_dtype: s
     diagnostics = list(run_contract(recorded.call, engine))
     comparison = None
     if run.target is not None:
-        check = _model_for(run, engine, state_dtype)
+        check = _model_for(run, run.target, engine, state_dtype)
         if check.call is not None and check.model is not None:
             head_dim = attention_head_dim(getattr(check.checkpoint, "config", None))
             geometry = ModelGeometry.from_model(check.model, run.target, head_dim)

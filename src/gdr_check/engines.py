@@ -5,7 +5,8 @@ the engine's name, so supporting the next engine version means adding one profil
 only the standard library: every stage (sources, models, checks, kernels, runner, CLI) may use it.
 
 Selection: `profile_for("vllm")` is the newest vLLM profile, `profile_for("vllm@0.28")` a given version
-(`"vllm@0.28.1"` selects the 0.28 profile: the newest profile at or below the version, see `profile_for`). Unknown names or versions raise `UnknownEngineError`, whose message lists the choices.
+(`"vllm@0.28.1"` selects the 0.28 profile: the newest profile at or below the version, see `profile_for`).
+Unknown names or versions raise `UnknownEngineError`, whose message lists the choices.
 
 Sources of the facts (read in the engines' own code):
 - sglang 0.5.23 (the wheel): `srt/arg_groups/fields/exec_.py` and `schedule.py` (the flags),

@@ -4,9 +4,12 @@ diagnostics, read by every output format. `check`, `call` and `dry-run` all buil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .report import Diagnostic, Report
+
+if TYPE_CHECKING:
+    from .models.check import ModelCheck
 
 SCHEMA_VERSION = 1
 # What a result is about: a checkpoint at a deployment, a recording of kernel calls, or a dry-run.
@@ -29,7 +32,7 @@ class FatalError:
 @dataclass
 class TargetResult:
     target: str
-    check: Any = None  # gdr_check.models.ModelCheck when the target was read
+    check: ModelCheck | None = None  # when the target was read
     error: FatalError | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)  # after selection
     tp: int | None = None  # the requested TP size (also set when the target could not be read)
@@ -60,7 +63,9 @@ class TargetResult:
         if self.kind == "call" or self.check is None:  # a recording's diagnostics are about the recording
             return self.error.path if self.error is not None else self.path
         source = self.check.source_dict()
-        for candidate in (source.get("config_file"), source.get("index_file"), *source.get("files_read", ())):
+        candidates: list[str | None] = [source.get("config_file"), source.get("index_file"),
+                                        *source.get("files_read", ())]
+        for candidate in candidates:
             if candidate:
                 return candidate
         return None
@@ -82,6 +87,7 @@ class TargetResult:
             doc["schema_version"] = SCHEMA_VERSION
             doc["diagnostics"] = [d.to_dict() for d in self.diagnostics]
             return doc
+        assert self.check is not None, "a check result without an error holds its model check"
         doc.update(self.check.to_dict())
         doc["schema_version"] = SCHEMA_VERSION
         doc["diagnostics"] = [d.to_dict() for d in self.diagnostics]
@@ -112,7 +118,8 @@ class Run:
         return any(len(tps) > 1 for tps in sizes.values())
 
     def fails(self, result: TargetResult) -> bool:
-        return result.error is not None or result.incomplete or any(d.severity in self.failing for d in result.diagnostics)
+        return (result.error is not None or result.incomplete
+                or any(d.severity in self.failing for d in result.diagnostics))
 
 
 def exit_code(results: list[TargetResult], *, error_on_warning: bool = False, exit_zero: bool = False) -> int:

@@ -38,7 +38,8 @@ def call_command(
     model: str | None = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
     tp: int = typer.Option(1, "--tp", min=1, help="TP size of the deployment the calls came from (with --model)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("as recorded, else sglang")),
-    state_dtype: str | None = typer.Option(None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
+    state_dtype: str | None = typer.Option(
+        None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
     index: int | None = typer.Option(None, "--index", help="Check only the call with this index (0-based)."),
     select: list[str] | None = typer.Option(None, "--select", help=SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help=EXTEND_SELECT_HELP),
@@ -46,8 +47,10 @@ def call_command(
     exit_zero: bool | None = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
     error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
-    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=FORMAT_HELP),
-    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help=OUTPUT_FILE_HELP),
+    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
+                                             help=FORMAT_HELP),
+    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
+                                            help=OUTPUT_FILE_HELP),
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
     from ..api import check_recording

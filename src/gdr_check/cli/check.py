@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar, overload
 
 import typer
 
@@ -64,7 +65,7 @@ def parse_tp_list(text: str) -> list[int]:
         sizes = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise typer.BadParameter(f"expected an integer or a comma-separated list, got {shorten(text)!r}",
-                                 param_hint="--tp")
+                                 param_hint="--tp") from None
     if not sizes or not all(LIMITS["tp"].allows(size) for size in sizes):
         raise typer.BadParameter(f"TP sizes must be in {LIMITS['tp'].range_text}, got {shorten(text)!r}",
                                  param_hint="--tp")
@@ -160,7 +161,19 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
     return neutralise_log("\n".join(text(line) for line in lines))  # each entry one line, whatever the data
 
 
-def _first(*values):
+T = TypeVar("T")
+
+
+@overload
+def _first(first: T | None, second: T | None, default: T, /) -> T: ...
+
+
+@overload
+def _first(*values: T | None) -> T | None: ...
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (the command line, then the config file, then the default)."""
     return next((value for value in values if value is not None), None)
 
 
@@ -169,34 +182,69 @@ def check_command(
     targets: list[str] | None = typer.Argument(
         None, help="Checkpoint directories or files (a config.json, shard or index stands for its directory), "
                    "or Hugging Face repo ids. Default: the current directory."),
-    tp: str | None = typer.Option(None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
+    tp: str | None = typer.Option(
+        None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
     batch: int | None = typer.Option(None, "--batch", help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
     slots: int | None = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
-    state_dtype: str | None = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
+    state_dtype: str | None = typer.Option(
+        None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("sglang")),
-    gpu_memory: str | None = typer.Option(None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
-    mamba_strategy: str = typer.Option("no_buffer", "--mamba-strategy", help="sglang --mamba-radix-cache-strategy: no_buffer or extra_buffer (ping-pong slots)."),
-    speculative_tokens: int = typer.Option(0, "--speculative-tokens", help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
-    select: list[str] | None = typer.Option(None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. Replaces the configured selection."),
-    extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Rules to report in addition to the selection."),
+    gpu_memory: str | None = typer.Option(
+        None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
+    mamba_strategy: str = typer.Option(
+        "no_buffer", "--mamba-strategy", help="sglang --mamba-radix-cache-strategy: no_buffer or extra_buffer "
+                                              "(ping-pong slots)."),
+    speculative_tokens: int = typer.Option(
+        0, "--speculative-tokens", help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
+    select: list[str] | None = typer.Option(
+        None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or "
+                               "repeated. Replaces the configured selection."),
+    extend_select: list[str] | None = typer.Option(
+        None, "--extend-select", help="Rules to report in addition to the selection."),
     ignore: list[str] | None = typer.Option(None, "--ignore", help="Rules not to report (codes, prefixes, names)."),
-    exit_zero: bool | None = typer.Option(None, "--exit-zero", help="Exit 0 even when diagnostics fail the run (2 still means the run could not complete)."),
-    error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help="Warnings fail the run too (exit 1)."),
-    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(FORMATS)}; default full."),
-    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help="Write the report here instead of stdout."),
-    config_file: Path | None = typer.Option(None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
+    exit_zero: bool | None = typer.Option(
+        None, "--exit-zero", help="Exit 0 even when diagnostics fail the run (2 still means the run could not "
+                                  "complete)."),
+    error_on_warning: bool | None = typer.Option(
+        None, "--error-on-warning", help="Warnings fail the run too (exit 1)."),
+    output_format: str | None = typer.Option(
+        None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(FORMATS)}; default full."),
+    output_file: Path | None = typer.Option(
+        None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help="Write the report here instead of stdout."),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
-    list_models_flag: bool = typer.Option(False, "--list-models", help="List the built-in model geometries and exit (text, or a JSON document with --output-format json)."),
-    show_info: bool = typer.Option(False, "--show-info", help="Report info notes as SARIF results, GitHub annotations and GitLab issues too (by default only the other formats list them: nothing can be changed to close them)."),
-    statistics: bool = typer.Option(False, "--statistics", help="Print how often each rule fired, most frequent first, instead of the diagnostics (a JSON list with --output-format json)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."),
-    silent: bool = typer.Option(False, "--silent", "-s", help="Print nothing but the errors that stop the run (an --output-file is still written); the exit code says the rest."),
-    exclude: list[str] | None = typer.Option(None, "--exclude", help="Directories not to search for checkpoints (globs, relative to the working directory, or names); replaces the default excludes. Repeatable."),
-    extend_exclude: list[str] | None = typer.Option(None, "--extend-exclude", help="Like --exclude, in addition to the default and configured excludes."),
-    force_exclude: bool = typer.Option(False, "--force-exclude", help="Apply the excludes to targets named on the command line too (for pre-commit)."),
-    revision: str | None = typer.Option(None, "--revision", help="Snapshot of a cached Hugging Face model: a branch, tag, commit or commit prefix (or write org/name@REV)."),
-    follow_links: bool = typer.Option(False, "--follow-links", help="Follow links inside checkpoints wherever they point (git-annex, DVC, shared storage); still read-only and header-only."),
-    show_settings: bool = typer.Option(False, "--show-settings", help="Print the config file and settings each target would be checked with, and exit."),
+    list_models_flag: bool = typer.Option(
+        False, "--list-models", help="List the built-in model geometries and exit (text, or a JSON document with "
+                                     "--output-format json)."),
+    show_info: bool = typer.Option(
+        False, "--show-info", help="Report info notes as SARIF results, GitHub annotations and GitLab issues too (by "
+                                   "default only the other formats list them: nothing can be changed to close them)."),
+    statistics: bool = typer.Option(
+        False, "--statistics", help="Print how often each rule fired, most frequent first, instead of the diagnostics "
+                                    "(a JSON list with --output-format json)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print the diagnostics only: no headers, tables, summary or progress. The exit "
+                                     "code is unchanged."),
+    silent: bool = typer.Option(
+        False, "--silent", "-s", help="Print nothing but the errors that stop the run (an --output-file is still "
+                                      "written); the exit code says the rest."),
+    exclude: list[str] | None = typer.Option(
+        None, "--exclude", help="Directories not to search for checkpoints (globs, relative to the working directory, "
+                                "or names); replaces the default excludes. Repeatable."),
+    extend_exclude: list[str] | None = typer.Option(
+        None, "--extend-exclude", help="Like --exclude, in addition to the default and configured excludes."),
+    force_exclude: bool = typer.Option(
+        False, "--force-exclude", help="Apply the excludes to targets named on the command line too (for pre-commit)."),
+    revision: str | None = typer.Option(
+        None, "--revision", help="Snapshot of a cached Hugging Face model: a branch, tag, commit or commit prefix (or "
+                                 "write org/name@REV)."),
+    follow_links: bool = typer.Option(
+        False, "--follow-links", help="Follow links inside checkpoints wherever they point (git-annex, DVC, shared "
+                                      "storage); still read-only and header-only."),
+    show_settings: bool = typer.Option(
+        False, "--show-settings", help="Print the config file and settings each target would be checked with, and "
+                                       "exit."),
 ) -> int:
     """Check models: per-rank shapes of every kernel argument, and every problem, for each deployment."""
     from .formats import format_module
@@ -211,7 +259,8 @@ def check_command(
     from ..sources.discover import expand_targets
 
     resolver = _resolver(config_file, isolated)
-    paths, unreadable = expand_targets(group_targets(targets or ["."]), exclusion_test(resolver, exclude, extend_exclude),
+    paths, unreadable = expand_targets(group_targets(targets or ["."]),
+                                       exclusion_test(resolver, exclude, extend_exclude),
                                        force_exclude=force_exclude, follow_links=follow_links)
     config = _run_config(paths, resolver)
     fmt = _first(output_format, config.output_format, "full")
@@ -223,7 +272,7 @@ def check_command(
             rule_selection(values, rules=rules)
         except SelectorError as error:
             out.fatal("usage", f"{option}: {error}")
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
     cli_layer = rule_selection(select, extend_select, ignore, rules=rules)
     if engine is not None:
         engine_option(engine)
@@ -253,7 +302,8 @@ def check_command(
         layers = [target_config.selection, cli_layer]
         return TargetSettings(
             config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),
-            engine=_first(engine, target_config.engine, DEFAULT_ENGINE), tp_sizes=cli_tp or target_config.tp or DEFAULT_TP,
+            engine=_first(engine, target_config.engine, DEFAULT_ENGINE),
+            tp_sizes=cli_tp or target_config.tp or DEFAULT_TP,
             batch=_first(batch, target_config.batch, DEFAULT_BATCH), slots=_first(slots, target_config.slots),
             state_dtype=_first(state_dtype, target_config.state_dtype), gpu_memory=budget_text,
             gpu_memory_bytes=budget, mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens,

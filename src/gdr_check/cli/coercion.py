@@ -2,8 +2,9 @@
 
 Private names used, each with a fallback for typer versions without it:
 - `typer._coercion.RuntimeParam`, `build_runtime_param`: the pydantic-free coercion below;
-- `typer._click.exceptions`: the click exceptions of the click typer vendors (typer >= 0.20; older typer
-  uses click itself), re-exported as `click_exceptions` for `cli/main.py`.
+- `typer._click.exceptions` and `typer._click.Context`: the click exceptions and context of the click typer
+  vendors (typer >= 0.20; older typer uses click itself), re-exported as `click_exceptions` and
+  `ClickContext` for `cli/main.py`.
 Tested range: typer 0.13.0 (the floor in `.ci/floors.txt`, run by `.ci/run`) to 0.29.x, the range
 pyproject.toml admits (`typer>=0.13,<0.30`); `tests/test_typer_shim.py` checks the installed typer is in it
 and that no other module imports a private typer name. A new typer minor version: run the suite on it, then
@@ -27,14 +28,18 @@ from typing import Any
 try:
     from typer._coercion import RuntimeParam, build_runtime_param
 except ImportError:  # pragma: no cover - an older typer converts values through click, without pydantic
+    # mypy checks against the installed typer, where `RuntimeParam` is a class: None stands for "absent".
     RuntimeParam = None  # type: ignore[assignment,misc]
 
 try:  # typer >= 0.20 vendors click
+    from typer._click import Context as ClickContext
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
+    # mypy checks against the installed typer (>= 0.20); these bind the same names from click itself.
+    from click import Context as ClickContext  # type: ignore[assignment]
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-__all__ = ["TYPER_TESTED", "click_exceptions", "install_plain_coercion"]
+__all__ = ["TYPER_TESTED", "ClickContext", "click_exceptions", "install_plain_coercion"]
 
 # The typer versions this module is tested with: lowest, and the first one not admitted (pyproject.toml).
 TYPER_TESTED = ((0, 13, 0), (0, 30, 0))
@@ -67,7 +72,7 @@ def _plain_value(annotation: Any, value: Any) -> tuple[bool, Any]:
 
 if RuntimeParam is not None:
 
-    class PlainCoercion(RuntimeParam):  # type: ignore[misc,valid-type]
+    class PlainCoercion(RuntimeParam):
         """Typer's `RuntimeParam` (which maps a missing value to None or `()` itself) for the plain values."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:

@@ -31,8 +31,8 @@ from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 PYPROJECT = "pyproject.toml"
 TABLE = "tool.gdr-check"
 SELECTION_KEYS = ("select", "extend-select", "ignore")
-TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "model", "state-dtype", "gpu-memory",
-                  "exit-zero", "error-on-warning", "exclude", "extend-exclude", "overrides")
+TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "model", "state-dtype",
+                  "gpu-memory", "exit-zero", "error-on-warning", "exclude", "extend-exclude", "overrides")
 OVERRIDE_KEYS = ("paths", *SELECTION_KEYS)
 
 
@@ -40,6 +40,7 @@ class ConfigError(InputError):
     """A bad `[tool.gdr-check]`: exit 2 with one line naming the file and key."""
 
     code = "config"
+    path: str  # always set: the file, as shown
 
     def __init__(self, path: Path, key: str | None, problem: str) -> None:
         self.path = _shown(path)
@@ -176,9 +177,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError(path, None, f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
+        raise ConfigError(path, None,
+                          f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(path, None, f"not valid TOML: {error}") from None
     except RecursionError:

@@ -66,10 +66,14 @@ def dry_run_command(
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel size: the call of one rank runs."),
     batch: int = typer.Option(8, "--batch", help="Decode batch B (rows of the call)."),
     slots: int | None = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
-    state_dtype: str | None = typer.Option(None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
+    state_dtype: str | None = typer.Option(
+        None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     steps: int = typer.Option(3, "--steps", help="Decode steps to run and verify."),
-    backend: str = typer.Option("builtin", "--backend", help="builtin (gdr-check's kernel), sglang or vllm (the installed engine's kernel, compared with ours)."),
-    device: str = typer.Option("auto", "--device", help="auto, cuda or cpu (cpu: the Triton interpreter at reduced sizes)."),
+    backend: str = typer.Option(
+        "builtin", "--backend", help="builtin (gdr-check's kernel), sglang or vllm (the installed engine's kernel, "
+                                     "compared with ours)."),
+    device: str = typer.Option(
+        "auto", "--device", help="auto, cuda or cpu (cpu: the Triton interpreter at reduced sizes)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("the backend's, else sglang")),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs, state and slot choices."),
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds before the child process is killed."),
@@ -79,8 +83,10 @@ def dry_run_command(
     exit_zero: bool | None = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
     error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
-    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=FORMAT_HELP),
-    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help=OUTPUT_FILE_HELP),
+    output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
+                                             help=FORMAT_HELP),
+    output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
+                                            help=OUTPUT_FILE_HELP),
     weights: bool = typer.Option(False, "--weights", help="With --ranks all: one layer's real A_log and dt_bias, read "
                                                           "from the safetensors bytes (header offsets, no pickle)."),
     ranks: str = typer.Option("one", "--ranks", help="one (one rank's call) or all (one process per TP rank through "

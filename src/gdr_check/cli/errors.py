@@ -1,12 +1,6 @@
-"""Errors that end a run with exit code 2: the input could not be read or the usage was wrong."""
+"""The CLI's own error that ends a run with exit code 2 (input errors are `gdr_check.errors.InputError`s)."""
 
 from __future__ import annotations
-
-
-class UsageFailure(Exception):
-    """A bad flag or value: one line, exit 2."""
-
-    code = "usage"
 
 
 class ReportWriteError(Exception):

@@ -9,13 +9,14 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import typer
 import typer.core
 
 from ..errors import InputError
-from .coercion import click_exceptions, install_plain_coercion
+from .coercion import ClickContext, click_exceptions, install_plain_coercion
 from .errors import ReportWriteError
 from .output import Output
 
@@ -28,11 +29,13 @@ HELP_OPTIONS = ("--help", "-h", "--version")
 COMMANDS: dict[str, str] = {"explain": "explain", "check": "check", "call": "call", "dry-run": "dryrun"}
 DEFAULT_COMMAND = "check"
 
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
+
 
 class DefaultCommandGroup(typer.core.TyperGroup):
     """Runs `check` when the first argument is not a command: `gdr-check model.safetensors --tp 4`."""
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:  # type: ignore[override]
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         # Typer's own value conversion would import pydantic for the first option: see `.coercion`.
         install_plain_coercion(self.get_params(ctx))
         if not args or (args[0] not in self.commands and args[0] not in HELP_OPTIONS):
@@ -54,7 +57,7 @@ class _Command(typer.core.TyperCommand):
     """A typer command whose options are converted without pydantic where typer's result is known: see
     `.coercion`. The parameters (and the help option, made for the context) are complete only here."""
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:  # type: ignore[override]
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         install_plain_coercion(self.get_params(ctx))
         return super().parse_args(ctx, args)
 
@@ -63,10 +66,11 @@ class _Typer(typer.Typer):
     """A Typer app whose commands are `_Command`s, and that imports the modules of the commands an invocation
     can reach just before typer builds its command group from the registered commands."""
 
-    def command(self, name=None, *, cls=None, **kwargs):
+    def command(self, name: str | None = None, *, cls: type[typer.core.TyperCommand] | None = None,
+                **kwargs: Any) -> Callable[[CommandFunction], CommandFunction]:
         return super().command(name, cls=cls or _Command, **kwargs)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         argv = kwargs["args"] if "args" in kwargs else (args[0] if args else None)
         _register_commands(commands_for(list(sys.argv[1:] if argv is None else argv)))
         return super().__call__(*args, **kwargs)

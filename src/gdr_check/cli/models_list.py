@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..models.builtin import BuiltinModel
 
 # What a built-in model's confidence tag says: the weakest source among its values.
 CONFIDENCE = {
@@ -14,7 +17,7 @@ CONFIDENCE = {
 }
 
 
-def _model(model: Any) -> dict[str, Any]:
+def _model(model: BuiltinModel) -> dict[str, Any]:
     return {
         "repo_id": model.repo_id,
         "architecture": model.architecture,

@@ -65,10 +65,6 @@ class Output:
     def from_argv(cls, argv: Sequence[str]) -> Output:
         return cls(output_format_from_argv(argv), output_file_from_argv(argv))
 
-    @property
-    def is_machine(self) -> bool:
-        return self.format in MACHINE_FORMATS
-
     def write(self, text: str) -> None:
         _to_stdout(text if text.endswith("\n") else text + "\n")
 

@@ -41,7 +41,7 @@ class RunOptions:
                 rule_selection(values, rules=rules)
             except SelectorError as error:
                 out.fatal("usage", f"{option}: {error}")
-                raise typer.Exit(2)
+                raise typer.Exit(2) from None
         config = ConfigResolver(isolated=isolated).for_target(anchor)
         layers = [*config.layers_for(anchor), rule_selection(select, extend_select, ignore, rules=rules)]
         self.selection = Selection(tuple(layer for layer in layers if not layer.is_empty))

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..report import Diagnostic
+
 ALL = "ALL"
 _CODE_PREFIX = re.compile(r"^GDR\d{0,3}$")
 _FULL_CODE_SPECIFICITY = len("GDR000")
@@ -69,7 +71,7 @@ class Selection:
                 enabled = False
         return enabled
 
-    def filter(self, diagnostics: Iterable) -> list:
+    def filter(self, diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
         return [d for d in diagnostics if self.is_selected(d.code)]
 
     def codes(self, all_codes: Iterable[str]) -> list[str]:

@@ -21,7 +21,14 @@ _EXPORTS: dict[str, str] = {
     "select_adapter": "adapters", "ADAPTERS": "adapters",
 }
 
-__all__ = sorted(_EXPORTS)
+# Written out so that type checkers and linters see the public names; tests/test_exports.py keeps it
+# equal to the keys of `_EXPORTS`.
+__all__ = [
+    "ADAPTERS", "BuiltinModel", "Deployment", "EngineSettings", "LinearAttentionModel", "ModelCheck", "RankHeads",
+    "SCHEMA_VERSION", "Source", "StateMemory", "check_builtin", "check_checkpoint", "check_model", "describe",
+    "engine_pools", "expected_call", "get_builtin", "list_builtin", "open_target", "per_rank_heads", "resolve",
+    "select_adapter", "state_memory",
+]
 
 if TYPE_CHECKING:
     from .adapters import ADAPTERS, select_adapter

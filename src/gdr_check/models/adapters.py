@@ -60,16 +60,62 @@ def with_field(geometry: Geometry, name: str, value: int | None) -> Geometry:
     return replace(geometry, **{_SYMBOL_OF_FIELD[name]: value})
 
 
+class UnknownSymbol(TypeError):
+    """A formula read a symbol whose value is not known yet."""
+
+
+def _known(value: int | None) -> int:
+    if value is None:
+        raise UnknownSymbol
+    return value
+
+
+class Symbols:
+    """A geometry as a formula reads it: each symbol an int, and reading one not known yet raises UnknownSymbol."""
+
+    __slots__ = ("_geometry",)
+
+    def __init__(self, geometry: Geometry) -> None:
+        self._geometry = geometry
+
+    @property
+    def H(self) -> int:
+        return _known(self._geometry.H)
+
+    @property
+    def HV(self) -> int:
+        return _known(self._geometry.HV)
+
+    @property
+    def K(self) -> int:
+        return _known(self._geometry.K)
+
+    @property
+    def V(self) -> int:
+        return _known(self._geometry.V)
+
+    @property
+    def W(self) -> int:
+        return _known(self._geometry.W)
+
+    @property
+    def hidden(self) -> int:
+        return _known(self._geometry.hidden)
+
+
+Formula = Callable[[Symbols], int]
+
+
 @dataclass(frozen=True)
 class Dim:
     """One tensor axis: its size as a formula of the geometry, and the field it measures (None: a literal 1)."""
 
-    size: Callable[[Geometry], int]
+    size: Formula
     field: str | None = None
 
     def expected(self, geometry: Geometry) -> int | None:
         try:
-            return int(self.size(geometry))
+            return int(self.size(Symbols(geometry)))
         except TypeError:  # a symbol is still unknown
             return None
 
@@ -81,8 +127,8 @@ class Dim:
         if self.field is None:
             return None
         try:
-            at0 = self.size(with_field(geometry, self.field, 0))
-            at1 = self.size(with_field(geometry, self.field, 1))
+            at0 = self.size(Symbols(with_field(geometry, self.field, 0)))
+            at1 = self.size(Symbols(with_field(geometry, self.field, 1)))
         except TypeError:
             return None
         slope = at1 - at0
@@ -112,12 +158,6 @@ class TensorRule:
     shapes: tuple[tuple[Dim, ...], ...]
     required: bool = True
 
-    def shape_for_rank(self, rank: int) -> tuple[Dim, ...] | None:
-        for shape in self.shapes:
-            if len(shape) == rank:
-                return shape
-        return None
-
     def shape_for(self, actual: tuple[int, ...], geometry: Geometry) -> tuple[Dim, ...] | None:
         """The layout of `actual`: among the shapes of its rank, the first whose sizes all match, else the first.
 
@@ -125,7 +165,7 @@ class TensorRule:
         """
         candidates = [shape for shape in self.shapes if len(shape) == len(actual)]
         for shape in candidates:
-            if all(dim.expected(geometry) == size for dim, size in zip(shape, actual)):
+            if all(dim.expected(geometry) == size for dim, size in zip(shape, actual, strict=True)):
                 return shape
         return candidates[0] if candidates else None
 
@@ -149,17 +189,24 @@ class Layout:
 
 
 # -- the layouts -------------------------------------------------------------------------------------------
-def _heads_v(): return Dim(lambda g: g.HV, "num_v_heads")
-def _head_v(): return Dim(lambda g: g.V, "head_v_dim")
-def _taps(): return Dim(lambda g: g.W, "conv_kernel")
+def _heads_v() -> Dim:
+    return Dim(lambda g: g.HV, "num_v_heads")
 
 
-def _conv(width: Callable[[Geometry], int], field_name: str) -> tuple[tuple[Dim, ...], ...]:
+def _head_v() -> Dim:
+    return Dim(lambda g: g.V, "head_v_dim")
+
+
+def _taps() -> Dim:
+    return Dim(lambda g: g.W, "conv_kernel")
+
+
+def _conv(width: Formula, field_name: str) -> tuple[tuple[Dim, ...], ...]:
     """A depthwise conv weight: [C, 1, W], or [C, W] as some exports store it."""
     return ((Dim(width, field_name), ONE, _taps()), (Dim(width, field_name), _taps()))
 
 
-def _qkv_width(g: Geometry) -> int:
+def _qkv_width(g: Symbols) -> int:
     return 2 * g.H * g.K + g.HV * g.V
 
 
@@ -691,7 +738,8 @@ _GLM5_FIELDS: dict[str, tuple[str, ...]] = {
 QWEN4_EXP = Adapter(
     family="qwen4-exp", kind="gdn",
     architectures=("Qwen4ExpForConditionalGeneration",), model_types=("qwen4_exp", "qwen4_exp_text"),
-    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen4_layer_map, layouts=(GDN_SPLIT, GDN_FUSED),
+    sections=("text_config", "llm_config"), fields=_LINEAR_FIELDS, layer_map=qwen4_layer_map,
+    layouts=(GDN_SPLIT, GDN_FUSED),
     namespaces=QWEN_NAMESPACES,
     upstream=("sglang/srt/configs/qwen4_exp.py", "sglang/srt/models/qwen4_exp.py"),
 )
@@ -922,9 +970,10 @@ def layers_by_namespace(tensors: Mapping[str, V]) -> dict[str, dict[int, dict[st
         index = numbers.get(digits)
         if index is None:
             index = numbers[digits] = int(digits)
-        layer = layers.get(index)  # type: ignore[assignment]
-        if layer is None:
-            layer = layers[index] = {}
+        seen = layers.get(index)
+        if seen is None:
+            seen = layers[index] = {}
+        layer = seen
         layer[rest] = value
         prefix = f"{namespace}layers.{digits}."
         cut = len(prefix)

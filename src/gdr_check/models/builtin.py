@@ -26,7 +26,8 @@ class BuiltinModel:
 
     @property
     def architecture(self) -> str:
-        return self.config["architectures"][0]
+        architecture: str = self.config["architectures"][0]
+        return architecture
 
 
 def _interval_layer_types(layers: int, interval: int = 4) -> list[str]:
@@ -91,8 +92,10 @@ _MODELS: tuple[BuiltinModel, ...] = (
     BuiltinModel("Qwen/Qwen3.5-27B", _qwen3_5(moe=False, hidden=5120, layers=64, value_heads=48, heads=24, kv_heads=4),
                  "S", ("all fields (S): assumed equal to Qwen3.6-27B",)),
     BuiltinModel("Qwen/Qwen3.6-27B", _qwen3_5(moe=False, hidden=5120, layers=64, value_heads=48, heads=24, kv_heads=4)),
-    BuiltinModel("Qwen/Qwen3.5-35B-A3B", _qwen3_5(moe=True, hidden=2048, layers=40, value_heads=32, heads=16, kv_heads=2)),
-    BuiltinModel("Qwen/Qwen3.6-35B-A3B", _qwen3_5(moe=True, hidden=2048, layers=40, value_heads=32, heads=16, kv_heads=2),
+    BuiltinModel("Qwen/Qwen3.5-35B-A3B",
+                 _qwen3_5(moe=True, hidden=2048, layers=40, value_heads=32, heads=16, kv_heads=2)),
+    BuiltinModel("Qwen/Qwen3.6-35B-A3B",
+                 _qwen3_5(moe=True, hidden=2048, layers=40, value_heads=32, heads=16, kv_heads=2),
                  "U", ("all fields: assumed equal to Qwen3.5-35B-A3B",)),
     BuiltinModel("Qwen/Qwen3.5-122B-A10B",
                  _qwen3_5(moe=True, hidden=3072, layers=48, value_heads=64, heads=32, kv_heads=2),

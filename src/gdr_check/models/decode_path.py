@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..engines import ENGINE_NAMES, EngineProfile, profile_for
+from ..engines import EngineProfile, profile_for
 from .description import LinearAttentionModel
 
 GDN_PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
@@ -47,7 +47,8 @@ def decode_path(model: LinearAttentionModel, engine: str | EngineProfile) -> Dec
     if own is not None:
         reason = (f"the {model.family} layer calls it itself instead of the linear-attention backend's packed decode"
                   if profile.own_decode_verified else
-                  f"{profile.display_name} support for {model.family} was not verified; the sglang layer calls this kernel")
+                  f"{profile.display_name} support for {model.family} was not verified; "
+                  "the sglang layer calls this kernel")
         return DecodePath(name, own, False, reason)
     if model.kind == "kda" and profile.kda_decode_kernel is not None:
         return DecodePath(name, profile.kda_decode_kernel, False,
@@ -59,7 +60,8 @@ def decode_path(model: LinearAttentionModel, engine: str | EngineProfile) -> Dec
             return DecodePath(name, GDN_PACKED, True, "the GDN backend's Triton decode kernel packs the call")
         return DecodePath(name, GDN_PACKED, True,
                           f"{profile.display_name} runs the GDN packed decode for pure-decode batches without "
-                          f"speculative tokens when `{opt_in}` is on; otherwise `fused_sigmoid_gating_delta_rule_update`",
+                          f"speculative tokens when `{opt_in}` is on; "
+                          "otherwise `fused_sigmoid_gating_delta_rule_update`",
                           f"{opt_in}=1")
     if bound is None or profile.safe_gate_packed_switch is None:
         return DecodePath(name, KDA_PACKED, True, "the KDA backend's Triton decode kernel packs the call")
@@ -71,8 +73,3 @@ def decode_path(model: LinearAttentionModel, engine: str | EngineProfile) -> Dec
         f"supports the safe gate, which the default Triton kernel does not, so it decodes with {fused}",
         f"a decode backend that supports the safe gate in the packed decode (`{profile.safe_gate_packed_switch}`) "
         "takes the packed kernel, with `lower_bound`")
-
-
-def decode_paths(model: LinearAttentionModel) -> dict[str, DecodePath]:
-    """The path of each engine's newest profile."""
-    return {name: decode_path(model, name) for name in ENGINE_NAMES}

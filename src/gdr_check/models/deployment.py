@@ -1,7 +1,7 @@
 """A deployment (engine, TP, batch, pool size, dtypes) and what each engine picks when the user leaves it open.
 
-`resolve()` applies the defaults of the deployment's engine profile (`gdr_check.engines`, docs/engines.md): slot count, SSM
-state dtype, conv state dtype and parameter dtypes, each with the reason it was chosen.
+`resolve()` applies the defaults of the deployment's engine profile (`gdr_check.engines`, docs/engines.md): slot
+count, SSM state dtype, conv state dtype and parameter dtypes, each with the reason it was chosen.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[s
     families = profile.config_ssm_dtype_families
     reads_config = families is None or model.family in families
     if reads_config and configured in STATE_DTYPES:
-        return configured, f"`mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} in the config", notes  # type: ignore[return-value]
+        return configured, f"`mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} in the config", notes
     if profile.default_state_dtype == MODEL_DTYPE:
         return model.dtypes.activation, f"{engine}'s default: the model dtype (no `mamba_ssm_dtype` hook)", notes
     if reads_config and configured is not None:

@@ -25,6 +25,7 @@ from .adapters import (
     SHAPE_FIELDS,
     Adapter,
     ConfigView,
+    Dim,
     Geometry,
     Identity,
     LayerMap,
@@ -109,15 +110,17 @@ class Locator:
         )
         return Source("config", key=dotted, location=location)
 
-    def tensor(self, info: TensorLike) -> Source:
+    def tensor_location(self, info: TensorLike) -> Location:
         where = (self.checkpoint.index_lines or {}).get(info.name)
-        location = Location(
+        return Location(
             file=self.checkpoint.index_file if where is not None else info.shard,
             line=getattr(where, "line", None), column=getattr(where, "column", None),
             end_line=getattr(where, "end_line", None), end_column=getattr(where, "end_column", None),
             tensor=info.name, shard=info.shard,
         )
-        return Source("tensor", tensor=info.name, shard=info.shard, location=location,
+
+    def tensor(self, info: TensorLike) -> Source:
+        return Source("tensor", tensor=info.name, shard=info.shard, location=self.tensor_location(info),
                       detail=f"{canonical_dtype(info.dtype)}{list(info.shape)}")
 
 
@@ -202,12 +205,6 @@ class LinearAttentionModel:
         """Every geometry field is known, so per-rank shapes can be computed."""
         return all(getattr(self, name) for name in GEOMETRY_FIELDS)
 
-    @property
-    def group_size(self) -> int | None:
-        if self.num_k_heads and self.num_v_heads and self.num_v_heads % self.num_k_heads == 0:
-            return self.num_v_heads // self.num_k_heads
-        return None
-
     def field_name(self, name: str) -> str:
         """How a field is named in messages: its config key, or the description's own name."""
         source = self.sources.get(name)
@@ -247,9 +244,14 @@ class _LayerEvidence:
     missing: list[str] = field(default_factory=list)  # in-layer names
 
 
-def _expected_shape(dims, geometry: Geometry) -> tuple[int, ...] | None:
-    sizes = [dim.expected(geometry) for dim in dims]
-    return None if any(s is None for s in sizes) else tuple(sizes)  # type: ignore[arg-type]
+def _expected_shape(dims: Iterable[Dim], geometry: Geometry) -> tuple[int, ...] | None:
+    sizes: list[int] = []
+    for dim in dims:
+        size = dim.expected(geometry)
+        if size is None:
+            return None
+        sizes.append(size)
+    return tuple(sizes)
 
 
 def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geometry) -> _LayerEvidence:
@@ -272,26 +274,22 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
             evidence.residuals.append((info, _expected_shape(rule.shapes[0], local)))
             continue
         unexplained = False
-        for dim, actual in zip(dims, info.shape):
+        for dim, actual in zip(dims, info.shape, strict=True):  # shape_for picked a layout of this rank
             expected = dim.expected(local)
             if expected == actual:
                 continue
             solved = dim.solve(actual, local)
-            if solved is None:
+            if solved is None or dim.field is None:  # solve() gives None for an axis that measures no field
                 unexplained = unexplained or expected is not None
                 continue
-            evidence.observations.append((dim.field, solved, info))  # type: ignore[arg-type]
-            local = with_field(local, dim.field, solved)  # type: ignore[arg-type]
+            evidence.observations.append((dim.field, solved, info))
+            local = with_field(local, dim.field, solved)
         if unexplained:
             evidence.residuals.append((info, _expected_shape(dims, geometry)))
     return evidence
 
 
 # -- building the description --------------------------------------------------------------------------------
-def _int_value(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
         dict[str, int | None], dict[str, Source], list[InvalidValue]]:
     """The adapter's config fields: valid values with their sources, and every value of the wrong type."""
@@ -510,7 +508,7 @@ def _fill_from_tensors(values: dict[str, int | None], sources: dict[str, Source]
         if not unknown or not layouts:
             return
         geometry = Geometry.of(values)
-        votes: dict[str, Counter] = {name: Counter() for name in unknown}
+        votes: dict[str, Counter[int]] = {name: Counter() for name in unknown}
         first: dict[tuple[str, int], TensorLike] = {}
         for index, layout in layouts.items():
             for name, value, info in solve_layer(layers[index], layout, geometry).observations:

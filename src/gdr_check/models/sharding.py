@@ -20,7 +20,10 @@ tp=1. Torch-free: the dry-run ranks (`gdr_check.runner.rank_worker`) index with 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .description import LinearAttentionModel
 
 QKV_TENSOR = "mixed_qkv"
 STATE_TENSOR = "initial_state"
@@ -155,20 +158,13 @@ def sharding_plan(layout: str, variant: str, dims: LayerDims, tp: int) -> Shardi
     return ShardingPlan(layout, variant, d, tp, {s.tensor: s for s in shards})
 
 
-def model_layout(model: Any) -> str:
+def model_layout(model: LinearAttentionModel) -> str:
     """The layout whose sharding applies: the checkpoint's, else (a built-in description) the architecture's."""
     if model.layouts:
         return str(model.layouts[0])
     if model.kind == "kda":
         return "kda"
     return "gdn-fused-qkvz" if "Qwen3Next" in (model.architecture or "") else "gdn-split-qkv"
-
-
-def plan_for_model(model: Any, tp: int, dims: LayerDims | None = None) -> ShardingPlan:
-    """The plan for a `LinearAttentionModel` (its first linear-attention layout), at `dims` (default: its own)."""
-    layout = model_layout(model)
-    dims = dims or LayerDims(model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim)
-    return sharding_plan(layout, model.kind, dims, tp)
 
 
 # -- test-only mis-shardings (never used outside tests; runner/rank_worker.py reads the hook) ----------------------
@@ -205,19 +201,13 @@ def inject(plan: ShardingPlan, kind: str) -> ShardingPlan:
 # -- diagnosis: what a rank received, in heads -------------------------------------------------------------------
 def ranges(values: list[int]) -> str:
     """[0, 1, 2, 5] -> "0–2, 5"."""
-    parts: list[str] = []
-    ordered = sorted(set(values))
-    start = prev = None
-    for value in [*ordered, None]:
-        if start is None:
-            start = prev = value
-            continue
-        if value is not None and value == prev + 1:  # type: ignore[operator]
-            prev = value
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}–{prev}")
-        start = prev = value
-    return ", ".join(parts)
+    runs: list[tuple[int, int]] = []  # (first, last) of each run of consecutive values
+    for value in sorted(set(values)):
+        if runs and value == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], value)
+        else:
+            runs.append((value, value))
+    return ", ".join(f"{first}" if first == last else f"{first}–{last}" for first, last in runs)
 
 
 def _unit(plan: ShardingPlan, tensor: str) -> int:
@@ -246,7 +236,8 @@ def describe_columns(plan: ShardingPlan, tensor: str, columns: tuple[int, ...]) 
     segments: list[tuple[str, list[int]]] = []
     for column in columns:
         position = position_of.get(column)
-        part, head = ("columns outside the kernel's", column) if position is None else _label(plan, tensor, position)[:2]
+        part, head = (("columns outside the kernel's", column) if position is None
+                      else _label(plan, tensor, position)[:2])
         if not segments or segments[-1][0] != part:
             segments.append((part, []))
         heads = segments[-1][1]
@@ -295,7 +286,9 @@ def find_misshards(correct: ShardingPlan, used: ShardingPlan) -> list[Misshard]:
     """Every (tensor, rank) whose columns in `used` differ from the engine's plan `correct`."""
     found: list[Misshard] = []
     for tensor in SHARDED_TENSORS:
-        for rank, (want, got) in enumerate(zip(correct.tensors[tensor].columns, used.tensors[tensor].columns)):
+        # Both plans are for the same TP size: one column tuple per rank in each.
+        pairs = zip(correct.tensors[tensor].columns, used.tensors[tensor].columns, strict=True)
+        for rank, (want, got) in enumerate(pairs):
             if want == got:
                 continue
             pool = describe_columns(correct, STATE_TENSOR, correct.tensors[STATE_TENSOR].columns[rank])

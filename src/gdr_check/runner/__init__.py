@@ -17,6 +17,10 @@ _EXPORTS = {
     "launch_geometry": ".geometry",
 }
 
-__all__ = sorted(_EXPORTS)
+# Written out so that type checkers and linters see the public names; tests/test_exports.py keeps it
+# equal to the keys of `_EXPORTS`.
+__all__ = [
+    "DryRunEnvironmentError", "DryRunPlan", "DryRunResult", "dry_run", "dry_run_check", "launch_geometry",
+]
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

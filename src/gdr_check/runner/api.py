@@ -6,7 +6,7 @@ Torch-free: torch and triton are imported only by the child process.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checks import rules_dryrun
 from ..errors import InputError
@@ -18,6 +18,9 @@ from .backends import known_unavailable
 from .diagnose import dryrun_diagnostics
 from .launch import DEFAULT_TIMEOUT_S, ChildOutcome, run_child
 from .plan import DryRunPlan, plan_for
+
+if TYPE_CHECKING:
+    from ..models.check import ModelCheck
 
 SCHEMA_VERSION = 1
 

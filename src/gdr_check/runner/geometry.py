@@ -137,11 +137,15 @@ def _call_with(call: PackedDecodeCall, dims: Dims, substitute: dict[str, str]) -
         "out": (B, 1, HV, V),
         "ssm_state_indices": (B,),
     }
-    specs = {}
-    for name, spec in call.tensors().items():
+
+    def resized(name: str) -> TensorSpec:
+        spec: TensorSpec = getattr(call, name)
         shape = shapes[name] if spec.ndim == len(shapes[name]) else spec.shape
-        specs[name] = restrided(spec, shape, substitute.get(spec.dtype, spec.dtype))
-    return replace(call, **specs)
+        return restrided(spec, shape, substitute.get(spec.dtype, spec.dtype))
+
+    return replace(call, mixed_qkv=resized("mixed_qkv"), a=resized("a"), b=resized("b"), A_log=resized("A_log"),
+                   dt_bias=resized("dt_bias"), initial_state=resized("initial_state"), out=resized("out"),
+                   ssm_state_indices=resized("ssm_state_indices"))
 
 
 def launch_geometry(call: PackedDecodeCall, pools: dict[str, TensorSpec], *, interpreter: bool) -> Geometry:

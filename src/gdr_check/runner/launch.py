@@ -64,7 +64,8 @@ def child_environment(plan: DryRunPlan, base: Mapping[str, str] | None = None) -
     return env
 
 
-def run_child(plan: DryRunPlan, *, timeout: float = DEFAULT_TIMEOUT_S, env: Mapping[str, str] | None = None) -> ChildOutcome:
+def run_child(plan: DryRunPlan, *, timeout: float = DEFAULT_TIMEOUT_S,
+              env: Mapping[str, str] | None = None) -> ChildOutcome:
     command = [sys.executable, "-m", CHILD_MODULE]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                env=child_environment(plan, env), text=True)

@@ -7,7 +7,7 @@ format is unchanged). Torch-free: the parent imports this module without the ker
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, final
 
 
 class RaisedError(TypedDict):
@@ -17,6 +17,7 @@ class RaisedError(TypedDict):
     message: str
 
 
+@final  # no other keys: `"seconds" in run` tells a completed run from a raised one
 class RaisedRun(TypedDict):
     raised: RaisedError
 
@@ -46,6 +47,15 @@ class KernelTiming(TypedDict, total=False):
     fraction_of_copy: float
 
 
+class CopyBandwidth(TypedDict):
+    """The device-to-device copy that the kernel times are compared with (`timing.copy_bandwidth`)."""
+
+    bytes: int
+    median_us: float
+    bandwidth_gbps: float
+    method: str
+
+
 class Timing(TypedDict, total=False):
     """Per-kernel times; `meaningful` is False under the Triton interpreter (wall clock only)."""
 
@@ -55,7 +65,7 @@ class Timing(TypedDict, total=False):
     rows: int
     live_rows: int
     kernels: dict[str, KernelTiming]
-    copy: dict[str, Any]
+    copy: CopyBandwidth
 
 
 class BackendUnavailable(TypedDict):

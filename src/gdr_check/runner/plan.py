@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..call import PackedDecodeCall
 from ..engines import DEFAULT_ENGINE, ENGINE_NAMES, profile_for
 from ..tensors import TensorSpec
 
-Backend = Literal["builtin", "sglang", "vllm"]
+if TYPE_CHECKING:
+    from ..models.check import ModelCheck
+
 # Our kernel, or the installed engine's own (named as its profiles are).
 BACKENDS: tuple[str, ...] = ("builtin", *ENGINE_NAMES)
 DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
@@ -23,7 +25,7 @@ class DryRunPlan:
     call: PackedDecodeCall
     pools: dict[str, TensorSpec] = field(default_factory=dict)
     engine: str = DEFAULT_ENGINE  # a name or name@version (gdr_check.engines)
-    backend: Backend = "builtin"
+    backend: str = "builtin"  # one of BACKENDS (checked below)
     device: str = "auto"  # auto: CUDA when torch sees a device, else the interpreter on CPU
     steps: int = 3
     seed: int = 0
@@ -69,10 +71,10 @@ class DryRunPlan:
         )
 
 
-def plan_for(check: Any, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
+def plan_for(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
              timing: bool = True) -> DryRunPlan:
     """The plan for a `ModelCheck` that has a per-rank call (the caller refuses checks with errors)."""
     if check.call is None:
         raise ValueError("the model check produced no per-rank kernel call to run")
     return DryRunPlan(call=check.call, pools=dict(check.pools), engine=check.deployment.engine,
-                      backend=backend, device=device, steps=steps, seed=seed, timing=timing)  # type: ignore[arg-type]
+                      backend=backend, device=device, steps=steps, seed=seed, timing=timing)

@@ -26,15 +26,22 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
 from .child import _claim_stdout, jsonable
 
+if TYPE_CHECKING:
+    import torch
+
+    from .plan import DryRunPlan
+
 try:
     import resource
+
+    HAS_RESOURCE = True
 except ImportError:  # not on POSIX: no peak-memory figure
-    resource = None  # type: ignore[assignment]
+    HAS_RESOURCE = False
 
 FAULT_ENV = "GDR_CHECK_RANKS_TEST_FAULT"
 MISSHARD_ENV = "GDR_CHECK_RANKS_TEST_MISSHARD"
@@ -110,7 +117,7 @@ class Rank:
             dist.destroy_process_group()
 
     # -- the session ----------------------------------------------------------------------------------------------
-    def _session(self, plan: Any, device: Any, interpreter: bool, backend: str) -> dict[str, Any]:
+    def _session(self, plan: DryRunPlan, device: torch.device, interpreter: bool, backend: str) -> dict[str, Any]:
         import torch
         import torch.distributed as dist
         import triton
@@ -226,7 +233,7 @@ class Rank:
                 runs.append(run)
             record: dict[str, Any] = {"step": step, "kernels": {}}
             rows_list = live_rows(indices, plan.engine)
-            for kernel, run in zip(kernels, runs):
+            for kernel, run in zip(kernels, runs, strict=True):  # one run per kernel, appended above
                 out = run.out.float().contiguous().to(comm)
                 state = run.initial_state.float().contiguous().to(comm)
                 outs = [torch.empty_like(out) for _ in range(world)]
@@ -296,7 +303,7 @@ class Rank:
 
         from .tolerances import output_tolerance
 
-        result = []
+        result: list[dict[str, Any]] = []
         if rows.numel() == 0:
             return result
         want = ref_out[rows, 0]  # [R, HV, V]
@@ -355,7 +362,7 @@ def _real_parameter(where: dict[str, Any], width: int, dtype: Any) -> Any:
 
 
 def _max_rss() -> int:
-    if resource is None:  # not on POSIX
+    if not HAS_RESOURCE:  # not on POSIX
         return 0
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 

@@ -6,7 +6,7 @@ Torch-free: torch and triton are imported only by the rank processes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checks import rules_dryrun, rules_ranks
 from ..models.sharding import model_layout, ranges
@@ -17,10 +17,13 @@ from .plan import plan_for
 from .ranks import RanksOutcome, run_ranks
 from .weights import layer_parameters
 
+if TYPE_CHECKING:
+    from ..models.check import ModelCheck
+
 
 @dataclass
 class RanksResult:
-    check: Any
+    check: ModelCheck
     tp: int
     outcome: RanksOutcome | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -142,7 +145,7 @@ def ranks_diagnostics(outcome: RanksOutcome, tp: int) -> list[Diagnostic]:
     return diagnostics
 
 
-def ranks_dry_run(check: Any, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
+def ranks_dry_run(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
                   timeout: float = 1800.0, weights: bool = False) -> RanksResult:
     """Run every rank of the deployment's TP group; refuses (no launch) when the check has errors.
 

@@ -119,7 +119,8 @@ def _timing(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest]
     per_kernel: dict[str, KernelTiming] = {}
     if interpreter:
         for kernel in kernels:
-            seconds = [s["kernels"][kernel.name]["seconds"] for s in steps if "seconds" in s["kernels"].get(kernel.name, {})]
+            seconds = [run["seconds"] for s in steps
+                       if "seconds" in (run := s["kernels"].get(kernel.name, {}))]
             if seconds:
                 per_kernel[kernel.name] = {"median_us": statistics.median(seconds) * 1e6}
         return {"meaningful": False, "method": "interpreter wall clock, not a kernel time",
@@ -131,7 +132,10 @@ def _timing(plan: DryRunPlan, geometry: Geometry, kernels: list[KernelUnderTest]
     moved = bytes_per_call(B, live, *_row_bytes(tensors))
     copy = copy_bandwidth(device)
     for kernel in kernels:
-        us = cold_time_us(lambda k=kernel: k.fast(*tensors.args()))
+        def launch(kernel: KernelUnderTest = kernel) -> object:
+            return kernel.fast(*tensors.args())
+
+        us = cold_time_us(launch)
         gbps = moved / us / 1e3
         per_kernel[kernel.name] = {"median_us": us, "bandwidth_gbps": gbps,
                                    "fraction_of_copy": gbps / copy["bandwidth_gbps"]}

@@ -8,6 +8,7 @@ Values are random and never zero; slot indices give distinct live slots and some
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -19,14 +20,15 @@ from .geometry import Geometry
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    return getattr(torch, name)
+    dtype: torch.dtype = getattr(torch, name)  # a canonical dtype name is the torch attribute's name
+    return dtype
 
 
 def extent(spec: TensorSpec) -> int:
     """Elements of the flat allocation a strided view of `spec` needs, from element 0."""
     if spec.numel() == 0:
         return spec.offset
-    return spec.offset + sum((size - 1) * step for size, step in zip(spec.shape, spec.stride)) + 1
+    return spec.offset + sum((size - 1) * step for size, step in zip(spec.shape, spec.stride, strict=True)) + 1
 
 
 def strided_view(storage: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
@@ -55,7 +57,7 @@ class CallTensors:
     pool_storage: torch.Tensor
     call: PackedDecodeCall
 
-    def args(self) -> tuple:
+    def args(self) -> tuple[Any, ...]:
         """Positional arguments in the wrappers' order (KDA appends lower_bound)."""
         args = (self.mixed_qkv, self.a, self.b, self.A_log, self.dt_bias, float(self.call.scale),
                 self.initial_state, self.out, self.ssm_state_indices, self.call.use_qk_l2norm_in_kernel)

@@ -10,10 +10,13 @@ kernel time.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 
 import torch
+
+from .messages import CopyBandwidth
 
 SAMPLES = 30
 FLUSH_BYTES = 512 << 20  # well over the L2 of current GPUs (H200: 60 MB)
@@ -29,22 +32,25 @@ def cold_time_us(launch: Callable[[], object], samples: int = SAMPLES) -> float:
     events = []
     for _ in range(samples):
         flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # torch leaves `torch.cuda.Event.__init__` unannotated.
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         launch()
         end.record()
         events.append((start, end))
     torch.cuda.synchronize()
     del flush
-    return statistics.median(start.elapsed_time(end) * 1e3 for start, end in events)
+    return float(statistics.median(start.elapsed_time(end) * 1e3 for start, end in events))
 
 
-def copy_bandwidth(device: torch.device, size_bytes: int = COPY_BYTES) -> dict[str, float | str]:
+def copy_bandwidth(device: torch.device, size_bytes: int = COPY_BYTES) -> CopyBandwidth:
     """Device-to-device copy of `size_bytes`, timed like the kernel: bytes read + written per second."""
     source = torch.empty(size_bytes, dtype=torch.uint8, device=device).random_(0, 255)
     target = torch.empty_like(source)
-    us = cold_time_us(lambda: target.copy_(source), samples=10)
-    del source, target
+    copy = functools.partial(target.copy_, source)
+    us = cold_time_us(copy, samples=10)
+    del source, target, copy
     torch.cuda.empty_cache()
     return {"bytes": 2 * size_bytes, "median_us": us, "bandwidth_gbps": 2 * size_bytes / us / 1e3, "method": METHOD}
 

@@ -23,10 +23,11 @@ _TIE_WINDOW = 2.0**-19
 
 def reference(tensors: CallTensors, engine: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The float64 step from the current (pre-step) tensors: (out [B, 1, HV, V], state [S, HV, V, K])."""
-    from ..kernel import naive_kda_packed_decode, naive_packed_decode
+    from ..kernel.naive import naive_kda_packed_decode, naive_packed_decode
 
-    naive = naive_kda_packed_decode if tensors.call.variant == "kda" else naive_packed_decode
-    return naive(*tensors.args(), engine=engine)
+    if tensors.call.variant == "kda":
+        return naive_kda_packed_decode(*tensors.args(), engine=engine)
+    return naive_packed_decode(*tensors.args(), engine=engine)
 
 
 def beta_ties(b: torch.Tensor, variant: str, engine: str) -> torch.Tensor:
@@ -153,6 +154,11 @@ def check_run(tensors: CallTensors, before: torch.Tensor, ref_out: torch.Tensor,
     }
 
 
+def _picked(tensor: torch.Tensor, name: str, index: torch.Tensor) -> torch.Tensor:
+    """The rows of `out` ([B, 1, HV, V]: its one token) or the slots of the state at `index`."""
+    return tensor[index, 0] if name == "out" else tensor[index]
+
+
 def compare_runs(first: CallTensors, second: CallTensors, ref_out: torch.Tensor, ref_state: torch.Tensor,
                  rows: torch.Tensor, slots: torch.Tensor, ties: torch.Tensor) -> dict[str, Any]:
     """Two kernels on copies of the same inputs and pre-step state: `out` and touched state, directly."""
@@ -164,9 +170,8 @@ def compare_runs(first: CallTensors, second: CallTensors, ref_out: torch.Tensor,
         if index.numel() == 0:
             result[name] = {"difference": 0.0, "tolerance": tolerance, "row": None, "head": None, "passed": True}
             continue
-        picked = (lambda t: t[index, 0]) if name == "out" else (lambda t: t[index])
-        scale = picked(ref).abs().max().clamp_min(1e-30)
-        errors = _per_head_error(picked(one), picked(two).double(), scale, skip_nan=False)
+        scale = _picked(ref, name, index).abs().max().clamp_min(1e-30)
+        errors = _per_head_error(_picked(one, name, index), _picked(two, name, index).double(), scale, skip_nan=False)
         error, tol, i, j, passed = _worst(errors, _tolerance_grid(ties[rows], tolerance / AGREEMENT_FACTOR,
                                                                  AGREEMENT_FACTOR))
         result[name] = {"difference": error, "tolerance": tol, "row": int(rows[i]), "head": j, "passed": passed}

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..models.check import ModelCheck
 
 PARAMETERS = ("A_log", "dt_bias")
 
@@ -31,7 +34,7 @@ def _span(path: Path, name: str) -> tuple[int, int]:
     return 8 + length + int(begin), int(end) - int(begin)
 
 
-def layer_parameters(check: Any) -> dict[str, Any]:
+def layer_parameters(check: ModelCheck) -> dict[str, Any]:
     """{"layer": i, "tensors": {"A_log": {path, offset, nbytes, dtype, shape, name}, ...}} for the first linear
     layer whose `A_log` and `dt_bias` the checkpoint holds."""
     checkpoint, model = check.checkpoint, check.model
@@ -39,6 +42,7 @@ def layer_parameters(check: Any) -> dict[str, Any]:
     tensors = getattr(checkpoint, "tensors", None) or {}
     if root is None or not tensors:
         raise WeightsError(f"--weights needs a safetensors checkpoint; `{checkpoint.target}` has no tensor data here")
+    assert model is not None, "ranks_dry_run refuses a check without a model description"
     for layer in model.linear_layers:
         found = {}
         for parameter in PARAMETERS:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
+from io import FileIO
 from pathlib import Path
-from typing import BinaryIO
 
 from .errors import display_path
 from .rules import (
@@ -78,7 +78,7 @@ class MetadataReader:
             )
 
     # -- reading ------------------------------------------------------------------------------------------
-    def open(self, path: Path) -> tuple[BinaryIO, int]:
+    def open(self, path: Path) -> tuple[FileIO, int]:
         """Open a checkpoint file for reading after the link and file-type checks; returns (file, size)."""
         self.check_links(path)
         try:
@@ -95,7 +95,7 @@ class MetadataReader:
         self.files_read.append(display_path(path))
         return handle, info.st_size
 
-    def read(self, handle: BinaryIO, path: Path, count: int) -> bytearray:
+    def read(self, handle: FileIO, path: Path, count: int) -> bytearray:
         """Read up to `count` bytes and add them to `bytes_read`. Callers bound `count` by the file size, so
         the buffer is allocated once, at most as large as the file."""
         buffer = bytearray(count)

@@ -62,7 +62,7 @@ def key_spans(text: str) -> Iterator[tuple[Path, KeyLocation]]:
     positions = _Positions(text)
     span = positions.span
     # Each frame: [is_object, path of the container, element index, start of its own member]
-    stack: list[list] = []
+    stack: list[list[Any]] = []
     for match in _TOKEN.finditer(text):
         key = match.group("key")
         if key is not None:
@@ -139,7 +139,7 @@ def member_spans(text: str, parent: str) -> dict[str, KeyLocation]:
     return found
 
 
-class LazyKeyLocations(dict):
+class LazyKeyLocations(dict[str, KeyLocation]):
     """A `dict[str, KeyLocation]` that computes its contents on first use.
 
     Locating the ~75k entries of a large index costs more than reading all of its shard headers, and only
@@ -171,10 +171,10 @@ class LazyKeyLocations(dict):
         result = self.__eq__(other)
         return result if result is NotImplemented else not result
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[dict[str, KeyLocation]], tuple[dict[str, KeyLocation]]]:
         return (dict, (dict(self.items()),))
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 def _filling(name: str) -> Callable[..., Any]:

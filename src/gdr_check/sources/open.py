@@ -200,7 +200,7 @@ class _Builder:
                 if prior is not None:
                     raise DuplicateTensors(path, tensor=info.name, shard=prior.shard, other_shard=shard)
                 tensors[info.name] = info
-        tensors.update(zip(names, infos))
+        tensors.update(zip(names, infos, strict=True))  # one name per header entry
         return names
 
     def _sharded(self, index_path: Path) -> None:
@@ -211,8 +211,8 @@ class _Builder:
         if weight_map is None:
             raise MalformedIndexes(index_path, reason="it has no `weight_map`")
         if not isinstance(weight_map, dict):
-            raise MalformedIndexes(index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object"
-            )
+            raise MalformedIndexes(
+                index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object")
         # Located only when first used: see LazyKeyLocations.
         lines = LazyKeyLocations(lambda: member_spans(text, "weight_map"))
         self.checkpoint.index_file = display_path(index_path)
@@ -221,7 +221,8 @@ class _Builder:
         # An index of a large checkpoint has ~76k entries: the checks below run as C-level passes over it, and
         # walk it in order only to name the first entry at fault.
         def first_tensor(shard: str) -> str:
-            return next(tensor for tensor, value in weight_map.items() if value == shard)
+            tensor: str = next(tensor for tensor, value in weight_map.items() if value == shard)  # JSON keys: str
+            return tensor
 
         if not set(map(type, weight_map.values())) <= {str}:
             for tensor, shard in weight_map.items():
@@ -259,7 +260,8 @@ class _Builder:
                 present = set(names)
                 for tensor, value in weight_map.items():
                     if value == shard and tensor not in present:
-                        raise TensorsMissingFromShards(index_path, location=lines.get(tensor), tensor=tensor, shard=shard,
+                        raise TensorsMissingFromShards(
+                            index_path, location=lines.get(tensor), tensor=tensor, shard=shard,
                             fix=f"download the index and `{shard}` of one revision again",
                         )
         # Every tensor of the index is in the shards by now, so only unlisted ones make the counts differ.

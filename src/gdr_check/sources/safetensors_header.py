@@ -219,7 +219,8 @@ def _tensor(name: str, entry: Any, path: Path | str, shard: str) -> tuple[Tensor
     try:
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     except KeyError as missing:
-        raise MalformedSafetensorsHeaders(path, reason=f"tensor `{name}` has no `{missing.args[0]}`", tensor=name) from None
+        raise MalformedSafetensorsHeaders(
+            path, reason=f"tensor `{name}` has no `{missing.args[0]}`", tensor=name) from None
     known = SAFETENSORS_DTYPES.get(dtype) if type(dtype) is str else None
     if known is None:
         raise UnknownTensorDtypes(path, tensor=name, dtype=dtype if isinstance(dtype, str) else brief(dtype))

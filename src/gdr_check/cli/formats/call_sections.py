@@ -7,6 +7,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
 from rich.table import Table
 
 from ...report import Diagnostic
@@ -51,12 +52,12 @@ def _index_list(indices: list[int]) -> str:
     return ", ".join(f"#{i}" for i in indices[:6]) + (", ..." if len(indices) > 6 else "")
 
 
-def _add_row(table: Any, *cells: str) -> None:
+def _add_row(table: Table, *cells: str) -> None:
     """A table row of data: each cell made safe text, its rich markup escaped (see `.escape.markup`)."""
     table.add_row(*(markup(cell) for cell in cells))
 
 
-def _call_table(console: Any, call: CheckedCall, tp: int) -> None:
+def _call_table(console: Console, call: CheckedCall, tp: int) -> None:
     comparison = call.comparison
     compared = comparison is not None
     table = Table(show_edge=False, pad_edge=False, box=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import IO
 
 from rich.console import Console
 
@@ -41,9 +41,10 @@ def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None
     if where:
         console.print(f"  [blue]-->[/blue] {escape(where)}", soft_wrap=True)
     notes = list(d.notes)
-    tensor = d.location.tensor if d.location is not None else None
-    if tensor and d.location.shard and not any(f"`{tensor}`" in note for note in notes):
-        notes.append(f"tensor `{tensor}` in {d.location.shard}")
+    location = d.location
+    tensor = location.tensor if location is not None else None
+    if tensor and location is not None and location.shard and not any(f"`{tensor}`" in note for note in notes):
+        notes.append(f"tensor `{tensor}` in {location.shard}")
     if d.wrapper and d.severity == "error":
         notes.append("the reference wrapper raises ValueError with this message")
     dims = " ".join(f"{k}={v}" for k, v in d.bindings.items() if k in ("B", "H", "HV", "K", "V", "S", "tp"))
@@ -59,7 +60,7 @@ def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None
     console.print()
 
 
-def make_console(stream: Any, color: bool) -> Console:
+def make_console(stream: IO[str], color: bool) -> Console:
     return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=120,
                    soft_wrap=False, emoji=False)
 

@@ -4,7 +4,7 @@ verdict; `render_ranks` for `--ranks all` (the `dry-run` command renders through
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,6 +13,10 @@ from ...runner.diagnose import KERNEL_NAMES, fmt, number
 from ...tensors import short_dtype
 from ..escape import markup as escape
 from .console import make_console, render_diagnostic
+
+if TYPE_CHECKING:
+    from ...runner.api import DryRunResult
+    from ...runner.ranks_api import RanksResult
 
 
 def _dims(dims: dict[str, int]) -> str:
@@ -31,7 +35,7 @@ def _device_line(env: dict[str, Any]) -> str:
     return f"{env.get('device_name')} (CUDA; {versions})"
 
 
-def _header(console: Console, target: str, result: Any) -> None:
+def _header(console: Console, target: str, result: DryRunResult) -> None:
     check = result.check
     rows: list[tuple[str, str]] = []
     model = check.model
@@ -93,7 +97,7 @@ def _column_tolerance(steps: list[dict[str, Any]], key: str) -> float | None:
     return None
 
 
-def _steps_table(console: Console, result: Any) -> None:
+def _steps_table(console: Console, result: DryRunResult) -> None:
     steps = result.child.get("steps") or []
     if not steps:
         return
@@ -128,7 +132,7 @@ def _steps_table(console: Console, result: Any) -> None:
     console.print("checks: untouched slots bitwise equal / skipped rows zero / no NaN left in `out`", soft_wrap=True)
 
 
-def _timing_lines(console: Console, result: Any) -> None:
+def _timing_lines(console: Console, result: DryRunResult) -> None:
     timing = result.child.get("timing")
     if not timing:
         return
@@ -148,10 +152,10 @@ def _timing_lines(console: Console, result: Any) -> None:
                       soft_wrap=True)
 
 
-def _summary(result: Any) -> str:
+def _summary(result: DryRunResult) -> str:
     counts = {level: sum(d.severity == level for d in result.diagnostics) for level in ("error", "warning", "info")}
     tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
-    if result.unavailable is not None:
+    if result.unavailable is not None and result.plan is not None:  # refused after planning, so a plan is set
         return f"dry-run not launched: backend `{result.plan.backend}` is not available; {tally}"
     if not result.launched and not result.refused_because:
         check = result.check
@@ -168,7 +172,7 @@ def _summary(result: Any) -> str:
     return f"dry-run {verdict}: {steps} step(s) verified; {tally}"
 
 
-def render_full(target: str, result: Any, *, color: bool) -> str:
+def render_full(target: str, result: DryRunResult, *, color: bool) -> str:
 
     buffer = io.StringIO()
     console = make_console(buffer, color)
@@ -182,7 +186,7 @@ def render_full(target: str, result: Any, *, color: bool) -> str:
     return buffer.getvalue()
 
 
-def render_ranks(target: str, result: Any, *, color: bool) -> str:
+def render_ranks(target: str, result: RanksResult, *, color: bool) -> str:
     buffer = io.StringIO()
     console = make_console(buffer, color)
     data = result.result
@@ -228,11 +232,11 @@ def render_ranks(target: str, result: Any, *, color: bool) -> str:
                               _error(run["state"], None), per_rank)
         console.print()
         console.print(table)
-    per_rank = data.get("ranks") or []
-    if per_rank:
+    ranks = data.get("ranks") or []
+    if ranks:
         console.print()
         slowest = result.slowest()
-        for entry in per_rank:
+        for entry in ranks:
             times = "; ".join(f"{KERNEL_NAMES.get(k, k)} {sum(v):.3g} s over {len(v)} call(s)"
                               for k, v in entry["seconds"].items())
             timed = "; ".join(f"{KERNEL_NAMES.get(k, k)} {v:.1f} us median of warm calls"

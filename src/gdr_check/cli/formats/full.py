@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -15,26 +15,26 @@ from ..results import FatalError, Run, TargetResult
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 from .console import make_console, render_diagnostic
 
+if TYPE_CHECKING:
+    from ...models.check import ModelCheck
+
 
 def _ranges(values: list[int]) -> str:
     """[0, 1, 2, 4, 5] -> "0-2, 4-5"."""
-    spans: list[str] = []
-    start = prev = None
-    for v in values + [None]:  # type: ignore[list-item]
-        if start is not None and (v is None or v != prev + 1):
-            spans.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if v is not None and start is None:
-            start = v
-        prev = v
-    return ", ".join(spans)
+    runs: list[tuple[int, int]] = []  # (first, last) of each run of values one apart, in the given order
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
 def _mib(n: int | float | None) -> str:
     return "?" if n is None else mib(n)
 
 
-def _source_line(check: Any) -> str:
+def _source_line(check: ModelCheck) -> str:
     src = check.source_dict()
     kind = src["kind"]
     if kind == "builtin":
@@ -46,10 +46,16 @@ def _source_line(check: Any) -> str:
     return f"{what}, {src['tensors']} tensors; read {read}"
 
 
+def _checked(result: TargetResult) -> ModelCheck:
+    """The model check of a result that was read (`error` None): the full report's headers and tables."""
+    assert result.check is not None, "a readable check result holds its model check"
+    return result.check
+
+
 def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] | None = None) -> None:
     """Source, model and deployment; with `tp_sizes` (a matrix) the TP sizes instead of one, and only the
     checkpoint's notes (each TP size's own notes would repeat)."""
-    check = result.check
+    check = _checked(result)
     console.print(f"[bold]{escape(result.target)}[/bold]", soft_wrap=True)
     rows: list[tuple[str, str]] = [("source", _source_line(check))]
     model = check.model
@@ -75,7 +81,7 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
         console.print(f"  [dim]{key.ljust(width)}[/dim]  {escape(value)}", soft_wrap=True)
 
 
-def _shapes_table(console: Console, check: Any) -> None:
+def _shapes_table(console: Console, check: ModelCheck) -> None:
     if check.call is None:
         return
     tp = check.deployment.tp
@@ -90,7 +96,8 @@ def _shapes_table(console: Console, check: Any) -> None:
         if name in check.call.tensors():  # the pool view the kernel receives is already listed
             continue
         label = f"{check.deployment.engine} {name}"
-        table.add_row(f"[dim]{escape(label)}[/dim]", str(list(spec.shape)), short_dtype(spec.dtype), str(list(spec.stride)))
+        table.add_row(f"[dim]{escape(label)}[/dim]", str(list(spec.shape)), short_dtype(spec.dtype),
+                      str(list(spec.stride)))
     console.print()
     console.print(table)
     memory = check.memory
@@ -172,7 +179,7 @@ def render(run: Run) -> str:
         if len(results) == 1:
             result = readable[0]
             _header(console, result)
-            _shapes_table(console, result.check)
+            _shapes_table(console, _checked(result))
             console.print()
             for diagnostic in result.diagnostics:
                 render_diagnostic(console, diagnostic)

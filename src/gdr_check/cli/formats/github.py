@@ -49,7 +49,7 @@ def annotation(run: Run, result: TargetResult, diagnostic: Diagnostic) -> str:
     return workflow_command(COMMAND[diagnostic.severity], message, properties)
 
 
-def annotations(run: Run) -> list[str]:
+def all_annotations(run: Run) -> list[str]:
     """Distinct annotations in report order: the same finding at several TP sizes or targets shows once.
     Info notes only with `--show-info`: the log's concise lines list them."""
     found: dict[str, None] = {}
@@ -63,7 +63,7 @@ def annotations(run: Run) -> list[str]:
 
 
 def render(run: Run) -> str:
-    return "".join(line + "\n" for line in annotations(run)) + concise.render(run)
+    return "".join(line + "\n" for line in all_annotations(run)) + concise.render(run)
 
 
 def render_fatal(error: FatalError) -> str:
@@ -88,7 +88,8 @@ def step_summary(run: Run) -> str:
                         f"{_cell(diagnostic.message)} |")
     for result in run.results:
         if result.error is not None and result.error.diagnostic is None:
-            rows.setdefault(f"| error | {result.error.code} | `{_cell(result.target)}` | {_cell(result.error.message)} |")
+            rows.setdefault(f"| error | {result.error.code} | `{_cell(result.target)}` | "
+                            f"{_cell(result.error.message)} |")
     if rows:
         lines += ["| severity | code | where | message |", "|---|---|---|---|", *rows, ""]
     elif not any(found.values()):
