@@ -1,3 +1,5 @@
+# mypy: disable-error-code="untyped-decorator, no-untyped-def"
+# (Triton kernels: `triton.jit` is untyped and kernel parameters take pointers, ints or constexprs.)
 """GDN packed recurrent decode: Triton kernel and checked wrapper (float64 reference in naive.py).
 
 Per (row n, value head j), with G = HV // H and key head i = j // G (contract section 6.1):
@@ -14,6 +16,8 @@ import triton
 import triton.language as tl
 
 from ._triton_common import (
+    DirectLauncher,
+    device_name,
     guard_row,
     load_query_key,
     load_slot,
@@ -28,9 +32,10 @@ from .layout import Engine, check_engine, infer_heads, next_power_of_2
 from .tiling import (
     GuardLaunch,
     TileConfig,
+    choose_config,
     guard_arguments,
     guard_constants,
-    pick_config,
+    launch_key,
 )
 
 
@@ -92,6 +97,9 @@ def gdn_packed_decode_kernel(
         store_state_tile(head_state, rows, state_rows, S * decay + u[:, None] * k[None, :], K, BK, STATE_EVICTION)
 
 
+_LAUNCHER = DirectLauncher(gdn_packed_decode_kernel)
+
+
 def launch_packed_decode(
     mixed_qkv: torch.Tensor,
     a: torch.Tensor,
@@ -112,26 +120,30 @@ def launch_packed_decode(
 
     With ``guard`` the kernel checks every row's slot on the device (device_guard.py): faulty rows are
     skipped and recorded, so no index can reach memory outside the pool."""
-    profile = check_engine(engine)
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
-    H = infer_heads(mixed_qkv.shape[1], HV, V, K)
-    tiling = (config or pick_config(B * HV, V, K, initial_state.element_size())).fitted(V, K)
+    key = launch_key(engine, use_qk_l2norm_in_kernel, config, guard, mixed_qkv, a, b, A_log, dt_bias,
+                     initial_state, out, ssm_state_indices)
+    args = (mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
+            mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
+            infer_heads(mixed_qkv.shape[1], HV, V, K), HV, *guard_arguments(guard, B))
+    if B and _LAUNCHER.run_cached(key, args):
+        return out, initial_state
+    profile = check_engine(engine)
+    tiling = (config.fitted(V, K) if config is not None
+              else choose_config("gdn", device_name(mixed_qkv.device), B * HV, V, K, initial_state.element_size()))
     if B == 0:
         return out, initial_state
-    grid = tiling.grid(B, HV, V)
-    gdn_packed_decode_kernel[grid](
-        mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
-        mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
-        H, HV,
-        *guard_arguments(guard, B),
+    (grid,) = tiling.grid(B, HV, V)
+    constants = dict(
         K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
         STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=profile.gdn_beta_rounding is not None,
         SKIP_AT_OR_BELOW=profile.skip_at_or_below,
         **guard_constants(guard, profile),
-        **tiling.launch_options(),
     )
+    _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants,
+                     tiling.launch_options())
     return out, initial_state
 
 

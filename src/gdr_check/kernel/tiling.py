@@ -8,7 +8,12 @@ of ``cdiv(V, block_v * tiles_per_program) * B * HV`` programs, so B has no 65535
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 from .layout import next_power_of_2
 
@@ -32,7 +37,7 @@ class TileConfig:
     # Register cap per thread (ptxas maxnreg): more resident warps, so more state bytes in flight.
     max_registers: int | None = None
 
-    def launch_options(self) -> dict:
+    def launch_options(self) -> dict[str, int]:
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.max_registers is not None:
             options["maxnreg"] = self.max_registers
@@ -73,13 +78,105 @@ _TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
 
 
 @functools.lru_cache(maxsize=1024)
-def pick_config(head_rows: int, V: int, K: int, state_itemsize: int) -> TileConfig:
-    """The tiling for a launch with ``head_rows`` = B*HV (row, value head) pairs."""
+def pick_config(head_rows: int, V: int, K: int, state_itemsize: int, variant: str = "gdn") -> TileConfig:
+    """The tiling for a launch of ``variant`` ("gdn" or "kda") with ``head_rows`` = B*HV (row, value head) pairs."""
     for bound, fp32_config, narrow_config in _TABLE:
         if head_rows <= bound:
             config = fp32_config if state_itemsize >= 4 else narrow_config
             return config.fitted(V, K)
     raise AssertionError("unreachable: the last bound is unbounded")
+
+
+# -- tuned configs, persisted per device ----------------------------------------------------------------------
+# `benchmarks/decode_vs_sglang.py --tune` times every candidate tiling at each point and records the fastest
+# here, keyed by (variant, device name, K, V, state bytes, B*HV). A launch whose signature was tuned on its
+# device uses that record (the nearest tuned B*HV at or below its own, else the smallest), so a first call
+# on a tuned machine is neither slow nor untuned; everything else uses the built-in table above.
+TUNING_CACHE_ENV = "GDR_CHECK_TILING_CACHE"
+_CONFIG_FIELDS = frozenset(TileConfig.__dataclass_fields__)
+
+
+def tuning_cache_path() -> Path:
+    """Where tuned configs are read and written: $GDR_CHECK_TILING_CACHE, else ~/.cache/gdr_check/tiling.json."""
+    given = os.environ.get(TUNING_CACHE_ENV)
+    if given:
+        return Path(given)
+    return Path(os.path.expanduser("~")) / ".cache" / "gdr_check" / "tiling.json"
+
+
+TuningKey = tuple[str, str, int, int, int]  # variant, device name, K, V, state bytes
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tuning(path: str) -> dict[TuningKey, tuple[tuple[int, TileConfig], ...]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            records = json.load(handle).get("records", [])
+    except (OSError, ValueError, AttributeError):
+        return {}
+    table: dict[TuningKey, dict[int, TileConfig]] = {}
+    for record in records if isinstance(records, list) else []:
+        try:
+            key = (str(record["variant"]), str(record["device"]), int(record["K"]), int(record["V"]),
+                   int(record["state_bytes"]))
+            fields = {k: v for k, v in dict(record["config"]).items() if k in _CONFIG_FIELDS}
+            config = TileConfig(**fields)
+            if config.block_v < 1 or config.tiles_per_program < 1 or config.num_warps < 1:
+                continue
+            table.setdefault(key, {})[int(record["head_rows"])] = config
+        except (KeyError, TypeError, ValueError):
+            continue  # a damaged record is skipped, never fatal
+    return {key: tuple(sorted(rows.items())) for key, rows in table.items()}
+
+
+def reload_tuning_cache() -> None:
+    """Forget the tuned configs read so far (the next lookup reads the file again)."""
+    _load_tuning.cache_clear()
+    choose_config.cache_clear()
+
+
+def tuned_config(variant: str, device: str, head_rows: int, V: int, K: int, state_itemsize: int
+                 ) -> TileConfig | None:
+    rows = _load_tuning(str(tuning_cache_path())).get((variant, device, K, V, state_itemsize))
+    if not rows:
+        return None
+    chosen = rows[0][1]
+    for tuned_rows, config in rows:
+        if tuned_rows <= head_rows:
+            chosen = config
+    return chosen
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: int, state_itemsize: int
+                  ) -> TileConfig:
+    """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K)."""
+    tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
+    return (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
+
+
+def record_tuning(records: list[dict[str, Any]], path: Path | None = None) -> Path:
+    """Merge tuned configs into the cache file (atomically replaced). Each record holds variant, device, K, V,
+    state_bytes, head_rows and config (TileConfig fields); a later record replaces one with the same key."""
+    path = path or tuning_cache_path()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            existing = json.load(handle).get("records", [])
+    except (OSError, ValueError, AttributeError):
+        existing = []
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for record in [*existing, *records]:
+        config = record["config"] if isinstance(record["config"], dict) else asdict(record["config"])
+        record = {**record, "config": config}
+        merged[(record["variant"], record["device"], record["K"], record["V"], record["state_bytes"],
+                record["head_rows"])] = record
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tiling-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"records": list(merged.values())}, handle, indent=1)
+    os.replace(temporary, path)
+    reload_tuning_cache()
+    return path
 
 
 @dataclass(frozen=True)
@@ -94,7 +191,7 @@ class GuardLaunch:
     pool_slots: int
 
 
-def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple:
+def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
     """The kernel's run-time guard arguments; without a guard, the pointers are never read (GUARD=False)."""
     if guard is None:
         return 0, batch, None, None, 0
@@ -104,6 +201,31 @@ def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple:
 GUARD_CHUNK = 128  # rows compared per step of the kernels' duplicate scan
 
 
-def guard_constants(guard: GuardLaunch | None, profile: object) -> dict:
+def guard_constants(guard: GuardLaunch | None, profile: object) -> dict[str, Any]:
     return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
             "CHUNK": GUARD_CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}
+
+
+def launch_key(engine: object, use_l2norm: object, config: TileConfig | None, guard: GuardLaunch | None,
+               *tensors: Any) -> tuple[Any, ...] | None:
+    """What a decode launch's compiled variant depends on, for the kernels' direct launcher: the engine,
+    config and guard, and per tensor its dtype and 16-byte alignment, plus the shapes and leading strides
+    that become the kernel's int arguments (Triton specializes ints equal to 1 or divisible by 16, so the
+    values themselves are in the key). Tensors in the order mixed_qkv, a, b, A_log, dt_bias, state, out,
+    indices. None (no direct launch) for an unhashable engine."""
+    try:
+        hash(engine)
+    except TypeError:
+        return None
+    mixed, a, b, A_log, dt_bias, state, out, indices = tensors
+    guard_key = None if guard is None else (
+        guard.pool_slots, guard.tag, guard.max_records,
+        guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0)  # type: ignore[attr-defined]
+    return (
+        engine, bool(use_l2norm), config, guard_key, mixed.device, mixed.shape[0], mixed.shape[1],
+        state.shape[-3:], mixed.stride(0), a.stride(0), b.stride(0), state.stride(0), indices.stride(0),
+        mixed.dtype, a.dtype, b.dtype, A_log.dtype, dt_bias.dtype, state.dtype, out.dtype, indices.dtype,
+        mixed.data_ptr() % 16 == 0, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, A_log.data_ptr() % 16 == 0,
+        dt_bias.data_ptr() % 16 == 0, state.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0,
+        indices.data_ptr() % 16 == 0,
+    )
