@@ -53,9 +53,19 @@ final)
   timeout "${BENCH_TIMEOUT:-420}" python3 benchmarks/decode_vs_sglang.py ${cute:-} --cute-budget 100 --repeats 3 \
     --json "$OUT/decode_vs_sglang.json" >"$OUT/final.log" 2>&1
   echo "final rc=$?"; grep -c "ours" "$OUT/final.log"; tail -3 "$OUT/final.log"
+  if [ -n "${FINAL_TESTS:-}" ]; then
+    GDR_CHECK_TEST_GPU=1 timeout 120 python3 -m pytest -q -rf -p no:cacheprovider tests/test_kernel_gdn.py \
+      tests/test_kernel_kda.py tests/test_kernel_vs_sglang.py tests/test_device_guard.py tests/test_kernel_tiling.py \
+      >"$OUT/tests.log" 2>&1
+    echo "tests rc=$?"; tail -3 "$OUT/tests.log"
+  fi
   timeout "${GUARD_TIMEOUT:-120}" python3 benchmarks/runtime_guard.py >"$OUT/runtime_guard.log" 2>&1
   echo "runtime_guard rc=$?"; tail -14 "$OUT/runtime_guard.log"
   cp "$GDR_CHECK_TILING_CACHE" "$OUT/tiling_used.json" 2>/dev/null
+  if [ -n "${FINAL_NCU:-}" ] && command -v ncu >/dev/null; then
+    timeout "${NCU_TIMEOUT:-80}" python3 benchmarks/ncu_points.py >"$OUT/ncu.log" 2>&1
+    echo "ncu rc=$?"; tail -14 "$OUT/ncu.log"
+  fi
   ;;
 ncu)
   timeout 400 python3 benchmarks/ncu_points.py >"$OUT/ncu.log" 2>&1

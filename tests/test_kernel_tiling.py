@@ -68,3 +68,29 @@ def test_a_tuned_config_is_fitted_to_the_head(cache: Path) -> None:
     record_tuning([record(8, TileConfig(64, 4, num_warps=2))])
     fitted = choose_config("gdn", "GPU X", 8, 128, 128, 4)
     assert fitted == TileConfig(64, 2, num_warps=2)  # 64 rows x 2 tiles cover V = 128
+
+
+def test_launch_key_separates_every_constexpr_flag_and_specialization() -> None:
+    torch = pytest.importorskip("torch")
+    from gdr_check.kernel.tiling import launch_key
+
+    def tensors(**changes: object) -> list:
+        base = dict(mixed=torch.zeros(2, 64), a=torch.zeros(2, 4), b=torch.zeros(2, 4), A_log=torch.zeros(4),
+                    dt_bias=torch.zeros(4), state=torch.zeros(3, 4, 8, 8), out=torch.zeros(2, 1, 4, 8),
+                    indices=torch.zeros(2, dtype=torch.int32))
+        base.update(changes)
+        return list(base.values())
+
+    key = launch_key("sglang", (True, True), None, None, *tensors())
+    assert key == launch_key("sglang", (True, True), None, None, *tensors())
+    # KDA's lower bound (second flag) and the L2 norm each select another compiled variant.
+    assert key != launch_key("sglang", (True, False), None, None, *tensors())
+    assert key != launch_key("sglang", (False, True), None, None, *tensors())
+    assert key != launch_key("vllm", (True, True), None, None, *tensors())
+    assert key != launch_key("sglang", (True, True), TileConfig(8), None, *tensors())
+    # dtype, leading stride and 16-byte alignment are part of Triton's specialization.
+    assert key != launch_key("sglang", (True, True), None, None, *tensors(state=torch.zeros(3, 4, 8, 8).half()))
+    assert key != launch_key("sglang", (True, True), None, None, *tensors(mixed=torch.zeros(2, 80)[:, :64]))
+    misaligned = torch.zeros(2 * 64 + 1)[1:].view(2, 64)
+    assert key != launch_key("sglang", (True, True), None, None, *tensors(mixed=misaligned))
+    assert launch_key(["unhashable"], (True,), None, None, *tensors()) is None

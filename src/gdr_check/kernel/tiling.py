@@ -63,24 +63,41 @@ class TileConfig:
         return (programs,)
 
 
-# Chosen on an H200 (torch 2.11, triton 3.6) by `benchmarks/decode_bandwidth.py --tune`, K = V = 128, bf16
-# activations, cold L2. Keyed by the number of (row, value head) pairs B*HV, i.e. how much independent work
-# the launch has: few pairs want many tiny programs (latency), many pairs want 8-16 rows per warp
-# (bandwidth). Rows: (upper bound on B*HV, fp32-state config, 2-byte-state config).
-_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
+# Chosen on an H200 (torch 2.11, triton 3.6) by `benchmarks/decode_vs_sglang.py --tune` (2026-12-01), K = V =
+# 128, bf16 activations, cold L2, over the Qwen3-Next, Qwen3.5-397B and Kimi-Linear geometries per TP rank.
+# Keyed by the number of (row, value head) pairs B*HV, i.e. how much independent work the launch has: few
+# pairs want many tiny programs (latency), many pairs want 8-16 rows per warp (bandwidth). Rows: (upper bound
+# on B*HV, fp32-state config, 2-byte-state config). KDA's bf16 state keeps one 16-row tile per program where
+# GDN's pipelines two: its per-column decay makes the two-tile loop slower than sglang's (measured 0.92-0.95x).
+_E = True
+_GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
+    (16, TileConfig(2), TileConfig(2)),
     (32, TileConfig(4), TileConfig(4)),
-    (128, TileConfig(4), TileConfig(16, evict_first=True)),
-    (256, TileConfig(16, evict_first=True), TileConfig(16, evict_first=True)),
-    (2048, TileConfig(8, evict_first=True), TileConfig(16, evict_first=True)),
-    (8192, TileConfig(16), TileConfig(16, 2, num_stages=2, evict_first=True, prefetch=False)),
+    (128, TileConfig(4), TileConfig(16, evict_first=_E)),
+    (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
+    (8192, TileConfig(16), TileConfig(16, 2, num_stages=2, evict_first=_E, prefetch=False)),
     (1 << 62, TileConfig(16), TileConfig(16, 2, num_stages=2, prefetch=False)),
 )
+_KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
+    # At B*HV <= 16 the first tile is loaded after the gate arithmetic (prefetch=False with one tile): 2.26
+    # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state.
+    (16, TileConfig(4, prefetch=False), TileConfig(4)),
+    (32, TileConfig(4), TileConfig(4)),
+    (128, TileConfig(4), TileConfig(8, evict_first=_E)),
+    (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
+    (1 << 62, TileConfig(16), TileConfig(16)),
+)
+_TABLES = {"gdn": _GDN_TABLE, "kda": _KDA_TABLE}
 
 
 @functools.lru_cache(maxsize=1024)
 def pick_config(head_rows: int, V: int, K: int, state_itemsize: int, variant: str = "gdn") -> TileConfig:
     """The tiling for a launch of ``variant`` ("gdn" or "kda") with ``head_rows`` = B*HV (row, value head) pairs."""
-    for bound, fp32_config, narrow_config in _TABLE:
+    for bound, fp32_config, narrow_config in _TABLES.get(variant, _GDN_TABLE):
         if head_rows <= bound:
             config = fp32_config if state_itemsize >= 4 else narrow_config
             return config.fitted(V, K)
@@ -206,10 +223,11 @@ def guard_constants(guard: GuardLaunch | None, profile: object) -> dict[str, Any
             "CHUNK": GUARD_CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}
 
 
-def launch_key(engine: object, use_l2norm: object, config: TileConfig | None, guard: GuardLaunch | None,
+def launch_key(engine: object, flags: tuple[bool, ...], config: TileConfig | None, guard: GuardLaunch | None,
                *tensors: Any) -> tuple[Any, ...] | None:
     """What a decode launch's compiled variant depends on, for the kernels' direct launcher: the engine,
-    config and guard, and per tensor its dtype and 16-byte alignment, plus the shapes and leading strides
+    constexpr ``flags`` (each a bool), config and guard, and per tensor its dtype and 16-byte alignment, plus
+    the shapes and leading strides
     that become the kernel's int arguments (Triton specializes ints equal to 1 or divisible by 16, so the
     values themselves are in the key). Tensors in the order mixed_qkv, a, b, A_log, dt_bias, state, out,
     indices. None (no direct launch) for an unhashable engine."""
@@ -222,7 +240,7 @@ def launch_key(engine: object, use_l2norm: object, config: TileConfig | None, gu
         guard.pool_slots, guard.tag, guard.max_records,
         guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0)  # type: ignore[attr-defined]
     return (
-        engine, bool(use_l2norm), config, guard_key, mixed.device, mixed.shape[0], mixed.shape[1],
+        engine, flags, config, guard_key, mixed.device, mixed.shape[0], mixed.shape[1],
         state.shape[-3:], mixed.stride(0), a.stride(0), b.stride(0), state.stride(0), indices.stride(0),
         mixed.dtype, a.dtype, b.dtype, A_log.dtype, dt_bias.dtype, state.dtype, out.dtype, indices.dtype,
         mixed.data_ptr() % 16 == 0, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, A_log.data_ptr() % 16 == 0,
