@@ -58,10 +58,14 @@ def main() -> int:
     if start < 0:
         print(done.stdout[-3000:], done.stderr[-3000:])
         return 1
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "ncu_raw.csv"), "w") as handle:
+            handle.write(text[start:])
     rows = list(csv.DictReader(io.StringIO(text[start:])))
     table: dict[tuple[str, str], dict[str, str]] = {}
     for row in rows:
-        table.setdefault((row["ID"], row["Kernel Name"][:60]), {})[row["Metric Name"]] = row["Metric Value"]
+        value = row["Metric Value"].replace(",", "")  # ncu groups thousands
+        table.setdefault((row["ID"], row["Kernel Name"][:60]), {})[row["Metric Name"]] = value
     print("kernel | us | DRAM read MB | write MB | achieved TB/s | DRAM % of peak | warps active % | regs")
     for (launch, name), m in table.items():
         if int(launch) % 4 < 2:

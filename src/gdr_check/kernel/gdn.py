@@ -60,13 +60,15 @@ def gdn_packed_decode_kernel(
     else:
         slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
 
-    head_state = state + slot * stride_slot + i_hv * (V * K)
-    state_rows = tl.where(live, V, 0)  # a skipped row touches no state: every state lane masked off
     # The first state tile is requested before the q/k loads and the gate arithmetic, so its latency
     # overlaps them instead of following them (the state stream is what the kernel waits on). Behind the
-    # guard's duplicate scan the early request measured 3-25 % slower (H200), so there it comes after.
-    if PREFETCH and not GUARD:
-        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
+    # guard's duplicate scan the early request measured 3-19 % slower (H200), even with only the tile's
+    # address computed early, so the guarded kernel computes both after the gate, as before.
+    if not GUARD:
+        head_state = state + slot * stride_slot + i_hv * (V * K)
+        state_rows = tl.where(live, V, 0)  # a skipped row touches no state: every state lane masked off
+        if PREFETCH:
+            next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     row = mixed_qkv + i_n * stride_qkv
     q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
     q = q * scale
@@ -78,10 +80,14 @@ def gdn_packed_decode_kernel(
     if ROUND_BETA:  # EngineProfile.gdn_beta_rounding (sglang 0.5.23, vLLM before 0.29): via b's dtype
         beta = beta.to(b.dtype.element_ty).to(tl.float32)
 
+    if GUARD:
+        head_state = state + slot * stride_slot + i_hv * (V * K)
     v_row = row + 2 * key_heads * K + i_hv * V
     out_row = out + head_row * V
-    if PREFETCH and GUARD:
-        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
+    if GUARD:
+        state_rows = tl.where(live, V, 0)
+        if PREFETCH:
+            next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     for t in range(TILES):
         rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
         if not PREFETCH:
