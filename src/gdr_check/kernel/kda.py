@@ -61,9 +61,9 @@ def kda_packed_decode_kernel(
         slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
 
     # The first state tile is requested before the q/k loads and the gate arithmetic, so its latency
-    # overlaps them instead of following them (the state stream is what the kernel waits on). Behind the
-    # guard's duplicate scan the early request measured 3-19 % slower (H200), even with only the tile's
-    # address computed early, so the guarded kernel computes both after the gate, as before.
+    # overlaps them instead of following them (the state stream is what the kernel waits on). The guarded
+    # kernel keeps the earlier order (tile after the gate): its cost at large B is the duplicate scan, which
+    # the order does not change (same-machine A/B, docs/performance.md), and this order is the one measured.
     if not GUARD:
         head_state = state + slot * stride_slot + i_hv * (V * K)
         state_rows = tl.where(live, V, 0)  # a skipped row touches no state: every state lane masked off
