@@ -71,45 +71,49 @@ def plot(data: dict[str, Any], path: str) -> None:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in data["points"]:
         groups.setdefault((geometry_label(p), p["state"]), []).append(p)
-    keys = sorted(groups)
-    fig, axes = plt.subplots(2, len(keys), figsize=(3.2 * len(keys), 6.4), squeeze=False)
+    geometries = list(dict.fromkeys(label for label, _ in groups))
+    states = list(dict.fromkeys(state for _, state in groups))
+    # Rows: per state dtype, time then fraction of the copy roofline; columns: geometries.
+    fig, axes = plt.subplots(2 * len(states), len(geometries), figsize=(3.4 * len(geometries), 2.6 * 2 * len(states)),
+                             squeeze=False)
     styles = {"ours": ("C0", "o"), "checked": ("C0", "x"), "sglang": ("C1", "s"), "sglang_cuda": ("C2", "^"),
               "cute": ("C3", "v"), "copy": ("0.4", "")}
-    for col, key in enumerate(keys):
-        points = sorted(groups[key], key=lambda p: p["B"])
-        top, bottom = axes[0][col], axes[1][col]
-        for name, (colour, marker) in styles.items():
-            xs = [p["B"] for p in points if name in p["graph_us"]]
-            if not xs:
-                continue
-            times = [p["graph_us"][name] for p in points if name in p["graph_us"]]
-            fraction = [p["bytes"] / (p["graph_us"][name] * 1e-6) / 1e12 / roofline for p in points
-                        if name in p["graph_us"]]
-            style = "--" if name == "copy" else ("-" if name != "checked" else ":")
-            top.plot(xs, times, style, color=colour, marker=marker, label=LABELS[name], markersize=4)
-            bottom.plot(xs, fraction, style, color=colour, marker=marker, label=LABELS[name], markersize=4)
-        top.set_xscale("log", base=2)
-        top.set_yscale("log")
-        bottom.set_xscale("log", base=2)
-        bottom.set_ylim(0, 1.05)
-        top.set_title(f"{key[0]}\n{key[1]} state", fontsize=7)
-        bottom.set_xlabel("B")
-        if col == 0:
-            top.set_ylabel("µs per call (graph replay, cold L2)")
-            bottom.set_ylabel("fraction of the copy roofline")
-        top.grid(alpha=0.3)
-        bottom.grid(alpha=0.3)
+    for col, geometry in enumerate(geometries):
+        for s_index, state in enumerate(states):
+            points = sorted(groups.get((geometry, state), []), key=lambda p: p["B"])
+            top, bottom = axes[2 * s_index][col], axes[2 * s_index + 1][col]
+            for name, (colour, marker) in styles.items():
+                xs = [p["B"] for p in points if name in p["graph_us"]]
+                if not xs:
+                    continue
+                times = [p["graph_us"][name] for p in points if name in p["graph_us"]]
+                fraction = [p["bytes"] / (p["graph_us"][name] * 1e-6) / 1e12 / roofline for p in points
+                            if name in p["graph_us"]]
+                style = "--" if name == "copy" else ("-" if name != "checked" else ":")
+                top.plot(xs, times, style, color=colour, marker=marker, label=LABELS[name], markersize=4)
+                bottom.plot(xs, fraction, style, color=colour, marker=marker, label=LABELS[name], markersize=4)
+            for ax in (top, bottom):
+                ax.set_xscale("log", base=2)
+                ax.grid(alpha=0.3)
+                ax.tick_params(labelsize=7)
+            top.set_yscale("log")
+            bottom.set_ylim(0, 1.05)
+            top.set_title(f"{geometry}\n{state} state", fontsize=8)
+            bottom.set_xlabel("B", fontsize=8)
+            if col == 0:
+                top.set_ylabel("µs per call\n(graph replay, cold L2)", fontsize=8)
+                bottom.set_ylabel("fraction of the\ncopy roofline", fontsize=8)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes[0][1:]:
+    for ax in [a for row in axes for a in row]:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
     env = data["environment"]
     fig.suptitle(f"Packed decode, {env['device']}, torch {env['torch']}, triton {env['triton']}, "
                  f"copy roofline {roofline:.2f} TB/s", fontsize=9)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     fig.savefig(path, dpi=110)
 
 
