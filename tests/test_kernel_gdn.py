@@ -13,10 +13,10 @@ pytest.importorskip("triton")
 from gdr_check.kernel.checked import packed_decode  # noqa: E402
 from gdr_check.kernel.gdn import launch_packed_decode  # noqa: E402
 from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
+from gdr_check.kernel.gdn import launch_packed_decode, packed_decode  # noqa: E402
 from gdr_check.kernel.layout import raise_contract_errors  # noqa: E402
 from gdr_check.kernel.naive import naive_packed_decode  # noqa: E402
 from gdr_check.kernel.tiling import TileConfig, pick_config  # noqa: E402
-
 from kernel_helpers import DEVICE, assert_step_matches, make_call, relative_error  # noqa: E402
 
 FP32 = dict(state_tol=1e-5, out_tol=1e-5)
@@ -95,7 +95,9 @@ def test_int32_and_int64_indices_give_identical_results():
     assert torch.equal(runs[0].out, runs[1].out) and torch.equal(runs[0].initial_state, runs[1].initial_state)
 
 
-@pytest.mark.parametrize("config", [TileConfig(4, 2), TileConfig(4, 3, prefetch=False), TileConfig(8, evict_first=True)])
+@pytest.mark.parametrize(
+    "config", [TileConfig(4, 2), TileConfig(4, 3, prefetch=False), TileConfig(8, evict_first=True)]
+)
 def test_every_tiling_computes_the_same_step(config):
     """The tuned table only picks among these; each must be exact on V tails and loop remainders."""
     call = make_call(B=2, H=1, HV=2, K=24, V=20, slots=[2, -1], pool_slots=3, seed=7)

@@ -12,8 +12,8 @@ pytest.importorskip("triton")
 
 from gdr_check.kernel.checked import kda_packed_decode  # noqa: E402
 from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
+from gdr_check.kernel.kda import kda_packed_decode  # noqa: E402
 from gdr_check.kernel.naive import naive_kda_packed_decode  # noqa: E402
-
 from kernel_helpers import DEVICE, assert_step_matches, make_call  # noqa: E402
 
 FP32 = dict(state_tol=1e-5, out_tol=1e-5)
@@ -72,5 +72,6 @@ def test_gdn_style_gates_get_the_reference_wrappers_message():
     call = make_call(B=1, H=1, HV=2, K=8, V=8, slots=[1], pool_slots=2, kda=True, seed=16)
     args = list(call.args())
     args[1] = call.a[:, :2]  # a per-head [B, HV] gate, as the GDN kernel takes
-    with pytest.raises(ValueError, match=r"^`a` must have shape \[B, HV\*K\] with HV=2, K=8 \(got a.shape=\(1, 2\)\)\.$"):
+    message = r"^`a` must have shape \[B, HV\*K\] with HV=2, K=8 \(got a.shape=\(1, 2\)\)\.$"
+    with pytest.raises(ValueError, match=message):
         kda_packed_decode(*args)

@@ -1,4 +1,12 @@
-"""Triton helpers shared by the GDN and KDA decode kernels."""
+# mypy: disable-error-code="untyped-decorator, no-untyped-def"
+# (Triton kernels: `triton.jit` is untyped and kernel parameters take pointers, ints or constexprs.)
+"""Triton helpers shared by the GDN and KDA decode kernels, and their direct launcher."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Hashable
+from typing import Any
 
 import triton
 import triton.language as tl
@@ -118,14 +126,80 @@ def guard_row(slots, i_n, batch, stride_index, pool_slots,
 
 @triton.jit
 def record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS: tl.constexpr):
-    """Append (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) to the fault records when `fault` is non-zero; `counter` counts every
-    fault, records past MAX_RECORDS are dropped. Nothing is written on a clean row."""
-    hit = fault != 0
-    index = tl.atomic_add(counter, 1, mask=hit)
-    fields = tl.arange(0, 4)
-    values = tl.where(fields == 0, fault.to(tl.int64),
-                      tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
-    # (no `.to` on tag: Triton passes an int argument equal to 1 as a constexpr)
-    # A [4] comparison as the mask (the interpreter rejects a mask built with `&` of a scalar and a vector).
-    keep = fields < tl.where(hit & (index < MAX_RECORDS), 4, 0)
-    tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)
+    """Append (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) to the fault records when
+    `fault` is non-zero; `counter` counts every fault, records past MAX_RECORDS are dropped. Nothing is
+    written on a clean row."""
+    if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
+        index = tl.atomic_add(counter, 1)
+        fields = tl.arange(0, 4)
+        values = tl.where(fields == 0, fault.to(tl.int64),
+                          tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
+        # (no `.to` on tag: Triton passes an int argument equal to 1 as a constexpr)
+        # A [4] comparison as the mask (the interpreter rejects a mask built with `&` of a scalar and a vector).
+        keep = fields < tl.where(index < MAX_RECORDS, 4, 0)
+        tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)
+
+
+class DirectLauncher:
+    """Launches a decode kernel's compiled variants without going through the JIT on every call.
+
+    The JIT binds ~35 arguments, works out their specialization (dtypes, 16-byte alignment, ints equal to 1)
+    and looks the variant up on every call; at small B that host work is most of an eager decode step. The
+    callers compute a key that holds everything the specialization depends on (dtypes, devices, the int
+    arguments' values, each pointer's alignment, the constants), so after the first call through the JIT a
+    key maps to its compiled kernel, launched with the JIT's own launcher on the current stream. Nothing
+    here touches the host side of the device (capture-safe). If this Triton's launcher takes another
+    convention, the first failure switches the direct path off for the process and the JIT is used.
+    """
+
+    def __init__(self, kernel: Any, max_variants: int = 4096) -> None:
+        self.kernel = kernel
+        self.variants: dict[Hashable, tuple[Any, int, int, tuple[Any, ...]]] = {}
+        self.enabled = True
+        self.max_variants = max_variants
+        self._stream: Any = None
+
+    def run_cached(self, key: Hashable, args: tuple[Any, ...]) -> bool:
+        """Launch the variant stored under ``key``; False when there is none (the caller takes the JIT)."""
+        entry = self.variants.get(key) if self.enabled else None
+        if entry is None:
+            return False
+        compiled, grid, device_index, constants = entry
+        try:
+            stream = self._stream(device_index)
+            compiled.run(grid, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
+                         *args, *constants)
+        except (TypeError, AttributeError):
+            self.enabled = False
+            self.variants.clear()
+            return False
+        return True
+
+    def launch(self, key: Hashable | None, grid: int, device_index: int | None, args: tuple[Any, ...],
+               constants: dict[str, Any], options: dict[str, Any]) -> None:
+        """Launch through the JIT and remember the compiled variant under ``key`` (None: don't)."""
+        compiled = self.kernel[(grid,)](*args, **constants, **options)
+        if key is None or device_index is None or not self.enabled:
+            return
+        if not (hasattr(compiled, "run") and hasattr(compiled, "function") and hasattr(compiled, "packed_metadata")):
+            return  # the interpreter, or a Triton without compiled-kernel launchers
+        if self._stream is None:
+            try:
+                self._stream = triton.runtime.driver.active.get_current_stream
+            except AttributeError:
+                self.enabled = False
+                return
+        names = self.kernel.arg_names[len(args):]
+        if len(self.variants) >= self.max_variants:
+            self.variants.clear()
+        self.variants[key] = (compiled, grid, device_index, tuple(constants[name] for name in names))
+
+
+@functools.lru_cache(maxsize=64)
+def device_name(device: Any) -> str | None:
+    """The CUDA device's name (the tuning cache's key), None for other devices."""
+    if getattr(device, "type", None) != "cuda":
+        return None
+    import torch
+
+    return str(torch.cuda.get_device_name(device))

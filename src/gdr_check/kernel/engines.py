@@ -35,13 +35,13 @@ _GDN_NAME = "fused_recurrent_gated_delta_rule_packed_decode"
 _KDA_NAME = "fused_recurrent_kda_packed_decode"
 
 
-@triton.jit
-def _standin_exp(x):
+@triton.jit  # type: ignore[untyped-decorator]
+def _standin_exp(x: Any) -> Any:
     # A jit function rather than `tl.exp` itself: the interpreter cannot call a bare bound `tl.exp`.
     return tl.exp(x)
 
 
-def _identity_decorator(fn: Callable) -> Callable:
+def _identity_decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
@@ -56,11 +56,11 @@ def _standin_modules() -> dict[str, types.ModuleType]:
     for name in names:
         modules[name].__path__ = []  # mark as packages
     modules[f"{_FLA}.op"] = types.ModuleType(f"{_FLA}.op")
-    modules[f"{_FLA}.op"].exp = _standin_exp
+    setattr(modules[f"{_FLA}.op"], "exp", _standin_exp)  # noqa: B010 (a module built at run time)
     modules[f"{_FLA}.utils"] = types.ModuleType(f"{_FLA}.utils")
-    modules[f"{_FLA}.utils"].input_guard = _identity_decorator
+    setattr(modules[f"{_FLA}.utils"], "input_guard", _identity_decorator)  # noqa: B010
     kda_cuda = types.ModuleType("sglang.kernels.ops.attention.kda_packed_decode")
-    kda_cuda.covered = _kda_cuda_not_covered
+    setattr(kda_cuda, "covered", _kda_cuda_not_covered)  # noqa: B010
     modules[kda_cuda.__name__] = kda_cuda
     for name, module in modules.items():  # `from parent import child` reads the parent's attribute
         parent, _, child = name.rpartition(".")
@@ -94,7 +94,7 @@ def _extract_from_wheel(wheel: Path) -> Path:
     return target / SGLANG_FILE
 
 
-def find_sglang_source(source: str | os.PathLike | None = None) -> Path | None:
+def find_sglang_source(source: str | os.PathLike[str] | None = None) -> Path | None:
     """The sglang ``fused_recurrent.py`` to load, or None when none is available.
 
     An explicit ``source`` (or the environment variable) that holds no such file raises FileNotFoundError:
@@ -112,7 +112,7 @@ def find_sglang_source(source: str | os.PathLike | None = None) -> Path | None:
                 return candidate
         raise FileNotFoundError(f"no {SGLANG_FILE} under {path}")
     try:
-        located = Path(importlib.metadata.distribution("sglang").locate_file(SGLANG_FILE))
+        located = Path(str(importlib.metadata.distribution("sglang").locate_file(SGLANG_FILE)))
     except importlib.metadata.PackageNotFoundError:
         return None
     return located if located.is_file() else None
@@ -128,7 +128,9 @@ def _load_module(path: Path) -> types.ModuleType:
     return module
 
 
-def load_sglang_packed_decode(source: str | os.PathLike | None = None) -> tuple[Callable, Callable]:
+def load_sglang_packed_decode(
+    source: str | os.PathLike[str] | None = None,
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """sglang's ``(GDN, KDA)`` packed-decode wrappers, unmodified, from the first source found.
 
     Raises FileNotFoundError when there is no source. Each function has ``source_path`` set.
@@ -142,11 +144,11 @@ def load_sglang_packed_decode(source: str | os.PathLike | None = None) -> tuple[
     gdn_impl, kda_impl = getattr(module, _GDN_NAME), getattr(module, _KDA_NAME)
 
     @functools.wraps(gdn_impl)
-    def gdn(*args: Any, **kwargs: Any):
+    def gdn(*args: Any, **kwargs: Any) -> Any:
         return gdn_impl(*args, **kwargs)
 
     @functools.wraps(kda_impl)
-    def kda(*args: Any, **kwargs: Any):
+    def kda(*args: Any, **kwargs: Any) -> Any:
         # With use_qk_l2norm_in_kernel the wrapper imports its CUDA fast path at call time; the stand-in
         # declines every call.
         with _stand_ins_installed():
@@ -162,7 +164,7 @@ _VLLM_MODULES = (
 )
 
 
-def load_vllm_packed_decode() -> Callable | None:
+def load_vllm_packed_decode() -> Callable[..., Any] | None:
     """vLLM's GDN packed-decode wrapper when vLLM is installed and has one; None otherwise (best effort)."""
     if importlib.util.find_spec("vllm") is None:
         return None
@@ -172,6 +174,6 @@ def load_vllm_packed_decode() -> Callable | None:
         except Exception:  # a partial or broken vLLM install is the same as none for comparison purposes
             continue
         fn = getattr(module, _GDN_NAME, None)
-        if fn is not None:
-            return fn
+        if callable(fn):
+            return fn  # type: ignore[no-any-return]
     return None

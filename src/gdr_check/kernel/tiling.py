@@ -8,7 +8,12 @@ of ``cdiv(V, block_v * tiles_per_program) * B * HV`` programs, so B has no 65535
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 from .layout import next_power_of_2
 
@@ -32,7 +37,7 @@ class TileConfig:
     # Register cap per thread (ptxas maxnreg): more resident warps, so more state bytes in flight.
     max_registers: int | None = None
 
-    def launch_options(self) -> dict:
+    def launch_options(self) -> dict[str, int]:
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.max_registers is not None:
             options["maxnreg"] = self.max_registers
@@ -58,28 +63,137 @@ class TileConfig:
         return (programs,)
 
 
-# Chosen on an H200 (torch 2.11, triton 3.6) by `benchmarks/decode_bandwidth.py --tune`, K = V = 128, bf16
-# activations, cold L2. Keyed by the number of (row, value head) pairs B*HV, i.e. how much independent work
-# the launch has: few pairs want many tiny programs (latency), many pairs want 8-16 rows per warp
-# (bandwidth). Rows: (upper bound on B*HV, fp32-state config, 2-byte-state config).
-_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
+# Chosen on an H200 (torch 2.11, triton 3.6) by `benchmarks/decode_vs_sglang.py --tune` (2026-12-01), K = V =
+# 128, bf16 activations, cold L2, over the Qwen3-Next, Qwen3.5-397B and Kimi-Linear geometries per TP rank.
+# Keyed by the number of (row, value head) pairs B*HV, i.e. how much independent work the launch has: few
+# pairs want many tiny programs (latency), many pairs want 8-16 rows per warp (bandwidth). Rows: (upper bound
+# on B*HV, fp32-state config, 2-byte-state config). KDA's bf16 state keeps one 16-row tile per program where
+# GDN's pipelines two: its per-column decay makes the two-tile loop slower than sglang's (measured 0.92-0.95x).
+_E = True
+_GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
+    (16, TileConfig(2), TileConfig(2)),
     (32, TileConfig(4), TileConfig(4)),
-    (128, TileConfig(4), TileConfig(16, evict_first=True)),
-    (256, TileConfig(16, evict_first=True), TileConfig(16, evict_first=True)),
-    (2048, TileConfig(8, evict_first=True), TileConfig(16, evict_first=True)),
-    (8192, TileConfig(16), TileConfig(16, 2, num_stages=2, evict_first=True, prefetch=False)),
+    (128, TileConfig(4), TileConfig(16, evict_first=_E)),
+    (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
+    (8192, TileConfig(16), TileConfig(16, 2, num_stages=2, evict_first=_E, prefetch=False)),
     (1 << 62, TileConfig(16), TileConfig(16, 2, num_stages=2, prefetch=False)),
 )
+_KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
+    # At B*HV <= 16 the first tile is loaded after the gate arithmetic (prefetch=False with one tile): 2.26
+    # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state.
+    (16, TileConfig(4, prefetch=False), TileConfig(4)),
+    (32, TileConfig(4), TileConfig(4)),
+    (128, TileConfig(4), TileConfig(8, evict_first=_E)),
+    (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
+    (1 << 62, TileConfig(16), TileConfig(16)),
+)
+_TABLES = {"gdn": _GDN_TABLE, "kda": _KDA_TABLE}
 
 
 @functools.lru_cache(maxsize=1024)
-def pick_config(head_rows: int, V: int, K: int, state_itemsize: int) -> TileConfig:
-    """The tiling for a launch with ``head_rows`` = B*HV (row, value head) pairs."""
-    for bound, fp32_config, narrow_config in _TABLE:
+def pick_config(head_rows: int, V: int, K: int, state_itemsize: int, variant: str = "gdn") -> TileConfig:
+    """The tiling for a launch of ``variant`` ("gdn" or "kda") with ``head_rows`` = B*HV (row, value head) pairs."""
+    for bound, fp32_config, narrow_config in _TABLES.get(variant, _GDN_TABLE):
         if head_rows <= bound:
             config = fp32_config if state_itemsize >= 4 else narrow_config
             return config.fitted(V, K)
     raise AssertionError("unreachable: the last bound is unbounded")
+
+
+# -- tuned configs, persisted per device ----------------------------------------------------------------------
+# `benchmarks/decode_vs_sglang.py --tune` times every candidate tiling at each point and records the fastest
+# here, keyed by (variant, device name, K, V, state bytes, B*HV). A launch whose signature was tuned on its
+# device uses that record (the nearest tuned B*HV at or below its own, else the smallest), so a first call
+# on a tuned machine is neither slow nor untuned; everything else uses the built-in table above.
+TUNING_CACHE_ENV = "GDR_CHECK_TILING_CACHE"
+_CONFIG_FIELDS = frozenset(TileConfig.__dataclass_fields__)
+
+
+def tuning_cache_path() -> Path:
+    """Where tuned configs are read and written: $GDR_CHECK_TILING_CACHE, else ~/.cache/gdr_check/tiling.json."""
+    given = os.environ.get(TUNING_CACHE_ENV)
+    if given:
+        return Path(given)
+    return Path(os.path.expanduser("~")) / ".cache" / "gdr_check" / "tiling.json"
+
+
+TuningKey = tuple[str, str, int, int, int]  # variant, device name, K, V, state bytes
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tuning(path: str) -> dict[TuningKey, tuple[tuple[int, TileConfig], ...]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            records = json.load(handle).get("records", [])
+    except (OSError, ValueError, AttributeError):
+        return {}
+    table: dict[TuningKey, dict[int, TileConfig]] = {}
+    for record in records if isinstance(records, list) else []:
+        try:
+            key = (str(record["variant"]), str(record["device"]), int(record["K"]), int(record["V"]),
+                   int(record["state_bytes"]))
+            fields = {k: v for k, v in dict(record["config"]).items() if k in _CONFIG_FIELDS}
+            config = TileConfig(**fields)
+            if config.block_v < 1 or config.tiles_per_program < 1 or config.num_warps < 1:
+                continue
+            table.setdefault(key, {})[int(record["head_rows"])] = config
+        except (KeyError, TypeError, ValueError):
+            continue  # a damaged record is skipped, never fatal
+    return {key: tuple(sorted(rows.items())) for key, rows in table.items()}
+
+
+def reload_tuning_cache() -> None:
+    """Forget the tuned configs read so far (the next lookup reads the file again)."""
+    _load_tuning.cache_clear()
+    choose_config.cache_clear()
+
+
+def tuned_config(variant: str, device: str, head_rows: int, V: int, K: int, state_itemsize: int
+                 ) -> TileConfig | None:
+    rows = _load_tuning(str(tuning_cache_path())).get((variant, device, K, V, state_itemsize))
+    if not rows:
+        return None
+    chosen = rows[0][1]
+    for tuned_rows, config in rows:
+        if tuned_rows <= head_rows:
+            chosen = config
+    return chosen
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: int, state_itemsize: int
+                  ) -> TileConfig:
+    """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K)."""
+    tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
+    return (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
+
+
+def record_tuning(records: list[dict[str, Any]], path: Path | None = None) -> Path:
+    """Merge tuned configs into the cache file (atomically replaced). Each record holds variant, device, K, V,
+    state_bytes, head_rows and config (TileConfig fields); a later record replaces one with the same key."""
+    path = path or tuning_cache_path()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            existing = json.load(handle).get("records", [])
+    except (OSError, ValueError, AttributeError):
+        existing = []
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for record in [*existing, *records]:
+        config = record["config"] if isinstance(record["config"], dict) else asdict(record["config"])
+        record = {**record, "config": config}
+        merged[(record["variant"], record["device"], record["K"], record["V"], record["state_bytes"],
+                record["head_rows"])] = record
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tiling-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"records": list(merged.values())}, handle, indent=1)
+    os.replace(temporary, path)
+    reload_tuning_cache()
+    return path
 
 
 @dataclass(frozen=True)
@@ -94,7 +208,7 @@ class GuardLaunch:
     pool_slots: int
 
 
-def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple:
+def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
     """The kernel's run-time guard arguments; without a guard, the pointers are never read (GUARD=False)."""
     if guard is None:
         return 0, batch, None, None, 0
@@ -104,6 +218,32 @@ def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple:
 GUARD_CHUNK = 128  # rows compared per step of the kernels' duplicate scan
 
 
-def guard_constants(guard: GuardLaunch | None, profile: object) -> dict:
+def guard_constants(guard: GuardLaunch | None, profile: object) -> dict[str, Any]:
     return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
             "CHUNK": GUARD_CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}
+
+
+def launch_key(engine: object, flags: tuple[bool, ...], config: TileConfig | None, guard: GuardLaunch | None,
+               *tensors: Any) -> tuple[Any, ...] | None:
+    """What a decode launch's compiled variant depends on, for the kernels' direct launcher: the engine,
+    constexpr ``flags`` (each a bool), config and guard, and per tensor its dtype and 16-byte alignment, plus
+    the shapes and leading strides
+    that become the kernel's int arguments (Triton specializes ints equal to 1 or divisible by 16, so the
+    values themselves are in the key). Tensors in the order mixed_qkv, a, b, A_log, dt_bias, state, out,
+    indices. None (no direct launch) for an unhashable engine."""
+    try:
+        hash(engine)
+    except TypeError:
+        return None
+    mixed, a, b, A_log, dt_bias, state, out, indices = tensors
+    guard_key = None if guard is None else (
+        guard.pool_slots, guard.tag, guard.max_records,
+        guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0)  # type: ignore[attr-defined]
+    return (
+        engine, flags, config, guard_key, mixed.device, mixed.shape[0], mixed.shape[1],
+        state.shape[-3:], mixed.stride(0), a.stride(0), b.stride(0), state.stride(0), indices.stride(0),
+        mixed.dtype, a.dtype, b.dtype, A_log.dtype, dt_bias.dtype, state.dtype, out.dtype, indices.dtype,
+        mixed.data_ptr() % 16 == 0, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, A_log.data_ptr() % 16 == 0,
+        dt_bias.data_ptr() % 16 == 0, state.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0,
+        indices.data_ptr() % 16 == 0,
+    )

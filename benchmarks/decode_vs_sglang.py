@@ -1,0 +1,602 @@
+"""GDN and KDA packed decode on a CUDA GPU: gdr-check's kernels against every sglang 0.5.23 path, one process.
+
+For the linear-attention geometry of each model per TP rank (head counts from the built-in model descriptions),
+B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph replay and eagerly:
+
+- ``ours``: gdr-check's unchecked launch (``launch_packed_decode`` / ``launch_kda_packed_decode``);
+- ``checked``: the checked kernel (``packed_decode`` / ``kda_packed_decode``, context="engine": the runtime
+  guard's slot checks run in the kernel's prologue, captured in the graph);
+- ``sglang``: sglang's Triton wrapper (``fla/fused_recurrent.py``, loaded by ``gdr_check.kernel.engines``);
+- ``sglang_cuda`` (KDA, fp32 state): sglang's CUDA kernel ``kda_packed_decode.cuh``, built here with nvcc
+  (``sglang_cuda_kda.py``); sglang's dispatcher takes it for B >= 8;
+- ``cute``: sglang's CuTe-DSL kernels (``cutedsl_gdn.py`` / ``cutedsl_kda.py``) when ``cutlass`` imports; they
+  take q, k, v as separate tensors, which are split from the packed row once, outside the timing;
+- ``copy``: a device-to-device copy that reads and writes as many bytes as the kernel (state rows read and
+  written, plus the inputs and the output): the practical limit.
+
+Before timing, every implementation is run once on fresh random inputs at every point and compared with the
+float64 reference (``gdr_check.kernel.naive``): state and ``out`` relative to the largest reference value,
+slots not named left bitwise unchanged, ``out`` of live rows written (NaN-poisoned first).
+
+Graph replay follows ``decode_bandwidth.py``: one graph launches the implementation once per slot set, over
+disjoint slot sets that hold at least 256 MB of state (over 4x the 60 MB L2), so every launch streams its
+state from HBM. Each figure is the median over ``--repeats`` rounds (each the median of 15 replays); the
+spread is (max - min) / median over the rounds. Eager: wall time per call over back-to-back calls rotating
+over the slot sets, then one synchronisation (host and device overlap, as an engine's eager decode).
+
+    GDR_CHECK_SGLANG_PATH=<sglang wheel> PYTHONPATH=src python benchmarks/decode_vs_sglang.py [--tune]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from gdr_check.kernel.gdn import launch_packed_decode, packed_decode
+from gdr_check.kernel.kda import kda_packed_decode, launch_kda_packed_decode
+from gdr_check.kernel.naive import naive_kda_packed_decode, naive_packed_decode
+from gdr_check.kernel.tiling import TileConfig, choose_config, record_tuning, tuning_cache_path
+from gdr_check.models.builtin import get_builtin
+
+BATCHES = (1, 8, 32, 128, 512, 1024)
+STATE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+ACTIVATION = torch.bfloat16
+DEVICE = "cuda"  # the smoke test on a CPU sets "cpu" (Triton interpreter)
+# (model, tp): Qwen3-Next at tp 1 and 4, Qwen3.5-397B at tp 8, Kimi-Linear at tp 4 and 1.
+GEOMETRIES = (
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", 1),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", 4),
+    ("Qwen/Qwen3.5-397B-A17B", 8),
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", 4),
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", 1),
+)
+ROTATION_BYTES = 256 << 20
+MAX_SETS = 512
+REPLAYS = 15
+EAGER_CALLS = 200
+STATE_TOLERANCE = {"fp32": 1e-5, "bf16": 1e-2}
+OUT_TOLERANCE = 2e-2
+
+_T = TileConfig
+# Tilings timed by --tune (kernel/tiling.py has the fields).
+CANDIDATES = (
+    _T(2), _T(4), _T(8), _T(16), _T(8, evict_first=True), _T(16, evict_first=True), _T(32, evict_first=True),
+    _T(16, 2, num_stages=2, prefetch=False), _T(16, 2, num_stages=2, prefetch=False, evict_first=True),
+    _T(32, num_warps=2, evict_first=True), _T(64, num_warps=4, evict_first=True),
+    _T(32, 2, num_warps=2, num_stages=2, prefetch=False, evict_first=True),
+    _T(16, 2, evict_first=True), _T(32, 2, num_warps=2, evict_first=True),
+)
+
+
+def config_label(c: TileConfig) -> str:
+    return (f"{c.block_v}x{c.tiles_per_program}/w{c.num_warps}/s{c.num_stages}{'/E' if c.evict_first else ''}"
+            f"{'/np' if c.tiles_per_program > 1 and not c.prefetch else ''}")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    model: str
+    tp: int
+    variant: str  # "gdn" or "kda"
+    H: int
+    HV: int
+    K: int
+    V: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.model.split('/')[-1]} tp{self.tp} ({self.variant.upper()} H={self.H} HV={self.HV})"
+
+
+def geometry(model: str, tp: int) -> Geometry:
+    built = get_builtin(model)
+    if built is None:
+        raise SystemExit(f"{model}: not a built-in model")
+    config = built.config_copy()
+    text = config.get("text_config", config)
+    if "linear_attn_config" in text:  # Kimi-Linear: KDA, one head count for q/k and v
+        heads, dim = text["linear_attn_config"]["num_heads"], text["linear_attn_config"]["head_dim"]
+        return Geometry(model, tp, "kda", heads // tp, heads // tp, dim, dim)
+    return Geometry(model, tp, "gdn", text["linear_num_key_heads"] // tp, text["linear_num_value_heads"] // tp,
+                    text["linear_key_head_dim"], text["linear_value_head_dim"])
+
+
+def bytes_per_call(g: Geometry, B: int, state_itemsize: int, act: int = 2) -> int:
+    """State rows read and written, mixed_qkv, a, b and out read or written once (A_log/dt_bias ignored)."""
+    gate = g.HV * g.K if g.variant == "kda" else g.HV
+    state = g.HV * g.V * g.K * state_itemsize
+    return B * (2 * state + (2 * g.H * g.K + g.HV * g.V) * act + (gate + g.HV) * act + g.HV * g.V * act)
+
+
+@dataclass
+class Inputs:
+    g: Geometry
+    B: int
+    state: str
+    mixed_qkv: torch.Tensor
+    a: torch.Tensor
+    b: torch.Tensor
+    A_log: torch.Tensor
+    dt_bias: torch.Tensor
+    pool: torch.Tensor
+    out: torch.Tensor
+    index_sets: list[torch.Tensor]
+    split: dict[str, torch.Tensor] = field(default_factory=dict)  # q, k, v, a for the CuTe kernels
+
+    @property
+    def scale(self) -> float:
+        return float(self.g.K) ** -0.5
+
+    def args(self, indices: torch.Tensor, pool: torch.Tensor | None = None, out: torch.Tensor | None = None
+             ) -> tuple:
+        args = (self.mixed_qkv, self.a, self.b, self.A_log, self.dt_bias, self.scale,
+                self.pool if pool is None else pool, self.out if out is None else out, indices, True)
+        return args + ((None,) if self.g.variant == "kda" else ())
+
+
+def make_inputs(g: Geometry, B: int, state: str, slots: int, sets: int, seed: int) -> Inputs:
+    torch.manual_seed(seed)
+    dev = DEVICE
+    gate = g.HV * g.K if g.variant == "kda" else g.HV
+    pool = torch.empty(slots, g.HV, g.V, g.K, device=dev, dtype=STATE_DTYPES[state])
+    for chunk in pool.split(max(1, (64 << 20) // max(1, pool[0].numel())), dim=0):  # bounded temporaries
+        chunk.copy_(torch.randn(chunk.shape, device=dev).mul_(0.1))
+    order = (torch.randperm(slots - 1, device=dev)[: sets * B] + 1).to(torch.int32).view(sets, B)
+    inputs = Inputs(
+        g, B, state,
+        mixed_qkv=torch.randn(B, 2 * g.H * g.K + g.HV * g.V, device=dev).to(ACTIVATION),
+        a=torch.randn(B, gate, device=dev).to(ACTIVATION),
+        b=torch.randn(B, g.HV, device=dev).to(ACTIVATION),
+        A_log=torch.empty(g.HV, device=dev).uniform_(0.0, 2.5) if g.variant == "gdn"
+        else torch.empty(g.HV, device=dev).uniform_(-1.0, 1.0),
+        dt_bias=torch.randn(gate, device=dev) * 0.5,
+        pool=pool,
+        out=torch.empty(B, 1, g.HV, g.V, device=dev, dtype=ACTIVATION),
+        index_sets=[s.contiguous() for s in order],
+    )
+    HK = g.H * g.K
+    inputs.split = {
+        "q": inputs.mixed_qkv[:, :HK].reshape(B, 1, g.H, g.K).contiguous(),
+        "k": inputs.mixed_qkv[:, HK:2 * HK].reshape(B, 1, g.H, g.K).contiguous(),
+        "v": inputs.mixed_qkv[:, 2 * HK:].reshape(B, 1, g.HV, g.V).contiguous(),
+        "a": inputs.a.reshape(B, 1, g.HV, g.K).contiguous() if g.variant == "kda" else inputs.a.unsqueeze(1),
+        "b": inputs.b.unsqueeze(1),
+    }
+    return inputs
+
+
+# -- implementations: each is (inputs, indices, pool, out) -> out --------------------------------------------
+Impl = Callable[[Inputs, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def ours_impl(config: TileConfig | None) -> Impl:
+    def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        launch = launch_packed_decode if x.g.variant == "gdn" else launch_kda_packed_decode
+        launch(*x.args(indices, pool, out), engine="sglang", config=config)
+        return out
+    return run
+
+
+def checked_impl(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    checked = packed_decode if x.g.variant == "gdn" else kda_packed_decode
+    checked(*x.args(indices, pool, out), engine="sglang", context="engine")
+    return out
+
+
+def sglang_impl(gdn: Callable, kda: Callable) -> Impl:
+    def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        (gdn if x.g.variant == "gdn" else kda)(*x.args(indices, pool, out))
+        return out
+    return run
+
+
+def cuda_impl(kernel: Any) -> Impl:
+    def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        kernel(*x.args(indices, pool, out))
+        return out
+    return run
+
+
+def cute_impl(gdn: Callable | None, kda: Callable | None) -> Impl:
+    def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        fn = gdn if x.g.variant == "gdn" else kda
+        assert fn is not None
+        s = x.split
+        return fn(x.A_log, x.dt_bias, s["q"], s["k"], s["v"], s["a"], s["b"], pool, indices, scale=x.scale,
+                  use_qk_l2norm_in_kernel=True)
+    return run
+
+
+# -- correctness -----------------------------------------------------------------------------------------------
+def verify(x: Inputs, impl: Impl) -> dict[str, Any]:
+    """One step on a fresh compact pool (B + 2 slots, one -1 padding row when B > 1) against float64."""
+    g, B = x.g, x.B
+    pool = torch.randn(B + 2, g.HV, g.V, g.K, device=DEVICE).mul_(0.1).to(STATE_DTYPES[x.state])
+    indices = (torch.randperm(B + 1, device=DEVICE)[:B] + 1).to(torch.int32)
+    if B > 1:
+        indices[B // 2] = -1
+    live = indices >= 0
+    touched = indices[live].long()
+    naive = naive_packed_decode if g.variant == "gdn" else naive_kda_packed_decode
+    ref_out, ref_pool = naive(*x.args(indices, pool, x.out), engine="sglang")
+    ref_out = ref_out.reshape(B, g.HV, g.V)
+    new_pool, out = pool.clone(), torch.full_like(x.out, float("nan"))
+    result_out = impl(x, indices, new_pool, out)
+    torch.cuda.synchronize()
+    got = result_out.reshape(B, g.HV, g.V).double()
+    ref_state = ref_pool[touched]
+    state_rel = ((new_pool[touched].double() - ref_state).abs().max() / ref_state.abs().max()).item()
+    out_rel = ((got[live] - ref_out[live]).abs().max() / ref_out[live].abs().max()).item()
+    untouched = torch.ones(B + 2, dtype=torch.bool, device=DEVICE)
+    untouched[touched] = False
+    intact = torch.equal(new_pool[untouched], pool[untouched])
+    written = bool(torch.isfinite(got[live]).all())
+    ok = state_rel <= STATE_TOLERANCE[x.state] and out_rel <= OUT_TOLERANCE and intact and written
+    return {"state_rel": state_rel, "out_rel": out_rel, "untouched_intact": intact, "out_written": written,
+            "ok": ok}
+
+
+# -- timing ------------------------------------------------------------------------------------------------------
+def capture(launch: Callable[[torch.Tensor], object], index_sets: list[torch.Tensor]) -> torch.cuda.CUDAGraph:
+    for indices in index_sets[:2]:  # compile and warm up outside the capture
+        launch(indices)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch(index_sets[0])
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for indices in index_sets:
+            launch(indices)
+    return graph
+
+
+def replay_us(graph: torch.cuda.CUDAGraph, launches: int) -> float:
+    """Median per-launch time over REPLAYS replays, after >= 3 replays and 20 ms of warm-up."""
+    warm_up_until = time.perf_counter() + 0.02
+    for replay in itertools.count():
+        graph.replay()
+        torch.cuda.synchronize()
+        if replay >= 2 and time.perf_counter() > warm_up_until:
+            break
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(REPLAYS):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / launches)
+    return statistics.median(times)
+
+
+def eager_us(launch: Callable[[torch.Tensor], object], index_sets: list[torch.Tensor]) -> float:
+    for indices in index_sets[:3]:
+        launch(indices)
+    torch.cuda.synchronize()
+    calls = max(EAGER_CALLS, len(index_sets))
+    start = time.perf_counter()
+    for i in range(calls):
+        launch(index_sets[i % len(index_sets)])
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+@triton.jit
+def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(dst + offsets, tl.load(src + offsets, mask=mask, eviction_policy="evict_first"), mask=mask,
+             eviction_policy="evict_first")
+
+
+class CopyTarget:
+    """The same bytes moved by a device-to-device copy, rotated over as many buffers as the kernel's sets.
+
+    Two copies: torch's `copy_` (cudaMemcpyAsync; a memcpy node in a graph) and a plain Triton copy kernel
+    (16-byte accesses, evict-first); the faster is the practical limit."""
+
+    def __init__(self, total_bytes: int, sets: int) -> None:
+        self.words = max(1, total_bytes // 2 // 4)
+        self.src = torch.randn(sets, self.words, device=DEVICE)
+        self.dst = torch.empty_like(self.src)
+        self.sets = [torch.tensor(i) for i in range(sets)]
+
+    def launch(self, i: torch.Tensor) -> None:
+        self.dst[int(i)].copy_(self.src[int(i)])
+
+    def launch_kernel(self, i: torch.Tensor) -> None:
+        block = 4096
+        _copy_kernel[(triton.cdiv(self.words, block),)](self.src[int(i)], self.dst[int(i)], self.words, BLOCK=block,
+                                                         num_warps=8)
+
+
+def copy_roofline_tbps(size_bytes: int = 4 << 30) -> float:
+    src = torch.empty(size_bytes, dtype=torch.uint8, device=DEVICE).random_(0, 255)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(20):
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * size_bytes / statistics.median(times) / 1e12
+
+
+# -- loading the reference paths -------------------------------------------------------------------------------
+def load_references(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+    refs: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    try:
+        from gdr_check.kernel.engines import load_sglang_packed_decode
+
+        gdn, kda = load_sglang_packed_decode()
+        refs["sglang"] = sglang_impl(gdn, kda)
+        notes["sglang"] = f"Triton, {gdn.source_path}"
+    except (FileNotFoundError, ImportError) as exc:
+        notes["sglang"] = f"not run: {exc}"
+    source = os.environ.get("GDR_CHECK_SGLANG_PATH")
+    if source and not args.no_cuda:
+        try:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from sglang_cuda_kda import SglangCudaKda
+
+            started = time.perf_counter()
+            kernel = SglangCudaKda(source, pdl=True)
+            refs["sglang_cuda"] = (cuda_impl(kernel), kernel)
+            regs = [line.strip() for line in kernel.build_log.splitlines() if "registers" in line]
+            notes["sglang_cuda"] = (f"kda_packed_decode.cuh built with nvcc for sm_90a in "
+                                    f"{time.perf_counter() - started:.1f} s; PDL on; {'; '.join(regs)}")
+        except Exception as exc:  # report and carry on without it
+            notes["sglang_cuda"] = f"not run: {type(exc).__name__}: {str(exc)[-600:]}"
+    else:
+        notes["sglang_cuda"] = "not run: no GDR_CHECK_SGLANG_PATH" if not source else "not run: --no-cuda"
+    if args.cute:
+        notes["cute"] = load_cute(source, refs)
+    else:
+        notes["cute"] = "not run: --cute not given"
+    return refs, notes
+
+
+def load_cute(source: str | None, refs: dict[str, Any]) -> str:
+    """sglang's CuTe-DSL decode kernels, loaded from the wheel's files when `cutlass` imports."""
+    try:
+        import importlib.util
+        import zipfile
+
+        import cutlass  # noqa: F401  (the DSL itself: nvidia-cutlass-dsl)
+    except Exception as exc:
+        return f"not run: the CuTe DSL does not import ({type(exc).__name__}: {exc})"
+    if not source:
+        return "not run: no GDR_CHECK_SGLANG_PATH"
+    loaded = {}
+    directory = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gdr_cute")
+    for name in ("cutedsl_gdn", "cutedsl_kda"):
+        member = f"sglang/kernels/ops/attention/{name}.py"
+        if source.endswith(".whl"):
+            with zipfile.ZipFile(source) as archive:
+                archive.extract(member, directory)
+            where = os.path.join(directory, member)
+        else:
+            where = os.path.join(source, member)
+        spec = importlib.util.spec_from_file_location(f"gdr_bench_{name}", where)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            return f"not run: {name}.py does not load ({type(exc).__name__}: {exc})"
+        loaded[name] = module
+    refs["cute"] = cute_impl(loaded["cutedsl_gdn"].cutedsl_fused_sigmoid_gating_delta_rule_update,
+                             loaded["cutedsl_kda"].cutedsl_fused_sigmoid_gating_kda_update)
+    return f"CuTe DSL {getattr(cutlass, '__version__', '?')}, sglang's cutedsl_gdn.py / cutedsl_kda.py"
+
+
+# -- one point -------------------------------------------------------------------------------------------------
+def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argparse.Namespace,
+              cute_budget: list[float]) -> dict[str, Any]:
+    itemsize = STATE_DTYPES[state].itemsize
+    row_bytes = g.HV * g.V * g.K * itemsize
+    sets = max(2, min(MAX_SETS, math.ceil(ROTATION_BYTES / (B * row_bytes))))
+    x = make_inputs(g, B, state, sets * B + 1, sets, seed=B * 1000 + g.HV + (7 if state == "bf16" else 0))
+    total = bytes_per_call(g, B, itemsize)
+    chosen = choose_config(g.variant, torch.cuda.get_device_name(), B * g.HV, g.V, g.K, itemsize)
+    impls: dict[str, Impl] = {"ours": ours_impl(None), "checked": checked_impl}
+    if "sglang" in refs:
+        impls["sglang"] = refs["sglang"]
+    if "sglang_cuda" in refs and g.variant == "kda":
+        kernel_impl, kernel = refs["sglang_cuda"]
+        if kernel.covered(x.mixed_qkv, x.a, x.pool):
+            impls["sglang_cuda"] = kernel_impl
+    if "cute" in refs and cute_budget[0] > 0:
+        impls["cute"] = refs["cute"]
+    point: dict[str, Any] = {"model": g.model, "tp": g.tp, "variant": g.variant, "H": g.H, "HV": g.HV, "K": g.K,
+                             "V": g.V, "B": B, "state": state, "sets": sets, "bytes": total,
+                             "config": config_label(chosen), "verify": {}, "graph_us": {}, "graph_spread": {},
+                             "eager_us": {}, "errors": {}}
+    for name, impl in list(impls.items()):
+        started = time.perf_counter()
+        try:
+            point["verify"][name] = verify(x, impl)
+        except Exception as exc:
+            point["errors"][name] = f"{type(exc).__name__}: {str(exc)[-300:]}"
+            del impls[name]
+        if name == "cute":
+            cute_budget[0] -= time.perf_counter() - started
+    for name in [n for n, v in point["verify"].items() if not v["ok"]]:
+        impls.pop(name, None)  # a wrong result is reported, not timed
+    launches = {name: (lambda idx, impl=impl: impl(x, idx, x.pool, x.out)) for name, impl in impls.items()}
+    graphs = {}
+    for name, launch in launches.items():
+        started = time.perf_counter()
+        try:
+            graphs[name] = capture(launch, x.index_sets)
+        except Exception as exc:
+            point["errors"][name] = f"capture: {type(exc).__name__}: {str(exc)[-300:]}"
+        if name == "cute":
+            cute_budget[0] -= time.perf_counter() - started
+    rounds: dict[str, list[float]] = {name: [] for name in graphs}
+    for _ in range(args.repeats):  # interleaved, so drift hits every implementation alike
+        for name, graph in graphs.items():
+            rounds[name].append(replay_us(graph, len(x.index_sets)))
+    del graphs
+    if args.tune:
+        tuned = {}
+        for config in CANDIDATES:
+            if config.fitted(g.V, g.K) != config:
+                continue
+            try:
+                graph = capture(lambda idx, c=config: ours_impl(c)(x, idx, x.pool, x.out), x.index_sets)
+                tuned[config_label(config)] = replay_us(graph, len(x.index_sets))
+                del graph
+            except Exception as exc:
+                tuned[config_label(config)] = float("nan")
+                point["errors"][f"tune {config_label(config)}"] = str(exc)[-200:]
+        point["tune_us"] = tuned
+        finite = {k: v for k, v in tuned.items() if v == v}
+        if finite:
+            point["best"], point["best_us"] = min(finite.items(), key=lambda kv: kv[1])
+            best = next(c for c in CANDIDATES if config_label(c) == point["best"])
+            point["tuning_record"] = {"variant": g.variant, "device": torch.cuda.get_device_name(), "K": g.K,
+                                      "V": g.V, "state_bytes": itemsize, "head_rows": B * g.HV,
+                                      "config": best.__dict__.copy(), "us": point["best_us"],
+                                      "geometry": [g.H, g.HV, B]}
+    for name, values in rounds.items():
+        median = statistics.median(values)
+        point["graph_us"][name] = median
+        point["graph_spread"][name] = (max(values) - min(values)) / median
+    if not args.no_eager:
+        for name, launch in launches.items():
+            try:
+                point["eager_us"][name] = eager_us(launch, x.index_sets)
+            except Exception as exc:
+                point["errors"][f"eager {name}"] = str(exc)[-200:]
+    launches = {}
+    x = None  # type: ignore[assignment]  # frees the pool before the copy allocates
+    gc.collect()
+    torch.cuda.empty_cache()
+    copy = CopyTarget(total, sets)  # last: it allocates as much again
+    for name, launch_copy in (("copy_memcpy", copy.launch), ("copy_kernel", copy.launch_kernel)):
+        graph = capture(launch_copy, copy.sets)
+        values = [replay_us(graph, sets) for _ in range(args.repeats)]
+        point["graph_us"][name] = statistics.median(values)
+        point["graph_spread"][name] = (max(values) - min(values)) / statistics.median(values)
+        del graph
+    fastest = min(("copy_memcpy", "copy_kernel"), key=lambda n: point["graph_us"][n])
+    point["graph_us"]["copy"] = point["graph_us"][fastest]
+    point["graph_spread"]["copy"] = point["graph_spread"][fastest]
+    point["copy_kind"] = fastest
+    del copy
+    gc.collect()
+    torch.cuda.empty_cache()
+    return point
+
+
+def environment(notes: dict[str, str]) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(0)
+    return {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+            "triton": triton.__version__, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"), "paths": notes}
+
+
+def summary_line(p: dict[str, Any], roofline: float) -> str:
+    t = p["graph_us"]
+    rivals = {k: v for k, v in t.items() if k.startswith(("sglang", "cute"))}
+    fastest = min(rivals.items(), key=lambda kv: kv[1]) if rivals else ("-", float("nan"))
+    ours = t.get("ours", float("nan"))
+    tbps = p["bytes"] / (ours * 1e-6) / 1e12
+    return (f"{p['variant']} H={p['H']:>2} HV={p['HV']:>2} {p['state']} B={p['B']:>4} | ours {ours:8.2f} "
+            f"chk {t.get('checked', float('nan')):8.2f} | " + " ".join(f"{k} {v:8.2f}" for k, v in rivals.items())
+            + f" | copy {t.get('copy', float('nan')):8.2f} | vs fastest({fastest[0]}) {fastest[1] / ours:5.2f}x"
+            f" | /copy {ours / t.get('copy', float('nan')):5.2f} | roof {tbps / roofline:5.1%} | {p['config']}"
+            + (f" | best {p['best']} {p['best_us']:.2f}" if "best" in p else "")
+            + ("" if all(v["ok"] for v in p["verify"].values()) else " | VERIFY FAILED")
+            + (f" | errors {p['errors']}" if p["errors"] else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tune", action="store_true", help="also time every candidate tiling of ours per point")
+    parser.add_argument("--cute", action="store_true", help="also run sglang's CuTe-DSL kernels (needs cutlass)")
+    parser.add_argument("--cute-budget", type=float, default=150.0, help="seconds of CuTe compile+check in all")
+    parser.add_argument("--no-cuda", action="store_true", help="skip building sglang's CUDA KDA kernel")
+    parser.add_argument("--no-eager", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
+    parser.add_argument("--states", nargs="*", default=list(STATE_DTYPES))
+    parser.add_argument("--geometries", nargs="*", default=[f"{m}@{tp}" for m, tp in GEOMETRIES],
+                        help="MODEL@TP entries")
+    parser.add_argument("--json", default=os.path.join(os.environ["OUT"], "decode_vs_sglang.json")
+                        if os.environ.get("OUT") else None)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("decode_vs_sglang: no CUDA device", file=sys.stderr)
+        return 2
+    refs, notes = load_references(args)
+    env = environment(notes)
+    env["copy_roofline_tbps"] = roofline = copy_roofline_tbps()
+    print(json.dumps(env), flush=True)
+    geometries = [geometry(entry.rsplit("@", 1)[0], int(entry.rsplit("@", 1)[1])) for entry in args.geometries]
+    points, failures = [], 0
+    cute_budget = [args.cute_budget]
+    results = {"environment": env, "points": points}
+    for g in geometries:
+        for state in args.states:
+            for B in args.batches:
+                try:
+                    point = run_point(g, B, state, refs, args, cute_budget)
+                except Exception:
+                    print(f"FAILED {g.label} {state} B={B}:\n{traceback.format_exc()}", flush=True)
+                    failures += 1
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                    continue
+                points.append(point)
+                print(summary_line(point, roofline), flush=True)
+                if args.json:  # keep what is done if the run is cut short
+                    with open(args.json, "w") as handle:
+                        json.dump(results, handle, indent=1)
+    env["cute_budget_left_s"] = cute_budget[0]
+    records = [p["tuning_record"] for p in points if "tuning_record" in p]
+    if records:
+        path = record_tuning(records)
+        print(f"tuned configs recorded in {path}", flush=True)
+        if os.environ.get("OUT"):
+            record_tuning(records, path=Path(os.environ["OUT"]) / "tiling.json")
+    env["tiling_cache"] = str(tuning_cache_path())
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=1)
+    ok = all(v["ok"] for p in points for k, v in p["verify"].items() if k in ("ours", "checked"))
+    return 0 if ok and not failures else 1
+
+
+if __name__ == "__main__":
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.exit(main())

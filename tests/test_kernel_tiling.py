@@ -1,0 +1,96 @@
+"""The tiling table and the persisted tuning cache (kernel/tiling.py): no GPU needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gdr_check.kernel import tiling
+from gdr_check.kernel.tiling import TileConfig, choose_config, pick_config, record_tuning, tuned_config
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "tiling.json"
+    monkeypatch.setenv(tiling.TUNING_CACHE_ENV, str(path))
+    tiling.reload_tuning_cache()
+    yield path
+    tiling.reload_tuning_cache()
+
+
+def record(head_rows: int, config: TileConfig, variant: str = "gdn", device: str = "GPU X", state: int = 4) -> dict:
+    return {"variant": variant, "device": device, "K": 128, "V": 128, "state_bytes": state, "head_rows": head_rows,
+            "config": config}
+
+
+def test_tuned_config_is_the_nearest_tuned_size_at_or_below(cache: Path) -> None:
+    record_tuning([record(8, TileConfig(2)), record(256, TileConfig(16, evict_first=True)),
+                   record(4096, TileConfig(32, num_warps=2))])
+    assert tuned_config("gdn", "GPU X", 8, 128, 128, 4) == TileConfig(2)
+    assert tuned_config("gdn", "GPU X", 255, 128, 128, 4) == TileConfig(2)
+    assert tuned_config("gdn", "GPU X", 256, 128, 128, 4) == TileConfig(16, evict_first=True)
+    assert tuned_config("gdn", "GPU X", 10**6, 128, 128, 4) == TileConfig(32, num_warps=2)
+    assert tuned_config("gdn", "GPU X", 1, 128, 128, 4) == TileConfig(2)  # below every record: the smallest
+    # Other variant, device or state width: not tuned, so the built-in table decides.
+    assert tuned_config("kda", "GPU X", 256, 128, 128, 4) is None
+    assert tuned_config("gdn", "GPU Y", 256, 128, 128, 4) is None
+    assert tuned_config("gdn", "GPU X", 256, 128, 128, 2) is None
+    assert choose_config("gdn", "GPU Y", 256, 128, 128, 4) == pick_config(256, 128, 128, 4, "gdn").fitted(128, 128)
+    assert choose_config("gdn", "GPU X", 4096, 128, 128, 4) == TileConfig(32, num_warps=2)
+
+
+def test_records_merge_and_a_later_record_replaces_the_same_key(cache: Path) -> None:
+    record_tuning([record(32, TileConfig(4)), record(32, TileConfig(8), variant="kda")])
+    record_tuning([record(32, TileConfig(16))])
+    assert tuned_config("gdn", "GPU X", 32, 128, 128, 4) == TileConfig(16)
+    assert tuned_config("kda", "GPU X", 32, 128, 128, 4) == TileConfig(8)
+    assert len(json.loads(cache.read_text())["records"]) == 2
+
+
+def test_a_damaged_cache_is_ignored_record_by_record(cache: Path) -> None:
+    cache.write_text(json.dumps({"records": [
+        {"variant": "gdn", "device": "GPU X", "K": 128, "V": 128, "state_bytes": 4, "head_rows": 64,
+         "config": {"block_v": 0}},  # invalid: skipped
+        {"variant": "gdn"},  # incomplete: skipped
+        {"variant": "gdn", "device": "GPU X", "K": 128, "V": 128, "state_bytes": 4, "head_rows": 64,
+         "config": {"block_v": 8, "num_warps": 2, "unknown_field": 1}},
+    ]}))
+    assert tuned_config("gdn", "GPU X", 64, 128, 128, 4) == TileConfig(8, num_warps=2)
+    cache.write_text("{not json")
+    tiling.reload_tuning_cache()
+    assert tuned_config("gdn", "GPU X", 64, 128, 128, 4) is None
+    assert choose_config("gdn", "GPU X", 64, 128, 128, 4) == pick_config(64, 128, 128, 4, "gdn").fitted(128, 128)
+
+
+def test_a_tuned_config_is_fitted_to_the_head(cache: Path) -> None:
+    record_tuning([record(8, TileConfig(64, 4, num_warps=2))])
+    fitted = choose_config("gdn", "GPU X", 8, 128, 128, 4)
+    assert fitted == TileConfig(64, 2, num_warps=2)  # 64 rows x 2 tiles cover V = 128
+
+
+def test_launch_key_separates_every_constexpr_flag_and_specialization() -> None:
+    torch = pytest.importorskip("torch")
+    from gdr_check.kernel.tiling import launch_key
+
+    def tensors(**changes: object) -> list:
+        base = dict(mixed=torch.zeros(2, 64), a=torch.zeros(2, 4), b=torch.zeros(2, 4), A_log=torch.zeros(4),
+                    dt_bias=torch.zeros(4), state=torch.zeros(3, 4, 8, 8), out=torch.zeros(2, 1, 4, 8),
+                    indices=torch.zeros(2, dtype=torch.int32))
+        base.update(changes)
+        return list(base.values())
+
+    key = launch_key("sglang", (True, True), None, None, *tensors())
+    assert key == launch_key("sglang", (True, True), None, None, *tensors())
+    # KDA's lower bound (second flag) and the L2 norm each select another compiled variant.
+    assert key != launch_key("sglang", (True, False), None, None, *tensors())
+    assert key != launch_key("sglang", (False, True), None, None, *tensors())
+    assert key != launch_key("vllm", (True, True), None, None, *tensors())
+    assert key != launch_key("sglang", (True, True), TileConfig(8), None, *tensors())
+    # dtype, leading stride and 16-byte alignment are part of Triton's specialization.
+    assert key != launch_key("sglang", (True, True), None, None, *tensors(state=torch.zeros(3, 4, 8, 8).half()))
+    assert key != launch_key("sglang", (True, True), None, None, *tensors(mixed=torch.zeros(2, 80)[:, :64]))
+    misaligned = torch.zeros(2 * 64 + 1)[1:].view(2, 64)
+    assert key != launch_key("sglang", (True, True), None, None, *tensors(mixed=misaligned))
+    assert launch_key(["unhashable"], (True,), None, None, *tensors()) is None
