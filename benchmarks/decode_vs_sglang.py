@@ -50,8 +50,9 @@ import torch
 import triton
 import triton.language as tl
 
-from gdr_check.kernel.gdn import launch_packed_decode, packed_decode
-from gdr_check.kernel.kda import kda_packed_decode, launch_kda_packed_decode
+from gdr_check.kernel.checked import kda_packed_decode, packed_decode
+from gdr_check.kernel.gdn import launch_packed_decode
+from gdr_check.kernel.kda import launch_kda_packed_decode
 from gdr_check.kernel.naive import naive_kda_packed_decode, naive_packed_decode
 from gdr_check.kernel.tiling import TileConfig, choose_config, record_tuning, tuning_cache_path
 from gdr_check.models.builtin import get_builtin

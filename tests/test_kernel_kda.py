@@ -12,7 +12,6 @@ pytest.importorskip("triton")
 
 from gdr_check.kernel.checked import kda_packed_decode  # noqa: E402
 from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
-from gdr_check.kernel.kda import kda_packed_decode  # noqa: E402
 from gdr_check.kernel.naive import naive_kda_packed_decode  # noqa: E402
 from kernel_helpers import DEVICE, assert_step_matches, make_call  # noqa: E402
 
