@@ -78,10 +78,10 @@ FAULT_RESERVED_SLOT = tl.constexpr(3)  # GDR247
 
 
 @triton.jit
-def guard_row(slots, i_n, batch, stride_index, pool_slots,
+def guard_row(slots, slot, i_n, batch, stride_index, pool_slots,
               SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr):
-    """Row i_n's slot (int64, as given), whether the row is computed, and its fault code (0: none; a
-    duplicate's code also holds the first row that named the slot: see record_fault).
+    """For row i_n and its slot (int64, as given): whether the row is computed, and its fault code (0: none;
+    a duplicate's code also holds the first row that named the slot: see record_fault).
 
     A row is computed when it is above the engine's skip sentinel, inside the pool (0 <= slot < pool_slots)
     and the first row naming its slot; an out-of-range or repeated slot skips the row, so no index can make
@@ -89,7 +89,6 @@ def guard_row(slots, i_n, batch, stride_index, pool_slots,
     followed by a non-zero row is a live request in the reserved padding slot (recorded, still computed);
     trailing rows at slot 0 are CUDA-graph padding and repeat slot 0 freely.
     """
-    slot = tl.load(slots + i_n * stride_index).to(tl.int64)
     live = slot > SKIP_AT_OR_BELOW
     out_of_range = live & (slot >= pool_slots)
     offsets = tl.arange(0, CHUNK)
@@ -121,7 +120,19 @@ def guard_row(slots, i_n, batch, stride_index, pool_slots,
     computed = live & (~out_of_range) & (~duplicate)
     # A duplicate's record names the first row too: code + 256 * (first row + 1).
     fault = fault.to(tl.int64) + tl.where(duplicate, (first_row + 1) * 256, 0)
-    return slot, computed, fault
+    return computed, fault
+
+
+@triton.jit
+def load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW: tl.constexpr):
+    """The row's slot (int64, as given) and whether its state may be read: live and inside the pool.
+
+    Reading needs nothing more (rows that repeat a slot read the same in-pool state), so the guarded kernels
+    start the state stream on this and only gate their stores on guard_row's verdict: the O(B) duplicate
+    scan then overlaps the state's latency instead of preceding it."""
+    slot = tl.load(slots + i_n * stride_index).to(tl.int64)
+    readable = (slot > SKIP_AT_OR_BELOW) & (slot < pool_slots)
+    return slot, readable
 
 
 @triton.jit

@@ -57,8 +57,9 @@ def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counte
     """One program per row: check the row's slot, record a fault, and write the slot the engine's kernel may
     use (-1, "skip", for a faulty row; below every engine's skip sentinel)."""
     i_n = tl.program_id(0).to(tl.int64)
-    slot, computed, fault = guard_row(slots, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
-                                      RESERVED_ZERO, CHUNK)
+    slot = tl.load(slots + i_n * stride_index).to(tl.int64)
+    computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
+                                RESERVED_ZERO, CHUNK)
     record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS)
     live_input = slot > SKIP_AT_OR_BELOW
     safe = tl.where(computed | ~live_input, slot, -1)

@@ -21,6 +21,7 @@ from ._triton_common import (
     device_name,
     guard_row,
     load_query_key,
+    load_readable_slot,
     load_slot,
     load_state_tile,
     locate_program,
@@ -51,24 +52,20 @@ def kda_packed_decode_kernel(
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr, MAX_RECORDS: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
-    if GUARD:  # memory-safe: out-of-range and repeated slots skip the row; the row's first program records
-        slot, live, fault = guard_row(slots, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
-                                      RESERVED_ZERO, CHUNK)
-        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n, slot,
-                     fault_tag, MAX_RECORDS)
-        slot = tl.where(live, slot, 0)
+    if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
+        slot, live = load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW)
+        given_slot = slot
     else:
         slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
+    slot = tl.where(live, slot, 0)
 
-    # The first state tile is requested before the q/k loads and the gate arithmetic, so its latency
-    # overlaps them instead of following them (the state stream is what the kernel waits on). The guarded
-    # kernel keeps the earlier order (tile after the gate): its cost at large B is the duplicate scan, which
-    # the order does not change (same-machine A/B, docs/performance.md), and this order is the one measured.
-    if not GUARD:
-        head_state = state + slot * stride_slot + i_hv * (V * K)
-        state_rows = tl.where(live, V, 0)  # a skipped row touches no state: every state lane masked off
-        if PREFETCH:
-            next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
+    # The first state tile is requested before the q/k loads, the gate arithmetic and (guarded) the duplicate
+    # scan, so its latency overlaps them instead of following them: the state stream is what the kernel
+    # waits on.
+    head_state = state + slot * stride_slot + i_hv * (V * K)
+    state_rows = tl.where(live, V, 0)  # a skipped row reads no state: every state lane masked off
+    if PREFETCH:
+        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     row = mixed_qkv + i_n * stride_qkv
     q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
     q = q * scale
@@ -88,14 +85,17 @@ def kda_packed_decode_kernel(
     decayed_q = decay * q
     beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))
 
-    if GUARD:
-        head_state = state + slot * stride_slot + i_hv * (V * K)
+    if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing;
+        # the row's first program records the fault
+        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
+                                    RESERVED_ZERO, CHUNK)
+        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
+                     given_slot, fault_tag, MAX_RECORDS)
+    else:
+        computed = live
+    stored_rows = tl.where(computed, V, 0)
     v_row = row + 2 * key_heads * K + i_hv * V
     out_row = out + head_row * V
-    if GUARD:
-        state_rows = tl.where(live, V, 0)
-        if PREFETCH:
-            next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     for t in range(TILES):
         rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
         if not PREFETCH:
@@ -108,8 +108,8 @@ def kda_packed_decode_kernel(
         v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)
         u = beta * (v - tl.sum(S * decayed_k[None, :], axis=1))
         o = tl.sum(S * decayed_q[None, :], axis=1) + u * k_dot_q
-        tl.store(out_row + rows, tl.where(live, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
-        store_state_tile(head_state, rows, state_rows, S * decay[None, :] + u[:, None] * k[None, :], K, BK,
+        tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
+        store_state_tile(head_state, rows, stored_rows, S * decay[None, :] + u[:, None] * k[None, :], K, BK,
                          STATE_EVICTION)
 
 
