@@ -375,8 +375,11 @@ def test_the_checked_kernel_judges_a_new_scale_or_bound_value(monkeypatch):
     with pytest.raises(ValueError, match=r"^`scale` is nan; the kernel needs a positive float"):
         kda_packed_decode(*args)
     args = list(call.clone().args())
-    args[10] = [-5.0]  # unhashable: judged by its type
+    args[10] = [-5.0]  # unhashable: keyed by its bounded repr
     with pytest.raises(ValueError, match=r"^`lower_bound` is \[-5\.0\]; the KDA safe gate needs a finite negative"):
+        kda_packed_decode(*args)
+    args[10] = [-7.0]  # another list: judged again, and named as given
+    with pytest.raises(ValueError, match=r"^`lower_bound` is \[-7\.0\]; the KDA safe gate needs a finite negative"):
         kda_packed_decode(*args)
 
 
@@ -422,8 +425,22 @@ def test_a_guarded_call_with_an_unhashable_scale_is_judged_not_raised(monkeypatc
     verdicts = _counting_verdicts(monkeypatch)
     _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
     with gdr_check.guard(engine="sglang", mode="record") as guard:
-        for scale in ([0.5], [0.25]):
+        for scale in ([0.5], [0.25], [0.25]):
             engine.gdn_caller.forward_decode(**dict(arguments, scale=scale))
-    assert verdicts == ["gdn"]
+    # Each value is judged once and named as given: a second [0.25] is the same mistake, [0.25] after [0.5]
+    # is not (a message naming [0.5] for it would send the user to the wrong value).
+    assert verdicts == ["gdn", "gdn"]
     assert [(d.code, d.message.split(";")[0]) for d in guard.diagnostics if d.severity == "error"] == [
-        ("GDR245", "`scale` is [0.5]")]
+        ("GDR245", "`scale` is [0.5]"), ("GDR245", "`scale` is [0.25]")]
+
+
+def test_a_float_nan_and_the_string_nan_are_told_apart(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3, 4, -1, -1, 0, 0, 0])
+    with gdr_check.guard(engine="sglang", mode="raise"):
+        with pytest.raises(gdr_check.GuardError, match=r"^GDR245: `scale` is nan; "):
+            engine.gdn_caller.forward_decode(**dict(arguments, scale=float("nan")))
+        with pytest.raises(gdr_check.GuardError, match=r"^GDR245: `scale` is 'nan'; "):
+            engine.gdn_caller.forward_decode(**dict(arguments, scale="nan"))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import reprlib
 import sys
 import threading
 import types
@@ -84,16 +85,18 @@ def _signature(values: dict[str, Any]) -> tuple[Any, ...]:
     o, i, scale = values["out"], values["ssm_state_indices"], values["scale"]
     bound = values.get("lower_bound")
     # NaN is not equal to itself: a fresh NaN per call would never find its plan (the wrapper's inlined key then
-    # misses, and this one finds the plan by the NaN's name).
-    if isinstance(scale, float) and scale != scale:
+    # misses, and this one finds the plan by the NaN's name). The types are taken first, so a float NaN and
+    # the string "nan" keep apart.
+    scale_type, bound_type = type(scale), type(bound)
+    if scale_type is float and scale != scale:
         scale = "nan"
-    if isinstance(bound, float) and bound != bound:
+    if bound_type is float and bound != bound:
         bound = "nan"
     return (q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
             b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
             d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
             o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
-            scale, type(scale), values.get("use_qk_l2norm_in_kernel"), bound, type(bound))
+            scale, scale_type, values.get("use_qk_l2norm_in_kernel"), bound, bound_type)
 
 
 def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
@@ -107,8 +110,9 @@ def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
         except Exception:  # noqa: BLE001 - not a tensor
             try:
                 key.append((type(value), hash(value), value))
-            except Exception:  # noqa: BLE001 - unhashable (a list, a NumPy array): GDR228 names its type alone
-                key.append(type(value))
+            except Exception:  # noqa: BLE001 - unhashable (a list, a NumPy array): keyed by its bounded repr,
+                # so a different value is judged again and the message names the value of this call
+                key.append((type(value), reprlib.repr(value)))
     return tuple(key)
 
 

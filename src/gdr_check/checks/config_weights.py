@@ -139,7 +139,7 @@ def _verify_tensors(model: LinearAttentionModel, found: TensorFindings) -> None:
                                                     layer_ranges(i for i, _ in hits)))
     for rest, indices in missing.items():
         sibling = next(iter(layers[indices[0]].values()))
-        file = locate.tensor(sibling).location.file  # type: ignore[union-attr]
+        file = locate.tensor_location(sibling).file
         found.missing_tensors.append(
             MissingTensor(rest, f"{namespace}layers.{indices[0]}.{rest}", layer_ranges(indices), file))
 

@@ -14,6 +14,7 @@ comparison, the tiling) is decided on the first call of a signature and cached.
 
 from __future__ import annotations
 
+import reprlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -276,7 +277,13 @@ def _scalar_key(value: Any) -> Any:
     kind = type(value)
     if kind is float and value != value:  # NaN is not equal to itself: key it by name
         return (kind, "nan")
-    return (kind, value) if kind in _SCALAR_TYPES else kind
+    if kind in _SCALAR_TYPES:
+        return (kind, value)
+    if isinstance(value, torch.Tensor):  # what it is, never its values (reading them would sync the device)
+        return (kind, value.shape, value.dtype, value.device)
+    # Anything else (a list, a string) by its bounded repr: a different value is judged again, so a refusal
+    # names the value of this call.
+    return (kind, reprlib.repr(value))
 
 
 def signature_of(args: tuple[Any, ...]) -> tuple[Any, ...]:
