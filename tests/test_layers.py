@@ -3,12 +3,9 @@ rules -> diagnostics -> renderers, over the base modules (docs/architecture.md).
 
 Every module of `src/gdr_check` is parsed with `ast` (nothing is imported), its imports resolved (relative ones,
 and the parent packages an import runs), and the graph is checked for (a) a cycle, (b) an import that runs back
-up the layer order, (c) a function-level import that is not a commented lazy import of a heavy or on-demand
-module. `if TYPE_CHECKING:` imports do not run and are left out.
-
-`KNOWN_BACK_EDGES`, `KNOWN_LAZY` and `KNOWN_CYCLE_EDGES` held the debt found when this test was written (issue 10,
-item 4); the code has since been moved and they are empty. Each entry must still exist (a fixed one fails the
-test until it is deleted here), so the lists only shrink.
+up the layer order, (c) a function-level import that is not a lazy import of a heavy or on-demand module
+(`LAZY_HEAVY`, `LAZY_IMPORTERS`). `if TYPE_CHECKING:` imports do not run and are left out. There is no list
+of exceptions: a back edge or a cycle is fixed by moving the code to its layer.
 """
 
 from __future__ import annotations
@@ -60,13 +57,6 @@ LAZY_HEAVY = {
 # `gdr_check.cli.main` imports each command's module on demand (startup of `--help` and `check`).
 LAZY_IMPORTERS = {"gdr_check.cli": "CLI command modules are imported on demand to keep startup fast"}
 
-# Debt: (importer, imported) module pairs that break the rules above. Issue 10 item 4 moved the code until
-# none was left (the GDR0xx rules beside the readers, the example runner above the rules, the checked kernels
-# above the contract, the CLI's sections under its formats). Never add to these: a new back edge, unlisted lazy
-# import or cycle fails; an entry that no longer exists fails until it is deleted here, so the lists only shrink.
-KNOWN_BACK_EDGES: set[tuple[str, str]] = set()
-KNOWN_LAZY: set[tuple[str, str]] = set()
-KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 
 def _modules() -> dict[str, tuple[Path, bool]]:
     modules = {}
@@ -156,11 +146,10 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_no_cycle() -> None:
-    """No cycle once the listed debt edges are left out (they are what closes today's cycles)."""
-    debt = KNOWN_BACK_EDGES | KNOWN_LAZY | KNOWN_CYCLE_EDGES
+    """No cycle among the imports that run (function-level ones included)."""
     graph: dict[str, set[str]] = {module: set() for module in MODULES}
     for importer, imported, _lazy, _line in EDGES:
-        if imported in MODULES and (importer, imported) not in debt:
+        if imported in MODULES:
             graph[importer].add(imported)
     # Tarjan's strongly connected components, iteratively.
     index: dict[str, int] = {}
@@ -214,17 +203,8 @@ def _unlisted_lazy() -> set[tuple[str, str]]:
 
 
 def test_no_import_runs_back_up() -> None:
-    back = _back_edges()
-    assert sorted(back - KNOWN_BACK_EDGES) == []
-    assert sorted(KNOWN_BACK_EDGES - back) == [], "fixed: delete these from KNOWN_BACK_EDGES"
-
-
-def test_listed_cycle_edges_still_exist() -> None:
-    edges = {(importer, imported) for importer, imported, _lazy, _line in EDGES}
-    assert sorted(KNOWN_CYCLE_EDGES - edges) == [], "fixed: delete these from KNOWN_CYCLE_EDGES"
+    assert sorted(_back_edges()) == []
 
 
 def test_function_level_imports_are_lazy_heavy_only() -> None:
-    lazy = _unlisted_lazy()
-    assert sorted(lazy - KNOWN_LAZY) == []
-    assert sorted(KNOWN_LAZY - lazy) == [], "fixed: delete these from KNOWN_LAZY"
+    assert sorted(_unlisted_lazy()) == []

@@ -381,7 +381,7 @@ class Capture:
             self._unpatch()
             try:
                 self.write()
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 if exc is None:
                     raise
                 # The body already failed; its exception matters more than the recording.
@@ -435,7 +435,7 @@ class Capture:
         module_name, attribute = _split_target(target)
         try:
             module = importlib.import_module(module_name)
-        except Exception as error:  # noqa: BLE001 - an engine that fails to import is skipped, not fatal
+        except Exception as error:  # an engine that fails to import is skipped, not fatal
             if explicit:
                 raise CaptureError(f"cannot import {module_name!r} for capture target {target!r}: {error}") from error
             # A path this engine version does not have is expected; a module that exists but fails is news.
@@ -522,7 +522,7 @@ class Capture:
                     return
             try:
                 call = site.describe(args, kwargs, read_values=not capturing)
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:  # noqa: BLE001 - a call the recorder cannot describe is noted, never fatal
                 self._note_unrecorded(site, f"{type(error).__name__}: {error}")
                 return
             entry: dict[str, Any] = {

@@ -440,6 +440,7 @@ class Guard:
             kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
             return original(**kwargs)
 
+        # A marker attribute on the wrapper function (functools.wraps types it without one).
         guarded_wrapper.__gdr_check_guard_original__ = original  # type: ignore[attr-defined]
         return guarded_wrapper
 

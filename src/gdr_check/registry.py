@@ -316,7 +316,7 @@ def _compile_group(name: str, namespace: dict[str, Any], rules: list[Rule]) -> C
     source = f"def {name}(ctx):\n{_CLEAR_PREAMBLE}    return {body}\n"
     scope: dict[str, Any] = {}
     # The source is built from the rules' own predicates (declared in this package), never from input.
-    exec(compile(source, f"<{name}: {', '.join(r.code for r in rules)}>", "exec"), namespace, scope)  # noqa: S102
+    exec(compile(source, f"<{name}: {', '.join(r.code for r in rules)}>", "exec"), namespace, scope)
     function: Callable[[CallContext], bool] = scope[name]
     function.__doc__ = "True only if none of " + ", ".join(r.code for r in rules) + " has a finding."
     return function

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..call import PackedDecodeCall
+from ..call import PackedDecodeCall, Variant
 from ..models.adapters import select_adapter
 from ..models.deployment import Deployment, resolve
 from ..models.description import describe
@@ -105,7 +105,7 @@ class CallExample:
 
     changes: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
-    variant: str = "gdn"
+    variant: Variant = "gdn"
     engine: str = "sglang"
     device: str = "cuda:0"
     reachable: bool = True
@@ -136,7 +136,7 @@ class CallExample:
                     values=value.values, storage=value.storage if value.storage is not None else base.storage,
                 )
             arguments[name] = value
-        return PackedDecodeCall(variant=self.variant, **arguments)  # type: ignore[arg-type]
+        return PackedDecodeCall(variant=self.variant, **arguments)
 
 
 @dataclass(frozen=True)

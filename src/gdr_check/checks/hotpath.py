@@ -68,7 +68,7 @@ def call_diagnostics(ctx: CallContext, fast_path: bool = True, rules: RuleSet = 
     found: list[tuple[Rule, Finding]] = []
     wrapper_stopped = False  # the reference wrapper raises at its first failing check and runs nothing after it
     for rule in ordered:
-        result = rule.check(ctx)  # type: ignore[misc]
+        result = rule.check(ctx)  # type: ignore[misc]  # `ordered` holds only rules that have a check
         if result is None:  # most rules find nothing: skip building an empty list
             continue
         for finding in (result,) if isinstance(result, Finding) else result:  # findings_of, inlined

@@ -153,7 +153,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if os.environ.get("GDR_CHECK_DEBUG"):
             raise
         output.fatal(error.code, str(error), path=error.path)
-    except Exception as error:  # noqa: BLE001 - the one place that turns failures into exit code 2
+    except Exception as error:  # the one place that turns any other failure into exit 2 (raised under DEBUG)
         if os.environ.get("GDR_CHECK_DEBUG"):
             raise
         output.fatal("internal", f"internal error: {type(error).__name__}: {error}",

@@ -47,7 +47,7 @@ def packed_decode(
     """
     check_engine(engine)
     args = (mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel)
-    return checked_launch("gdn", launch_packed_decode, args, engine, context, faults, label)  # type: ignore[arg-type]
+    return checked_launch("gdn", launch_packed_decode, args, engine, context, faults, label)
 
 
 def kda_packed_decode(
@@ -82,4 +82,4 @@ def kda_packed_decode(
     check_engine(engine)
     args = (mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
             lower_bound)
-    return checked_launch("kda", launch_kda_packed_decode, args, engine, context, faults, label)  # type: ignore[arg-type]
+    return checked_launch("kda", launch_kda_packed_decode, args, engine, context, faults, label)

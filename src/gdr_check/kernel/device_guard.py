@@ -31,7 +31,7 @@ from ..checks.rules_guard import meta_report
 from ..registry import Finding
 from ..report import Diagnostic, Severity
 from ._triton_common import guard_row, record_fault
-from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, check_engine
+from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, Engine, check_engine
 from .tiling import GUARD_CHUNK, GuardLaunch
 
 Context = Literal["direct", "engine"]
@@ -97,9 +97,9 @@ class FaultBuffer:
         self._event: Any = None
         # A CPU counter is read through a NumPy view of the same memory (no tensor indexing per call).
         self.host_counter: Any = self.counter.numpy() if self.device.type == "cpu" else None
-        self._launches: dict[tuple[str, Any], CheckLaunch] = {}
+        self._launches: dict[tuple[Engine, Any], CheckLaunch] = {}
 
-    def check_launch(self, engine: str, device: Any) -> CheckLaunch:
+    def check_launch(self, engine: Engine, device: Any) -> CheckLaunch:
         """The slot check that records into this buffer for `engine`'s calls on `device` (one per pair)."""
         key = (engine, device)
         launch = self._launches.get(key)
@@ -117,7 +117,7 @@ class FaultBuffer:
                     self._labels.append(key)
         return tag
 
-    def poll(self, context: Context, engine: str) -> None:
+    def poll(self, context: Context, engine: Engine) -> None:
         """Raise the faults of earlier calls if the device has already reported them, without waiting: every
         POLL_INTERVAL calls the counter is copied to pinned host memory asynchronously, and read once that
         copy has completed."""
@@ -127,7 +127,7 @@ class FaultBuffer:
                 return
         self.look(context, engine)
 
-    def look(self, context: Context, engine: str) -> None:
+    def look(self, context: Context, engine: Engine) -> None:
         """`poll`'s look at the device, now (the guard counts calls itself): a CPU counter is read; a CUDA
         counter's asynchronous copy is read if it has landed, and the next one scheduled. Raises
         `PendingFaults` for errors found; nothing while a stream is capturing."""
@@ -202,7 +202,7 @@ def default_buffer(device: Any) -> FaultBuffer:
     return buffer
 
 
-def fault_diagnostic(fault: Fault, context: Context, engine: str) -> Diagnostic:
+def fault_diagnostic(fault: Fault, context: Context, engine: Engine) -> Diagnostic:
     """The contract diagnostic of a device fault, built from the rule's registry entry (message, name, fixes).
 
     GDR247 is an error only for the engine's own calls (deployment, capture, a guard with an engine): the
@@ -244,11 +244,11 @@ class PendingFaults(ValueError):
         self.total = total
 
 
-def diagnostics_of(faults: list[Fault], context: Context, engine: str) -> list[Diagnostic]:
+def diagnostics_of(faults: list[Fault], context: Context, engine: Engine) -> list[Diagnostic]:
     return [fault_diagnostic(f, context, engine) for f in faults]
 
 
-def raise_pending(device: Any = None, *, context: Context = "direct", engine: str = "sglang") -> list[Diagnostic]:
+def raise_pending(device: Any = None, *, context: Context = "direct", engine: Engine = "sglang") -> list[Diagnostic]:
     """Read the checked kernels' fault buffer of `device` (default: the current CUDA device, else CPU) and raise
     `PendingFaults` (a ValueError) if it holds an error; returns the diagnostics otherwise (notes only)."""
     if device is None:
@@ -314,7 +314,7 @@ class Verdict:
     launch: dict[tuple[int, str | None], Any] = field(default_factory=dict)  # (buffer id, label) -> GuardLaunch
 
 
-def shape_verdict(variant: str, args: tuple[Any, ...], engine: str,
+def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
                   extra: Callable[[Any], list[Diagnostic]] | None = None) -> Verdict:
     """Run the contract without reading index values (no sync) and split its diagnostics."""
     check = check_kda_packed_decode if variant == "kda" else check_packed_decode
@@ -339,7 +339,7 @@ def _raw_stream_getter() -> Callable[[int], int]:
     else the public `torch.cuda.current_stream(...).cuda_stream`."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if callable(raw):
-        return raw  # type: ignore[no-any-return]
+        return raw  # type: ignore[no-any-return]  # a private torch binding: untyped
     return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
 
 
@@ -355,7 +355,7 @@ class CheckLaunch:
 
     __slots__ = ("buffer", "constants", "constexprs", "cuda", "device_index", "_compiled", "_stream")
 
-    def __init__(self, engine: str, buffer: FaultBuffer, device: Any) -> None:
+    def __init__(self, engine: Engine, buffer: FaultBuffer, device: Any) -> None:
         profile = check_engine(engine)
         self.buffer = buffer
         self.constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
@@ -376,6 +376,7 @@ class CheckLaunch:
             variant = (indices.dtype, indices.data_ptr() % 16 == 0)
             compiled = self._compiled.get(variant)
             if compiled is not None:
+                # Set together with `cuda` and `device_index` in __init__: never None on this path.
                 stream = self._stream(self.device_index)  # type: ignore[misc,arg-type]
                 try:
                     compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
@@ -392,7 +393,7 @@ class CheckLaunch:
         return safe
 
 
-def guard_indices(indices: torch.Tensor, pool_slots: int, engine: str, buffer: FaultBuffer, tag: int
+def guard_indices(indices: torch.Tensor, pool_slots: int, engine: Engine, buffer: FaultBuffer, tag: int
                   ) -> torch.Tensor:
     """Launch the check kernel once (see `CheckLaunch`, which the guard keeps per call signature): the indices an
     engine's kernel may use (faulty rows set to -1), with faults recorded in `buffer`. Capture-safe: one kernel
@@ -406,7 +407,7 @@ _VERDICTS_LOCK = threading.Lock()
 VERDICT_CACHE_SIZE = 4096  # distinct signatures kept; engines use a handful (one per batch size bucket)
 
 
-def cached_verdict(variant: str, engine: str, args: tuple[Any, ...]) -> Verdict:
+def cached_verdict(variant: str, engine: Engine, args: tuple[Any, ...]) -> Verdict:
     """The shape verdict of this call's signature: one dictionary lookup after the first call."""
     key = (variant, engine, *signature_of(args))
     verdict = _VERDICTS.get(key)
@@ -424,7 +425,7 @@ def verdict_cache_info() -> int:
     return len(_VERDICTS)
 
 
-def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ...], engine: str, context: Context,
+def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ...], engine: Engine, context: Context,
                    buffer: FaultBuffer | None, label: str | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Shape errors raise at once (ValueError, the contract's first error); value faults are recorded on the
     device and raised by `raise_pending` or by the next eager call that finds them (no sync is forced)."""
@@ -443,4 +444,4 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
         tag = buffer.tag_for(label or f"{variant} packed decode", verdict.pool_slots)
         guard = verdict.launch[key] = GuardLaunch(buffer.counter, buffer.records, buffer.max_records, tag,
                                                   verdict.pool_slots)
-    return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]
+    return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]  # launch: Callable[..., Any]

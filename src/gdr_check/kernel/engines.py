@@ -156,6 +156,7 @@ def load_sglang_packed_decode(
         with _stand_ins_installed():
             return kda_impl(*args, **kwargs)
 
+    # Where the loaded wrappers came from, for reports (functools.wraps types the wrapper without it).
     gdn.source_path = kda.source_path = str(path)  # type: ignore[attr-defined]
     return gdn, kda
 
@@ -173,9 +174,9 @@ def load_vllm_packed_decode() -> Callable[..., Any] | None:
     for name in _VLLM_MODULES:
         try:
             module = importlib.import_module(name)
-        except Exception:  # a partial or broken vLLM install is the same as none for comparison purposes
+        except Exception:  # noqa: BLE001 - a partial or broken vLLM install is the same as none for comparison purposes
             continue
         fn = getattr(module, _GDN_NAME, None)
         if callable(fn):
-            return fn  # type: ignore[no-any-return]
+            return fn  # type: ignore[no-any-return]  # found by getattr on an untyped module
     return None

@@ -13,9 +13,12 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .layout import next_power_of_2
+
+if TYPE_CHECKING:
+    import torch
 
 # Keep the fp32 state tile at or under this many elements per thread: the tile lives in registers, and
 # past ~128 per thread ptxas spills (the reference kernel spills from K = 256 on with one warp).
@@ -201,8 +204,8 @@ class GuardLaunch:
     """What a guarded launch passes to the kernel: the fault buffer's tensors, the call site's tag and the
     pool size the slots are checked against (device_guard.FaultBuffer)."""
 
-    counter: object
-    records: object
+    counter: torch.Tensor
+    records: torch.Tensor
     max_records: int
     tag: int
     pool_slots: int
@@ -238,7 +241,7 @@ def launch_key(engine: object, flags: tuple[bool, ...], config: TileConfig | Non
     mixed, a, b, A_log, dt_bias, state, out, indices = tensors
     guard_key = None if guard is None else (
         guard.pool_slots, guard.tag, guard.max_records,
-        guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0)  # type: ignore[attr-defined]
+        guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0)
     return (
         engine, flags, config, guard_key, mixed.device, mixed.shape[0], mixed.shape[1],
         state.shape[-3:], mixed.stride(0), a.stride(0), b.stride(0), state.stride(0), indices.stride(0),

@@ -144,8 +144,8 @@ def run_ranks(plan: DryRunPlan, *, layout: str, tp: int, timeout: float,
         files = []
         try:
             for rank in range(tp):
-                out = open(root / f"rank{rank}.out", "wb")  # noqa: SIM115 - closed below
-                err = open(root / f"rank{rank}.err", "wb")  # noqa: SIM115
+                out = open(root / f"rank{rank}.out", "wb")  # closed below
+                err = open(root / f"rank{rank}.err", "wb")
                 files += [out, err]
                 processes.append(subprocess.Popen([sys.executable, "-m", WORKER_MODULE, str(spec_path)],
                                                   stdin=subprocess.DEVNULL, stdout=out, stderr=err,

@@ -240,7 +240,7 @@ def _snapshot_via_hub(repo_id: str, root: Path, revision: str | None) -> Path | 
     for filename in _PROBE_FILES:
         try:
             found = try_to_load_from_cache(repo_id, filename, cache_dir=str(root), revision=revision)
-        except Exception:  # the hub refuses the id or the layout; the layout code explains what is wrong
+        except Exception:  # noqa: BLE001 - the hub refuses the id or the layout; the layout code explains what is wrong
             return None
         if isinstance(found, str):
             return Path(found).parent
