@@ -80,6 +80,7 @@ def test_specs_and_calls_stay_values():
 
 
 def test_the_library_leaves_the_collector_as_it_found_it():
+    pytest.importorskip("torch")  # the call is built from torch tensors
     from contract_calls import gdn_call
     from gdr_check import check_packed_decode
 
