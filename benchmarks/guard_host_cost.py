@@ -1,4 +1,4 @@
-"""The runtime guard's steady-state host cost against sglang 0.5.23's own Python checks (issue 14), on the CPU.
+"""The runtime guard's steady-state host cost against sglang 0.5.23's own Python checks, on the CPU.
 
 Both sides run on CPU tensors with their Triton launches replaced by the same no-op (`kernel[grid](...)` does
 nothing), so that only host-side Python is timed:

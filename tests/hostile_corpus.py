@@ -1,4 +1,4 @@
-"""What every hostile-input case asserts, in every output format (issue 11): the exit code, at most one
+"""What every hostile-input case asserts, in every output format: the exit code, at most one
 `error:` line (exactly one when the run fails with 2), a machine document that parses, no raw control or bidi
 character on stdout or stderr, no line a CI runner would run as a command, nothing written but the report."""
 

@@ -1,4 +1,4 @@
-"""Issue 12: every architecture sglang 0.5.23 routes to its GDN/KDA backends, built from its real tensor table.
+"""Every architecture sglang 0.5.23 routes to its GDN/KDA backends, built from its real tensor table.
 
 Each checkpoint is written header-only with the tensor names and shapes the engine's model file loads
 (sglang 0.5.23 `srt/models/<family>.py`) and a config with the keys its config class reads

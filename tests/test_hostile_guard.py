@@ -1,4 +1,4 @@
-"""The runtime guard's inputs (issue 11): whatever is passed to `check_packed_decode` /
+"""The runtime guard's inputs: whatever is passed to `check_packed_decode` /
 `check_kda_packed_decode`, the guard returns a report (GDR228 naming the argument and what it is, GDR245 for an
 absurd scale) and never raises AttributeError, RuntimeError or OverflowError from inside the library."""
 

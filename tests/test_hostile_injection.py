@@ -1,4 +1,4 @@
-"""Terminal and CI-log injection (issue 11): text from data reaches every output format escaped.
+"""Terminal and CI-log injection: text from data reaches every output format escaped.
 
 Each case puts `EVIL` (terminal escapes, bidi reversal, line breaks followed by GitHub workflow commands, the
 legacy `##[` form) into one place a checkpoint, a config or a recording can hold text, and runs the real CLI

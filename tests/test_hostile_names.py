@@ -1,4 +1,4 @@
-"""Names that are not UTF-8 (issue 11): a checkpoint directory whose name holds bytes that no encoding can
+"""Names that are not UTF-8: a checkpoint directory whose name holds bytes that no encoding can
 decode reaches Python as surrogate escapes; every format shows them as `\\xNN` escapes and stays valid UTF-8
 (JSON and SARIF included), through the real CLI in a subprocess, where stdout is a byte stream."""
 

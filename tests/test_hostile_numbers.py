@@ -1,4 +1,4 @@
-"""Numbers out of range (issue 11): values from a config.json, `[tool.gdr-check]` and the command line are
+"""Numbers out of range: values from a config.json, `[tool.gdr-check]` and the command line are
 checked against docs/limits.md before use. A config field out of range is GDR108 (exit 1, the value shortened);
 an option or a `[tool.gdr-check]` key is one `error:` line naming it and the range (exit 2), in every output
 format. Every run stays in seconds and under 300 MiB, whatever the number, through the real CLI: one child

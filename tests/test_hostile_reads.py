@@ -1,4 +1,4 @@
-"""Reads that block or do not end, and nested or mistyped structure (issue 11): FIFOs, /dev/zero and multi-GB
+"""Reads that block or do not end, and nested or mistyped structure: FIFOs, /dev/zero and multi-GB
 sparse files as a recording, a `pyproject.toml` or a cache ref are refused before reading (fstat, O_NONBLOCK,
 a cap); JSON and TOML nested too deeply, non-UTF-8 TOML and recordings with non-dtype strings are one
 `error:` line; all through the real CLI, in seconds."""

@@ -1,4 +1,4 @@
-"""Report files (issue 11): `-o` is written whole or not at all. Every failure is one `error:` line naming the
+"""Report files: `-o` is written whole or not at all. Every failure is one `error:` line naming the
 path and the reason, exit 2, and the report that was there stays byte for byte; `$GITHUB_STEP_SUMMARY` that is
 a FIFO, a device or a directory is skipped with a warning, never waited on."""
 

@@ -1,4 +1,4 @@
-"""The hot paths' structure (issue 10 item 5): value classes with slots built through their own `__init__` (no
+"""The hot paths' structure: value classes with slots built through their own `__init__` (no
 `__new__`/`object.__setattr__`/`__dict__` writes), and the cyclic garbage collector paused by the CLI only."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12 item 3: slots and memory per request under sglang's pool strategy and speculative decoding.
+"""Slots and memory per request under sglang's pool strategy and speculative decoding.
 
 Expected numbers are computed by hand from Qwen3-Next-80B's published geometry (models.md section 2): 36 GDN
 layers of 16 key / 32 value heads, K = V = 128, W = 4; sglang keeps the SSM state in fp32 and the conv state in bf16.

@@ -1,4 +1,4 @@
-"""The allowed range of every number gdr-check takes from a file or the command line (issue 11).
+"""The allowed range of every number gdr-check takes from a file or the command line.
 
 One table, `LIMITS`, read by the checks (config fields, `[tool.gdr-check]`, options, recordings, the dry run)
 and by `scripts/generate_limits_doc.py`, which writes docs/limits.md from it. A value outside its range is

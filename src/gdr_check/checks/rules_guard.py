@@ -1,4 +1,4 @@
-"""GDR228 and GDR257: the runtime guard's arguments that the kernel cannot take at all (issue 11).
+"""GDR228 and GDR257: the runtime guard's arguments that the kernel cannot take at all.
 
 GDR228: an argument of the runtime guard that is not a dense strided tensor.
 

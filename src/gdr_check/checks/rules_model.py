@@ -782,7 +782,7 @@ def vllm_opt_in(ctx: ModelContext) -> Finding | None:
 BLOCKING_RULES: frozenset[str] = frozenset({"GDR103", "GDR121", "GDR124", "GDR125"})
 
 
-# -- issue 12: every architecture the engines route to GDN/KDA, and no silent pass -----------------------------
+# -- every architecture the engines route to GDN/KDA, and no silent pass -----------------------------
 class UndescribedLinearAttention(Violation):
     rule = declare(
         "GDR107", "undescribed-linear-attention", scope=MODEL,
@@ -915,7 +915,7 @@ def decode_path_info(ctx: ModelContext) -> Finding | None:
 BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}
 
 
-# -- issue 12 item 3: pool strategies and speculative decoding -------------------------------------------------
+# -- pool strategies and speculative decoding -------------------------------------------------
 def _pool_plan(ctx: ModelContext) -> PoolPlan | None:
     deployment = ctx.deployment
     if deployment.mamba_strategy == "no_buffer" and not deployment.speculative_tokens:

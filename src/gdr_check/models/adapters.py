@@ -833,7 +833,7 @@ def linear_markers(config: Mapping[str, Any] | None, selection: Selection | None
     """Every sign in the config that the model has linear attention: (dotted key, what it is).
 
     A config with any of these must be described in full or rejected with an error: "nothing to check" is
-    only for configs with none (issue 12).
+    only for configs with none.
     """
     if not isinstance(config, Mapping):
         return []

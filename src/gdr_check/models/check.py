@@ -164,7 +164,7 @@ def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
     if model is None:
         markers = [] if selection.reason else linear_markers(checkpoint.config, selection)
         if markers:
-            # A config that says it has linear attention is never "nothing to check" (issue 12).
+            # A config that says it has linear attention is never "nothing to check".
             result.report = Report(rules_model.undescribed_linear_attention(checkpoint, selection, markers))
             return result
         notes = [selection.reason] if selection.reason else []
