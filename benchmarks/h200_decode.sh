@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kernel measurements of docs/performance.md on a lent H200, in one command per phase. Run from a
+# The kernel measurements of docs/performance.md on an H200, in one command per phase. Run from a
 # folder holding src/, tests/, benchmarks/, pyproject.toml and an sglang 0.5.23 wheel (the benchmark needs
 # only fused_recurrent.py, kda_packed_decode.cuh and the cutedsl_*.py files from it). Logs and JSON go to $OUT.
 #   phase "tests":  the kernel and guard tests on the GPU, runtime_guard.py, decode_vs_sglang.py --tune
@@ -26,11 +26,6 @@ tests)
     tests/test_kernel_kda.py tests/test_kernel_vs_sglang.py tests/test_device_guard.py tests/test_kernel_tiling.py \
     >"$OUT/tests.log" 2>&1
   echo "tests rc=$?"; tail -3 "$OUT/tests.log"
-  if [ -d "$here/src_main" ]; then  # the same kernel tests against the lead's kernels, for comparison
-    PYTHONPATH="$here/src_main" GDR_CHECK_TEST_GPU=1 timeout 60 python3 -m pytest -q -rf -p no:cacheprovider \
-      tests/test_kernel_kda.py >"$OUT/tests_main.log" 2>&1
-    echo "tests on main's kernels rc=$?"; tail -3 "$OUT/tests_main.log"
-  fi
   if [ -z "${SKIP_GUARD:-}" ]; then
     timeout 120 python3 benchmarks/runtime_guard.py >"$OUT/runtime_guard_before.log" 2>&1
     echo "runtime_guard rc=$?"; tail -12 "$OUT/runtime_guard_before.log"

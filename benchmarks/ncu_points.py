@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 import subprocess
 import sys
 
@@ -48,6 +49,13 @@ def main() -> int:
     if os.environ.get("NCU_POINTS_CHILD"):
         child()
         return 0
+    if len(sys.argv) > 1:
+        print(f"usage: python {sys.argv[0]}  (no arguments: profiles the points in POINTS with Nsight Compute; "
+              "$OUT, if set, receives ncu_raw.csv)")
+        return 0 if sys.argv[1] in ("-h", "--help") else 2
+    if shutil.which("ncu") is None:
+        print("error: Nsight Compute's `ncu` is not on PATH", file=sys.stderr)
+        return 2
     # Every decode launch is profiled; per point the third and fourth (ours, then sglang's) are kept, the
     # first two being the warm-up that compiled them.
     command = ["ncu", "--clock-control", "none", "--metrics", METRICS, "--csv", "--print-units", "base",
