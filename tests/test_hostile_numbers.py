@@ -14,7 +14,7 @@ import pytest
 
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from cli_checkpoints import clean_output_env
-from gdr_check.limits import LIMITS, LimitError, checked, shorten
+from gdr_check.limits import LIMITS, LimitError, checked
 from hostile_corpus import FORMATS, Outcome, assert_outcome, run_in_process, run_subprocess
 
 MAX_RSS_MIB = 300
@@ -95,7 +95,7 @@ def _every_format(root: Path, *args: str, error: str) -> None:
         outcome = run_in_process(*args, "--output-format", fmt, cwd=root)
         assert_outcome(fmt, outcome, exit_code=2, error=error)
         assert len(outcome.stderr) < 400, (fmt, outcome.stderr[:400])
-        assert time.monotonic() - started < 5, fmt
+        assert time.monotonic() - started < 15, fmt  # seconds, not the minutes a 1e9-layer loop would take
 
 
 @pytest.mark.parametrize("option,value,error", [case[:3] for case in OPTION_CASES])
@@ -123,14 +123,19 @@ def test_pyproject_numbers_out_of_range(tmp_path, root, monkeypatch, table, erro
     _every_format(tmp_path, str(root / "layers"), error=error)
 
 
-DRY_RUN_CASES = [("--steps", "99999999999"), ("--seed", "9" * 30), ("--timeout", "nan"), ("--timeout", "-1"),
-                 ("--timeout", "inf")]
+# Each option, its value and the error it gets, written out (the ranges are docs/limits.md's).
+DRY_RUN_ERRORS = {
+    ("--steps", "99999999999"): "--steps: 99999999999 is outside 1..10_000",
+    ("--seed", "9" * 30): "--seed: 999999999999999999999999999999 is outside 0..9_223_372_036_854_775_807",
+    ("--timeout", "nan"): "--timeout: nan is outside 0.001..604_800",
+    ("--timeout", "-1"): "--timeout: -1.0 is outside 0.001..604_800",
+    ("--timeout", "inf"): "--timeout: inf is outside 0.001..604_800",
+}
+DRY_RUN_CASES = list(DRY_RUN_ERRORS)
 
 
 def _dry_run_error(option: str, value: str) -> str:
-    name = option.removeprefix("--")
-    shown = shorten(float(value) if name == "timeout" else int(value))
-    return f"--{name}: {shown} is outside {LIMITS[name].range_text}"
+    return DRY_RUN_ERRORS[(option, value)]
 
 
 @pytest.mark.parametrize("option,value", DRY_RUN_CASES)
