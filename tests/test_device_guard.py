@@ -444,3 +444,12 @@ def test_a_float_nan_and_the_string_nan_are_told_apart(monkeypatch):
             engine.gdn_caller.forward_decode(**dict(arguments, scale=float("nan")))
         with pytest.raises(gdr_check.GuardError, match=r"^GDR245: `scale` is 'nan'; "):
             engine.gdn_caller.forward_decode(**dict(arguments, scale="nan"))
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"tp": 0}, r"^tp is 0: must be in 1\.\.4_096"),
+    ({"state_dtype": "float8"}, r"^state dtype must be one of float32, bfloat16, float16 \(got 'float8'\)$"),
+])
+def test_the_guard_refuses_bad_settings_when_it_is_made(settings, message):
+    with pytest.raises(ValueError, match=message):
+        gdr_check.guard(engine="sglang", model="Qwen/Qwen3-Next-80B-A3B-Instruct", **settings)

@@ -186,6 +186,8 @@ class Guard:
             raise ValueError(f"unknown mode {mode!r}; expected one of: {', '.join(MODES)}")
         if isinstance(targets, str):
             targets = [targets]
+        # Built now so that a bad `tp` or `state_dtype` is refused here, not inside the engine's first decode call.
+        self._deployment = Deployment(tp=tp, engine=engine, state_dtype=state_dtype)
         self.engine = engine
         self.model = model
         self.tp = tp
@@ -319,7 +321,7 @@ class Guard:
     def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
         if self._expected is None and self.model is not None:
-            check = check_model(self.model, Deployment(tp=self.tp, engine=self.engine, state_dtype=self.state_dtype))
+            check = check_model(self.model, self._deployment)
             if check.call is None or check.model is None:
                 self._expected = False
             else:
