@@ -39,6 +39,8 @@ LAYERS: dict[str, int] = {
     # guard turns device faults into diagnostics; the library API runs whole checks.
     "gdr_check.models.check": 6, "gdr_check.capture": 6, "gdr_check.runner": 6, "gdr_check.example_runner": 6,
     "gdr_check.guard": 6, "gdr_check.api": 6, "gdr_check.results": 6,
+    # which rules a run reports (`--select`/`--ignore`), and the `[tool.gdr-check]` settings that feed it.
+    "gdr_check.selection": 6, "gdr_check.config": 6,
     # 7 renderers: the command line and its output formats.
     "gdr_check.cli": 7, "gdr_check.__main__": 7,
 }

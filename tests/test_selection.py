@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from cli_checkpoints import clean_output_env, run_cli, write_good
 
-from gdr_check.cli.config import ConfigError, discover, find_config_file, load_config
-from gdr_check.cli.selection import (
+from gdr_check.config import ConfigError, discover, find_config_file, load_config
+from gdr_check.selection import (
     RuleSelection, Selection, SelectorError, known_rules, parse_selector, rule_selection, split_selectors,
 )
 

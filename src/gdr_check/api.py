@@ -26,8 +26,8 @@ from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
 from .sources import SourceError
 
 if TYPE_CHECKING:
-    from .cli.config import Config
-    from .cli.selection import Selection
+    from .config import Config
+    from .selection import Selection
 
 
 class DeploymentError(InputError):

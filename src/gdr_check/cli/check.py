@@ -16,14 +16,14 @@ from typing import Any, TypeVar, overload
 import typer
 
 from ..api import TargetSettings, check_targets
+from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
 from ..limits import LIMITS, shorten
-from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
-from .config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
+from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
+from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option
 from .main import app
-from .output import FORMATS, Output
-from .selection import Selection, SelectorError, known_rules, rule_selection
+from .output import Output
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
@@ -125,7 +125,7 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
                     settings_for: Callable[[str], TargetSettings], run_config: Config, *, fmt: str, exit_zero: bool,
                     error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
     """`--show-settings`: the config file and resolved settings of each target, as ruff shows them."""
-    from .selection import known_rules
+    from ..selection import known_rules
 
     def shown(path: Path | None) -> str:
         return ConfigError(path, None, "").path if path is not None else "none (defaults)"

@@ -125,7 +125,7 @@ def explain_command(
 
     out = Output(output_format)
     if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
-        from .config import discover, load_config
+        from ..config import discover, load_config
 
         found_config = discover([])  # the working directory's `[tool.gdr-check]` gives the context's defaults
         if found_config is not None:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit", "gitlab")
-FORMATS = ("full", "concise", *MACHINE_FORMATS)
+from ..results import FORMATS
+
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
 OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import typer
 
-from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
-from .output import FORMATS, Output
-from .selection import Selection, SelectorError, known_rules, rule_selection
+from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
+from ..selection import Selection, SelectorError, known_rules, rule_selection
+from .output import Output
 
 SELECT_HELP = ("Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. "
                "Replaces the configured selection.")
@@ -33,7 +33,7 @@ class RunOptions:
     def __init__(self, anchor: str, out: Output, *, select: list[str] | None, extend_select: list[str] | None,
                  ignore: list[str] | None, exit_zero: bool | None, error_on_warning: bool | None,
                  isolated: bool = False) -> None:
-        from .config import ConfigResolver
+        from ..config import ConfigResolver
 
         rules = known_rules()
         for option, values in (("--select", select), ("--extend-select", extend_select), ("--ignore", ignore)):

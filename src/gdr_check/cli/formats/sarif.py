@@ -73,7 +73,7 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
 
 def _rules_for(codes: list[str]) -> list[dict[str, Any]]:
     from ... import registry
-    from ..selection import known_rules
+    from ...selection import known_rules
 
     known_rules()
     return [rule_descriptor(registry.RULES[code]) for code in codes if code in registry.RULES]
@@ -189,7 +189,7 @@ def log(run: Run) -> dict[str, Any]:
 
 
 def _known_codes() -> set[str]:
-    from ..selection import known_rules
+    from ...selection import known_rules
 
     return set(known_rules())
 

@@ -23,9 +23,10 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
-from ..engines import UnknownEngineError, profile_for
-from ..errors import InputError
-from ..limits import LIMITS, read_bounded, shorten
+from .engines import UnknownEngineError, profile_for
+from .errors import InputError
+from .limits import LIMITS, read_bounded, shorten
+from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
 PYPROJECT = "pyproject.toml"
@@ -203,7 +204,7 @@ def load_config(path: Path) -> Config:
     reader = _Reader(path, table, TABLE)
     config = Config(path=path)
     config.selection = reader.selection()
-    config.output_format = reader.choice("output-format", _formats())
+    config.output_format = reader.choice("output-format", FORMATS)
     config.engine = reader.engine("engine")
     config.tp = reader.tp_sizes("tp")
     config.batch = reader.integer("batch", minimum=0)
@@ -221,12 +222,6 @@ def load_config(path: Path) -> Config:
     config.extend_exclude = reader.strings("extend-exclude") or []
     config.overrides = _overrides(path, table.get("overrides"))
     return config
-
-
-def _formats() -> tuple[str, ...]:
-    from .output import FORMATS
-
-    return FORMATS
 
 
 def _reject_unknown(path: Path, where: str, table: Mapping[str, Any], allowed: tuple[str, ...]) -> None:

@@ -21,7 +21,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..report import Diagnostic
+from .checks import RULES
+from .registry import CATEGORIES
+from .report import Diagnostic
 
 ALL = "ALL"
 _CODE_PREFIX = re.compile(r"^GDR\d{0,3}$")
@@ -95,14 +97,10 @@ def _layer_decision(layer: RuleSelection, code: str) -> bool | None:
 # -- parsing --------------------------------------------------------------------------------------------------
 def known_rules() -> Mapping[str, object]:
     """Every registered rule, code -> Rule (importing `gdr_check.checks` registers them all)."""
-    from ..checks import RULES
-
     return RULES
 
 
 def _categories() -> tuple[str, ...]:
-    from ..registry import CATEGORIES
-
     return tuple(CATEGORIES)
 
 
