@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
-import itertools
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import torch
 import triton
@@ -160,9 +160,7 @@ def matched_copy_us(total_bytes: int, sets: int) -> float:
     src = torch.randn(sets, words, device="cuda")
     dst = torch.empty_like(src)
     slots = [torch.tensor(i) for i in range(sets)]
-    us = graph_time_us(lambda i: dst[int(i)].copy_(src[int(i)]), slots)
-    del src, dst
-    return us
+    return graph_time_us(lambda i: dst[int(i)].copy_(src[int(i)]), slots)  # src, dst freed on return
 
 
 def copy_roofline_tbps(size_bytes: int = 4 << 30) -> float:
@@ -183,6 +181,18 @@ def copy_roofline_tbps(size_bytes: int = 4 << 30) -> float:
 
 def verify(problem: Problem, sglang_gdn: Callable | None, use_wrapper: bool) -> dict:
     """One step on a fresh copy of the pool against the float64 reference (sglang profile, -1 padding row)."""
+    result = measure_errors(problem, sglang_gdn, use_wrapper)
+    torch.cuda.empty_cache()  # the reference and the pool copies were freed when measure_errors returned
+    tolerance = FP32_STATE_TOLERANCE if problem.state == "fp32" else BF16_STATE_TOLERANCE
+    result["ok"] = all(
+        r["state_rel"] <= tolerance and r["out_rel"] <= 2e-2 and r["untouched_intact"] and r["out_finite"]
+        for r in result.values() if isinstance(r, dict)
+    ) and "wrapper_error" not in result
+    return result
+
+
+def measure_errors(problem: Problem, sglang_gdn: Callable | None, use_wrapper: bool) -> dict:
+    """Relative state and output errors of ours (and sglang's) against the float64 reference."""
     B = problem.B
     indices = problem.index_sets[0].clone()
     if B > 1:
@@ -220,13 +230,6 @@ def verify(problem: Problem, sglang_gdn: Callable | None, use_wrapper: bool) -> 
         sg_pool, sg_out = pool.clone(), torch.full_like(problem.out, float("nan"))
         sglang_gdn(*problem.args(indices, pool=sg_pool, out=sg_out))
         errors(sg_pool, sg_out, "sglang")
-    del ref_out, ref_pool, ref_state, pool
-    torch.cuda.empty_cache()
-    tolerance = FP32_STATE_TOLERANCE if problem.state == "fp32" else BF16_STATE_TOLERANCE
-    result["ok"] = all(
-        r["state_rel"] <= tolerance and r["out_rel"] <= 2e-2 and r["untouched_intact"] and r["out_finite"]
-        for r in result.values() if isinstance(r, dict)
-    ) and "wrapper_error" not in result
     return result
 
 
@@ -349,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     point = run_point(problem, sglang_gdn, args)
                     point["verify"] = verify(problem, sglang_gdn, use_wrapper)
-                except Exception as exc:  # report the point and carry on: device time is scarce
+                except Exception as exc:  # noqa: BLE001 - report the point and carry on: device time is scarce
                     print(f"FAILED H={H} HV={HV} {state} B={B}: {exc!r}", flush=True)
                     failures += 1
                     continue

@@ -36,9 +36,10 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gdr_check.models import Deployment
 from gdr_check.models.builtin import get_builtin
@@ -261,7 +262,8 @@ def live_call(repo_id: str, batch: int = 8, device: str = "cpu") -> dict[str, An
     args: dict[str, Any] = {name: torch.zeros(spec.shape, dtype=dtypes[spec.dtype], device=device)
                             for name, spec in call.tensors().items()}
     indices = args["ssm_state_indices"]
-    args["ssm_state_indices"] = torch.arange(1, indices.numel() + 1, dtype=indices.dtype, device=device)  # slot 0 is reserved
+    # slot 0 is reserved
+    args["ssm_state_indices"] = torch.arange(1, indices.numel() + 1, dtype=indices.dtype, device=device)
     args.update(scale=call.scale, use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, variant=call.variant)
     return args
 

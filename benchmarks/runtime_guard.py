@@ -33,12 +33,12 @@ import torch
 
 import gdr_check
 from gdr_check.kernel import device_guard
+from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.engines import (
     _load_module,
     _stand_ins_installed,
     find_sglang_source,
 )
-from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.gdn import launch_packed_decode
 from gdr_check.kernel.kda import launch_kda_packed_decode
 
@@ -169,6 +169,52 @@ def bad_slots(B: int, S: int) -> tuple[list[int], list[tuple[str, int, int]]]:
     return slots, sorted(expected, key=lambda e: e[1])
 
 
+def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
+    """One table row: eager, host and graph-replay times of the checked, unchecked, sglang and guarded calls."""
+    checked = packed_decode if variant == "gdn" else kda_packed_decode
+    unchecked = launch_packed_decode if variant == "gdn" else launch_kda_packed_decode
+    sglang = getattr(module, SGLANG[variant])
+    call = make_call(variant, B)
+    args = positional(call, variant)
+    kwargs = keywords(call)
+    row: dict[str, Any] = {"variant": variant, "B": B}
+    row["checked_eager_us"] = eager_us(lambda: checked(*args, context="engine"))
+    row["unchecked_eager_us"] = eager_us(lambda: unchecked(*args))
+    row["sglang_eager_us"] = eager_us(lambda: sglang(**kwargs))
+    guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
+                            hook_graphs=False)
+    with guard:
+        guarded = getattr(module, SGLANG[variant])
+        row["guarded_eager_us"] = eager_us(lambda: guarded(**kwargs))
+        kernel = getattr(module, SGLANG_KERNEL[variant])
+        setattr(module, SGLANG_KERNEL[variant], _NoLaunch())
+        try:
+            row["guard_host_us"] = host_us(lambda: guarded(**kwargs)) - host_us(lambda: sglang(**kwargs))
+            row["sglang_checks_us"] = host_us(lambda: sglang(**kwargs))
+        finally:
+            setattr(module, SGLANG_KERNEL[variant], kernel)
+        row["checked_host_us"] = host_us(lambda: checked(*args, context="engine"))
+        row["unchecked_graph_us"] = graph_us(lambda: unchecked(*args))
+        row["checked_graph_us"] = graph_us(lambda: checked(*args, context="engine"))
+        row["sglang_graph_us"] = graph_us(lambda: sglang(**kwargs))
+        row["guarded_graph_us"] = graph_us(lambda: guarded(**kwargs))
+        if B == 32 and os.environ.get("RUNTIME_GUARD_PROFILE"):
+            profile_calls(f"{variant} B={B} guarded sglang wrapper", lambda: guarded(**kwargs))
+            profile_calls(f"{variant} B={B} checked kernel", lambda: checked(*args, context="engine"))
+    errors = [d for d in guard.diagnostics if d.severity == "error"]
+    row["guard_errors_on_valid_calls"] = len(errors)
+    print(f"{variant:4} {B:>4} | {row['checked_eager_us']:9.1f} {row['sglang_eager_us']:9.1f} "
+          f"{row['checked_eager_us'] / row['sglang_eager_us']:6.2f} | {row['guard_host_us']:10.1f} "
+          f"{row['sglang_checks_us']:10.1f} {row['guard_host_us'] / row['sglang_checks_us']:6.2f} | "
+          f"{row['unchecked_graph_us']:11.2f} {row['checked_graph_us']:9.2f} "
+          f"{row['checked_graph_us'] / row['unchecked_graph_us']:6.3f} | {row['sglang_graph_us']:9.2f} "
+          f"{row['guarded_graph_us']:9.2f} {row['guarded_graph_us'] / row['sglang_graph_us']:6.3f}",
+          flush=True)
+    device_guard.default_buffer(call["initial_state"].device).take()
+    torch.cuda.empty_cache()
+    return row
+
+
 def main() -> int:
     source = find_sglang_source()
     if source is None:
@@ -188,49 +234,8 @@ def main() -> int:
           f"{'sgl checks':>10} {'ratio':>6} | {'unchk graph':>11} {'chk graph':>9} {'ratio':>6} | "
           f"{'sgl graph':>9} {'guarded':>9} {'ratio':>6}")
     for variant in ("gdn", "kda"):
-        checked = packed_decode if variant == "gdn" else kda_packed_decode
-        unchecked = launch_packed_decode if variant == "gdn" else launch_kda_packed_decode
-        sglang = getattr(module, SGLANG[variant])
         for B in BATCHES:
-            call = make_call(variant, B)
-            args = positional(call, variant)
-            kwargs = keywords(call)
-            row: dict[str, Any] = {"variant": variant, "B": B}
-            row["checked_eager_us"] = eager_us(lambda: checked(*args, context="engine"))
-            row["unchecked_eager_us"] = eager_us(lambda: unchecked(*args))
-            row["sglang_eager_us"] = eager_us(lambda: sglang(**kwargs))
-            guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
-                                    hook_graphs=False)
-            with guard:
-                guarded = getattr(module, SGLANG[variant])
-                row["guarded_eager_us"] = eager_us(lambda: guarded(**kwargs))
-                kernel = getattr(module, SGLANG_KERNEL[variant])
-                setattr(module, SGLANG_KERNEL[variant], _NoLaunch())
-                try:
-                    row["guard_host_us"] = host_us(lambda: guarded(**kwargs)) - host_us(lambda: sglang(**kwargs))
-                    row["sglang_checks_us"] = host_us(lambda: sglang(**kwargs))
-                finally:
-                    setattr(module, SGLANG_KERNEL[variant], kernel)
-                row["checked_host_us"] = host_us(lambda: checked(*args, context="engine"))
-                row["unchecked_graph_us"] = graph_us(lambda: unchecked(*args))
-                row["checked_graph_us"] = graph_us(lambda: checked(*args, context="engine"))
-                row["sglang_graph_us"] = graph_us(lambda: sglang(**kwargs))
-                row["guarded_graph_us"] = graph_us(lambda: guarded(**kwargs))
-                if B == 32 and os.environ.get("RUNTIME_GUARD_PROFILE"):
-                    profile_calls(f"{variant} B={B} guarded sglang wrapper", lambda: guarded(**kwargs))
-                    profile_calls(f"{variant} B={B} checked kernel", lambda: checked(*args, context="engine"))
-            errors = [d for d in guard.diagnostics if d.severity == "error"]
-            row["guard_errors_on_valid_calls"] = len(errors)
-            results["rows"].append(row)
-            print(f"{variant:4} {B:>4} | {row['checked_eager_us']:9.1f} {row['sglang_eager_us']:9.1f} "
-                  f"{row['checked_eager_us'] / row['sglang_eager_us']:6.2f} | {row['guard_host_us']:10.1f} "
-                  f"{row['sglang_checks_us']:10.1f} {row['guard_host_us'] / row['sglang_checks_us']:6.2f} | "
-                  f"{row['unchecked_graph_us']:11.2f} {row['checked_graph_us']:9.2f} "
-                  f"{row['checked_graph_us'] / row['unchecked_graph_us']:6.3f} | {row['sglang_graph_us']:9.2f} "
-                  f"{row['guarded_graph_us']:9.2f} {row['guarded_graph_us'] / row['sglang_graph_us']:6.3f}",
-                  flush=True)
-            device_guard.default_buffer(call["initial_state"].device).take()
-            torch.cuda.empty_cache()
+            results["rows"].append(measure_row(module, variant, B))
         for B in BATCHES:
             results["faults"] += fault_cases(variant, B, module)
     for case in results["faults"]:
@@ -248,55 +253,59 @@ def main() -> int:
 
 def fault_cases(variant: str, B: int, module: Any) -> list[dict[str, Any]]:
     """Replay graphs holding bad slot tables; compare the faults read back and the canaries."""
-    checked = packed_decode if variant == "gdn" else kda_packed_decode
     cases = []
     for path in ("checked", "guarded"):
-        call = make_call(variant, B, seed=1)
-        S = call["initial_state"].shape[0]
-        valid = call["ssm_state_indices"].clone()
-        slots, expected = bad_slots(B, S)
-        buffer = device_guard.FaultBuffer(call["initial_state"].device)
-        guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
-                                hook_graphs=False)
-        if path == "checked":
-            def step() -> Any:
-                return checked(*positional(call, variant), context="engine", faults=buffer, label="layer 0")
-        else:
-            guard.__enter__()
-            guarded = getattr(module, SGLANG[variant])
-            kwargs = keywords(call)
-
-            def step() -> Any:
-                return guarded(**kwargs)
-        step()  # compile and cache the verdict eagerly, on valid slots
-        torch.cuda.synchronize()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-            step()
-        torch.cuda.synchronize()
-        buffer.take()
-        guard.raise_pending() if path == "guarded" else None
-        guard.diagnostics.clear()
-        canaries = (call["backing"][0].clone(), call["backing"][S + 1].clone())
-        call["ssm_state_indices"].copy_(torch.tensor(slots, dtype=torch.int32))
-        graph.replay()
-        torch.cuda.synchronize()
-        if path == "checked":
-            found = [(f.code, f.row, f.slot) for f in buffer.take()[0]]
-        else:
-            guard.raise_pending()
-            guard.__exit__(None, None, None)
-            found = sorted(((d.code, d.bindings["row"], d.bindings.get("slot", 0)) for d in guard.diagnostics
-                            if d.code in device_guard.FAULT_CODES.values()), key=lambda e: e[1])
-        equal = torch.equal(canaries[0], call["backing"][0]) and torch.equal(canaries[1], call["backing"][S + 1])
-        call["ssm_state_indices"].copy_(valid)
-        cases.append({"variant": variant, "B": B, "path": path, "found": found, "expected": expected,
-                      "match": found == expected, "canaries_equal": equal})
-        del graph, call
-        torch.cuda.empty_cache()
+        cases.append(fault_case(variant, B, module, path))
+        torch.cuda.empty_cache()  # the case's graph and tensors were freed when it returned
     return cases
+
+
+def fault_case(variant: str, B: int, module: Any, path: str) -> dict[str, Any]:
+    """One graph (the checked kernel, or the guarded sglang wrapper) replayed on a bad slot table."""
+    checked = packed_decode if variant == "gdn" else kda_packed_decode
+    call = make_call(variant, B, seed=1)
+    S = call["initial_state"].shape[0]
+    valid = call["ssm_state_indices"].clone()
+    slots, expected = bad_slots(B, S)
+    buffer = device_guard.FaultBuffer(call["initial_state"].device)
+    guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
+                            hook_graphs=False)
+    if path == "checked":
+        def step() -> Any:
+            return checked(*positional(call, variant), context="engine", faults=buffer, label="layer 0")
+    else:
+        guard.__enter__()
+        guarded = getattr(module, SGLANG[variant])
+        kwargs = keywords(call)
+
+        def step() -> Any:
+            return guarded(**kwargs)
+    step()  # compile and cache the verdict eagerly, on valid slots
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        step()
+    torch.cuda.synchronize()
+    buffer.take()
+    guard.raise_pending() if path == "guarded" else None
+    guard.diagnostics.clear()
+    canaries = (call["backing"][0].clone(), call["backing"][S + 1].clone())
+    call["ssm_state_indices"].copy_(torch.tensor(slots, dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    if path == "checked":
+        found = [(f.code, f.row, f.slot) for f in buffer.take()[0]]
+    else:
+        guard.raise_pending()
+        guard.__exit__(None, None, None)
+        found = sorted(((d.code, d.bindings["row"], d.bindings.get("slot", 0)) for d in guard.diagnostics
+                        if d.code in device_guard.FAULT_CODES.values()), key=lambda e: e[1])
+    equal = torch.equal(canaries[0], call["backing"][0]) and torch.equal(canaries[1], call["backing"][S + 1])
+    call["ssm_state_indices"].copy_(valid)
+    return {"variant": variant, "B": B, "path": path, "found": found, "expected": expected,
+            "match": found == expected, "canaries_equal": equal}
 
 
 if __name__ == "__main__":

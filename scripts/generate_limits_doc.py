@@ -23,7 +23,8 @@ def render() -> str:
         "range: a config field is reported as GDR108 and not used; an option, a `[tool.gdr-check]` key or a recorded",
         "value stops the run with one `error:` line and exit 2.",
         "",
-        "This page is generated from `src/gdr_check/limits.py` (`python scripts/generate_limits_doc.py docs/limits.md`).",
+        "This page is generated from `src/gdr_check/limits.py` "
+        "(`python scripts/generate_limits_doc.py docs/limits.md`).",
         "",
         "| name | allowed range | what | where it comes from |",
         "|---|---|---|---|",

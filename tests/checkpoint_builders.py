@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 Tensors = dict[str, tuple[str, tuple[int, ...]]]  # name -> (safetensors dtype, shape)
 

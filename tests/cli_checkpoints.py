@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
-
 from gdr_check.cli.main import main
 
 # Output knobs that a CI environment may set and that would change what the CLI prints.

@@ -225,7 +225,8 @@ def _mutations(variant: str) -> dict[str, Any]:
     if variant == "gdn":
         m.update({
             # 14: a/b heads
-            "gates-tp-sharded": lambda c: {"a": torch.zeros(B, HV // 2, dtype=bf), "b": torch.zeros(B, HV // 2, dtype=bf)},
+            "gates-tp-sharded": lambda c: {"a": torch.zeros(B, HV // 2, dtype=bf),
+                                           "b": torch.zeros(B, HV // 2, dtype=bf)},
             "ba-unsplit": lambda c: {"b": torch.zeros(B, 2 * HV, dtype=bf)},
             # 15: A_log/dt_bias numel
             "A_log-global": lambda c: {"A_log": torch.zeros(2 * HV)},
@@ -259,7 +260,7 @@ def mutated(variant: str, *names: str, base: dict[str, Any] | None = None) -> di
     return call
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def touched(variant: str, name: str) -> frozenset[str]:
     """The arguments a mutation replaces."""
     return frozenset(_mutations(variant)[name](call_for(variant)))

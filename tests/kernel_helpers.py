@@ -40,7 +40,7 @@ class Call:
                 self.out, self.ssm_state_indices, self.use_qk_l2norm_in_kernel)
         return base + (self.lower_bound,) if self.kda else base
 
-    def clone(self) -> "Call":
+    def clone(self) -> Call:
         """A copy with its own pool (and pool backing) and `out`, so two runs cannot see each other."""
         backing = self.pool_backing.clone()
         offset = self.initial_state.storage_offset() - self.pool_backing.storage_offset()

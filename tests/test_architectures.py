@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from checkpoint_builders import (
     Tensors,
     _full_attention,
@@ -23,7 +24,6 @@ from checkpoint_builders import (
     qwen3_next_config,
     write_checkpoint,
 )
-
 from gdr_check.models import Deployment, check_checkpoint, check_model
 from gdr_check.models.adapters import select_adapter
 from gdr_check.sources import Checkpoint
@@ -93,7 +93,8 @@ def test_jet_nemotron_geometry_pools_and_decode_path(tmp_path: Path):
     model = result.model
     assert (model.family, model.kind, model.linear_layers) == ("jet-nemotron", "gdn", [1, 3])
     # H = HV = num_heads = 4, K = head_dim = 8, V = int(8 * 2.0) = 16, W = conv_size = 4.
-    assert (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim, model.conv_kernel) == (4, 4, 8, 16, 4)
+    assert (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim,
+            model.conv_kernel) == (4, 4, 8, 16, 4)
     assert model.weights_checked and errors(result) == []
     # JetBlock decodes with its own kernel: no packed call, no contract; the pools are still sized.
     assert result.decode.kernel == "fused_recurrent_gated_delta_rule_update" and not result.decode.packed

@@ -14,8 +14,8 @@ import pytest
 
 import gdr_check
 from fake_engine import install
-from gdr_check.capture import SCHEMA_VERSION, dump_recording
 from gdr_check.call import PackedDecodeCall
+from gdr_check.capture import SCHEMA_VERSION, dump_recording
 from gdr_check.cli.main import main
 from gdr_check.models import Deployment, check_builtin
 from gdr_check.tensors import TensorSpec

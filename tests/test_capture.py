@@ -108,7 +108,8 @@ def test_originals_are_restored_everywhere(engine, tmp_path):
         assert late.fused_recurrent_gated_delta_rule_packed_decode is not original
     for module in (engine.sglang_kernels, engine.gdn_caller, late):
         assert module.fused_recurrent_gated_delta_rule_packed_decode is original
-    assert engine.kda_caller.fused_recurrent_kda_packed_decode is engine.sglang_kernels.fused_recurrent_kda_packed_decode
+    assert (engine.kda_caller.fused_recurrent_kda_packed_decode
+            is engine.sglang_kernels.fused_recurrent_kda_packed_decode)
     engine.gdn_caller.forward_decode(**gdn_arguments())  # after exit: not recorded
     assert len(session.calls) == 0
 

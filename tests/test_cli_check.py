@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 import xml.etree.ElementTree as ET
+from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import pytest
-from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 
+from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 from gdr_check.cli.output import FORMATS
 from gdr_check.cli.targets import group_targets
 

@@ -32,7 +32,8 @@ def test_other_values_are_left_to_typer(annotation, value):
 
 def test_a_check_run_does_not_import_pydantic():
     probe = ("import sys; from gdr_check.cli.main import main; "
-             "code = main(['Qwen/Qwen3-Next-80B-A3B-Instruct', '--tp', '2', '--batch', '16', '--output-format', 'json']); "
+             "code = main(['Qwen/Qwen3-Next-80B-A3B-Instruct', '--tp', '2', '--batch', '16', "
+             "'--output-format', 'json']); "
              "sys.stderr.write(str(code) + ' ' + str('pydantic' in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stderr.strip().splitlines()[-1] == "0 False"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 
+from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 from gdr_check import __version__
 from gdr_check.cli import progress
 from gdr_check.report import PROJECT_URL, RULE_DOCS_URL

@@ -137,8 +137,8 @@ def test_fast_path_agrees_with_every_rule_on_near_valid_calls(call, engine):
 @given(variant=st.sampled_from(["gdn", "kda"]), engine=st.sampled_from(["sglang", "vllm"]),
        tensors=st.lists(absurd_specs(), min_size=8, max_size=8), l2norm=st.booleans())
 def test_fast_path_agrees_with_every_rule_on_absurd_calls(variant, engine, tensors, l2norm):
-    call = PackedDecodeCall(**dict(zip(TENSOR_ARGUMENTS, tensors)), scale=0.1, use_qk_l2norm_in_kernel=l2norm,
-                            variant=variant)
+    call = PackedDecodeCall(**dict(zip(TENSOR_ARGUMENTS, tensors, strict=True)), scale=0.1,
+                            use_qk_l2norm_in_kernel=l2norm, variant=variant)
     _agree(call, engine)
 
 

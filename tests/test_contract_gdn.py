@@ -12,7 +12,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from contract_calls import (  # noqa: E402
-    SHARED_WRAPPER_CASES, B, HV, K, V, call_for, check, mutated, qwen_gdn_call, with_,
+    HV,
+    SHARED_WRAPPER_CASES,
+    B,
+    K,
+    V,
+    call_for,
+    check,
+    mutated,
+    qwen_gdn_call,
+    with_,
 )
 from gdr_check import TensorSpec, check_packed_decode  # noqa: E402
 from gdr_check.checks import RULES  # noqa: E402

@@ -37,7 +37,7 @@ def specs(draw):
        scale=st.one_of(st.none(), st.floats(), st.integers(-3, 3), st.text(max_size=2), st.booleans()),
        l2norm=st.booleans(), lower_bound=st.one_of(st.none(), st.floats(), st.booleans()))
 def test_any_call_gives_a_well_formed_report_in_wrapper_order(variant, engine, tensors, scale, l2norm, lower_bound):
-    kwargs = dict(zip(NAMES, tensors), scale=scale, use_qk_l2norm_in_kernel=l2norm, engine=engine)
+    kwargs = dict(zip(NAMES, tensors, strict=True), scale=scale, use_qk_l2norm_in_kernel=l2norm, engine=engine)
     if variant == "gdn":
         report = check_packed_decode(**kwargs)
     else:

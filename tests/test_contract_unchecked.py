@@ -7,11 +7,12 @@ import math
 
 import pytest
 
+from gdr_check.engines import UnknownEngineError
+
 torch = pytest.importorskip("torch")
 
-from contract_calls import B, HV, K, S, V, awkward_call, call_for, check, indices, qwen_gdn_call, qwen_kda_call, with_  # noqa: E402,E501
+from contract_calls import HV, B, K, S, V, awkward_call, call_for, check, indices, qwen_gdn_call, qwen_kda_call, with_  # noqa: E402
 from gdr_check.checks import RULES  # noqa: E402
-from gdr_check.engines import UnknownEngineError
 
 VARIANTS = ["gdn", "kda"]
 EXPECTED_SCALE = K**-0.5  # 0.3535533905932738

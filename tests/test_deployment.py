@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 
+from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.models import Deployment, check_builtin, check_model
 from gdr_check.sources import SourceError
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
 
 STABLE_FORMATS = ("json", "json-lines", "sarif")
@@ -92,7 +93,7 @@ def test_absolute_and_relative_targets(tree, fmt):
     absolute_targets = tuple(str(tree / target) for target in TARGETS)
     code, text = run(fmt, tree, absolute_targets)
     # Only the echo of each argument may differ: put the argument as typed back, then compare bytes.
-    for target, typed in zip(TARGETS, absolute_targets):
+    for target, typed in zip(TARGETS, absolute_targets, strict=True):
         text = text.replace(json.dumps(typed).encode(), json.dumps(target).encode())
     assert (code, text) == relative
     assert str(tree).encode() not in text

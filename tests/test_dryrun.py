@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
 
+from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.call import PackedDecodeCall
 from gdr_check.cli.main import main
 from gdr_check.models import Deployment, check_builtin
@@ -80,7 +80,8 @@ def passing_runs(checkpoints) -> dict[str, tuple[int, str, str]]:
     env = {**os.environ}
     if _sglang_source():
         env["GDR_CHECK_SGLANG_PATH"] = _sglang_source()  # type: ignore[assignment]
-        commands["sglang-backend"] = [str(checkpoints["gdn"]), *common, "--backend", "sglang", "--output-format", "json"]
+        commands["sglang-backend"] = [str(checkpoints["gdn"]), *common, "--backend", "sglang",
+                                      "--output-format", "json"]
     processes = {name: subprocess.Popen([sys.executable, "-m", "gdr_check", "dry-run", *args], env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for name, args in commands.items()}
@@ -311,7 +312,6 @@ def test_plan_round_trips_through_json():
 # -- the checks catch broken kernels (in-process session, float64 stand-in kernels: no Triton) ------------------------
 def _stand_in(flaw: str | None):
     """The float64 reference written back in the kernel's dtypes, with one deliberate flaw."""
-    import torch
 
     from gdr_check.kernel.naive import naive_packed_decode
 

@@ -9,7 +9,6 @@ its token axis. Every fix that names a concrete tensor operation is applied mech
 from __future__ import annotations
 
 import dataclasses
-
 import re
 
 from hypothesis import given, settings

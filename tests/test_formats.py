@@ -10,16 +10,16 @@ so that the run has one warning and one note. Regenerate with GDR_CHECK_UPDATE_G
 from __future__ import annotations
 
 import json
-from importlib import resources
 import os
 import re
 import xml.etree.ElementTree as ET
+from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import pytest
-from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 
+from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 from gdr_check.cli.formats.github import escape_data, escape_property, workflow_command
 
 TESTS = Path(__file__).resolve().parent
@@ -28,7 +28,8 @@ SARIF_SCHEMA = json.loads((TESTS / "schemas" / "sarif-schema-2.1.0.json").read_t
 REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 GOLDEN_ARGS = ("ckpt", "--tp", "2,3", "--state-dtype", "bfloat16", "--ignore", "GDR122,GDR123,GDR253",
                "--isolated")
-TEXT_FORMATS = {"full": "txt", "concise": "txt", "github": "txt", "json-lines": "jsonl", "junit": "xml", "gitlab": "json"}
+TEXT_FORMATS = {"full": "txt", "concise": "txt", "github": "txt", "json-lines": "jsonl", "junit": "xml",
+                "gitlab": "json"}
 
 
 @pytest.fixture

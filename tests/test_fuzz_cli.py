@@ -21,23 +21,30 @@ import subprocess
 import sys
 import tracemalloc
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import pytest
-from fixtures_sources import INDEX_NAME, qwen3_next_config, qwen3_next_layer, write_json, write_sharded
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_fuzz_sources import (
-    SafetensorsSpec, config_bytes, index_bytes, no_hang, safetensors_specs, scratch_dir, valid_headers,
-    write_checkpoint, write_spec,
-)
 
+from fixtures_sources import INDEX_NAME, qwen3_next_config, qwen3_next_layer, write_json, write_sharded
 from gdr_check.cli.main import main
 from gdr_check.cli.output import FORMATS
 from gdr_check.sources.safetensors_header import MAX_HEADER_BYTES
+from test_fuzz_sources import (
+    SafetensorsSpec,
+    config_bytes,
+    index_bytes,
+    no_hang,
+    safetensors_specs,
+    scratch_dir,
+    valid_headers,
+    write_checkpoint,
+    write_spec,
+)
 
 # Every example runs once per output format, so the budget is smaller than the reader suite's.
 EXAMPLES = int(os.environ.get("GDR_CHECK_FUZZ_CLI_EXAMPLES", "30"))
@@ -79,7 +86,7 @@ def plain_environment(**extra: str) -> Iterator[None]:
                 os.environ[key] = value
 
 
-@lru_cache(maxsize=None)
+@cache
 def _warmed_up() -> bool:
     """Run every format once on a good checkpoint, so that traced runs do not count first-use imports."""
     with scratch_dir() as scratch:

@@ -17,15 +17,16 @@ import signal
 import struct
 import tempfile
 import tracemalloc
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from fixtures_sources import INDEX_NAME, ITEMSIZE, qwen3_next_config
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from fixtures_sources import INDEX_NAME, ITEMSIZE, qwen3_next_config
 from gdr_check.registry import RULES
 from gdr_check.sources import Checkpoint, SourceError, open_checkpoint
 from gdr_check.sources.jsonpos import key_spans

@@ -8,12 +8,12 @@ import warnings
 
 import pytest
 
+from gdr_check import check_kda_packed_decode, check_packed_decode
+
 np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
 
-from contract_calls import gdn_call, kda_call
-
-from gdr_check import check_kda_packed_decode, check_packed_decode
+from contract_calls import gdn_call, kda_call  # noqa: E402
 
 
 def _nested() -> torch.Tensor:

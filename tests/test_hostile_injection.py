@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from cli_checkpoints import clean_output_env, run_cli
-from hostile_corpus import EVIL, FORMATS, assert_outcome, tree
-
 from gdr_check.capture import SCHEMA_VERSION, dump_recording
+from hostile_corpus import EVIL, FORMATS, assert_outcome, tree
 
 
 def _architecture(root: Path) -> tuple[list[str], int, str | None]:
@@ -87,7 +87,8 @@ def test_data_is_escaped_in_every_format(case, tmp_path, monkeypatch):
     is_call = args[0] == "call"
     before = tree(tmp_path)
     for fmt in FORMATS:
-        outcome = run_cli(*args, "--output-format", fmt, *([] if is_call else ["--isolated"] * (case != "pyproject-selector")))
+        outcome = run_cli(*args, "--output-format", fmt,
+                          *([] if is_call else ["--isolated"] * (case != "pyproject-selector")))
         document = assert_outcome(fmt, outcome, exit_code=exit_code, error=error)
         if fmt == "json" and case == "architecture":  # a machine format keeps the data exact
             assert any(EVIL in text for text in _strings(document))

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from hostile_corpus import FORMATS, assert_outcome, run_subprocess
 

@@ -6,16 +6,16 @@ a cap); JSON and TOML nested too deeply, non-UTF-8 TOML and recordings with non-
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
-from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
-from hostile_corpus import assert_outcome, run_subprocess
 
+from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.limits import UnreadableInput, read_bounded
+from hostile_corpus import assert_outcome, run_subprocess
 
 GIB = 1 << 30
 

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 from hostile_corpus import FORMATS, assert_outcome, run_subprocess, tree
 
@@ -95,7 +96,8 @@ def test_a_report_replaces_the_old_one_whole_keeping_its_mode_and_link(repo):
     outcome = run_cli("bad", "--isolated", "--output-format", "json", "-o", "link.json")
     assert outcome.exit_code == 1 and outcome.stdout == ""
     assert (repo / "link.json").is_symlink()
-    assert (repo / "real.json").read_text().startswith("{") and stat.S_IMODE((repo / "real.json").stat().st_mode) == 0o640
+    assert (repo / "real.json").read_text().startswith("{")
+    assert stat.S_IMODE((repo / "real.json").stat().st_mode) == 0o640
     assert sorted(p.name for p in repo.iterdir()) == ["bad", "good", "link.json", "real.json"]
 
 

@@ -6,14 +6,21 @@ import json
 from pathlib import Path
 
 import pytest
-from checkpoint_builders import (
-    interval_layer_types, kimi_config, kimi_tensors, olmo_hybrid_layer, qwen3_5_config,
-    qwen3_next_config, qwen_tensors, write_checkpoint, write_safetensors,
-)
 
-from gdr_check.registry import RULES
+from checkpoint_builders import (
+    interval_layer_types,
+    kimi_config,
+    kimi_tensors,
+    olmo_hybrid_layer,
+    qwen3_5_config,
+    qwen3_next_config,
+    qwen_tensors,
+    write_checkpoint,
+    write_safetensors,
+)
 from gdr_check.models import Deployment, check_checkpoint, check_model, get_builtin, list_builtin
 from gdr_check.models.adapters import select_adapter
+from gdr_check.registry import RULES
 from gdr_check.sources import Checkpoint, TensorInfo
 
 DEFAULT = Deployment()
@@ -154,7 +161,8 @@ def test_unknown_architecture_inferred_from_tensors(tmp_path: Path):
     assert model.linear_layers == [0, 1, 2, 4, 5, 6] and model.num_hidden_layers == 8
     warning = only(result, "GDR102")
     assert warning.severity == "warning"
-    assert warning.message == "`unknown` is not a known GDN/KDA architecture: its geometry is inferred from tensor shapes"
+    assert warning.message == ("`unknown` is not a known GDN/KDA architecture: "
+                               "its geometry is inferred from tensor shapes")
     assert result.call is not None
 
 
@@ -243,7 +251,8 @@ def test_unexplained_shape(tmp_path: Path):
     tensors["model.layers.1.linear_attn.in_proj_qkvz.weight"] = ("BF16", (193, 64))
     write_checkpoint(tmp_path, config, tensors)
     diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR113")
-    assert diagnostic.message == "`model.layers.1.linear_attn.in_proj_qkvz.weight` has shape [193, 64], expected [192, 64]"
+    assert diagnostic.message == ("`model.layers.1.linear_attn.in_proj_qkvz.weight` has shape [193, 64], "
+                                  "expected [192, 64]")
 
 
 def test_missing_tensor_in_one_layer(tmp_path: Path):

@@ -27,7 +27,7 @@ pytest.importorskip("triton")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from contract_calls import B, HV, K, V, call_for, check, mutated, mutation_names, touched  # noqa: E402
+from contract_calls import call_for, check, mutated, mutation_names, touched  # noqa: E402
 from gdr_check.call import CallContext  # noqa: E402
 from gdr_check.checks.contract import describe_call  # noqa: E402
 
@@ -270,7 +270,8 @@ def random_calls(draw, variant):
     return call
 
 
-_SETTINGS = settings(max_examples=int(os.environ.get("GDR_ORACLE_EXAMPLES", 300)), deadline=None, derandomize=not os.environ.get("GDR_ORACLE_EXAMPLES"), database=None,
+_SETTINGS = settings(max_examples=int(os.environ.get("GDR_ORACLE_EXAMPLES", 300)), deadline=None,
+                     derandomize=not os.environ.get("GDR_ORACLE_EXAMPLES"), database=None,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 

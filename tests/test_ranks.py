@@ -9,11 +9,11 @@ mis-sharding and fault runs use the test-only hooks GDR_CHECK_RANKS_TEST_MISSHAR
 from __future__ import annotations
 
 import importlib.util
-
 import json
 from pathlib import Path
 
 import pytest
+
 from checkpoint_builders import (
     kimi_config,
     kimi_tensors,
@@ -22,7 +22,6 @@ from checkpoint_builders import (
     qwen_tensors,
     write_checkpoint,
 )
-
 from gdr_check.cli.main import main
 from gdr_check.models import Deployment, check_model
 from gdr_check.models.sharding import (

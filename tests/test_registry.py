@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from gdr_check.checks import RULES
 from gdr_check.call import CallContext
+from gdr_check.checks import RULES
 from gdr_check.checks.contract import _diagnostics
 from gdr_check.checks.docs import render_index, render_pages
 from gdr_check.checks.examples import CallExample, tensor
-from gdr_check.registry import CATEGORIES, Finding, RuleSet
 from gdr_check.checks.rules_wrapper import GDN_WRAPPER_ORDER, KDA_WRAPPER_ORDER
+from gdr_check.registry import CATEGORIES, Finding, RuleSet
 
 
 def test_codes_names_and_severities_are_well_formed():
@@ -196,8 +196,8 @@ def test_a_wrapper_rule_without_its_predicate_or_position_is_refused_at_declarat
 
 # -- typed violations: a template field and the class's fields are checked against each other at import ----------
 def test_a_typed_violation_with_a_field_its_message_lacks_fails_when_its_class_is_created():
-    from gdr_check.registry import Violation
     from gdr_check.errors import SourceError
+    from gdr_check.registry import Violation
 
     rules = RuleSet()
     rule = rules.declare("GDR391", "toy-child-died", scope="dryrun", summary="s", explanation="e",

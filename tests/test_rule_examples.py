@@ -1,9 +1,9 @@
 """Every rule's executable example fires exactly its own rule and no other error (but those it declares).
 
 The examples are declared with the rules (`Rule.example`) and shown on the rule pages (docs/rules/<CODE>.md), so
-this verifies every docs example, and a rule declared without an example fails here. A rule whose check no input can trigger
-(GDR220, mirrored from the wrapper although BK >= K always) has an example marked unreachable: the test
-asserts that it stays quiet instead.
+this verifies every docs example, and a rule declared without an example fails here. A rule whose check no input
+can trigger (GDR220, mirrored from the wrapper although BK >= K always) has an example marked unreachable: the
+test asserts that it stays quiet instead.
 """
 
 from __future__ import annotations

@@ -26,15 +26,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from checkpoint_builders import kimi_config, kimi_tensors, write_checkpoint
 from fixtures_sources import (
-    INDEX_NAME, make_hf_cache_repo, qwen3_next_config, qwen3_next_layer, write_json, write_raw_safetensors,
-    write_safetensors, write_sharded,
+    INDEX_NAME,
+    make_hf_cache_repo,
+    qwen3_next_config,
+    qwen3_next_layer,
+    write_json,
+    write_raw_safetensors,
+    write_safetensors,
+    write_sharded,
 )
-from test_fuzz_cli import check_outcome, run_cli
-
 from gdr_check.sources.jsonfile import MAX_JSON_BYTES
 from gdr_check.sources.safetensors_header import MAX_HEADER_BYTES
+from test_fuzz_cli import check_outcome, run_cli
 
 SMALL = qwen3_next_layer(0)
 REPO_ID = "Org/Tiny-GDN"
@@ -116,7 +122,7 @@ def test_pickle_weights_are_reported_with_the_conversion_and_never_loaded(tmp_pa
     assert not marker.exists()
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == len(targets)
-    for record, error in zip(records, errors):
+    for record, error in zip(records, errors, strict=True):
         assert record["code"] == 2 and record["pickle"] == []
         assert not any(path.endswith((".bin", ".pt", ".pth")) for path in record["opened"]), record["opened"]
         assert "convert it to safetensors" in error

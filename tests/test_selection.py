@@ -6,11 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_checkpoints import clean_output_env, run_cli, write_good
 
+from cli_checkpoints import clean_output_env, run_cli, write_good
 from gdr_check.config import ConfigError, discover, find_config_file, load_config
 from gdr_check.selection import (
-    RuleSelection, Selection, SelectorError, known_rules, parse_selector, rule_selection, split_selectors,
+    RuleSelection,
+    Selection,
+    SelectorError,
+    known_rules,
+    parse_selector,
+    rule_selection,
+    split_selectors,
 )
 
 RULES = known_rules()
@@ -201,7 +207,8 @@ def test_config_applies_and_command_line_wins(project: Path):
     assert codes_reported("models/good", "--isolated", "--tp", "1") == ["GDR131", "GDR253"]
     concise = run_cli("models/good")  # output-format and tp from the file
     assert concise.stdout.splitlines() == [
-        "models/good/config.json:1:1: warning[GDR249] `initial_state` is bfloat16: the state is rounded to bfloat16 at every step",
+        "models/good/config.json:1:1: warning[GDR249] `initial_state` is bfloat16: "
+        "the state is rounded to bfloat16 at every step",
         "models/good/config.json:1:1: warning[GDR253] sglang 0.5.23 rounds beta = sigmoid(b) to bfloat16 before the "
         "update: the state drifts from fp32 beta, more with longer contexts"]
 
@@ -219,7 +226,7 @@ def test_overrides_by_path(project: Path):
     write_pyproject(project, '[tool.gdr-check]\nselect = ["GDR131", "GDR253"]\n\n'
                              '[[tool.gdr-check.overrides]]\npaths = ["models/legacy/*"]\nignore = ["GDR253"]\n')
     lines = run_cli("models/good", "models/legacy/old", "--output-format", "json-lines").stdout.splitlines()
-    assert [(json.loads(l)["target"], json.loads(l)["code"]) for l in lines] == [
+    assert [(json.loads(line)["target"], json.loads(line)["code"]) for line in lines] == [
         ("models/good", "GDR131"), ("models/good", "GDR253"), ("models/legacy/old", "GDR131")]
 
 

@@ -7,7 +7,6 @@ import json
 import os
 import pickle
 import re
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +15,26 @@ import pytest
 
 import gdr_check.sources
 from fixtures_sources import (
-    INDEX_NAME, header_for, make_hf_cache_repo, qwen3_next_config, qwen3_next_layer, write_json,
-    write_raw_safetensors, write_safetensors, write_sharded,
+    INDEX_NAME,
+    header_for,
+    make_hf_cache_repo,
+    qwen3_next_config,
+    qwen3_next_layer,
+    write_json,
+    write_raw_safetensors,
+    write_safetensors,
+    write_sharded,
 )
-
 from gdr_check.registry import RULES
-from gdr_check.sources import Checkpoint, KeyLocation, SourceError, TensorInfo, open_checkpoint
+from gdr_check.sources import (
+    KeyLocation,
+    SourceError,
+    TensorInfo,
+    jsonfile,
+    open_checkpoint,
+    safetensors_header,
+)
 from gdr_check.sources import files as files_module
-from gdr_check.sources import jsonfile, safetensors_header
 from gdr_check.sources.jsonpos import dotted_keys
 
 SMALL = {
@@ -58,8 +69,10 @@ def test_single_file_with_config_beside(tmp_path):
     assert ckpt.config["linear_num_value_heads"] == 4
     assert ckpt.config_file == os.path.join("ck", "config.json")
     assert ckpt.tensors == {
-        "model.layers.0.linear_attn.A_log": TensorInfo("model.layers.0.linear_attn.A_log", "bfloat16", (4,), "model.safetensors"),
-        "model.layers.0.linear_attn.dt_bias": TensorInfo("model.layers.0.linear_attn.dt_bias", "float32", (4,), "model.safetensors"),
+        "model.layers.0.linear_attn.A_log": TensorInfo("model.layers.0.linear_attn.A_log", "bfloat16", (4,),
+                                                       "model.safetensors"),
+        "model.layers.0.linear_attn.dt_bias": TensorInfo("model.layers.0.linear_attn.dt_bias", "float32", (4,),
+                                                         "model.safetensors"),
     }
     assert ckpt.files_read == [os.path.join("ck", "config.json"), os.path.join("ck", "model.safetensors")]
     assert ckpt.index_file is None and ckpt.index_lines == {}
@@ -108,7 +121,8 @@ def test_each_distinct_shard_is_opened_once(tmp_path, monkeypatch):
     write_sharded(tmp_path / "ck", {f"s{i}.safetensors": qwen3_next_layer(i) for i in range(3)})
     opened = []
     real_open = files_module.MetadataReader.open
-    monkeypatch.setattr(files_module.MetadataReader, "open", lambda self, p: opened.append(p.name) or real_open(self, p))
+    monkeypatch.setattr(files_module.MetadataReader, "open",
+                        lambda self, p: opened.append(p.name) or real_open(self, p))
     open_checkpoint("ck")
     assert opened == [INDEX_NAME, "s0.safetensors", "s1.safetensors", "s2.safetensors"]
 
@@ -317,7 +331,8 @@ def test_pickle_files_are_never_opened(tmp_path, monkeypatch):
     (tmp_path / "ck" / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
     opened = []
     real_open = files_module.MetadataReader.open
-    monkeypatch.setattr(files_module.MetadataReader, "open", lambda self, p: opened.append(p.name) or real_open(self, p))
+    monkeypatch.setattr(files_module.MetadataReader, "open",
+                        lambda self, p: opened.append(p.name) or real_open(self, p))
     for target in ("ck", "ck/pytorch_model.bin"):
         assert error_of(target).code == "GDR003"
     assert "pytorch_model.bin" not in opened
@@ -451,7 +466,8 @@ CASES = {
         "by the current user, or point at a copy that is",
     ),
     "unresolved-ref": (
-        lambda t: (_cached_model(t), (t / "hub/models--Org--Tiny-GDN/refs/main").write_text("feedface"))[1] and "Org/Tiny-GDN",
+        lambda t: (_cached_model(t),
+                   (t / "hub/models--Org--Tiny-GDN/refs/main").write_text("feedface"))[1] and "Org/Tiny-GDN",
         "GDR006", "hub/models--Org--Tiny-GDN: cache entry `Org/Tiny-GDN` has no usable snapshot for revision `main`: "
         "`snapshots/feedface` is missing; help: download the model again (`hf download Org/Tiny-GDN`)",
     ),
@@ -509,13 +525,15 @@ CASES = {
         "files into the checkpoint directory",
     ),
     "cache-link-outside-blobs": (
-        lambda t: (write_safetensors(t / "secret.safetensors", SMALL), _cache_link(t, str(t / "secret.safetensors")))[1],
+        lambda t: (write_safetensors(t / "secret.safetensors", SMALL),
+                   _cache_link(t, str(t / "secret.safetensors")))[1],
         "GDR010", f"{SNAP}/model.safetensors: `model.safetensors` is a link to `{{tmp}}/secret.safetensors`, outside "
         "`blobs/` of `models--Org--Tiny-GDN`; help: pass `--follow-links` to follow links you trust (git-annex, "
         "DVC, shared storage), or copy the real files into the checkpoint directory",
     ),
     "config-bad-json": (
-        lambda t: (write_json(t / "ck/config.json", {}), (t / "ck/config.json").write_text('{\n  "a": 1,\n  "b" 2\n}\n'), "ck")[2],
+        lambda t: (write_json(t / "ck/config.json", {}),
+                   (t / "ck/config.json").write_text('{\n  "a": 1,\n  "b" 2\n}\n'), "ck")[2],
         "GDR020", "ck/config.json: invalid JSON at line 3, column 7: expecting ':' delimiter; "
         "help: fix the JSON at the reported line and column, or download `config.json` again",
     ),
@@ -667,7 +685,8 @@ CASES = {
         "header does not contain it; help: download the index and `s.safetensors` of one revision again",
     ),
     "duplicate-across-files": (
-        lambda t: (write_safetensors(t / "ck/a.safetensors", SMALL), write_safetensors(t / "ck/b.safetensors", SMALL), "ck")[2],
+        lambda t: (write_safetensors(t / "ck/a.safetensors", SMALL),
+                   write_safetensors(t / "ck/b.safetensors", SMALL), "ck")[2],
         "GDR045", "ck/b.safetensors: tensor `model.layers.0.linear_attn.A_log` is stored in both `a.safetensors` and "
         "`b.safetensors`; help: remove the stale file so that each tensor is stored once",
     ),

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 from fixtures_sources import (
     INDEX_NAME,
@@ -229,7 +230,8 @@ def test_a_revision_of_an_uncached_builtin_model_is_not_replaced_by_the_descript
     assert run_cli("Qwen/Qwen3-Next-80B-A3B-Instruct").exit_code in (0, 1)  # the built-in description
     for args in (["Qwen/Qwen3-Next-80B-A3B-Instruct@v1"], ["Qwen/Qwen3-Next-80B-A3B-Instruct", "--revision", "v1"]):
         run = run_cli(*args)
-        assert run.exit_code == 2 and "is neither a local path nor a model in the local Hugging Face cache" in run.stderr
+        assert run.exit_code == 2
+        assert "is neither a local path nor a model in the local Hugging Face cache" in run.stderr
 
 
 # -- Git LFS pointers, links ---------------------------------------------------------------------------------

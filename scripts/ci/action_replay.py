@@ -33,8 +33,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint  # noqa: E402
-from hook_repo import ROOT, snapshot_repository  # noqa: E402
+from hook_repo import ROOT, snapshot_repository
+
+from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")

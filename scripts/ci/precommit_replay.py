@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint  # noqa: E402
-from hook_repo import git, snapshot_repository  # noqa: E402
+from hook_repo import git, snapshot_repository
+
+from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 
 
 def pre_commit(project: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -6,8 +6,6 @@ They reject a non-2-D `mixed_qkv` (so tests can record a call that fails), zero 
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 def _run(mixed_qkv, out, initial_state):
     if mixed_qkv.ndim != 2:
@@ -24,6 +22,6 @@ def fused_recurrent_gated_delta_rule_packed_decode(
 
 def fused_recurrent_kda_packed_decode(
     mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel=False,
-    lower_bound: Optional[float] = None,
+    lower_bound: float | None = None,
 ):
     return _run(mixed_qkv, out, initial_state)
