@@ -1,0 +1,32 @@
+"""What a new user reads in README.md and docs/ matches what the installed tool does (found by trying every
+documented command and option as a user would)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_checkpoints import clean_output_env, run_cli
+
+from gdr_check import __version__
+
+ROOT = Path(__file__).resolve().parent.parent
+QWEN = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+
+
+@pytest.fixture
+def cwd(tmp_path: Path, monkeypatch) -> Path:
+    clean_output_env(monkeypatch)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_ci_guide_shows_the_rule_links_the_reports_carry(cwd: Path):
+    document = json.loads(run_cli(QWEN, "--tp", "4", "--isolated", "--output-format", "json").stdout)
+    url = document["diagnostics"][0]["url"]
+    assert url == f"https://github.com/gdr-check/gdr-check/blob/v{__version__}/docs/rules/GDR131.md"
+    shown = "`https://github.com/gdr-check/gdr-check/blob/v<version>/docs/rules/<CODE>.md`"
+    assert shown in (ROOT / "docs" / "ci.md").read_text()
+    assert shown.replace("<version>", __version__).replace("<CODE>", "GDR131").strip("`") == url
