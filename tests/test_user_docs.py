@@ -30,3 +30,21 @@ def test_the_ci_guide_shows_the_rule_links_the_reports_carry(cwd: Path):
     shown = "`https://github.com/gdr-check/gdr-check/blob/v<version>/docs/rules/<CODE>.md`"
     assert shown in (ROOT / "docs" / "ci.md").read_text()
     assert shown.replace("<version>", __version__).replace("<CODE>", "GDR131").strip("`") == url
+
+
+# -- explain writes full or json (its --help says so) ----------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["sarif", "jsn"])
+def test_explain_refuses_a_format_it_does_not_write(cwd: Path, fmt: str):
+    result = run_cli("explain", "GDR212", "--output-format", fmt)
+    assert result.exit_code == 2
+    assert f"error: Invalid value for --output-format: explain writes full or json, not '{fmt}'\n" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_explain_reads_json_from_the_environment_and_full_for_any_other_format(cwd: Path, monkeypatch):
+    monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "json")
+    assert json.loads(run_cli("explain", "GDR212").stdout)["code"] == "GDR212"
+    monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "sarif")  # set for `check` in CI: explain still answers
+    result = run_cli("explain", "GDR212")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("GDR212 state-pool-not-4d (error): ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 
 import typer
@@ -13,8 +14,10 @@ from ..registry import get
 from .escape import dump_json
 from .escape import text as safe
 from .main import app
-from .output import Output, tool_info
+from .output import FORMAT_ENV, Output, tool_info
 
+# The formats `explain` writes.
+EXPLAIN_FORMATS = ("full", "json")
 # How much of an unmatched paste the error line quotes.
 _QUOTED = 120
 
@@ -109,12 +112,23 @@ def _suggestion(token: str) -> str:
     return (f"; did you mean `{close[0]}`?" if close else "") + " (`gdr-check explain --all` lists every rule)"
 
 
+def _explain_format(given: str | None) -> str:
+    """The format asked for on the command line, which must be one `explain` writes; else json when the
+    environment asks for json. Another format in the environment (set for `check` in CI) gives full."""
+    if given is None:
+        return "json" if os.environ.get(FORMAT_ENV) == "json" else "full"
+    if given not in EXPLAIN_FORMATS:
+        raise typer.BadParameter(f"explain writes full or json, not {safe(given)!r}", param_hint="--output-format")
+    return given
+
+
 @app.command("explain")
 def explain_command(
     query: str = typer.Argument(None, help="A rule code (GDR212), name (state-pool-not-4d) or a pasted error message."),
     all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),
-    output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
-                                      help="full or json."),
+    output_format: str = typer.Option(
+        None, "--output-format",
+        help=f"full or json (default: json when {FORMAT_ENV} is json, else full)."),
     model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
     tp: int = typer.Option(None, "--tp", min=1, help="The tensor-parallel size of the deployment."),
     batch: int = typer.Option(None, "--batch", min=1, help="The decode batch size of the deployment."),
@@ -123,6 +137,7 @@ def explain_command(
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
     from ..checks import RULES
 
+    output_format = _explain_format(output_format)
     out = Output(output_format)
     if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
         from ..config import discover, load_config
