@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_checkpoints import clean_output_env, run_cli
 
+from cli_checkpoints import clean_output_env, run_cli
 from gdr_check import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,3 +48,23 @@ def test_explain_reads_json_from_the_environment_and_full_for_any_other_format(c
     result = run_cli("explain", "GDR212")
     assert result.exit_code == 0
     assert result.stdout.startswith("GDR212 state-pool-not-4d (error): ")
+
+
+# -- README "Checking a checkpoint": a file names its checkpoint directory ------------------------------------
+def test_a_file_named_on_the_command_line_stands_for_its_directory(cwd: Path):
+    from cli_checkpoints import write_good
+    from fixtures_sources import qwen3_next_config
+
+    readme = (ROOT / "README.md").read_text()
+    assert "gdr-check path/to/model.safetensors            # a shard, index or config.json stands for its directory\n" \
+        in readme
+    write_good(cwd / "ckpt")
+    whole = json.loads(run_cli("ckpt", "--isolated", "--output-format", "json").stdout)["source"]
+    assert whole["tensors"] > 0
+    for name in ("config.json", "model.safetensors"):
+        named = json.loads(run_cli(f"ckpt/{name}", "--isolated", "--output-format", "json").stdout)["source"]
+        assert (named["kind"], named["tensors"]) == (whole["kind"], whole["tensors"])
+    (cwd / "config-only").mkdir()
+    (cwd / "config-only" / "config.json").write_text(json.dumps(qwen3_next_config()))
+    alone = json.loads(run_cli("config-only", "--isolated", "--output-format", "json").stdout)["source"]
+    assert alone["tensors"] == 0 and alone["weights_checked"] is False
