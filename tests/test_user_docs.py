@@ -68,3 +68,20 @@ def test_a_file_named_on_the_command_line_stands_for_its_directory(cwd: Path):
     (cwd / "config-only" / "config.json").write_text(json.dumps(qwen3_next_config()))
     alone = json.loads(run_cli("config-only", "--isolated", "--output-format", "json").stdout)["source"]
     assert alone["tensors"] == 0 and alone["weights_checked"] is False
+
+
+# -- README: what gdr_check.api's functions return ------------------------------------------------------------
+def test_the_readme_says_what_check_targets_returns(cwd: Path):
+    from gdr_check.api import TargetSettings, check_targets
+    from gdr_check.cli.config import Config
+    from gdr_check.cli.selection import Selection
+    from gdr_check.results import Run, TargetResult
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert ("`check_targets(targets, settings_for)` gives the list of (target, TP size) results, and "
+            "`Run(check_targets(...))` is what `gdr-check check` renders.") in readme
+    settings = TargetSettings(Config(), Selection(), "sglang", [2, 3], 8, None, None, None, None)
+    results = check_targets([QWEN], lambda target: settings)
+    assert isinstance(results, list) and all(isinstance(r, TargetResult) for r in results)
+    assert [r.tp for r in results] == [2, 3]
+    assert Run(results).exit_code == 1  # tp=3 does not divide the heads
