@@ -85,3 +85,33 @@ def test_the_readme_says_what_check_targets_returns(cwd: Path):
     assert isinstance(results, list) and all(isinstance(r, TargetResult) for r in results)
     assert [r.tp for r in results] == [2, 3]
     assert Run(results).exit_code == 1  # tp=3 does not divide the heads
+
+
+# -- the guard refuses a bad deployment when it is made or entered, not inside the engine's first decode ------
+def test_guard_refuses_a_bad_tp_when_made():
+    import gdr_check
+    from gdr_check.limits import LimitError
+
+    message = r"^tp is 0: must be in 1\.\.4_096 \(tensor-parallel size\); see docs/limits\.md$"
+    with pytest.raises(LimitError, match=message):
+        gdr_check.guard(tp=0)
+    with pytest.raises(ValueError, match="^state dtype must be one of "):
+        gdr_check.guard(state_dtype="int8")
+
+
+def test_guard_refuses_a_model_it_cannot_read_on_entry_and_patches_nothing(cwd: Path, monkeypatch):
+    import gdr_check
+    from fake_engine import install
+    from gdr_check.errors import SourceError
+
+    engine = install(monkeypatch)
+    original = engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
+    guard = gdr_check.guard(engine="sglang", model="nope/x")
+    with pytest.raises(SourceError, match=r"^`nope/x` is neither a local path nor a model in the local Hugging Face"):
+        with guard:
+            pass
+    assert engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode is original and guard.sites == []
+    with gdr_check.guard(engine="sglang", model=QWEN, tp=4) as loaded:  # a built-in model: read on entry
+        assert loaded._expected and loaded.sites
+        assert engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode is not original
+    assert engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode is original
