@@ -115,3 +115,41 @@ def test_guard_refuses_a_model_it_cannot_read_on_entry_and_patches_nothing(cwd: 
         assert loaded._expected and loaded.sites
         assert engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode is not original
     assert engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode is original
+
+
+# -- explain: an ordinary log line is no error -----------------------------------------------------------------
+VLLM_LOG = """\
+INFO 11-30 10:00:00 [__init__.py:241] Automatically detected platform cuda.
+(APIServer pid=100) INFO 11-30 10:00:01 [api_server.py:1805] vLLM API server version 0.29.0
+(APIServer pid=100) WARNING 11-30 10:00:02 [config.py:100] `torch_dtype` is deprecated! Use `dtype` instead!
+(APIServer pid=100) INFO 11-30 10:00:02 [config.py:101] `max_model_len` is 262144: capped by the KV cache
+(VllmWorker TP0 pid=101) INFO 11-30 10:00:03 [parallel_state.py:1200] rank 0 of 4 is ready
+(VllmWorker TP0 pid=101) ERROR 11-30 10:00:05 [multiproc_executor.py:585] AssertionError: 16 is not divisible by 3
+"""
+
+
+def test_explain_reads_only_the_error_of_an_ordinary_vllm_log(cwd: Path):
+    result = run_cli("explain", VLLM_LOG, "--output-format", "json")
+    assert result.exit_code == 0
+    found = json.loads(result.stdout)
+    assert (found["code"], found["line"]) == ("GDR401", 6)  # one document: the only error in the log
+
+
+@pytest.mark.parametrize(("line", "code"), [
+    ("checkpoints/a/config.json:3:5: error[GDR104] `layer_types` has 6 entries but `num_hidden_layers` is 8",
+     "GDR104"),
+    ("info[GDR133]: vLLM runs the GDN packed decode only with `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` set",
+     "GDR133"),
+])
+def test_explain_still_reads_gdr_checks_own_generic_messages_with_their_code(cwd: Path, line: str, code: str):
+    result = run_cli("explain", line, "--output-format", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["code"] == code
+
+
+def test_the_readme_names_the_rules_explain_reads_only_with_their_code():
+    from gdr_check.checks import RULES
+    from gdr_check.checks.explain import _MIN_LITERAL, _literal_length
+
+    generic = sorted(code for code, rule in RULES.items() if _literal_length(rule) < _MIN_LITERAL)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"the few with little fixed text ({', '.join(generic)}) only from a line that names their code" in readme
