@@ -153,3 +153,18 @@ def test_the_readme_names_the_rules_explain_reads_only_with_their_code():
     generic = sorted(code for code, rule in RULES.items() if _literal_length(rule) < _MIN_LITERAL)
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"the few with little fixed text ({', '.join(generic)}) only from a line that names their code" in readme
+
+
+# -- a guard that saw no call needs no torch (the base install has none) ---------------------------------------
+def test_a_guard_that_saw_no_call_exits_without_importing_torch():
+    from test_no_heavy_imports import _modules_after
+
+    code = """
+import warnings
+import gdr_check
+warnings.simplefilter("ignore")  # no engine installed: the guard says it found nothing to guard
+with gdr_check.guard(engine="sglang", mode="raise") as guard:
+    pass
+assert guard.raise_pending() == [] and guard.diagnostics == []
+"""
+    assert _modules_after(code) == {"torch": False, "triton": False}

@@ -238,6 +238,8 @@ class Guard:
     def raise_pending(self) -> list[Any]:
         """Read every fault buffer (synchronises the device; does nothing while capturing) and act on the
         faults per `mode`. Returns the new diagnostics."""
+        if not self._buffers:  # no guarded call reached the device: nothing to read (and no torch needed)
+            return []
         from .kernel.device_guard import diagnostics_of, is_capturing
 
         if is_capturing():
