@@ -168,3 +168,48 @@ with gdr_check.guard(engine="sglang", mode="raise") as guard:
 assert guard.raise_pending() == [] and guard.diagnostics == []
 """
     assert _modules_after(code) == {"torch": False, "triton": False}
+
+
+# -- explain -: the paste from standard input (a log too long for one argument) ---------------------------------
+def _stdin(monkeypatch, data: bytes) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def test_explain_reads_the_tail_of_a_long_log_from_stdin_with_the_logs_line_numbers(cwd: Path, monkeypatch):
+    noise = "".join(f"(VllmWorker TP0 pid=101) INFO 11-30 10:00:03 [loader.py:100] loading shard {i} of 400\n"
+                    for i in range(3000))  # ~270 KB: more than one argument may hold, the error at the end
+    _stdin(monkeypatch, (noise + VLLM_LOG.splitlines()[-1] + "\n").encode())
+    result = run_cli("explain", "-", "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert (found["code"], found["line"], found["values"]) == (
+        "GDR401", 3001, {"numerator": "16", "denominator": "3"})
+
+
+def test_explain_from_stdin_matches_the_same_paste_given_as_an_argument(cwd: Path, monkeypatch):
+    _stdin(monkeypatch, VLLM_LOG.encode())
+    piped = run_cli("explain", "-", "--output-format", "json")
+    assert piped.stdout == run_cli("explain", VLLM_LOG, "--output-format", "json").stdout
+
+
+def test_explain_from_an_empty_stdin_is_one_line_and_exit_2(cwd: Path, monkeypatch):
+    _stdin(monkeypatch, b"")
+    result = run_cli("explain", "-")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "error: standard input is empty: pipe a log into `gdr-check explain -`\n"
+
+
+def test_explain_from_stdin_that_is_not_utf8_is_no_traceback(cwd: Path, monkeypatch):
+    _stdin(monkeypatch, b"\xff\xfe\x00garbage\x80\n")
+    result = run_cli("explain", "-")
+    assert result.exit_code == 2 and result.stderr.startswith("error: no rule matches ")
+    assert "Traceback" not in result.stderr
+
+
+def test_the_readme_pipes_the_log_into_explain():
+    readme = (ROOT / "README.md").read_text()
+    assert "gdr-check explain - --model Qwen/Qwen3-Next-80B-A3B-Instruct --tp 2 --batch 5000 --engine vllm" \
+        " < worker.log\n" in readme

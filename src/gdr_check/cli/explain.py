@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import sys
 
 import typer
 
@@ -122,9 +123,30 @@ def _explain_format(given: str | None) -> str:
     return given
 
 
+def _read_stdin() -> tuple[str, int]:
+    """The paste piped into `explain -`: its last `MAX_PASTE` characters from a line start (a log ends with its
+    error), read in chunks so that a log of any size takes bounded memory (bytes that are not UTF-8 replaced),
+    and how many lines before it were dropped."""
+    binary = getattr(sys.stdin, "buffer", None)
+    tail, dropped, cut = "", 0, False
+    while True:
+        chunk = binary.read(1 << 16).decode("utf-8", "replace") if binary is not None else sys.stdin.read(1 << 16)
+        if not chunk:
+            break
+        tail += chunk
+        if len(tail) > MAX_PASTE:
+            dropped += tail.count("\n", 0, len(tail) - MAX_PASTE)
+            tail, cut = tail[-MAX_PASTE:], True
+    if cut and "\n" in tail:
+        _, tail = tail.split("\n", 1)  # the first line was cut: it is not a whole message
+        dropped += 1
+    return tail, dropped
+
+
 @app.command("explain")
 def explain_command(
-    query: str = typer.Argument(None, help="A rule code (GDR212), name (state-pool-not-4d) or a pasted error message."),
+    query: str = typer.Argument(None, help=("A rule code (GDR212), name (state-pool-not-4d) or a pasted error message; "
+                                            "- reads the paste from standard input (its last 64 KiB).")),
     all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),
     output_format: str = typer.Option(
         None, "--output-format",
@@ -139,6 +161,12 @@ def explain_command(
 
     output_format = _explain_format(output_format)
     out = Output(output_format)
+    dropped = 0
+    if query == "-" and not all_rules:
+        query, dropped = _read_stdin()
+        if not query.strip():
+            out.error_line("standard input is empty: pipe a log into `gdr-check explain -`")
+            raise typer.Exit(2)
     if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
         from ..config import discover, load_config
 
@@ -155,6 +183,8 @@ def explain_command(
         found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:
         found = explain_all(query, context)
+        for entry in found:  # line numbers of the whole log, not of the tail that was read
+            entry.line = entry.line + dropped if entry.line is not None else None
         if not found:
             # Exit 2 like any other bad input (ruff's `rule` does the same): 1 means "problems found".
             if _RULE_ID.match(query.strip()):
