@@ -213,3 +213,15 @@ def test_the_readme_pipes_the_log_into_explain():
     readme = (ROOT / "README.md").read_text()
     assert "gdr-check explain - --model Qwen/Qwen3-Next-80B-A3B-Instruct --tp 2 --batch 5000 --engine vllm" \
         " < worker.log\n" in readme
+
+
+# -- GDR101 points at the `architectures` line, as docs/ci.md says of every config-key diagnostic -------------
+def test_a_model_without_linear_attention_points_at_its_architectures_line(cwd: Path):
+    (cwd / "llama").mkdir()
+    (cwd / "llama" / "config.json").write_text(json.dumps(
+        {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4}, indent=2))
+    result = run_cli("llama", "--isolated", "--output-format", "concise")
+    assert result.exit_code == 0
+    assert result.stdout == ("llama/config.json:2:3: info[GDR101] `LlamaForCausalLM` has no GDN or KDA layers: "
+                             "nothing to check\n")
