@@ -225,3 +225,14 @@ def test_a_model_without_linear_attention_points_at_its_architectures_line(cwd: 
     assert result.exit_code == 0
     assert result.stdout == ("llama/config.json:2:3: info[GDR101] `LlamaForCausalLM` has no GDN or KDA layers: "
                              "nothing to check\n")
+
+
+# -- call --index past the recording says how many calls it holds ---------------------------------------------
+@pytest.mark.parametrize(("count", "held"), [(1, "one call (index 0)"), (3, "3 calls (indices 0-2)")])
+def test_call_index_past_the_recording_names_the_calls_it_holds(cwd: Path, count: int, held: str):
+    from test_call_command import expected_call, write_recording
+
+    path = write_recording(cwd / "rec.json", *[expected_call()] * count)
+    result = run_cli("call", path, "--index", "5", "--isolated")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: --index: {path} holds {held}; there is no call 5\n"
