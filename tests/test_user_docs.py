@@ -236,3 +236,12 @@ def test_call_index_past_the_recording_names_the_calls_it_holds(cwd: Path, count
     result = run_cli("call", path, "--index", "5", "--isolated")
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"error: --index: {path} holds {held}; there is no call 5\n"
+
+
+# -- a TP size listed twice is checked once ------------------------------------------------------------------
+def test_a_tp_size_listed_twice_is_checked_once(cwd: Path):
+    document = json.loads(run_cli(QWEN, "--tp", "4,2,4", "--isolated", "--output-format", "json").stdout)
+    assert [result["deployment"]["tp"] for result in document["results"]] == [4, 2]
+    (cwd / "pyproject.toml").write_text("[tool.gdr-check]\ntp = [2, 2]\n")
+    document = json.loads(run_cli(QWEN, "--output-format", "json").stdout)
+    assert document["deployment"]["tp"] == 2 and "results" not in document
