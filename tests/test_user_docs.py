@@ -245,3 +245,16 @@ def test_a_tp_size_listed_twice_is_checked_once(cwd: Path):
     (cwd / "pyproject.toml").write_text("[tool.gdr-check]\ntp = [2, 2]\n")
     document = json.loads(run_cli(QWEN, "--output-format", "json").stdout)
     assert document["deployment"]["tp"] == 2 and "results" not in document
+
+
+# -- dir() lists the lazily exported names, without importing them -------------------------------------------
+def test_dir_lists_the_public_names_without_importing_torch():
+    from test_no_heavy_imports import _modules_after
+
+    code = """
+import gdr_check, gdr_check.kernel, gdr_check.models, gdr_check.runner
+assert set(gdr_check.__all__) <= set(dir(gdr_check)), set(gdr_check.__all__) - set(dir(gdr_check))
+for package in (gdr_check.kernel, gdr_check.models, gdr_check.runner):
+    assert set(package.__all__) <= set(dir(package)), package.__name__
+"""
+    assert _modules_after(code) == {"torch": False, "triton": False}
