@@ -258,3 +258,15 @@ for package in (gdr_check.kernel, gdr_check.models, gdr_check.runner):
     assert set(package.__all__) <= set(dir(package)), package.__name__
 """
     assert _modules_after(code) == {"torch": False, "triton": False}
+
+
+# -- GDR115 names the namespace of a layer that has no tensor at all ----------------------------------------
+def test_layers_without_any_tensor_are_named_by_their_namespace(cwd: Path):
+    from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
+
+    config = qwen3_next_config()
+    tensors = {name: spec for name, spec in qwen_tensors(config).items() if not name.startswith("model.layers.5.")}
+    write_checkpoint(cwd / "ckpt", config, tensors)
+    result = run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "concise")
+    assert result.exit_code == 1
+    assert "error[GDR115] linear-attention layers 5 lack `model.layers.<n>.*`\n" in result.stdout
