@@ -73,9 +73,9 @@ def test_a_file_named_on_the_command_line_stands_for_its_directory(cwd: Path):
 # -- README: what gdr_check.api's functions return ------------------------------------------------------------
 def test_the_readme_says_what_check_targets_returns(cwd: Path):
     from gdr_check.api import TargetSettings, check_targets
-    from gdr_check.cli.config import Config
-    from gdr_check.cli.selection import Selection
+    from gdr_check.config import Config
     from gdr_check.results import Run, TargetResult
+    from gdr_check.selection import Selection
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert ("`check_targets(targets, settings_for)` gives the list of (target, TP size) results, and "
