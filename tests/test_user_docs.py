@@ -270,3 +270,19 @@ def test_layers_without_any_tensor_are_named_by_their_namespace(cwd: Path):
     result = run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "concise")
     assert result.exit_code == 1
     assert "error[GDR115] linear-attention layers 5 lack `model.layers.<n>.*`\n" in result.stdout
+
+
+# -- a tensor's location in a checkpoint without an index is its shard's path from the working directory -----
+def test_a_tensor_diagnostic_without_an_index_points_at_the_shard_from_the_working_directory(cwd: Path):
+    from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
+
+    config = qwen3_next_config()
+    tensors = qwen_tensors(config)
+    del tensors["model.layers.4.linear_attn.A_log"]
+    write_checkpoint(cwd / "ckpt", config, tensors)
+    concise = run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "concise")
+    assert concise.stdout == ("ckpt/model.safetensors:1:1: error[GDR115] linear-attention layers 4 lack "
+                              "`linear_attn.A_log`\n")
+    sarif = json.loads(run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "sarif").stdout)
+    location = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert location == "ckpt/model.safetensors" and (cwd / location).is_file()
