@@ -18,6 +18,7 @@ from checkpoint_builders import (
     write_checkpoint,
     write_safetensors,
 )
+from gdr_check.errors import display_path
 from gdr_check.models import Deployment, check_checkpoint, check_model, get_builtin, list_builtin
 from gdr_check.models.adapters import select_adapter
 from gdr_check.registry import RULES
@@ -262,7 +263,8 @@ def test_missing_tensor_in_one_layer(tmp_path: Path):
     write_checkpoint(tmp_path, config, tensors)
     diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR115")
     assert diagnostic.message == "linear-attention layers 4 lack `linear_attn.dt_bias`"
-    assert diagnostic.location.file == "model.safetensors"
+    # the shard as every report path is shown: from the working directory (absolute when outside it)
+    assert diagnostic.location.file == display_path(tmp_path / "model.safetensors")
     assert diagnostic.location.tensor == "model.layers.4.linear_attn.dt_bias"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_getattr
+from ._lazy import lazy_dir, lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -52,3 +52,4 @@ if TYPE_CHECKING:
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
+__dir__ = lazy_dir(_EXPORTS, globals())

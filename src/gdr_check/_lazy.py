@@ -21,3 +21,12 @@ def lazy_getattr(package: str, exports: Mapping[str, str], namespace: dict[str, 
         return value
 
     return __getattr__
+
+
+def lazy_dir(exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[], list[str]]:
+    """A module `__dir__` that lists the lazy exports too (for `dir()`, `help()` and tab completion)."""
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *exports})
+
+    return __dir__

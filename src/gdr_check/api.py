@@ -52,7 +52,8 @@ class NoSuchCall(InputError):
     code = "usage"
 
     def __init__(self, path: str, count: int, index: int) -> None:
-        super().__init__(f"--index: {path} holds calls 0-{count - 1}; there is no call {index}")
+        held = "one call (index 0)" if count == 1 else f"{count} calls (indices 0-{count - 1})"
+        super().__init__(f"--index: {path} holds {held}; there is no call {index}")
         self.path = path
 
 

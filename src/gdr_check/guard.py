@@ -212,6 +212,7 @@ class Guard:
     def __enter__(self) -> Guard:
         with self._lock:
             if self._depth == 0:
+                self._load_expected()  # a model that cannot be read fails on entry, not mid-generation
                 self._patch()
             self._depth += 1
         return self
@@ -237,6 +238,8 @@ class Guard:
     def raise_pending(self) -> list[Any]:
         """Read every fault buffer (synchronises the device; does nothing while capturing) and act on the
         faults per `mode`. Returns the new diagnostics."""
+        if not self._buffers:  # no guarded call reached the device: nothing to read (and no torch needed)
+            return []
         from .kernel.device_guard import diagnostics_of, is_capturing
 
         if is_capturing():
@@ -320,6 +323,13 @@ class Guard:
 
     def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
+        self._load_expected()
+        if not self._expected:
+            return []
+        return self._differences(args)
+
+    def _load_expected(self) -> None:
+        """The model's expected per-rank call, read once (`model=` given), else nothing."""
         if self._expected is None and self.model is not None:
             check = check_model(self.model, self._deployment)
             if check.call is None or check.model is None:
@@ -332,8 +342,8 @@ class Guard:
                                                     head_dim if isinstance(head_dim, int) else None)
                 reason = check.settings.state_dtype_reason if check.settings else None
                 self._expected = (check.call, geometry, reason)
-        if not self._expected:
-            return []
+
+    def _differences(self, args: tuple[Any, ...]) -> list[Any]:
         expected, geometry, reason = self._expected
         tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5], strict=True))
         tensors.update(initial_state=args[6], out=args[7], ssm_state_indices=args[8])

@@ -12,6 +12,11 @@ only leaves less room for the rest), so matching is a few `str.find` calls: no b
 the line. A template that repeats a field takes that first placement and requires the repeats to agree.
 When the template does not match as written, it is tried again with trailing periods, quotes and backticks
 ignored on both sides (users quote messages in Markdown, or drop the final period).
+
+A template with less than `_MIN_LITERAL` characters of fixed text (gdr-check's own `` `{key}` {problem}``,
+`vLLM {statement}`) would read ordinary log lines (`` `torch_dtype` is deprecated! ``, `vLLM API server version
+0.29.0`) as errors: it matches only a line that names its code, as gdr-check's own reports do
+(`error[GDR104]: ...`, `config.json:3:5: error[GDR104] ...`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ _SEPARATORS = ("] ", ") ", "| ", ": ")
 _MAX_STARTS = 8
 # The shortest first literal a template is searched for inside a line (rather than at the message's start).
 _MIN_ANCHOR = 8
+# The least fixed text a template needs to be matched in a line that does not name the rule's code.
+_MIN_LITERAL = 12
 _LEVELS = ("ERROR", "WARNING", "WARN", "INFO", "DEBUG", "CRITICAL", "FATAL")
 # Characters ignored at the end of a message and of a template: a final period, Markdown backticks, quotes.
 _END = ".`'\""
@@ -245,6 +252,8 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
     for rule in rules:
         literals, fields = _match_pieces(rule.message)
         if _key_literal(rule.message) not in line:  # the cheap test first: most rules are not in a line
+            continue
+        if _literal_length(rule) < _MIN_LITERAL and rule.code not in line:  # too generic without its code
             continue
         if starts is None:
             starts = _message_starts(line)

@@ -508,7 +508,8 @@ def layer_kind_mismatches(ctx: ModelContext) -> list[Finding]:
 def missing_tensors(ctx: ModelContext) -> list[Finding]:
     findings = []
     for item in ctx.found.missing_tensors:
-        tensor = item.suffix if item.suffix != "*" else "any tensor"
+        # a layer with no tensor at all: its namespace, `model.layers.<n>.*` (the example names layer n)
+        tensor = item.suffix if item.suffix != "*" or not item.example else item.example.rsplit(".", 2)[0] + ".<n>.*"
         findings.append(Finding(
             {"layers": format_layers(item.layers), "tensor": tensor},
             location=Location(file=item.file, tensor=item.example),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import sys
 
 import typer
 
@@ -13,8 +15,10 @@ from ..registry import get
 from .escape import dump_json
 from .escape import text as safe
 from .main import app
-from .output import Output, tool_info
+from .output import FORMAT_ENV, Output, tool_info
 
+# The formats `explain` writes.
+EXPLAIN_FORMATS = ("full", "json")
 # How much of an unmatched paste the error line quotes.
 _QUOTED = 120
 
@@ -109,12 +113,44 @@ def _suggestion(token: str) -> str:
     return (f"; did you mean `{close[0]}`?" if close else "") + " (`gdr-check explain --all` lists every rule)"
 
 
+def _explain_format(given: str | None) -> str:
+    """The format asked for on the command line, which must be one `explain` writes; else json when the
+    environment asks for json. Another format in the environment (set for `check` in CI) gives full."""
+    if given is None:
+        return "json" if os.environ.get(FORMAT_ENV) == "json" else "full"
+    if given not in EXPLAIN_FORMATS:
+        raise typer.BadParameter(f"explain writes full or json, not {safe(given)!r}", param_hint="--output-format")
+    return given
+
+
+def _read_stdin() -> tuple[str, int]:
+    """The paste piped into `explain -`: its last `MAX_PASTE` characters from a line start (a log ends with its
+    error), read in chunks so that a log of any size takes bounded memory (bytes that are not UTF-8 replaced),
+    and how many lines before it were dropped."""
+    binary = getattr(sys.stdin, "buffer", None)
+    tail, dropped, cut = "", 0, False
+    while True:
+        chunk = binary.read(1 << 16).decode("utf-8", "replace") if binary is not None else sys.stdin.read(1 << 16)
+        if not chunk:
+            break
+        tail += chunk
+        if len(tail) > MAX_PASTE:
+            dropped += tail.count("\n", 0, len(tail) - MAX_PASTE)
+            tail, cut = tail[-MAX_PASTE:], True
+    if cut and "\n" in tail:
+        _, tail = tail.split("\n", 1)  # the first line was cut: it is not a whole message
+        dropped += 1
+    return tail, dropped
+
+
 @app.command("explain")
 def explain_command(
-    query: str = typer.Argument(None, help="A rule code (GDR212), name (state-pool-not-4d) or a pasted error message."),
+    query: str = typer.Argument(None, help=("A rule code (GDR212), name (state-pool-not-4d) or a pasted error message; "
+                                            "- reads the paste from standard input (its last 64 KiB).")),
     all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),
-    output_format: str = typer.Option("full", "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
-                                      help="full or json."),
+    output_format: str = typer.Option(
+        None, "--output-format",
+        help=f"full or json (default: json when {FORMAT_ENV} is json, else full)."),
     model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
     tp: int = typer.Option(None, "--tp", min=1, help="The tensor-parallel size of the deployment."),
     batch: int = typer.Option(None, "--batch", min=1, help="The decode batch size of the deployment."),
@@ -123,7 +159,14 @@ def explain_command(
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
     from ..checks import RULES
 
+    output_format = _explain_format(output_format)
     out = Output(output_format)
+    dropped = 0
+    if query == "-" and not all_rules:
+        query, dropped = _read_stdin()
+        if not query.strip():
+            out.error_line("standard input is empty: pipe a log into `gdr-check explain -`")
+            raise typer.Exit(2)
     if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
         from ..config import discover, load_config
 
@@ -140,6 +183,8 @@ def explain_command(
         found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:
         found = explain_all(query, context)
+        for entry in found:  # line numbers of the whole log, not of the tail that was read
+            entry.line = entry.line + dropped if entry.line is not None else None
         if not found:
             # Exit 2 like any other bad input (ruff's `rule` does the same): 1 means "problems found".
             if _RULE_ID.match(query.strip()):

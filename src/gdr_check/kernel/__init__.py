@@ -3,7 +3,7 @@
 Importing this package does not import torch or triton; the names below load their module on first use.
 """
 
-from .._lazy import lazy_getattr
+from .._lazy import lazy_dir, lazy_getattr
 
 _EXPORTS = {
     "packed_decode": ".checked",
@@ -24,3 +24,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
+__dir__ = lazy_dir(_EXPORTS, globals())

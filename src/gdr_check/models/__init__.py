@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_getattr
+from .._lazy import lazy_dir, lazy_getattr
 
 _EXPORTS: dict[str, str] = {
     "check_model": "check", "check_checkpoint": "check", "check_builtin": "check", "ModelCheck": "check",
@@ -40,3 +40,4 @@ if TYPE_CHECKING:
 
 
 __getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _EXPORTS.items()}, globals())
+__dir__ = lazy_dir(_EXPORTS, globals())

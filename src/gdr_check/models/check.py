@@ -13,7 +13,7 @@ from typing import Any
 from ..call import PackedDecodeCall
 from ..checks import rules_model  # registers the GDR1xx rules
 from ..checks.contract import run_contract
-from ..report import Diagnostic, Location, Report
+from ..report import Diagnostic, Report
 from ..sources import Checkpoint, SourceError, open_checkpoint
 from ..sources.errors import display_path
 from ..sources.rules import ModelNotFound
@@ -22,7 +22,7 @@ from .adapters import linear_markers, select_adapter
 from .builtin import BuiltinModel, get_builtin
 from .decode_path import DecodePath, decode_path
 from .deployment import Deployment, EngineSettings, resolve
-from .description import LinearAttentionModel, describe
+from .description import LinearAttentionModel, Locator, describe
 from .expected import (
     RankHeads,
     StateMemory,
@@ -170,7 +170,8 @@ def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
         notes = [selection.reason] if selection.reason else []
         if selection.reason is None:
             notes.append("no layer is a GDN/KDA layer by the config, and no tensor is a GDN/KDA parameter")
-        location = Location(file=checkpoint.config_file, json_key="architectures") if checkpoint.config_file else None
+        # the `architectures` line of config.json, as for every diagnostic about a config key
+        location = Locator(checkpoint).config("architectures").location if checkpoint.config_file else None
         violation = rules_model.NoLinearLayers(architecture=selection.identity.architecture)
         result.report = Report([*reading, violation.diagnostic(notes=notes, location=location)])
         return result

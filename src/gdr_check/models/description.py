@@ -11,12 +11,14 @@ tensors agree (GDR103, GDR111-GDR115) is decided by the rules (`checks/config_we
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Literal, Protocol
 
+from ..errors import display_path
 from ..limits import LIMITS, range_problem, shorten
 from ..report import Location
 from ..tensors import canonical_dtype
@@ -113,11 +115,16 @@ class Locator:
     def tensor_location(self, info: TensorLike) -> Location:
         where = (self.checkpoint.index_lines or {}).get(info.name)
         return Location(
-            file=self.checkpoint.index_file if where is not None else info.shard,
+            file=self.checkpoint.index_file if where is not None else self._shard_path(info.shard),
             line=getattr(where, "line", None), column=getattr(where, "column", None),
             end_line=getattr(where, "end_line", None), end_column=getattr(where, "end_column", None),
             tensor=info.name, shard=info.shard,
         )
+
+    def _shard_path(self, shard: str) -> str:
+        """The shard as the reports show every file: from the working directory, like `config_file`."""
+        root = getattr(self.checkpoint, "root", None)
+        return display_path(os.path.join(root, shard)) if root is not None and shard else shard
 
     def tensor(self, info: TensorLike) -> Source:
         return Source("tensor", tensor=info.name, shard=info.shard, location=self.tensor_location(info),

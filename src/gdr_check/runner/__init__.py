@@ -6,7 +6,7 @@ Torch-free modules (safe on the metadata path): `api` (`dry_run`, `dry_run_check
 runs `session`, which uses `tensors`, `kernels`, `verify` and `timing`.
 """
 
-from .._lazy import lazy_getattr
+from .._lazy import lazy_dir, lazy_getattr
 
 _EXPORTS = {
     "dry_run": ".api",
@@ -24,3 +24,4 @@ __all__ = [
 ]
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
+__dir__ = lazy_dir(_EXPORTS, globals())
