@@ -79,12 +79,18 @@ def test_the_readme_says_what_check_targets_returns(cwd: Path):
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert ("`check_targets(targets, settings_for)` gives the list of (target, TP size) results, and "
-            "`Run(check_targets(...))` is what `gdr-check check` renders.") in readme
+            "`Run(check_targets(...))` is what `gdr-check check` renders:") in readme
     settings = TargetSettings(Config(), Selection(), "sglang", [2, 3], 8, None, None, None, None)
     results = check_targets([QWEN], lambda target: settings)
     assert isinstance(results, list) and all(isinstance(r, TargetResult) for r in results)
     assert [r.tp for r in results] == [2, 3]
     assert Run(results).exit_code == 1  # tp=3 does not divide the heads
+    # The README's example, with the defaults `gdr-check check` uses for everything but the TP sizes.
+    run = Run(check_targets([QWEN], lambda target: TargetSettings(tp_sizes=[2, 3])))
+    assert run.exit_code == 1
+    assert [d.code for r in run.results if r.tp == 3 for d in r.diagnostics if d.severity == "error"] == [
+        "GDR121", "GDR122", "GDR123"]
+    assert [d.code for r in run.results if r.tp == 2 for d in r.diagnostics if d.severity == "error"] == []
 
 
 # -- the guard refuses a bad deployment when it is made or entered, not inside the engine's first decode ------

@@ -9,12 +9,13 @@ one line, exit 2).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments
 from .checks.contract import run_contract
+from .config import Config
 from .engines import DEFAULT_ENGINE
 from .errors import InputError
 from .models.adapters import attention_head_dim
@@ -23,11 +24,8 @@ from .models.deployment import Deployment
 from .recording import RecordedCall, Recording, load_recording
 from .report import Diagnostic
 from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
+from .selection import Selection
 from .sources import SourceError
-
-if TYPE_CHECKING:
-    from .config import Config
-    from .selection import Selection
 
 
 class DeploymentError(InputError):
@@ -69,19 +67,24 @@ def _selected(selection: Selection | None, diagnostics: list[Diagnostic]) -> lis
 
 
 # -- check -----------------------------------------------------------------------------------------------------------
+DEFAULT_TP = (1,)
+DEFAULT_BATCH = 8
+
+
 @dataclass(frozen=True)
 class TargetSettings:
-    """What one target is checked with: its config (nearest `pyproject.toml`) under the command line."""
+    """What one target is checked with: its config (nearest `pyproject.toml`) under the command line. The
+    defaults are `gdr-check check`'s: `TargetSettings(tp_sizes=[2, 4])` checks at TP 2 and 4, every rule."""
 
-    config: Config  # where the settings came from (`--show-settings`)
-    selection: Selection
-    engine: str
-    tp_sizes: list[int]
-    batch: int
-    slots: int | None
-    state_dtype: str | None
-    gpu_memory: str | None  # as written; `gpu_memory_bytes` parsed
-    gpu_memory_bytes: int | None
+    config: Config = field(default_factory=Config)  # where the settings came from (`--show-settings`)
+    selection: Selection = field(default_factory=Selection)
+    engine: str = DEFAULT_ENGINE
+    tp_sizes: Sequence[int] = DEFAULT_TP
+    batch: int = DEFAULT_BATCH
+    slots: int | None = None
+    state_dtype: str | None = None
+    gpu_memory: str | None = None  # as written; `gpu_memory_bytes` parsed
+    gpu_memory_bytes: int | None = None
     mamba_strategy: str = "no_buffer"
     speculative_tokens: int = 0
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 
 import typer
 
-from ..api import TargetSettings, check_targets
+from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
 from ..limits import LIMITS, shorten
@@ -31,8 +31,6 @@ _SIZE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[0-9]+)?)\s*(?:([k
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
           "gib": 2**30, "ti": 2**40, "tib": 2**40}
-DEFAULT_TP = [1]
-DEFAULT_BATCH = 8
 
 EPILOG = """Examples:
 
