@@ -1,4 +1,4 @@
-"""Speed of the metadata path (issue 6), measured side by side on this machine.
+"""Speed of the metadata path, measured side by side on this machine.
 
 (a) `gdr-check <dir> --tp 4` on a 41-shard checkpoint with the headers of Qwen3-Next-80B-A3B (every tensor of
     the 48 layers, the 512 routed experts per layer and the MTP block; data regions sparse, so it costs no
