@@ -123,9 +123,9 @@ def make_problem(B: int, H: int, HV: int, state: str, seed: int) -> Problem:
     )
 
 
-def graph_time_us(launch: Callable[[torch.Tensor], object], index_sets: list[torch.Tensor]) -> float:
-    """Median time per launch of a CUDA graph that launches once per slot set."""
-    for indices in index_sets[:2]:  # compile and warm up outside the capture
+def capture(launch: Callable[[torch.Tensor], object], index_sets: list[torch.Tensor]) -> torch.cuda.CUDAGraph:
+    """A CUDA graph that launches once per slot set (compiled and warmed up outside the capture)."""
+    for indices in index_sets[:2]:
         launch(indices)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -136,6 +136,11 @@ def graph_time_us(launch: Callable[[torch.Tensor], object], index_sets: list[tor
     with torch.cuda.graph(graph):
         for indices in index_sets:
             launch(indices)
+    return graph
+
+
+def replay_us(graph: torch.cuda.CUDAGraph, launches: int) -> float:
+    """Median per-launch time over REPLAYS replays of `graph`, which holds `launches` launches."""
     warm_up_until = time.perf_counter() + 0.02  # >= 3 replays and 20 ms: clocks up, caches in steady state
     for replay in itertools.count():
         graph.replay()
@@ -149,9 +154,13 @@ def graph_time_us(launch: Callable[[torch.Tensor], object], index_sets: list[tor
         graph.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / len(index_sets))
-    del graph
+        times.append(start.elapsed_time(end) * 1e3 / launches)
     return statistics.median(times)
+
+
+def graph_time_us(launch: Callable[[torch.Tensor], object], index_sets: list[torch.Tensor]) -> float:
+    """Median time per launch of a CUDA graph that launches once per slot set (the graph is freed on return)."""
+    return replay_us(capture(launch, index_sets), len(index_sets))
 
 
 def matched_copy_us(total_bytes: int, sets: int) -> float:

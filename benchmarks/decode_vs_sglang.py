@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import itertools
 import json
 import math
 import os
@@ -49,6 +48,9 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+
+# Same graph method as the bandwidth benchmark (run from this folder, as `python benchmarks/...`).
+from decode_bandwidth import capture, replay_us
 
 from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.gdn import launch_packed_decode
@@ -71,7 +73,6 @@ GEOMETRIES = (
 )
 ROTATION_BYTES = 256 << 20
 MAX_SETS = 512
-REPLAYS = 15
 EAGER_CALLS = 200
 STATE_TOLERANCE = {"fp32": 1e-5, "bf16": 1e-2}
 OUT_TOLERANCE = 2e-2
@@ -256,40 +257,6 @@ def verify(x: Inputs, impl: Impl) -> dict[str, Any]:
 
 
 # -- timing ------------------------------------------------------------------------------------------------------
-def capture(launch: Callable[[torch.Tensor], object], index_sets: list[torch.Tensor]) -> torch.cuda.CUDAGraph:
-    for indices in index_sets[:2]:  # compile and warm up outside the capture
-        launch(indices)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        launch(index_sets[0])
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for indices in index_sets:
-            launch(indices)
-    return graph
-
-
-def replay_us(graph: torch.cuda.CUDAGraph, launches: int) -> float:
-    """Median per-launch time over REPLAYS replays, after >= 3 replays and 20 ms of warm-up."""
-    warm_up_until = time.perf_counter() + 0.02
-    for replay in itertools.count():
-        graph.replay()
-        torch.cuda.synchronize()
-        if replay >= 2 and time.perf_counter() > warm_up_until:
-            break
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(REPLAYS):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / launches)
-    return statistics.median(times)
-
-
 def eager_us(launch: Callable[[torch.Tensor], object], index_sets: list[torch.Tensor]) -> float:
     for indices in index_sets[:3]:
         launch(indices)

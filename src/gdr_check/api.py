@@ -106,7 +106,7 @@ def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettin
             results.append(TargetResult(target, error=fatal))
             continue
         settings = settings_for(target)
-        for tp in settings.tp_sizes:
+        for tp in dict.fromkeys(settings.tp_sizes):  # a size listed twice is checked once
             dep = _deployment(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
                               engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
                               mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens)

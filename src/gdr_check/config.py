@@ -323,7 +323,7 @@ class _Reader:
                 LIMITS["tp"].allows(size) and isinstance(size, int) for size in sizes):
             raise self.fail(key, f"expected a TP size in {LIMITS['tp'].range_text} or a non-empty array of them, "
                                  "e.g. [1, 2, 4, 8]")
-        return list(dict.fromkeys(sizes))  # a size listed twice is checked once
+        return sizes
 
     def selection(self) -> RuleSelection:
         lists = {key: self.strings(key) for key in SELECTION_KEYS}

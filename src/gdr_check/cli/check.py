@@ -58,7 +58,7 @@ def parse_size(text: str) -> int:
 
 
 def parse_tp_list(text: str) -> list[int]:
-    """'4' or '1,2,4,8' -> TP sizes, each once, in the order given."""
+    """'4' or '1,2,4,8' -> TP sizes, in the order given."""
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -67,7 +67,7 @@ def parse_tp_list(text: str) -> list[int]:
     if not sizes or not all(LIMITS["tp"].allows(size) for size in sizes):
         raise typer.BadParameter(f"TP sizes must be in {LIMITS['tp'].range_text}, got {shorten(text)!r}",
                                  param_hint="--tp")
-    return list(dict.fromkeys(sizes))
+    return sizes
 
 
 def exclusion_test(resolver: ConfigResolver, cli_exclude: list[str] | None,

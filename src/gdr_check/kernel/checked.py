@@ -70,14 +70,8 @@ def kda_packed_decode(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One KDA decode step, in place: writes ``out`` and the named slots of ``initial_state``.
 
-    Same arguments as sglang's ``fused_recurrent_kda_packed_decode``; ``engine`` picks the skip sentinel
-    of that engine. Shape-level contract errors raise ValueError before anything runs (decided once
-    per call signature, then cached). Slot values are checked on the device without a host sync: an
-    out-of-range or repeated slot skips its row (``out`` row zero, state untouched) and is recorded in
-    ``faults`` (default: the device's buffer), raised as ``PendingFaults`` by
-    ``gdr_check.kernel.raise_pending()`` or by a later eager call once the device has reported it. Slot 0
-    on a live sglang row is an error only with ``context="engine"``; a direct call gets a note.
-    Capture-safe: under CUDA-graph capture nothing touches the host.
+    Same arguments as sglang's ``fused_recurrent_kda_packed_decode``; ``engine`` picks the skip sentinel of that
+    engine. Contract errors, device-side slot checks, faults and capture-safety as in `packed_decode`.
     """
     check_engine(engine)
     args = (mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
