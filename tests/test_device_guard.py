@@ -454,3 +454,49 @@ def test_a_float_nan_and_the_string_nan_are_told_apart(monkeypatch):
 def test_the_guard_refuses_bad_settings_when_it_is_made(settings, message):
     with pytest.raises(ValueError, match=message):
         gdr_check.guard(engine="sglang", model="Qwen/Qwen3-Next-80B-A3B-Instruct", **settings)
+
+
+def _faults_by_the_rules(slots, pool_slots, engine):
+    """The faults the contract names for a slot table, stated row by row in plain Python: (rule, row, slot,
+    first row) in row order. sglang skips rows below 0 and reserves slot 0 for padding (slot 0 is a fault only
+    before a row that is not 0); vLLM skips rows at or below 0."""
+    skip = -1 if engine == "sglang" else 0
+    expected = []
+    for row, slot in enumerate(slots):
+        if slot <= skip:
+            continue
+        if slot >= pool_slots:
+            expected.append(("GDR241", row, slot, None))
+            continue
+        earlier = [r for r in range(row) if slots[r] == slot]
+        followed = any(s != 0 for s in slots[row + 1:])
+        padding = engine == "sglang" and slot == 0 and not followed
+        if earlier and not padding:
+            expected.append(("GDR242", row, slot, earlier[0]))
+        elif engine == "sglang" and slot == 0 and followed:
+            expected.append(("GDR247", row, slot, None))
+    return expected
+
+
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("batch", [1, 2, 5, 128, 131, 300])  # no scan, one block, one full block, loops
+def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, engine, kda):
+    pool_slots = 2 * batch + 3
+    gen = torch.Generator().manual_seed(batch)
+    slots = torch.randint(-1, pool_slots + 3, (batch,), generator=gen).tolist()
+    # Every shape gets a fault: the lone row past the pool; the last row repeating the first (across 128-row
+    # blocks at B > 128) and one of the row before; a slot-0 row mid-table (sglang: reserved, vLLM: skipped).
+    slots[0] = pool_slots if batch == 1 else 1
+    if batch > 1:
+        slots[-1] = 1
+    if batch > 2:
+        slots[batch // 2] = 0
+    if batch > 4:  # a repeat of the row just before
+        slots[3] = slots[2] = 2
+    call = make_call(B=batch, H=1, HV=1, K=4, V=4, slots=slots, pool_slots=pool_slots, kda=kda, seed=batch)
+    buffer = FaultBuffer(DEVICE, max_records=2 * batch)
+    (kda_packed_decode if kda else packed_decode)(*call.args(), engine=engine, context="engine", faults=buffer)
+    faults, total = buffer.take()
+    expected = _faults_by_the_rules(slots, pool_slots, engine)
+    assert [(f.code, f.row, f.slot, f.first_row) for f in faults] == expected and total == len(expected)

@@ -78,49 +78,79 @@ FAULT_RESERVED_SLOT = tl.constexpr(3)  # GDR247
 
 
 @triton.jit
+def _bit_or(left, right):
+    return left | right
+
+
+@triton.jit
 def guard_row(slots, slot, i_n, batch, stride_index, pool_slots,
-              SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr):
-    """For row i_n and its slot (int64, as given): whether the row is computed, and its fault code (0: none;
-    a duplicate's code also holds the first row that named the slot: see record_fault).
+              SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr,
+              SCAN_LOOP: tl.constexpr):
+    """For row i_n and its slot (int64, as given): whether the row is computed, and its fault code (0: none).
 
     A row is computed when it is above the engine's skip sentinel, inside the pool (0 <= slot < pool_slots)
     and the first row naming its slot; an out-of-range or repeated slot skips the row, so no index can make
     the kernel touch memory outside the pool or race on a slot. With RESERVED_ZERO (sglang), slot 0 on a row
     followed by a non-zero row is a live request in the reserved padding slot (recorded, still computed);
     trailing rows at slot 0 are CUDA-graph padding and repeat slot 0 freely.
+
+    The scan's shape is fixed at launch from the batch (`tiling.scan_shape`): none for one row, one vector
+    load of every row's slot up to 128 rows, a loop of 128-row blocks beyond. Both questions (an earlier row
+    with this slot? a later non-zero row?) are answered by one bitwise-or reduction; which earlier row it
+    was is looked up only when a duplicate is recorded (`record_fault`).
     """
     live = slot > SKIP_AT_OR_BELOW
     out_of_range = live & (slot >= pool_slots)
-    offsets = tl.arange(0, CHUNK)
-    first = tl.full([CHUNK], 2**62, dtype=tl.int64)  # the first earlier row naming the same slot
-    for start in range(0, i_n, CHUNK):
-        rows = start + offsets
-        mask = rows < i_n
-        previous = tl.load(slots + rows * stride_index, mask=mask, other=SKIP_AT_OR_BELOW).to(tl.int64)
-        first = tl.minimum(first, tl.where(mask & (previous == slot), rows.to(tl.int64), 2**62))
-    first_row = tl.min(first, axis=0)
-    repeated = first_row < i_n
-    if RESERVED_ZERO:
-        is_zero = slot == 0
-        later = tl.zeros([CHUNK], dtype=tl.int32)
-        end = tl.where(is_zero, batch, i_n + 1)  # only slot-0 rows look at the rows after them
-        for start in range(i_n + 1, end, CHUNK):
-            rows = start + offsets
-            mask = rows < end
-            following = tl.load(slots + rows * stride_index, mask=mask, other=0).to(tl.int64)
-            later += (mask & (following != 0)).to(tl.int32)
-        padding = is_zero & (tl.sum(later, axis=0) == 0)
-        reserved = is_zero & (tl.sum(later, axis=0) > 0)
+    is_zero = slot == 0
+    if SCAN_BLOCK == 0:  # a batch of one row: nothing to compare, and a lone slot-0 row is padding
+        repeated = is_zero & (slot != slot)
+        reserved = repeated
+        padding = repeated
     else:
-        padding = slot != slot
-        reserved = slot != slot
+        offsets = tl.arange(0, SCAN_BLOCK)
+        if SCAN_LOOP:
+            # Only slot-0 rows (sglang) look past themselves; other rows stop at their own row.
+            end = tl.where(is_zero, batch, i_n) if RESERVED_ZERO else i_n
+            seen = tl.zeros([SCAN_BLOCK], dtype=tl.int32)
+            for start in range(0, end, SCAN_BLOCK):
+                rows = start + offsets
+                other = tl.load(slots + rows * stride_index, mask=rows < end, other=SKIP_AT_OR_BELOW).to(tl.int64)
+                seen |= ((rows < i_n) & (other == slot)).to(tl.int32)
+                if RESERVED_ZERO:
+                    seen |= ((rows > i_n) & (rows < end) & (other != 0)).to(tl.int32) * 2
+        else:
+            other = tl.load(slots + offsets * stride_index, mask=offsets < batch,
+                            other=SKIP_AT_OR_BELOW).to(tl.int64)
+            seen = ((offsets < i_n) & (other == slot)).to(tl.int32)
+            if RESERVED_ZERO:
+                seen |= ((offsets > i_n) & (offsets < batch) & (other != 0)).to(tl.int32) * 2
+        found = tl.reduce(seen, 0, _bit_or)
+        repeated = (found & 1) != 0
+        if RESERVED_ZERO:
+            followed = (found & 2) != 0
+            padding = is_zero & ~followed
+            reserved = is_zero & followed
+        else:
+            padding = is_zero & (slot != slot)
+            reserved = padding
     duplicate = live & (~out_of_range) & repeated & (~padding)
     fault = tl.where(out_of_range, FAULT_OUT_OF_RANGE,
                      tl.where(duplicate, FAULT_DUPLICATE, tl.where(reserved, FAULT_RESERVED_SLOT, 0)))
     computed = live & (~out_of_range) & (~duplicate)
-    # A duplicate's record names the first row too: code + 256 * (first row + 1).
-    fault = fault.to(tl.int64) + tl.where(duplicate, (first_row + 1) * 256, 0)
     return computed, fault
+
+
+@triton.jit
+def first_row_with(slots, slot, i_n, stride_index, SCAN_BLOCK: tl.constexpr):
+    """The first row before i_n whose slot is `slot` (only called for a recorded duplicate, off the hot path)."""
+    offsets = tl.arange(0, SCAN_BLOCK)
+    first = tl.full([SCAN_BLOCK], 2**62, dtype=tl.int64)
+    for start in range(0, i_n, SCAN_BLOCK):
+        rows = start + offsets
+        mask = rows < i_n
+        other = tl.load(slots + rows * stride_index, mask=mask, other=-1).to(tl.int64)
+        first = tl.minimum(first, tl.where(mask & (other == slot), rows.to(tl.int64), 2**62))
+    return tl.min(first, axis=0)
 
 
 @triton.jit
@@ -136,14 +166,19 @@ def load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW: t
 
 
 @triton.jit
-def record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS: tl.constexpr):
+def record_fault(counter, records, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
+                 SCAN_BLOCK: tl.constexpr):
     """Append (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) to the fault records when
     `fault` is non-zero; `counter` counts every fault, records past MAX_RECORDS are dropped. Nothing is
     written on a clean row."""
     if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
+        code = fault.to(tl.int64)
+        if SCAN_BLOCK != 0:
+            if fault == FAULT_DUPLICATE:
+                code += (first_row_with(slots, slot, i_n, stride_index, SCAN_BLOCK) + 1) * 256
         index = tl.atomic_add(counter, 1)
         fields = tl.arange(0, 4)
-        values = tl.where(fields == 0, fault.to(tl.int64),
+        values = tl.where(fields == 0, code,
                           tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
         # (no `.to` on tag: Triton passes an int argument equal to 1 as a constexpr)
         # A [4] comparison as the mask (the interpreter rejects a mask built with `&` of a scalar and a vector).

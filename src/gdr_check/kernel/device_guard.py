@@ -53,15 +53,15 @@ def is_capturing() -> bool:
 # A Triton kernel: its parameters take Triton's values, and Triton reads their annotations (tl.constexpr).
 @triton.jit(do_not_specialize=["batch", "stride_index", "pool_slots", "tag"])  # type: ignore[untyped-decorator]
 def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, tag,  # type: ignore[no-untyped-def]
-                      SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr,
-                      MAX_RECORDS: tl.constexpr):
+                      SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr,
+                      SCAN_LOOP: tl.constexpr, MAX_RECORDS: tl.constexpr):
     """One program per row: check the row's slot, record a fault, and write the slot the engine's kernel may
     use (-1, "skip", for a faulty row; below every engine's skip sentinel)."""
     i_n = tl.program_id(0).to(tl.int64)
     slot = tl.load(slots + i_n * stride_index).to(tl.int64)
     computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
-                                RESERVED_ZERO, CHUNK)
-    record_fault(counter, records, fault, i_n, slot, tag, MAX_RECORDS)
+                                RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
+    record_fault(counter, records, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
     live_input = slot > SKIP_AT_OR_BELOW
     safe = tl.where(computed | ~live_input, slot, -1)
     tl.store(safe_slots + i_n, safe.to(safe_slots.dtype.element_ty))
@@ -331,7 +331,7 @@ def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
 
 
 _FAST_LAUNCH = [True]  # set to False if this Triton's compiled kernels take another launch convention
-_CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "CHUNK", "MAX_RECORDS")
+_CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "SCAN_BLOCK", "SCAN_LOOP", "MAX_RECORDS")
 
 
 def _raw_stream_getter() -> Callable[[int], int]:
@@ -358,7 +358,8 @@ class CheckLaunch:
     def __init__(self, engine: Engine, buffer: FaultBuffer, device: Any) -> None:
         profile = check_engine(engine)
         self.buffer = buffer
-        self.constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, buffer.max_records)
+        # One program per row and any batch: the general scan (128-row blocks in a loop), one compiled variant.
+        self.constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, True, buffer.max_records)
         self.constexprs = dict(zip(_CHECK_CONSTEXPRS, self.constants, strict=True))
         self.cuda = torch.device(device).type == "cuda"
         self.device_index = _device_key(device).index if self.cuda else None

@@ -49,7 +49,8 @@ def kda_packed_decode_kernel(
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
     USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
-    GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, CHUNK: tl.constexpr, MAX_RECORDS: tl.constexpr,
+    GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
+    MAX_RECORDS: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
     if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
@@ -88,9 +89,9 @@ def kda_packed_decode_kernel(
     if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing;
         # the row's first program records the fault
         computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
-                                    RESERVED_ZERO, CHUNK)
+                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
         record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
-                     given_slot, fault_tag, MAX_RECORDS)
+                     given_slot, fault_tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
     else:
         computed = live
     stored_rows = tl.where(computed, V, 0)
@@ -158,7 +159,7 @@ def launch_kda_packed_decode(
         STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), USE_LOWER_BOUND=lower_bound is not None,
         SKIP_AT_OR_BELOW=profile.skip_at_or_below,
-        **guard_constants(guard, profile),
+        **guard_constants(guard, profile, B),
     )
     _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants,
                      tiling.launch_options())

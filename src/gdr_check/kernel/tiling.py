@@ -218,12 +218,26 @@ def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
     return guard.pool_slots, batch, guard.counter, guard.records, guard.tag
 
 
-GUARD_CHUNK = 128  # rows compared per step of the kernels' duplicate scan
+GUARD_CHUNK = 128  # rows compared per step of the duplicate scan (one vector load of slots per step)
 
 
-def guard_constants(guard: GuardLaunch | None, profile: object) -> dict[str, Any]:
+def scan_shape(batch: int) -> tuple[int, bool]:
+    """The guarded kernels' duplicate scan for a launch of `batch` rows: (rows per block, whether to loop).
+
+    Fixed at launch, so the compiler sees it: no scan at all for one row, one block of next_pow2(batch) slots
+    (a single vector load, no loop) up to GUARD_CHUNK rows, a loop of GUARD_CHUNK-row blocks beyond. The
+    launch key holds the batch, so each bucket is its own compiled variant (at most 9 per configuration)."""
+    if batch <= 1:
+        return 0, False
+    if batch <= GUARD_CHUNK:
+        return next_power_of_2(batch), False
+    return GUARD_CHUNK, True
+
+
+def guard_constants(guard: GuardLaunch | None, profile: object, batch: int) -> dict[str, Any]:
+    block, loop = scan_shape(batch) if guard is not None else (0, False)
     return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
-            "CHUNK": GUARD_CHUNK, "MAX_RECORDS": guard.max_records if guard is not None else 1}
+            "SCAN_BLOCK": block, "SCAN_LOOP": loop, "MAX_RECORDS": guard.max_records if guard is not None else 1}
 
 
 def launch_key(engine: object, flags: tuple[bool, ...], config: TileConfig | None, guard: GuardLaunch | None,
