@@ -85,12 +85,18 @@ CANDIDATES = (
     _T(32, num_warps=2, evict_first=True), _T(64, num_warps=4, evict_first=True),
     _T(32, 2, num_warps=2, num_stages=2, prefetch=False, evict_first=True),
     _T(16, 2, evict_first=True), _T(32, 2, num_warps=2, evict_first=True),
+    # Register caps: more resident single-warp programs per SM, so more state bytes in flight (the bf16 points
+    # ran at ~23 % warps active with 128 registers per thread).
+    _T(16, evict_first=True, max_registers=96), _T(16, evict_first=True, max_registers=80),
+    _T(16, evict_first=True, max_registers=64), _T(16, max_registers=80), _T(8, evict_first=True, max_registers=64),
+    _T(16, 2, num_stages=2, prefetch=False, evict_first=True, max_registers=96),
 )
 
 
 def config_label(c: TileConfig) -> str:
     return (f"{c.block_v}x{c.tiles_per_program}/w{c.num_warps}/s{c.num_stages}{'/E' if c.evict_first else ''}"
-            f"{'/np' if c.tiles_per_program > 1 and not c.prefetch else ''}")
+            f"{'/np' if c.tiles_per_program > 1 and not c.prefetch else ''}"
+            f"{f'/r{c.max_registers}' if c.max_registers else ''}")
 
 
 @dataclass(frozen=True)

@@ -480,8 +480,14 @@ def _faults_by_the_rules(slots, pool_slots, engine):
 
 @pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
-@pytest.mark.parametrize("batch", [1, 2, 5, 128, 131, 300])  # no scan, one block, one full block, loops
-def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, engine, kda):
+@pytest.mark.parametrize(("batch", "separate"), [
+    (1, False), (2, False), (5, False), (128, False),  # no scan, one block, one full block (in the prologue)
+    (131, False),  # 128-row blocks in a loop (in the prologue); the last row repeats the first block's
+    (131, True),  # one program per row, then the kernel on the sanitised slots (large B * HV)
+])
+def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, separate, engine, kda, monkeypatch):
+    if separate:  # the placement taken from B * HV = SEPARATE_CHECK_MIN_PAIRS on: forced for a small head count
+        monkeypatch.setattr(device_guard, "SEPARATE_CHECK_MIN_PAIRS", 1)
     pool_slots = 2 * batch + 3
     gen = torch.Generator().manual_seed(batch)
     slots = torch.randint(-1, pool_slots + 3, (batch,), generator=gen).tolist()
@@ -496,7 +502,14 @@ def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, engine,
         slots[3] = slots[2] = 2
     call = make_call(B=batch, H=1, HV=1, K=4, V=4, slots=slots, pool_slots=pool_slots, kda=kda, seed=batch)
     buffer = FaultBuffer(DEVICE, max_records=2 * batch)
+    separate_checks = []
+    monkeypatch.setattr(buffer, "check_launch", lambda *a: separate_checks.append(a) or FaultBuffer.check_launch(
+        buffer, *a))
     (kda_packed_decode if kda else packed_decode)(*call.args(), engine=engine, context="engine", faults=buffer)
+    assert len(separate_checks) == separate
     faults, total = buffer.take()
     expected = _faults_by_the_rules(slots, pool_slots, engine)
     assert [(f.code, f.row, f.slot, f.first_row) for f in faults] == expected and total == len(expected)
+    skipped = {row for code, row, _, _ in expected if code != "GDR247"}
+    for row in skipped:  # a skipped row's `out` is zero, in either placement
+        assert torch.equal(call.out[row], torch.zeros_like(call.out[row]))

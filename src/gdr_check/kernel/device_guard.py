@@ -38,6 +38,13 @@ Context = Literal["direct", "engine"]
 CONTEXTS: tuple[str, ...] = ("direct", "engine")
 DEFAULT_MAX_RECORDS = 64
 CHUNK = GUARD_CHUNK
+# Where the checked kernels check the slots in a separate one-program-per-row launch instead of in every
+# program's prologue (see checked_launch): past one scan block (B > GUARD_CHUNK) and from this many (row, value
+# head) pairs. In the prologue the scan costs every program O(B) loads, ~3 % of the kernel at B = 512; the
+# separate launch costs a fixed ~2-4 us under graph replay. Measured on an H200 (docs/performance.md): at
+# B * HV >= 8192 the separate launch is 0.8-1.5 % against 1.9-3.3 % in the prologue, at B * HV = 2048 it is
+# 3.2-5.6 % against 0-2.9 %.
+SEPARATE_CHECK_MIN_PAIRS = 4096
 FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
 POLL_INTERVAL = 16  # eager calls between two looks at the fault counter (a look costs an async copy)
 
@@ -445,4 +452,13 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
         tag = buffer.tag_for(label or f"{variant} packed decode", verdict.pool_slots)
         guard = verdict.launch[key] = GuardLaunch(buffer.counter, buffer.records, buffer.max_records, tag,
                                                   verdict.pool_slots)
+    indices = args[8]
+    batch = indices.shape[0]
+    if batch > CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:
+        # Past one scan block, every program of a row would rescan all earlier rows (O(B) loads each): one
+        # program per row checks instead, and the kernel runs on the sanitised indices (in-pool or -1, so
+        # the unguarded kernel is memory-safe on them). One more launch, < 1 % of a kernel this size.
+        safe = buffer.check_launch(engine, indices.device)(indices, batch, indices.stride(0), guard.pool_slots,
+                                                           guard.tag)
+        return launch(*args[:8], safe, *args[9:], engine=engine)  # type: ignore[no-any-return]
     return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]  # launch: Callable[..., Any]
