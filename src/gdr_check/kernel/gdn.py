@@ -78,12 +78,9 @@ def gdn_packed_decode_kernel(
     if ROUND_BETA:  # EngineProfile.gdn_beta_rounding (sglang 0.5.23, vLLM before 0.29): via b's dtype
         beta = beta.to(b.dtype.element_ty).to(tl.float32)
 
-    if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing;
-        # the row's first program records the fault
+    if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing
         computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
                                     RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
-        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
-                     given_slot, fault_tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
     else:
         computed = live
     stored_rows = tl.where(computed, V, 0)
@@ -107,6 +104,11 @@ def gdn_packed_decode_kernel(
         o = decay * read + u * k_dot_q
         tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
         store_state_tile(head_state, rows, stored_rows, S * decay + u[:, None] * k[None, :], K, BK, STATE_EVICTION)
+    if GUARD:
+        # The row's first program records the fault, last: the record is a branch holding an atomic, which no
+        # load may be moved above, so anywhere earlier it would hold the `v` loads back until the scan is done.
+        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
+                     given_slot, fault_tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
 
 
 _LAUNCHER = DirectLauncher(gdn_packed_decode_kernel)

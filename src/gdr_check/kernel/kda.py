@@ -86,12 +86,9 @@ def kda_packed_decode_kernel(
     decayed_q = decay * q
     beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))
 
-    if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing;
-        # the row's first program records the fault
+    if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing
         computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
                                     RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
-        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
-                     given_slot, fault_tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
     else:
         computed = live
     stored_rows = tl.where(computed, V, 0)
@@ -112,6 +109,11 @@ def kda_packed_decode_kernel(
         tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
         store_state_tile(head_state, rows, stored_rows, S * decay[None, :] + u[:, None] * k[None, :], K, BK,
                          STATE_EVICTION)
+    if GUARD:
+        # The row's first program records the fault, last: the record is a branch holding an atomic, which no
+        # load may be moved above, so anywhere earlier it would hold the `v` loads back until the scan is done.
+        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
+                     given_slot, fault_tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
 
 
 _LAUNCHER = DirectLauncher(kda_packed_decode_kernel)
