@@ -50,7 +50,7 @@ import triton
 import triton.language as tl
 
 # Same graph method as the bandwidth benchmark (run from this folder, as `python benchmarks/...`).
-from decode_bandwidth import capture, replay_us
+from decode_bandwidth import capture, config_label, replay_us
 
 from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.gdn import launch_packed_decode
@@ -90,13 +90,15 @@ CANDIDATES = (
     _T(16, evict_first=True, max_registers=96), _T(16, evict_first=True, max_registers=80),
     _T(16, evict_first=True, max_registers=64), _T(16, max_registers=80), _T(8, evict_first=True, max_registers=64),
     _T(16, 2, num_stages=2, prefetch=False, evict_first=True, max_registers=96),
+    # The tile loop software-pipelined through shared memory (loop_stages: cp.async), so a program keeps
+    # several tiles in flight without holding them in registers.
+    _T(16, 2, prefetch=False, loop_stages=2, evict_first=True), _T(16, 4, prefetch=False, loop_stages=3),
+    _T(16, 4, prefetch=False, loop_stages=3, evict_first=True),
+    _T(16, 8, prefetch=False, loop_stages=4, evict_first=True), _T(16, 8, prefetch=False, loop_stages=3),
+    _T(8, 8, prefetch=False, loop_stages=3, evict_first=True),
+    _T(8, 16, prefetch=False, loop_stages=4, evict_first=True),
+    _T(32, 4, num_warps=2, prefetch=False, loop_stages=3, evict_first=True), _T(16, 4, evict_first=True),
 )
-
-
-def config_label(c: TileConfig) -> str:
-    return (f"{c.block_v}x{c.tiles_per_program}/w{c.num_warps}/s{c.num_stages}{'/E' if c.evict_first else ''}"
-            f"{'/np' if c.tiles_per_program > 1 and not c.prefetch else ''}"
-            f"{f'/r{c.max_registers}' if c.max_registers else ''}")
 
 
 @dataclass(frozen=True)

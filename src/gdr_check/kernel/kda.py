@@ -47,7 +47,7 @@ def kda_packed_decode_kernel(
     key_heads, value_heads,
     pool_slots, batch, fault_counter, fault_records, fault_tag,  # the device guard's (unused without GUARD)
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
-    STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr,
+    STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
     USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
     MAX_RECORDS: tl.constexpr,
@@ -94,7 +94,7 @@ def kda_packed_decode_kernel(
     stored_rows = tl.where(computed, V, 0)
     v_row = row + 2 * key_heads * K + i_hv * V
     out_row = out + head_row * V
-    for t in range(TILES):
+    for t in tl.range(TILES, num_stages=LOOP_STAGES):
         rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
         if not PREFETCH:
             S = load_state_tile(head_state, rows, state_rows, K, BK, STATE_EVICTION).to(tl.float32)
@@ -159,6 +159,7 @@ def launch_kda_packed_decode(
     constants = dict(
         K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
         STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
+        LOOP_STAGES=tiling.loop_stages,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), USE_LOWER_BOUND=lower_bound is not None,
         SKIP_AT_OR_BELOW=profile.skip_at_or_below,
         **guard_constants(guard, profile, B),

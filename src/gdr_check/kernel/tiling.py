@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,10 @@ class TileConfig:
     prefetch: bool = True
     # Register cap per thread (ptxas maxnreg): more resident warps, so more state bytes in flight.
     max_registers: int | None = None
+    # Software-pipeline depth of the tile loop (Triton's loop pipeliner): above 1, the state tiles of the next
+    # iterations are copied into shared memory asynchronously (cp.async) while this one computes, so a
+    # program keeps several tiles in flight without holding them in registers. 1: no pipelining.
+    loop_stages: int = 1
 
     def launch_options(self) -> dict[str, int]:
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
@@ -52,8 +56,7 @@ class TileConfig:
         register_cap = 1 << (budget_rows.bit_length() - 1)  # largest power of two within the budget
         block_v = max(1, min(self.block_v, next_power_of_2(V), register_cap))
         tiles = max(1, min(self.tiles_per_program, -(-V // block_v)))
-        return TileConfig(block_v, tiles, self.num_warps, self.num_stages, self.evict_first, self.prefetch,
-                          self.max_registers)
+        return replace(self, block_v=block_v, tiles_per_program=tiles)
 
     def programs_per_head(self, V: int) -> int:
         return -(-V // (self.block_v * self.tiles_per_program))
