@@ -477,8 +477,8 @@ class Guard:
             # a pool served twice means a new step, whose indices may have been refilled without a version
             # bump (a Triton kernel's write, a graph's input buffer).
             last = plan.last
-            if last is not None and last[0] is i and last[1] == i._version and last[2] == guard.epoch \
-                    and tag not in last[4]:
+            if last is not None and last[0] is i and tag not in last[4] and last[1] == i._version \
+                    and last[2] == guard.epoch:
                 last[4].add(tag)
                 kwargs["ssm_state_indices"] = last[3]
                 return original(**kwargs)
