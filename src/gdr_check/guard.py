@@ -32,8 +32,13 @@ buffer). The capture epoch is bumped around `torch.cuda.CUDAGraph.capture_begin`
 guard wraps (as it wraps `replay`), so a check made eagerly never serves a call being captured and a check
 captured into a graph never serves an eager call. Reuse is off with `hook_graphs=False`, when torch was not
 imported on enter (no capture can be seen), and for inference-mode indices (no version counter); then every
-call is checked. It assumes what the engines do: no write to the indices between the layers of one step
-other than an in-place torch operation (seen by the version), and the layers of a step on one stream.
+call is checked. It assumes what the engines do: every step runs the same layers (so a step's first layer was
+served in the step before), no write to the indices between two layers of one step other than an in-place
+torch operation (seen by the version), the layers of a step on one stream, and graphs captured through
+`torch.cuda.CUDAGraph` (`torch.cuda.graph`, `make_graphed_callables`, the engines' graph runners); a capture
+begun through the CUDA runtime directly is not seen: guard such code with `hook_graphs=False`. Where an
+assumption fails, a reused copy may name the slots of the indices as they were at the check, yet it stays
+memory-safe: it was checked against a pool of the same size (the pool's shape is part of the signature).
 A fault found by a shared check is recorded once, labelled with the layer (pool) whose call launched the
 check: the step's first layer; the other layers' kernels get the same sanitised indices (the row as -1).
 """
