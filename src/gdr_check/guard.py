@@ -36,8 +36,9 @@ call is checked. It assumes what the engines do: every step runs the same layers
 served in the step before), no write to the indices between two layers of one step other than an in-place
 torch operation (seen by the version), the layers of a step on one stream, and graphs captured through
 `torch.cuda.CUDAGraph` (`torch.cuda.graph`, `make_graphed_callables`, the engines' graph runners); a capture
-begun through the CUDA runtime directly is not seen: guard such code with `hook_graphs=False`. Where an
-assumption fails, a reused copy may name the slots of the indices as they were at the check, yet it stays
+begun through the CUDA runtime directly is not seen (a graph could then keep an eager copy): guard such code
+with `hook_graphs=False`. Where indices change unseen between two layers of a step (a step that skips its
+first layer, a write by a kernel mid-step), a reused copy names the slots as they were at the check, yet stays
 memory-safe: it was checked against a pool of the same size (the pool's shape is part of the signature).
 A fault found by a shared check is recorded once, labelled with the layer (pool) whose call launched the
 check: the step's first layer; the other layers' kernels get the same sanitised indices (the row as -1).
