@@ -17,10 +17,11 @@ For GDN (H=16, HV=32) and KDA (H=HV=32), K = V = 128, bf16 activations, fp32 sta
   pool, one indices tensor: the guard captures one check and 16 engine kernels); time per call from the
   median replay. `guarded_graph_every_call_us` is the same step under a guard without graph hooks
   (`hook_graphs=False`: no reuse, a check per layer), the guard's cost before it checked once per step;
-- faults: a graph of the checked kernel and one of the guarded sglang wrapper are replayed with slot tables
-  holding every bad-index class (past the pool, far past it, a repeated slot, a live row in slot 0); the
-  faults read back must be exactly the expected (rule, row, slot), and the canary slots on both sides of the
-  pool must stay bitwise equal.
+- faults: a graph of the checked kernel, one of the guarded sglang wrapper, and one of a guarded decode step
+  (4 layers with canaried pools of their own sharing the indices, the graph hooks on: one captured check) are
+  replayed with slot tables holding every bad-index class (past the pool, far past it, a repeated slot, a live
+  row in slot 0); the faults read back must be exactly the expected (rule, row, slot), found once and in the
+  first layer for the guarded paths, and the canary slots on both sides of every pool must stay bitwise equal.
 
     GDR_CHECK_SGLANG_PATH=<wheel or unpacked tree> python benchmarks/runtime_guard.py   # JSON under $OUT
 """
@@ -149,8 +150,8 @@ def host_step_us(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: t
     return statistics.median(rounds)
 
 
-def checks_per_step(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch.Tensor) -> float:
-    """How many slot checks a guarded decode step launches (counted on two steps, outside the timings)."""
+def counted_checks(run: Callable[[], Any]) -> int:
+    """How many slot checks the guard launches (a host-side count) while `run()` runs."""
     launch = device_guard.CheckLaunch.__call__
     count = [0]
 
@@ -160,15 +161,22 @@ def checks_per_step(fn: Callable[..., Any], calls: list[dict[str, Any]], indices
 
     device_guard.CheckLaunch.__call__ = counted  # type: ignore[method-assign]
     try:
-        for _ in range(2):
-            run_step(fn, calls, indices.clone())
+        run()
     finally:
         device_guard.CheckLaunch.__call__ = launch  # type: ignore[method-assign]
+    return count[0]
+
+
+def checks_per_step(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch.Tensor) -> float:
+    """How many slot checks a guarded decode step launches (counted on two steps, outside the timings)."""
+    count = counted_checks(lambda: [run_step(fn, calls, indices.clone()) for _ in range(2)])
     torch.cuda.synchronize()
-    return count[0] / 2
+    return count / 2
 
 
-def graph_us(fn: Callable[[], Any]) -> float:
+def graph_us(fn: Callable[[], Any], repeat: int = GRAPH_CALLS) -> float:
+    """Median replay time per call of a graph of GRAPH_CALLS calls: `fn` captured `repeat` times (a call, or
+    with repeat=1 a decode step of GRAPH_CALLS layers)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -176,7 +184,7 @@ def graph_us(fn: Callable[[], Any]) -> float:
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        for _ in range(GRAPH_CALLS):
+        for _ in range(repeat):
             fn()
     torch.cuda.synchronize()
     times = []
@@ -267,8 +275,8 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
         row["unchecked_graph_us"] = graph_us(lambda: unchecked(*args))
         row["checked_graph_us"] = graph_us(lambda: checked(*args, context="engine"))
         row["graph_layers"] = GRAPH_CALLS
-        row["sglang_graph_us"] = graph_us(lambda: run_step(sglang, layers, indices)) / GRAPH_CALLS
-        row["guarded_graph_us"] = graph_us(lambda: run_step(guarded, layers, indices)) / GRAPH_CALLS
+        row["sglang_graph_us"] = graph_us(lambda: run_step(sglang, layers, indices), repeat=1)
+        row["guarded_graph_us"] = graph_us(lambda: run_step(guarded, layers, indices), repeat=1)
         if B == 32 and os.environ.get("RUNTIME_GUARD_PROFILE"):
             profile_calls(f"{variant} B={B} guarded sglang wrapper", lambda: guarded(**kwargs))
             profile_calls(f"{variant} B={B} checked kernel", lambda: checked(*args, context="engine"))
@@ -276,7 +284,7 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
                                  hook_graphs=False)  # no capture hooks: no reuse, a check per layer
     with every_call:
         guarded = getattr(module, SGLANG[variant])
-        row["guarded_graph_every_call_us"] = graph_us(lambda: run_step(guarded, layers, indices)) / GRAPH_CALLS
+        row["guarded_graph_every_call_us"] = graph_us(lambda: run_step(guarded, layers, indices), repeat=1)
     errors = [d for d in guard.diagnostics + every_call.diagnostics if d.severity == "error"]
     row["guard_errors_on_valid_calls"] = len(errors)
     print(f"{variant:4} {B:>4} | {row['checked_eager_us']:9.1f} {row['sglang_eager_us']:9.1f} "
@@ -323,7 +331,8 @@ def main() -> int:
             results["faults"] += fault_cases(variant, B, module)
     for case in results["faults"]:
         print(f"faults {case['variant']} B={case['B']:>3} {case['path']:8}: found {case['found']} "
-              f"expected {case['expected']} match={case['match']} canaries_equal={case['canaries_equal']}")
+              f"expected {case['expected']} match={case['match']} canaries_equal={case['canaries_equal']} "
+              f"layers={case['layers']} checks captured={case['checks_captured']} labels={case['labels']}")
     results["check_kernel_fast_launch"] = device_guard._FAST_LAUNCH[0]
     print(f"check kernel launched directly (not through the JIT): {results['check_kernel_fast_launch']}")
     out = os.environ.get("OUT")
@@ -334,10 +343,16 @@ def main() -> int:
     return 0 if ok else 1
 
 
+FAULT_STEP_LAYERS = 4  # layers of the guarded decode step replayed on bad slots (path "step")
+
+
 def fault_cases(variant: str, B: int, module: Any) -> list[dict[str, Any]]:
-    """Replay graphs holding bad slot tables; compare the faults read back and the canaries."""
+    """Replay graphs holding bad slot tables; compare the faults read back and the canaries. Paths: the checked
+    kernel; the guarded sglang wrapper (one call, no graph hooks); and a guarded decode step ("step": the graph
+    hooks on, FAULT_STEP_LAYERS layers with pools of their own sharing the indices, so one captured check serves
+    them all): its faults must be found once, in the first layer, with every layer's canaries unchanged."""
     cases = []
-    for path in ("checked", "guarded"):
+    for path in ("checked", "guarded", "step"):
         cases.append(fault_case(variant, B, module, path))
         torch.cuda.empty_cache()  # the case's graph and tensors were freed when it returned
     return cases
@@ -352,7 +367,8 @@ def fault_case(variant: str, B: int, module: Any, path: str) -> dict[str, Any]:
     slots, expected = bad_slots(B, S)
     buffer = device_guard.FaultBuffer(call["initial_state"].device)
     guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
-                            hook_graphs=False)
+                            hook_graphs=path == "step")
+    backings = [call["backing"]]
     if path == "checked":
         def step() -> Any:
             return checked(*positional(call, variant), context="engine", faults=buffer, label="layer 0")
@@ -360,35 +376,49 @@ def fault_case(variant: str, B: int, module: Any, path: str) -> dict[str, Any]:
         guard.__enter__()
         guarded = getattr(module, SGLANG[variant])
         kwargs = keywords(call)
+        layers = [kwargs]
+        if path == "step":  # more layers, each with a canaried pool of its own, all passing the same indices
+            others = [make_call(variant, B, seed=2 + n) for n in range(FAULT_STEP_LAYERS - 1)]
+            layers += [dict(kwargs, initial_state=other["initial_state"]) for other in others]
+            backings += [other["backing"] for other in others]
 
         def step() -> Any:
-            return guarded(**kwargs)
-    step()  # compile and cache the verdict eagerly, on valid slots
-    torch.cuda.synchronize()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        step()
-    torch.cuda.synchronize()
-    buffer.take()
-    guard.raise_pending() if path == "guarded" else None
-    guard.diagnostics.clear()
-    canaries = (call["backing"][0].clone(), call["backing"][S + 1].clone())
-    call["ssm_state_indices"].copy_(torch.tensor(slots, dtype=torch.int32))
-    graph.replay()
-    torch.cuda.synchronize()
-    if path == "checked":
-        found = [(f.code, f.row, f.slot) for f in buffer.take()[0]]
-    else:
-        guard.raise_pending()
-        guard.__exit__(None, None, None)
-        found = sorted(((d.code, d.bindings["row"], d.bindings.get("slot", 0)) for d in guard.diagnostics
-                        if d.code in device_guard.FAULT_CODES.values()), key=lambda e: e[1])
-    equal = torch.equal(canaries[0], call["backing"][0]) and torch.equal(canaries[1], call["backing"][S + 1])
+            return run_step(guarded, layers, kwargs["ssm_state_indices"])
+    try:
+        step()  # compile and cache the verdict eagerly, on valid slots
+        torch.cuda.synchronize()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            checks = counted_checks(step)
+        torch.cuda.synchronize()
+        buffer.take()
+        guard.raise_pending() if path != "checked" else None
+        guard.diagnostics.clear()
+        canaries = [(backing[0].clone(), backing[S + 1].clone()) for backing in backings]
+        call["ssm_state_indices"].copy_(torch.tensor(slots, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        labels: list[str] = []
+        if path == "checked":
+            found = [(f.code, f.row, f.slot) for f in buffer.take()[0]]
+        else:
+            guard.raise_pending()
+            faults = [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+            found = sorted(((d.code, d.bindings["row"], d.bindings.get("slot", 0)) for d in faults),
+                           key=lambda e: e[1])
+            labels = sorted({d.notes[0] for d in faults})
+    finally:
+        if path != "checked":
+            guard.__exit__(None, None, None)
+    equal = all(torch.equal(before[0], backing[0]) and torch.equal(before[1], backing[S + 1])
+                for before, backing in zip(canaries, backings, strict=True))
     call["ssm_state_indices"].copy_(valid)
-    return {"variant": variant, "B": B, "path": path, "found": found, "expected": expected,
-            "match": found == expected, "canaries_equal": equal}
+    # The guarded paths capture one check: the only call, or the step's first layer (the others reuse it).
+    match = found == expected and (path == "checked" or (checks == 1 and labels == ["in pool #0"]))
+    return {"variant": variant, "B": B, "path": path, "found": found, "expected": expected, "match": match,
+            "canaries_equal": equal, "layers": len(backings), "checks_captured": checks, "labels": labels}
 
 
 if __name__ == "__main__":
