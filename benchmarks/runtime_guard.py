@@ -7,13 +7,21 @@ For GDN (H=16, HV=32) and KDA (H=HV=32), K = V = 128, bf16 activations, fp32 sta
   back-to-back calls (host and device overlapped, as an engine's eager decode runs);
 - host cost: the guard's steady-state per-call cost (`gdr_check.guard` around sglang's wrapper: bind, cached
   verdict, the check kernel's launch) vs the wrapper's own Python checks, both with sglang's kernel launch
-  replaced by a no-op so that only host work is timed;
-- CUDA-graph replay: a graph of 16 calls (a decode step's layers) of each: unchecked launch, checked kernel,
-  sglang's wrapper, and sglang's wrapper under the guard; time per call from the median replay;
-- faults: a graph of the checked kernel and one of the guarded sglang wrapper are replayed with slot tables
-  holding every bad-index class (past the pool, far past it, a repeated slot, a live row in slot 0); the
-  faults read back must be exactly the expected (rule, row, slot), and the canary slots on both sides of the
-  pool must stay bitwise equal.
+  replaced by a no-op so that only host work is timed. Two figures: *guard host* (`guard_host_us`), one pool
+  and one indices tensor called over and over, so every call is a new step and launches the check (the worst
+  case); and *guard host per step* (`guard_host_step_us`), decode steps of STEP_LAYERS layers, each layer with
+  its own pool, all passing one indices tensor that is a new object every step (eager decode): one check per
+  step, the other layers reuse its sanitised indices; the step's guard cost divided by its calls;
+- CUDA-graph replay: a graph of 16 calls of each: unchecked launch and checked kernel (16 calls on one pool),
+  and sglang's wrapper and sglang's wrapper under the guard as a decode step (16 layers, each with its own
+  pool, one indices tensor: the guard captures one check and 16 engine kernels); time per call from the
+  median replay. `guarded_graph_every_call_us` is the same step under a guard without graph hooks
+  (`hook_graphs=False`: no reuse, a check per layer), the guard's cost before it checked once per step;
+- faults: a graph of the checked kernel, one of the guarded sglang wrapper, and one of a guarded decode step
+  (4 layers with canaried pools of their own sharing the indices, the graph hooks on: one captured check) are
+  replayed with slot tables holding every bad-index class (past the pool, far past it, a repeated slot, a live
+  row in slot 0); the faults read back must be exactly the expected (rule, row, slot), found once and in the
+  first layer for the guarded paths, and the canary slots on both sides of every pool must stay bitwise equal.
 
     GDR_CHECK_SGLANG_PATH=<wheel or unpacked tree> python benchmarks/runtime_guard.py   # JSON under $OUT
 """
@@ -46,7 +54,8 @@ K = V = 128
 HEADS = {"gdn": (16, 32), "kda": (32, 32)}
 BATCHES = (1, 8, 32, 128, 512)
 EAGER_CALLS = 200
-GRAPH_CALLS = 16
+GRAPH_CALLS = 16  # calls per graph; the sglang graphs: layers of one decode step, each with its own pool
+STEP_LAYERS = 36  # layers per decode step in the per-step host cost (e.g. Qwen3-Next's linear-attention layers)
 REPLAYS = 20
 SGLANG = {"gdn": "fused_recurrent_gated_delta_rule_packed_decode", "kda": "fused_recurrent_kda_packed_decode"}
 SGLANG_KERNEL = {"gdn": "fused_recurrent_gated_delta_rule_packed_decode_kernel",
@@ -107,7 +116,67 @@ def host_us(fn: Callable[[], Any], calls: int = EAGER_CALLS) -> float:
     return statistics.median(rounds)
 
 
-def graph_us(fn: Callable[[], Any]) -> float:
+def layer_calls(kwargs: dict[str, Any], layers: int, disjoint: bool) -> list[dict[str, Any]]:
+    """One call's arguments per layer of a decode step: the same shapes, each layer's pool at its own address.
+    `disjoint`: a pool of its own per layer (the kernels run and write them); else overlapping windows of one
+    backing (sglang's kernel stubbed, host timing: only the addresses matter, and memory stays small)."""
+    pool = kwargs["initial_state"]
+    if disjoint:
+        return [dict(kwargs, initial_state=pool.clone()) for _ in range(layers)]
+    backing = torch.zeros(pool.shape[0] + layers - 1, *pool.shape[1:], dtype=pool.dtype, device=pool.device)
+    return [dict(kwargs, initial_state=backing[layer:layer + pool.shape[0]]) for layer in range(layers)]
+
+
+def run_step(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch.Tensor) -> None:
+    """One decode step: every layer's call passes the same indices tensor."""
+    for kwargs in calls:
+        kwargs["ssm_state_indices"] = indices
+        fn(**kwargs)
+
+
+def host_step_us(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch.Tensor,
+                 total: int = EAGER_CALLS) -> float:
+    """Median over 5 rounds of the host time per call over decode steps, each step with a new indices object
+    (built before the round's timing starts)."""
+    count = max(1, total // len(calls))
+    rounds = []
+    for _ in range(5):
+        steps = [indices.clone() for _ in range(count)]
+        start = time.perf_counter()
+        for step in steps:
+            run_step(fn, calls, step)
+        rounds.append((time.perf_counter() - start) / (count * len(calls)) * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(rounds)
+
+
+def counted_checks(run: Callable[[], Any]) -> int:
+    """How many slot checks the guard launches (a host-side count) while `run()` runs."""
+    launch = device_guard.CheckLaunch.__call__
+    count = [0]
+
+    def counted(check: Any, *args: Any) -> Any:
+        count[0] += 1
+        return launch(check, *args)
+
+    device_guard.CheckLaunch.__call__ = counted  # type: ignore[method-assign]
+    try:
+        run()
+    finally:
+        device_guard.CheckLaunch.__call__ = launch  # type: ignore[method-assign]
+    return count[0]
+
+
+def checks_per_step(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch.Tensor) -> float:
+    """How many slot checks a guarded decode step launches (counted on two steps, outside the timings)."""
+    count = counted_checks(lambda: [run_step(fn, calls, indices.clone()) for _ in range(2)])
+    torch.cuda.synchronize()
+    return count / 2
+
+
+def graph_us(fn: Callable[[], Any], repeat: int = GRAPH_CALLS) -> float:
+    """Median replay time per call of a graph of GRAPH_CALLS calls: `fn` captured `repeat` times (a call, or
+    with repeat=1 a decode step of GRAPH_CALLS layers)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -115,7 +184,7 @@ def graph_us(fn: Callable[[], Any]) -> float:
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        for _ in range(GRAPH_CALLS):
+        for _ in range(repeat):
             fn()
     torch.cuda.synchronize()
     times = []
@@ -181,8 +250,11 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
     row["checked_eager_us"] = eager_us(lambda: checked(*args, context="engine"))
     row["unchecked_eager_us"] = eager_us(lambda: unchecked(*args))
     row["sglang_eager_us"] = eager_us(lambda: sglang(**kwargs))
-    guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
-                            hook_graphs=False)
+    # The graph hooks on (the default): the guard checks once per decode step (see the module docstring).
+    guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"])
+    hosts = layer_calls(kwargs, STEP_LAYERS, disjoint=False)
+    layers = layer_calls(kwargs, GRAPH_CALLS, disjoint=True)
+    indices = kwargs["ssm_state_indices"]
     with guard:
         guarded = getattr(module, SGLANG[variant])
         row["guarded_eager_us"] = eager_us(lambda: guarded(**kwargs))
@@ -191,24 +263,39 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
         try:
             row["guard_host_us"] = host_us(lambda: guarded(**kwargs)) - host_us(lambda: sglang(**kwargs))
             row["sglang_checks_us"] = host_us(lambda: sglang(**kwargs))
+            for _ in range(2):  # each layer's first call (its pool's tag), then warm
+                run_step(guarded, hosts, indices.clone())
+            row["step_layers"] = STEP_LAYERS
+            row["checks_per_step"] = checks_per_step(guarded, hosts, indices)
+            row["sglang_checks_step_us"] = host_step_us(sglang, hosts, indices)
+            row["guard_host_step_us"] = host_step_us(guarded, hosts, indices) - row["sglang_checks_step_us"]
         finally:
             setattr(module, SGLANG_KERNEL[variant], kernel)
         row["checked_host_us"] = host_us(lambda: checked(*args, context="engine"))
         row["unchecked_graph_us"] = graph_us(lambda: unchecked(*args))
         row["checked_graph_us"] = graph_us(lambda: checked(*args, context="engine"))
-        row["sglang_graph_us"] = graph_us(lambda: sglang(**kwargs))
-        row["guarded_graph_us"] = graph_us(lambda: guarded(**kwargs))
+        row["graph_layers"] = GRAPH_CALLS
+        row["sglang_graph_us"] = graph_us(lambda: run_step(sglang, layers, indices), repeat=1)
+        row["guarded_graph_us"] = graph_us(lambda: run_step(guarded, layers, indices), repeat=1)
         if B == 32 and os.environ.get("RUNTIME_GUARD_PROFILE"):
             profile_calls(f"{variant} B={B} guarded sglang wrapper", lambda: guarded(**kwargs))
             profile_calls(f"{variant} B={B} checked kernel", lambda: checked(*args, context="engine"))
-    errors = [d for d in guard.diagnostics if d.severity == "error"]
+    every_call = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
+                                 hook_graphs=False)  # no capture hooks: no reuse, a check per layer
+    with every_call:
+        guarded = getattr(module, SGLANG[variant])
+        row["guarded_graph_every_call_us"] = graph_us(lambda: run_step(guarded, layers, indices), repeat=1)
+    errors = [d for d in guard.diagnostics + every_call.diagnostics if d.severity == "error"]
     row["guard_errors_on_valid_calls"] = len(errors)
     print(f"{variant:4} {B:>4} | {row['checked_eager_us']:9.1f} {row['sglang_eager_us']:9.1f} "
           f"{row['checked_eager_us'] / row['sglang_eager_us']:6.2f} | {row['guard_host_us']:10.1f} "
           f"{row['sglang_checks_us']:10.1f} {row['guard_host_us'] / row['sglang_checks_us']:6.2f} | "
+          f"{row['guard_host_step_us']:10.1f} {row['sglang_checks_step_us']:10.1f} "
+          f"{row['guard_host_step_us'] / row['sglang_checks_step_us']:6.2f} {row['checks_per_step']:6g} | "
           f"{row['unchecked_graph_us']:11.2f} {row['checked_graph_us']:9.2f} "
           f"{row['checked_graph_us'] / row['unchecked_graph_us']:6.3f} | {row['sglang_graph_us']:9.2f} "
-          f"{row['guarded_graph_us']:9.2f} {row['guarded_graph_us'] / row['sglang_graph_us']:6.3f}",
+          f"{row['guarded_graph_us']:9.2f} {row['guarded_graph_us'] / row['sglang_graph_us']:6.3f} "
+          f"{row['guarded_graph_every_call_us']:9.2f}",
           flush=True)
     device_guard.default_buffer(call["initial_state"].device).take()
     torch.cuda.empty_cache()
@@ -231,8 +318,12 @@ def main() -> int:
     results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                "sglang_source": str(source), "rows": [], "faults": []}
     print(f"{'var':4} {'B':>4} | {'chk eager':>9} {'sgl eager':>9} {'ratio':>6} | {'guard host':>10} "
-          f"{'sgl checks':>10} {'ratio':>6} | {'unchk graph':>11} {'chk graph':>9} {'ratio':>6} | "
-          f"{'sgl graph':>9} {'guarded':>9} {'ratio':>6}")
+          f"{'sgl checks':>10} {'ratio':>6} | {'guard/step':>10} {'sgl checks':>10} {'ratio':>6} {'checks':>6} | "
+          f"{'unchk graph':>11} {'chk graph':>9} {'ratio':>6} | {'sgl graph':>9} {'guarded':>9} {'ratio':>6} "
+          f"{'every call':>9}")
+    print(f"guard/step: per call over decode steps of {STEP_LAYERS} layers (pools of their own, one indices tensor "
+          f"per step, a new object each step); 'checks' per step; sgl/guarded graph: a step of {GRAPH_CALLS} "
+          f"layers; 'every call': the guarded graph without reuse (hook_graphs=False)")
     for variant in ("gdn", "kda"):
         for B in BATCHES:
             results["rows"].append(measure_row(module, variant, B))
@@ -240,7 +331,8 @@ def main() -> int:
             results["faults"] += fault_cases(variant, B, module)
     for case in results["faults"]:
         print(f"faults {case['variant']} B={case['B']:>3} {case['path']:8}: found {case['found']} "
-              f"expected {case['expected']} match={case['match']} canaries_equal={case['canaries_equal']}")
+              f"expected {case['expected']} match={case['match']} canaries_equal={case['canaries_equal']} "
+              f"layers={case['layers']} checks captured={case['checks_captured']} labels={case['labels']}")
     results["check_kernel_fast_launch"] = device_guard._FAST_LAUNCH[0]
     print(f"check kernel launched directly (not through the JIT): {results['check_kernel_fast_launch']}")
     out = os.environ.get("OUT")
@@ -251,10 +343,16 @@ def main() -> int:
     return 0 if ok else 1
 
 
+FAULT_STEP_LAYERS = 4  # layers of the guarded decode step replayed on bad slots (path "step")
+
+
 def fault_cases(variant: str, B: int, module: Any) -> list[dict[str, Any]]:
-    """Replay graphs holding bad slot tables; compare the faults read back and the canaries."""
+    """Replay graphs holding bad slot tables; compare the faults read back and the canaries. Paths: the checked
+    kernel; the guarded sglang wrapper (one call, no graph hooks); and a guarded decode step ("step": the graph
+    hooks on, FAULT_STEP_LAYERS layers with pools of their own sharing the indices, so one captured check serves
+    them all): its faults must be found once, in the first layer, with every layer's canaries unchanged."""
     cases = []
-    for path in ("checked", "guarded"):
+    for path in ("checked", "guarded", "step"):
         cases.append(fault_case(variant, B, module, path))
         torch.cuda.empty_cache()  # the case's graph and tensors were freed when it returned
     return cases
@@ -269,7 +367,8 @@ def fault_case(variant: str, B: int, module: Any, path: str) -> dict[str, Any]:
     slots, expected = bad_slots(B, S)
     buffer = device_guard.FaultBuffer(call["initial_state"].device)
     guard = gdr_check.guard(engine="sglang", mode="record", targets=[f"{module.__name__}:{SGLANG[variant]}"],
-                            hook_graphs=False)
+                            hook_graphs=path == "step")
+    backings = [call["backing"]]
     if path == "checked":
         def step() -> Any:
             return checked(*positional(call, variant), context="engine", faults=buffer, label="layer 0")
@@ -277,35 +376,49 @@ def fault_case(variant: str, B: int, module: Any, path: str) -> dict[str, Any]:
         guard.__enter__()
         guarded = getattr(module, SGLANG[variant])
         kwargs = keywords(call)
+        layers = [kwargs]
+        if path == "step":  # more layers, each with a canaried pool of its own, all passing the same indices
+            others = [make_call(variant, B, seed=2 + n) for n in range(FAULT_STEP_LAYERS - 1)]
+            layers += [dict(kwargs, initial_state=other["initial_state"]) for other in others]
+            backings += [other["backing"] for other in others]
 
         def step() -> Any:
-            return guarded(**kwargs)
-    step()  # compile and cache the verdict eagerly, on valid slots
-    torch.cuda.synchronize()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        step()
-    torch.cuda.synchronize()
-    buffer.take()
-    guard.raise_pending() if path == "guarded" else None
-    guard.diagnostics.clear()
-    canaries = (call["backing"][0].clone(), call["backing"][S + 1].clone())
-    call["ssm_state_indices"].copy_(torch.tensor(slots, dtype=torch.int32))
-    graph.replay()
-    torch.cuda.synchronize()
-    if path == "checked":
-        found = [(f.code, f.row, f.slot) for f in buffer.take()[0]]
-    else:
-        guard.raise_pending()
-        guard.__exit__(None, None, None)
-        found = sorted(((d.code, d.bindings["row"], d.bindings.get("slot", 0)) for d in guard.diagnostics
-                        if d.code in device_guard.FAULT_CODES.values()), key=lambda e: e[1])
-    equal = torch.equal(canaries[0], call["backing"][0]) and torch.equal(canaries[1], call["backing"][S + 1])
+            return run_step(guarded, layers, kwargs["ssm_state_indices"])
+    try:
+        step()  # compile and cache the verdict eagerly, on valid slots
+        torch.cuda.synchronize()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            checks = counted_checks(step)
+        torch.cuda.synchronize()
+        buffer.take()
+        guard.raise_pending() if path != "checked" else None
+        guard.diagnostics.clear()
+        canaries = [(backing[0].clone(), backing[S + 1].clone()) for backing in backings]
+        call["ssm_state_indices"].copy_(torch.tensor(slots, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        labels: list[str] = []
+        if path == "checked":
+            found = [(f.code, f.row, f.slot) for f in buffer.take()[0]]
+        else:
+            guard.raise_pending()
+            faults = [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+            found = sorted(((d.code, d.bindings["row"], d.bindings.get("slot", 0)) for d in faults),
+                           key=lambda e: e[1])
+            labels = sorted({d.notes[0] for d in faults})
+    finally:
+        if path != "checked":
+            guard.__exit__(None, None, None)
+    equal = all(torch.equal(before[0], backing[0]) and torch.equal(before[1], backing[S + 1])
+                for before, backing in zip(canaries, backings, strict=True))
     call["ssm_state_indices"].copy_(valid)
-    return {"variant": variant, "B": B, "path": path, "found": found, "expected": expected,
-            "match": found == expected, "canaries_equal": equal}
+    # The guarded paths capture one check: the only call, or the step's first layer (the others reuse it).
+    match = found == expected and (path == "checked" or (checks == 1 and labels == ["in pool #0"]))
+    return {"variant": variant, "B": B, "path": path, "found": found, "expected": expected, "match": match,
+            "canaries_equal": equal, "layers": len(backings), "checks_captured": checks, "labels": labels}
 
 
 if __name__ == "__main__":

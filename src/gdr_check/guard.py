@@ -22,6 +22,26 @@ fault (rule, row, slot, layer) is recorded in a device buffer.
 Nothing reads the device while a stream is capturing: faults found during graph replays are read at the next
 eager call, after a replay (the guard hooks `torch.cuda.CUDAGraph.replay` with a non-blocking poll), at
 `guard.raise_pending()`, and on exit.
+
+The indices are checked once per decode step, not once per layer: every layer of a step passes the same
+indices tensor (each with its own pool), so a call reuses the sanitised indices of its plan's last check when
+the indices are the same object, their `_version` is unchanged, the capture epoch is unchanged, and the call's
+pool has not been served from that check yet. A pool served twice starts a new step and a new check, which
+covers indices refilled between steps without a version bump (a Triton kernel's write, a graph's input
+buffer). The capture epoch is bumped around `torch.cuda.CUDAGraph.capture_begin` and `capture_end`, which the
+guard wraps (as it wraps `replay`), so a check made eagerly never serves a call being captured and a check
+captured into a graph never serves an eager call. Reuse is off with `hook_graphs=False`, when torch was not
+imported on enter (no capture can be seen), and for inference-mode indices (no version counter); then every
+call is checked. It assumes what the engines do: every step runs the same layers (so a step's first layer was
+served in the step before), no write to the indices between two layers of one step other than an in-place
+torch operation (seen by the version), the layers of a step on one stream, and graphs captured through
+`torch.cuda.CUDAGraph` (`torch.cuda.graph`, `make_graphed_callables`, the engines' graph runners); a capture
+begun through the CUDA runtime directly is not seen (a graph could then keep an eager copy): guard such code
+with `hook_graphs=False`. Where indices change unseen between two layers of a step (a step that skips its
+first layer, a write by a kernel mid-step), a reused copy names the slots as they were at the check, yet stays
+memory-safe: it was checked against a pool of the same size (the pool's shape is part of the signature).
+A fault found by a shared check is recorded once, labelled with the layer (pool) whose call launched the
+check: the step's first layer; the other layers' kernels get the same sanitised indices (the row as -1).
 """
 
 from __future__ import annotations
@@ -162,7 +182,7 @@ class _Plan:
     """What the guard decided for one call signature: refuse the call (a shape error), pass it through (no pool),
     or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
 
-    __slots__ = ("errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter")
+    __slots__ = ("errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter", "last")
 
     def __init__(self, errors: list[Any], pool_slots: int, launch: Any, batch: int = 0, stride: int = 0) -> None:
         self.errors = errors
@@ -172,6 +192,9 @@ class _Plan:
         self.stride = stride
         self.host_counter = launch.buffer.host_counter if launch is not None else None  # see FaultBuffer
         self.tags: dict[int, int] = {}
+        # The last check, for the other layers of its decode step: (indices checked, their `_version`, the
+        # guard's capture epoch, the sanitised indices, the pool tags served from it). None: check the next call.
+        self.last: tuple[Any, int, int, Any, set[int]] | None = None
 
 
 class Guard:
@@ -206,7 +229,11 @@ class Guard:
         self._tags: dict[tuple[int, int], int] = {}
         self._expected: Any = None
         self._warned: set[str] = set()
-        self._replay: Any = None
+        self._graph_hooks: list[tuple[Any, str, Any]] = []  # (class, method name, the method it replaced)
+        # Bumped around every CUDA-graph capture's begin and end (see `_hook_graphs`): a check's sanitised
+        # indices are reused only within one epoch, so never across eager and capture.
+        self.epoch = 0
+        self._reuse = False  # reuse a check within a decode step: only while the capture hooks are installed
 
     # -- context manager and decorator -------------------------------------------------------------------------
     def __enter__(self) -> Guard:
@@ -402,8 +429,9 @@ class Guard:
             warnings.warn(f"gdr_check.guard found no {self.engine} packed-decode function to guard; pass "
                           f"targets=['package.module:function_name'] for another location", RuntimeWarning,
                           stacklevel=3)
+        self.epoch += 1
         if self.hook_graphs and "torch" in sys.modules:
-            self._hook_replay()
+            self._hook_graphs()
 
     def _wrapper_for(self, site: _Site) -> Callable[..., Any]:
         original = site.original
@@ -449,14 +477,30 @@ class Guard:
                     guard._look(buffer)
             elif host[0]:  # CPU: the count is in host memory
                 guard._look(launch.buffer)
-            kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
+            # One check per decode step: the layers of a step pass the same indices tensor, each with its own
+            # pool. The previous check's sanitised indices serve this call if the indices are that object,
+            # unwritten since (version), in the same capture epoch, and this pool was not served from it yet:
+            # a pool served twice means a new step, whose indices may have been refilled without a version
+            # bump (a Triton kernel's write, a graph's input buffer).
+            last = plan.last
+            if last is not None and last[0] is i and tag not in last[4] and last[1] == i._version \
+                    and last[2] == guard.epoch:
+                last[4].add(tag)
+                kwargs["ssm_state_indices"] = last[3]
+                return original(**kwargs)
+            safe = kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
+            if guard._reuse and not i.is_inference():  # an inference tensor has no version counter
+                plan.last = (i, i._version, guard.epoch, safe, {tag})
             return original(**kwargs)
 
         # A marker attribute on the wrapper function (functools.wraps types it without one).
         guarded_wrapper.__gdr_check_guard_original__ = original  # type: ignore[attr-defined]
         return guarded_wrapper
 
-    def _hook_replay(self) -> None:
+    def _hook_graphs(self) -> None:
+        """Wrap `torch.cuda.CUDAGraph`: `replay` polls the fault buffers after each replay; `capture_begin` and
+        `capture_end` bump the capture epoch before and after, so that no sanitised indices computed eagerly
+        serve a call being captured, nor indices from a graph's pool an eager call. Restored by `_unpatch`."""
         torch = sys.modules["torch"]
         graph_class = getattr(getattr(torch, "cuda", None), "CUDAGraph", None)
         if graph_class is None:
@@ -470,16 +514,40 @@ class Guard:
             guard.poll()
             return result
 
-        graph_class.replay = replay_and_poll
-        self._replay = (graph_class, replay)
+        hooks: list[tuple[str, Callable[..., Any]]] = [("replay", replay_and_poll)]
+        for name in ("capture_begin", "capture_end"):
+            method = getattr(graph_class, name, None)
+            if method is not None:
+                hooks.append((name, self._bumping(method)))
+        for name, hook in hooks:
+            self._graph_hooks.append((graph_class, name, getattr(graph_class, name)))
+            setattr(graph_class, name, hook)
+        self._reuse = any(name == "capture_begin" for name, _ in hooks) and \
+            any(name == "capture_end" for name, _ in hooks)
+
+    def _bumping(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        guard = self
+
+        @functools.wraps(method)
+        def bump_epoch(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            guard.epoch += 1
+            try:
+                return method(graph, *args, **kwargs)
+            finally:
+                guard.epoch += 1
+
+        return bump_epoch
 
     def _unpatch(self) -> None:
         restore_wrappers(self._replaced, self.sites)
         self._replaced = []
-        if self._replay is not None:
-            graph_class, replay = self._replay
-            graph_class.replay = replay
-            self._replay = None
+        for graph_class, name, method in reversed(self._graph_hooks):
+            setattr(graph_class, name, method)
+        self._graph_hooks = []
+        self._reuse = False
+        for site in self.sites:  # no reference kept past the block, and nothing reused on re-entry
+            for plan in site.plans.values():
+                plan.last = None
 
 
 # `gdr_check.guard(...)` must work however `gdr_check.guard` was reached (see the same device in capture.py):

@@ -1,0 +1,230 @@
+"""The guard checks the slot indices once per decode step: the layers of a step share one indices tensor (each
+with its own pool), and the check's sanitised indices serve them all, unless the indices changed (another
+object, an in-place write), a CUDA-graph capture began or ended, or a pool comes round again (a new step).
+
+A step is modelled as in sglang: L layers, each with its own state pool, all passing the same indices object.
+Check launches are counted on `CheckLaunch.__call__`; the engine's kernel is a spy recording what it got.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import gdr_check
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from gdr_check.kernel import device_guard  # noqa: E402
+from kernel_helpers import DEVICE, make_call  # noqa: E402
+
+LAYERS = 4
+S = 6
+VALID = [1, 2, 3, 4, -1, 0]  # live rows 0-3, a skipped row, trailing slot-0 padding
+NAMES = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices")
+
+
+class Step:
+    """A fake sglang engine under test: `layer(n)` runs layer n's packed-decode call on its own pool."""
+
+    def __init__(self, monkeypatch, slots=VALID):
+        from fake_engine import install
+
+        self.engine = install(monkeypatch)
+        self.got: list[tuple[int, torch.Tensor]] = []  # (layer's pool address, indices the kernel got)
+        self.launches: list[list[int]] = []  # the indices each check launch was given
+        original = self.engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
+
+        @functools.wraps(original)  # the engine's signature, so the guard recognises the API
+        def spy(*args, **kwargs):
+            self.got.append((kwargs["initial_state"].data_ptr(), kwargs["ssm_state_indices"]))
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(self.engine.sglang_kernels, "fused_recurrent_gated_delta_rule_packed_decode", spy)
+        monkeypatch.setattr(self.engine.gdn_caller, "fused_recurrent_gated_delta_rule_packed_decode", spy)
+        launch = device_guard.CheckLaunch.__call__
+
+        def counted(check, indices, *args):
+            self.launches.append(indices.tolist())
+            return launch(check, indices, *args)
+
+        monkeypatch.setattr(device_guard.CheckLaunch, "__call__", counted)
+        call = make_call(B=len(slots), H=1, HV=2, K=8, V=8, slots=slots, pool_slots=S, seed=21)
+        self.arguments = dict(zip(NAMES, call.args(), strict=False))
+        self.pools = [call.initial_state.clone() for _ in range(LAYERS)]  # a pool per layer
+        self.indices = self.arguments["ssm_state_indices"]
+
+    def layer(self, layer_id: int) -> None:
+        """Layer `layer_id`'s call (the guard names the layer from the caller's `layer_id`)."""
+        self.engine.gdn_caller.forward_decode(**dict(self.arguments, initial_state=self.pools[layer_id],
+                                                     ssm_state_indices=self.indices))
+
+    def step(self) -> None:
+        for layer_id in range(LAYERS):
+            self.layer(layer_id)
+
+    def handed(self) -> list[torch.Tensor]:
+        """The indices tensor each call's kernel got, in call order."""
+        return [indices for _, indices in self.got]
+
+
+def faults(guard) -> list:
+    """The guard's device faults (on the CPU the shape verdict also notes GDR251, the tensors' device)."""
+    return [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+
+
+def same_objects(tensors: list[torch.Tensor]) -> list[int]:
+    """Each tensor as the number of the first distinct object it is (identity, not value)."""
+    seen: list[torch.Tensor] = []
+    numbers = []
+    for tensor in tensors:
+        number = next((n for n, t in enumerate(seen) if t is tensor), None)
+        if number is None:
+            seen.append(tensor)
+            number = len(seen) - 1
+        numbers.append(number)
+    return numbers
+
+
+def test_one_check_serves_every_layer_of_a_step_and_the_next_step_checks_again(monkeypatch):
+    step = Step(monkeypatch)
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        step.step()
+        assert len(step.launches) == 1
+        handed = step.handed()
+        assert same_objects(handed) == [0, 0, 0, 0] and handed[0] is not step.indices
+        assert handed[0].tolist() == VALID
+        assert len({address for address, _ in step.got}) == LAYERS  # four pools, one check
+        step.step()  # the same indices object, unwritten: the first layer's pool comes round again
+        assert len(step.launches) == 2
+        assert same_objects(step.handed()) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert guard.calls == 2 * LAYERS and faults(guard) == []
+
+
+def test_a_write_to_the_indices_mid_step_is_checked_before_the_next_layer_uses_it(monkeypatch):
+    step = Step(monkeypatch)
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        step.layer(0)
+        step.layer(1)
+        step.indices[1] = S  # an in-place write (the version moves): slot S is past the pool
+        step.layer(2)
+        step.layer(3)
+    assert step.launches == [VALID, [1, S, 3, 4, -1, 0]]
+    handed = step.handed()
+    assert same_objects(handed) == [0, 0, 1, 1]
+    assert [h.tolist() for h in handed[2:]] == [[1, -1, 3, 4, -1, 0]] * 2  # both later layers skip row 1
+    assert [(d.code, d.notes[0]) for d in faults(guard)] == [("GDR241", "in layer 2")]
+
+
+def test_a_new_indices_object_is_checked_even_within_a_step(monkeypatch):
+    step = Step(monkeypatch)
+    stride = step.indices.stride(0)
+    backing = torch.full((len(VALID) * stride,), -7, dtype=step.indices.dtype, device=DEVICE)
+    backing[::stride] = torch.tensor([1, S, 3, 4, -1, 0], dtype=step.indices.dtype)  # one write, as the first
+    fresh = backing[::stride]  # the same layout (signature) and version number as the first, other values
+    assert (fresh.stride(), fresh._version) == (step.indices.stride(), step.indices._version)
+    with gdr_check.guard(engine="sglang", mode="record"):
+        step.layer(0)
+        step.layer(1)
+        step.indices = fresh
+        step.layer(2)
+        step.layer(3)
+    assert len(step.launches) == 2 and same_objects(step.handed()) == [0, 0, 1, 1]
+    assert [h.tolist() for h in step.handed()] == [VALID] * 2 + [[1, -1, 3, 4, -1, 0]] * 2
+
+
+def test_a_shared_check_reports_a_fault_once_with_the_first_layers_label(monkeypatch):
+    bad = [1, 9, 2, 2, 0, 3]  # row 1 past the pool, row 3 repeats row 2's slot, row 4 slot 0 before a live row
+    step = Step(monkeypatch, slots=bad)
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        step.step()
+    assert len(step.launches) == 1
+    assert [h.tolist() for h in step.handed()] == [[1, -1, 2, -1, 0, 3]] * LAYERS  # every layer skips them
+    assert [(d.code, d.bindings["row"], d.notes[0]) for d in faults(guard)] == [
+        ("GDR241", 1, "in layer 0"), ("GDR242", 3, "in layer 0"), ("GDR247", 4, "in layer 0")]
+
+
+def test_the_guard_wraps_graph_capture_to_bump_its_epoch_and_restores_it(monkeypatch):
+    began, ended = [], []
+    graph_class = torch.cuda.CUDAGraph
+    # Stand-ins for the CUDA-only methods (this test runs without a GPU); the guard wraps whatever is there.
+    monkeypatch.setattr(graph_class, "capture_begin", lambda graph, *a, **k: began.append((graph, a, k)))
+    monkeypatch.setattr(graph_class, "capture_end", lambda graph: ended.append(graph))
+    begin, end, replay = graph_class.capture_begin, graph_class.capture_end, graph_class.replay
+    step = Step(monkeypatch)
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        assert (graph_class.capture_begin, graph_class.capture_end, graph_class.replay) != (begin, end, replay)
+        assert graph_class.capture_begin is not begin and graph_class.capture_end is not end
+        graph = object()
+        step.layer(0)
+        step.layer(1)  # served by layer 0's check
+        epoch = guard.epoch
+        graph_class.capture_begin(graph, pool=7)  # as torch.cuda.graph begins a capture
+        assert began == [(graph, (), {"pool": 7})] and guard.epoch > epoch
+        step.layer(2)  # same indices, unwritten, pool not served: checked anyway (eager -> capture)
+        step.layer(3)  # served by layer 2's check, inside the same capture
+        epoch = guard.epoch
+        graph_class.capture_end(graph)
+        assert ended == [graph] and guard.epoch > epoch
+        step.layer(1)  # pool not served by the captured check: checked anyway (capture -> eager)
+    assert len(step.launches) == 3 and same_objects(step.handed()) == [0, 0, 1, 1, 2]
+    assert (graph_class.capture_begin, graph_class.capture_end, graph_class.replay) == (begin, end, replay)
+
+
+def test_a_failed_capture_end_still_moves_the_epoch(monkeypatch):
+    def failing(graph):
+        raise RuntimeError("capture invalidated")
+
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "capture_end", failing)
+    Step(monkeypatch)  # an engine to guard
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        epoch = guard.epoch
+        with pytest.raises(RuntimeError, match="^capture invalidated$"):
+            torch.cuda.CUDAGraph.capture_end(object())
+        assert guard.epoch == epoch + 2
+    assert torch.cuda.CUDAGraph.capture_end is failing
+
+
+def test_without_graph_hooks_every_call_is_checked(monkeypatch):
+    graph_class = torch.cuda.CUDAGraph
+    methods = (graph_class.capture_begin, graph_class.capture_end, graph_class.replay)
+    step = Step(monkeypatch)
+    with gdr_check.guard(engine="sglang", mode="record", hook_graphs=False):
+        assert (graph_class.capture_begin, graph_class.capture_end, graph_class.replay) == methods
+        step.step()
+    assert len(step.launches) == LAYERS and same_objects(step.handed()) == [0, 1, 2, 3]
+
+
+def test_inference_mode_indices_have_no_version_and_are_checked_on_every_call(monkeypatch):
+    step = Step(monkeypatch)
+    with torch.inference_mode():
+        step.indices = step.indices.clone()
+    assert step.indices.is_inference()
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        step.step()
+    assert len(step.launches) == LAYERS and faults(guard) == []
+
+
+def test_nothing_is_kept_or_reused_after_the_block(monkeypatch):
+    step = Step(monkeypatch)
+    guard = gdr_check.guard(engine="sglang", mode="record")
+    with guard:
+        step.layer(0)
+    plans = [plan for site in guard.sites for plan in site.plans.values()]
+    assert len(plans) == 1 and plans[0].last is None  # no reference to the indices kept past the block
+    with guard:  # re-entered: the pools not served yet are checked, not handed the old check's indices
+        step.layer(1)
+    assert len(step.launches) == 2 and same_objects(step.handed()) == [0, 1]
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the CPU fault counter is read on the next call")
+def test_a_step_with_a_fault_raises_once_in_raise_mode(monkeypatch):
+    step = Step(monkeypatch, slots=[1, 9, 2, 3, 4, 5])
+    with pytest.raises(gdr_check.GuardError, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1, .*"
+                                                   r"\[in layer 0\]$"):
+        with gdr_check.guard(engine="sglang"):
+            step.step()
+    # The first layer's check found it; the second layer's call raised before its kernel ran.
+    assert len(step.launches) == 1 and len(step.got) == 1
