@@ -31,8 +31,9 @@ covers indices refilled between steps without a version bump (a Triton kernel's 
 buffer). The capture epoch is bumped around `torch.cuda.CUDAGraph.capture_begin` and `capture_end`, which the
 guard wraps (as it wraps `replay`), so a check made eagerly never serves a call being captured and a check
 captured into a graph never serves an eager call. Reuse is off with `hook_graphs=False`, when torch was not
-imported on enter (no capture can be seen), and for inference-mode indices (no version counter); then every
-call is checked. It assumes what the engines do: every step runs the same layers (so a step's first layer was
+imported on enter (no capture can be seen); then every call is checked. Inference-mode indices (vLLM decodes
+under `torch.inference_mode()`) have no version counter: for them reuse rests on the object and the served
+pools alone. It assumes what the engines do: every step runs the same layers (so a step's first layer was
 served in the step before), no write to the indices between two layers of one step other than an in-place
 torch operation (seen by the version), the layers of a step on one stream, and graphs captured through
 `torch.cuda.CUDAGraph` (`torch.cuda.graph`, `make_graphed_callables`, the engines' graph runners); a capture
@@ -192,7 +193,7 @@ class _Plan:
         self.stride = stride
         self.host_counter = launch.buffer.host_counter if launch is not None else None  # see FaultBuffer
         self.tags: dict[int, int] = {}
-        # The last check, for the other layers of its decode step: (indices checked, their `_version`, the
+        # The last check, for the other layers of its decode step: (indices checked, their `_version` or None, the
         # guard's capture epoch, the sanitised indices, the pool tags served from it). None: check the next call.
         self.last: tuple[Any, int, int, Any, set[int]] | None = None
 
@@ -483,14 +484,14 @@ class Guard:
             # a pool served twice means a new step, whose indices may have been refilled without a version
             # bump (a Triton kernel's write, a graph's input buffer).
             last = plan.last
-            if last is not None and last[0] is i and tag not in last[4] and last[1] == i._version \
-                    and last[2] == guard.epoch:
+            if last is not None and last[0] is i and tag not in last[4] and last[2] == guard.epoch \
+                    and (last[1] is None or last[1] == i._version):
                 last[4].add(tag)
                 kwargs["ssm_state_indices"] = last[3]
                 return original(**kwargs)
             safe = kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
-            if guard._reuse and not i.is_inference():  # an inference tensor has no version counter
-                plan.last = (i, i._version, guard.epoch, safe, {tag})
+            if guard._reuse:  # an inference tensor (vLLM decodes in inference mode) has no version counter
+                plan.last = (i, None if i.is_inference() else i._version, guard.epoch, safe, {tag})
             return original(**kwargs)
 
         # A marker attribute on the wrapper function (functools.wraps types it without one).
