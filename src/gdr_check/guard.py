@@ -195,7 +195,7 @@ class _Plan:
         self.tags: dict[int, int] = {}
         # The last check, for the other layers of its decode step: (indices checked, their `_version` or None, the
         # guard's capture epoch, the sanitised indices, the pool tags served from it). None: check the next call.
-        self.last: tuple[Any, int, int, Any, set[int]] | None = None
+        self.last: tuple[Any, int | None, int, Any, set[int]] | None = None
 
 
 class Guard:
