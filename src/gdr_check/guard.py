@@ -442,7 +442,8 @@ class Guard:
         @functools.wraps(original)
         def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
             # The steady state (a signature seen before, a pool seen before): the signature tuple, two dictionary
-            # lookups, the fault counter's host view (CPU) or the poll countdown (CUDA), the slot check's launch.
+            # lookups, the fault counter's host view (CPU), then either the step's check served again or the poll
+            # countdown (CUDA) and the slot check's launch.
             if guard._depth <= 0:
                 return original(*args, **kwargs)
             if args:  # engines pass keywords; a positional call is bound by the function's own order
@@ -471,12 +472,7 @@ class Guard:
                     raise GuardError(plan.errors)
                 return original(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
             host = plan.host_counter
-            if host is None:  # CUDA: look at the counter every POLL_INTERVAL calls (the look never waits)
-                buffer = launch.buffer
-                buffer.polls += 1
-                if buffer.polls >= buffer.poll_interval:
-                    guard._look(buffer)
-            elif host[0]:  # CPU: the count is in host memory
+            if host is not None and host[0]:  # CPU: the count is in host memory, read on every call
                 guard._look(launch.buffer)
             # One check per decode step: the layers of a step pass the same indices tensor, each with its own
             # pool. The previous check's sanitised indices serve this call if the indices are that object,
@@ -489,6 +485,12 @@ class Guard:
                 last[4].add(tag)
                 kwargs["ssm_state_indices"] = last[3]
                 return original(**kwargs)
+            if host is None:  # CUDA: look at the counter every POLL_INTERVAL checks (the look never waits); with
+                # one check per step, a step's other layers pay nothing for it
+                buffer = launch.buffer
+                buffer.polls += 1
+                if buffer.polls >= buffer.poll_interval:
+                    guard._look(buffer)
             safe = kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
             if guard._reuse:  # an inference tensor (vLLM decodes in inference mode) has no version counter
                 plan.last = (i, None if i.is_inference() else i._version, guard.epoch, safe, {tag})

@@ -6,10 +6,11 @@ Two paths run per kernel launch, each with a budget against the reference wrappe
 1. `gdr_check.guard` around an engine, steady state (a call signature and a pool seen before), at most 0.5x:
    `guard.py`, `Guard._wrapper_for`: `_signature` (shape, strides, dtype and device of the eight tensors and the
    scalars: one tuple, no data pointer, no index value), a lookup of the signature's `_Plan` and of the pool's
-   tag by address, the fault counter's host view (CPU) or the poll countdown (CUDA), then the reuse test on
-   `_Plan.last` (the indices object by identity, its `_version`, the guard's capture epoch, and the pool's tag
-   not yet served: one tuple read, four comparisons, a set insert), which hands the other layers of a decode
-   step the sanitised indices of the step's first call; only the first call of a step reaches
+   tag by address, the fault counter's host view (CPU), then the reuse test on `_Plan.last` (the indices
+   object by identity, its `_version`, the guard's capture epoch, and the pool's tag not yet served: one tuple
+   read, four comparisons, a set insert), which hands the other layers of a decode step the sanitised indices
+   of the step's first call; only the first call of a step counts down to the next look at the fault counter
+   (CUDA) and reaches
    `kernel/device_guard.py`, `CheckLaunch.__call__`: one allocation and the slot check's launch (straight to the
    compiled kernel on CUDA), and stores the new `_Plan.last` (one tuple). Everything else (the contract, the
    model comparison, the layer's name) runs once per signature or pool in `Guard._plan`; the capture epoch is
