@@ -12,7 +12,9 @@ pytest.importorskip("triton")
 
 from gdr_check.kernel.checked import kda_packed_decode  # noqa: E402
 from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
+from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
 from gdr_check.kernel.naive import naive_kda_packed_decode  # noqa: E402
+from gdr_check.kernel.tiling import TileConfig  # noqa: E402
 from kernel_helpers import DEVICE, assert_step_matches, make_call  # noqa: E402
 
 FP32 = dict(state_tol=1e-5, out_tol=1e-5)
@@ -74,3 +76,12 @@ def test_gdn_style_gates_get_the_reference_wrappers_message():
     message = r"^`a` must have shape \[B, HV\*K\] with HV=2, K=8 \(got a.shape=\(1, 2\)\)\.$"
     with pytest.raises(ValueError, match=message):
         kda_packed_decode(*args)
+
+
+@pytest.mark.parametrize("config", [TileConfig(4, 3, prefetch=False, loop_stages=3), TileConfig(8, 2)])
+def test_every_tiling_computes_the_same_step(config):
+    """The tables pick among these for KDA (the software-pipelined loop for a large bf16 batch); each must be
+    exact on V tails and loop remainders."""
+    call = make_call(B=2, H=2, HV=2, K=24, V=20, slots=[2, -1], pool_slots=3, kda=True, seed=7)
+    tiled = lambda *args, engine: launch_kda_packed_decode(*args, engine=engine, config=config)  # noqa: E731
+    assert_step_matches(call, tiled, naive_kda_packed_decode, engine="sglang", **FP32)
