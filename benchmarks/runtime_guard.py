@@ -104,16 +104,32 @@ def eager_us(fn: Callable[[], Any], calls: int = EAGER_CALLS) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
+HOST_ROUNDS = 15
+
+
+def host_round_us(fn: Callable[[], Any], calls: int = EAGER_CALLS) -> float:
+    """One round's host time per call (the device work is a no-op or asynchronous)."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    return elapsed
+
+
+def fastest_interleaved(*rounds: Callable[[], float]) -> list[float]:
+    """Each round function's fastest of HOST_ROUNDS rounds, the functions taking turns round by round: other
+    processes only add time, and taking turns puts a slow spell of the host on every side alike."""
+    best = [float("inf")] * len(rounds)
+    for _ in range(HOST_ROUNDS):
+        for position, run in enumerate(rounds):
+            best[position] = min(best[position], run())
+    return best
+
+
 def host_us(fn: Callable[[], Any], calls: int = EAGER_CALLS) -> float:
-    """Median over 5 rounds of the host time per call (the device work is a no-op or asynchronous)."""
-    rounds = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        rounds.append((time.perf_counter() - start) / calls * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(rounds)
+    """The fastest of HOST_ROUNDS rounds of the host time per call."""
+    return fastest_interleaved(lambda: host_round_us(fn, calls))[0]
 
 
 def layer_calls(kwargs: dict[str, Any], layers: int, disjoint: bool) -> list[dict[str, Any]]:
@@ -134,20 +150,18 @@ def run_step(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch
         fn(**kwargs)
 
 
-def host_step_us(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch.Tensor,
-                 total: int = EAGER_CALLS) -> float:
-    """Median over 5 rounds of the host time per call over decode steps, each step with a new indices object
-    (built before the round's timing starts)."""
+def host_step_round_us(fn: Callable[..., Any], calls: list[dict[str, Any]], indices: torch.Tensor,
+                       total: int = EAGER_CALLS) -> float:
+    """One round's host time per call over decode steps, each step with a new indices object (built before the
+    round's timing starts)."""
     count = max(1, total // len(calls))
-    rounds = []
-    for _ in range(5):
-        steps = [indices.clone() for _ in range(count)]
-        start = time.perf_counter()
-        for step in steps:
-            run_step(fn, calls, step)
-        rounds.append((time.perf_counter() - start) / (count * len(calls)) * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(rounds)
+    steps = [indices.clone() for _ in range(count)]
+    start = time.perf_counter()
+    for step in steps:
+        run_step(fn, calls, step)
+    elapsed = (time.perf_counter() - start) / (count * len(calls)) * 1e6
+    torch.cuda.synchronize()
+    return elapsed
 
 
 def counted_checks(run: Callable[[], Any]) -> int:
@@ -261,14 +275,16 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
         kernel = getattr(module, SGLANG_KERNEL[variant])
         setattr(module, SGLANG_KERNEL[variant], _NoLaunch())
         try:
-            row["guard_host_us"] = host_us(lambda: guarded(**kwargs)) - host_us(lambda: sglang(**kwargs))
-            row["sglang_checks_us"] = host_us(lambda: sglang(**kwargs))
+            guarded_us, sglang_us = fastest_interleaved(lambda: host_round_us(lambda: guarded(**kwargs)),
+                                                        lambda: host_round_us(lambda: sglang(**kwargs)))
+            row["guard_host_us"], row["sglang_checks_us"] = guarded_us - sglang_us, sglang_us
             for _ in range(2):  # each layer's first call (its pool's tag), then warm
                 run_step(guarded, hosts, indices.clone())
             row["step_layers"] = STEP_LAYERS
             row["checks_per_step"] = checks_per_step(guarded, hosts, indices)
-            row["sglang_checks_step_us"] = host_step_us(sglang, hosts, indices)
-            row["guard_host_step_us"] = host_step_us(guarded, hosts, indices) - row["sglang_checks_step_us"]
+            guarded_us, sglang_us = fastest_interleaved(lambda: host_step_round_us(guarded, hosts, indices),
+                                                        lambda: host_step_round_us(sglang, hosts, indices))
+            row["guard_host_step_us"], row["sglang_checks_step_us"] = guarded_us - sglang_us, sglang_us
         finally:
             setattr(module, SGLANG_KERNEL[variant], kernel)
         row["checked_host_us"] = host_us(lambda: checked(*args, context="engine"))

@@ -95,9 +95,12 @@ _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
     (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
-    # Past 4096 pairs a bf16 state streams best through the software-pipelined loop (8 tiles per program, 3
+    # At 8192 pairs the software-pipelined loop below tied one 16-row tile in the sweep (151.9 against 152.3 us,
+    # Kimi-Linear tp 4, B = 1024) and came out 1.4 % behind sglang in the final run: the single tile stays.
+    (8192, TileConfig(16), TileConfig(16)),
+    # Past 8192 pairs a bf16 state streams best through the software-pipelined loop (8 tiles per program, 3
     # stages in shared memory): 287.0 / 563.6 us against 291.1 / 579.9 us for one 16-row tile at Kimi-Linear
-    # tp 1, B = 512 / 1024 (H200, 2026-12-01; sglang 291.1 / 581.1 us), a tie at tp 4, B = 1024.
+    # tp 1, B = 512 / 1024 (H200, 2026-12-01; sglang 291.1 / 581.1 us).
     (1 << 62, TileConfig(16), TileConfig(16, 8, prefetch=False, loop_stages=3)),
 )
 _TABLES = {"gdn": _GDN_TABLE, "kda": _KDA_TABLE}
