@@ -13,6 +13,9 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
   take q, k, v as separate tensors, which are split from the packed row once, outside the timing;
 - ``copy``: a device-to-device copy that reads and writes as many bytes as the kernel (state rows read and
   written, plus the inputs and the output): the practical limit.
+- ``slot_copy``: the state rows alone, read and written back in place at the slots the kernel is given, each
+  program loading its row's slot first: the floor for any kernel that must look the slot up before it can
+  stream the state (the latency of that dependent load is what a plain copy does not pay).
 
 Before timing, every implementation is run once on fresh random inputs at every point and compared with the
 float64 reference (``gdr_check.kernel.naive``): state and ``out`` relative to the largest reference value,
@@ -285,6 +288,33 @@ def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
              eviction_policy="evict_first")
 
 
+@triton.jit
+def _slot_copy_kernel(pool, slots, one, stride_slot, row_elems, BLOCK: tl.constexpr):
+    """One block of one row's state at the row's slot, read and written back in place (times a run-time 1.0,
+    which no compiler folds away), after a dependent load of the slot: the floor for any kernel that must look
+    the slot up before it can stream the state."""
+    chunks = tl.cdiv(row_elems, BLOCK)
+    pid = tl.program_id(0)
+    offsets = (pid % chunks).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    slot = tl.load(slots + pid // chunks).to(tl.int64)
+    mask = offsets < tl.where(slot >= 0, row_elems, 0)  # a skipped row (-1) touches nothing
+    row = pool + slot * stride_slot
+    state = tl.load(row + offsets, mask=mask, eviction_policy="evict_first")
+    tl.store(row + offsets, (state.to(tl.float32) * one).to(state.dtype), mask=mask, eviction_policy="evict_first")
+
+
+SLOT_COPY_SHAPES = ((2048, 4), (8192, 8))  # (elements per program, warps): the faster is the floor
+
+
+def slot_copy_launch(x: Inputs, block: int, warps: int) -> Callable[[torch.Tensor], None]:
+    row_elems = x.g.HV * x.g.V * x.g.K
+
+    def launch(indices: torch.Tensor) -> None:
+        grid = (x.B * triton.cdiv(row_elems, block),)
+        _slot_copy_kernel[grid](x.pool, indices, 1.0, x.pool.stride(0), row_elems, BLOCK=block, num_warps=warps)
+    return launch
+
+
 class CopyTarget:
     """The same bytes moved by a device-to-device copy, rotated over as many buffers as the kernel's sets.
 
@@ -441,6 +471,13 @@ def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argpa
         for name, graph in graphs.items():
             rounds[name].append(replay_us(graph, len(x.index_sets)))
     del graphs
+    # The slot-indexed floor: the state rows alone, read and written in place after the slot's load.
+    slot_copies = []
+    for block, warps in SLOT_COPY_SHAPES:
+        graph = capture(slot_copy_launch(x, block, warps), x.index_sets)
+        slot_copies.append(statistics.median(replay_us(graph, len(x.index_sets)) for _ in range(args.repeats)))
+        del graph
+    point["graph_us"]["slot_copy"] = min(slot_copies)
     if args.tune:
         tuned = {}
         for config in CANDIDATES:
@@ -509,7 +546,9 @@ def summary_line(p: dict[str, Any], roofline: float) -> str:
     return (f"{p['variant']} H={p['H']:>2} HV={p['HV']:>2} {p['state']} B={p['B']:>4} | ours {ours:8.2f} "
             f"chk {t.get('checked', float('nan')):8.2f} | " + " ".join(f"{k} {v:8.2f}" for k, v in rivals.items())
             + f" | copy {t.get('copy', float('nan')):8.2f} | vs fastest({fastest[0]}) {fastest[1] / ours:5.2f}x"
-            f" | /copy {ours / t.get('copy', float('nan')):5.2f} | roof {tbps / roofline:5.1%} | {p['config']}"
+            f" | /copy {ours / t.get('copy', float('nan')):5.2f}"
+            f" | /slot copy {ours / t.get('slot_copy', float('nan')):5.2f}"
+            f" | roof {tbps / roofline:5.1%} | {p['config']}"
             + (f" | best {p['best']} {p['best_us']:.2f}" if "best" in p else "")
             + ("" if all(v["ok"] for v in p["verify"].values()) else " | VERIFY FAILED")
             + (f" | errors {p['errors']}" if p["errors"] else ""))

@@ -13,7 +13,8 @@ from typing import Any
 
 RIVALS = ("sglang", "sglang_cuda", "cute")
 LABELS = {"ours": "gdr-check", "checked": "gdr-check checked", "sglang": "sglang Triton",
-          "sglang_cuda": "sglang CUDA", "cute": "sglang CuTe DSL", "copy": "D2D copy (same bytes)"}
+          "sglang_cuda": "sglang CUDA", "cute": "sglang CuTe DSL", "copy": "D2D copy (same bytes)",
+          "slot_copy": "slot-indexed copy (state rows)"}
 
 
 def fastest_rival(p: dict[str, Any]) -> tuple[str, float] | None:
@@ -39,9 +40,9 @@ def table(data: dict[str, Any]) -> str:
             current = label
             lines += ["", f"**{label}**", "",
                       "| state | B | ours µs (spread) | checked µs | sglang Triton µs | sglang CUDA µs | CuTe µs | "
-                      "copy µs | vs fastest sglang | ours / copy | checked / ours | HBM roofline | eager µs "
-                      "ours / sglang | tiling |",
-                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                      "copy µs | slot copy µs | vs fastest sglang | ours / copy | ours / slot copy | checked / ours | "
+                      "HBM roofline | eager µs ours / sglang | tiling |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         t, spread, eager = p["graph_us"], p["graph_spread"], p.get("eager_us", {})
         ours = t.get("ours")
         rival = fastest_rival(p)
@@ -51,9 +52,11 @@ def table(data: dict[str, Any]) -> str:
         lines.append(
             f"| {p['state']} | {p['B']} | {fmt(ours)} (±{fmt(100 * spread.get('ours', float('nan')) / 2, '.1f')}%)"
             f" | {fmt(t.get('checked'))} | {fmt(t.get('sglang'))} | {fmt(t.get('sglang_cuda'))} | {fmt(t.get('cute'))}"
-            f" | {fmt(t.get('copy'))} | {'**' if speedup and speedup >= 1 else ''}{fmt(speedup)}×"
+            f" | {fmt(t.get('copy'))} | {fmt(t.get('slot_copy'))}"
+            f" | {'**' if speedup and speedup >= 1 else ''}{fmt(speedup)}×"
             f"{' (' + LABELS[rival[0]] + ')' if rival and rival[0] != 'sglang' else ''}"
             f"{'**' if speedup and speedup >= 1 else ''} | {fmt(ours / t['copy'] if ours and t.get('copy') else None)}"
+            f" | {fmt(ours / t['slot_copy'] if ours and t.get('slot_copy') else None)}"
             f" | {fmt(t['checked'] / ours if ours and t.get('checked') else None, '.3f')}"
             f" | {fmt(tbps / roofline if tbps else None, '.1%')}"
             f" | {fmt(eager.get('ours'), '.1f')} / {fmt(eager.get('sglang'), '.1f')} | {p['config']}"
@@ -77,7 +80,7 @@ def plot(data: dict[str, Any], path: str) -> None:
     fig, axes = plt.subplots(2 * len(states), len(geometries), figsize=(3.4 * len(geometries), 2.6 * 2 * len(states)),
                              squeeze=False)
     styles = {"ours": ("C0", "o"), "checked": ("C0", "x"), "sglang": ("C1", "s"), "sglang_cuda": ("C2", "^"),
-              "cute": ("C3", "v"), "copy": ("0.4", "")}
+              "cute": ("C3", "v"), "copy": ("0.4", ""), "slot_copy": ("0.6", "")}
     for col, geometry in enumerate(geometries):
         for s_index, state in enumerate(states):
             points = sorted(groups.get((geometry, state), []), key=lambda p: p["B"])
@@ -89,7 +92,7 @@ def plot(data: dict[str, Any], path: str) -> None:
                 times = [p["graph_us"][name] for p in points if name in p["graph_us"]]
                 fraction = [p["bytes"] / (p["graph_us"][name] * 1e-6) / 1e12 / roofline for p in points
                             if name in p["graph_us"]]
-                style = "--" if name == "copy" else ("-" if name != "checked" else ":")
+                style = {"copy": "--", "slot_copy": "-.", "checked": ":"}.get(name, "-")
                 top.plot(xs, times, style, color=colour, marker=marker, label=LABELS[name], markersize=4)
                 bottom.plot(xs, fraction, style, color=colour, marker=marker, label=LABELS[name], markersize=4)
             for ax in (top, bottom):
