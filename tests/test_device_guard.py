@@ -386,7 +386,8 @@ def test_the_checked_kernel_judges_a_new_scale_or_bound_value(monkeypatch):
 
 def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_and_alignment(monkeypatch):
     """The CUDA fast path, on the CPU: after a JIT launch, launches of the same variant (index dtype, 16-byte
-    alignment) go to the compiled kernel's `run` on the current stream; another variant goes through the JIT."""
+    alignment, scan shape of the batch) go to the compiled kernel's `run` on the current stream; another variant
+    goes through the JIT."""
     jit, runs = [], []
 
     class Compiled:
@@ -400,8 +401,9 @@ def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_and_al
 
     class Kernel:
         def __getitem__(self, grid):
-            def launch(*args, **constexprs):
-                jit.append((args[0].dtype, grid, constexprs["MAX_RECORDS"]))
+            def launch(*args, num_warps, **constexprs):
+                jit.append((args[0].dtype, grid, constexprs["MAX_RECORDS"], constexprs["SCAN_BLOCK"],
+                            constexprs["SCAN_LOOP"], num_warps))
                 return Compiled(args[0].dtype)
             return launch
 
@@ -415,8 +417,13 @@ def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_and_al
     for indices in (small, small, small, wide, wide):
         safe = launch(indices, 3, 1, 4, 0)
         assert safe.dtype == indices.dtype and safe.shape == (3,)
-    assert jit == [(torch.int32, (3,), 8), (torch.int64, (3,), 8)]
+    assert jit == [(torch.int32, (3,), 8, 4, False, 1), (torch.int64, (3,), 8, 4, False, 1)]
     assert runs == [(torch.int32, (3, 1, 1, 1234), torch.int32)] * 2 + [(torch.int64, (3, 1, 1, 1234), torch.int64)]
+    # Another batch bucket is another variant: one vector load of up to 1024 rows (4 warps), a loop beyond.
+    for batch in (300, 300, 2000):
+        launch(torch.ones(batch, dtype=torch.int32), batch, 1, 4, 0)
+    assert jit[2:] == [(torch.int32, (300,), 8, 512, False, 4), (torch.int32, (2000,), 8, 1024, True, 4)]
+    assert runs[-1] == (torch.int32, (300, 1, 1, 1234), torch.int32)
 
 
 def test_a_guarded_call_with_an_unhashable_scale_is_judged_not_raised(monkeypatch):
@@ -513,3 +520,27 @@ def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, separat
     skipped = {row for code, row, _, _ in expected if code != "GDR247"}
     for row in skipped:  # a skipped row's `out` is zero, in either placement
         assert torch.equal(call.out[row], torch.zeros_like(call.out[row]))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_the_one_program_per_row_check_loops_past_its_block(engine, monkeypatch):
+    """The separate check (large B * HV, and the engine guard) compares up to CHECK_SCAN_MAX rows per load and
+    loops past that (here 16, so that 40 rows take three blocks): a repeat of row 0 at the last row and one of
+    the row just before, across a block edge, against the rules stated row by row."""
+    monkeypatch.setattr(device_guard, "CHECK_SCAN_MAX", 16)
+    batch = 40
+    pool_slots = 2 * batch
+    slots = torch.randint(-1, pool_slots + 3, (batch,), generator=torch.Generator().manual_seed(5)).tolist()
+    slots[0] = slots[-1] = 1
+    slots[17] = slots[16] = 2
+    slots[batch // 2] = 0
+    buffer = FaultBuffer(DEVICE, max_records=batch)
+    indices = torch.tensor(slots, dtype=torch.int32, device=DEVICE)
+    launch = buffer.check_launch(engine, indices.device)
+    assert launch.shape_for(batch)[0][2:4] == (16, True)
+    safe = launch(indices, batch, 1, pool_slots, buffer.tag_for("layer 1", pool_slots))
+    faults, total = buffer.take()
+    expected = _faults_by_the_rules(slots, pool_slots, engine)
+    assert [(f.code, f.row, f.slot, f.first_row) for f in faults] == expected and total == len(expected)
+    skipped = {row for code, row, _, _ in expected if code != "GDR247"}
+    assert safe.tolist() == [-1 if row in skipped else slot for row, slot in enumerate(slots)]

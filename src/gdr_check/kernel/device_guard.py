@@ -32,7 +32,7 @@ from ..registry import Finding
 from ..report import Diagnostic, Severity
 from ._triton_common import guard_row, record_fault
 from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, Engine, check_engine
-from .tiling import GUARD_CHUNK, GuardLaunch
+from .tiling import GUARD_CHUNK, GuardLaunch, scan_shape
 
 Context = Literal["direct", "engine"]
 CONTEXTS: tuple[str, ...] = ("direct", "engine")
@@ -45,6 +45,7 @@ CHUNK = GUARD_CHUNK
 # B * HV >= 8192 the separate launch is 0.8-1.5 % against 1.9-3.3 % in the prologue, at B * HV = 2048 it is
 # 3.2-5.6 % against 0-2.9 %.
 SEPARATE_CHECK_MIN_PAIRS = 4096
+CHECK_SCAN_MAX = 1024  # rows the one-program-per-row check compares in one vector load
 FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
 POLL_INTERVAL = 16  # eager calls between two looks at the fault counter (a look costs an async copy)
 
@@ -360,18 +361,31 @@ class CheckLaunch:
     variant is fixed by the index dtype, the index pointer's 16-byte alignment and the constants (`safe` is a
     fresh allocation: torch's CUDA allocator aligns every block to 512 bytes)."""
 
-    __slots__ = ("buffer", "constants", "constexprs", "cuda", "device_index", "_compiled", "_stream")
+    __slots__ = ("buffer", "profile", "cuda", "device_index", "_shapes", "_compiled", "_stream")
 
     def __init__(self, engine: Engine, buffer: FaultBuffer, device: Any) -> None:
-        profile = check_engine(engine)
         self.buffer = buffer
-        # One program per row and any batch: the general scan (128-row blocks in a loop), one compiled variant.
-        self.constants = (profile.skip_at_or_below, profile.reserved_slot_zero, CHUNK, True, buffer.max_records)
-        self.constexprs = dict(zip(_CHECK_CONSTEXPRS, self.constants, strict=True))
+        self.profile = check_engine(engine)
         self.cuda = torch.device(device).type == "cuda"
         self.device_index = _device_key(device).index if self.cuda else None
-        self._compiled: dict[tuple[torch.dtype, bool], Any] = {}  # (index dtype, 16-byte aligned) -> compiled
+        # batch -> (constants in the kernel's order, the same by name, warps): see `shape_for`
+        self._shapes: dict[int, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
+        # (index dtype, 16-byte aligned, scan block, scan loop) -> compiled
+        self._compiled: dict[tuple[torch.dtype, bool, int, bool], Any] = {}
         self._stream: Callable[[int], int] | None = None
+
+    def shape_for(self, batch: int) -> tuple[tuple[Any, ...], dict[str, Any], int]:
+        """The check's constants for `batch` rows: each program compares its slot with every earlier row's in one
+        vector load up to CHECK_SCAN_MAX rows (a loop of such blocks beyond), so the slowest program waits for
+        one load, not one per 128 rows (the decode kernel waits for the slowest)."""
+        shape = self._shapes.get(batch)
+        if shape is None:
+            block, loop = scan_shape(batch, CHECK_SCAN_MAX)
+            constants = (self.profile.skip_at_or_below, self.profile.reserved_slot_zero, block, loop,
+                         self.buffer.max_records)
+            shape = self._shapes[batch] = (constants, dict(zip(_CHECK_CONSTEXPRS, constants, strict=True)),
+                                           4 if block >= 256 else 1)
+        return shape
 
     def __call__(self, indices: torch.Tensor, batch: int, stride: int, pool_slots: int, tag: int) -> torch.Tensor:
         """Check `indices` (1-D, `batch` rows `stride` elements apart: known from the call signature)."""
@@ -379,25 +393,26 @@ class CheckLaunch:
         if not batch:
             return safe
         buffer = self.buffer
+        constants, constexprs, warps = self.shape_for(batch)
         args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, tag)
         if self.cuda and _FAST_LAUNCH[0]:
-            variant = (indices.dtype, indices.data_ptr() % 16 == 0)
+            variant = (indices.dtype, indices.data_ptr() % 16 == 0, constants[2], constants[3])
             compiled = self._compiled.get(variant)
             if compiled is not None:
                 # Set together with `cuda` and `device_index` in __init__: never None on this path.
                 stream = self._stream(self.device_index)  # type: ignore[misc,arg-type]
                 try:
                     compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
-                                 None, *args, *self.constants)
+                                 None, *args, *constants)
                     return safe
                 except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
                     _FAST_LAUNCH[0] = False
-            compiled = slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
+            compiled = slot_guard_kernel[(batch,)](*args, **constexprs, num_warps=warps)
             if compiled is not None and hasattr(compiled, "run"):
                 self._compiled[variant] = compiled
                 self._stream = _raw_stream_getter()
             return safe
-        slot_guard_kernel[(batch,)](*args, **self.constexprs, num_warps=1)
+        slot_guard_kernel[(batch,)](*args, **constexprs, num_warps=warps)
         return safe
 
 

@@ -230,17 +230,17 @@ def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
 GUARD_CHUNK = 128  # rows compared per step of the duplicate scan (one vector load of slots per step)
 
 
-def scan_shape(batch: int) -> tuple[int, bool]:
-    """The guarded kernels' duplicate scan for a launch of `batch` rows: (rows per block, whether to loop).
+def scan_shape(batch: int, max_block: int = GUARD_CHUNK) -> tuple[int, bool]:
+    """The duplicate scan for a launch of `batch` rows: (rows per block, whether to loop).
 
     Fixed at launch, so the compiler sees it: no scan at all for one row, one block of next_pow2(batch) slots
-    (a single vector load, no loop) up to GUARD_CHUNK rows, a loop of GUARD_CHUNK-row blocks beyond. The
+    (a single vector load, no loop) up to `max_block` rows, a loop of `max_block`-row blocks beyond. The
     launch key holds the batch, so each bucket is its own compiled variant (at most 9 per configuration)."""
     if batch <= 1:
         return 0, False
-    if batch <= GUARD_CHUNK:
+    if batch <= max_block:
         return next_power_of_2(batch), False
-    return GUARD_CHUNK, True
+    return max_block, True
 
 
 def guard_constants(guard: GuardLaunch | None, profile: object, batch: int) -> dict[str, Any]:
