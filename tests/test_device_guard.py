@@ -384,46 +384,74 @@ def test_the_checked_kernel_judges_a_new_scale_or_bound_value(monkeypatch):
         kda_packed_decode(*args)
 
 
-def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_and_alignment(monkeypatch):
-    """The CUDA fast path, on the CPU: after a JIT launch, launches of the same variant (index dtype, 16-byte
-    alignment, scan shape of the batch) go to the compiled kernel's `run` on the current stream; another variant
-    goes through the JIT."""
-    jit, runs = [], []
+class _FakeJit:
+    """A stand-in for a Triton JIT kernel on the CPU: `kernel[grid](*args, **constexprs, num_warps=...)` records
+    the launch and returns a compiled kernel whose `run` records the direct launches."""
 
-    class Compiled:
-        function, packed_metadata = "function", "metadata"
+    def __init__(self, arg_names):
+        self.arg_names = list(arg_names)
+        self.jit, self.runs = [], []
 
-        def __init__(self, dtype):
-            self.dtype = dtype
+    def __getitem__(self, grid):
+        def launch(*args, num_warps, **constexprs):
+            self.jit.append((args[0].dtype, grid, constexprs, num_warps))
+            return _FakeCompiled(self, args[0].dtype)
+        return launch
 
-        def run(self, *args):
-            runs.append((self.dtype, args[:4], args[9].dtype))
 
-    class Kernel:
-        def __getitem__(self, grid):
-            def launch(*args, num_warps, **constexprs):
-                jit.append((args[0].dtype, grid, constexprs["MAX_RECORDS"], constexprs["SCAN_BLOCK"],
-                            constexprs["SCAN_LOOP"], num_warps))
-                return Compiled(args[0].dtype)
-            return launch
+class _FakeCompiled:
+    function, packed_metadata = "function", "metadata"
 
-    monkeypatch.setattr(device_guard, "slot_guard_kernel", Kernel())
-    monkeypatch.setattr(device_guard, "_raw_stream_getter", lambda: (lambda index: 1234))
+    def __init__(self, jit, dtype):
+        self.jit, self.dtype = jit, dtype
+
+    def run(self, *args):
+        self.jit.runs.append((self.dtype, args[:4], args[9].dtype, args[17:]))
+
+
+def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_alignment_and_batch(monkeypatch):
+    """The CUDA fast path (`DirectLauncher`), on the CPU: after a JIT launch, launches of the same variant (index
+    dtype, 16-byte alignment, batch: the grid and the scan's shape) go to the compiled kernel's `run` on the
+    current stream, with the constants in the kernel's order; another variant goes through the JIT."""
+    kernel = _FakeJit(device_guard.slot_guard_kernel.arg_names)
+    monkeypatch.setattr(device_guard, "slot_guard_kernel", kernel)
     buffer = FaultBuffer("cpu", max_records=8)
     launch = device_guard.CheckLaunch("sglang", buffer, "cpu")
-    launch.cuda, launch.device_index = True, 0  # as on a CUDA device
+    launch.device_index = 0  # as on a CUDA device
+    launch.launcher._stream = lambda index: 1234 + index  # the current stream of device 0
     small = torch.tensor([1, 2, 3], dtype=torch.int32)
     wide = torch.tensor([1, 2, 3], dtype=torch.int64)
     for indices in (small, small, small, wide, wide):
         safe = launch(indices, 3, 1, 4, 0)
         assert safe.dtype == indices.dtype and safe.shape == (3,)
-    assert jit == [(torch.int32, (3,), 8, 4, False, 1), (torch.int64, (3,), 8, 4, False, 1)]
-    assert runs == [(torch.int32, (3, 1, 1, 1234), torch.int32)] * 2 + [(torch.int64, (3, 1, 1, 1234), torch.int64)]
-    # Another batch bucket is another variant: one vector load of up to 1024 rows (4 warps), a loop beyond.
+    constants = {"SKIP_AT_OR_BELOW": -1, "RESERVED_ZERO": True, "SCAN_BLOCK": 4, "SCAN_LOOP": False, "MAX_RECORDS": 8}
+    assert kernel.jit == [(torch.int32, (3,), constants, 1), (torch.int64, (3,), constants, 1)]
+    ordered = tuple(constants.values())  # the kernel's own order after its run-time arguments
+    assert kernel.runs == [(torch.int32, (3, 1, 1, 1234), torch.int32, ordered)] * 2 + [
+        (torch.int64, (3, 1, 1, 1234), torch.int64, ordered)]
+    # Another batch is another variant: one vector load of up to 1024 rows (4 warps), a loop beyond.
     for batch in (300, 300, 2000):
         launch(torch.ones(batch, dtype=torch.int32), batch, 1, 4, 0)
-    assert jit[2:] == [(torch.int32, (300,), 8, 512, False, 4), (torch.int32, (2000,), 8, 1024, True, 4)]
-    assert runs[-1] == (torch.int32, (300, 1, 1, 1234), torch.int32)
+    assert [(grid, c["SCAN_BLOCK"], c["SCAN_LOOP"], warps) for _, grid, c, warps in kernel.jit[2:]] == [
+        ((300,), 512, False, 4), ((2000,), 1024, True, 4)]
+    assert kernel.runs[-1][:2] == (torch.int32, (300, 1, 1, 1234))
+
+
+def test_a_launcher_convention_that_fails_switches_the_direct_path_off(monkeypatch):
+    """A Triton whose compiled kernels take another `run` convention: the first failure turns the direct path
+    off for the kernel, and every later launch goes through the JIT."""
+    kernel = _FakeJit(device_guard.slot_guard_kernel.arg_names)
+    monkeypatch.setattr(device_guard, "slot_guard_kernel", kernel)
+    monkeypatch.setattr(_FakeCompiled, "run", lambda self, *args: (_ for _ in ()).throw(TypeError("convention")))
+    launch = device_guard.CheckLaunch("sglang", FaultBuffer("cpu"), "cpu")
+    launch.device_index = 0
+    launch.launcher._stream = lambda index: 1234
+    indices = torch.tensor([1, 2], dtype=torch.int32)
+    for _ in range(3):
+        launch(indices, 2, 1, 4, 0)
+    # The first launch through the JIT, the second's direct attempt failed and went through the JIT, the third
+    # went there at once: three launches, each exactly once.
+    assert len(kernel.jit) == 3 and not launch.launcher.enabled and not launch.launcher.variants
 
 
 def test_a_guarded_call_with_an_unhashable_scale_is_judged_not_raised(monkeypatch):
@@ -537,7 +565,8 @@ def test_the_one_program_per_row_check_loops_past_its_block(engine, monkeypatch)
     buffer = FaultBuffer(DEVICE, max_records=batch)
     indices = torch.tensor(slots, dtype=torch.int32, device=DEVICE)
     launch = buffer.check_launch(engine, indices.device)
-    assert launch.shape_for(batch)[0][2:4] == (16, True)
+    constexprs, _ = launch.shape_for(batch)
+    assert (constexprs["SCAN_BLOCK"], constexprs["SCAN_LOOP"]) == (16, True)
     safe = launch(indices, batch, 1, pool_slots, buffer.tag_for("layer 1", pool_slots))
     faults, total = buffer.take()
     expected = _faults_by_the_rules(slots, pool_slots, engine)

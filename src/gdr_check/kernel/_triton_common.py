@@ -187,23 +187,25 @@ def record_fault(counter, records, fault, i_n, slot, tag, slots, stride_index, M
 
 
 class DirectLauncher:
-    """Launches a decode kernel's compiled variants without going through the JIT on every call.
+    """Launches a kernel's compiled variants without going through the JIT on every call (the decode kernels
+    and the guard's slot check).
 
-    The JIT binds ~35 arguments, works out their specialization (dtypes, 16-byte alignment, ints equal to 1)
+    The JIT binds the arguments, works out their specialization (dtypes, 16-byte alignment, ints equal to 1)
     and looks the variant up on every call; at small B that host work is most of an eager decode step. The
-    callers compute a key that holds everything the specialization depends on (dtypes, devices, the int
-    arguments' values, each pointer's alignment, the constants), so after the first call through the JIT a
-    key maps to its compiled kernel, launched with the JIT's own launcher on the current stream. Nothing
-    here touches the host side of the device (capture-safe). If this Triton's launcher takes another
-    convention, the first failure switches the direct path off for the process and the JIT is used.
+    callers compute a key that holds everything the specialization and the grid depend on (dtypes, devices,
+    the int arguments' values or the batch, each pointer's alignment, the constants), so after the first call
+    through the JIT a key maps to its compiled kernel and grid, launched with the JIT's own launcher on the
+    current stream. Nothing here touches the host side of the device (capture-safe). If this Triton's
+    launcher takes another convention, the first failure switches the direct path off for this kernel and the
+    JIT is used. `stream`: the current stream's handle by device index (default: the Triton driver's).
     """
 
-    def __init__(self, kernel: Any, max_variants: int = 4096) -> None:
+    def __init__(self, kernel: Any, max_variants: int = 4096, stream: Any = None) -> None:
         self.kernel = kernel
         self.variants: dict[Hashable, tuple[Any, int, int, tuple[Any, ...]]] = {}
         self.enabled = True
         self.max_variants = max_variants
-        self._stream: Any = None
+        self._stream: Any = stream
 
     def run_cached(self, key: Hashable, args: tuple[Any, ...]) -> bool:
         """Launch the variant stored under ``key``; False when there is none (the caller takes the JIT)."""
@@ -232,7 +234,7 @@ class DirectLauncher:
         if self._stream is None:
             try:
                 self._stream = triton.runtime.driver.active.get_current_stream
-            except AttributeError:
+            except Exception:  # noqa: BLE001 - no active driver or another Triton: the JIT path stays
                 self.enabled = False
                 return
         names = self.kernel.arg_names[len(args):]

@@ -30,7 +30,7 @@ from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.rules_guard import meta_report
 from ..registry import Finding
 from ..report import Diagnostic, Severity
-from ._triton_common import guard_row, record_fault
+from ._triton_common import DirectLauncher, guard_row, record_fault
 from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, Engine, check_engine
 from .tiling import GUARD_CHUNK, GuardLaunch, scan_shape
 
@@ -338,43 +338,31 @@ def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
     return Verdict(errors, others, pool_slots)
 
 
-_FAST_LAUNCH = [True]  # set to False if this Triton's compiled kernels take another launch convention
 _CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "SCAN_BLOCK", "SCAN_LOOP", "MAX_RECORDS")
 
 
-def _raw_stream_getter() -> Callable[[int], int]:
-    """The current CUDA stream's handle by device index: torch's raw getter (what Triton's own launcher uses),
-    else the public `torch.cuda.current_stream(...).cuda_stream`."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if callable(raw):
-        return raw  # type: ignore[no-any-return]  # a private torch binding: untyped
-    return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
-
-
 class CheckLaunch:
-    """The device-side slot check of one (engine, index dtype, device, fault buffer): launches
-    `slot_guard_kernel` and returns the indices an engine's kernel may use (faulty rows set to -1).
+    """The device-side slot check of one (engine, device, fault buffer): launches `slot_guard_kernel` and
+    returns the indices an engine's kernel may use (faulty rows set to -1).
 
     Built once per call signature; a call does one allocation and one launch. After the first launch of a
-    variant on CUDA, launches go straight to the compiled kernel (the JIT's per-call binding and specialization
-    were most of the guard's host time). The kernel's ints are not specialized (`do_not_specialize`), so a
-    variant is fixed by the index dtype, the index pointer's 16-byte alignment and the constants (`safe` is a
-    fresh allocation: torch's CUDA allocator aligns every block to 512 bytes)."""
+    variant on CUDA, launches go straight to the compiled kernel through `DirectLauncher` (the JIT's per-call
+    binding and specialization were most of the guard's host time). The kernel's ints are not specialized
+    (`do_not_specialize`), so a variant is fixed by the index dtype, the index pointer's 16-byte alignment and
+    the batch (the grid and the scan's shape; `safe` is a fresh allocation: torch's CUDA allocator aligns every
+    block to 512 bytes)."""
 
-    __slots__ = ("buffer", "profile", "cuda", "device_index", "_shapes", "_compiled", "_stream")
+    __slots__ = ("buffer", "profile", "device_index", "launcher", "_shapes")
 
     def __init__(self, engine: Engine, buffer: FaultBuffer, device: Any) -> None:
         self.buffer = buffer
         self.profile = check_engine(engine)
-        self.cuda = torch.device(device).type == "cuda"
-        self.device_index = _device_key(device).index if self.cuda else None
-        # batch -> (constants in the kernel's order, the same by name, warps): see `shape_for`
-        self._shapes: dict[int, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
-        # (index dtype, 16-byte aligned, scan block, scan loop) -> compiled
-        self._compiled: dict[tuple[torch.dtype, bool, int, bool], Any] = {}
-        self._stream: Callable[[int], int] | None = None
+        self.device_index = _device_key(device).index if torch.device(device).type == "cuda" else None
+        self.launcher = DirectLauncher(slot_guard_kernel)
+        # batch -> (constants by name, warps): see `shape_for`
+        self._shapes: dict[int, tuple[dict[str, Any], int]] = {}
 
-    def shape_for(self, batch: int) -> tuple[tuple[Any, ...], dict[str, Any], int]:
+    def shape_for(self, batch: int) -> tuple[dict[str, Any], int]:
         """The check's constants for `batch` rows: each program compares its slot with every earlier row's in one
         vector load up to CHECK_SCAN_MAX rows (a loop of such blocks beyond), so the slowest program waits for
         one load, not one per 128 rows (the decode kernel waits for the slowest)."""
@@ -383,7 +371,7 @@ class CheckLaunch:
             block, loop = scan_shape(batch, CHECK_SCAN_MAX)
             constants = (self.profile.skip_at_or_below, self.profile.reserved_slot_zero, block, loop,
                          self.buffer.max_records)
-            shape = self._shapes[batch] = (constants, dict(zip(_CHECK_CONSTEXPRS, constants, strict=True)),
+            shape = self._shapes[batch] = (dict(zip(_CHECK_CONSTEXPRS, constants, strict=True)),
                                            4 if block >= 256 else 1)
         return shape
 
@@ -393,26 +381,11 @@ class CheckLaunch:
         if not batch:
             return safe
         buffer = self.buffer
-        constants, constexprs, warps = self.shape_for(batch)
         args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, tag)
-        if self.cuda and _FAST_LAUNCH[0]:
-            variant = (indices.dtype, indices.data_ptr() % 16 == 0, constants[2], constants[3])
-            compiled = self._compiled.get(variant)
-            if compiled is not None:
-                # Set together with `cuda` and `device_index` in __init__: never None on this path.
-                stream = self._stream(self.device_index)  # type: ignore[misc,arg-type]
-                try:
-                    compiled.run(batch, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
-                                 None, *args, *constants)
-                    return safe
-                except (TypeError, AttributeError):  # another Triton's launcher convention: launch through the JIT
-                    _FAST_LAUNCH[0] = False
-            compiled = slot_guard_kernel[(batch,)](*args, **constexprs, num_warps=warps)
-            if compiled is not None and hasattr(compiled, "run"):
-                self._compiled[variant] = compiled
-                self._stream = _raw_stream_getter()
-            return safe
-        slot_guard_kernel[(batch,)](*args, **constexprs, num_warps=warps)
+        key = (indices.dtype, indices.data_ptr() % 16 == 0, batch)
+        if not self.launcher.run_cached(key, args):
+            constexprs, warps = self.shape_for(batch)
+            self.launcher.launch(key, batch, self.device_index, args, constexprs, {"num_warps": warps})
         return safe
 
 
