@@ -230,3 +230,44 @@ def test_a_step_with_a_fault_raises_once_in_raise_mode(monkeypatch):
             step.step()
     # The first layer's check found it; the second layer's call raised before its kernel ran.
     assert len(step.launches) == 1 and len(step.got) == 1
+
+
+def test_guards_left_out_of_order_keep_capture_seen_until_the_last_leaves(monkeypatch):
+    """The capture hooks are process-wide: a guard left before another (not nested) does not unhook the class
+    under the one still entered, which keeps reusing checks only because capture is still seen."""
+    graph_class = torch.cuda.CUDAGraph
+    monkeypatch.setattr(graph_class, "capture_begin", lambda graph, *a, **k: None)
+    monkeypatch.setattr(graph_class, "capture_end", lambda graph: None)
+    methods = (graph_class.capture_begin, graph_class.capture_end, graph_class.replay)
+    step = Step(monkeypatch)
+    first = gdr_check.guard(engine="sglang", mode="record")
+    second = gdr_check.guard(engine="vllm", mode="record", targets=[])
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # left first, while `second` is still entered
+    assert graph_class.capture_begin is not methods[0] and second._reuse
+    epoch = second.epoch
+    graph_class.capture_begin(object())  # still seen
+    assert second.epoch > epoch
+    second.__exit__(None, None, None)
+    assert (graph_class.capture_begin, graph_class.capture_end, graph_class.replay) == methods
+    assert step.launches == []
+
+
+def test_a_check_serves_only_calls_on_its_own_stream(monkeypatch):
+    """Another stream could read the sanitised indices before the check has written them: a layer on another
+    stream is checked again (streams stood in on the CPU by the plan's stream getter)."""
+    step = Step(monkeypatch)
+    current = [7]
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        step.layer(0)
+        for site in guard.sites:
+            for plan in site.plans.values():
+                plan.stream = lambda: current[0]
+                plan.last = None
+        step.layer(0)  # a new check on stream 7 (the last check was dropped above)
+        step.layer(1)  # served: same stream
+        current[0] = 8
+        step.layer(2)  # another stream: checked again
+        step.layer(3)  # served by the stream-8 check
+    assert len(step.launches) == 3 and same_objects(step.handed()) == [0, 1, 1, 2, 2]

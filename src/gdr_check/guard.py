@@ -19,28 +19,32 @@ refused signature is refused on every call (mode="raise": GuardError each time).
 on the device by a small kernel that also hands the engine's kernel a copy of the indices with every faulty
 row set to -1 (skip), so an out-of-range or repeated slot can neither write outside the pool nor race; the
 fault (rule, row, slot, layer) is recorded in a device buffer.
-Nothing reads the device while a stream is capturing: faults found during graph replays are read at the next
-eager call, after a replay (the guard hooks `torch.cuda.CUDAGraph.replay` with a non-blocking poll), at
-`guard.raise_pending()`, and on exit.
+Nothing reads the device while a stream is capturing: faults found during graph replays are read within a few
+eager calls (the fault count is looked at every `POLL_INTERVAL` calls, without waiting), after a replay (the
+guard hooks `torch.cuda.CUDAGraph.replay` with a non-blocking poll), at `guard.raise_pending()`, and on exit.
 
 The indices are checked once per decode step, not once per layer: every layer of a step passes the same
 indices tensor (each with its own pool), so a call reuses the sanitised indices of its plan's last check when
-the indices are the same object, their `_version` is unchanged, the capture epoch is unchanged, and the call's
-pool has not been served from that check yet. A pool served twice starts a new step and a new check, which
-covers indices refilled between steps without a version bump (a Triton kernel's write, a graph's input
-buffer). The capture epoch is bumped around `torch.cuda.CUDAGraph.capture_begin` and `capture_end`, which the
-guard wraps (as it wraps `replay`), so a check made eagerly never serves a call being captured and a check
-captured into a graph never serves an eager call. Reuse is off with `hook_graphs=False`, when torch was not
-imported on enter (no capture can be seen); then every call is checked. Inference-mode indices (vLLM decodes
-under `torch.inference_mode()`) have no version counter: for them reuse rests on the object and the served
-pools alone. It assumes what the engines do: every step runs the same layers (so a step's first layer was
+the indices are the same object, their `_version` is unchanged, the capture epoch is unchanged, the current
+CUDA stream is the check's, and the call's pool has not been served from that check yet. A pool served twice
+starts a new step and a new check, which covers indices refilled between steps without a version bump (a
+Triton kernel's write, a graph's input buffer). The stream condition keeps the reuse memory-safe across
+streams: a call on another stream could read the sanitised indices before the check has written them. The
+capture epoch is bumped around `torch.cuda.CUDAGraph.capture_begin` and `capture_end`, which one process-wide
+set of wrappers hooks while any guard is entered (with `replay`, which polls every entered guard), so a check
+made eagerly never serves a call being captured and a check captured into a graph never serves an eager call,
+however guards are nested or interleaved. Reuse is off with `hook_graphs=False`, when torch was not imported
+on enter (no capture can be seen); then every call is checked. Inference-mode indices (vLLM decodes under
+`torch.inference_mode()`) have no version counter: for them reuse rests on the object, the stream and the
+served pools. It assumes what the engines do: every step runs the same layers (so a step's first layer was
 served in the step before), no write to the indices between two layers of one step other than an in-place
-torch operation (seen by the version), the layers of a step on one stream, and graphs captured through
-`torch.cuda.CUDAGraph` (`torch.cuda.graph`, `make_graphed_callables`, the engines' graph runners); a capture
-begun through the CUDA runtime directly is not seen (a graph could then keep an eager copy): guard such code
-with `hook_graphs=False`. Where indices change unseen between two layers of a step (a step that skips its
-first layer, a write by a kernel mid-step), a reused copy names the slots as they were at the check, yet stays
-memory-safe: it was checked against a pool of the same size (the pool's shape is part of the signature).
+torch operation (seen by the version), and graphs captured through `torch.cuda.CUDAGraph` (`torch.cuda.graph`,
+`make_graphed_callables`, the engines' graph runners); a capture begun through the CUDA runtime directly is
+not seen (a graph could then keep an eager copy): guard such code with `hook_graphs=False`. Where indices
+change unseen between two layers of a step (a step that skips its first layer, a write by a kernel
+mid-step), a reused copy names the slots as they were at the check, yet stays memory-safe: it was checked
+against a pool of the same size (the pool's shape is part of the signature). vLLM's layers may each get
+their own indices tensor: then nothing is reused and every call is checked, as before.
 A fault found by a shared check is recorded once, labelled with the layer (pool) whose call launched the
 check: the step's first layer; the other layers' kernels get the same sanitised indices (the row as -1).
 """
@@ -183,7 +187,7 @@ class _Plan:
     """What the guard decided for one call signature: refuse the call (a shape error), pass it through (no pool),
     or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
 
-    __slots__ = ("errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter", "last")
+    __slots__ = ("errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter", "last", "stream")
 
     def __init__(self, errors: list[Any], pool_slots: int, launch: Any, batch: int = 0, stride: int = 0) -> None:
         self.errors = errors
@@ -193,9 +197,118 @@ class _Plan:
         self.stride = stride
         self.host_counter = launch.buffer.host_counter if launch is not None else None  # see FaultBuffer
         self.tags: dict[int, int] = {}
-        # The last check, for the other layers of its decode step: (indices checked, their `_version` or None, the
-        # guard's capture epoch, the sanitised indices, the pool tags served from it). None: check the next call.
-        self.last: tuple[Any, int | None, int, Any, set[int]] | None = None
+        # The last check, for the other layers of its decode step (None: check the next call).
+        self.last: _LastCheck | None = None
+        # The current stream's handle on the launch's device (CUDA), else None: a check serves only its stream.
+        device_index = getattr(launch, "device_index", None)
+        self.stream: Callable[[], int] | None = (
+            None if device_index is None else functools.partial(_raw_stream(), device_index))
+
+
+class _LastCheck:
+    """A plan's last slot check: the indices it checked (the object itself, kept alive), their `_version` (None
+    for an inference tensor, which has none), the capture epoch and the stream (None on the CPU) it ran in, the
+    sanitised indices it produced, and the pool tags served from it."""
+
+    __slots__ = ("indices", "version", "epoch", "stream", "safe", "served")
+
+    def __init__(self, indices: Any, version: int | None, epoch: int, stream: int | None, safe: Any,
+                 served: set[int]) -> None:
+        self.indices = indices
+        self.version = version
+        self.epoch = epoch
+        self.stream = stream
+        self.safe = safe
+        self.served = served
+
+
+def _raw_stream() -> Callable[[int], int]:
+    """The current CUDA stream's handle by device index: torch's raw getter (what Triton's launcher uses), else
+    the public `torch.cuda.current_stream(index).cuda_stream`."""
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if callable(raw):
+        return raw  # type: ignore[no-any-return]  # a private torch binding: untyped
+    return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
+
+
+class _CaptureHooks:
+    """Process-wide wrappers of `torch.cuda.CUDAGraph`: `capture_begin` and `capture_end` bump `epoch` before
+    and after (a check's sanitised indices serve only calls of the same epoch: never a call being captured if
+    the check ran eagerly, nor an eager call if it was captured), and `replay` polls every active guard's fault
+    buffers. Installed while at least one guard with `hook_graphs` is entered, whatever the order in which
+    guards are entered and left; restored when the last leaves."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.guards: list[Guard] = []
+        self.saved: list[tuple[Any, str, Any, Any]] = []  # (class, name, original, our wrapper)
+        self.lock = threading.Lock()
+
+    @property
+    def installed(self) -> bool:
+        return bool(self.saved)
+
+    def acquire(self, guard: Guard) -> bool:
+        """Register `guard` (installing the wrappers if it is the first); True when capture is seen (reuse is
+        safe)."""
+        with self.lock:
+            self.epoch += 1
+            if not self.guards:
+                self._install()
+            self.guards.append(guard)
+            names = {name for _, name, _, _ in self.saved}
+            return {"capture_begin", "capture_end"} <= names
+
+    def release(self, guard: Guard) -> None:
+        with self.lock:
+            self.epoch += 1
+            if guard in self.guards:
+                self.guards.remove(guard)
+            if not self.guards:
+                for graph_class, name, original, wrapper in reversed(self.saved):
+                    if getattr(graph_class, name, None) is wrapper:  # leave another library's later wrapper be
+                        setattr(graph_class, name, original)
+                self.saved = []
+
+    def _install(self) -> None:
+        torch = sys.modules.get("torch")
+        graph_class = getattr(getattr(torch, "cuda", None), "CUDAGraph", None)
+        if graph_class is None:
+            return
+        hooks = self
+
+        def bumping(method: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(method)
+            def bump_epoch(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                hooks.epoch += 1
+                try:
+                    return method(graph, *args, **kwargs)
+                finally:
+                    hooks.epoch += 1
+
+            return bump_epoch
+
+        replay = graph_class.replay
+
+        @functools.wraps(replay)
+        def replay_and_poll(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            result = replay(graph, *args, **kwargs)
+            for guard in list(hooks.guards):
+                guard.poll()
+            return result
+
+        wrappers: list[tuple[str, Any, Callable[..., Any]]] = [("replay", replay, replay_and_poll)]
+        for name in ("capture_begin", "capture_end"):
+            method = getattr(graph_class, name, None)
+            if method is not None:
+                wrappers.append((name, method, bumping(method)))
+        for name, original, wrapper in wrappers:
+            setattr(graph_class, name, wrapper)
+            self.saved.append((graph_class, name, original, wrapper))
+
+
+_CAPTURE = _CaptureHooks()
 
 
 class Guard:
@@ -230,11 +343,13 @@ class Guard:
         self._tags: dict[tuple[int, int], int] = {}
         self._expected: Any = None
         self._warned: set[str] = set()
-        self._graph_hooks: list[tuple[Any, str, Any]] = []  # (class, method name, the method it replaced)
-        # Bumped around every CUDA-graph capture's begin and end (see `_hook_graphs`): a check's sanitised
-        # indices are reused only within one epoch, so never across eager and capture.
-        self.epoch = 0
-        self._reuse = False  # reuse a check within a decode step: only while the capture hooks are installed
+        self._hooked = False  # registered with the process-wide capture hooks (`_CaptureHooks`)
+        self._reuse = False  # reuse a check within a decode step: only while capture is seen
+
+    @property
+    def epoch(self) -> int:
+        """The process-wide capture epoch (see `_CaptureHooks`)."""
+        return _CAPTURE.epoch
 
     # -- context manager and decorator -------------------------------------------------------------------------
     def __enter__(self) -> Guard:
@@ -430,14 +545,15 @@ class Guard:
             warnings.warn(f"gdr_check.guard found no {self.engine} packed-decode function to guard; pass "
                           f"targets=['package.module:function_name'] for another location", RuntimeWarning,
                           stacklevel=3)
-        self.epoch += 1
         if self.hook_graphs and "torch" in sys.modules:
-            self._hook_graphs()
+            self._reuse = _CAPTURE.acquire(self)
+            self._hooked = True
 
     def _wrapper_for(self, site: _Site) -> Callable[..., Any]:
         original = site.original
         plans = site.plans
         guard = self
+        capture = _CAPTURE
 
         @functools.wraps(original)
         def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -472,81 +588,43 @@ class Guard:
                     raise GuardError(plan.errors)
                 return original(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
             host = plan.host_counter
-            if host is not None and host[0]:  # CPU: the count is in host memory, read on every call
-                guard._look(launch.buffer)
-            # One check per decode step: the layers of a step pass the same indices tensor, each with its own
-            # pool. The previous check's sanitised indices serve this call if the indices are that object,
-            # unwritten since (version), in the same capture epoch, and this pool was not served from it yet:
-            # a pool served twice means a new step, whose indices may have been refilled without a version
-            # bump (a Triton kernel's write, a graph's input buffer).
-            last = plan.last
-            if last is not None and last[0] is i and tag not in last[4] and last[2] == guard.epoch \
-                    and (last[1] is None or last[1] == i._version):
-                last[4].add(tag)
-                kwargs["ssm_state_indices"] = last[3]
-                return original(**kwargs)
-            if host is None:  # CUDA: look at the counter every POLL_INTERVAL checks (the look never waits); with
-                # one check per step, a step's other layers pay nothing for it
+            if host is None:  # CUDA: look at the counter every POLL_INTERVAL calls (the look never waits)
                 buffer = launch.buffer
                 buffer.polls += 1
                 if buffer.polls >= buffer.poll_interval:
                     guard._look(buffer)
+            elif host[0]:  # CPU: the count is in host memory
+                guard._look(launch.buffer)
+            # One check per decode step: the layers of a step pass the same indices tensor, each with its own
+            # pool. The previous check's sanitised indices serve this call if the indices are that object,
+            # unwritten since (version), in the same capture epoch and on the same stream (another stream could
+            # read them before the check wrote them), and this pool was not served from it yet: a pool served
+            # twice means a new step, whose indices may have been refilled without a version bump (a Triton
+            # kernel's write, a graph's input buffer).
+            last = plan.last
+            stream = plan.stream
+            if last is not None and last.indices is i and tag not in last.served and last.epoch == capture.epoch \
+                    and (last.version is None or last.version == i._version) \
+                    and (stream is None or last.stream == stream()):
+                last.served.add(tag)
+                kwargs["ssm_state_indices"] = last.safe
+                return original(**kwargs)
             safe = kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
             if guard._reuse:  # an inference tensor (vLLM decodes in inference mode) has no version counter
-                plan.last = (i, None if i.is_inference() else i._version, guard.epoch, safe, {tag})
+                plan.last = _LastCheck(i, None if i.is_inference() else i._version, capture.epoch,
+                                       None if stream is None else stream(), safe, {tag})
             return original(**kwargs)
 
         # A marker attribute on the wrapper function (functools.wraps types it without one).
         guarded_wrapper.__gdr_check_guard_original__ = original  # type: ignore[attr-defined]
         return guarded_wrapper
 
-    def _hook_graphs(self) -> None:
-        """Wrap `torch.cuda.CUDAGraph`: `replay` polls the fault buffers after each replay; `capture_begin` and
-        `capture_end` bump the capture epoch before and after, so that no sanitised indices computed eagerly
-        serve a call being captured, nor indices from a graph's pool an eager call. Restored by `_unpatch`."""
-        torch = sys.modules["torch"]
-        graph_class = getattr(getattr(torch, "cuda", None), "CUDAGraph", None)
-        if graph_class is None:
-            return
-        replay = graph_class.replay
-        guard = self
-
-        @functools.wraps(replay)
-        def replay_and_poll(graph: Any, *args: Any, **kwargs: Any) -> Any:
-            result = replay(graph, *args, **kwargs)
-            guard.poll()
-            return result
-
-        hooks: list[tuple[str, Callable[..., Any]]] = [("replay", replay_and_poll)]
-        for name in ("capture_begin", "capture_end"):
-            method = getattr(graph_class, name, None)
-            if method is not None:
-                hooks.append((name, self._bumping(method)))
-        for name, hook in hooks:
-            self._graph_hooks.append((graph_class, name, getattr(graph_class, name)))
-            setattr(graph_class, name, hook)
-        self._reuse = any(name == "capture_begin" for name, _ in hooks) and \
-            any(name == "capture_end" for name, _ in hooks)
-
-    def _bumping(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        guard = self
-
-        @functools.wraps(method)
-        def bump_epoch(graph: Any, *args: Any, **kwargs: Any) -> Any:
-            guard.epoch += 1
-            try:
-                return method(graph, *args, **kwargs)
-            finally:
-                guard.epoch += 1
-
-        return bump_epoch
-
     def _unpatch(self) -> None:
         restore_wrappers(self._replaced, self.sites)
         self._replaced = []
-        for graph_class, name, method in reversed(self._graph_hooks):
-            setattr(graph_class, name, method)
-        self._graph_hooks = []
+        if self._hooked:
+            _CAPTURE.release(self)
+            self._hooked = False
         self._reuse = False
         for site in self.sites:  # no reference kept past the block, and nothing reused on re-entry
             for plan in site.plans.values():
