@@ -23,10 +23,13 @@ another API (raw gates, `state_indices`) and is not loaded: the guard leaves it 
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import types
 import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,17 @@ FILES = (
 )
 # Third-party packages the real files import at module level that this test environment does not install.
 _THIRD_PARTY = ("einops", "transformers")
+
+
+def release() -> Path | None:
+    """GDR_CHECK_VLLM_PATH as given (a wheel, or a tree holding `vllm/`); None when it is not set or is neither."""
+    given = os.environ.get("GDR_CHECK_VLLM_PATH")
+    if not given:
+        return None
+    path = Path(given)
+    if (path.is_file() and path.suffix == ".whl") or (path / "vllm").is_dir():
+        return path
+    return None
 
 
 def vllm_tree(tmp_path: Path) -> Path | None:
@@ -217,3 +231,67 @@ def decode(monkeypatch, modules: dict[str, types.ModuleType], call: Any) -> None
         activation="silu", A_log=call.A_log, dt_bias=call.dt_bias, head_k_dim=K)
     gdn_layer._forward_core(mixed_qkv=call.mixed_qkv, b=call.b, a=call.a,
                                                  core_attn_out=call.out.squeeze(1))
+
+
+# -- where a release defines and imports the packed decodes (read as source text: nothing is imported) -------------
+@dataclass
+class Sites:
+    """`defined[name]`: module -> parameter names of its `def name(...)`; `imported[name]`: (importing module,
+    module it imports from) for every `from X import name` anywhere in a module (function bodies too);
+    `modules`: every module of the release."""
+
+    modules: set[str] = field(default_factory=set)
+    defined: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    imported: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def reached(self, name: str) -> set[str]:
+        """The defining modules some import chain leads to: what the release can call."""
+        holders = {m: {m} for m in self.defined.get(name, {})}
+        changed = True
+        while changed:  # re-exports: a package that imports the function and is imported from in turn
+            changed = False
+            for importer, source in self.imported.get(name, []):
+                found = holders.get(source, set()) - holders.setdefault(importer, set())
+                if found:
+                    holders[importer] |= found
+                    changed = True
+        importers = {importer for importer, _ in self.imported.get(name, [])}
+        return set().union(*(holders.get(m, set()) for m in importers)) if importers else set()
+
+
+def _sources(path: Path) -> Iterator[tuple[str, str]]:
+    """(module name, source text) of every `vllm/**.py` in a wheel or an unpacked tree."""
+    if path.is_file():
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                if name.startswith("vllm/") and name.endswith(".py"):
+                    yield name, archive.read(name).decode("utf-8", errors="replace")
+    else:
+        for file in sorted((path / "vllm").rglob("*.py")):
+            yield file.relative_to(path).as_posix(), file.read_text(encoding="utf-8", errors="replace")
+
+
+def packed_decode_sites(path: Path, names: tuple[str, ...]) -> Sites:
+    """Every definition of, and `from ... import` of, the functions `names` in the release at `path`."""
+    sites = Sites()
+    for file, text in _sources(path):
+        parts = file[:-3].split("/")
+        is_package = parts[-1] == "__init__"
+        module = ".".join(parts[:-1] if is_package else parts)
+        sites.modules.add(module)
+        if not any(name in text for name in names):
+            continue
+        package = module if is_package else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef) and node.name in names:
+                arguments = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+                sites.defined.setdefault(node.name, {})[module] = arguments
+            elif isinstance(node, ast.ImportFrom):
+                source = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join([*base, *([source] if source else [])])
+                for alias in node.names:
+                    if alias.name in names:
+                        sites.imported.setdefault(alias.name, []).append((module, source))
+    return sites
