@@ -1,4 +1,4 @@
-"""Load vLLM's own packed-decode modules (0.27 onwards: 0.33.0 is the newest checked), without the engine stack.
+"""Load vLLM's own packed-decode modules without the engine stack (checked with 0.27.1, 0.29.0, 0.32.0, 0.33.0).
 
 `GDR_CHECK_VLLM_PATH` names a vLLM wheel or an unpacked tree. Real files, run as they are:
 - the FLA ops package `vllm/third_party/flash_linear_attention/ops/`: its `__init__.py` (which imports the GDN
@@ -8,7 +8,8 @@
   imports the packed decode by name from the ops package and calls it in `_forward_core_decode_non_spec`.
 Package `__init__` files above those (vllm, vllm.model_executor, ...) are not run: they import the whole engine.
 Every other `vllm.*` module those files import (platforms, config, distributed, custom ops, the linear layers,
-the conv1d kernels...) is a stand-in, and so are `einops` and `transformers` (not installed here): a stand-in
+the conv1d kernels...) is a stand-in, and so are `einops` and `transformers` (the test environment does not
+install them; they are stood in even where installed): a stand-in
 name is a class that can be subclassed, used as a decorator (it returns what it decorates) or in a type union;
 whatever is read from it or returned by calling it is false (platform probes: no CUDA, no ROCm). Only
 `vllm.triton_utils` is given content: the real `triton`, `triton.language` and libdevice (what the real module
@@ -16,6 +17,10 @@ re-exports once it has probed vLLM's settings). The Triton kernel is vLLM's: und
 the interpreter on the CPU, with one name swapped: the `exp` that `fused_recurrent.py` imports from `op.py`
 (`tl.exp` bound to a module global, which the interpreter cannot call) becomes a jit function computing the
 same, as in sglang_real.py. On a GPU (GDR_CHECK_TEST_GPU=1) nothing is swapped.
+`decode` runs one step through the layer's own methods; what it stands in for that call is in its docstring.
+
+`packed_decode_sites` reads a release as text (nothing imported): where it defines the packed decodes and which
+modules import them by name (tests/test_vllm_targets.py).
 
 vLLM's KDA packed decode (`vllm/models/kimi_k3/{nvidia,amd}/ops/third_party/kda/fused_recurrent.py`) takes
 another API (raw gates, `state_indices`) and is not loaded: the guard leaves it alone.
@@ -156,7 +161,7 @@ class _StandInFinder:
 
 
 def load(monkeypatch, root: Path) -> dict[str, types.ModuleType]:
-    """Import the real modules under their real names; every module imported here is removed by `monkeypatch`."""
+    """Import the real modules under their real names; `monkeypatch` removes every `vllm` module (and stand-in)."""
     import importlib
 
     import triton
@@ -184,8 +189,11 @@ def load(monkeypatch, root: Path) -> dict[str, types.ModuleType]:
     try:
         modules = {name: importlib.import_module(name) for name in (OPS, KERNELS, GDN_LAYER)}
     finally:
-        for name in set(sys.modules) - before:  # undone by monkeypatch: the names did not exist before
-            monkeypatch.setitem(sys.modules, name, sys.modules.pop(name))
+        # vLLM's modules and the stand-ins, removed again by monkeypatch (the names did not exist before); what
+        # they imported of torch, triton and the standard library stays, as any import would.
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in ("vllm", *_THIRD_PARTY):
+                monkeypatch.setitem(sys.modules, name, sys.modules.pop(name))
     if os.environ.get("TRITON_INTERPRET") == "1":
         # op.py binds `exp = tl.exp` (a module global), which the interpreter cannot call inside a kernel; the
         # loader's jit `exp` computes the same. Compiled kernels (on a GPU) keep vLLM's own binding.
