@@ -13,7 +13,7 @@ from gdr_check.call import ARGUMENTS
 from gdr_check.capture import ENGINE_TARGETS, GDN_FUNCTION, KDA_FUNCTION, _split_target
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def sites() -> vllm_real.Sites:
     path = vllm_real.release()
     if path is None:
