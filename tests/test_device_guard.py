@@ -283,6 +283,51 @@ def test_guard_wraps_sglangs_real_modules(monkeypatch, tmp_path):
     assert torch.equal(out[0, 1], torch.zeros_like(out[0, 1])) and torch.equal(out[0, 3], torch.zeros_like(out[0, 3]))
 
 
+
+def test_guard_wraps_vllms_real_modules(monkeypatch, tmp_path):
+    import vllm_real
+
+    root = vllm_real.vllm_tree(tmp_path)
+    if root is None:
+        pytest.skip("set GDR_CHECK_VLLM_PATH to a vLLM wheel (0.27 or later, e.g. 0.33.0) or an unpacked tree")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        modules = vllm_real.load(monkeypatch, root)
+    ops, kernels, layer = (modules[n] for n in (vllm_real.OPS, vllm_real.KERNELS, vllm_real.GDN_LAYER))
+    original = kernels.fused_recurrent_gated_delta_rule_packed_decode
+    # row: 0 ok, 1 past the pool (GDR241), 2 ok, 3 repeats row 2's slot (GDR242), 4 block 0 (skipped by vLLM:
+    # no fault), 5 exactly one past the end (GDR241), 6 ok, 7 -1 (skipped).
+    call = bad_call(slots=[1, 9, 2, 2, 0, S, 3, -1])
+    guarded, unguarded = call.clone(), sanitized(call, keep={0, 2, 4, 6, 7})
+    with gdr_check.guard(engine="vllm", mode="record") as guard:
+        holders = sorted(h for site in guard.sites for h in site.holders)
+        assert holders == sorted(f"{module}.fused_recurrent_gated_delta_rule_packed_decode"
+                                 for module in (vllm_real.KERNELS, vllm_real.OPS, vllm_real.GDN_LAYER))
+        vllm_real.decode(monkeypatch, modules, guarded)
+    assert guard.calls == 1
+    for module in (kernels, ops, layer):
+        assert module.fused_recurrent_gated_delta_rule_packed_decode is original
+    errors = [(d.code, d.message, d.notes[0]) for d in guard.diagnostics if d.severity == "error"]
+    assert errors == [
+        ("GDR241", "`ssm_state_indices` holds slot 9 at row 1, but the pool has 5 slots (0..4)", "in pool #0"),
+        ("GDR242", "slot 2 is used by rows 2, 3 of one batch", "in pool #0"),
+        ("GDR241", "`ssm_state_indices` holds slot 5 at row 5, but the pool has 5 slots (0..4)", "in pool #0"),
+    ]
+    # vLLM's own kernel ran on the guarded indices: the same step with the faulty rows set to -1 by hand,
+    # unguarded, gives the same bits everywhere (pool, canaries, out); the canaries are untouched.
+    vllm_real.decode(monkeypatch, modules, unguarded)
+    assert torch.equal(guarded.pool_backing, unguarded.pool_backing) and torch.equal(guarded.out, unguarded.out)
+    assert torch.equal(guarded.pool_backing[0], call.pool_backing[0])
+    assert torch.equal(guarded.pool_backing[S + 1], call.pool_backing[S + 1])
+    for row in (1, 3, 4, 5, 7):  # vLLM writes zeros for the rows it skips
+        assert torch.equal(guarded.out[row], torch.zeros_like(guarded.out[row]))
+    assert not torch.equal(guarded.pool_backing[1:S + 1], call.pool_backing[1:S + 1])  # live rows did run
+    # Unguarded, the same step writes slot S: the canary after the pool (row 1's slot 9 is dropped here: it lies
+    # past the backing, and reading it would read memory outside any tensor).
+    raw = sanitized(call, keep={0, 2, 3, 4, 5, 6, 7})
+    vllm_real.decode(monkeypatch, modules, raw)
+    assert not torch.equal(raw.pool_backing[S + 1], call.pool_backing[S + 1])
+
 # -- the guard's steady state -------------------------------------------------------------------------------------
 def _counting_verdicts(monkeypatch):
     calls = []

@@ -55,10 +55,12 @@ ENGINE_TARGETS: dict[str, tuple[str, ...]] = {
         f"sglang.srt.layers.attention.fla.fused_recurrent:{GDN_FUNCTION}",
         f"sglang.srt.layers.attention.fla.fused_recurrent:{KDA_FUNCTION}",
     ),
+    # vLLM has a GDN packed decode only: its KDA packed ops (Kimi K3's, `vllm/models/kimi_k3/{nvidia,amd}/ops/
+    # third_party/kda/fused_recurrent.py`, 0.27 onwards) take another API, and importing them would import the
+    # Kimi K3 model package. tests/test_vllm_targets.py checks this list against a real release's source.
     "vllm": (
-        f"vllm.model_executor.layers.fla.ops.fused_recurrent:{GDN_FUNCTION}",
-        f"vllm.third_party.flash_linear_attention.ops.fused_recurrent:{GDN_FUNCTION}",
-        f"vllm.model_executor.layers.fla.ops.kda:{KDA_FUNCTION}",
+        f"vllm.model_executor.layers.fla.ops.fused_recurrent:{GDN_FUNCTION}",  # up to 0.25
+        f"vllm.third_party.flash_linear_attention.ops.fused_recurrent:{GDN_FUNCTION}",  # 0.26 onwards
     ),
 }
 # Positional order of the sglang wrappers (docs/kernel-contract.md §1); the KDA one adds `lower_bound`.

@@ -1,0 +1,48 @@
+"""`ENGINE_TARGETS["vllm"]` against the source of a real vLLM release (GDR_CHECK_VLLM_PATH: a wheel or a tree).
+
+The release is read as text (tests/vllm_real.py, `packed_decode_sites`): where it defines the packed decodes and
+which modules import them by name, following re-exports. Nothing of it is imported, so this runs without torch.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import vllm_real
+from gdr_check.call import ARGUMENTS
+from gdr_check.capture import ENGINE_TARGETS, GDN_FUNCTION, KDA_FUNCTION, _split_target
+
+
+@pytest.fixture(scope="module")
+def sites() -> vllm_real.Sites:
+    path = vllm_real.release()
+    if path is None:
+        pytest.skip("set GDR_CHECK_VLLM_PATH to a vLLM wheel (e.g. 0.33.0) or a tree holding vllm/")
+    return vllm_real.packed_decode_sites(path, (GDN_FUNCTION, KDA_FUNCTION))
+
+
+def _targets(function: str) -> set[str]:
+    return {module for module, name in map(_split_target, ENGINE_TARGETS["vllm"]) if name == function}
+
+
+def _has_contract_api(parameters: list[str]) -> bool:
+    return all(name in parameters for name in ARGUMENTS)
+
+
+def test_every_packed_decode_vllm_can_call_with_the_contracts_api_is_a_target(sites):
+    # Each function vLLM imports somewhere, followed back to the module that defines it.
+    called = {name: {m for m in sites.reached(name) if _has_contract_api(sites.defined[name][m])}
+              for name in (GDN_FUNCTION, KDA_FUNCTION)}
+    assert called[GDN_FUNCTION], "vLLM imports no GDN packed decode with the contract's API"
+    assert called[GDN_FUNCTION] <= _targets(GDN_FUNCTION)
+    # vLLM's KDA packed decodes (Kimi K3's, 0.27 onwards) take another API (raw gates, `state_indices`): the guard
+    # cannot check them, and a target would make it import the Kimi K3 model package on entry.
+    assert called[KDA_FUNCTION] == set()
+    assert all(not _has_contract_api(parameters) for parameters in sites.defined.get(KDA_FUNCTION, {}).values())
+
+
+def test_a_target_module_in_the_release_defines_its_function(sites):
+    # A target whose module the release has but which does not define the function there is a stale path.
+    for module, name in map(_split_target, ENGINE_TARGETS["vllm"]):
+        if module in sites.modules:
+            assert module in sites.defined.get(name, {}), f"{module} has no {name}"
