@@ -560,12 +560,17 @@ def _faults_by_the_rules(slots, pool_slots, engine):
 
 @pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
-@pytest.mark.parametrize(("batch", "separate"), [
-    (1, False), (2, False), (5, False), (128, False),  # no scan, one block, one full block (in the prologue)
-    (131, False),  # 128-row blocks in a loop (in the prologue); the last row repeats the first block's
-    (131, True),  # one program per row, then the kernel on the sanitised slots (large B * HV)
+@pytest.mark.parametrize(("batch", "separate", "index_stride"), [
+    (1, False, 1), (2, False, 1), (5, False, 1), (128, False, 1),  # no scan, one block, one full block (prologue)
+    (131, False, 1),  # 128-row blocks in a loop (in the prologue); the last row repeats the first block's
+    (131, True, 1),  # one program per row, then the kernel on the sanitised slots (large B * HV)
+    (131, True, 2),  # the same with int64 indices every other element of a wider tensor
 ])
-def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, separate, engine, kda, monkeypatch):
+def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, separate, index_stride, engine, kda,
+                                                                   monkeypatch):
+    """Faults against the rules stated row by row, and the step itself against the float64 reference of the
+    same call with the faulty rows skipped: rows computed right, skipped rows' `out` zero, slots no computed
+    row names bitwise unchanged (so a placement that skips work, or writes where it should not, fails)."""
     if separate:  # the placement taken from B * HV = SEPARATE_CHECK_MIN_PAIRS on: forced for a small head count
         monkeypatch.setattr(device_guard, "SEPARATE_CHECK_MIN_PAIRS", 1)
     pool_slots = 2 * batch + 3
@@ -580,7 +585,9 @@ def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, separat
         slots[batch // 2] = 0
     if batch > 4:  # a repeat of the row just before
         slots[3] = slots[2] = 2
-    call = make_call(B=batch, H=1, HV=1, K=4, V=4, slots=slots, pool_slots=pool_slots, kda=kda, seed=batch)
+    call = make_call(B=batch, H=1, HV=1, K=4, V=4, slots=slots, pool_slots=pool_slots, kda=kda, seed=batch,
+                     index_dtype=torch.int64 if index_stride > 1 else torch.int32, index_stride=index_stride)
+    before = call.clone()
     buffer = FaultBuffer(DEVICE, max_records=2 * batch)
     separate_checks = []
     monkeypatch.setattr(buffer, "check_launch", lambda *a: separate_checks.append(a) or FaultBuffer.check_launch(
@@ -593,6 +600,18 @@ def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, separat
     skipped = {row for code, row, _, _ in expected if code != "GDR247"}
     for row in skipped:  # a skipped row's `out` is zero, in either placement
         assert torch.equal(call.out[row], torch.zeros_like(call.out[row]))
+    live = [slot > (-1 if engine == "sglang" else 0) for slot in slots]
+    computed = [row for row in range(batch) if live[row] and row not in skipped]
+    expected_out, expected_state = (naive_kda_packed_decode if kda else naive_packed_decode)(
+        *sanitized(before, keep=set(computed)).args(), engine=engine)
+    rows = [row for row in computed if slots[row] != 0]  # rows on slot 0 (sglang's padding slot) race
+    torch.testing.assert_close(call.out[rows].double(), expected_out[rows], rtol=1e-4, atol=1e-5)
+    named = {slots[row] for row in computed}
+    for slot in range(pool_slots):
+        if slot not in named:
+            assert torch.equal(call.initial_state[slot], before.initial_state[slot]), slot
+        elif slot != 0:
+            torch.testing.assert_close(call.initial_state[slot].double(), expected_state[slot], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
