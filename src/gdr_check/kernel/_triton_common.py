@@ -95,7 +95,8 @@ def guard_row(slots, slot, i_n, batch, stride_index, pool_slots,
     trailing rows at slot 0 are CUDA-graph padding and repeat slot 0 freely.
 
     The scan's shape is fixed at launch from the batch (`tiling.scan_shape`): none for one row, one vector
-    load of every row's slot up to 128 rows, a loop of 128-row blocks beyond. Both questions (an earlier row
+    load of every row's slot up to SCAN_BLOCK rows (128 in the decode kernels' prologue, 1024 in the
+    one-program-per-row check), a loop of SCAN_BLOCK-row blocks beyond. Both questions (an earlier row
     with this slot? a later non-zero row?) are answered by one bitwise-or reduction; which earlier row it
     was is looked up only when a duplicate is recorded (`record_fault`).
     """

@@ -37,15 +37,14 @@ from .tiling import GUARD_CHUNK, GuardLaunch, scan_shape
 Context = Literal["direct", "engine"]
 CONTEXTS: tuple[str, ...] = ("direct", "engine")
 DEFAULT_MAX_RECORDS = 64
-CHUNK = GUARD_CHUNK
 # Where the checked kernels check the slots in a separate one-program-per-row launch instead of in every
 # program's prologue (see checked_launch): past one scan block (B > GUARD_CHUNK) and from this many (row, value
-# head) pairs. In the prologue the scan costs every program O(B) loads, ~3 % of the kernel at B = 512; the
-# separate launch costs a fixed ~2-4 us under graph replay. Measured on an H200 (docs/performance.md): at
-# B * HV >= 8192 the separate launch is 0.8-1.5 % against 1.9-3.3 % in the prologue, at B * HV = 2048 it is
-# 3.2-5.6 % against 0-2.9 %.
+# head) pairs. In the prologue every program rescans the earlier rows (O(B) loads each), a cost that grows
+# with B; the separate launch costs about one launch under graph replay, a share that shrinks with B * HV.
+# Chosen from benchmarks/guard_placement.py on an H200 (docs/performance.md, "Runtime guard").
 SEPARATE_CHECK_MIN_PAIRS = 4096
 CHECK_SCAN_MAX = 1024  # rows the one-program-per-row check compares in one vector load
+_MAX_BATCH_SHAPES = 4096  # batch sizes whose check constants a CheckLaunch keeps
 FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
 POLL_INTERVAL = 16  # eager calls between two looks at the fault counter (a look costs an async copy)
 
@@ -368,6 +367,8 @@ class CheckLaunch:
         one load, not one per 128 rows (the decode kernel waits for the slowest)."""
         shape = self._shapes.get(batch)
         if shape is None:
+            if len(self._shapes) >= _MAX_BATCH_SHAPES:  # eager engines with ever-new batch sizes: stay bounded
+                self._shapes.clear()
             block, loop = scan_shape(batch, CHECK_SCAN_MAX)
             constants = (self.profile.skip_at_or_below, self.profile.reserved_slot_zero, block, loop,
                          self.buffer.max_records)
@@ -442,10 +443,11 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
                                                   verdict.pool_slots)
     indices = args[8]
     batch = indices.shape[0]
-    if batch > CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:
+    if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:
         # Past one scan block, every program of a row would rescan all earlier rows (O(B) loads each): one
-        # program per row checks instead, and the kernel runs on the sanitised indices (in-pool or -1, so
-        # the unguarded kernel is memory-safe on them). One more launch, < 1 % of a kernel this size.
+        # program per row checks instead, and the kernel runs on the sanitised indices (each inside the pool,
+        # -1, or a skip value passed through as it was: the unguarded kernel reads and writes only live rows'
+        # slots, so it is memory-safe on them). The cost is one more launch (docs/performance.md).
         safe = buffer.check_launch(engine, indices.device)(indices, batch, indices.stride(0), guard.pool_slots,
                                                            guard.tag)
         return launch(*args[:8], safe, *args[9:], engine=engine)  # type: ignore[no-any-return]

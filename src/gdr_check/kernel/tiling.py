@@ -73,8 +73,9 @@ class TileConfig:
 # 128, bf16 activations, cold L2, over the Qwen3-Next, Qwen3.5-397B and Kimi-Linear geometries per TP rank.
 # Keyed by the number of (row, value head) pairs B*HV, i.e. how much independent work the launch has: few
 # pairs want many tiny programs (latency), many pairs want 8-16 rows per warp (bandwidth). Rows: (upper bound
-# on B*HV, fp32-state config, 2-byte-state config). KDA's bf16 state keeps one 16-row tile per program where
-# GDN's pipelines two: its per-column decay makes the two-tile loop slower than sglang's (measured 0.92-0.95x).
+# on B*HV, fp32-state config, 2-byte-state config). Up to 8192 pairs KDA's bf16 state keeps one 16-row tile
+# per program where GDN's pipelines two: its per-column decay makes the two-tile loop slower than sglang's
+# (measured 0.92-0.95x); past 8192 pairs it takes the loop pipelined through shared memory (see its row).
 _E = True
 _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     (16, TileConfig(2), TileConfig(2)),
@@ -235,7 +236,8 @@ def scan_shape(batch: int, max_block: int = GUARD_CHUNK) -> tuple[int, bool]:
 
     Fixed at launch, so the compiler sees it: no scan at all for one row, one block of next_pow2(batch) slots
     (a single vector load, no loop) up to `max_block` rows, a loop of `max_block`-row blocks beyond. The
-    launch key holds the batch, so each bucket is its own compiled variant (at most 9 per configuration)."""
+    launch key holds the batch, so each bucket is its own compiled variant (at most log2(max_block) + 2 per
+    configuration: 9 for the decode kernels' prologue, 12 for the one-program-per-row check)."""
     if batch <= 1:
         return 0, False
     if batch <= max_block:
