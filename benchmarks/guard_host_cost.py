@@ -69,17 +69,6 @@ def _no_launch(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-class CountingNoLaunch:
-    """`NoLaunch` that counts its launches (used outside the timed loops)."""
-
-    def __init__(self) -> None:
-        self.launches = 0
-
-    def __getitem__(self, grid: Any) -> Callable[..., None]:
-        self.launches += 1
-        return _no_launch
-
-
 def make_call(variant: str, B: int) -> dict[str, Any]:
     H, HV = HEADS[variant]
     gate = HV * K if variant == "kda" else HV
@@ -166,10 +155,17 @@ def measure_step(module: Any, variant: str, B: int, rounds: int, calls: int, lay
         for _ in range(3):  # every layer's first call (the plan, each pool's tag), then warm
             run_steps(guarded, per_layer, fresh_steps(B, 1))
             run_steps(wrapper, per_layer, fresh_steps(B, 1))
-        stub, counting = device_guard.slot_guard_kernel, CountingNoLaunch()
-        device_guard.slot_guard_kernel = counting  # type: ignore[assignment]  # count one step's check launches
-        run_steps(guarded, per_layer, fresh_steps(B, 2))
-        device_guard.slot_guard_kernel = stub
+        launch, launches = device_guard.CheckLaunch.__call__, [0]
+
+        def counted(check: Any, *args: Any) -> Any:  # count one step's check launches
+            launches[0] += 1
+            return launch(check, *args)
+
+        device_guard.CheckLaunch.__call__ = counted  # type: ignore[method-assign]
+        try:
+            run_steps(guarded, per_layer, fresh_steps(B, 2))
+        finally:
+            device_guard.CheckLaunch.__call__ = launch  # type: ignore[method-assign]
         plain, checked = [], []
         for _ in range(rounds):
             steps = fresh_steps(B, count)
@@ -184,7 +180,7 @@ def measure_step(module: Any, variant: str, B: int, rounds: int, calls: int, lay
     sglang_us = min(plain)
     guard_us = min(checked) - sglang_us
     median_guard = statistics.median(checked) - statistics.median(plain)
-    return {"step_layers": layers, "step_checks": counting.launches / 2, "step_sglang_checks_us": round(sglang_us, 2),
+    return {"step_layers": layers, "step_checks": launches[0] / 2, "step_sglang_checks_us": round(sglang_us, 2),
             "step_guard_host_us": round(guard_us, 2), "step_ratio": round(guard_us / sglang_us, 3),
             "median_step_guard_host_us": round(median_guard, 2),
             "median_step_ratio": round(median_guard / statistics.median(plain), 3), "step_guard_errors": errors}

@@ -26,6 +26,15 @@ def geometry_label(p: dict[str, Any]) -> str:
     return f"{p['model'].split('/')[-1]} tp{p['tp']} ({p['variant'].upper()} H={p['H']}, HV={p['HV']})"
 
 
+def moved_bytes(p: dict[str, Any], name: str) -> float:
+    """Bytes an implementation moves per call: the kernel's count, except the slot copy's (the state rows only,
+    read and written)."""
+    if name != "slot_copy":
+        return float(p["bytes"])
+    itemsize = 4 if p["state"] == "fp32" else 2
+    return 2.0 * p["B"] * p["HV"] * p["V"] * p["K"] * itemsize
+
+
 def fmt(value: float | None, spec: str = ".2f") -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
@@ -90,7 +99,7 @@ def plot(data: dict[str, Any], path: str) -> None:
                 if not xs:
                     continue
                 times = [p["graph_us"][name] for p in points if name in p["graph_us"]]
-                fraction = [p["bytes"] / (p["graph_us"][name] * 1e-6) / 1e12 / roofline for p in points
+                fraction = [moved_bytes(p, name) / (p["graph_us"][name] * 1e-6) / 1e12 / roofline for p in points
                             if name in p["graph_us"]]
                 style = {"copy": "--", "slot_copy": "-.", "checked": ":"}.get(name, "-")
                 top.plot(xs, times, style, color=colour, marker=marker, label=LABELS[name], markersize=4)

@@ -383,6 +383,10 @@ class CheckLaunch:
             return safe
         buffer = self.buffer
         args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, tag)
+        if self.device_index is None:  # not CUDA: no compiled launcher to go to (the Triton interpreter)
+            constexprs, warps = self.shape_for(batch)
+            self.launcher.kernel[(batch,)](*args, **constexprs, num_warps=warps)
+            return safe
         key = (indices.dtype, indices.data_ptr() % 16 == 0, batch)
         if not self.launcher.run_cached(key, args):
             constexprs, warps = self.shape_for(batch)
