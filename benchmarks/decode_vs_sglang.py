@@ -32,6 +32,10 @@ spread is (max - min) / median over the rounds. Eager: wall time per call over b
 over the slot sets, then one synchronisation (host and device overlap, as an engine's eager decode).
 
     GDR_CHECK_SGLANG_PATH=<sglang wheel> PYTHONPATH=src python benchmarks/decode_vs_sglang.py [--tune]
+
+For the Helion column, install helion 1.4.0 first (offline, from carried wheels: helion and filecheck, the one
+dependency a CUDA image with torch often lacks):
+``python3 -m pip install --no-index --find-links <wheel folder> helion==1.4.0``.
 """
 
 from __future__ import annotations
