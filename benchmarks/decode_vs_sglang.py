@@ -9,6 +9,10 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
 - ``sglang``: sglang's Triton wrapper (``fla/fused_recurrent.py``, loaded by ``gdr_check.kernel.engines``);
 - ``sglang_cuda`` (KDA, fp32 state): sglang's CUDA kernel ``kda_packed_decode.cuh``, built here with nvcc
   (``sglang_cuda_kda.py``); sglang's dispatcher takes it for B >= 8;
+- ``sglang_helion`` (KDA): sglang's Helion KDA decode (``helion/kda_decode.py``, the "helion" KDA decode
+  backend: fixed compiled configurations, no autotuning), loaded by ``sglang_helion_kda.py`` when the ``helion``
+  package imports, and called as that backend calls it (``a``/``b`` 2-D, ``A_log``/``dt_bias`` flattened, the
+  l2 norm in the kernel, ``lower_bound`` passed on); otherwise the run's ``paths`` say why it was not run;
 - ``cute``: sglang's CuTe-DSL kernels (``cutedsl_gdn.py`` / ``cutedsl_kda.py``) when ``cutlass`` imports; they
   take q, k, v as separate tensors, which are split from the packed row once, outside the timing;
 - ``copy``: a device-to-device copy that reads and writes as many bytes as the kernel (state rows read and
@@ -28,6 +32,10 @@ spread is (max - min) / median over the rounds. Eager: wall time per call over b
 over the slot sets, then one synchronisation (host and device overlap, as an engine's eager decode).
 
     GDR_CHECK_SGLANG_PATH=<sglang wheel> PYTHONPATH=src python benchmarks/decode_vs_sglang.py [--tune]
+
+For the Helion column, install helion 1.4.0 first (offline, from carried wheels: helion and filecheck, the one
+dependency a CUDA image with torch often lacks):
+``python3 -m pip install --no-index --find-links <wheel folder> helion==1.4.0``.
 """
 
 from __future__ import annotations
@@ -228,6 +236,20 @@ def cuda_impl(kernel: Any) -> Impl:
     return run
 
 
+def helion_impl(decode: Callable) -> Impl:
+    """sglang's Helion KDA decode, called as its backend's ``packed_decode`` calls it."""
+    def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        B = x.mixed_qkv.shape[0]
+        a = x.a if x.a.ndim == 2 else x.a.reshape(B, -1)
+        b = x.b if x.b.ndim == 2 else x.b.reshape(B, -1)
+        lower_bound = x.args(indices, pool, out)[10]  # the point's bound (None: the softplus gate, Kimi-Linear)
+        decode(mixed_qkv=x.mixed_qkv, a=a, b=b, A_log=x.A_log.reshape(-1), dt_bias=x.dt_bias.reshape(-1),
+               scale=x.scale, initial_state=pool, out=out, ssm_state_indices=indices, use_qk_l2norm_in_kernel=True,
+               lower_bound=lower_bound)
+        return out
+    return run
+
+
 def cute_impl(gdn: Callable | None, kda: Callable | None) -> Impl:
     def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         fn = gdn if x.g.variant == "gdn" else kda
@@ -382,11 +404,32 @@ def load_references(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
             notes["sglang_cuda"] = f"not run: {type(exc).__name__}: {str(exc)[-600:]}"
     else:
         notes["sglang_cuda"] = "not run: no GDR_CHECK_SGLANG_PATH" if not source else "not run: --no-cuda"
+    notes["sglang_helion"] = load_helion(source, args, refs)
     if args.cute:
         notes["cute"] = load_cute(source, refs)
     else:
         notes["cute"] = "not run: --cute not given"
     return refs, notes
+
+
+def load_helion(source: str | None, args: argparse.Namespace, refs: dict[str, Any]) -> str:
+    """sglang's Helion KDA decode (``refs["sglang_helion"]``) when ``helion`` imports; the note for the run."""
+    if args.no_helion:
+        return "not run: --no-helion"
+    if not source:
+        return "not run: no GDR_CHECK_SGLANG_PATH"
+    try:
+        from sglang_helion_kda import load_helion_kda_decode
+
+        decode, where = load_helion_kda_decode(source)
+    except ImportError as exc:
+        return f"not run: helion does not import ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # noqa: BLE001 - third-party module: any load failure is reported
+        return f"not run: kda_decode.py does not load ({type(exc).__name__}: {str(exc)[-600:]})"
+    import helion
+
+    refs["sglang_helion"] = helion_impl(decode)
+    return f"Helion {getattr(helion, '__version__', '?')}, {where} (sglang's fixed configurations, no autotuning)"
 
 
 def load_cute(source: str | None, refs: dict[str, Any]) -> str:
@@ -439,6 +482,8 @@ def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argpa
         kernel_impl, kernel = refs["sglang_cuda"]
         if kernel.covered(x.mixed_qkv, x.a, x.pool):
             impls["sglang_cuda"] = kernel_impl
+    if "sglang_helion" in refs and g.variant == "kda":
+        impls["sglang_helion"] = refs["sglang_helion"]
     if "cute" in refs and cute_budget[0] > 0:
         impls["cute"] = refs["cute"]
     point: dict[str, Any] = {"model": g.model, "tp": g.tp, "variant": g.variant, "H": g.H, "HV": g.HV, "K": g.K,
@@ -560,6 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cute", action="store_true", help="also run sglang's CuTe-DSL kernels (needs cutlass)")
     parser.add_argument("--cute-budget", type=float, default=150.0, help="seconds of CuTe compile+check in all")
     parser.add_argument("--no-cuda", action="store_true", help="skip building sglang's CUDA KDA kernel")
+    parser.add_argument("--no-helion", action="store_true", help="skip sglang's Helion KDA decode")
     parser.add_argument("--no-eager", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))

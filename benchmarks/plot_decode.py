@@ -11,10 +11,10 @@ import math
 import sys
 from typing import Any
 
-RIVALS = ("sglang", "sglang_cuda", "cute")
+RIVALS = ("sglang", "sglang_cuda", "sglang_helion", "cute")
 LABELS = {"ours": "gdr-check", "checked": "gdr-check checked", "sglang": "sglang Triton",
-          "sglang_cuda": "sglang CUDA", "cute": "sglang CuTe DSL", "copy": "D2D copy (same bytes)",
-          "slot_copy": "slot-indexed copy (state rows)"}
+          "sglang_cuda": "sglang CUDA", "sglang_helion": "sglang Helion", "cute": "sglang CuTe DSL",
+          "copy": "D2D copy (same bytes)", "slot_copy": "slot-indexed copy (state rows)"}
 
 
 def fastest_rival(p: dict[str, Any]) -> tuple[str, float] | None:
@@ -48,10 +48,11 @@ def table(data: dict[str, Any]) -> str:
         if label != current:
             current = label
             lines += ["", f"**{label}**", "",
-                      "| state | B | ours µs (spread) | checked µs | sglang Triton µs | sglang CUDA µs | CuTe µs | "
-                      "copy µs | slot copy µs | vs fastest sglang | ours / copy | ours / slot copy | checked / ours | "
+                      "| state | B | ours µs (spread) | checked µs | sglang Triton µs | sglang CUDA µs | "
+                      "sglang Helion µs | CuTe µs | copy µs | slot copy µs | vs fastest sglang | ours / copy | "
+                      "ours / slot copy | checked / ours | "
                       "HBM roofline | eager µs ours / sglang | tiling |",
-                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         t, spread, eager = p["graph_us"], p["graph_spread"], p.get("eager_us", {})
         ours = t.get("ours")
         rival = fastest_rival(p)
@@ -60,7 +61,8 @@ def table(data: dict[str, Any]) -> str:
         bad = [k for k, v in p["verify"].items() if not v["ok"]]
         lines.append(
             f"| {p['state']} | {p['B']} | {fmt(ours)} (±{fmt(100 * spread.get('ours', float('nan')) / 2, '.1f')}%)"
-            f" | {fmt(t.get('checked'))} | {fmt(t.get('sglang'))} | {fmt(t.get('sglang_cuda'))} | {fmt(t.get('cute'))}"
+            f" | {fmt(t.get('checked'))} | {fmt(t.get('sglang'))} | {fmt(t.get('sglang_cuda'))}"
+            f" | {fmt(t.get('sglang_helion'))} | {fmt(t.get('cute'))}"
             f" | {fmt(t.get('copy'))} | {fmt(t.get('slot_copy'))}"
             f" | {'**' if speedup and speedup >= 1 else ''}{fmt(speedup)}×"
             f"{' (' + LABELS[rival[0]] + ')' if rival and rival[0] != 'sglang' else ''}"
@@ -89,7 +91,7 @@ def plot(data: dict[str, Any], path: str) -> None:
     fig, axes = plt.subplots(2 * len(states), len(geometries), figsize=(3.4 * len(geometries), 2.6 * 2 * len(states)),
                              squeeze=False)
     styles = {"ours": ("C0", "o"), "checked": ("C0", "x"), "sglang": ("C1", "s"), "sglang_cuda": ("C2", "^"),
-              "cute": ("C3", "v"), "copy": ("0.4", ""), "slot_copy": ("0.6", "")}
+              "sglang_helion": ("C4", "D"), "cute": ("C3", "v"), "copy": ("0.4", ""), "slot_copy": ("0.6", "")}
     for col, geometry in enumerate(geometries):
         for s_index, state in enumerate(states):
             points = sorted(groups.get((geometry, state), []), key=lambda p: p["B"])

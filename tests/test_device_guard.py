@@ -25,6 +25,7 @@ from gdr_check.kernel import (  # noqa: E402
     packed_decode,
 )
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
+from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
 S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
@@ -327,6 +328,86 @@ def test_guard_wraps_vllms_real_modules(monkeypatch, tmp_path):
     raw = sanitized(call, keep={0, 2, 3, 4, 5, 6, 7})
     vllm_real.decode(monkeypatch, modules, raw)
     assert not torch.equal(raw.pool_backing[S + 1], call.pool_backing[S + 1])
+
+
+def _helion_modules(monkeypatch, tmp_path):
+    """sglang's real Helion KDA decode and backend over the stand-in `helion`, its compiled kernels replaced by
+    gdr-check's Triton KDA kernel (tests/sglang_real.py); skips without GDR_CHECK_SGLANG_PATH."""
+    import sglang_real
+
+    root = sglang_real.sglang_tree(tmp_path, helion=True)
+    if root is None:
+        pytest.skip("set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or an unpacked tree")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        modules = sglang_real.load(monkeypatch, root, helion=True)
+    decode = modules[sglang_real.HELION_DECODE]
+    chosen = sglang_real.use_kernel(monkeypatch, decode, launch_kda_packed_decode)
+    return decode, modules[sglang_real.HELION_BACKEND], chosen
+
+
+def _helion_step(backend, call):
+    """One decode step through the backend's `packed_decode`, as sglang's KDA layer calls it."""
+    HV, V = call.initial_state.shape[1:3]
+    return backend.packed_decode(call.mixed_qkv, call.a, call.b, A_log=call.A_log, dt_bias=call.dt_bias,
+                                 scale=call.scale, ssm_states=call.initial_state,
+                                 cache_indices=call.ssm_state_indices, num_v_heads=HV, head_v_dim=V)
+
+
+def test_guard_wraps_sglangs_helion_kda_decode_in_the_module_and_in_live_backends(monkeypatch, tmp_path):
+    import sglang_real
+
+    decode, helion_backend, chosen = _helion_modules(monkeypatch, tmp_path)
+    name = "helion_fused_recurrent_kda_packed_decode"
+    original = getattr(decode, name)
+    early = helion_backend.HelionKDAKernel(enable_prefill=False)  # built before the guard: holds the function
+    assert early._packed_decode is original
+    call = bad_call(kda=True, slots=[1, 9, 2, 2])
+    ran_early, ran_late = call.clone(), call.clone()
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        [site] = [s for s in guard.sites if s.original is original]
+        assert site.variant == "kda"
+        assert sorted(site.holders) == sorted([
+            f"{sglang_real.HELION_DECODE}.{name}",
+            f"{sglang_real.HELION_BACKEND}.HelionKDAKernel@{id(early):#x}._packed_decode",
+        ])
+        late = helion_backend.HelionKDAKernel(enable_prefill=False)  # built inside: imports the wrapper
+        assert late._packed_decode is early._packed_decode is not original
+        out_late = _helion_step(late, ran_late)
+        out_early = _helion_step(early, ran_early)
+    assert getattr(decode, name) is original
+    assert early._packed_decode is original and late._packed_decode is original  # restored, both
+    assert chosen == ["_helion_fused_recurrent_kda_packed_decode"] * 2  # the wrapper's fp32-state kernel
+    found = [(d.code, d.notes[0]) for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+    # One check for the step: both calls pass the same indices tensor, each with its own pool (see guard.py).
+    assert found == [("GDR241", "in pool #0"), ("GDR242", "in pool #0")]
+    # The Helion wrapper ran on the guarded indices: rows 1 and 3 skipped (zero output), canaries untouched, and
+    # rows 0 and 2 as the float64 reference of the call with those rows skipped.
+    reference = sanitized(call, keep={0, 2})
+    expected_out, expected_state = naive_kda_packed_decode(*reference.args(), engine="sglang")
+    for ran, out in ((ran_late, out_late), (ran_early, out_early)):
+        assert torch.equal(ran.pool_backing[0], call.pool_backing[0])
+        assert torch.equal(ran.pool_backing[S + 1], call.pool_backing[S + 1])
+        for row in (1, 3):
+            assert torch.equal(out[0, row], torch.zeros_like(out[0, row]))
+        torch.testing.assert_close(out[0, [0, 2]].double(), expected_out[[0, 2], 0], rtol=1e-4, atol=1e-5)
+        for slot in (1, 2):
+            torch.testing.assert_close(ran.initial_state[slot].double(), expected_state[slot], rtol=1e-4, atol=1e-5)
+
+
+def test_capture_records_sglangs_helion_kda_decode_through_a_backend_built_before_it(monkeypatch, tmp_path):
+    decode, helion_backend, _ = _helion_modules(monkeypatch, tmp_path)
+    backend = helion_backend.HelionKDAKernel(enable_prefill=False)
+    call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[1, 2, 3], pool_slots=S, kda=True, seed=14)
+    with gdr_check.capture(tmp_path / "rec.json", engine="sglang") as recording:
+        _helion_step(backend, call)
+    [entry] = recording.calls
+    assert (entry["function"], entry["variant"], entry["engine"]) == (
+        "helion_fused_recurrent_kda_packed_decode", "kda", "sglang")
+    assert entry["call"]["use_qk_l2norm_in_kernel"] is True and entry["call"]["ssm_state_indices"]["values"] == [
+        1, 2, 3]
+    assert backend._packed_decode is decode.helion_fused_recurrent_kda_packed_decode
+
 
 # -- the guard's steady state -------------------------------------------------------------------------------------
 def _counting_verdicts(monkeypatch):

@@ -21,6 +21,7 @@ This module imports neither torch nor the engines at import time; tensors are re
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -44,6 +45,7 @@ from .tensors import TensorSpec
 DEFAULT_MAX_CALLS = 256  # a Qwen3-Next decode step makes 36 calls per rank: about 7 steps
 GDN_FUNCTION = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA_FUNCTION = "fused_recurrent_kda_packed_decode"
+HELION_KDA_FUNCTION = "helion_fused_recurrent_kda_packed_decode"  # sglang's Helion KDA decode backend
 
 # Where each engine defines the packed-decode functions. Paths that do not exist in the installed version are
 # skipped; call sites that imported a function by name are found by identity, not listed here.
@@ -51,6 +53,8 @@ ENGINE_TARGETS: dict[str, tuple[str, ...]] = {
     "sglang": (
         f"sglang.kernels.ops.attention.fla.fused_recurrent:{GDN_FUNCTION}",
         f"sglang.kernels.ops.attention.fla.fused_recurrent:{KDA_FUNCTION}",
+        # the Helion KDA decode (needs the `helion` package; without it the path is absent, as for the engine)
+        f"sglang.kernels.ops.attention.helion.kda_decode:{HELION_KDA_FUNCTION}",
         # releases that kept the FLA kernels under srt/
         f"sglang.srt.layers.attention.fla.fused_recurrent:{GDN_FUNCTION}",
         f"sglang.srt.layers.attention.fla.fused_recurrent:{KDA_FUNCTION}",
@@ -69,6 +73,15 @@ _TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 _MAX_UNRECORDED = 20  # reasons kept for calls that could not be described
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+# Engine classes whose instances keep a packed-decode function as an attribute, set when the engine builds its
+# attention backends: sglang's Helion KDA backend imports its decode function in `__init__` and calls it through
+# the instance. An instance built before the guard or capture was entered holds the function itself, which no
+# module scan finds; so the live instances of these classes (and their subclasses) are searched too, through the
+# garbage collector, once on enter and once on exit, and only where the class's module is already imported.
+INSTANCE_HOLDERS: tuple[str, ...] = (
+    "sglang.srt.layers.attention.linear.kernels.kda_helion:HelionKDAKernel",
+)
 
 
 class CaptureError(ValueError):
@@ -259,12 +272,50 @@ def _module_namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
             yield name, namespace
 
 
+def _holder_instances(classes: Iterable[str] = INSTANCE_HOLDERS) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, attribute namespace) of every live instance of `classes` ("package.module:Class") and of their
+    subclasses, for the classes whose module is imported; nothing is imported here. The name is the class's
+    and the instance's id: `package.module.Class@0x...`."""
+    found: list[type] = []
+    for target in classes:
+        module_name, _, class_name = target.partition(":")
+        module = sys.modules.get(module_name)
+        holder = getattr(module, class_name, None) if module is not None else None
+        stack = [holder] if isinstance(holder, type) else []
+        while stack:
+            cls = stack.pop()
+            if cls not in found:
+                found.append(cls)
+                stack.extend(cls.__subclasses__())
+    if not found:
+        return
+    kinds = set(found)
+    for instance in gc.get_referrers(*found):  # an instance of a Python class refers to its class
+        kind = type(instance)
+        if kind not in kinds:
+            continue
+        try:
+            namespace = object.__getattribute__(instance, "__dict__")
+        except AttributeError:
+            continue
+        if isinstance(namespace, dict):
+            yield f"{kind.__module__}.{kind.__qualname__}@{id(instance):#x}", namespace
+
+
+def _namespaces_holding() -> Iterator[tuple[str, dict[str, Any]]]:
+    """The namespaces a packed-decode function can be bound in: every imported module, then the instances of
+    `INSTANCE_HOLDERS`."""
+    yield from _module_namespaces()
+    yield from _holder_instances()
+
+
 def install_wrappers(by_id: dict[int, Any]) -> list[tuple[dict[str, Any], str, Any]]:
     """Bind each site's `wrapper` wherever a module holds its `original` (engines import the kernel by name into
-    their backend modules, so patching the defining module alone misses them). `by_id` maps id(original) to
-    its site; each replaced binding is noted in `site.holders` and returned as (namespace, key, site)."""
+    their backend modules, so patching the defining module alone misses them), and wherever a live instance of
+    an `INSTANCE_HOLDERS` class does. `by_id` maps id(original) to its site; each replaced binding is noted in
+    `site.holders` and returned as (namespace, key, site)."""
     replaced = []
-    for module_name, namespace in _module_namespaces():
+    for module_name, namespace in _namespaces_holding():
         for key, value in list(namespace.items()):
             site = by_id.get(id(value))
             if site is not None and value is site.original:
@@ -281,7 +332,7 @@ def restore_wrappers(replaced: list[tuple[dict[str, Any], str, Any]], sites: lis
         if namespace.get(key) is site.wrapper:
             namespace[key] = original_of(site)
     wrappers = {id(site.wrapper): site for site in sites}
-    for _, namespace in _module_namespaces():
+    for _, namespace in _namespaces_holding():
         for key, value in list(namespace.items()):
             site = wrappers.get(id(value))
             if site is not None and value is site.wrapper:
@@ -441,7 +492,11 @@ class Capture:
             if explicit:
                 raise CaptureError(f"cannot import {module_name!r} for capture target {target!r}: {error}") from error
             # A path this engine version does not have is expected; a module that exists but fails is news.
-            absent = isinstance(error, ModuleNotFoundError) and module_name.startswith(str(error.name))
+            # So is a missing optional dependency outside the engine (sglang's Helion decode without `helion`):
+            # the engine cannot take that path either.
+            missing = str(getattr(error, "name", None))
+            absent = isinstance(error, ModuleNotFoundError) and (
+                module_name.startswith(missing) or missing.split(".")[0] != module_name.split(".")[0])
             if not absent:
                 self._skipped.append({"target": target, "reason": f"import failed: {type(error).__name__}: {error}"})
             return None

@@ -10,7 +10,15 @@
     def decode_step(...): ...
 
 On enter, the engine's packed-decode functions are replaced by a checking wrapper in EVERY imported module
-that holds them (backends import them by name), and restored on exit, as `gdr_check.capture` does.
+that holds them (backends import them by name), and restored on exit, as `gdr_check.capture` does. sglang's
+targets include its Helion KDA decode (`helion_fused_recurrent_kda_packed_decode`, the "helion" KDA decode
+backend; absent without the `helion` package), which its backend object (`HelionKDAKernel`) imports in its
+`__init__` and keeps as an instance attribute. A backend built inside the block gets the wrapper; one built
+before the guard was entered holds the function itself, so the live instances of such classes
+(`capture.INSTANCE_HOLDERS`) are found through the garbage collector and their attribute is wrapped and
+restored too (a walk over the process's objects on enter and on exit, about 45 ms for 2 million objects on a
+development CPU; nothing per call). Entering the guard before the engine builds its attention backends needs
+no such walk to be right, and is the safer order: a class the list does not name is only covered that way.
 
 Per call, the wrapper does what depends on shapes once per call signature (the contract without index
 values, and the comparison with the model's expected per-rank call when `model` is given); afterwards a call
