@@ -718,3 +718,45 @@ def test_the_one_program_per_row_check_loops_past_its_block(engine, monkeypatch)
     assert [(f.code, f.row, f.slot, f.first_row) for f in faults] == expected and total == len(expected)
     skipped = {row for code, row, _, _ in expected if code != "GDR247"}
     assert safe.tolist() == [-1 if row in skipped else slot for row, slot in enumerate(slots)]
+
+
+def test_the_cuda_look_schedules_a_copy_reads_it_once_landed_and_raises_what_it_found(monkeypatch):
+    """The look of a CUDA fault buffer, on the CPU: the first look schedules the counter's asynchronous copy, a
+    look before the copy has landed returns at once, a landed zero schedules the next copy, a landed count takes
+    the records and raises; nothing is read while a stream is capturing."""
+    buffer = FaultBuffer("cpu")
+    buffer.device = torch.device("cuda")  # the CUDA branch; the tensors stay on the CPU
+    landed, scheduled = [False], []
+    capturing = [False]
+
+    class Copied:
+        def query(self):
+            return landed[0]
+
+    def schedule():
+        scheduled.append(int(buffer.counter[0]))
+        buffer._mirror_host, buffer._copied, buffer._pending = buffer.counter.numpy().copy(), Copied(), True
+        landed[0] = False
+
+    monkeypatch.setattr(buffer, "_schedule", schedule)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    monkeypatch.setattr(device_guard, "is_capturing", lambda: capturing[0])
+    buffer.look("engine", "sglang")  # first look: schedule
+    buffer.look("engine", "sglang")  # not landed: nothing
+    assert scheduled == [0]
+    landed[0] = True
+    buffer.look("engine", "sglang")  # landed, zero: the next copy
+    assert scheduled == [0, 0]
+    tag = buffer.tag_for("layer 3", 5)
+    buffer.counter[0] = 1
+    buffer.records[0] = torch.tensor([1, 2, 9, tag])  # GDR241 at row 2, slot 9
+    buffer.look("engine", "sglang")  # the in-flight copy has not landed: nothing yet
+    landed[0] = True
+    buffer.look("engine", "sglang")  # landed, zero (copied before the fault): the next copy, now holding 1
+    assert scheduled == [0, 0, 1]
+    capturing[0], landed[0] = True, True
+    buffer.look("engine", "sglang")  # capturing: nothing may touch the host
+    capturing[0] = False
+    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 2, .*\[in layer 3\]$"):
+        buffer.look("engine", "sglang")
+    assert buffer.take() == ([], 0)
