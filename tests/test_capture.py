@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
@@ -286,3 +287,27 @@ def test_nested_and_overlapping_captures_leave_the_original_in_place(engine, tmp
     second.__exit__(None, None, None)
     assert engine.gdn_caller.fused_recurrent_gated_delta_rule_packed_decode is original
     assert engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode is original
+
+
+def test_a_default_target_missing_only_its_optional_dependency_is_absent_and_any_other_failure_is_reported(
+        monkeypatch, tmp_path):
+    """sglang's Helion decode without `helion` is a path the engine cannot take: absent, not news. A default
+    target whose module fails on anything else (a missing package of the engine's own, a broken import) is
+    reported in `skipped_targets`."""
+    package = tmp_path / "gdrfakeeng"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "optional_path.py").write_text("import gdr_missing_optional_dependency\n")
+    (package / "broken_path.py").write_text("import gdr_missing_engine_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    optional, broken = f"gdrfakeeng.optional_path:{GDN}", f"gdrfakeeng.broken_path:{GDN}"
+    monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", (optional, broken))
+    monkeypatch.setattr(capture_module, "OPTIONAL_DEPENDENCIES", {optional: ("gdr_missing_optional_dependency",)})
+    path = tmp_path / "rec.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nothing to record: the capture warns that it found no function
+        with gdr_check.capture(path, engine="sglang"):
+            pass
+    assert read(path)["skipped_targets"] == [{
+        "target": broken,
+        "reason": "import failed: ModuleNotFoundError: No module named 'gdr_missing_engine_dependency'"}]

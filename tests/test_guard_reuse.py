@@ -9,6 +9,7 @@ Check launches are counted on `CheckLaunch.__call__`; the engine's kernel is a s
 from __future__ import annotations
 
 import functools
+import inspect
 
 import pytest
 
@@ -37,9 +38,12 @@ class Step:
         self.launches: list[list[int]] = []  # the indices each check launch was given
         original = self.engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
 
+        signature = inspect.signature(original)
+
         @functools.wraps(original)  # the engine's signature, so the guard recognises the API
         def spy(*args, **kwargs):
-            self.got.append((kwargs["initial_state"].data_ptr(), kwargs["ssm_state_indices"]))
+            bound = signature.bind(*args, **kwargs).arguments  # the guard passes keywords, the engine positions
+            self.got.append((bound["initial_state"].data_ptr(), bound["ssm_state_indices"]))
             return original(*args, **kwargs)
 
         monkeypatch.setattr(self.engine.sglang_kernels, "fused_recurrent_gated_delta_rule_packed_decode", spy)
@@ -244,14 +248,16 @@ def test_guards_left_out_of_order_keep_capture_seen_until_the_last_leaves(monkey
     second = gdr_check.guard(engine="vllm", mode="record", targets=[])
     first.__enter__()
     second.__enter__()
+    step.layer(0)  # checked by `first`
     first.__exit__(None, None, None)  # left first, while `second` is still entered
     assert graph_class.capture_begin is not methods[0] and second._reuse
     epoch = second.epoch
     graph_class.capture_begin(object())  # still seen
     assert second.epoch > epoch
+    step.layer(1)  # `first` has left: its binding is the engine's own function again, nothing is checked
     second.__exit__(None, None, None)
     assert (graph_class.capture_begin, graph_class.capture_end, graph_class.replay) == methods
-    assert step.launches == []
+    assert len(step.launches) == 1 and len(step.got) == 2
 
 
 def test_a_check_serves_only_calls_on_its_own_stream(monkeypatch):
@@ -271,3 +277,40 @@ def test_a_check_serves_only_calls_on_its_own_stream(monkeypatch):
         step.layer(2)  # another stream: checked again
         step.layer(3)  # served by the stream-8 check
     assert len(step.launches) == 3 and same_objects(step.handed()) == [0, 1, 1, 2, 2]
+
+
+def test_a_wrapper_left_behind_by_a_guard_that_has_left_is_guarded_again(monkeypatch):
+    """A binding still holding an exited guard's wrapper (an instance the collector could not reach on exit, such
+    as one frozen with gc.freeze()) passes calls straight through; the next guard wraps it like the original."""
+    step = Step(monkeypatch)
+    caller = step.engine.gdn_caller
+    with gdr_check.guard(engine="sglang", mode="record"):
+        stale = caller.fused_recurrent_gated_delta_rule_packed_decode
+    monkeypatch.setattr(caller, "fused_recurrent_gated_delta_rule_packed_decode", stale)  # left behind
+    step.layer(0)
+    assert step.launches == []  # an exited guard's wrapper checks nothing
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        assert caller.fused_recurrent_gated_delta_rule_packed_decode is not stale
+        step.layer(1)
+    holders = [h for site in guard.sites for h in site.holders]
+    binding = f"{caller.__name__}.fused_recurrent_gated_delta_rule_packed_decode"
+    assert len(step.launches) == 1 and binding in holders, holders
+    assert caller.fused_recurrent_gated_delta_rule_packed_decode is not stale  # restored to the engine's own
+
+
+def test_a_failure_while_leaving_still_unhooks_graph_capture(monkeypatch):
+    graph_class = torch.cuda.CUDAGraph
+    methods = (graph_class.capture_begin, graph_class.capture_end, graph_class.replay)
+    Step(monkeypatch)
+    from gdr_check import guard as guard_module
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("restore failed")
+
+    guard = gdr_check.guard(engine="sglang", mode="record")
+    guard.__enter__()
+    monkeypatch.setattr(guard_module, "restore_wrappers", failing)
+    with pytest.raises(RuntimeError, match="^restore failed$"):
+        guard.__exit__(None, None, None)
+    assert (graph_class.capture_begin, graph_class.capture_end, graph_class.replay) == methods
+    assert not guard._reuse and guard not in guard_module._CAPTURE.guards

@@ -79,6 +79,11 @@ _R = TypeVar("_R")
 # the instance. An instance built before the guard or capture was entered holds the function itself, which no
 # module scan finds; so the live instances of these classes (and their subclasses) are searched too, through the
 # garbage collector, once on enter and once on exit, and only where the class's module is already imported.
+# Packages a target needs beyond its engine: without them the engine cannot take that path, so the target is
+# absent rather than broken.
+OPTIONAL_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    f"sglang.kernels.ops.attention.helion.kda_decode:{HELION_KDA_FUNCTION}": ("helion",),
+}
 INSTANCE_HOLDERS: tuple[str, ...] = (
     "sglang.srt.layers.attention.linear.kernels.kda_helion:HelionKDAKernel",
 )
@@ -272,15 +277,21 @@ def _module_namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
             yield name, namespace
 
 
-def _holder_instances(classes: Iterable[str] = INSTANCE_HOLDERS) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(name, attribute namespace) of every live instance of `classes` ("package.module:Class") and of their
-    subclasses, for the classes whose module is imported; nothing is imported here. The name is the class's
-    and the instance's id: `package.module.Class@0x...`."""
+def _holder_instances(classes: Iterable[str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, attribute namespace) of every live instance of `classes` ("package.module:Class"; default
+    `INSTANCE_HOLDERS`, read at call time) and of their subclasses, for the classes whose module is imported;
+    nothing is imported here. The name is the class's and the instance's id: `package.module.Class@0x...`.
+
+    Objects frozen with `gc.freeze()` (sglang freezes the heap around CUDA-graph capture) are invisible to the
+    collector's search: a RuntimeWarning says so when a holder class is imported and objects are frozen."""
     found: list[type] = []
-    for target in classes:
+    for target in INSTANCE_HOLDERS if classes is None else classes:
         module_name, _, class_name = target.partition(":")
         module = sys.modules.get(module_name)
-        holder = getattr(module, class_name, None) if module is not None else None
+        try:  # the module's own namespace: no lazy `__getattr__` runs here
+            holder = object.__getattribute__(module, "__dict__").get(class_name) if module is not None else None
+        except AttributeError:
+            holder = None
         stack = [holder] if isinstance(holder, type) else []
         while stack:
             cls = stack.pop()
@@ -289,6 +300,10 @@ def _holder_instances(classes: Iterable[str] = INSTANCE_HOLDERS) -> Iterator[tup
                 stack.extend(cls.__subclasses__())
     if not found:
         return
+    if gc.get_freeze_count():
+        warnings.warn(f"{gc.get_freeze_count()} objects are frozen (gc.freeze()): live {found[0].__qualname__} "
+                      f"instances among them cannot be found to wrap their packed-decode function; enter the guard "
+                      f"or capture before the engine builds its attention backends", RuntimeWarning, stacklevel=4)
     kinds = set(found)
     for instance in gc.get_referrers(*found):  # an instance of a Python class refers to its class
         kind = type(instance)
@@ -318,11 +333,25 @@ def install_wrappers(by_id: dict[int, Any]) -> list[tuple[dict[str, Any], str, A
     for module_name, namespace in _namespaces_holding():
         for key, value in list(namespace.items()):
             site = by_id.get(id(value))
+            if site is None and type(value) is types.FunctionType:
+                value = _stale_guard_original(value)  # a guard's wrapper left behind (a frozen instance)
+                site = by_id.get(id(value))
             if site is not None and value is site.original:
                 namespace[key] = site.wrapper
                 site.holders.append(f"{module_name}.{key}")
                 replaced.append((namespace, key, site))
     return replaced
+
+
+def _stale_guard_original(function: types.FunctionType) -> Any:
+    """The function a runtime guard's wrapper wraps, when the wrapper's guard is no longer entered (it passes
+    calls straight through): such a leftover binding is guarded again like the original. Anything else is
+    returned as it is."""
+    attributes = function.__dict__
+    original, owner = attributes.get("__gdr_check_guard_original__"), attributes.get("__gdr_check_guard__")
+    if original is None or owner is None or getattr(owner, "_depth", 1) > 0:
+        return function
+    return original
 
 
 def restore_wrappers(replaced: list[tuple[dict[str, Any], str, Any]], sites: list[Any],
@@ -491,12 +520,12 @@ class Capture:
         except Exception as error:  # an engine that fails to import is skipped, not fatal
             if explicit:
                 raise CaptureError(f"cannot import {module_name!r} for capture target {target!r}: {error}") from error
-            # A path this engine version does not have is expected; a module that exists but fails is news.
-            # So is a missing optional dependency outside the engine (sglang's Helion decode without `helion`):
-            # the engine cannot take that path either.
-            missing = str(getattr(error, "name", None))
-            absent = isinstance(error, ModuleNotFoundError) and (
-                module_name.startswith(missing) or missing.split(".")[0] != module_name.split(".")[0])
+            # A path this engine version does not have is expected; a module that exists but fails is news,
+            # except for the target's own optional dependency (sglang's Helion decode without `helion`): the
+            # engine cannot take that path either.
+            missing = (getattr(error, "name", None) or "") if isinstance(error, ModuleNotFoundError) else ""
+            absent = bool(missing) and (module_name.startswith(missing)
+                                        or missing.split(".")[0] in OPTIONAL_DEPENDENCIES.get(target, ()))
             if not absent:
                 self._skipped.append({"target": target, "reason": f"import failed: {type(error).__name__}: {error}"})
             return None

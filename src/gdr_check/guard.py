@@ -17,8 +17,11 @@ backend; absent without the `helion` package), which its backend object (`Helion
 before the guard was entered holds the function itself, so the live instances of such classes
 (`capture.INSTANCE_HOLDERS`) are found through the garbage collector and their attribute is wrapped and
 restored too (a walk over the process's objects on enter and on exit, about 45 ms for 2 million objects on a
-development CPU; nothing per call). Entering the guard before the engine builds its attention backends needs
-no such walk to be right, and is the safer order: a class the list does not name is only covered that way.
+development CPU; nothing per call). Objects frozen with `gc.freeze()` are invisible to that walk (a
+RuntimeWarning says so when it may matter); a wrapper left on such an object after the guard has left passes
+calls straight through, and the next guard wraps it again. Entering the guard before the engine builds its
+attention backends needs no such walk to be right, and is the safer order: a class the list does not name is
+only covered that way.
 
 Per call, the wrapper does what depends on shapes once per call signature (the contract without index
 values, and the comparison with the model's expected per-rank call when `model` is given); afterwards a call
@@ -27,9 +30,10 @@ refused signature is refused on every call (mode="raise": GuardError each time).
 on the device by a small kernel that also hands the engine's kernel a copy of the indices with every faulty
 row set to -1 (skip), so an out-of-range or repeated slot can neither write outside the pool nor race; the
 fault (rule, row, slot, layer) is recorded in a device buffer.
-Nothing reads the device while a stream is capturing: faults found during graph replays are read within a few
-eager calls (the fault count is looked at every `POLL_INTERVAL` calls, without waiting), after a replay (the
-guard hooks `torch.cuda.CUDAGraph.replay` with a non-blocking poll), at `guard.raise_pending()`, and on exit.
+Nothing reads the device while a stream is capturing: faults are read within 2 * `POLL_INTERVAL` eager calls
+(every `POLL_INTERVAL` calls the fault count is copied to the host without waiting, and the copy is read at
+the next look), at the first replay-end look whose copy has landed (the guard hooks
+`torch.cuda.CUDAGraph.replay` with a non-blocking look), at `guard.raise_pending()`, and on exit.
 
 The indices are checked once per decode step, not once per layer: every layer of a step passes the same
 indices tensor (each with its own pool), so a call reuses the sanitised indices of its plan's last check when
@@ -403,14 +407,10 @@ class Guard:
         return found
 
     def poll(self) -> None:
-        """Act on faults the device has already reported, without waiting for it."""
-        from .kernel.device_guard import PendingFaults
-
+        """Act on faults the device has already reported, without waiting for it: a look at every fault buffer
+        now (after each graph replay), not on the per-call countdown."""
         for buffer in list(self._buffers.values()):
-            try:
-                buffer.poll("engine", self.engine)
-            except PendingFaults as pending:
-                self._act(pending.diagnostics)
+            self._look(buffer)
 
     def _act(self, diagnostics: list[Any]) -> None:
         if not diagnostics:
@@ -549,13 +549,17 @@ class Guard:
             by_id[id(function)] = site
             self.sites.append(site)
         self._replaced = install_wrappers(by_id)
-        if not self.sites:
-            warnings.warn(f"gdr_check.guard found no {self.engine} packed-decode function to guard; pass "
-                          f"targets=['package.module:function_name'] for another location", RuntimeWarning,
-                          stacklevel=3)
-        if self.hook_graphs and "torch" in sys.modules:
-            self._reuse = _CAPTURE.acquire(self)
-            self._hooked = True
+        try:
+            if not self.sites:
+                warnings.warn(f"gdr_check.guard found no {self.engine} packed-decode function to guard; pass "
+                              f"targets=['package.module:function_name'] for another location", RuntimeWarning,
+                              stacklevel=3)
+            if self.hook_graphs and "torch" in sys.modules:
+                self._reuse = _CAPTURE.acquire(self)
+                self._hooked = True
+        except BaseException:  # entering failed (a warning made an error): leave nothing installed
+            self._unpatch()
+            raise
 
     def _wrapper_for(self, site: _Site) -> Callable[..., Any]:
         original = site.original
@@ -623,20 +627,25 @@ class Guard:
                                        None if stream is None else stream(), safe, {tag})
             return original(**kwargs)
 
-        # A marker attribute on the wrapper function (functools.wraps types it without one).
+        # Marker attributes on the wrapper function (functools.wraps types it without them): what it wraps, and
+        # the guard it belongs to (a wrapper whose guard has left passes calls through: see capture.py).
         guarded_wrapper.__gdr_check_guard_original__ = original  # type: ignore[attr-defined]
+        guarded_wrapper.__gdr_check_guard__ = guard  # type: ignore[attr-defined]
         return guarded_wrapper
 
     def _unpatch(self) -> None:
-        restore_wrappers(self._replaced, self.sites)
-        self._replaced = []
-        if self._hooked:
-            _CAPTURE.release(self)
-            self._hooked = False
-        self._reuse = False
-        for site in self.sites:  # no reference kept past the block, and nothing reused on re-entry
-            for plan in site.plans.values():
-                plan.last = None
+        # Each step runs whatever an earlier one raised: the capture hooks must not outlive the guard.
+        try:
+            restore_wrappers(self._replaced, self.sites)
+        finally:
+            self._replaced = []
+            if self._hooked:
+                _CAPTURE.release(self)
+                self._hooked = False
+            self._reuse = False
+            for site in self.sites:  # no reference kept past the block, and nothing reused on re-entry
+                for plan in site.plans.values():
+                    plan.last = None
 
 
 # `gdr_check.guard(...)` must work however `gdr_check.guard` was reached (see the same device in capture.py):

@@ -5,8 +5,9 @@ request in sglang's reserved slot 0) need the slot indices, and reading them on 
 device and breaks CUDA-graph capture. Here they run inside the decode kernel's prologue (our kernels) or in a
 small check kernel launched before an engine's kernel (the guard): a faulty row is skipped (its `out` row is
 zero, its state untouched), and a compact record (code, row, slot, tag) is appended to a device buffer with
-atomics. The host reads the buffer only when asked (`FaultBuffer.take`, `raise_pending`), never while a
-stream is capturing.
+atomics. The host reads the records only when asked (`FaultBuffer.take`, `raise_pending`), and otherwise
+looks at the fault count through an asynchronous copy to pinned memory every POLL_INTERVAL calls (`poll`,
+`look`), never while a stream is capturing.
 
 Everything that depends only on shapes, strides, dtypes and devices (the contract's other rules, the model
 comparison, the tiling) is decided on the first call of a signature and cached.
@@ -168,12 +169,13 @@ class FaultBuffer:
             raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
 
     def _schedule(self) -> None:
-        if self._mirror is None:
-            self._mirror = torch.zeros(1, dtype=torch.int32, pin_memory=True)
-            self._mirror_host = self._mirror.numpy()
-            self._copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
-        self._mirror.copy_(self.counter, non_blocking=True)
-        self._copied.record()
+        with torch.cuda.device(self.device):  # the copy and its event on this buffer's device's current stream
+            if self._mirror is None:
+                self._mirror = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+                self._mirror_host = self._mirror.numpy()  # a view of the pinned memory, not a copy
+                self._copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            self._mirror.copy_(self.counter, non_blocking=True)
+            self._copied.record()
         self._pending = True
 
     def take(self) -> tuple[list[Fault], int]:
@@ -181,6 +183,7 @@ class FaultBuffer:
         Returns ([], 0) without touching the device while a stream is capturing."""
         if is_capturing():
             return [], 0
+        self._pending = False  # a copy in flight may hold a count this read clears: the next look copies again
         count = int(self.counter.item())
         if count == 0:
             return [], 0
