@@ -9,6 +9,7 @@ Check launches are counted on `CheckLaunch.__call__`; the engine's kernel is a s
 from __future__ import annotations
 
 import functools
+import sys
 import inspect
 
 import pytest
@@ -314,3 +315,39 @@ def test_a_failure_while_leaving_still_unhooks_graph_capture(monkeypatch):
         guard.__exit__(None, None, None)
     assert (graph_class.capture_begin, graph_class.capture_end, graph_class.replay) == methods
     assert not guard._reuse and guard not in guard_module._CAPTURE.guards
+
+
+def test_a_second_guard_on_the_same_functions_says_it_wraps_nothing(monkeypatch):
+    Step(monkeypatch)
+    with gdr_check.guard(engine="sglang", mode="record"):
+        with pytest.warns(RuntimeWarning, match=r"^gdr_check\.guard wrapped no binding of the sglang packed-decode "
+                                                r"functions: another gdr_check\.guard entered on them holds them"):
+            with gdr_check.guard(engine="sglang", mode="record") as second:
+                pass
+    assert second.sites and not any(site.holders for site in second.sites)
+
+
+def test_the_instance_walk_warns_when_objects_are_frozen(monkeypatch):
+    """Objects frozen with gc.freeze() are invisible to the collector's search for live engine backends."""
+    import gc
+    import types
+
+    from gdr_check import capture as capture_module
+
+    module = types.ModuleType("gdr_fake_backend")
+
+    class Backend:
+        pass
+
+    module.Backend = Backend
+    monkeypatch.setitem(sys.modules, "gdr_fake_backend", module)
+    kept = Backend()
+    gc.freeze()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"objects are frozen \(gc\.freeze\(\)\): live .*Backend instances"):
+            found = list(capture_module._holder_instances(["gdr_fake_backend:Backend"]))
+    finally:
+        gc.unfreeze()
+    assert found == []  # `kept` is frozen: not found
+    assert [name for name, _ in capture_module._holder_instances(["gdr_fake_backend:Backend"])] == [
+        f"{Backend.__module__}.{Backend.__qualname__}@{id(kept):#x}"]

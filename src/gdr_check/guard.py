@@ -550,6 +550,10 @@ class Guard:
             self.sites.append(site)
         self._replaced = install_wrappers(by_id)
         try:
+            if self.sites and not self._replaced:
+                warnings.warn(f"gdr_check.guard wrapped no binding of the {self.engine} packed-decode functions: "
+                              f"another gdr_check.guard entered on them holds them (one guard per engine at a "
+                              f"time); calls are checked by that guard only", RuntimeWarning, stacklevel=3)
             if not self.sites:
                 warnings.warn(f"gdr_check.guard found no {self.engine} packed-decode function to guard; pass "
                               f"targets=['package.module:function_name'] for another location", RuntimeWarning,
