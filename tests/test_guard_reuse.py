@@ -9,8 +9,8 @@ Check launches are counted on `CheckLaunch.__call__`; the engine's kernel is a s
 from __future__ import annotations
 
 import functools
-import sys
 import inspect
+import sys
 
 import pytest
 
