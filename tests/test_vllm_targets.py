@@ -46,3 +46,32 @@ def test_a_target_module_in_the_release_defines_its_function(sites):
     for module, name in map(_split_target, ENGINE_TARGETS["vllm"]):
         if module in sites.modules:
             assert module in sites.defined.get(name, {}), f"{module} has no {name}"
+
+
+def _uncovered_attribute_reads(sites: vllm_real.Sites) -> list[str]:
+    """`module.fused_recurrent_..._packed_decode(...)` goes through the defining module's binding, which the guard
+    replaces only for targets: if a release reads the name that way anywhere, every definition with the
+    contract's API must be a target. The definitions that are not."""
+    problems = []
+    for name in (GDN_FUNCTION, KDA_FUNCTION):
+        if sites.attribute_users.get(name, set()) - set(sites.defined.get(name, {})):
+            contract = {m for m, parameters in sites.defined.get(name, {}).items() if _has_contract_api(parameters)}
+            problems += sorted(f"{module}:{name}" for module in contract - _targets(name))
+    return problems
+
+
+def test_a_packed_decode_read_as_a_module_attribute_is_a_target_wherever_it_is_defined(sites):
+    assert _uncovered_attribute_reads(sites) == []
+
+
+def test_an_attribute_read_of_a_definition_that_is_no_target_is_found(tmp_path):
+    ops = tmp_path / "vllm" / "third_party" / "flash_linear_attention" / "ops"
+    ops.mkdir(parents=True)
+    parameters = ", ".join([*ARGUMENTS, "use_qk_l2norm_in_kernel=False"])
+    (ops / "fused_recurrent.py").write_text(f"def {GDN_FUNCTION}({parameters}):\n    pass\n")
+    other = tmp_path / "vllm" / "models" / "other"
+    other.mkdir(parents=True)
+    (other / "ops.py").write_text(f"def {GDN_FUNCTION}({parameters}):\n    pass\n")
+    (other / "layer.py").write_text(f"from vllm.models.other import ops\nops.{GDN_FUNCTION}()\n")
+    sites = vllm_real.packed_decode_sites(tmp_path, (GDN_FUNCTION, KDA_FUNCTION))
+    assert _uncovered_attribute_reads(sites) == [f"vllm.models.other.ops:{GDN_FUNCTION}"]

@@ -251,6 +251,9 @@ class Sites:
     modules: set[str] = field(default_factory=set)
     defined: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     imported: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    # Modules that name the function as an attribute (`module.name(...)`, `getattr`-free): which module object it
+    # is read from is not known from the text, so the test treats every definition as reachable from them.
+    attribute_users: dict[str, set[str]] = field(default_factory=dict)
 
     def reached(self, name: str) -> set[str]:
         """The defining modules some import chain leads to: what the release can call."""
@@ -280,7 +283,8 @@ def _sources(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def packed_decode_sites(path: Path, names: tuple[str, ...]) -> Sites:
-    """Every definition of, and `from ... import` of, the functions `names` in the release at `path`."""
+    """Every definition of, `from ... import` of, and attribute read of the functions `names` in the release at
+    `path`."""
     sites = Sites()
     for file, text in _sources(path):
         parts = file[:-3].split("/")
@@ -294,6 +298,8 @@ def packed_decode_sites(path: Path, names: tuple[str, ...]) -> Sites:
             if isinstance(node, ast.FunctionDef) and node.name in names:
                 arguments = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
                 sites.defined.setdefault(node.name, {})[module] = arguments
+            elif isinstance(node, ast.Attribute) and node.attr in names:
+                sites.attribute_users.setdefault(node.attr, set()).add(module)
             elif isinstance(node, ast.ImportFrom):
                 source = node.module or ""
                 if node.level:
