@@ -61,7 +61,7 @@ import triton
 import triton.language as tl
 
 # Same graph method as the bandwidth benchmark (run from this folder, as `python benchmarks/...`).
-from decode_bandwidth import capture, config_label, replay_us
+from decode_bandwidth import capture, config_label, copy_roofline_tbps, replay_us
 
 from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.gdn import launch_packed_decode
@@ -356,24 +356,6 @@ class CopyTarget:
         block = 4096
         _copy_kernel[(triton.cdiv(self.words, block),)](self.src[int(i)], self.dst[int(i)], self.words, BLOCK=block,
                                                          num_warps=8)
-
-
-def copy_roofline_tbps(size_bytes: int = 4 << 30) -> float:
-    src = torch.empty(size_bytes, dtype=torch.uint8, device=DEVICE).random_(0, 255)
-    dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(20):
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * size_bytes / statistics.median(times) / 1e12
 
 
 # -- loading the reference paths -------------------------------------------------------------------------------

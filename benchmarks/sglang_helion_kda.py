@@ -16,16 +16,14 @@ empty stand-ins for that moment: their real `__init__` files import sglang's ker
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
-import shutil
 import sys
-import tempfile
 import types
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from gdr_check.kernel.engines import extract_from_wheel, modules_restored
 
 PACKAGE = "sglang.kernels.ops.attention.helion"
 FILES = ("sglang/kernels/ops/attention/helion/__init__.py", "sglang/kernels/ops/attention/helion/kda_decode.py")
@@ -39,12 +37,7 @@ def _tree(source: str) -> Path:
     source when it compiles), or the tree itself."""
     path = Path(source)
     if path.is_file() and path.suffix == ".whl":
-        target = Path(tempfile.mkdtemp(prefix="gdr_helion_"))
-        atexit.register(shutil.rmtree, target, ignore_errors=True)
-        with zipfile.ZipFile(path) as archive:
-            for name in FILES:
-                archive.extract(name, target)
-        return target
+        return extract_from_wheel(path.resolve(), FILES)
     for root in (path, path / "python"):
         if all((root / name).is_file() for name in FILES):
             return root
@@ -74,8 +67,7 @@ def load_helion_kda_decode(source: str) -> tuple[Callable[..., Any], str]:
     root = _tree(source)
     directory = root / PACKAGE.replace(".", "/")
     names = (*_PARENTS, PACKAGE)
-    saved = {name: sys.modules.get(name) for name in names}
-    try:
+    with modules_restored(names):
         for name in _PARENTS:
             parent = types.ModuleType(name)
             parent.__path__ = []
@@ -85,10 +77,4 @@ def load_helion_kda_decode(source: str) -> tuple[Callable[..., Any], str]:
             above, _, leaf = name.rpartition(".")
             setattr(sys.modules[above], leaf, sys.modules[name])
         module = _exec(MODULE, directory / "kda_decode.py")
-    finally:
-        for name, previous in saved.items():
-            if previous is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = previous
     return getattr(module, FUNCTION), str(directory / "kda_decode.py")

@@ -46,6 +46,15 @@ def declared_fields(owner: type, rule: Rule, optional: frozenset[str] = frozense
     return fields
 
 
+def declared_rule(owner: type, optional: frozenset[str] = frozenset()) -> tuple[Rule, frozenset[str]]:
+    """The `rule` a rule-bound class declares in its own body (TypeError when it declares none) and its fields,
+    checked against the rule's message (`declared_fields`)."""
+    rule = owner.__dict__.get("rule")
+    if rule is None:
+        raise TypeError(f"{owner.__name__} declares no rule")
+    return rule, declared_fields(owner, rule, optional)
+
+
 def check_values(owner: type, rule: Rule, fields: frozenset[str], values: Any) -> None:
     """Raise TypeError unless `values` gives every field of `rule`'s message and nothing `fields` lacks."""
     unknown = set(values) - fields
@@ -96,10 +105,7 @@ class SourceError(InputError):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        rule = cls.__dict__.get("rule")
-        if rule is None:
-            raise TypeError(f"{cls.__name__} declares no rule")
-        cls.fields = declared_fields(cls, rule, LOCATION_FIELDS)
+        rule, cls.fields = declared_rule(cls, LOCATION_FIELDS)
         cls.code = rule.code
 
     def __init__(

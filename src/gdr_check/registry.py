@@ -29,7 +29,7 @@ from typing import (
     Union,
 )
 
-from .errors import check_values, declared_fields
+from .errors import check_values, declared_rule
 from .report import Diagnostic, Location, Severity
 
 if TYPE_CHECKING:
@@ -349,10 +349,7 @@ class Violation:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        rule = cls.__dict__.get("rule")
-        if rule is None:
-            raise TypeError(f"{cls.__name__} declares no rule")
-        cls.fields = declared_fields(cls, rule)
+        _, cls.fields = declared_rule(cls)
 
     def __init__(self, **values: Any) -> None:
         check_values(type(self), self.rule, self.fields, values)

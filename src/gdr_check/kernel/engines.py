@@ -21,7 +21,7 @@ import sys
 import tempfile
 import types
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +72,9 @@ def _standin_modules() -> dict[str, types.ModuleType]:
 
 
 @contextlib.contextmanager
-def _stand_ins_installed() -> Iterator[None]:
-    """Put the stand-ins in sys.modules for the duration, then restore whatever was there."""
-    stand_ins = _standin_modules()
-    saved = {name: sys.modules.get(name) for name in stand_ins}
-    sys.modules.update(stand_ins)
+def modules_restored(names: Iterable[str]) -> Iterator[None]:
+    """Whatever `sys.modules` holds under `names` now is put back on exit (absent ones removed again)."""
+    saved = {name: sys.modules.get(name) for name in names}
     try:
         yield
     finally:
@@ -87,13 +85,24 @@ def _stand_ins_installed() -> Iterator[None]:
                 sys.modules[name] = previous
 
 
+@contextlib.contextmanager
+def _stand_ins_installed() -> Iterator[None]:
+    """Put the stand-ins in sys.modules for the duration, then restore whatever was there."""
+    stand_ins = _standin_modules()
+    with modules_restored(stand_ins):
+        sys.modules.update(stand_ins)
+        yield
+
+
 @functools.cache
-def _extract_from_wheel(wheel: Path) -> Path:
+def extract_from_wheel(wheel: Path, members: tuple[str, ...] = (SGLANG_FILE,)) -> Path:
+    """A temporary folder (removed at exit) holding the wheel's `members`, extracted once per process."""
     target = Path(tempfile.mkdtemp(prefix="gdr_check_sglang_"))
     atexit.register(shutil.rmtree, target, ignore_errors=True)
     with zipfile.ZipFile(wheel) as archive:
-        archive.extract(SGLANG_FILE, target)
-    return target / SGLANG_FILE
+        for member in members:
+            archive.extract(member, target)
+    return target
 
 
 def find_sglang_source(source: str | os.PathLike[str] | None = None) -> Path | None:
@@ -106,7 +115,7 @@ def find_sglang_source(source: str | os.PathLike[str] | None = None) -> Path | N
     if given is not None:
         path = Path(given)
         if path.is_file() and path.suffix == ".whl":
-            return _extract_from_wheel(path.resolve())
+            return extract_from_wheel(path.resolve()) / SGLANG_FILE
         if path.is_file():
             return path
         for candidate in (path / SGLANG_FILE, path / "python" / SGLANG_FILE):  # unpacked wheel, git checkout

@@ -29,7 +29,7 @@ from ._triton_common import (
     softplus,
     store_state_tile,
 )
-from .layout import Engine, check_engine, infer_heads, next_power_of_2
+from .layout import Engine, check_engine, infer_heads
 from .tiling import (
     GuardLaunch,
     TileConfig,
@@ -150,9 +150,7 @@ def launch_packed_decode(
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)
     constants = dict(
-        K=K, V=V, BK=next_power_of_2(K), BV=tiling.block_v, TILES=tiling.tiles_per_program,
-        STATE_EVICTION="evict_first" if tiling.evict_first else "", PREFETCH=tiling.prefetch,
-        LOOP_STAGES=tiling.loop_stages,
+        tiling.constexprs(K, V),
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=profile.gdn_beta_rounding is not None,
         SKIP_AT_OR_BELOW=profile.skip_at_or_below,
         **guard_constants(guard, profile, B),

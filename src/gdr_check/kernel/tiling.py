@@ -44,6 +44,12 @@ class TileConfig:
     # program keeps several tiles in flight without holding them in registers. 1: no pipelining.
     loop_stages: int = 1
 
+    def constexprs(self, K: int, V: int) -> dict[str, Any]:
+        """The decode kernels' tiling constants for a [V, K] state (both kernels take the same ones)."""
+        return {"K": K, "V": V, "BK": next_power_of_2(K), "BV": self.block_v, "TILES": self.tiles_per_program,
+                "STATE_EVICTION": "evict_first" if self.evict_first else "", "PREFETCH": self.prefetch,
+                "LOOP_STAGES": self.loop_stages}
+
     def launch_options(self) -> dict[str, int]:
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.max_registers is not None:
