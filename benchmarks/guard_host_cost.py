@@ -19,6 +19,11 @@ Two figures for (b):
   the other layers the same sanitised indices; the figure is the step's guard cost divided by its L calls.
   That one check per step is verified (the check launches of a step are counted before timing).
 
+`--device cuda` runs the same on CUDA tensors (launches still stubbed; the fault counter's look is real), so the
+figures are this host's with the tensors an engine passes. `--pieces` also times the parts of the guard's
+steady state one by one on the same tensors (attribute reads of the eight tensors, the key, the stream query,
+the fault counter's look), to tell where a host's time goes.
+
 Shapes: K = V = 128; GDN H = 16, HV = 32; KDA H = HV = 8; B = 1, 8, 32, 128, 512; bf16 activations, fp32 state,
 int32 slots 1..B of a pool of B + 1 slots, `use_qk_l2norm_in_kernel=True`, passed by keyword as sglang's
 backends pass them. Rounds interleave (a) and (b) so that a busy machine slows both alike; each figure is the
@@ -26,17 +31,20 @@ fastest round's mean per call (the least disturbed round: other processes only e
 medians are kept in the JSON.
 
     python benchmarks/guard_host_cost.py --sglang /path/to/sglang-0.5.23-*.whl [--rounds 41] [--layers 36] [--markdown]
+        [--device cuda] [--pieces]
     GDR_CHECK_SGLANG_PATH=/path/to/wheel python benchmarks/guard_host_cost.py
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import statistics
 import sys
 import time
+import timeit
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +52,7 @@ from typing import Any
 import torch
 
 import gdr_check
+from gdr_check.guard import _signature
 from gdr_check.kernel import device_guard
 from gdr_check.kernel.engines import _load_module, _stand_ins_installed, find_sglang_source
 
@@ -69,7 +78,15 @@ def _no_launch(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+DEVICE = torch.device("cpu")  # --device
+
+
 def make_call(variant: str, B: int) -> dict[str, Any]:
+    return {name: value.to(DEVICE) if isinstance(value, torch.Tensor) else value
+            for name, value in _cpu_call(variant, B).items()}
+
+
+def _cpu_call(variant: str, B: int) -> dict[str, Any]:
     H, HV = HEADS[variant]
     gate = HV * K if variant == "kda" else HV
     gen = torch.Generator().manual_seed(B)
@@ -126,7 +143,7 @@ def layer_calls(variant: str, B: int, layers: int) -> list[dict[str, Any]]:
     L disjoint pools of B + 1 slots would not fit in memory at B = 512)."""
     kwargs = make_call(variant, B)
     pool = kwargs["initial_state"]
-    backing = torch.zeros(pool.shape[0] + layers - 1, *pool.shape[1:], dtype=pool.dtype)
+    backing = torch.zeros(pool.shape[0] + layers - 1, *pool.shape[1:], dtype=pool.dtype, device=pool.device)
     return [dict(kwargs, initial_state=backing[layer:layer + pool.shape[0]]) for layer in range(layers)]
 
 
@@ -140,7 +157,7 @@ def run_steps(fn: Callable[..., Any], calls: list[dict[str, Any]], steps: list[t
 
 def fresh_steps(B: int, count: int) -> list[torch.Tensor]:
     """`count` steps' indices: a new tensor object per step (slots 1..B), as an eager engine builds them."""
-    return [torch.arange(1, B + 1, dtype=torch.int32) for _ in range(count)]
+    return [torch.arange(1, B + 1, dtype=torch.int32, device=DEVICE) for _ in range(count)]
 
 
 def measure_step(module: Any, variant: str, B: int, rounds: int, calls: int, layers: int) -> dict[str, Any]:
@@ -186,6 +203,36 @@ def measure_step(module: Any, variant: str, B: int, rounds: int, calls: int, lay
             "median_step_ratio": round(median_guard / statistics.median(plain), 3), "step_guard_errors": errors}
 
 
+def pieces(variant: str, B: int, number: int = 20000) -> dict[str, float]:
+    """The guard's steady-state parts one by one on one call's tensors, µs per call (fastest of 7 rounds)."""
+    call = make_call(variant, B)
+    tensors = [call[name] for name in ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out",
+                                       "ssm_state_indices")]
+    values = dict(call, use_qk_l2norm_in_kernel=True)
+    key = _signature(values)
+    plans = {key: None}
+    indices, pool = call["ssm_state_indices"], call["initial_state"]
+    parts: dict[str, Callable[[], Any]] = {
+        "shape x8": lambda: [t.shape for t in tensors],
+        "stride() x8": lambda: [t.stride() for t in tensors],
+        "dtype x8": lambda: [t.dtype for t in tensors],
+        "device x8": lambda: [t.device for t in tensors],
+        "get_device() x8": lambda: [t.get_device() for t in tensors],
+        "list of 8 (loop alone)": lambda: [t for t in tensors],
+        "signature tuple": lambda: _signature(values),
+        "signature tuple + lookup": lambda: plans[_signature(values)],
+        "pool data_ptr()": pool.data_ptr,
+        "indices _version": lambda: indices._version,
+    }
+    if DEVICE.type == "cuda":
+        stream = functools.partial(torch._C._cuda_getCurrentRawStream, DEVICE.index or 0)
+        parts["raw stream query"] = stream
+        parts["is_current_stream_capturing()"] = torch.cuda.is_current_stream_capturing
+        buffer = device_guard.FaultBuffer(DEVICE, 64)
+        parts["fault counter look"] = lambda: buffer.look("engine", "sglang")
+    return {name: min(timeit.repeat(part, number=number, repeat=7)) / number * 1e6 for name, part in parts.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sglang", help="the sglang 0.5.23 wheel, an unpacked tree or its fused_recurrent.py "
@@ -195,9 +242,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=36, help="layers per decode step (per-step figure)")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--device", default="cpu", help="where the tensors live: cpu (default) or cuda[:N]")
+    parser.add_argument("--pieces", action="store_true", help="also time the guard's steady-state parts")
     options = parser.parse_args(argv)
     if options.layers < 1 or options.rounds < 1 or options.calls < 1:
         print("--layers, --rounds and --calls must be at least 1", file=sys.stderr)
+        return 2
+    global DEVICE
+    try:
+        DEVICE = torch.device(options.device)
+        torch.empty(1, device=DEVICE)
+    except (RuntimeError, AssertionError) as error:
+        print(f"--device {options.device}: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2
     source = find_sglang_source(options.sglang)
     if source is None:
@@ -220,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
             row.update(measure_step(module, variant, B, options.rounds, options.calls, options.layers))
             rows.append(row)
     gc.enable()
-    header = f"torch {torch.__version__}, python {sys.version.split()[0]}, sglang source {source.name}"
+    header = (f"torch {torch.__version__}, python {sys.version.split()[0]}, sglang source {source.name}, "
+              f"tensors on {DEVICE}")
+    parts = {variant: pieces(variant, 32) for variant in ("gdn", "kda")} if options.pieces else {}
     layers = options.layers
     if options.markdown:
         print(f"<!-- {header} -->")
@@ -240,9 +298,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['guard_host_us']:>5.2f} us {row['ratio']:>6.2f} "
                   f"{row['step_guard_host_us']:>11.2f} us {row['step_ratio']:>6.2f} {row['step_checks']:>6g}  "
                   f"{(row['guard_errors'] + row['step_guard_errors']) or '-'}")
+    for variant, timed in parts.items():
+        print(f"\n{variant.upper()} B = 32, the guard's parts (µs per call):")
+        for name, us in timed.items():
+            print(f"  {name:32} {us:7.3f}")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as handle:
-            json.dump({"header": header, "rows": rows}, handle, indent=1)
+            json.dump({"header": header, "rows": rows, "pieces": parts}, handle, indent=1)
     worst = max(max(row["ratio"], row["step_ratio"]) for row in rows)
     clean = not any(row["guard_errors"] or row["step_guard_errors"] for row in rows)
     return 0 if worst <= TARGET and clean and all(row["step_checks"] == 1 for row in rows) else 1

@@ -453,6 +453,37 @@ def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(m
     assert [d.code for d in guard.diagnostics if d.severity == "error"] == ["GDR245"]
 
 
+def test_the_guard_compares_with_the_last_plan_and_still_tells_every_term_apart(monkeypatch):
+    # Steady state compares the call with the site's last plan term by term; a call that differs in any one
+    # term (a transposed `out`, another dtype of `b`, the l2norm flag) must be judged as the new signature it is.
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3])
+    _, other_batch = engine_arguments(slots=[1, 2])
+    out = arguments["out"]
+    variants = [
+        dict(arguments, out=out.transpose(2, 3).contiguous().transpose(2, 3)),  # same shape, other strides
+        dict(arguments, b=arguments["b"].double()),
+        dict(arguments, scale=float(arguments["scale"]) * 2),
+    ]
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        slow = []
+        real_plan = guard._plan
+        monkeypatch.setattr(guard, "_plan", lambda *a: slow.append(1) or real_plan(*a))
+        for _ in range(2):  # two signatures taking turns: each finds its own plan after its first call
+            engine.gdn_caller.forward_decode(**arguments)
+            engine.gdn_caller.forward_decode(**other_batch)
+        assert len(verdicts) == 2 and len(slow) == 2
+        for variant in variants:
+            engine.gdn_caller.forward_decode(**variant)
+            engine.gdn_caller.forward_decode(**variant)
+        assert len(verdicts) == 5  # each variant judged once, as the new signature it is
+        [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
+        assert len(site.plans) == 5 and site.recent is site.plans[site.recent.key]
+
+
 def test_a_refused_signature_raises_on_every_call_in_raise_mode(monkeypatch):
     from fake_engine import install
 

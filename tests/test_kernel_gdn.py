@@ -96,7 +96,8 @@ def test_int32_and_int64_indices_give_identical_results():
 
 @pytest.mark.parametrize(
     "config", [TileConfig(4, 2), TileConfig(4, 3, prefetch=False), TileConfig(8, evict_first=True),
-               TileConfig(4, 3, prefetch=False, loop_stages=3)]
+               TileConfig(4, 3, prefetch=False, loop_stages=3),
+               TileConfig(8, 2, evict_first=True, hint_stores=False, keep_inputs=True)]
 )
 def test_every_tiling_computes_the_same_step(config):
     """The tuned table only picks among these; each must be exact on V tails and loop remainders."""

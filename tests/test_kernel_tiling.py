@@ -94,3 +94,15 @@ def test_launch_key_separates_every_constexpr_flag_and_specialization() -> None:
     misaligned = torch.zeros(2 * 64 + 1)[1:].view(2, 64)
     assert key != launch_key("sglang", (True, True), None, None, *tensors(mixed=misaligned))
     assert launch_key(["unhashable"], (True,), None, None, *tensors()) is None
+
+
+def test_the_l2_hints_reach_the_kernels_as_constants():
+    # evict_first hints the state's loads and (unless hint_stores is off) its stores; keep_inputs keeps q/k/gate.
+    assert {k: v for k, v in TileConfig(16).constexprs(128, 128).items() if k.endswith("EVICTION")} == {
+        "STATE_EVICTION": "", "STORE_EVICTION": "", "INPUT_EVICTION": ""}
+    assert {k: v for k, v in TileConfig(16, evict_first=True).constexprs(128, 128).items()
+            if k.endswith("EVICTION")} == {"STATE_EVICTION": "evict_first", "STORE_EVICTION": "evict_first",
+                                           "INPUT_EVICTION": ""}
+    hinted = TileConfig(16, evict_first=True, hint_stores=False, keep_inputs=True).constexprs(128, 128)
+    assert (hinted["STATE_EVICTION"], hinted["STORE_EVICTION"], hinted["INPUT_EVICTION"]) == (
+        "evict_first", "", "evict_last")

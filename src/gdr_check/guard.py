@@ -136,6 +136,9 @@ def _signature(values: dict[str, Any]) -> tuple[Any, ...]:
             scale, scale_type, values.get("use_qk_l2norm_in_kernel"), bound, bound_type)
 
 
+_NO_KEY: tuple[Any, ...] = ()  # a site's key before its first plan (never compared: the plan is None)
+
+
 def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
     """A key for a call `_signature` cannot describe (None, a list, a sparse or nested tensor...): what each
     argument is, so that the same mistake is judged (and reported) once."""
@@ -179,6 +182,9 @@ class _Site:
             self.bound_default = None
         self.wrapper: Callable[..., Any] = original
         self.plans: dict[tuple[Any, ...], _Plan] = {}
+        # The plan of the last call with a full signature: consecutive calls (the layers of a decode step)
+        # mostly share it, and comparing against its key costs less than building and hashing a new one.
+        self.recent: _Plan | None = None
 
     def keywords(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by name (a positional call made keyword: the original is called that way)."""
@@ -199,9 +205,12 @@ class _Plan:
     """What the guard decided for one call signature: refuse the call (a shape error), pass it through (no pool),
     or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
 
-    __slots__ = ("errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter", "last", "stream")
+    __slots__ = ("key", "errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter", "last",
+                 "stream")
 
-    def __init__(self, errors: list[Any], pool_slots: int, launch: Any, batch: int = 0, stride: int = 0) -> None:
+    def __init__(self, key: tuple[Any, ...], errors: list[Any], pool_slots: int, launch: Any, batch: int = 0,
+                 stride: int = 0) -> None:
+        self.key = key  # the signature it was decided for (`_signature`, or `_loose_signature`'s key)
         self.errors = errors
         self.pool_slots = pool_slots
         self.launch = launch
@@ -441,11 +450,12 @@ class Guard:
         calls. Off the steady state, which is `_Plan` lookups in the wrapper."""
         from .kernel.device_guard import shape_verdict
 
+        strict = True
         try:
             key = _signature(values)
             hash(key)  # an unhashable scale or bound (a list) fails here
         except Exception:  # noqa: BLE001 - not every argument is a tensor or a plain scalar: key by what each is
-            key = _loose_signature(values)
+            key, strict = _loose_signature(values), False
         plan = site.plans.get(key)
         if plan is None:
             ordered = site.ordered(values)
@@ -458,11 +468,13 @@ class Guard:
                 launch = self._buffer(device).check_launch(self.engine, device)
                 indices = values["ssm_state_indices"]
                 batch, stride = int(indices.shape[0]), int(indices.stride(0))
-            plan = _Plan(verdict.errors, verdict.pool_slots, launch, batch, stride)
+            plan = _Plan(key, verdict.errors, verdict.pool_slots, launch, batch, stride)
             if len(site.plans) >= _PLAN_CACHE_SIZE:
                 site.plans.clear()
             site.plans[key] = plan
             self._act(verdict.errors + verdict.others)
+        if strict:
+            site.recent = plan
         if plan.launch is None:
             return plan, 0
         state = values["initial_state"]
@@ -582,16 +594,32 @@ class Guard:
                 kwargs = site.keywords(args, kwargs)
             guard.calls += 1
             try:
-                # `_signature`, inlined (a call and two lookups less per launch); the two must stay the same.
+                # `_signature`, inlined and compared term by term with the key of the site's last plan (no tuple
+                # built, none hashed), then looked up in full when another signature came last; the three must
+                # stay the same.
                 q, a, b = kwargs["mixed_qkv"], kwargs["a"], kwargs["b"]
                 g, d, h = kwargs["A_log"], kwargs["dt_bias"], kwargs["initial_state"]
                 o, i, scale = kwargs["out"], kwargs["ssm_state_indices"], kwargs["scale"]
                 bound = kwargs.get("lower_bound")
-                plan = plans[(q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
-                              b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
-                              d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
-                              o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
-                              scale, type(scale), kwargs.get("use_qk_l2norm_in_kernel"), bound, type(bound))]
+                plan = site.recent
+                k = _NO_KEY if plan is None else plan.key
+                if plan is None or not (q.shape == k[0] and q.stride() == k[1] and q.dtype == k[2] and q.device == k[3]
+                        and a.shape == k[4] and a.stride() == k[5] and a.dtype == k[6] and a.device == k[7]
+                        and b.shape == k[8] and b.stride() == k[9] and b.dtype == k[10] and b.device == k[11]
+                        and g.shape == k[12] and g.stride() == k[13] and g.dtype == k[14] and g.device == k[15]
+                        and d.shape == k[16] and d.stride() == k[17] and d.dtype == k[18] and d.device == k[19]
+                        and h.shape == k[20] and h.stride() == k[21] and h.dtype == k[22] and h.device == k[23]
+                        and o.shape == k[24] and o.stride() == k[25] and o.dtype == k[26] and o.device == k[27]
+                        and i.shape == k[28] and i.stride() == k[29] and i.dtype == k[30] and i.device == k[31]
+                        and type(scale) is k[33] and scale == k[32]
+                        and kwargs.get("use_qk_l2norm_in_kernel") == k[34]
+                        and type(bound) is k[36] and bound == k[35]):
+                    plan = site.recent = plans[(
+                        q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
+                        b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
+                        d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
+                        o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
+                        scale, type(scale), kwargs.get("use_qk_l2norm_in_kernel"), bound, type(bound))]
                 tag = plan.tags[h.data_ptr()]
             except Exception:  # noqa: BLE001 - a new signature or pool, or an argument that is not a tensor
                 plan = None

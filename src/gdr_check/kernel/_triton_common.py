@@ -19,12 +19,13 @@ def softplus(z, THRESHOLD: tl.constexpr):
 
 
 @triton.jit
-def load_query_key(row, i_h, key_heads, K: tl.constexpr, BK: tl.constexpr, USE_L2NORM: tl.constexpr):
+def load_query_key(row, i_h, key_heads, K: tl.constexpr, BK: tl.constexpr, USE_L2NORM: tl.constexpr,
+                   EVICTION: tl.constexpr):
     """q and k of key head i_h from one packed [q | k | v] row, as fp32 [BK] (lanes >= K are zero)."""
     o_k = tl.arange(0, BK)
     mask_k = o_k < K
-    q = tl.load(row + i_h * K + o_k, mask=mask_k, other=0.0).to(tl.float32)
-    k = tl.load(row + key_heads * K + i_h * K + o_k, mask=mask_k, other=0.0).to(tl.float32)
+    q = tl.load(row + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION).to(tl.float32)
+    k = tl.load(row + key_heads * K + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION).to(tl.float32)
     if USE_L2NORM:
         # eps inside the square root; the zero padding lanes add nothing to the sums.
         q = q / tl.sqrt(tl.sum(q * q) + 1e-6)

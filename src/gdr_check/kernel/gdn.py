@@ -47,7 +47,8 @@ def gdn_packed_decode_kernel(
     key_heads, value_heads,  # run-time ints: head configs share one compiled variant
     pool_slots, batch, fault_counter, fault_records, fault_tag,  # the device guard's (unused without GUARD)
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
-    STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
+    STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
+    PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
     USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
     MAX_RECORDS: tl.constexpr,
@@ -68,7 +69,7 @@ def gdn_packed_decode_kernel(
     if PREFETCH:
         next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     row = mixed_qkv + i_n * stride_qkv
-    q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
+    q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM, INPUT_EVICTION)
     q = q * scale
     k_dot_q = tl.sum(k * q)
 
@@ -103,7 +104,7 @@ def gdn_packed_decode_kernel(
         u = beta * (v - decay * predicted)
         o = decay * read + u * k_dot_q
         tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
-        store_state_tile(head_state, rows, stored_rows, S * decay + u[:, None] * k[None, :], K, BK, STATE_EVICTION)
+        store_state_tile(head_state, rows, stored_rows, S * decay + u[:, None] * k[None, :], K, BK, STORE_EVICTION)
     if GUARD:
         # The row's first program records the fault, last: the record is a branch holding an atomic, which no
         # load may be moved above, so anywhere earlier it would hold the `v` loads back until the scan is done.

@@ -47,7 +47,8 @@ def kda_packed_decode_kernel(
     key_heads, value_heads,
     pool_slots, batch, fault_counter, fault_records, fault_tag,  # the device guard's (unused without GUARD)
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
-    STATE_EVICTION: tl.constexpr, PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
+    STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
+    PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
     USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
     MAX_RECORDS: tl.constexpr,
@@ -68,14 +69,15 @@ def kda_packed_decode_kernel(
     if PREFETCH:
         next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     row = mixed_qkv + i_n * stride_qkv
-    q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM)
+    q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM, INPUT_EVICTION)
     q = q * scale
     k_dot_q = tl.sum(k * q)
 
     o_k = tl.arange(0, BK)
     mask_k = o_k < K
-    z = tl.load(a + i_n * stride_a + i_hv * K + o_k, mask=mask_k, other=0.0).to(tl.float32)
-    z += tl.load(dt_bias + i_hv * K + o_k, mask=mask_k, other=0.0).to(tl.float32)
+    z = tl.load(a + i_n * stride_a + i_hv * K + o_k, mask=mask_k, other=0.0, eviction_policy=INPUT_EVICTION
+                ).to(tl.float32)
+    z += tl.load(dt_bias + i_hv * K + o_k, mask=mask_k, other=0.0, eviction_policy=INPUT_EVICTION).to(tl.float32)
     A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
     if USE_LOWER_BOUND:
         g = lower_bound * tl.sigmoid(A * z)  # the bounded "safe gate"
@@ -108,7 +110,7 @@ def kda_packed_decode_kernel(
         o = tl.sum(S * decayed_q[None, :], axis=1) + u * k_dot_q
         tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
         store_state_tile(head_state, rows, stored_rows, S * decay[None, :] + u[:, None] * k[None, :], K, BK,
-                         STATE_EVICTION)
+                         STORE_EVICTION)
     if GUARD:
         # The row's first program records the fault, last: the record is a branch holding an atomic, which no
         # load may be moved above, so anywhere earlier it would hold the `v` loads back until the scan is done.

@@ -43,11 +43,19 @@ class TileConfig:
     # iterations are copied into shared memory asynchronously (cp.async) while this one computes, so a
     # program keeps several tiles in flight without holding them in registers. 1: no pipelining.
     loop_stages: int = 1
+    # With evict_first, the state stores carry the hint too (False: the loads only, as sglang's Helion bf16 KDA
+    # configuration hints them).
+    hint_stores: bool = True
+    # Load q, k (and KDA's gate row) with an evict-last L2 policy: every V block of a head, and every value head
+    # of a key head, reads the same ones.
+    keep_inputs: bool = False
 
     def constexprs(self, K: int, V: int) -> dict[str, Any]:
         """The decode kernels' tiling constants for a [V, K] state (both kernels take the same ones)."""
+        state_eviction = "evict_first" if self.evict_first else ""
         return {"K": K, "V": V, "BK": next_power_of_2(K), "BV": self.block_v, "TILES": self.tiles_per_program,
-                "STATE_EVICTION": "evict_first" if self.evict_first else "", "PREFETCH": self.prefetch,
+                "STATE_EVICTION": state_eviction, "STORE_EVICTION": state_eviction if self.hint_stores else "",
+                "INPUT_EVICTION": "evict_last" if self.keep_inputs else "", "PREFETCH": self.prefetch,
                 "LOOP_STAGES": self.loop_stages}
 
     def launch_options(self) -> dict[str, int]:
