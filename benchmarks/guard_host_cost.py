@@ -229,7 +229,7 @@ def pieces(variant: str, B: int, number: int = 20000) -> dict[str, float]:
         parts["raw stream query"] = stream
         parts["is_current_stream_capturing()"] = torch.cuda.is_current_stream_capturing
         buffer = device_guard.FaultBuffer(DEVICE, 64)
-        parts["fault counter look"] = lambda: buffer.look("engine", "sglang")
+        parts["fault flag look"] = lambda: buffer.look("engine", "sglang")
     return {name: min(timeit.repeat(part, number=number, repeat=7)) / number * 1e6 for name, part in parts.items()}
 
 

@@ -116,10 +116,32 @@ def test_pending_faults_raise_at_the_callers_point_and_on_the_next_eager_call():
     assert gdr_check.kernel.raise_pending(DEVICE) == []
     packed_decode(*call.clone().args())
     clean = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=S, seed=13)
-    if DEVICE == "cpu":  # the next eager call finds them (on CUDA: once the asynchronous copy has landed)
-        with pytest.raises(PendingFaults, match="slot 9 at row 1"):
-            packed_decode(*clean.args())
-    device_guard.default_buffer(DEVICE).take()
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()  # the faulty kernel has run: its flag has landed in host memory
+    assert device_guard.default_buffer(DEVICE).host_flag[0] == 1
+    with pytest.raises(PendingFaults, match="slot 9 at row 1"):  # the next eager call finds them
+        packed_decode(*clean.args())
+    assert device_guard.default_buffer(DEVICE).host_flag[0] == 0 and gdr_check.kernel.raise_pending(DEVICE) == []
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="CUDA graphs")
+def test_a_fault_in_a_replayed_graph_sets_the_host_flag_for_the_next_look():
+    call = bad_call()
+    buffer = FaultBuffer(DEVICE)
+    args = call.clone().args()
+    packed_decode(*args, context="engine", faults=buffer)  # compiled outside the capture
+    buffer.take()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        packed_decode(*args, context="engine", faults=buffer)
+    torch.cuda.synchronize()
+    assert buffer.host_flag[0] == 0  # nothing ran while capturing
+    graph.replay()
+    torch.cuda.synchronize()
+    assert buffer.host_flag[0] == 1
+    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1, .* \(and 2 more"):
+        buffer.look("engine", "sglang")
+    assert buffer.host_flag[0] == 0
 
 
 def test_shape_verdicts_are_cached_per_signature(monkeypatch):
@@ -148,14 +170,15 @@ def test_nothing_touches_the_host_while_a_stream_is_capturing(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     assert device_guard.is_capturing()
     buffer = FaultBuffer(DEVICE)
-    polled = []
-    monkeypatch.setattr(buffer, "poll", lambda *a: polled.append(a))
+    looked = []
+    monkeypatch.setattr(buffer, "look", lambda *a: looked.append(a))
+    buffer.host_flag[0] = 1  # an earlier fault, flagged
     call = bad_call()
     ran = call.clone()
     packed_decode(*ran.args(), context="engine", faults=buffer)
-    assert polled == []  # no read of earlier faults during capture
+    assert looked == []  # no read of earlier faults during capture
     assert buffer.take() == ([], 0)  # and no read on request either
-    assert int(buffer.counter[0]) == 4  # the faults wait in the device buffer
+    assert int(buffer.counter[0]) == 4 and buffer.host_flag[0] == 1  # the faults wait in the device buffer
     assert torch.equal(ran.pool_backing[S + 1], call.pool_backing[S + 1])
     guard = gdr_check.guard(engine="sglang", mode="raise")
     guard._buffers[torch.device(DEVICE)] = buffer
@@ -563,7 +586,9 @@ class _FakeCompiled:
         self.jit, self.dtype = jit, dtype
 
     def run(self, *args):
-        self.jit.runs.append((self.dtype, args[:4], args[9].dtype, args[17:]))
+        # 9 launcher arguments (grid, stream, function, metadata, hooks), then the kernel's 9 run-time arguments
+        # (indices first), then its constants
+        self.jit.runs.append((self.dtype, args[:4], args[9].dtype, args[18:]))
 
 
 def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_alignment_and_batch(monkeypatch):
@@ -751,43 +776,28 @@ def test_the_one_program_per_row_check_loops_past_its_block(engine, monkeypatch)
     assert safe.tolist() == [-1 if row in skipped else slot for row, slot in enumerate(slots)]
 
 
-def test_the_cuda_look_schedules_a_copy_reads_it_once_landed_and_raises_what_it_found(monkeypatch):
-    """The look of a CUDA fault buffer, on the CPU: the first look schedules the counter's asynchronous copy, a
-    look before the copy has landed returns at once, a landed zero schedules the next copy, a landed count takes
-    the records and raises; nothing is read while a stream is capturing."""
-    buffer = FaultBuffer("cpu")
-    buffer.device = torch.device("cuda")  # the CUDA branch; the tensors stay on the CPU
-    landed, scheduled = [False], []
-    capturing = [False]
-
-    class Copied:
-        def query(self):
-            return landed[0]
-
-    def schedule():
-        scheduled.append(int(buffer.counter[0]))
-        buffer._mirror_host, buffer._copied, buffer._pending = buffer.counter.numpy().copy(), Copied(), True
-        landed[0] = False
-
-    monkeypatch.setattr(buffer, "_schedule", schedule)
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+def test_a_recorded_fault_sets_the_host_flag_and_a_look_reads_only_then(monkeypatch):
+    """A look reads one word of host memory: nothing while the flag is clear (no take, no sync), the records
+    once a kernel has flagged one (the flag is cleared before they are read), and nothing while a stream is
+    capturing (the flag stays set for the next look)."""
+    buffer = FaultBuffer(DEVICE, max_records=4)
+    taken = []
+    real_take = buffer.take
+    monkeypatch.setattr(buffer, "take", lambda: taken.append(1) or real_take())
+    buffer.look("engine", "sglang")
+    assert taken == [] and buffer.host_flag[0] == 0
+    indices = torch.tensor([1, 7, 2], dtype=torch.int32, device=DEVICE)  # row 1 past a pool of 5 slots
+    buffer.check_launch("sglang", indices.device)(indices, 3, 1, 5, buffer.tag_for("layer 3", 5))
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
+    assert buffer.host_flag[0] == 1  # set by the kernel, in host memory
+    capturing = [True]
     monkeypatch.setattr(device_guard, "is_capturing", lambda: capturing[0])
-    buffer.look("engine", "sglang")  # first look: schedule
-    buffer.look("engine", "sglang")  # not landed: nothing
-    assert scheduled == [0]
-    landed[0] = True
-    buffer.look("engine", "sglang")  # landed, zero: the next copy
-    assert scheduled == [0, 0]
-    tag = buffer.tag_for("layer 3", 5)
-    buffer.counter[0] = 1
-    buffer.records[0] = torch.tensor([1, 2, 9, tag])  # GDR241 at row 2, slot 9
-    buffer.look("engine", "sglang")  # the in-flight copy has not landed: nothing yet
-    landed[0] = True
-    buffer.look("engine", "sglang")  # landed, zero (copied before the fault): the next copy, now holding 1
-    assert scheduled == [0, 0, 1]
-    capturing[0], landed[0] = True, True
-    buffer.look("engine", "sglang")  # capturing: nothing may touch the host
+    buffer.look("engine", "sglang")  # capturing: the records are not read and the flag stays set
+    assert buffer.host_flag[0] == 1 and int(buffer.counter[0]) == 1
     capturing[0] = False
-    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 2, .*\[in layer 3\]$"):
+    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 7 at row 1, .*\[in layer 3\]$"):
         buffer.look("engine", "sglang")
-    assert buffer.take() == ([], 0)
+    assert buffer.host_flag[0] == 0 and len(taken) == 2
+    buffer.look("engine", "sglang")
+    assert len(taken) == 2 and buffer.take() == ([], 0)

@@ -25,15 +25,16 @@ only covered that way.
 
 Per call, the wrapper does what depends on shapes once per call signature (the contract without index
 values, and the comparison with the model's expected per-rank call when `model` is given); afterwards a call
-costs the signature tuple and a dictionary lookup (checks/hotpath.py lists the steady state step by step). A
+costs a comparison of its signature with the last one's (checks/hotpath.py lists the steady state step by
+step). A
 refused signature is refused on every call (mode="raise": GuardError each time). The index values are checked
 on the device by a small kernel that also hands the engine's kernel a copy of the indices with every faulty
 row set to -1 (skip), so an out-of-range or repeated slot can neither write outside the pool nor race; the
 fault (rule, row, slot, layer) is recorded in a device buffer.
-Nothing reads the device while a stream is capturing: faults are read within 2 * `POLL_INTERVAL` eager calls
-(every `POLL_INTERVAL` calls the fault count is copied to the host without waiting, and the copy is read at
-the next look), at the first replay-end look whose copy has landed (the guard hooks
-`torch.cuda.CUDAGraph.replay` with a non-blocking look), at `guard.raise_pending()`, and on exit.
+Nothing reads the device while a stream is capturing. A kernel that records a fault sets a flag word in host
+memory (`FaultBuffer.flag`), which every eager call reads (one host load, no CUDA call): faults are read at
+the first eager call or graph replay (the guard hooks `torch.cuda.CUDAGraph.replay`) after the faulty kernel
+has run, at `guard.raise_pending()`, and on exit.
 
 The indices are checked once per decode step, not once per layer: every layer of a step passes the same
 indices tensor (each with its own pool), so a call reuses the sanitised indices of its plan's last check when
@@ -205,7 +206,7 @@ class _Plan:
     """What the guard decided for one call signature: refuse the call (a shape error), pass it through (no pool),
     or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
 
-    __slots__ = ("key", "errors", "pool_slots", "launch", "tags", "batch", "stride", "host_counter", "last",
+    __slots__ = ("key", "errors", "pool_slots", "launch", "tags", "batch", "stride", "host_flag", "last",
                  "stream")
 
     def __init__(self, key: tuple[Any, ...], errors: list[Any], pool_slots: int, launch: Any, batch: int = 0,
@@ -216,7 +217,7 @@ class _Plan:
         self.launch = launch
         self.batch = batch  # the slot indices' length and stride (part of the signature)
         self.stride = stride
-        self.host_counter = launch.buffer.host_counter if launch is not None else None  # see FaultBuffer
+        self.host_flag: Any = launch.buffer.host_flag if launch is not None else None  # see FaultBuffer
         self.tags: dict[int, int] = {}
         # The last check, for the other layers of its decode step (None: check the next call).
         self.last: _LastCheck | None = None
@@ -241,6 +242,16 @@ class _LastCheck:
         self.stream = stream
         self.safe = safe
         self.served = served
+
+
+def _reusable(last: _LastCheck | None, indices: Any, tag: int, epoch: int, stream: Callable[[], int] | None
+              ) -> bool:
+    """Whether the check `last` may serve a call passing `indices` for the pool `tag` (the wrapper inlines this
+    on its fast path): a pool not served from it yet, the same object, unwritten since, in the same capture
+    epoch, on the same stream."""
+    return last is not None and tag not in last.served and last.indices is indices and last.epoch == epoch \
+        and (last.version is None or last.version == indices._version) \
+        and (last.stream is None or (stream is not None and last.stream == stream()))
 
 
 def _raw_stream() -> Callable[[int], int]:
@@ -585,76 +596,77 @@ class Guard:
 
         @functools.wraps(original)
         def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
-            # The steady state (a signature seen before, a pool seen before): the signature tuple, two dictionary
-            # lookups, the fault counter's host view (CPU), then either the step's check served again or the poll
-            # countdown (CUDA) and the slot check's launch.
+            # The steady state (a signature seen before, a pool seen before): the call compared term by term
+            # with the site's last plan, a tag lookup, one read of the fault flag, then either the step's check
+            # served again or the slot check's launch.
             if guard._depth <= 0:
                 return original(*args, **kwargs)
             if args:  # engines pass keywords; a positional call is bound by the function's own order
                 kwargs = site.keywords(args, kwargs)
             guard.calls += 1
             try:
-                # `_signature`, inlined and compared term by term with the key of the site's last plan (no tuple
-                # built, none hashed), then looked up in full when another signature came last; the three must
-                # stay the same.
                 q, a, b = kwargs["mixed_qkv"], kwargs["a"], kwargs["b"]
                 g, d, h = kwargs["A_log"], kwargs["dt_bias"], kwargs["initial_state"]
                 o, i, scale = kwargs["out"], kwargs["ssm_state_indices"], kwargs["scale"]
                 bound = kwargs.get("lower_bound")
                 plan = site.recent
                 k = _NO_KEY if plan is None else plan.key
-                if plan is None or not (q.shape == k[0] and q.stride() == k[1] and q.dtype == k[2] and q.device == k[3]
+                # One check per decode step (`_reusable`, inlined): the layers of a step pass the same indices
+                # tensor, each with its own pool. The last check's sanitised indices serve this call if this
+                # pool was not served from it yet (a pool served twice means a new step, whose indices may have
+                # been refilled without a version bump: a Triton kernel's write, a graph's input buffer), and the
+                # indices are that object, unwritten since (version), in the same capture epoch and on the same
+                # stream (another stream could read them before the check wrote them). Such indices are the
+                # checked object, so their terms of the signature are the plan's: the kernel gets the checked
+                # copy, never them.
+                last = None if plan is None else plan.last
+                tag: Any = None if plan is None else plan.tags.get(h.data_ptr())
+                reuse = last is not None and tag is not None and tag not in last.served and last.indices is i \
+                    and last.epoch == capture.epoch and (last.version is None or last.version == i._version) \
+                    and (last.stream is None or last.stream == plan.stream())  # type: ignore[union-attr, misc]
+                # `_signature`, inlined, compared with the last plan's key (no tuple built or hashed), else
+                # looked up in full; the three must stay the same.
+                if plan is None or tag is None or not (
+                        q.shape == k[0] and q.stride() == k[1] and q.dtype == k[2] and q.device == k[3]
                         and a.shape == k[4] and a.stride() == k[5] and a.dtype == k[6] and a.device == k[7]
                         and b.shape == k[8] and b.stride() == k[9] and b.dtype == k[10] and b.device == k[11]
                         and g.shape == k[12] and g.stride() == k[13] and g.dtype == k[14] and g.device == k[15]
                         and d.shape == k[16] and d.stride() == k[17] and d.dtype == k[18] and d.device == k[19]
                         and h.shape == k[20] and h.stride() == k[21] and h.dtype == k[22] and h.device == k[23]
                         and o.shape == k[24] and o.stride() == k[25] and o.dtype == k[26] and o.device == k[27]
-                        and i.shape == k[28] and i.stride() == k[29] and i.dtype == k[30] and i.device == k[31]
+                        and (reuse or (i.shape == k[28] and i.stride() == k[29] and i.dtype == k[30]
+                                       and i.device == k[31]))
                         and type(scale) is k[33] and scale == k[32]
                         and kwargs.get("use_qk_l2norm_in_kernel") == k[34]
                         and type(bound) is k[36] and bound == k[35]):
+                    reuse = False  # another plan: its own check (a step whose layers differ checks per switch)
                     plan = site.recent = plans[(
                         q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
                         b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
                         d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
                         o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
                         scale, type(scale), kwargs.get("use_qk_l2norm_in_kernel"), bound, type(bound))]
-                tag = plan.tags[h.data_ptr()]
+                    tag = plan.tags[h.data_ptr()]
             except Exception:  # noqa: BLE001 - a new signature or pool, or an argument that is not a tensor
                 plan = None
             if plan is None:  # outside the handler: what the first call raises is not chained to a KeyError
                 plan, tag = guard._plan(site, kwargs)
-                i = kwargs["ssm_state_indices"]
+                i, last = kwargs["ssm_state_indices"], plan.last
+                reuse = _reusable(last, i, tag, capture.epoch, plan.stream)
             launch = plan.launch
             if launch is None:
                 if plan.errors and guard.mode == "raise":
                     raise GuardError(plan.errors)
                 return original(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
-            host = plan.host_counter
-            if host is None:  # CUDA: look at the counter every POLL_INTERVAL calls (the look never waits)
-                buffer = launch.buffer
-                buffer.polls += 1
-                if buffer.polls >= buffer.poll_interval:
-                    guard._look(buffer)
-            elif host[0]:  # CPU: the count is in host memory
+            if plan.host_flag[0]:  # a kernel has recorded a fault: read it (one host load when none has)
                 guard._look(launch.buffer)
-            # One check per decode step: the layers of a step pass the same indices tensor, each with its own
-            # pool. The previous check's sanitised indices serve this call if the indices are that object,
-            # unwritten since (version), in the same capture epoch and on the same stream (another stream could
-            # read them before the check wrote them), and this pool was not served from it yet: a pool served
-            # twice means a new step, whose indices may have been refilled without a version bump (a Triton
-            # kernel's write, a graph's input buffer).
-            last = plan.last
-            stream = plan.stream
-            if last is not None and last.indices is i and tag not in last.served and last.epoch == capture.epoch \
-                    and (last.version is None or last.version == i._version) \
-                    and (stream is None or last.stream == stream()):
-                last.served.add(tag)
-                kwargs["ssm_state_indices"] = last.safe
+            if reuse:
+                last.served.add(tag)  # type: ignore[union-attr]
+                kwargs["ssm_state_indices"] = last.safe  # type: ignore[union-attr]
                 return original(**kwargs)
             safe = kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
             if guard._reuse:  # an inference tensor (vLLM decodes in inference mode) has no version counter
+                stream = plan.stream
                 plan.last = _LastCheck(i, None if i.is_inference() else i._version, capture.epoch,
                                        None if stream is None else stream(), safe, {tag})
             return original(**kwargs)

@@ -4,15 +4,16 @@ Two paths run per kernel launch, each with a budget against the reference wrappe
 (docs/performance.md):
 
 1. `gdr_check.guard` around an engine, steady state (a call signature and a pool seen before), at most 0.5x:
-   `guard.py`, `Guard._wrapper_for`: `_signature` (shape, strides, dtype and device of the eight tensors and the
-   scalars: one tuple, no data pointer, no index value), a lookup of the signature's `_Plan` and of the pool's
-   tag by address, the fault counter's host view (CPU), then the reuse test on `_Plan.last` (the indices
-   object by identity, its `_version`, the guard's capture epoch, and the pool's tag not yet served: one tuple
-   read, four comparisons, a set insert), which hands the other layers of a decode step the sanitised indices
-   of the step's first call; only the first call of a step counts down to the next look at the fault counter
-   (CUDA) and reaches
+   `guard.py`, `Guard._wrapper_for`: the reuse test on the site's last plan's `_LastCheck` (the indices object
+   by identity, its `_version`, the capture epoch, the CUDA stream), then `_signature`'s terms (shape,
+   strides, dtype and device of the tensors, and the scalars; no data pointer, no index value) compared one by
+   one with that plan's key, no tuple built or hashed (the indices' own terms skipped when they are the
+   checked object; a full lookup only when another signature came last), the pool's tag by address, one read
+   of the fault flag (`FaultBuffer.host_flag`, host memory the kernels set: no CUDA call), and either the
+   step's sanitised indices served again (the pool's tag not yet served: a set insert) or, on the first call
+   of a step,
    `kernel/device_guard.py`, `CheckLaunch.__call__`: one allocation and the slot check's launch (straight to the
-   compiled kernel on CUDA), and stores the new `_Plan.last` (one tuple). Everything else (the contract, the
+   compiled kernel on CUDA), and stores the new `_Plan.last`. Everything else (the contract, the
    model comparison, the layer's name) runs once per signature or pool in `Guard._plan`; the capture epoch is
    bumped by the guard's wrappers of `torch.cuda.CUDAGraph.capture_begin`/`capture_end`, never per call.
 2. `check_packed_decode` / `check_kda_packed_decode` (and the checked kernels' first call of a signature), at

@@ -168,11 +168,11 @@ def load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW: t
 
 
 @triton.jit
-def record_fault(counter, records, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
+def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
                  SCAN_BLOCK: tl.constexpr):
     """Append (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) to the fault records when
-    `fault` is non-zero; `counter` counts every fault, records past MAX_RECORDS are dropped. Nothing is
-    written on a clean row."""
+    `fault` is non-zero; `counter` counts every fault, records past MAX_RECORDS are dropped, and `flag` (host
+    memory) is set so that the host notices without a copy. Nothing is written on a clean row."""
     if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
         code = fault.to(tl.int64)
         if SCAN_BLOCK != 0:
@@ -186,6 +186,7 @@ def record_fault(counter, records, fault, i_n, slot, tag, slots, stride_index, M
         # A [4] comparison as the mask (the interpreter rejects a mask built with `&` of a scalar and a vector).
         keep = fields < tl.where(index < MAX_RECORDS, 4, 0)
         tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)
+        tl.store(flag, 1)
 
 
 class DirectLauncher:

@@ -5,9 +5,10 @@ request in sglang's reserved slot 0) need the slot indices, and reading them on 
 device and breaks CUDA-graph capture. Here they run inside the decode kernel's prologue (our kernels) or in a
 small check kernel launched before an engine's kernel (the guard): a faulty row is skipped (its `out` row is
 zero, its state untouched), and a compact record (code, row, slot, tag) is appended to a device buffer with
-atomics. The host reads the records only when asked (`FaultBuffer.take`, `raise_pending`), and otherwise
-looks at the fault count through an asynchronous copy to pinned memory every POLL_INTERVAL calls (`poll`,
-`look`), never while a stream is capturing.
+atomics. A kernel that records a fault also sets a flag word in host memory that the device writes through
+(pinned memory, which CUDA's unified addressing maps at the same address), so the host notices faults by
+reading one word of its own memory on each eager call (`poll`, `look`): no copy, no event, no sync. It reads
+the records only then, or when asked (`FaultBuffer.take`, `raise_pending`), never while a stream is capturing.
 
 Everything that depends only on shapes, strides, dtypes and devices (the contract's other rules, the model
 comparison, the tiling) is decided on the first call of a signature and cached.
@@ -47,9 +48,6 @@ SEPARATE_CHECK_MIN_PAIRS = 4096
 CHECK_SCAN_MAX = 1024  # rows the one-program-per-row check compares in one vector load
 _MAX_BATCH_SHAPES = 4096  # batch sizes whose check constants a CheckLaunch keeps
 FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
-# Eager calls between two looks at the fault counter: a look costs an event query and an asynchronous copy
-# (tens of µs on an H200's host), so every 64 calls (under two decode steps of a 36-layer model).
-POLL_INTERVAL = 64
 
 
 def is_capturing() -> bool:
@@ -62,7 +60,7 @@ def is_capturing() -> bool:
 
 # A Triton kernel: its parameters take Triton's values, and Triton reads their annotations (tl.constexpr).
 @triton.jit(do_not_specialize=["batch", "stride_index", "pool_slots", "tag"])  # type: ignore[untyped-decorator]
-def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, tag,  # type: ignore[no-untyped-def]
+def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, flag, tag,  # type: ignore[no-untyped-def]
                       SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr,
                       SCAN_LOOP: tl.constexpr, MAX_RECORDS: tl.constexpr):
     """One program per row: check the row's slot, record a fault, and write the slot the engine's kernel may
@@ -71,7 +69,7 @@ def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counte
     slot = tl.load(slots + i_n * stride_index).to(tl.int64)
     computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
                                 RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
-    record_fault(counter, records, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
+    record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
     live_input = slot > SKIP_AT_OR_BELOW
     safe = tl.where(computed | ~live_input, slot, -1)
     tl.store(safe_slots + i_n, safe.to(safe_slots.dtype.element_ty))
@@ -91,7 +89,8 @@ class Fault:
 
 class FaultBuffer:
     """A device buffer of fault records: `counter` int32[1] counts faults, `records` int64[max_records, 4]
-    holds (code, row, slot, tag) for the first `max_records`. Tags name call sites (`tag_for`)."""
+    holds (code, row, slot, tag) for the first `max_records`, and `flag` int32[1], in host memory, is set by
+    every kernel that records one. Tags name call sites (`tag_for`)."""
 
     def __init__(self, device: Any, max_records: int = DEFAULT_MAX_RECORDS) -> None:
         self.device = torch.device(device)
@@ -101,16 +100,11 @@ class FaultBuffer:
         self._labels: list[tuple[str, int | None]] = []
         self._tags: dict[tuple[str, int | None], int] = {}
         self._lock = threading.Lock()
-        # CUDA: the counter's asynchronous copy to pinned host memory, read through a NumPy view, and the event
-        # that says it has landed (made once, on the first look: each look reuses them).
-        self._mirror: torch.Tensor | None = None
-        self._mirror_host: Any = None
-        self._copied: Any = None
-        self._pending = False  # a copy is in flight
-        self.poll_interval = POLL_INTERVAL
-        self.polls = POLL_INTERVAL - 1  # calls since the last look; the first call looks
-        # A CPU counter is read through a NumPy view of the same memory (no tensor indexing per call).
-        self.host_counter: Any = self.counter.numpy() if self.device.type == "cpu" else None
+        # The flag lives in host memory the kernels write through: pinned for CUDA, which unified addressing
+        # maps into every device at the same address (a kernel's plain store lands in it over the bus). Read
+        # through a NumPy view of that memory: a look is one host load, no tensor indexing, no CUDA call.
+        self.flag = torch.zeros(1, dtype=torch.int32, pin_memory=self.device.type == "cuda")
+        self.host_flag: Any = self.flag.numpy()
         self._launches: dict[tuple[Engine, Any], CheckLaunch] = {}
 
     def check_launch(self, engine: Engine, device: Any) -> CheckLaunch:
@@ -131,59 +125,28 @@ class FaultBuffer:
                     self._labels.append(key)
         return tag
 
-    def poll(self, context: Context, engine: Engine) -> None:
-        """Raise the faults of earlier calls if the device has already reported them, without waiting: every
-        POLL_INTERVAL calls the counter is copied to pinned host memory asynchronously, and read once that
-        copy has completed."""
-        if self.device.type == "cuda":
-            self.polls += 1
-            if self.polls < self.poll_interval:
-                return
-        self.look(context, engine)
-
     def look(self, context: Context, engine: Engine) -> None:
-        """`poll`'s look at the device, now (the guard counts calls itself): a CPU counter is read; a CUDA
-        counter's asynchronous copy is read if it has landed, and the next one scheduled. Raises
-        `PendingFaults` for errors found; nothing while a stream is capturing."""
-        if self.device.type != "cuda":
-            host = self.host_counter
-            if (host[0] if host is not None else int(self.counter[0])) == 0:  # a CPU tensor: reading it is free
-                return
-        else:
-            self.polls = 0
-            if torch.cuda.is_current_stream_capturing():  # nothing may touch the host; look at the next interval
-                return
-            if not self._pending:
-                self._schedule()
-                return
-            if not self._copied.query():
-                return
-            self._pending = False
-            if self._mirror_host[0] == 0:
-                self._schedule()
-                return
+        """Raise the faults of earlier calls if a kernel has flagged one, without waiting on the device when none
+        has (one read of the host flag). Faults are read, and `PendingFaults` raised for errors, once the flag
+        is seen: a kernel's flag lands when it runs, so a call notices the faults of calls whose kernels have
+        run by then. Nothing is read while a stream is capturing."""
+        if not self.host_flag[0]:
+            return
         faults, total = self.take()
         diagnostics = diagnostics_of(faults, context, engine)
         errors = [d for d in diagnostics if d.severity == "error"]
         if errors:
             raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
 
-    def _schedule(self) -> None:
-        with torch.cuda.device(self.device):  # the copy and its event on this buffer's device's current stream
-            if self._mirror is None:
-                self._mirror = torch.zeros(1, dtype=torch.int32, pin_memory=True)
-                self._mirror_host = self._mirror.numpy()  # a view of the pinned memory, not a copy
-                self._copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
-            self._mirror.copy_(self.counter, non_blocking=True)
-            self._copied.record()
-        self._pending = True
-
     def take(self) -> tuple[list[Fault], int]:
         """Read and clear the records (synchronises the device): (faults, total count including dropped).
         Returns ([], 0) without touching the device while a stream is capturing."""
         if is_capturing():
             return [], 0
-        self._pending = False  # a copy in flight may hold a count this read clears: the next look copies again
+        # Cleared before the read: a fault recorded from here on sets it again (at worst one look finds nothing).
+        self.host_flag[0] = 0
+        if self.device.type == "cuda":  # every stream's kernels, not only the current one's
+            torch.cuda.synchronize(self.device)
         count = int(self.counter.item())
         if count == 0:
             return [], 0
@@ -391,7 +354,7 @@ class CheckLaunch:
         if not batch:
             return safe
         buffer = self.buffer
-        args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, tag)
+        args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, buffer.flag, tag)
         if self.device_index is None:  # not CUDA: no compiled launcher to go to (the Triton interpreter)
             constexprs, warps = self.shape_for(batch)
             self.launcher.kernel[(batch,)](*args, **constexprs, num_warps=warps)
@@ -446,14 +409,14 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
         raise ValueError(verdict.errors[0].message)
     state = args[6]
     buffer = buffer if buffer is not None else default_buffer(state.device)
-    if not is_capturing():
-        buffer.poll(context, engine)
+    if buffer.host_flag[0] and not is_capturing():
+        buffer.look(context, engine)
     key = (id(buffer), label)
     guard = verdict.launch.get(key)
     if guard is None:
         tag = buffer.tag_for(label or f"{variant} packed decode", verdict.pool_slots)
-        guard = verdict.launch[key] = GuardLaunch(buffer.counter, buffer.records, buffer.max_records, tag,
-                                                  verdict.pool_slots)
+        guard = verdict.launch[key] = GuardLaunch(buffer.counter, buffer.records, buffer.flag, buffer.max_records,
+                                                  tag, verdict.pool_slots)
     indices = args[8]
     batch = indices.shape[0]
     if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:

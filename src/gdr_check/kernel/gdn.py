@@ -45,7 +45,7 @@ def gdn_packed_decode_kernel(
     mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale,
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
     key_heads, value_heads,  # run-time ints: head configs share one compiled variant
-    pool_slots, batch, fault_counter, fault_records, fault_tag,  # the device guard's (unused without GUARD)
+    pool_slots, batch, fault_counter, fault_records, fault_flag, fault_tag,  # the device guard's (unused without GUARD)
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
     PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
@@ -108,7 +108,7 @@ def gdn_packed_decode_kernel(
     if GUARD:
         # The row's first program records the fault, last: the record is a branch holding an atomic, which no
         # load may be moved above, so anywhere earlier it would hold the `v` loads back until the scan is done.
-        record_fault(fault_counter, fault_records, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
+        record_fault(fault_counter, fault_records, fault_flag, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
                      given_slot, fault_tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
 
 

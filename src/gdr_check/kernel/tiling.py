@@ -99,24 +99,35 @@ _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
     (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
     (8192, TileConfig(16), TileConfig(16, 2, num_stages=2, evict_first=_E, prefetch=False)),
-    (1 << 62, TileConfig(16), TileConfig(16, 2, num_stages=2, prefetch=False)),
+    # Past 8192 pairs a bf16 state's q and k are kept in L2 (evict-last): 275.5 / 550.8 against 278.0 / 553.6 us
+    # without, Qwen3-Next tp 1, B = 512 / 1024 (H200, 2026-12-01, --tune with 5 interleaved rounds).
+    (1 << 62, TileConfig(16), TileConfig(16, 2, num_stages=2, prefetch=False, keep_inputs=True)),
 )
 _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     # At B*HV <= 16 the first tile is loaded after the gate arithmetic (prefetch=False with one tile): 2.26
     # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state.
     (16, TileConfig(4, prefetch=False), TileConfig(4)),
     (32, TileConfig(4), TileConfig(4)),
-    (128, TileConfig(4), TileConfig(8, evict_first=_E)),
+    # KDA reads a K-wide gate row per (row, value head) besides q and k: every V block of the head reads them,
+    # so keeping them in L2 (keep_inputs: evict-last) pays where blocks are many. Figures below: H200,
+    # 2026-12-01, `decode_vs_sglang.py --tune` with 5 interleaved rounds, against sglang's Helion path (its
+    # fastest for KDA) in the same run.
+    (128, TileConfig(4, keep_inputs=True), TileConfig(8, evict_first=_E)),  # 4.67 / 4.73 us, Kimi tp 4 B = 8
     (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
-    (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
-    # At 8192 pairs the software-pipelined loop below tied one 16-row tile in the sweep (151.9 against 152.3 us,
+    # A bf16 state without the evict-first hint from 2048 pairs: 74.9 against 76.4 us (Kimi-Linear tp 4,
+    # B = 512; Helion 75.7) and 72.9 against 73.4 us (tp 1, B = 128).
+    (4096, TileConfig(16), TileConfig(16)),
+    # At 8192 pairs the software-pipelined loop tied one 16-row tile in the sweep (151.9 against 152.3 us,
     # Kimi-Linear tp 4, B = 1024) and came out 1.4 % behind sglang in the final run: the single tile stays.
-    (8192, TileConfig(16), TileConfig(16)),
-    # Past 8192 pairs a bf16 state streams best through the software-pipelined loop (8 tiles per program, 3
-    # stages in shared memory): 287.0 / 563.6 us against 291.1 / 579.9 us for one 16-row tile at Kimi-Linear
-    # tp 1, B = 512 / 1024 (H200, 2026-12-01; sglang 291.1 / 581.1 us).
-    (1 << 62, TileConfig(16), TileConfig(16, 8, prefetch=False, loop_stages=3)),
+    # fp32 keeps its inputs: 273.2 against 275.8 us (tp 4, B = 1024).
+    (8192, TileConfig(16, keep_inputs=True), TileConfig(16)),
+    # Past 8192 pairs: fp32 keeps its inputs (536.1 / 1061.2 against 537.7 / 1070.5 us at Kimi-Linear tp 1,
+    # B = 512 / 1024); a bf16 state streams through the software-pipelined loop (8 tiles per program, 3 stages
+    # in shared memory), the evict-first hint on its loads only (as sglang's Helion bf16 configuration), inputs
+    # kept: 284.7 / 563.6 against 288.6 / 568.8 us for the loop with neither hint (Helion 285.7 / 573.9 us).
+    (1 << 62, TileConfig(16, keep_inputs=True),
+     TileConfig(16, 8, prefetch=False, loop_stages=3, evict_first=_E, hint_stores=False, keep_inputs=True)),
 )
 _TABLES = {"gdn": _GDN_TABLE, "kda": _KDA_TABLE}
 
@@ -230,6 +241,7 @@ class GuardLaunch:
 
     counter: torch.Tensor
     records: torch.Tensor
+    flag: torch.Tensor  # host memory the kernel sets when it records a fault (FaultBuffer.flag)
     max_records: int
     tag: int
     pool_slots: int
@@ -238,8 +250,8 @@ class GuardLaunch:
 def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
     """The kernel's run-time guard arguments; without a guard, the pointers are never read (GUARD=False)."""
     if guard is None:
-        return 0, batch, None, None, 0
-    return guard.pool_slots, batch, guard.counter, guard.records, guard.tag
+        return 0, batch, None, None, None, 0
+    return guard.pool_slots, batch, guard.counter, guard.records, guard.flag, guard.tag
 
 
 GUARD_CHUNK = 128  # rows compared per step of the duplicate scan (one vector load of slots per step)
@@ -280,7 +292,7 @@ def launch_key(engine: object, flags: tuple[bool, ...], config: TileConfig | Non
     mixed, a, b, A_log, dt_bias, state, out, indices = tensors
     guard_key = None if guard is None else (
         guard.pool_slots, guard.tag, guard.max_records,
-        guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0)
+        guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0, guard.flag.data_ptr() % 16 == 0)
     return (
         engine, flags, config, guard_key, mixed.device, mixed.shape[0], mixed.shape[1],
         state.shape[-3:], mixed.stride(0), a.stride(0), b.stride(0), state.stride(0), indices.stride(0),
