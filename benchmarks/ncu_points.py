@@ -1,5 +1,6 @@
 """Nsight Compute evidence for the decode points that stay below target: achieved DRAM bandwidth of one
-launch of ours and of sglang's Triton kernel per point (run under ncu by `main`, which re-executes itself).
+launch of ours and of sglang's fastest path per point (its Triton kernel for GDN; for KDA its Helion decode
+when helion imports, else its Triton kernel), run under ncu by `main`, which re-executes itself.
 
     GDR_CHECK_SGLANG_PATH=<wheel> PYTHONPATH=src python benchmarks/ncu_points.py        # needs ncu on PATH
 """
@@ -13,15 +14,18 @@ import shutil
 import subprocess
 import sys
 
-# (variant, H, HV, state, B): points below 1.10x the copy or below sglang in the graph-replay sweep.
-POINTS = (("kda", 32, 32, "bf16", 512), ("gdn", 16, 32, "bf16", 128), ("gdn", 4, 8, "fp32", 128),
-          ("kda", 8, 8, "bf16", 1024))
+# (variant, H, HV, state, B): the points where sglang's fastest path came out ahead of ours (within 0.5 %) in
+# the 15:04 UTC graph-replay run of 2026-12-01 (Kimi-Linear tp 4 and tp 1).
+POINTS = (("kda", 8, 8, "fp32", 512), ("kda", 8, 8, "bf16", 128), ("kda", 32, 32, "fp32", 128),
+          ("kda", 32, 32, "bf16", 512))
 METRICS = ("gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
            "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,"
            "launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size")
 
 
 def child() -> None:
+    import argparse
+
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,15 +35,19 @@ def child() -> None:
 
     gdn, kda = load_sglang_packed_decode()
     sglang = bench.sglang_impl(gdn, kda)
+    refs: dict[str, object] = {}
+    print("helion:", bench.load_helion(os.environ.get("GDR_CHECK_SGLANG_PATH"), argparse.Namespace(no_helion=False),
+                                       refs), file=sys.stderr)
     ours = bench.ours_impl(None)
     for variant, H, HV, state, B in POINTS:
+        reference = refs.get("sglang_helion", sglang) if variant == "kda" else sglang
         g = bench.Geometry("point", 1, variant, H, HV, 128, 128)
         x = bench.make_inputs(g, B, state, 4 * B + 1, 4, seed=1)
-        for impl in (ours, sglang):  # compile outside the profiled launches
-            impl(x, x.index_sets[0], x.pool, x.out)
+        for impl in (ours, reference):  # compile outside the profiled launches
+            impl(x, x.index_sets[0], x.pool, x.out)  # type: ignore[operator]
         torch.cuda.synchronize()
         ours(x, x.index_sets[1], x.pool, x.out)  # kept: a slot set not touched since the warm-up
-        sglang(x, x.index_sets[2], x.pool, x.out)
+        reference(x, x.index_sets[2], x.pool, x.out)  # type: ignore[operator]
         torch.cuda.synchronize()
         del x
         torch.cuda.empty_cache()
@@ -56,10 +64,10 @@ def main() -> int:
     if shutil.which("ncu") is None:
         print("error: Nsight Compute's `ncu` is not on PATH", file=sys.stderr)
         return 2
-    # Every decode launch is profiled; per point the third and fourth (ours, then sglang's) are kept, the
-    # first two being the warm-up that compiled them.
+    # Every decode launch is profiled (ours, sglang's Triton kernel, Helion's `..._packed_decode_body`); per point
+    # the third and fourth (ours, then sglang's) are kept, the first two being the warm-up that compiled them.
     command = ["ncu", "--clock-control", "none", "--metrics", METRICS, "--csv", "--print-units", "base",
-               "--kernel-name", "regex:packed_decode_kernel", sys.executable, os.path.abspath(__file__)]
+               "--kernel-name", "regex:packed_decode", sys.executable, os.path.abspath(__file__)]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "NCU_POINTS_CHILD": "1"})
     text = done.stdout
     start = text.find('"ID"')
