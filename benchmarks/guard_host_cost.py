@@ -7,8 +7,9 @@ nothing), so that only host-side Python is timed:
     wrapper from the 0.5.23 wheel (its `fused_recurrent.py`, loaded by `gdr_check.kernel.engines`): its argument
     checks and grid arithmetic;
 (b) the same wrapper inside `gdr_check.guard(engine="sglang")`, minus (a): what the guard adds per call once the
-    call signature has been seen (the signature lookup, the sanitised-indices allocation, the fault-buffer
-    poll and the preparation of the device-side slot check, whose launch is the stubbed part).
+    call signature has been seen (the signature's comparison with the last plan's, the reuse test, the read of
+    the fault flag, and on a step's first call the sanitised-indices allocation and the preparation of the
+    device-side slot check, whose launch is the stubbed part).
 
 Two figures for (b):
 - *every call checks*: one pool and one indices tensor, called over and over; each call comes back to the
@@ -19,10 +20,11 @@ Two figures for (b):
   the other layers the same sanitised indices; the figure is the step's guard cost divided by its L calls.
   That one check per step is verified (the check launches of a step are counted before timing).
 
-`--device cuda` runs the same on CUDA tensors (launches still stubbed; the fault counter's look is real), so the
-figures are this host's with the tensors an engine passes. `--pieces` also times the parts of the guard's
-steady state one by one on the same tensors (attribute reads of the eight tensors, the key, the stream query,
-the fault counter's look), to tell where a host's time goes.
+`--device cuda` runs the same on CUDA tensors (launches still stubbed; the fault buffer is real), so the
+figures are this host's with the tensors an engine passes. `--pieces` also times parts of the guard's work one
+by one on the same tensors, to tell where a host's time goes: the attribute reads of the eight tensors that
+the signature compares, the full signature tuple and its lookup (the path taken when another signature came
+last), the pool's address, the indices' version, the stream query and the read of the fault flag.
 
 Shapes: K = V = 128; GDN H = 16, HV = 32; KDA H = HV = 8; B = 1, 8, 32, 128, 512; bf16 activations, fp32 state,
 int32 slots 1..B of a pool of B + 1 slots, `use_qk_l2norm_in_kernel=True`, passed by keyword as sglang's

@@ -16,6 +16,7 @@ import gdr_check
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
+numpy = pytest.importorskip("numpy")  # the kernel extra's (the Triton interpreter needs it)
 
 from gdr_check.kernel import (  # noqa: E402
     device_guard,
@@ -478,19 +479,22 @@ def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(m
 
 
 def test_the_guard_compares_with_the_last_plan_and_still_tells_every_term_apart(monkeypatch):
-    # Steady state compares the call with the site's last plan term by term; a call that differs in any one
-    # term (a transposed `out`, another dtype of `b`, the l2norm flag) must be judged as the new signature it is.
+    # Steady state compares the call with the site's last plan term by term; a call that differs from it in any
+    # one term must be judged as the new signature it is, and the base call then finds its own plan again.
     from fake_engine import install
 
     engine = install(monkeypatch)
     verdicts = _counting_verdicts(monkeypatch)
     _, arguments = engine_arguments(slots=[1, 2, 3])
     _, other_batch = engine_arguments(slots=[1, 2])
-    out = arguments["out"]
+    out, indices = arguments["out"], arguments["ssm_state_indices"]
     variants = [
         dict(arguments, out=out.transpose(2, 3).contiguous().transpose(2, 3)),  # same shape, other strides
-        dict(arguments, b=arguments["b"].double()),
-        dict(arguments, scale=float(arguments["scale"]) * 2),
+        dict(arguments, b=arguments["b"].double()),  # another dtype
+        dict(arguments, scale=float(arguments["scale"]) * 2),  # another scalar value
+        dict(arguments, scale=numpy.float64(arguments["scale"])),  # an equal scale of another type
+        dict(arguments, ssm_state_indices=indices.long()),  # the indices' dtype
+        dict(arguments, ssm_state_indices=torch.stack([indices, indices], 1)[:, 0]),  # the indices' stride
     ]
     with gdr_check.guard(engine="sglang", mode="record") as guard:
         slow = []
@@ -500,12 +504,13 @@ def test_the_guard_compares_with_the_last_plan_and_still_tells_every_term_apart(
             engine.gdn_caller.forward_decode(**arguments)
             engine.gdn_caller.forward_decode(**other_batch)
         assert len(verdicts) == 2 and len(slow) == 2
-        for variant in variants:
+        for number, variant in enumerate(variants, start=3):
+            engine.gdn_caller.forward_decode(**arguments)  # the base plan comes last: compared term by term
             engine.gdn_caller.forward_decode(**variant)
-            engine.gdn_caller.forward_decode(**variant)
-        assert len(verdicts) == 5  # each variant judged once, as the new signature it is
+            assert len(verdicts) == number, number  # judged once, as the new signature it is
+        engine.gdn_caller.forward_decode(**arguments)
         [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
-        assert len(site.plans) == 5 and site.recent is site.plans[site.recent.key]
+        assert len(verdicts) == 8 and len(site.plans) == 8 and site.recent is site.plans[site.recent.key]
 
 
 def test_a_refused_signature_raises_on_every_call_in_raise_mode(monkeypatch):
@@ -775,6 +780,26 @@ def test_the_one_program_per_row_check_loops_past_its_block(engine, monkeypatch)
     assert [(f.code, f.row, f.slot, f.first_row) for f in faults] == expected and total == len(expected)
     skipped = {row for code, row, _, _ in expected if code != "GDR247"}
     assert safe.tolist() == [-1 if row in skipped else slot for row, slot in enumerate(slots)]
+
+
+def test_a_fault_that_repeats_on_every_call_is_read_at_most_every_interval(monkeypatch):
+    """A read synchronises the device: slot 0 in a direct call (a note) on every call must not make every call a
+    sync. After a read that found faults, the next REPEAT_LOOK_INTERVAL flagged looks pass."""
+    monkeypatch.setattr(device_guard, "REPEAT_LOOK_INTERVAL", 3)
+    buffer = FaultBuffer(DEVICE)
+    taken = []
+    real_take = buffer.take
+    monkeypatch.setattr(buffer, "take", lambda: taken.append(1) or real_take())
+    call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[0, 1, 2], pool_slots=3, seed=12)  # slot 0: a note
+    for _ in range(9):
+        packed_decode(*call.clone().args(), faults=buffer)
+        if DEVICE != "cpu":
+            torch.cuda.synchronize()  # the flag has landed before the next call looks
+    # Each call looks before its kernel runs. Calls 2-9 find the flag set: call 2 reads call 1's fault, calls
+    # 3-5 pass, call 6 reads the faults of calls 2-5, calls 7-9 pass.
+    assert len(taken) == 2 and buffer.host_flag[0] == 1
+    notes = device_guard.diagnostics_of(buffer.take()[0], "direct", "sglang")  # calls 6-9's, kept meanwhile
+    assert [(note.code, note.severity) for note in notes] == [("GDR247", "info")] * 4
 
 
 def test_a_recorded_fault_sets_the_host_flag_and_a_look_reads_only_then(monkeypatch):

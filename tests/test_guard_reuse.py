@@ -351,3 +351,16 @@ def test_the_instance_walk_warns_when_objects_are_frozen(monkeypatch):
     assert found == []  # `kept` is frozen: not found
     assert [name for name, _ in capture_module._holder_instances(["gdr_fake_backend:Backend"])] == [
         f"{Backend.__module__}.{Backend.__qualname__}@{id(kept):#x}"]
+
+
+def test_indices_resized_in_place_between_two_layers_are_judged_again(monkeypatch):
+    """Reuse trusts the indices object and its version for strides and device, not for its shape and dtype: an
+    inference tensor has no version to see a `resize_`, and `.data` can be reassigned without one. A layer
+    whose indices changed length that way is refused as the signature it now has, not served the step's copy."""
+    step = Step(monkeypatch)
+    with pytest.raises(gdr_check.GuardError, match=r"^GDR211: "):
+        with gdr_check.guard(engine="sglang") as guard:
+            step.layer(0)
+            step.indices.data = torch.tensor(VALID + [5], dtype=step.indices.dtype, device=step.indices.device)
+            step.layer(1)
+    assert len(step.launches) == 1 and len(step.got) == 1 and guard.calls == 2

@@ -26,9 +26,8 @@ only covered that way.
 Per call, the wrapper does what depends on shapes once per call signature (the contract without index
 values, and the comparison with the model's expected per-rank call when `model` is given); afterwards a call
 costs a comparison of its signature with the last one's (checks/hotpath.py lists the steady state step by
-step). A
-refused signature is refused on every call (mode="raise": GuardError each time). The index values are checked
-on the device by a small kernel that also hands the engine's kernel a copy of the indices with every faulty
+step). A refused signature is refused on every call (mode="raise": GuardError each time). The index values
+are checked on the device by a small kernel that also hands the engine's kernel a copy of the indices with every faulty
 row set to -1 (skip), so an out-of-range or repeated slot can neither write outside the pool nor race; the
 fault (rule, row, slot, layer) is recorded in a device buffer.
 Nothing reads the device while a stream is capturing. A kernel that records a fault sets a flag word in host
@@ -427,8 +426,8 @@ class Guard:
         return found
 
     def poll(self) -> None:
-        """Act on faults the device has already reported, without waiting for it: a look at every fault buffer
-        now (after each graph replay), not on the per-call countdown."""
+        """Act on faults the device has already flagged, without waiting for it: a look at every fault buffer
+        (after each graph replay; an eager call looks at its own buffer)."""
         for buffer in list(self._buffers.values()):
             self._look(buffer)
 
@@ -617,8 +616,9 @@ class Guard:
                 # been refilled without a version bump: a Triton kernel's write, a graph's input buffer), and the
                 # indices are that object, unwritten since (version), in the same capture epoch and on the same
                 # stream (another stream could read them before the check wrote them). Such indices are the
-                # checked object, so their terms of the signature are the plan's: the kernel gets the checked
-                # copy, never them.
+                # checked object: their shape and dtype are read again (an inference tensor has no version to
+                # see a resize_, and `.data` can be reassigned without one), their strides and device are the
+                # check's (the kernel gets the checked copy, never them).
                 last = None if plan is None else plan.last
                 tag: Any = None if plan is None else plan.tags.get(h.data_ptr())
                 reuse = last is not None and tag is not None and tag not in last.served and last.indices is i \
@@ -634,12 +634,11 @@ class Guard:
                         and d.shape == k[16] and d.stride() == k[17] and d.dtype == k[18] and d.device == k[19]
                         and h.shape == k[20] and h.stride() == k[21] and h.dtype == k[22] and h.device == k[23]
                         and o.shape == k[24] and o.stride() == k[25] and o.dtype == k[26] and o.device == k[27]
-                        and (reuse or (i.shape == k[28] and i.stride() == k[29] and i.dtype == k[30]
-                                       and i.device == k[31]))
+                        and i.shape == k[28] and i.dtype == k[30]
+                        and (reuse or (i.stride() == k[29] and i.device == k[31]))
                         and type(scale) is k[33] and scale == k[32]
                         and kwargs.get("use_qk_l2norm_in_kernel") == k[34]
                         and type(bound) is k[36] and bound == k[35]):
-                    reuse = False  # another plan: its own check (a step whose layers differ checks per switch)
                     plan = site.recent = plans[(
                         q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
                         b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
@@ -647,6 +646,8 @@ class Guard:
                         o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
                         scale, type(scale), kwargs.get("use_qk_l2norm_in_kernel"), bound, type(bound))]
                     tag = plan.tags[h.data_ptr()]
+                    last = plan.last  # another plan: its own last check may serve (its terms were all read)
+                    reuse = _reusable(last, i, tag, capture.epoch, plan.stream)
             except Exception:  # noqa: BLE001 - a new signature or pool, or an argument that is not a tensor
                 plan = None
             if plan is None:  # outside the handler: what the first call raises is not chained to a KeyError
@@ -690,6 +691,8 @@ class Guard:
             for site in self.sites:  # no reference kept past the block, and nothing reused on re-entry
                 for plan in site.plans.values():
                     plan.last = None
+                if site.recent is not None:  # (it may have left the plan table when that was cleared)
+                    site.recent.last = None
 
 
 # `gdr_check.guard(...)` must work however `gdr_check.guard` was reached (see the same device in capture.py):

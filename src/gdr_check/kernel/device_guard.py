@@ -7,8 +7,9 @@ small check kernel launched before an engine's kernel (the guard): a faulty row 
 zero, its state untouched), and a compact record (code, row, slot, tag) is appended to a device buffer with
 atomics. A kernel that records a fault also sets a flag word in host memory that the device writes through
 (pinned memory, which CUDA's unified addressing maps at the same address), so the host notices faults by
-reading one word of its own memory on each eager call (`poll`, `look`): no copy, no event, no sync. It reads
-the records only then, or when asked (`FaultBuffer.take`, `raise_pending`), never while a stream is capturing.
+reading one word of its own memory on each eager call (`FaultBuffer.look`): no copy, no event, no sync. It
+reads the records (which synchronises the device) only then, at most every REPEAT_LOOK_INTERVAL calls while
+faults keep coming, or when asked (`FaultBuffer.take`, `raise_pending`); never while a stream is capturing.
 
 Everything that depends only on shapes, strides, dtypes and devices (the contract's other rules, the model
 comparison, the tiling) is decided on the first call of a signature and cached.
@@ -48,6 +49,10 @@ SEPARATE_CHECK_MIN_PAIRS = 4096
 CHECK_SCAN_MAX = 1024  # rows the one-program-per-row check compares in one vector load
 _MAX_BATCH_SHAPES = 4096  # batch sizes whose check constants a CheckLaunch keeps
 FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
+# Eager calls a buffer lets pass after a read that found faults before it reads again: a read synchronises the
+# device, and a fault that repeats on every call (a bad slot table in warn or record mode, slot 0 in a direct
+# call, which is a note) must not turn every decode call into a sync.
+REPEAT_LOOK_INTERVAL = 64
 
 
 def is_capturing() -> bool:
@@ -105,6 +110,7 @@ class FaultBuffer:
         # through a NumPy view of that memory: a look is one host load, no tensor indexing, no CUDA call.
         self.flag = torch.zeros(1, dtype=torch.int32, pin_memory=self.device.type == "cuda")
         self.host_flag: Any = self.flag.numpy()
+        self.looks_to_skip = 0  # after a read that found faults (REPEAT_LOOK_INTERVAL)
         self._launches: dict[tuple[Engine, Any], CheckLaunch] = {}
 
     def check_launch(self, engine: Engine, device: Any) -> CheckLaunch:
@@ -129,10 +135,16 @@ class FaultBuffer:
         """Raise the faults of earlier calls if a kernel has flagged one, without waiting on the device when none
         has (one read of the host flag). Faults are read, and `PendingFaults` raised for errors, once the flag
         is seen: a kernel's flag lands when it runs, so a call notices the faults of calls whose kernels have
-        run by then. Nothing is read while a stream is capturing."""
+        run by then; after a read that found faults, the next REPEAT_LOOK_INTERVAL flagged looks pass. Nothing
+        is read while a stream is capturing."""
         if not self.host_flag[0]:
             return
+        if self.looks_to_skip:
+            self.looks_to_skip -= 1
+            return
         faults, total = self.take()
+        if total:
+            self.looks_to_skip = REPEAT_LOOK_INTERVAL
         diagnostics = diagnostics_of(faults, context, engine)
         errors = [d for d in diagnostics if d.severity == "error"]
         if errors:
@@ -140,13 +152,19 @@ class FaultBuffer:
 
     def take(self) -> tuple[list[Fault], int]:
         """Read and clear the records (synchronises the device): (faults, total count including dropped).
-        Returns ([], 0) without touching the device while a stream is capturing."""
+        Returns ([], 0) without touching the device while a stream is capturing. Every kernel launched before
+        the call has run when the count is read; a kernel another host thread launches between that read and
+        the reset that follows it on this thread's stream can lose its record (its flag stays set)."""
         if is_capturing():
             return [], 0
         # Cleared before the read: a fault recorded from here on sets it again (at worst one look finds nothing).
         self.host_flag[0] = 0
         if self.device.type == "cuda":  # every stream's kernels, not only the current one's
-            torch.cuda.synchronize(self.device)
+            try:
+                torch.cuda.synchronize(self.device)
+            except RuntimeError:  # e.g. another thread's stream is capturing: the faults stay flagged for later
+                self.host_flag[0] = 1
+                raise
         count = int(self.counter.item())
         if count == 0:
             return [], 0
