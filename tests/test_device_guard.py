@@ -802,6 +802,47 @@ def test_a_fault_that_repeats_on_every_call_is_read_at_most_every_interval(monke
     assert [(note.code, note.severity) for note in notes] == [("GDR247", "info")] * 4
 
 
+def test_an_error_among_repeated_notes_is_still_itemised_and_raised():
+    """Reads are spaced so that, at the last read's fault rate, the records between two reads fill at most half
+    the buffer: an error arriving among notes that repeat on every call is not dropped with the overflow."""
+    buffer = FaultBuffer(DEVICE, max_records=8)
+    noted = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[0, 1, 2], pool_slots=3, seed=12)  # slot 0: a note
+    faulty = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[0, 1, 7], pool_slots=3, seed=12)  # and slot 7 past it
+
+    def call(made):
+        packed_decode(*made.clone().args(), faults=buffer)
+        if DEVICE != "cpu":
+            torch.cuda.synchronize()
+
+    for _ in range(12):
+        call(noted)
+    assert buffer.looks_to_skip <= 3  # one note per call: reads at most 4 flagged looks apart (4 of 8 records)
+    call(faulty)
+    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 7 at row 2, "):
+        for _ in range(5):
+            call(noted)
+
+
+def test_a_look_that_cannot_synchronise_leaves_the_faults_flagged(monkeypatch):
+    """Another thread's capture (or any failure to synchronise) must not break the engine's call: a look
+    returns and keeps the flag for later; an explicit read raises, and keeps it too."""
+    buffer = FaultBuffer("cpu")
+    buffer.device = torch.device("cuda")  # the CUDA branch; the tensors stay on the CPU
+    monkeypatch.setattr(device_guard, "is_capturing", lambda: False)
+
+    def cannot(device=None):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", cannot)
+    buffer.counter[0] = 1
+    buffer.host_flag[0] = 1
+    buffer.look("engine", "sglang")
+    assert buffer.host_flag[0] == 1 and int(buffer.counter[0]) == 1
+    with pytest.raises(RuntimeError, match="capturing"):
+        buffer.take()
+    assert buffer.host_flag[0] == 1 and int(buffer.counter[0]) == 1
+
+
 def test_a_recorded_fault_sets_the_host_flag_and_a_look_reads_only_then(monkeypatch):
     """A look reads one word of host memory: nothing while the flag is clear (no take, no sync), the records
     once a kernel has flagged one (the flag is cleared before they are read), and nothing while a stream is

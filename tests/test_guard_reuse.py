@@ -360,7 +360,23 @@ def test_indices_resized_in_place_between_two_layers_are_judged_again(monkeypatc
     step = Step(monkeypatch)
     with pytest.raises(gdr_check.GuardError, match=r"^GDR211: "):
         with gdr_check.guard(engine="sglang") as guard:
+            step.step()  # every layer's pool known: the next step's calls take the steady-state path
+            step.indices = step.indices.clone()  # a new step
             step.layer(0)
             step.indices.data = torch.tensor(VALID + [5], dtype=step.indices.dtype, device=step.indices.device)
             step.layer(1)
-    assert len(step.launches) == 1 and len(step.got) == 1 and guard.calls == 2
+    assert len(step.launches) == 2 and len(step.got) == LAYERS + 1 and guard.calls == LAYERS + 2
+
+
+def test_two_signatures_in_one_step_each_serve_their_layers_from_their_own_check(monkeypatch):
+    """Layers that differ (another scale on odd layers) alternate two plans within a step: after the full
+    lookup that switches plans, the found plan's own check serves its layers (one check per plan per step)."""
+    step = Step(monkeypatch)
+    scale = step.arguments["scale"]
+    with gdr_check.guard(engine="sglang", mode="record"):
+        for _ in range(3):
+            step.indices = step.indices.clone()  # a new step
+            for layer_id in range(LAYERS):
+                step.arguments["scale"] = scale * (2 if layer_id % 2 else 1)
+                step.layer(layer_id)
+    assert len(step.launches) == 2 * 3

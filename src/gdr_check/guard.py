@@ -33,7 +33,9 @@ fault (rule, row, slot, layer) is recorded in a device buffer.
 Nothing reads the device while a stream is capturing. A kernel that records a fault sets a flag word in host
 memory (`FaultBuffer.flag`), which every eager call reads (one host load, no CUDA call): faults are read at
 the first eager call or graph replay (the guard hooks `torch.cuda.CUDAGraph.replay`) after the faulty kernel
-has run, at `guard.raise_pending()`, and on exit.
+has run, at `guard.raise_pending()`, and on exit. A read synchronises the device, so while faults keep coming
+the looks after a read are spaced (`device_guard.REPEAT_LOOK_INTERVAL`: at most 64 flagged calls or replays
+apart, fewer when faults come faster, so that the records between two reads fill at most half the buffer).
 
 The indices are checked once per decode step, not once per layer: every layer of a step passes the same
 indices tensor (each with its own pool), so a call reuses the sanitised indices of its plan's last check when

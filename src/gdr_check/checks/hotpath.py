@@ -7,8 +7,8 @@ Two paths run per kernel launch, each with a budget against the reference wrappe
    `guard.py`, `Guard._wrapper_for`: the reuse test on the site's last plan's `_LastCheck` (the indices object
    by identity, its `_version`, the capture epoch, the CUDA stream), then `_signature`'s terms (shape,
    strides, dtype and device of the tensors, and the scalars; no data pointer, no index value) compared one by
-   one with that plan's key, no tuple built or hashed (the indices' own terms skipped when they are the
-   checked object; a full lookup only when another signature came last), the pool's tag by address, one read
+   one with that plan's key, no tuple built or hashed (the indices' strides and device skipped when they are
+   the checked object; a full lookup only when another signature came last), the pool's tag by address, one read
    of the fault flag (`FaultBuffer.host_flag`, host memory the kernels set: no CUDA call), and either the
    step's sanitised indices served again (the pool's tag not yet served: a set insert) or, on the first call
    of a step,

@@ -49,9 +49,11 @@ SEPARATE_CHECK_MIN_PAIRS = 4096
 CHECK_SCAN_MAX = 1024  # rows the one-program-per-row check compares in one vector load
 _MAX_BATCH_SHAPES = 4096  # batch sizes whose check constants a CheckLaunch keeps
 FAULT_CODES = {1: "GDR241", 2: "GDR242", 3: "GDR247"}
-# Eager calls a buffer lets pass after a read that found faults before it reads again: a read synchronises the
-# device, and a fault that repeats on every call (a bad slot table in warn or record mode, slot 0 in a direct
-# call, which is a note) must not turn every decode call into a sync.
+# The most flagged looks a buffer lets pass after a read that found faults before it reads again: a read
+# synchronises the device, and a fault that repeats on every call (a bad slot table in warn or record mode, slot
+# 0 in a direct call, which is a note) must not turn every decode call into a sync. Fewer pass when faults come
+# faster: at the last read's rate, the records between two reads fill at most half the buffer, so a new fault
+# among repeated ones is still itemised.
 REPEAT_LOOK_INTERVAL = 64
 
 
@@ -110,7 +112,8 @@ class FaultBuffer:
         # through a NumPy view of that memory: a look is one host load, no tensor indexing, no CUDA call.
         self.flag = torch.zeros(1, dtype=torch.int32, pin_memory=self.device.type == "cuda")
         self.host_flag: Any = self.flag.numpy()
-        self.looks_to_skip = 0  # after a read that found faults (REPEAT_LOOK_INTERVAL)
+        self.looks_to_skip = 0  # flagged looks to let pass after a read that found faults (REPEAT_LOOK_INTERVAL)
+        self.flagged_looks = 0  # flagged looks since the last read (the fault rate's denominator)
         self._launches: dict[tuple[Engine, Any], CheckLaunch] = {}
 
     def check_launch(self, engine: Engine, device: Any) -> CheckLaunch:
@@ -135,16 +138,23 @@ class FaultBuffer:
         """Raise the faults of earlier calls if a kernel has flagged one, without waiting on the device when none
         has (one read of the host flag). Faults are read, and `PendingFaults` raised for errors, once the flag
         is seen: a kernel's flag lands when it runs, so a call notices the faults of calls whose kernels have
-        run by then; after a read that found faults, the next REPEAT_LOOK_INTERVAL flagged looks pass. Nothing
-        is read while a stream is capturing."""
+        run by then; after a read that found faults, up to REPEAT_LOOK_INTERVAL flagged looks pass (fewer when
+        faults come faster). Nothing is read while a stream is capturing, nor when the device cannot be
+        synchronised now (the flag stays set for a later look)."""
         if not self.host_flag[0]:
             return
-        if self.looks_to_skip:
+        self.flagged_looks += 1
+        if self.looks_to_skip > 0:
             self.looks_to_skip -= 1
             return
-        faults, total = self.take()
+        looks = self.flagged_looks
+        try:
+            faults, total = self.take()
+        except RuntimeError:  # e.g. another thread's stream is capturing: an explicit read raises, a look waits
+            return
         if total:
-            self.looks_to_skip = REPEAT_LOOK_INTERVAL
+            room = max(1, self.max_records // 2)
+            self.looks_to_skip = max(0, min(REPEAT_LOOK_INTERVAL, room * looks // total - 1))
         diagnostics = diagnostics_of(faults, context, engine)
         errors = [d for d in diagnostics if d.severity == "error"]
         if errors:
@@ -157,19 +167,21 @@ class FaultBuffer:
         the reset that follows it on this thread's stream can lose its record (its flag stays set)."""
         if is_capturing():
             return [], 0
+        self.looks_to_skip = self.flagged_looks = 0  # a read restarts the spacing of looks (see `look`)
         # Cleared before the read: a fault recorded from here on sets it again (at worst one look finds nothing).
         self.host_flag[0] = 0
-        if self.device.type == "cuda":  # every stream's kernels, not only the current one's
-            try:
+        try:
+            if self.device.type == "cuda":  # every stream's kernels, not only the current one's
                 torch.cuda.synchronize(self.device)
-            except RuntimeError:  # e.g. another thread's stream is capturing: the faults stay flagged for later
-                self.host_flag[0] = 1
-                raise
-        count = int(self.counter.item())
+            count = int(self.counter.item())
+            rows = sorted(self.records[: min(count, self.max_records)].tolist(), key=lambda r: (r[3], r[1]))
+            if count:
+                self.counter.zero_()
+        except RuntimeError:  # e.g. another thread's stream is capturing: the faults stay flagged for later
+            self.host_flag[0] = 1
+            raise
         if count == 0:
             return [], 0
-        rows = sorted(self.records[: min(count, self.max_records)].tolist(), key=lambda r: (r[3], r[1]))
-        self.counter.zero_()
         faults = []
         for code, row, slot, tag in rows:
             label, pool_slots = self._labels[tag] if 0 <= tag < len(self._labels) else (f"call {tag}", None)
