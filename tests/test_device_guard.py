@@ -802,6 +802,18 @@ def test_a_fault_that_repeats_on_every_call_is_read_at_most_every_interval(monke
     assert [(note.code, note.severity) for note in notes] == [("GDR247", "info")] * 4
 
 
+def test_faults_land_in_the_buffer_passed_even_when_it_reuses_a_dead_buffers_id():
+    # A guard launch cached by buffer id would hand a new buffer that got a freed buffer's id (CPython reuses
+    # addresses at once) the dead buffer's tensors: the faults would land nowhere anyone reads.
+    call = bad_call()
+    for _ in range(8):
+        buffer = FaultBuffer(DEVICE)
+        packed_decode(*call.clone().args(), context="engine", faults=buffer)
+        assert buffer.host_flag[0] == 1 or DEVICE != "cpu"
+        assert len(buffer.take()[0]) == 4
+        del buffer
+
+
 def test_an_error_among_repeated_notes_is_still_itemised_and_raised():
     """Reads are spaced so that, at the last read's fault rate, the records between two reads fill at most half
     the buffer: an error arriving among notes that repeat on every call is not dropped with the overflow."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import reprlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -115,6 +115,7 @@ class FaultBuffer:
         self.looks_to_skip = 0  # flagged looks to let pass after a read that found faults (REPEAT_LOOK_INTERVAL)
         self.flagged_looks = 0  # flagged looks since the last read (the fault rate's denominator)
         self._launches: dict[tuple[Engine, Any], CheckLaunch] = {}
+        self._guard_launches: dict[tuple[str, int], GuardLaunch] = {}
 
     def check_launch(self, engine: Engine, device: Any) -> CheckLaunch:
         """The slot check that records into this buffer for `engine`'s calls on `device` (one per pair)."""
@@ -122,6 +123,17 @@ class FaultBuffer:
         launch = self._launches.get(key)
         if launch is None:
             launch = self._launches.setdefault(key, CheckLaunch(engine, self, device))
+        return launch
+
+    def guard_launch(self, label: str, pool_slots: int) -> GuardLaunch:
+        """What a guarded launch for the call site `label` passes to the kernel: this buffer's tensors and the
+        site's tag (kept here, per buffer: a cache keyed by a buffer's id could hand a new buffer, given a dead
+        one's id, the dead one's tensors)."""
+        key = (label, pool_slots)
+        launch = self._guard_launches.get(key)
+        if launch is None:
+            launch = self._guard_launches.setdefault(key, GuardLaunch(
+                self.counter, self.records, self.flag, self.max_records, self.tag_for(label, pool_slots), pool_slots))
         return launch
 
     def tag_for(self, label: str, pool_slots: int | None = None) -> int:
@@ -320,7 +332,6 @@ class Verdict:
     errors: list[Diagnostic]
     others: list[Diagnostic]
     pool_slots: int
-    launch: dict[tuple[int, str | None], Any] = field(default_factory=dict)  # (buffer id, label) -> GuardLaunch
 
 
 def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
@@ -441,12 +452,7 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
     buffer = buffer if buffer is not None else default_buffer(state.device)
     if buffer.host_flag[0] and not is_capturing():
         buffer.look(context, engine)
-    key = (id(buffer), label)
-    guard = verdict.launch.get(key)
-    if guard is None:
-        tag = buffer.tag_for(label or f"{variant} packed decode", verdict.pool_slots)
-        guard = verdict.launch[key] = GuardLaunch(buffer.counter, buffer.records, buffer.flag, buffer.max_records,
-                                                  tag, verdict.pool_slots)
+    guard = buffer.guard_launch(label or f"{variant} packed decode", verdict.pool_slots)
     indices = args[8]
     batch = indices.shape[0]
     if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:
