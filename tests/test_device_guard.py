@@ -513,6 +513,26 @@ def test_the_guard_compares_with_the_last_plan_and_still_tells_every_term_apart(
         assert len(verdicts) == 8 and len(site.plans) == 8 and site.recent is site.plans[site.recent.key]
 
 
+def test_an_omitted_flag_is_keyed_as_the_functions_default_and_its_type_counts(monkeypatch):
+    # The contract runs with an omitted `use_qk_l2norm_in_kernel` as the function's default (False): the same
+    # signature as an explicit False, and another one than an explicit None or an int 1 (True == 1).
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    _, arguments = engine_arguments(slots=[1, 2, 3])
+    with gdr_check.guard(engine="sglang", mode="record"):
+        decode = engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode  # the guard's wrapper
+        decode(**arguments)  # omitted: False
+        decode(**arguments, use_qk_l2norm_in_kernel=False)
+        assert len(verdicts) == 1
+        decode(**arguments, use_qk_l2norm_in_kernel=None)
+        decode(**arguments, use_qk_l2norm_in_kernel=True)
+        decode(**arguments, use_qk_l2norm_in_kernel=1)
+        decode(**arguments, use_qk_l2norm_in_kernel=True)
+        assert len(verdicts) == 4
+
+
 def test_a_refused_signature_raises_on_every_call_in_raise_mode(monkeypatch):
     from fake_engine import install
 

@@ -115,14 +115,17 @@ def _layer_label(state: Any, ordinal: int) -> str:
     return f"pool #{ordinal}"
 
 
-def _signature(values: dict[str, Any]) -> tuple[Any, ...]:
+def _signature(values: dict[str, Any], l2norm_default: Any = False, bound_default: Any = None
+               ) -> tuple[Any, ...]:
     """What a call's shape-level decision depends on: shape, strides, dtype and device of each tensor argument,
-    and the scalars (with their types: `True == 1`). No data pointer, no index value. Raises (KeyError,
+    and the scalars with their types (`True == 1`), an omitted flag or bound taken as the function's default
+    (the value the contract is run with: `_Site.ordered`). No data pointer, no index value. Raises (KeyError,
     AttributeError, ...) when an argument is missing or is not a tensor: the caller then takes the slow path."""
     q, a, b = values["mixed_qkv"], values["a"], values["b"]
     g, d, h = values["A_log"], values["dt_bias"], values["initial_state"]
     o, i, scale = values["out"], values["ssm_state_indices"], values["scale"]
-    bound = values.get("lower_bound")
+    l2norm = values.get("use_qk_l2norm_in_kernel", l2norm_default)
+    bound = values.get("lower_bound", bound_default)
     # NaN is not equal to itself: a fresh NaN per call would never find its plan (the wrapper's inlined key then
     # misses, and this one finds the plan by the NaN's name). The types are taken first, so a float NaN and
     # the string "nan" keep apart.
@@ -135,7 +138,7 @@ def _signature(values: dict[str, Any]) -> tuple[Any, ...]:
             b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
             d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
             o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
-            scale, scale_type, values.get("use_qk_l2norm_in_kernel"), bound, bound_type)
+            scale, scale_type, l2norm, type(l2norm), bound, bound_type)
 
 
 _NO_KEY: tuple[Any, ...] = ()  # a site's key before its first plan (never compared: the plan is None)
@@ -464,7 +467,7 @@ class Guard:
 
         strict = True
         try:
-            key = _signature(values)
+            key = _signature(values, site.l2norm_default, site.bound_default)
             hash(key)  # an unhashable scale or bound (a list) fails here
         except Exception:  # noqa: BLE001 - not every argument is a tensor or a plain scalar: key by what each is
             key, strict = _loose_signature(values), False
@@ -594,6 +597,7 @@ class Guard:
         plans = site.plans
         guard = self
         capture = _CAPTURE
+        l2norm_default, bound_default = site.l2norm_default, site.bound_default
 
         @functools.wraps(original)
         def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -609,7 +613,8 @@ class Guard:
                 q, a, b = kwargs["mixed_qkv"], kwargs["a"], kwargs["b"]
                 g, d, h = kwargs["A_log"], kwargs["dt_bias"], kwargs["initial_state"]
                 o, i, scale = kwargs["out"], kwargs["ssm_state_indices"], kwargs["scale"]
-                bound = kwargs.get("lower_bound")
+                l2norm = kwargs.get("use_qk_l2norm_in_kernel", l2norm_default)
+                bound = kwargs.get("lower_bound", bound_default)
                 plan = site.recent
                 k = _NO_KEY if plan is None else plan.key
                 # One check per decode step (`_reusable`, inlined): the layers of a step pass the same indices
@@ -639,14 +644,14 @@ class Guard:
                         and i.shape == k[28] and i.dtype == k[30]
                         and (reuse or (i.stride() == k[29] and i.device == k[31]))
                         and type(scale) is k[33] and scale == k[32]
-                        and kwargs.get("use_qk_l2norm_in_kernel") == k[34]
-                        and type(bound) is k[36] and bound == k[35]):
+                        and type(l2norm) is k[35] and l2norm == k[34]
+                        and type(bound) is k[37] and bound == k[36]):
                     plan = site.recent = plans[(
                         q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
                         b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
                         d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
                         o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
-                        scale, type(scale), kwargs.get("use_qk_l2norm_in_kernel"), bound, type(bound))]
+                        scale, type(scale), l2norm, type(l2norm), bound, type(bound))]
                     tag = plan.tags[h.data_ptr()]
                     last = plan.last  # another plan: its own last check may serve (its terms were all read)
                     reuse = _reusable(last, i, tag, capture.epoch, plan.stream)
