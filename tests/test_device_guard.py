@@ -270,15 +270,22 @@ def test_guard_as_a_decorator(monkeypatch):
     assert guard.calls == 2 and [d for d in guard.diagnostics if d.severity == "error"] == []
 
 
+def _real_modules(real, tree, monkeypatch, tmp_path, missing, **options):
+    """An engine's real modules, loaded by the helper module `real` from the tree `tree(tmp_path)` finds (the
+    test is skipped with `missing` when there is none); `options` go to both."""
+    root = tree(tmp_path, **options)
+    if root is None:
+        pytest.skip(missing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return real.load(monkeypatch, root, **options)
+
+
 def test_guard_wraps_sglangs_real_modules(monkeypatch, tmp_path):
     import sglang_real
 
-    root = sglang_real.sglang_tree(tmp_path)
-    if root is None:
-        pytest.skip("set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or an unpacked tree")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        modules = sglang_real.load(monkeypatch, root)
+    modules = _real_modules(sglang_real, sglang_real.sglang_tree, monkeypatch, tmp_path,
+                            "set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or an unpacked tree")
     kernels, gdn_backend, kda_backend = (modules[n] for n in (sglang_real.KERNELS, sglang_real.GDN_BACKEND,
                                                              sglang_real.KDA_BACKEND))
     gdn_original = kernels.fused_recurrent_gated_delta_rule_packed_decode
@@ -309,16 +316,11 @@ def test_guard_wraps_sglangs_real_modules(monkeypatch, tmp_path):
     assert torch.equal(out[0, 1], torch.zeros_like(out[0, 1])) and torch.equal(out[0, 3], torch.zeros_like(out[0, 3]))
 
 
-
 def test_guard_wraps_vllms_real_modules(monkeypatch, tmp_path):
     import vllm_real
 
-    root = vllm_real.vllm_tree(tmp_path)
-    if root is None:
-        pytest.skip("set GDR_CHECK_VLLM_PATH to a vLLM wheel (0.27 or later, e.g. 0.33.0) or an unpacked tree")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        modules = vllm_real.load(monkeypatch, root)
+    modules = _real_modules(vllm_real, vllm_real.vllm_tree, monkeypatch, tmp_path,
+                            "set GDR_CHECK_VLLM_PATH to a vLLM wheel (0.27 or later, e.g. 0.33.0) or an unpacked tree")
     ops, kernels, layer = (modules[n] for n in (vllm_real.OPS, vllm_real.KERNELS, vllm_real.GDN_LAYER))
     original = kernels.fused_recurrent_gated_delta_rule_packed_decode
     # row: 0 ok, 1 past the pool (GDR241), 2 ok, 3 repeats row 2's slot (GDR242), 4 block 0 (skipped by vLLM:
@@ -360,12 +362,8 @@ def _helion_modules(monkeypatch, tmp_path):
     gdr-check's Triton KDA kernel (tests/sglang_real.py); skips without GDR_CHECK_SGLANG_PATH."""
     import sglang_real
 
-    root = sglang_real.sglang_tree(tmp_path, helion=True)
-    if root is None:
-        pytest.skip("set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or an unpacked tree")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        modules = sglang_real.load(monkeypatch, root, helion=True)
+    modules = _real_modules(sglang_real, sglang_real.sglang_tree, monkeypatch, tmp_path,
+                            "set GDR_CHECK_SGLANG_PATH to the sglang 0.5.23 wheel or an unpacked tree", helion=True)
     decode = modules[sglang_real.HELION_DECODE]
     chosen = sglang_real.use_kernel(monkeypatch, decode, launch_kda_packed_decode)
     return decode, modules[sglang_real.HELION_BACKEND], chosen

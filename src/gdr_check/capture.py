@@ -264,16 +264,21 @@ class _Site:
 
 
 # -- patching ------------------------------------------------------------------------------------------------------
+def _own_namespace(obj: Any) -> dict[str, Any] | None:
+    """`obj`'s own `__dict__`, read directly (a lazy module's or an object's `__getattr__` does not run); None
+    when it has none."""
+    try:
+        namespace = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return namespace if isinstance(namespace, dict) else None
+
+
 def _module_namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
     """(name, namespace) of every imported module; namespaces are read directly so lazy modules stay lazy."""
     for name, module in list(sys.modules.items()):
-        if not isinstance(module, types.ModuleType):
-            continue
-        try:
-            namespace = object.__getattribute__(module, "__dict__")
-        except AttributeError:
-            continue
-        if isinstance(namespace, dict):
+        namespace = _own_namespace(module) if isinstance(module, types.ModuleType) else None
+        if namespace is not None:
             yield name, namespace
 
 
@@ -288,10 +293,7 @@ def _holder_instances(classes: Iterable[str] | None = None) -> Iterator[tuple[st
     for target in INSTANCE_HOLDERS if classes is None else classes:
         module_name, _, class_name = target.partition(":")
         module = sys.modules.get(module_name)
-        try:  # the module's own namespace: no lazy `__getattr__` runs here
-            holder = object.__getattribute__(module, "__dict__").get(class_name) if module is not None else None
-        except AttributeError:
-            holder = None
+        holder = (_own_namespace(module) or {}).get(class_name) if module is not None else None
         stack = [holder] if isinstance(holder, type) else []
         while stack:
             cls = stack.pop()
@@ -307,13 +309,8 @@ def _holder_instances(classes: Iterable[str] | None = None) -> Iterator[tuple[st
     kinds = set(found)
     for instance in gc.get_referrers(*found):  # an instance of a Python class refers to its class
         kind = type(instance)
-        if kind not in kinds:
-            continue
-        try:
-            namespace = object.__getattribute__(instance, "__dict__")
-        except AttributeError:
-            continue
-        if isinstance(namespace, dict):
+        namespace = _own_namespace(instance) if kind in kinds else None
+        if namespace is not None:
             yield f"{kind.__module__}.{kind.__qualname__}@{id(instance):#x}", namespace
 
 

@@ -74,6 +74,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .call import ARGUMENTS, ENGINES
@@ -139,9 +140,6 @@ def _signature(values: dict[str, Any], l2norm_default: Any = False, bound_defaul
             d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
             o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
             scale, scale_type, l2norm, type(l2norm), bound, bound_type)
-
-
-_NO_KEY: tuple[Any, ...] = ()  # a site's key before its first plan (never compared: the plan is None)
 
 
 def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
@@ -231,21 +229,18 @@ class _Plan:
             None if device_index is None else functools.partial(_raw_stream(), device_index))
 
 
+@dataclass(slots=True)
 class _LastCheck:
     """A plan's last slot check: the indices it checked (the object itself, kept alive), their `_version` (None
     for an inference tensor, which has none), the capture epoch and the stream (None on the CPU) it ran in, the
     sanitised indices it produced, and the pool tags served from it."""
 
-    __slots__ = ("indices", "version", "epoch", "stream", "safe", "served")
-
-    def __init__(self, indices: Any, version: int | None, epoch: int, stream: int | None, safe: Any,
-                 served: set[int]) -> None:
-        self.indices = indices
-        self.version = version
-        self.epoch = epoch
-        self.stream = stream
-        self.safe = safe
-        self.served = served
+    indices: Any
+    version: int | None
+    epoch: int
+    stream: int | None
+    safe: Any
+    served: set[int]
 
 
 def _reusable(last: _LastCheck | None, indices: Any, tag: int, epoch: int, stream: Callable[[], int] | None
@@ -616,7 +611,7 @@ class Guard:
                 l2norm = kwargs.get("use_qk_l2norm_in_kernel", l2norm_default)
                 bound = kwargs.get("lower_bound", bound_default)
                 plan = site.recent
-                k = _NO_KEY if plan is None else plan.key
+                k = () if plan is None else plan.key  # (with no plan, never indexed: the test below stops first)
                 # One check per decode step (`_reusable`, inlined): the layers of a step pass the same indices
                 # tensor, each with its own pool. The last check's sanitised indices serve this call if this
                 # pool was not served from it yet (a pool served twice means a new step, whose indices may have
