@@ -25,8 +25,12 @@ from gdr_check.kernel import (  # noqa: E402
     naive_packed_decode,
     packed_decode,
 )
+from gdr_check.kernel import gdn as gdn_module  # noqa: E402
+from gdr_check.kernel import kda as kda_module  # noqa: E402
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
+from gdr_check.kernel.gdn import launch_packed_decode as gdn_launch  # noqa: E402
 from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
+from gdr_check.kernel.tiling import resident_programs  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
 S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
@@ -144,6 +148,23 @@ def test_a_fault_in_a_replayed_graph_sets_the_host_flag_for_the_next_look():
                                             r"slots \(0\.\.4\) \[in gdn packed decode\] \(and 3 more faults\)$"):
         buffer.look("engine", "sglang")  # the engine's call: slot 0 on a live row is an error too
     assert buffer.host_flag[0] == 0
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="register counts of compiled kernels")
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+def test_the_guarded_kernel_holds_as_many_programs_per_sm_as_the_plain_one(kda):
+    # The fault record's branch alone lifted a KDA bf16 tile from 128 to 168 registers on sm_90 (12 resident
+    # single-warp programs per SM instead of 16); the variant kept for later launches is capped.
+    launcher = (kda_module if kda else gdn_module)._LAUNCHER
+    call = make_call(B=128, H=32, HV=32, K=128, V=128, slots=list(range(1, 129)), pool_slots=130, kda=kda,
+                     state=torch.bfloat16, seed=5)
+    launcher.variants.clear()
+    (kda_packed_decode if kda else packed_decode)(*call.clone().args(), context="engine", faults=FaultBuffer(DEVICE))
+    (launch_kda_packed_decode if kda else gdn_launch)(*call.clone().args())
+    compiled = {key[3] is None: entry[0] for key, entry in launcher.variants.items()}
+    assert set(compiled) == {True, False}
+    warps = compiled[True].metadata.num_warps
+    assert resident_programs(compiled[False].n_regs, warps) >= resident_programs(compiled[True].n_regs, warps)
 
 
 def test_shape_verdicts_are_cached_per_signature(monkeypatch):

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from gdr_check.kernel import tiling
-from gdr_check.kernel.tiling import TileConfig, choose_config, pick_config, record_tuning, tuned_config
+from gdr_check.kernel.tiling import (
+    TileConfig,
+    choose_config,
+    pick_config,
+    record_tuning,
+    register_cap,
+    resident_programs,
+    tuned_config,
+)
 
 
 @pytest.fixture
@@ -106,3 +114,32 @@ def test_the_l2_hints_reach_the_kernels_as_constants():
     hinted = TileConfig(16, evict_first=True, hint_stores=False, keep_inputs=True).constexprs(128, 128)
     assert (hinted["STATE_EVICTION"], hinted["STORE_EVICTION"], hinted["INPUT_EVICTION"]) == (
         "evict_first", "", "evict_last")
+
+
+def test_the_plain_variant_of_a_guarded_launch_drops_exactly_the_guards_arguments_and_constants():
+    # What the guarded variant's register cap is measured on: the same kernel, the same data, no guard.
+    guard = tiling.GuardLaunch(counter="counter", records="records", flag="flag", max_records=64, tag=3,
+                               pool_slots=9)  # type: ignore[arg-type]  # only passed through
+    head = ("mixed_qkv", "a", 0.5, 128)
+    args = head + tiling.guard_arguments(guard, 40)
+    constants = {"K": 128, "BV": 16, **tiling.guard_constants(guard, type("P", (), {"reserved_slot_zero": True}), 40)}
+    assert (constants["GUARD"], constants["SCAN_BLOCK"], constants["RESERVED_ZERO"]) == (True, 64, True)
+    plain_args, plain_constants = tiling.plain_variant(args, constants, type("P", (), {}), 40)
+    assert plain_args == head + (0, 40, None, None, None, 0)
+    assert plain_constants == {"K": 128, "BV": 16, "GUARD": False, "RESERVED_ZERO": False, "SCAN_BLOCK": 0,
+                               "SCAN_LOOP": False, "MAX_RECORDS": 1}
+
+
+@pytest.mark.parametrize(("registers", "warps", "programs"), [
+    (40, 1, 32), (64, 1, 32), (72, 1, 28), (128, 1, 16), (168, 1, 12), (255, 1, 8), (128, 4, 4), (64, 8, 4)])
+def test_resident_programs_follow_the_register_file(registers, warps, programs):
+    # sm_80/sm_90 occupancy: 64K registers per SM in 256-register units per warp, at most 64 warps, 32 programs.
+    assert resident_programs(registers, warps) == programs
+
+
+def test_the_register_cap_keeps_the_plain_variants_residency_and_no_more():
+    assert register_cap(40, 1) == 64  # 32 programs (the SM's limit) up to 64 registers
+    assert register_cap(122, 1) == 128  # 122 and 128 both take 16 warps' worth of the register file
+    assert register_cap(128, 1) == 128
+    assert register_cap(168, 1) == 168  # 169 * 32 rounds up to 5632 registers a warp: 11 programs
+    assert register_cap(200, 4) == 255

@@ -11,6 +11,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
+from .tiling import register_cap, resident_programs
+
 
 @triton.jit
 def softplus(z, THRESHOLD: tl.constexpr):
@@ -19,13 +21,13 @@ def softplus(z, THRESHOLD: tl.constexpr):
 
 
 @triton.jit
-def load_query_key(row, i_h, key_heads, K: tl.constexpr, BK: tl.constexpr, USE_L2NORM: tl.constexpr,
+def load_query_key(row, i_h, H: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, USE_L2NORM: tl.constexpr,
                    EVICTION: tl.constexpr):
     """q and k of key head i_h from one packed [q | k | v] row, as fp32 [BK] (lanes >= K are zero)."""
     o_k = tl.arange(0, BK)
     mask_k = o_k < K
     q = tl.load(row + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION).to(tl.float32)
-    k = tl.load(row + key_heads * K + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION).to(tl.float32)
+    k = tl.load(row + H * K + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION).to(tl.float32)
     if USE_L2NORM:
         # eps inside the square root; the zero padding lanes add nothing to the sums.
         q = q / tl.sqrt(tl.sum(q * q) + 1e-6)
@@ -34,16 +36,19 @@ def load_query_key(row, i_h, key_heads, K: tl.constexpr, BK: tl.constexpr, USE_L
 
 
 @triton.jit
-def locate_program(V: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr, value_heads, key_heads):
-    """Decode the 1-D program id into (row n as int64, value head j, key head i, first V row, head_row)."""
+def locate_program(V: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr, HV: tl.constexpr, H: tl.constexpr):
+    """Decode the 1-D program id into (row n as int64, value head j, key head i, first V row, head_row).
+
+    The head counts are constants: divisions by them compile to shifts or multiplies, where a run-time
+    divisor costs a ~20-instruction sequence ahead of the slot's load, on every program's critical path."""
     V_PER_PROGRAM: tl.constexpr = BV * TILES
     PROGRAMS_PER_HEAD: tl.constexpr = (V + V_PER_PROGRAM - 1) // V_PER_PROGRAM
     pid = tl.program_id(0)
     head_row = pid // PROGRAMS_PER_HEAD  # n * HV + j, the row of `out` viewed as [B*HV, V]
     v_start = (pid % PROGRAMS_PER_HEAD) * V_PER_PROGRAM
-    i_hv = head_row % value_heads
-    i_n = (head_row // value_heads).to(tl.int64)
-    i_h = i_hv // (value_heads // key_heads)  # consecutive value heads share a key head
+    i_hv = head_row % HV
+    i_n = (head_row // HV).to(tl.int64)
+    i_h = i_hv // (HV // H)  # consecutive value heads share a key head
     return i_n, i_hv, i_h, v_start, head_row.to(tl.int64)
 
 
@@ -227,8 +232,18 @@ class DirectLauncher:
         return True
 
     def launch(self, key: Hashable | None, grid: int, device_index: int | None, args: tuple[Any, ...],
-               constants: dict[str, Any], options: dict[str, Any]) -> None:
-        """Launch through the JIT and remember the compiled variant under ``key`` (None: don't)."""
+               constants: dict[str, Any], options: dict[str, Any],
+               plain: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> None:
+        """Launch through the JIT and remember the compiled variant under ``key`` (None: don't).
+
+        ``plain``: for a guarded launch, the unguarded variant's (args, constants). ptxas sizes a kernel's
+        registers for its most demanding block, and the fault record's branch, which only a faulty row takes,
+        can lift the count of the whole kernel: 168 against 128 for a KDA bf16 tile on sm_90, 12 resident
+        single-warp programs per SM instead of 16, 5-8 % slower on every clean call. So on a device, where the
+        guarded variant would hold fewer programs per SM than the plain one, the variant kept for later
+        launches is recompiled with a register cap that holds as many (`register_cap`); the record's branch
+        spills at worst. Where the count costs no residency the variant stays uncapped: a cap makes ptxas
+        schedule the main path differently, measured up to 4 % slower where it was not needed."""
         compiled = self.kernel[(grid,)](*args, **constants, **options)
         if key is None or device_index is None or not self.enabled:
             return
@@ -240,10 +255,33 @@ class DirectLauncher:
             except Exception:  # noqa: BLE001 - no active driver or another Triton: the JIT path stays
                 self.enabled = False
                 return
+        if plain is not None and "maxnreg" not in options:
+            compiled = self._within_plain_residency(compiled, grid, args, constants, options, plain)
         names = self.kernel.arg_names[len(args):]
         if len(self.variants) >= self.max_variants:
             self.variants.clear()
         self.variants[key] = (compiled, grid, device_index, tuple(constants[name] for name in names))
+
+    def _within_plain_residency(self, compiled: Any, grid: int, args: tuple[Any, ...], constants: dict[str, Any],
+                                options: dict[str, Any], plain: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+        """`compiled`, or its recompilation under `register_cap` where it holds fewer programs per SM than the
+        plain variant (compiled without a launch). Where this Triton cannot say, `compiled` as it is."""
+        warps = int(options.get("num_warps", 4))
+        try:
+            compiled.run  # noqa: B018 - loading the binary is what sets n_regs
+            registers = int(compiled.n_regs)
+            if resident_programs(registers, warps) == resident_programs(1, warps):
+                return compiled  # already as resident as any variant can be
+            plain_kernel = self.kernel.warmup(*plain[0], grid=(grid,), **plain[1], **options)
+            plain_kernel.run  # noqa: B018
+            cap = register_cap(int(plain_kernel.n_regs), warps)
+            if registers <= cap:
+                return compiled
+            capped = self.kernel.warmup(*args, grid=(grid,), **constants, **options, maxnreg=cap)
+            capped.run  # noqa: B018
+        except Exception:  # noqa: BLE001 - another Triton's warmup or kernel object: keep the launched variant
+            return compiled
+        return capped
 
 
 @functools.lru_cache(maxsize=64)

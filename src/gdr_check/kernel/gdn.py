@@ -37,6 +37,7 @@ from .tiling import (
     guard_arguments,
     guard_constants,
     launch_key,
+    plain_variant,
 )
 
 
@@ -44,8 +45,8 @@ from .tiling import (
 def gdn_packed_decode_kernel(
     mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale,
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
-    key_heads, value_heads,  # run-time ints: head configs share one compiled variant
     pool_slots, batch, fault_counter, fault_records, fault_flag, fault_tag,  # the device guard's (unused without GUARD)
+    H: tl.constexpr, HV: tl.constexpr,  # head counts as constants: see locate_program
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
     PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
@@ -53,7 +54,7 @@ def gdn_packed_decode_kernel(
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
     MAX_RECORDS: tl.constexpr,
 ):
-    i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, value_heads, key_heads)
+    i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, HV, H)
     if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
         slot, live = load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW)
         given_slot = slot
@@ -69,7 +70,7 @@ def gdn_packed_decode_kernel(
     if PREFETCH:
         next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     row = mixed_qkv + i_n * stride_qkv
-    q, k = load_query_key(row, i_h, key_heads, K, BK, USE_L2NORM, INPUT_EVICTION)
+    q, k = load_query_key(row, i_h, H, K, BK, USE_L2NORM, INPUT_EVICTION)
     q = q * scale
     k_dot_q = tl.sum(k * q)
 
@@ -85,7 +86,7 @@ def gdn_packed_decode_kernel(
     else:
         computed = live
     stored_rows = tl.where(computed, V, 0)
-    v_row = row + 2 * key_heads * K + i_hv * V
+    v_row = row + 2 * H * K + i_hv * V
     out_row = out + head_row * V
     for t in tl.range(TILES, num_stages=LOOP_STAGES):
         rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
@@ -141,7 +142,7 @@ def launch_packed_decode(
                      initial_state, out, ssm_state_indices)
     args = (mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
             mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
-            infer_heads(mixed_qkv.shape[1], HV, V, K), HV, *guard_arguments(guard, B))
+            *guard_arguments(guard, B))
     if B and _LAUNCHER.run_cached(key, args):
         return out, initial_state
     profile = check_engine(engine)
@@ -151,11 +152,12 @@ def launch_packed_decode(
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)
     constants = dict(
-        tiling.constexprs(K, V),
+        tiling.constexprs(K, V), H=infer_heads(mixed_qkv.shape[1], HV, V, K), HV=HV,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=profile.gdn_beta_rounding is not None,
         SKIP_AT_OR_BELOW=profile.skip_at_or_below,
         **guard_constants(guard, profile, B),
     )
+    plain = None if guard is None else plain_variant(args, constants, profile, B)
     _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants,
-                     tiling.launch_options())
+                     tiling.launch_options(), plain)
     return out, initial_state

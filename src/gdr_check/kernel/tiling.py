@@ -83,6 +83,24 @@ class TileConfig:
         return (programs,)
 
 
+# The register file's limits per SM on sm_80 and sm_90: 64K registers, allocated per warp in units of 256;
+# at most 64 warps and 32 programs.
+_SM_REGISTERS, _REGISTER_UNIT, _SM_WARPS, _SM_PROGRAMS = 65536, 256, 64, 32
+
+
+def resident_programs(registers: int, num_warps: int) -> int:
+    """Programs of `num_warps` warps one SM holds at `registers` per thread, as far as registers limit it."""
+    per_warp = -(-registers * 32 // _REGISTER_UNIT) * _REGISTER_UNIT
+    return max(0, min(_SM_PROGRAMS, _SM_WARPS // num_warps, _SM_REGISTERS // (per_warp * num_warps)))
+
+
+def register_cap(plain_registers: int, num_warps: int) -> int:
+    """The most registers per thread (at most 255, ptxas's limit) that hold as many programs per SM as
+    `plain_registers` do: the cap that costs a guarded variant no residency."""
+    target = resident_programs(plain_registers, num_warps)
+    return next(cap for cap in range(255, plain_registers - 1, -1) if resident_programs(cap, num_warps) >= target)
+
+
 # Chosen on an H200 (torch 2.11, triton 3.6) by `benchmarks/decode_vs_sglang.py --tune` (2026-12-01), K = V =
 # 128, bf16 activations, cold L2, over the Qwen3-Next, Qwen3.5-397B and Kimi-Linear geometries per TP rank.
 # Keyed by the number of (row, value head) pairs B*HV, i.e. how much independent work the launch has: few
@@ -275,6 +293,14 @@ def guard_constants(guard: GuardLaunch | None, profile: object, batch: int) -> d
     block, loop = scan_shape(batch) if guard is not None else (0, False)
     return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
             "SCAN_BLOCK": block, "SCAN_LOOP": loop, "MAX_RECORDS": guard.max_records if guard is not None else 1}
+
+
+def plain_variant(args: tuple[Any, ...], constants: dict[str, Any], profile: object, batch: int
+                  ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A guarded launch's (args, constants) with the guard's arguments and constants replaced by those of no
+    guard: the unguarded variant, whose register count caps the guarded one's (`DirectLauncher.launch`)."""
+    unguarded = guard_arguments(None, batch)
+    return args[: len(args) - len(unguarded)] + unguarded, {**constants, **guard_constants(None, profile, batch)}
 
 
 def launch_key(engine: object, flags: tuple[bool, ...], config: TileConfig | None, guard: GuardLaunch | None,
