@@ -651,7 +651,8 @@ def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_alignm
     for indices in (small, small, small, wide, wide):
         safe = launch(indices, 3, 1, 4, 0)
         assert safe.dtype == indices.dtype and safe.shape == (3,)
-    constants = {"SKIP_AT_OR_BELOW": -1, "RESERVED_ZERO": True, "SCAN_BLOCK": 4, "SCAN_LOOP": False, "MAX_RECORDS": 8}
+    constants = {"SKIP_AT_OR_BELOW": -1, "RESERVED_ZERO": True, "SCAN_BLOCK": 4, "SCAN_LOOP": False, "MAX_RECORDS": 8,
+                 "RELEASE": False}  # not a CUDA device: no programmatic launch after the check
     assert kernel.jit == [(torch.int32, (3,), constants, 1), (torch.int64, (3,), constants, 1)]
     ordered = tuple(constants.values())  # the kernel's own order after its run-time arguments
     assert kernel.runs == [(torch.int32, (3, 1, 1, 1234), torch.int32, ordered)] * 2 + [
@@ -794,6 +795,34 @@ def test_every_scan_shape_finds_exactly_the_faults_the_rules_name(batch, separat
             assert torch.equal(call.initial_state[slot], before.initial_state[slot]), slot
         elif slot != 0:
             torch.testing.assert_close(call.initial_state[slot].double(), expected_state[slot], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="CUDA graphs")
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+def test_the_separate_check_and_the_kernel_after_it_replay_in_a_graph_as_they_run_eagerly(kda, monkeypatch):
+    # On sm_90 and later the kernel is launched programmatically after the check (PDL) and waits for the
+    # check's writes on the device: captured, the graph keeps that dependency, and a replay computes what an
+    # eager call computes, bit for bit, faults included.
+    monkeypatch.setattr(device_guard, "SEPARATE_CHECK_MIN_PAIRS", 1)
+    slots = list(range(1, 201))
+    slots[7], slots[150] = 500, slots[3]  # past the pool; a repeat of row 3
+    call = make_call(B=200, H=1, HV=2, K=16, V=16, slots=slots, pool_slots=210, kda=kda, seed=3)
+    checked = kda_packed_decode if kda else packed_decode
+    buffer = FaultBuffer(DEVICE)
+    eager = call.clone()
+    checked(*eager.args(), context="engine", faults=buffer)  # also compiles, outside the capture
+    eager_faults = buffer.take()
+    assert [(f.code, f.row) for f in eager_faults[0]] == [("GDR241", 7), ("GDR242", 150)]
+    check = buffer.check_launch("sglang", torch.device(DEVICE))
+    assert check.programmatic == (torch.cuda.get_device_capability()[0] >= 9)
+    replayed = call.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        checked(*replayed.args(), context="engine", faults=buffer)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(replayed.out, eager.out) and torch.equal(replayed.initial_state, eager.initial_state)
+    assert buffer.take() == eager_faults
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])

@@ -8,10 +8,18 @@ import functools
 from collections.abc import Hashable
 from typing import Any
 
+import torch
 import triton
 import triton.language as tl
 
 from .tiling import register_cap, resident_programs
+
+try:  # the launch option of programmatic dependent launch (Triton 3.4+ for NVIDIA)
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    _TRITON_LAUNCHES_PDL = "launch_pdl" in CUDAOptions.__dataclass_fields__
+except (ImportError, AttributeError):
+    _TRITON_LAUNCHES_PDL = False
 
 
 @triton.jit
@@ -50,6 +58,32 @@ def locate_program(V: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr, HV: t
     i_n = (head_row // HV).to(tl.int64)
     i_h = i_hv // (HV // H)  # consecutive value heads share a key head
     return i_n, i_hv, i_h, v_start, head_row.to(tl.int64)
+
+
+@triton.jit
+def wait_for_previous_grid():
+    """Wait for the grid this one was launched programmatically after (PDL: `griddepcontrol.wait`, sm_90+) and
+    return 0, for the caller to add to the address of what that grid wrote: a load may be moved above an asm
+    statement, but not above the value its address depends on."""
+    return tl.inline_asm_elementwise("griddepcontrol.wait; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False,
+                                     pack=1)
+
+
+@triton.jit
+def release_dependents():
+    """Let the grid launched programmatically after this one start (`griddepcontrol.launch_dependents`); its
+    programs still wait for this grid's writes in `wait_for_previous_grid`."""
+    tl.inline_asm_elementwise("griddepcontrol.launch_dependents; mov.u32 $0, 0;", "=r", [], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+@functools.lru_cache(maxsize=16)
+def programmatic_launch_supported(device: Any) -> bool:
+    """Whether kernels on `device` can be launched programmatically after the previous one (PDL): a CUDA device of
+    compute capability 9.0 or later, and a Triton with the `launch_pdl` launch option."""
+    if getattr(device, "type", None) != "cuda" or not _TRITON_LAUNCHES_PDL:
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
 
 
 @triton.jit
@@ -289,6 +323,4 @@ def device_name(device: Any) -> str | None:
     """The CUDA device's name (the tuning cache's key), None for other devices."""
     if getattr(device, "type", None) != "cuda":
         return None
-    import torch
-
     return str(torch.cuda.get_device_name(device))

@@ -33,7 +33,13 @@ from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.rules_guard import meta_report
 from ..registry import Finding
 from ..report import Diagnostic, Severity
-from ._triton_common import DirectLauncher, guard_row, record_fault
+from ._triton_common import (
+    DirectLauncher,
+    guard_row,
+    programmatic_launch_supported,
+    record_fault,
+    release_dependents,
+)
 from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, Engine, check_engine
 from .tiling import GUARD_CHUNK, GuardLaunch, scan_shape
 
@@ -69,9 +75,12 @@ def is_capturing() -> bool:
 @triton.jit(do_not_specialize=["batch", "stride_index", "pool_slots", "tag"])  # type: ignore[untyped-decorator]
 def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counter, records, flag, tag,  # type: ignore[no-untyped-def]
                       SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr,
-                      SCAN_LOOP: tl.constexpr, MAX_RECORDS: tl.constexpr):
+                      SCAN_LOOP: tl.constexpr, MAX_RECORDS: tl.constexpr, RELEASE: tl.constexpr):
     """One program per row: check the row's slot, record a fault, and write the slot the engine's kernel may
-    use (-1, "skip", for a faulty row; below every engine's skip sentinel)."""
+    use (-1, "skip", for a faulty row; below every engine's skip sentinel). RELEASE: let a decode kernel
+    launched programmatically after this one start at once (it waits for these writes before reading them)."""
+    if RELEASE:
+        release_dependents()
     i_n = tl.program_id(0).to(tl.int64)
     slot = tl.load(slots + i_n * stride_index).to(tl.int64)
     computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
@@ -350,7 +359,7 @@ def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
     return Verdict(errors, others, pool_slots)
 
 
-_CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "SCAN_BLOCK", "SCAN_LOOP", "MAX_RECORDS")
+_CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "SCAN_BLOCK", "SCAN_LOOP", "MAX_RECORDS", "RELEASE")
 
 
 class CheckLaunch:
@@ -364,12 +373,15 @@ class CheckLaunch:
     the batch (the grid and the scan's shape; `safe` is a fresh allocation: torch's CUDA allocator aligns every
     block to 512 bytes)."""
 
-    __slots__ = ("buffer", "profile", "device_index", "launcher", "_shapes")
+    __slots__ = ("buffer", "profile", "device_index", "launcher", "programmatic", "_shapes")
 
     def __init__(self, engine: Engine, buffer: FaultBuffer, device: Any) -> None:
         self.buffer = buffer
         self.profile = check_engine(engine)
         self.device_index = _device_key(device).index if torch.device(device).type == "cuda" else None
+        # Whether the checked kernels launch programmatically after this check (PDL, sm_90+), the launch
+        # between the two then hidden behind the check (checked_launch).
+        self.programmatic = programmatic_launch_supported(_device_key(device))
         self.launcher = DirectLauncher(slot_guard_kernel)
         # batch -> (constants by name, warps): see `shape_for`
         self._shapes: dict[int, tuple[dict[str, Any], int]] = {}
@@ -384,7 +396,7 @@ class CheckLaunch:
                 self._shapes.clear()
             block, loop = scan_shape(batch, CHECK_SCAN_MAX)
             constants = (self.profile.skip_at_or_below, self.profile.reserved_slot_zero, block, loop,
-                         self.buffer.max_records)
+                         self.buffer.max_records, self.programmatic)
             shape = self._shapes[batch] = (dict(zip(_CHECK_CONSTEXPRS, constants, strict=True)),
                                            4 if block >= 256 else 1)
         return shape
@@ -459,8 +471,10 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
         # Past one scan block, every program of a row would rescan all earlier rows (O(B) loads each): one
         # program per row checks instead, and the kernel runs on the sanitised indices (each inside the pool,
         # -1, or a skip value passed through as it was: the unguarded kernel reads and writes only live rows'
-        # slots, so it is memory-safe on them). The cost is one more launch (docs/performance.md).
-        safe = buffer.check_launch(engine, indices.device)(indices, batch, indices.stride(0), guard.pool_slots,
-                                                           guard.tag)
-        return launch(*args[:8], safe, *args[9:], engine=engine)  # type: ignore[no-any-return]
+        # slots, so it is memory-safe on them). The cost is one more launch (docs/performance.md), whose gap
+        # programmatic dependent launch hides where the device has it.
+        check = buffer.check_launch(engine, indices.device)
+        safe = check(indices, batch, indices.stride(0), guard.pool_slots, guard.tag)
+        return launch(*args[:8], safe, *args[9:], engine=engine,  # type: ignore[no-any-return]
+                      after_check=check.programmatic)
     return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]  # launch: Callable[..., Any]
