@@ -1,0 +1,223 @@
+"""What each part of the checked kernel costs: copies of the package with one part removed or changed, timed
+side by side in one process under CUDA-graph replay with the state cold in L2 (the inputs and graph method of
+`decode_vs_sglang.py`), interleaved rounds.
+
+Each variant is the package's source (the working tree, or ``--base REV`` for a git revision) with the
+string replacements of its entry in VARIANTS, imported under its own name (``gdr_check_<variant>``). Variants
+that only remove work are experiments, not fixes: they show where the checked kernel's time goes (a variant
+without the fault record records nothing). A replacement that no longer matches the source stops the run with
+the variant's name.
+
+    PYTHONPATH=src python benchmarks/guard_variants.py --variants tree no_record no_scan --base HEAD \\
+        --points qwen3-next@4:1:bf16 kimi-linear@1:128:bf16        # JSON under $OUT
+
+Columns: ``<variant>:ours`` (the unchecked launch; only for ``tree`` and ``base``) and ``<variant>:checked``
+(`packed_decode` / `kda_packed_decode`, context="engine"), each with its ratio to ``tree:ours``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import decode_vs_sglang as bench
+import torch
+from decode_bandwidth import capture, replay_us
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMON = "kernel/_triton_common.py"
+KERNELS = ("kernel/gdn.py", "kernel/kda.py")
+RECORD_BRANCH = """    if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
+        code = fault.to(tl.int64)
+        if SCAN_BLOCK != 0:
+            if fault == FAULT_DUPLICATE:
+                code += (first_row_with(slots, slot, i_n, stride_index, SCAN_BLOCK) + 1) * 256
+        index = tl.atomic_add(counter, 1)"""
+# name -> [(file under the package, old text, new text)]
+VARIANTS: dict[str, list[tuple[str, str, str]]] = {
+    "tree": [],
+    # no duplicate scan (still guarded: the range check, the record)
+    "no_scan": [("kernel/tiling.py", "    block, loop = scan_shape(batch) if guard is not None else (0, False)",
+                 "    block, loop = (0, False)")],
+    # no fault record at all (the scan and the gated stores kept)
+    "no_record": [(k, "        record_fault(fault_counter", "        if False:\n          record_fault(fault_counter")
+                  for k in KERNELS],
+    # stores not gated on the scan's verdict (the scan and the record kept)
+    "ungated_stores": [p for k in KERNELS for p in (
+        (k, "    stored_rows = tl.where(computed, V, 0)", "    stored_rows = tl.where(live, V, 0)"),
+        (k, "tl.where(computed, o, 0.0)", "o"))],
+    # the record without the duplicate's first row
+    "record_without_first_row": [(COMMON, "        if SCAN_BLOCK != 0:\n            if fault == FAULT_DUPLICATE:",
+                                  "        if False:\n            if fault == FAULT_DUPLICATE:")],
+    # the record reads the slot again inside its branch (nothing but the fault code live across the main path)
+    "record_reloads_slot": [(COMMON, "        code = fault.to(tl.int64)\n",
+                             "        code = fault.to(tl.int64)\n"
+                             "        slot = tl.load(slots + i_n * stride_index).to(tl.int64)\n")],
+    # no branch: a masked atomic and masked stores (no first row)
+    "masked_record": [
+        (COMMON, RECORD_BRANCH, "    if True:\n        code = fault.to(tl.int64)\n"
+                                "        index = tl.atomic_add(counter, 1, mask=fault != 0)"),
+        (COMMON, "        keep = fields < tl.where(index < MAX_RECORDS, 4, 0)",
+         "        keep = fields < tl.where((index < MAX_RECORDS) & (fault != 0), 4, 0)"),
+        (COMMON, "        tl.store(flag, 1)\n", "        tl.store(flag, 1, mask=fault != 0)\n")],
+    # the record's body in a function of its own (a call, not inlined), the branch around it inline
+    "record_out_of_line": [
+        (COMMON, "@triton.jit\ndef record_fault(", """@triton.jit(noinline=True)
+def _record_body(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
+                 SCAN_BLOCK: tl.constexpr):
+    code = fault.to(tl.int64)
+    if SCAN_BLOCK != 0:
+        if fault == FAULT_DUPLICATE:
+            code += (first_row_with(slots, slot, i_n, stride_index, SCAN_BLOCK) + 1) * 256
+    index = tl.atomic_add(counter, 1)
+    fields = tl.arange(0, 4)
+    values = tl.where(fields == 0, code, tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
+    keep = fields < tl.where(index < MAX_RECORDS, 4, 0)
+    tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)
+    tl.store(flag, 1)
+
+
+@triton.jit
+def record_fault("""),
+        (COMMON, RECORD_BRANCH.split("\n")[0] + "\n        code = fault.to(tl.int64)",
+         "    if fault != 0:\n        _record_body(counter, records, flag, fault, i_n, slot, tag, slots, stride_index,"
+         " MAX_RECORDS, SCAN_BLOCK)\n    if False:\n        code = fault.to(tl.int64)")],
+    # the record without the host flag's store
+    "record_without_flag": [(COMMON, "        tl.store(flag, 1)\n", "")],
+    # the record without its atomic (records at index 0)
+    "record_without_atomic": [(COMMON, "        index = tl.atomic_add(counter, 1)\n", "        index = i_n * 0\n")],
+    # the record's atomic without its stores
+    "record_without_stores": [(
+        COMMON,
+        "        tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)\n        tl.store(flag, 1)\n",
+        "        tl.store(records + fields, values * 0, mask=fields < 0)\n")],
+    # the separate check from 4096 pairs at any batch above one (not only past one 128-row scan block)
+    "separate_from_4096_pairs": [(
+        "kernel/device_guard.py",
+        "    if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:",
+        "    if batch > 1 and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:")],
+}
+MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
+          "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
+
+
+def copy_package(source: Path, dest: Path, name: str, patches: list[tuple[str, str, str]]) -> None:
+    """`source` (a gdr_check package folder) as the package `name` under `dest`, with `patches` applied."""
+    tree = dest / name
+    shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    for relative, old, new in patches:
+        path = tree / relative
+        text = path.read_text(encoding="utf-8")
+        if old not in text:
+            raise SystemExit(f"variant {name}: its replacement no longer matches {relative}")
+        path.write_text(text.replace(old, new), encoding="utf-8")
+    for path in tree.rglob("*.py"):  # absolute imports of the package go to the copy
+        text = path.read_text(encoding="utf-8")
+        text = re.sub(r"\bgdr_check\.", f"{name}.", text)
+        path.write_text(re.sub(r"\b(from|import) gdr_check\b", rf"\1 {name}", text), encoding="utf-8")
+
+
+def build(variants: list[str], base: str | None, dest: Path) -> list[str]:
+    """The package copies to time; their names (`gdr_check_<variant>`, `gdr_check_base`)."""
+    names = []
+    for variant in variants:
+        copy_package(ROOT / "src" / "gdr_check", dest, f"gdr_check_{variant}", VARIANTS[variant])
+        names.append(variant)
+    if base:
+        archive = dest / "_base"
+        archive.mkdir()
+        subprocess.run(f"git -C {ROOT} archive {base} src/gdr_check | tar -x -C {archive}", shell=True, check=True)
+        copy_package(archive / "src" / "gdr_check", dest, "gdr_check_base", [])
+        names.append("base")
+    return names
+
+
+def parse_point(text: str) -> tuple[str, int, int, str]:
+    """'qwen3-next@4:1:bf16' -> (model, tp, B, state)."""
+    try:
+        model, rest = text.split("@")
+        tp, batch, state = rest.split(":")
+        return MODELS[model], int(tp), int(batch), state
+    except (KeyError, ValueError):
+        raise SystemExit(f"--points: {text!r} is not MODEL@TP:B:STATE with MODEL one of {', '.join(MODELS)}") from None
+
+
+def measure(point: tuple[str, int, int, str], modules: dict[str, Any], unchecked: list[str], rounds: int
+            ) -> dict[str, Any]:
+    model, tp, B, state = point
+    g = bench.geometry(model, tp)
+    itemsize = bench.STATE_DTYPES[state].itemsize
+    sets = max(2, min(bench.MAX_SETS, math.ceil(bench.ROTATION_BYTES / (B * g.HV * g.V * g.K * itemsize))))
+    x = bench.make_inputs(g, B, state, sets * B + 1, sets, seed=B * 1000 + g.HV)
+    impls: dict[str, bench.Impl] = {}
+    for name in unchecked:
+        module = modules[name][0 if g.variant == "gdn" else 1]
+        launch = module.launch_packed_decode if g.variant == "gdn" else module.launch_kda_packed_decode
+        impls[f"{name}:ours"] = lambda x, i, p, o, launch=launch: (launch(*x.args(i, p, o), engine="sglang"), o)[1]
+    for name, (_, _, checked) in modules.items():
+        fn = checked.packed_decode if g.variant == "gdn" else checked.kda_packed_decode
+        impls[f"{name}:checked"] = lambda x, i, p, o, fn=fn: (fn(*x.args(i, p, o), engine="sglang",
+                                                                  context="engine"), o)[1]
+    verified = {name: bench.verify(x, impl)["ok"] for name, impl in impls.items()}
+    graphs = {name: capture(lambda idx, impl=impl: impl(x, idx, x.pool, x.out), x.index_sets)
+              for name, impl in impls.items()}
+    times: dict[str, list[float]] = {name: [] for name in graphs}
+    for _ in range(rounds):  # interleaved, so drift hits every variant alike
+        for name, graph in graphs.items():
+            times[name].append(replay_us(graph, len(x.index_sets)))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    spread = {name: (max(values) - min(values)) / statistics.median(values) for name, values in times.items()}
+    return {"model": model, "tp": tp, "variant": g.variant, "HV": g.HV, "B": B, "state": state, "us": median,
+            "spread": spread, "verified": verified}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", nargs="+", default=["tree", "no_record"], choices=sorted(VARIANTS))
+    parser.add_argument("--base", help="also time this git revision's package (as `base`)")
+    parser.add_argument("--points", nargs="+", default=["qwen3-next@4:1:bf16", "kimi-linear@1:128:bf16"])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--json", default=os.path.join(os.environ["OUT"], "guard_variants.json")
+                        if os.environ.get("OUT") else None)
+    args = parser.parse_args(argv)
+    points = [parse_point(text) for text in args.points]
+    warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
+    if "tree" not in args.variants:
+        args.variants.insert(0, "tree")  # the reference every ratio is taken against
+    dest = Path(tempfile.mkdtemp(prefix="gdr_check_variants_"))
+    names = build(args.variants, args.base, dest)
+    sys.path.insert(0, str(dest))
+    modules = {name: tuple(importlib.import_module(f"gdr_check_{name}.kernel.{part}") for part in
+                           ("gdn", "kda", "checked")) for name in names}
+    unchecked = [name for name in names if name in ("tree", "base")]
+    results = []
+    for point in points:
+        row = measure(point, modules, unchecked, args.rounds)
+        reference = row["us"]["tree:ours"]
+        print(f"{row['variant']} tp{row['tp']} HV={row['HV']} B={row['B']} {row['state']}: " + "  ".join(
+            f"{name} {us:.2f} ({us / reference:.3f})" for name, us in row["us"].items())
+            + ("" if all(row["verified"].values()) else f"  NOT VERIFIED: {row['verified']}"), flush=True)
+        results.append(row)
+        torch.cuda.empty_cache()
+    if args.json:
+        environment = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "base": args.base,
+                       "variants": {name: VARIANTS.get(name, []) for name in names}}
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"environment": environment, "points": results}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""benchmarks/guard_variants.py: every variant still applies to the package's source, and a copy imports under
+its own name (the experiment behind the checked kernel's figures in docs/performance.md stays runnable)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+guard_variants = importlib.import_module("guard_variants")
+
+
+def test_every_variant_applies_and_imports_as_its_own_package(tmp_path, monkeypatch):
+    names = guard_variants.build(sorted(guard_variants.VARIANTS), None, tmp_path)
+    assert names == sorted(guard_variants.VARIANTS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    copy = importlib.import_module("gdr_check_no_record.kernel.gdn")
+    assert copy.__file__.startswith(str(tmp_path))
+    source = (tmp_path / "gdr_check_no_record" / "kernel" / "gdn.py").read_text(encoding="utf-8")
+    assert "        if False:\n          record_fault(fault_counter" in source
+    assert "from gdr_check" not in source and "import gdr_check\n" not in source
+
+
+def test_a_replacement_that_no_longer_matches_names_its_variant(tmp_path, monkeypatch):
+    monkeypatch.setitem(guard_variants.VARIANTS, "stale", [("kernel/gdn.py", "no such line", "")])
+    with pytest.raises(SystemExit, match=r"^variant gdr_check_stale: its replacement no longer matches kernel/gdn.py$"):
+        guard_variants.build(["stale"], None, tmp_path)
