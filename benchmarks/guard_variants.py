@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,27 @@ RECORD_BRANCH = """    if fault != 0:  # a branch, not a masked atomic: a clean 
             if fault == FAULT_DUPLICATE:
                 code += (first_row_with(slots, slot, i_n, stride_index, SCAN_BLOCK) + 1) * 256
         index = tl.atomic_add(counter, 1)"""
-# name -> [(file under the package, old text, new text)]
-VARIANTS: dict[str, list[tuple[str, str, str]]] = {
+# A patch: (file under the package, old text, new text), or (file, a function of the file's text).
+Patch = tuple[str, str, str] | tuple[str, Callable[[str], str]]
+
+
+def record_out_of_line(text: str) -> str:
+    """`record_fault` with its branch's body moved into a function of its own (`noinline`), called from the
+    branch: the body taken from the source as it is."""
+    start = text.index("@triton.jit\ndef record_fault(")
+    end = text.index("\n\n\n", start)
+    function = text[start:end]
+    signature = function[len("@triton.jit\n"):function.index("):") + 2]
+    names = ", ".join(part.split(":")[0].strip() for part in signature[signature.index("(") + 1:-2].split(","))
+    branch = function.index("    if fault != 0:")
+    body = "\n".join(line[4:] for line in function[branch:].split("\n")[1:])
+    out_of_line = f"@triton.jit(noinline=True)\n{signature.replace('record_fault(', '_record_body(')}\n{body}"
+    inline = f"{function[:branch]}    if fault != 0:\n        _record_body({names})"
+    return f"{text[:start]}{out_of_line}\n\n\n{inline}{text[end:]}"
+
+
+# name -> its patches
+VARIANTS: dict[str, list[Patch]] = {
     "tree": [],
     # no duplicate scan (still guarded: the range check, the record)
     "no_scan": [("kernel/tiling.py", "    block, loop = scan_shape(batch) if guard is not None else (0, False)",
@@ -73,27 +93,7 @@ VARIANTS: dict[str, list[tuple[str, str, str]]] = {
          "        keep = fields < tl.where((index < MAX_RECORDS) & (fault != 0), 4, 0)"),
         (COMMON, "        tl.store(flag, 1)\n", "        tl.store(flag, 1, mask=fault != 0)\n")],
     # the record's body in a function of its own (a call, not inlined), the branch around it inline
-    "record_out_of_line": [
-        (COMMON, "@triton.jit\ndef record_fault(", """@triton.jit(noinline=True)
-def _record_body(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
-                 SCAN_BLOCK: tl.constexpr):
-    code = fault.to(tl.int64)
-    if SCAN_BLOCK != 0:
-        if fault == FAULT_DUPLICATE:
-            code += (first_row_with(slots, slot, i_n, stride_index, SCAN_BLOCK) + 1) * 256
-    index = tl.atomic_add(counter, 1)
-    fields = tl.arange(0, 4)
-    values = tl.where(fields == 0, code, tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
-    keep = fields < tl.where(index < MAX_RECORDS, 4, 0)
-    tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)
-    tl.store(flag, 1)
-
-
-@triton.jit
-def record_fault("""),
-        (COMMON, RECORD_BRANCH.split("\n")[0] + "\n        code = fault.to(tl.int64)",
-         "    if fault != 0:\n        _record_body(counter, records, flag, fault, i_n, slot, tag, slots, stride_index,"
-         " MAX_RECORDS, SCAN_BLOCK)\n    if False:\n        code = fault.to(tl.int64)")],
+    "record_out_of_line": [(COMMON, record_out_of_line)],
     # the record without the host flag's store
     "record_without_flag": [(COMMON, "        tl.store(flag, 1)\n", "")],
     # the record without its atomic (records at index 0)
@@ -113,16 +113,21 @@ MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwe
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
 
-def copy_package(source: Path, dest: Path, name: str, patches: list[tuple[str, str, str]]) -> None:
+def copy_package(source: Path, dest: Path, name: str, patches: list[Patch]) -> None:
     """`source` (a gdr_check package folder) as the package `name` under `dest`, with `patches` applied."""
     tree = dest / name
     shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__"))
-    for relative, old, new in patches:
-        path = tree / relative
+    for patch in patches:
+        path = tree / patch[0]
         text = path.read_text(encoding="utf-8")
-        if old not in text:
-            raise SystemExit(f"variant {name}: its replacement no longer matches {relative}")
-        path.write_text(text.replace(old, new), encoding="utf-8")
+        try:
+            patched = patch[1](text) if len(patch) == 2 else text.replace(patch[1], patch[2]) if patch[1] in text \
+                else None
+        except ValueError:  # a transform that no longer finds what it moves
+            patched = None
+        if patched is None or patched == text:
+            raise SystemExit(f"variant {name}: its replacement no longer matches {patch[0]}")
+        path.write_text(patched, encoding="utf-8")
     for path in tree.rglob("*.py"):  # absolute imports of the package go to the copy
         text = path.read_text(encoding="utf-8")
         text = re.sub(r"\bgdr_check\.", f"{name}.", text)
@@ -213,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.empty_cache()
     if args.json:
         environment = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "base": args.base,
-                       "variants": {name: VARIANTS.get(name, []) for name in names}}
+                       "variants": {name: [patch if len(patch) == 3 else (patch[0], "(a function of the file)")
+                                    for patch in VARIANTS.get(name, [])] for name in names}}
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"environment": environment, "points": results}, handle, indent=1)
     return 0

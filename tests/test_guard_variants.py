@@ -24,6 +24,14 @@ def test_every_variant_applies_and_imports_as_its_own_package(tmp_path, monkeypa
     source = (tmp_path / "gdr_check_no_record" / "kernel" / "gdn.py").read_text(encoding="utf-8")
     assert "        if False:\n          record_fault(fault_counter" in source
     assert "from gdr_check" not in source and "import gdr_check\n" not in source
+    # A variant made by a function of the source: the record's body moved, as written, into a called function.
+    common = (tmp_path / "gdr_check_record_out_of_line" / "kernel" / "_triton_common.py").read_text(encoding="utf-8")
+    body_at = common.index("@triton.jit(noinline=True)\ndef _record_body(")
+    out_of_line = common[body_at:common.index("def record_fault(")]
+    assert "    index = tl.atomic_add(counter, 1)\n" in out_of_line and "    tl.store(flag, 1)\n" in out_of_line
+    assert common[common.index("def record_fault("):].split("\n\n\n")[0].endswith(
+        "    if fault != 0:\n        _record_body(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, "
+        "MAX_RECORDS, SCAN_BLOCK)")
 
 
 def test_a_replacement_that_no_longer_matches_names_its_variant(tmp_path, monkeypatch):
