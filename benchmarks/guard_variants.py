@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import json
 import math
 import os
@@ -27,6 +28,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -142,8 +144,10 @@ def build(variants: list[str], base: str | None, dest: Path) -> list[str]:
         names.append(variant)
     if base:
         archive = dest / "_base"
-        archive.mkdir()
-        subprocess.run(f"git -C {ROOT} archive {base} src/gdr_check | tar -x -C {archive}", shell=True, check=True)
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", base, "src/gdr_check"], capture_output=True,
+                             check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(tar)) as files:
+            files.extractall(archive, filter="data")
         copy_package(archive / "src" / "gdr_check", dest, "gdr_check_base", [])
         names.append("base")
     return names

@@ -27,10 +27,11 @@ from gdr_check.kernel import (  # noqa: E402
 )
 from gdr_check.kernel import gdn as gdn_module  # noqa: E402
 from gdr_check.kernel import kda as kda_module  # noqa: E402
+from gdr_check.kernel._triton_common import DirectLauncher  # noqa: E402
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
 from gdr_check.kernel.gdn import launch_packed_decode as gdn_launch  # noqa: E402
 from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
-from gdr_check.kernel.tiling import resident_programs  # noqa: E402
+from gdr_check.kernel.tiling import register_cap, resident_programs  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
 S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
@@ -165,6 +166,7 @@ def test_the_guarded_kernel_holds_as_many_programs_per_sm_as_the_plain_one(kda):
     assert set(compiled) == {True, False}
     warps = compiled[True].metadata.num_warps
     assert resident_programs(compiled[False].n_regs, warps) >= resident_programs(compiled[True].n_regs, warps)
+    assert compiled[False].n_regs <= max(compiled[True].n_regs, register_cap(compiled[True].n_regs, warps))
 
 
 def test_shape_verdicts_are_cached_per_signature(monkeypatch):
@@ -663,6 +665,75 @@ def test_the_check_launch_goes_to_the_compiled_variant_of_the_index_dtype_alignm
     assert [(grid, c["SCAN_BLOCK"], c["SCAN_LOOP"], warps) for _, grid, c, warps in kernel.jit[2:]] == [
         ((300,), 512, False, 4), ((2000,), 1024, True, 4)]
     assert kernel.runs[-1][:2] == (torch.int32, (300, 1, 1, 1234))
+
+
+def test_the_check_releases_the_next_launch_only_for_a_checked_kernel_and_only_where_it_can(monkeypatch):
+    # A programmatic launch after the check (PDL) waits for the checked indices on the device; the engine
+    # guard's check is followed by the engine's own kernel, which may not wait, so it never releases it.
+    kernel = _FakeJit(device_guard.slot_guard_kernel.arg_names)
+    monkeypatch.setattr(device_guard, "slot_guard_kernel", kernel)
+    buffer = FaultBuffer("cpu", max_records=8)
+    check = buffer.check_launch("sglang", torch.device("cpu"))
+    check.device_index = 0  # as on a CUDA device
+    check.launcher._stream = lambda index: 0
+    indices = torch.tensor([1, 2, 3], dtype=torch.int32)
+    check(indices, 3, 1, 4, 0, release=True)  # this device cannot: no release
+    check.programmatic = True  # as on sm_90 and later
+    guard_indices(indices, 4, "sglang", buffer, 0)  # the engine guard's check
+    check(indices, 3, 1, 4, 0, release=True)  # a checked kernel's
+    check(indices, 3, 1, 4, 0, release=True)  # the same variant again: the direct launch
+    assert [constants["RELEASE"] for _, _, constants, _ in kernel.jit] == [False, True]
+    assert [run[3][-1] for run in kernel.runs] == [False, True]  # the release variant launched directly
+
+
+class _FakeRegisters:
+    """A compiled kernel's stand-in with a register count (`n_regs` is set when its binary loads, on `run`)."""
+
+    def __init__(self, registers):
+        self.registers, self.n_regs = registers, 0
+
+    @property
+    def run(self):
+        self.n_regs = self.registers
+        return None
+
+
+def test_the_guarded_variant_is_recompiled_under_a_cap_only_where_it_loses_residency(monkeypatch):
+    compiles = []
+
+    class Kernel:
+        def warmup(self, *args, grid, **kwargs):
+            compiles.append(kwargs)
+            if kwargs.get("GUARD") is False:
+                return _FakeRegisters(plain)
+            return _FakeRegisters(kwargs["maxnreg"])
+
+    launcher = DirectLauncher(Kernel())
+    options = {"num_warps": 1}
+    plain_variant = ((), {"GUARD": False})
+
+    def kept(guarded_registers):
+        compiles.clear()
+        launched = _FakeRegisters(guarded_registers)
+        return launcher._within_plain_residency(launched, 8, (), {"GUARD": True}, options, plain_variant), launched
+
+    plain = 128
+    variant, launched = kept(168)  # 12 programs per SM against the plain variant's 16: capped at 128
+    assert variant is not launched and variant.n_regs == 128 and compiles[-1]["maxnreg"] == 128
+    variant, launched = kept(128)  # as resident as the plain variant: kept as compiled, no cap
+    assert variant is launched and [c.get("maxnreg") for c in compiles] == [None]
+    variant, launched = kept(40)  # 32 programs, the SM's most: not even the plain variant is compiled
+    assert variant is launched and compiles == []
+    plain = 40
+    variant, launched = kept(70)  # 29 programs against 32: capped at 64, the most that keep 32
+    assert variant.n_regs == 64
+
+    def failing_warmup(*args, **kwargs):
+        raise RuntimeError("no such Triton")
+
+    monkeypatch.setattr(Kernel, "warmup", failing_warmup)
+    variant, launched = kept(168)  # this Triton cannot say: the launched variant stays
+    assert variant is launched
 
 
 def test_a_launcher_convention_that_fails_switches_the_direct_path_off(monkeypatch):

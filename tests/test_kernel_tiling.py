@@ -122,11 +122,12 @@ def test_the_plain_variant_of_a_guarded_launch_drops_exactly_the_guards_argument
                                pool_slots=9)  # type: ignore[arg-type]  # only passed through
     head = ("mixed_qkv", "a", 0.5, 128)
     args = head + tiling.guard_arguments(guard, 40)
-    constants = {"K": 128, "BV": 16, **tiling.guard_constants(guard, type("P", (), {"reserved_slot_zero": True}), 40)}
+    profile = type("Profile", (), {"reserved_slot_zero": True})  # sglang's: slot 0 reserved
+    constants = {"K": 128, "BV": 16, **tiling.guard_constants(guard, profile, 40)}
     assert (constants["GUARD"], constants["SCAN_BLOCK"], constants["RESERVED_ZERO"]) == (True, 64, True)
-    plain_args, plain_constants = tiling.plain_variant(args, constants, type("P", (), {}), 40)
+    plain_args, plain_constants = tiling.plain_variant(args, constants, profile, 40)
     assert plain_args == head + (0, 40, None, None, None, 0)
-    assert plain_constants == {"K": 128, "BV": 16, "GUARD": False, "RESERVED_ZERO": False, "SCAN_BLOCK": 0,
+    assert plain_constants == {"K": 128, "BV": 16, "GUARD": False, "RESERVED_ZERO": True, "SCAN_BLOCK": 0,
                                "SCAN_LOOP": False, "MAX_RECORDS": 1}
 
 

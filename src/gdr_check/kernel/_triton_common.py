@@ -79,11 +79,21 @@ def release_dependents():
 
 @functools.lru_cache(maxsize=16)
 def programmatic_launch_supported(device: Any) -> bool:
-    """Whether kernels on `device` can be launched programmatically after the previous one (PDL): a CUDA device of
-    compute capability 9.0 or later, and a Triton with the `launch_pdl` launch option."""
-    if getattr(device, "type", None) != "cuda" or not _TRITON_LAUNCHES_PDL:
+    """Whether kernels on `device` can be launched programmatically after the previous one (PDL): an NVIDIA device
+    of compute capability 9.0 or later (not ROCm, whose devices torch also calls "cuda", with capabilities of
+    9.x), and a Triton with the `launch_pdl` launch option."""
+    if getattr(device, "type", None) != "cuda" or not _TRITON_LAUNCHES_PDL or torch.version.hip is not None:
         return False
     return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+@functools.lru_cache(maxsize=16)
+def residency_model_applies(device_index: int) -> bool:
+    """Whether `tiling.resident_programs` describes the device: the register file and limits of sm_80 and sm_90
+    (other NVIDIA parts hold fewer warps and programs per SM, and ROCm's are another design)."""
+    if torch.version.hip is not None:
+        return False
+    return torch.cuda.get_device_capability(device_index) in ((8, 0), (9, 0))
 
 
 @triton.jit
@@ -273,10 +283,11 @@ class DirectLauncher:
         ``plain``: for a guarded launch, the unguarded variant's (args, constants). ptxas sizes a kernel's
         registers for its most demanding block, and the fault record's branch, which only a faulty row takes,
         can lift the count of the whole kernel: 168 against 128 for a KDA bf16 tile on sm_90, 12 resident
-        single-warp programs per SM instead of 16, 5-8 % slower on every clean call. So on a device, where the
-        guarded variant would hold fewer programs per SM than the plain one, the variant kept for later
-        launches is recompiled with a register cap that holds as many (`register_cap`); the record's branch
-        spills at worst. Where the count costs no residency the variant stays uncapped: a cap makes ptxas
+        single-warp programs per SM instead of 16, 9 % slower on every clean call (Kimi-Linear tp 1, B = 128,
+        on an H200). So on sm_80 and sm_90 (the SMs `tiling.resident_programs` describes), where the guarded
+        variant would hold fewer programs per SM than the plain one, the variant kept for later launches is
+        recompiled with a register cap that holds as many (`register_cap`); the record's branch spills at
+        worst. Where the count costs no residency the variant stays uncapped: a cap makes ptxas
         schedule the main path differently, measured up to 4 % slower where it was not needed."""
         compiled = self.kernel[(grid,)](*args, **constants, **options)
         if key is None or device_index is None or not self.enabled:
@@ -289,7 +300,7 @@ class DirectLauncher:
             except Exception:  # noqa: BLE001 - no active driver or another Triton: the JIT path stays
                 self.enabled = False
                 return
-        if plain is not None and "maxnreg" not in options:
+        if plain is not None and "maxnreg" not in options and residency_model_applies(device_index):
             compiled = self._within_plain_residency(compiled, grid, args, constants, options, plain)
         names = self.kernel.arg_names[len(args):]
         if len(self.variants) >= self.max_variants:

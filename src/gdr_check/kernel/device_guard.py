@@ -379,42 +379,48 @@ class CheckLaunch:
         self.buffer = buffer
         self.profile = check_engine(engine)
         self.device_index = _device_key(device).index if torch.device(device).type == "cuda" else None
-        # Whether the checked kernels launch programmatically after this check (PDL, sm_90+), the launch
+        # Whether a checked kernel can be launched programmatically after this check (PDL, sm_90+), the launch
         # between the two then hidden behind the check (checked_launch).
         self.programmatic = programmatic_launch_supported(_device_key(device))
         self.launcher = DirectLauncher(slot_guard_kernel)
-        # batch -> (constants by name, warps): see `shape_for`
-        self._shapes: dict[int, tuple[dict[str, Any], int]] = {}
+        # (batch, release) -> (constants by name, warps): see `shape_for`
+        self._shapes: dict[tuple[int, bool], tuple[dict[str, Any], int]] = {}
 
-    def shape_for(self, batch: int) -> tuple[dict[str, Any], int]:
+    def shape_for(self, batch: int, release: bool = False) -> tuple[dict[str, Any], int]:
         """The check's constants for `batch` rows: each program compares its slot with every earlier row's in one
         vector load up to CHECK_SCAN_MAX rows (a loop of such blocks beyond), so the slowest program waits for
-        one load, not one per 128 rows (the decode kernel waits for the slowest)."""
-        shape = self._shapes.get(batch)
+        one load, not one per 128 rows (the decode kernel waits for the slowest). `release`: see `__call__`."""
+        shape = self._shapes.get((batch, release))
         if shape is None:
             if len(self._shapes) >= _MAX_BATCH_SHAPES:  # eager engines with ever-new batch sizes: stay bounded
                 self._shapes.clear()
             block, loop = scan_shape(batch, CHECK_SCAN_MAX)
             constants = (self.profile.skip_at_or_below, self.profile.reserved_slot_zero, block, loop,
-                         self.buffer.max_records, self.programmatic)
-            shape = self._shapes[batch] = (dict(zip(_CHECK_CONSTEXPRS, constants, strict=True)),
-                                           4 if block >= 256 else 1)
+                         self.buffer.max_records, release)
+            shape = self._shapes[batch, release] = (dict(zip(_CHECK_CONSTEXPRS, constants, strict=True)),
+                                                    4 if block >= 256 else 1)
         return shape
 
-    def __call__(self, indices: torch.Tensor, batch: int, stride: int, pool_slots: int, tag: int) -> torch.Tensor:
-        """Check `indices` (1-D, `batch` rows `stride` elements apart: known from the call signature)."""
+    def __call__(self, indices: torch.Tensor, batch: int, stride: int, pool_slots: int, tag: int,
+                 release: bool = False) -> torch.Tensor:
+        """Check `indices` (1-D, `batch` rows `stride` elements apart: known from the call signature).
+
+        `release` (only where `programmatic`): let the next launch start at once, for a checked kernel launched
+        programmatically after this one, which waits for the checked indices on the device before it reads
+        them. Never for the engine guard's check: the engine's own kernel that follows may not wait."""
+        release = release and self.programmatic
         safe = torch.empty_like(indices)  # 1-D: dense, whatever the strides of `indices`
         if not batch:
             return safe
         buffer = self.buffer
         args = (indices, safe, batch, stride, pool_slots, buffer.counter, buffer.records, buffer.flag, tag)
         if self.device_index is None:  # not CUDA: no compiled launcher to go to (the Triton interpreter)
-            constexprs, warps = self.shape_for(batch)
+            constexprs, warps = self.shape_for(batch, release)
             self.launcher.kernel[(batch,)](*args, **constexprs, num_warps=warps)
             return safe
-        key = (indices.dtype, indices.data_ptr() % 16 == 0, batch)
+        key = (indices.dtype, indices.data_ptr() % 16 == 0, batch, release)
         if not self.launcher.run_cached(key, args):
-            constexprs, warps = self.shape_for(batch)
+            constexprs, warps = self.shape_for(batch, release)
             self.launcher.launch(key, batch, self.device_index, args, constexprs, {"num_warps": warps})
         return safe
 
@@ -474,7 +480,7 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
         # slots, so it is memory-safe on them). The cost is one more launch (docs/performance.md), whose gap
         # programmatic dependent launch hides where the device has it.
         check = buffer.check_launch(engine, indices.device)
-        safe = check(indices, batch, indices.stride(0), guard.pool_slots, guard.tag)
+        safe = check(indices, batch, indices.stride(0), guard.pool_slots, guard.tag, release=True)
         return launch(*args[:8], safe, *args[9:], engine=engine,  # type: ignore[no-any-return]
                       after_check=check.programmatic)
     return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]  # launch: Callable[..., Any]
