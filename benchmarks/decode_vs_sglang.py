@@ -5,7 +5,8 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
 
 - ``ours``: gdr-check's unchecked launch (``launch_packed_decode`` / ``launch_kda_packed_decode``);
 - ``checked``: the checked kernel (``packed_decode`` / ``kda_packed_decode``, context="engine": the runtime
-  guard's slot checks run in the kernel's prologue, captured in the graph);
+  guard's slot checks run in the kernel's prologue, or past 128 rows and from 4096 (row, value head) pairs in
+  a separate check before it, captured in the graph);
 - ``sglang``: sglang's Triton wrapper (``fla/fused_recurrent.py``, loaded by ``gdr_check.kernel.engines``);
 - ``sglang_cuda`` (KDA, fp32 state): sglang's CUDA kernel ``kda_packed_decode.cuh``, built here with nvcc
   (``sglang_cuda_kda.py``); sglang's dispatcher takes it for B >= 8;
