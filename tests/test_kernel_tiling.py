@@ -144,3 +144,9 @@ def test_the_register_cap_keeps_the_plain_variants_residency_and_no_more():
     assert register_cap(128, 1) == 128
     assert register_cap(168, 1) == 168  # 169 * 32 rounds up to 5632 registers a warp: 11 programs
     assert register_cap(200, 4) == 255
+
+
+def test_launch_options_carry_the_register_cap_and_the_programmatic_launch():
+    assert TileConfig(16, num_warps=2).launch_options() == {"num_warps": 2, "num_stages": 1}
+    assert TileConfig(16, max_registers=96).launch_options(programmatic=True) == {
+        "num_warps": 1, "num_stages": 1, "maxnreg": 96, "launch_pdl": True}

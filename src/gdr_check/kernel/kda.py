@@ -174,7 +174,6 @@ def launch_kda_packed_decode(
         **guard_constants(guard, profile, B),
     )
     plain = None if guard is None else plain_variant(args, constants, profile, B)
-    options = {**tiling.launch_options(), "launch_pdl": True} if after_check else tiling.launch_options()
-    _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants, options,
-                     plain)
+    _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants,
+                     tiling.launch_options(after_check), plain)
     return out, initial_state

@@ -58,10 +58,14 @@ class TileConfig:
                 "INPUT_EVICTION": "evict_last" if self.keep_inputs else "", "PREFETCH": self.prefetch,
                 "LOOP_STAGES": self.loop_stages}
 
-    def launch_options(self) -> dict[str, int]:
+    def launch_options(self, programmatic: bool = False) -> dict[str, int]:
+        """Triton's launch options for this tiling; `programmatic`: launched after the previous grid with
+        programmatic dependent launch (the kernel waits for that grid's writes itself, AFTER_CHECK)."""
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.max_registers is not None:
             options["maxnreg"] = self.max_registers
+        if programmatic:
+            options["launch_pdl"] = True
         return options
 
     def fitted(self, V: int, K: int) -> TileConfig:
