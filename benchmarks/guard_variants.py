@@ -11,8 +11,9 @@ the variant's name.
     PYTHONPATH=src python benchmarks/guard_variants.py --variants tree no_record no_scan --base HEAD \\
         --points qwen3-next@4:1:bf16 kimi-linear@1:128:bf16        # JSON under $OUT
 
-Columns: ``<variant>:ours`` (the unchecked launch; only for ``tree`` and ``base``) and ``<variant>:checked``
-(`packed_decode` / `kda_packed_decode`, context="engine"), each with its ratio to ``tree:ours``.
+Columns: ``<variant>:ours`` (the unchecked launch; for ``tree`` and ``base``, and with ``--ours`` for every
+variant: the kernel experiments) and ``<variant>:checked`` (`packed_decode` / `kda_packed_decode`,
+context="engine"; left out with ``--no-checked``), each with its ratio to ``tree:ours``.
 """
 
 from __future__ import annotations
@@ -111,6 +112,55 @@ VARIANTS: dict[str, list[Patch]] = {
         "    if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:",
         "    if batch > 1 and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:")],
 }
+# Kernel experiments (time them with --ours): the small-batch dependent chain.
+PREFETCH_LOAD = ("        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, "
+                 "STATE_EVICTION)\n")
+STATE_BARRIER = [(k, PREFETCH_LOAD, PREFETCH_LOAD + "        tl.debug_barrier()\n") for k in KERNELS]
+GDN_DECAY_IN_TILE = [
+    ("kernel/gdn.py", "            S = next_tile.to(tl.float32)\n",
+     "            S = next_tile.to(tl.float32) * decay\n"),
+    ("kernel/gdn.py", "STATE_EVICTION).to(tl.float32)\n        else:",
+     "STATE_EVICTION).to(tl.float32) * decay\n        else:"),
+    ("kernel/gdn.py", "        u = beta * (v - decay * predicted)\n        o = decay * read + u * k_dot_q\n",
+     "        u = beta * (v - predicted)\n        o = read + u * k_dot_q\n"),
+    ("kernel/gdn.py", "S * decay + u[:, None] * k[None, :]", "S + u[:, None] * k[None, :]")]
+
+
+def small_rows(bounds: tuple[int, ...], transform: Callable[[int, str], tuple[int, str]]) -> Callable[[str], str]:
+    """A patch of tiling.py: in the table rows of both kernels whose bound is in `bounds`, each
+    `TileConfig(rows, ...)` rewritten by `transform(rows, the rest of its arguments)`."""
+    def tiling(match: re.Match[str]) -> str:
+        rows, rest = transform(int(match.group(1)), match.group(2))
+        return f"TileConfig({rows}{rest})"
+
+    def patch(text: str) -> str:
+        lines = text.split("\n")
+        for number, line in enumerate(lines):
+            bound = re.match(r"    \((\d+), TileConfig\(", line)
+            if bound and int(bound.group(1)) in bounds:
+                lines[number] = re.sub(r"TileConfig\((\d+)([^()]*)\)", tiling, line)
+        return "\n".join(lines)
+    return patch
+
+
+VARIANTS.update({
+    # a scheduling barrier right after the first state tile's load: nothing after it moves above it, so the
+    # q/k loads and the gate arithmetic cannot push the state's load back
+    "state_barrier": STATE_BARRIER,
+    # GDN's decay applied to the loaded tile (as KDA applies its gate vector): the gate arithmetic must be done
+    # before the tile's first use, instead of after it, on the critical path
+    "gdn_decay_in_tile": GDN_DECAY_IN_TILE,
+    "gdn_decay_in_tile_barrier": GDN_DECAY_IN_TILE + STATE_BARRIER,
+    # the small-batch rows (up to 128 pairs) with their first tile prefetched again, as before the 18:33 run
+    # (the table loads it after the gate arithmetic there)
+    "small_prefetch": [("kernel/tiling.py", small_rows((16, 32, 128), lambda rows, rest: (
+        rows, rest.replace(", prefetch=False", ""))))],
+    # up to 32 pairs: four warps per program, as many rows per warp (a quarter of the programs)
+    "small_multiwarp": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (
+        rows * 4, f"{rest}, num_warps=4")))],
+    # up to 32 pairs: half the rows per program (twice the programs)
+    "small_half_rows": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (max(1, rows // 2), rest)))],
+})
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
@@ -163,8 +213,8 @@ def parse_point(text: str) -> tuple[str, int, int, str]:
         raise SystemExit(f"--points: {text!r} is not MODEL@TP:B:STATE with MODEL one of {', '.join(MODELS)}") from None
 
 
-def measure(point: tuple[str, int, int, str], modules: dict[str, Any], unchecked: list[str], rounds: int
-            ) -> dict[str, Any]:
+def measure(point: tuple[str, int, int, str], modules: dict[str, Any], unchecked: list[str], rounds: int,
+            checked: bool = True) -> dict[str, Any]:
     model, tp, B, state = point
     g = bench.geometry(model, tp)
     itemsize = bench.STATE_DTYPES[state].itemsize
@@ -175,8 +225,8 @@ def measure(point: tuple[str, int, int, str], modules: dict[str, Any], unchecked
         module = modules[name][0 if g.variant == "gdn" else 1]
         launch = module.launch_packed_decode if g.variant == "gdn" else module.launch_kda_packed_decode
         impls[f"{name}:ours"] = lambda x, i, p, o, launch=launch: (launch(*x.args(i, p, o), engine="sglang"), o)[1]
-    for name, (_, _, checked) in modules.items():
-        fn = checked.packed_decode if g.variant == "gdn" else checked.kda_packed_decode
+    for name, (_, _, checked_module) in modules.items() if checked else ():
+        fn = checked_module.packed_decode if g.variant == "gdn" else checked_module.kda_packed_decode
         impls[f"{name}:checked"] = lambda x, i, p, o, fn=fn: (fn(*x.args(i, p, o), engine="sglang",
                                                                   context="engine"), o)[1]
     verified = {name: bench.verify(x, impl)["ok"] for name, impl in impls.items()}
@@ -198,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", help="also time this git revision's package (as `base`)")
     parser.add_argument("--points", nargs="+", default=["qwen3-next@4:1:bf16", "kimi-linear@1:128:bf16"])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--ours", action="store_true", help="time every variant's unchecked launch too "
+                        "(kernel experiments), not only tree's and base's")
+    parser.add_argument("--no-checked", action="store_true", help="leave the checked launches out")
     parser.add_argument("--json", default=os.path.join(os.environ["OUT"], "guard_variants.json")
                         if os.environ.get("OUT") else None)
     args = parser.parse_args(argv)
@@ -210,10 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(dest))
     modules = {name: tuple(importlib.import_module(f"gdr_check_{name}.kernel.{part}") for part in
                            ("gdn", "kda", "checked")) for name in names}
-    unchecked = [name for name in names if name in ("tree", "base")]
+    unchecked = [name for name in names if args.ours or name in ("tree", "base")]
     results = []
     for point in points:
-        row = measure(point, modules, unchecked, args.rounds)
+        row = measure(point, modules, unchecked, args.rounds, not args.no_checked)
         reference = row["us"]["tree:ours"]
         print(f"{row['variant']} tp{row['tp']} HV={row['HV']} B={row['B']} {row['state']}: " + "  ".join(
             f"{name} {us:.2f} ({us / reference:.3f})" for name, us in row["us"].items())

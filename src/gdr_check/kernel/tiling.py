@@ -113,10 +113,15 @@ def register_cap(plain_registers: int, num_warps: int) -> int:
 # per program where GDN's pipelines two: its per-column decay makes the two-tile loop slower than sglang's
 # (measured 0.92-0.95x); past 8192 pairs it takes the loop pipelined through shared memory (see its row).
 _E = True
+#
+# Up to 128 pairs most tilings load their first state tile after the gate arithmetic (prefetch=False): 1.8-2.6 %
+# faster at B = 1 with an fp32 state and at B = 8 with bf16 (H200, 2026-12-01 18:33, `guard_variants.py --ours`,
+# 7 interleaved rounds; docs/data/tuning/small_b_variants_1833.json). A scheduling barrier that kept the early
+# load ahead of everything else was 4-9 % slower, and four warps per program 11-30 % slower.
 _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
-    (16, TileConfig(2), TileConfig(2)),
-    (32, TileConfig(4), TileConfig(4)),
-    (128, TileConfig(4), TileConfig(16, evict_first=_E)),
+    (16, TileConfig(2, prefetch=False), TileConfig(2)),
+    (32, TileConfig(4, prefetch=False), TileConfig(4, prefetch=False)),
+    (128, TileConfig(4, prefetch=False), TileConfig(16, evict_first=_E, prefetch=False)),
     (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
     (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
@@ -127,14 +132,17 @@ _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
 )
 _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     # At B*HV <= 16 the first tile is loaded after the gate arithmetic (prefetch=False with one tile): 2.26
-    # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state.
-    (16, TileConfig(4, prefetch=False), TileConfig(4)),
-    (32, TileConfig(4), TileConfig(4)),
+    # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state; two rows per program, not four: 2.39 /
+    # 2.33 against 2.45 / 2.39 us (fp32 / bf16, 18:33 run above), and at 32 pairs the fp32 state's first tile
+    # late too: 3.26 against 3.34 us (Kimi-Linear tp 1, B = 1).
+    (16, TileConfig(2, prefetch=False), TileConfig(2)),
+    (32, TileConfig(4, prefetch=False), TileConfig(4)),
     # KDA reads a K-wide gate row per (row, value head) besides q and k: every V block of the head reads them,
     # so keeping them in L2 (keep_inputs: evict-last) pays where blocks are many. Figures below: H200,
     # 2026-12-01, `decode_vs_sglang.py --tune` with 5 interleaved rounds, against sglang's Helion path (its
     # fastest for KDA) in the same run.
-    (128, TileConfig(4, keep_inputs=True), TileConfig(8, evict_first=_E)),  # 4.67 / 4.73 us, Kimi tp 4 B = 8
+    # 4.67 / 4.73 us, Kimi tp 4 B = 8; bf16's first tile late: 3.32 against 3.40 us (18:33 run)
+    (128, TileConfig(4, keep_inputs=True), TileConfig(8, evict_first=_E, prefetch=False)),
     (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
     # A bf16 state without the evict-first hint from 2048 pairs: 74.9 against 76.4 us (Kimi-Linear tp 4,
