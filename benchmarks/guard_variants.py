@@ -158,6 +158,14 @@ VARIANTS.update({
     # up to 32 pairs: four warps per program, as many rows per warp (a quarter of the programs)
     "small_multiwarp": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (
         rows * 4, f"{rest}, num_warps=4")))],
+    # the l2 norm by the approximate reciprocal square root (MUFU.RSQ) instead of a square root and a division
+    "fast_norm": [(COMMON, "        q = q / tl.sqrt(tl.sum(q * q) + 1e-6)\n"
+                           "        k = k / tl.sqrt(tl.sum(k * k) + 1e-6)\n",
+                   "        q = q * tl.math.rsqrt(tl.sum(q * q) + 1e-6)\n"
+                   "        k = k * tl.math.rsqrt(tl.sum(k * k) + 1e-6)\n")],
+    # softplus through the base-2 approximations (MUFU.EX2 and MUFU.LG2) instead of libdevice's log
+    "fast_softplus": [(COMMON, "tl.log(1.0 + tl.exp(z))",
+                       "tl.log2(1.0 + tl.exp2(z * 1.4426950408889634)) * 0.6931471805599453")],
     # up to 32 pairs: half the rows per program (twice the programs)
     "small_half_rows": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (max(1, rows // 2), rest)))],
 })
