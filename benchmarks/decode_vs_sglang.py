@@ -123,6 +123,10 @@ CANDIDATES = (
     # Tried on the H200 (2026-12-01): within 1 % of the 16-row tile with an fp32 state (no win), 2-15 % slower
     # with a bf16 one; the 64-register cap 1-25 % slower.
     _T(8, keep_inputs=True), _T(8, max_registers=64), _T(8, keep_inputs=True, max_registers=64),
+    # One tile loaded after the gate arithmetic (np with one tile): faster at small B (2026-12-01 18:33).
+    _T(1), _T(2, prefetch=False), _T(4, prefetch=False), _T(8, prefetch=False), _T(16, prefetch=False),
+    _T(8, evict_first=True, prefetch=False), _T(16, evict_first=True, prefetch=False),
+    _T(4, keep_inputs=True, prefetch=False),
 )
 
 

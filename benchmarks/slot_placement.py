@@ -15,7 +15,9 @@ in the decode benchmark):
   multiply by an odd constant and fold the high half of the bits onto the low half, twice), so the sets stay
   disjoint;
 - ``computed/contiguous`` and ``computed/scattered``: the same placements with the slot computed from the row
-  and the set's number, no load.
+  and the set's number, no load;
+- ``load/scattered/rows-fastest``: load/scattered with the programs in another launch order, the same block of
+  every row in turn (consecutive programs on different slots), instead of a row's blocks one after the other.
 
 computed/scattered against computed/contiguous is what the placement costs; load/* against computed/* what the
 dependent load costs. ``copy``: the plain copy of the same bytes (as the decode benchmark's).
@@ -53,14 +55,20 @@ def _scatter(linear, pool_rows, half_bits):
 
 
 @triton.jit
-def _rmw_kernel(pool, slots, one, stride_slot, row_elems, set_base, pool_rows, half_bits, BLOCK: tl.constexpr,
-                LOAD: tl.constexpr, SCATTERED: tl.constexpr):
+def _rmw_kernel(pool, slots, one, stride_slot, row_elems, set_base, pool_rows, half_bits, batch, BLOCK: tl.constexpr,
+                LOAD: tl.constexpr, SCATTERED: tl.constexpr, ROWS_FASTEST: tl.constexpr = False):
     """One block of one row's state read and written back in place (times a run-time 1.0) at the row's slot:
-    loaded from `slots` (LOAD), else computed from the set's first row `set_base`."""
+    loaded from `slots` (LOAD), else computed from the set's first row `set_base`. Programs in launch order
+    take a row's blocks one after the other, or with ROWS_FASTEST the same block of every row in turn."""
     chunks = tl.cdiv(row_elems, BLOCK)
     pid = tl.program_id(0)
-    row = pid // chunks
-    offsets = (pid % chunks).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if ROWS_FASTEST:
+        row = pid % batch
+        chunk = pid // batch
+    else:
+        row = pid // chunks
+        chunk = pid % chunks
+    offsets = chunk.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     if LOAD:
         slot = tl.load(slots + row).to(tl.int64)
     else:
@@ -105,16 +113,18 @@ def measure(point: tuple[str, int, int, str], rounds: int) -> dict[str, Any]:
     for placement in ("contiguous", "scattered"):
         tables = slot_table(sets, B, pool_rows, placement == "scattered")
         set_of = {id(t): number for number, t in enumerate(tables)}
-        for load in (True, False):
+        orders = ((True, False), (False, False)) + (((True, True),) if placement == "scattered" else ())
+        for load, rows_fastest in orders:
             for block, warps in bench.SLOT_COPY_SHAPES:
                 def launch(indices: torch.Tensor, block: int = block, warps: int = warps, load: bool = load,
-                           scattered: bool = placement == "scattered", set_of: dict[int, int] = set_of) -> None:
+                           scattered: bool = placement == "scattered", set_of: dict[int, int] = set_of,
+                           rows_fastest: bool = rows_fastest) -> None:
                     grid = (B * triton.cdiv(row_elems, block),)
                     _rmw_kernel[grid](pool, indices, 1.0, pool.stride(0), row_elems, set_of[id(indices)] * B,
-                                      pool_rows, pool_rows.bit_length() // 2, BLOCK=block, LOAD=load,
-                                      SCATTERED=scattered, num_warps=warps)
-                name = f"{'load' if load else 'computed'}/{placement}@{block}x{warps}"
-                graphs[name] = (capture(launch, tables), len(tables))
+                                      pool_rows, pool_rows.bit_length() // 2, B, BLOCK=block, LOAD=load,
+                                      SCATTERED=scattered, ROWS_FASTEST=rows_fastest, num_warps=warps)
+                name = f"{'load' if load else 'computed'}/{placement}{'/rows-fastest' if rows_fastest else ''}"
+                graphs[f"{name}@{block}x{warps}"] = (capture(launch, tables), len(tables))
     times: dict[str, list[float]] = {name: [] for name in graphs}
     for _ in range(rounds):  # interleaved, so drift hits every kernel alike
         for name, (graph, launches) in graphs.items():

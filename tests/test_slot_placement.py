@@ -24,9 +24,10 @@ def test_the_scatter_is_a_permutation_that_breaks_up_neighbours(pool_rows):
     assert adjacent < pool_rows // 16  # consecutive rows land apart, unlike the contiguous placement
 
 
+@pytest.mark.parametrize("rows_fastest", [False, True])
 @pytest.mark.parametrize("scattered", [False, True])
 @pytest.mark.parametrize("load", [True, False])
-def test_each_kernel_rewrites_exactly_the_slots_of_its_placement(monkeypatch, scattered, load):
+def test_each_kernel_rewrites_exactly_the_slots_of_its_placement(monkeypatch, scattered, load, rows_fastest):
     monkeypatch.setattr(bench, "DEVICE", "cpu")
     sets, B, pool_rows, row_elems = 4, 8, 32, 16
     tables = slot_placement.slot_table(sets, B, pool_rows, scattered)
@@ -35,9 +36,9 @@ def test_each_kernel_rewrites_exactly_the_slots_of_its_placement(monkeypatch, sc
     pool = torch.ones(pool_rows + 1, row_elems)
     for number, table in enumerate(tables):
         # one = 2.0 instead of the benchmark's 1.0, so that the rows written are visible
-        slot_placement._rmw_kernel[(B,)](pool, table, 2.0, pool.stride(0), row_elems, number * B, pool_rows,
-                                         pool_rows.bit_length() // 2, BLOCK=row_elems, LOAD=load,
-                                         SCATTERED=scattered)
+        slot_placement._rmw_kernel[(2 * B,)](pool, table, 2.0, pool.stride(0), row_elems, number * B, pool_rows,
+                                         pool_rows.bit_length() // 2, B, BLOCK=row_elems // 2, LOAD=load,
+                                         SCATTERED=scattered, ROWS_FASTEST=rows_fastest)
     written = sorted((pool[:, 0] == 2.0).nonzero().flatten().tolist())
     assert written == sorted(slot for table in tables for slot in table.tolist())
     assert bool((pool[pool[:, 0] == 2.0] == 2.0).all()) and bool((pool[pool[:, 0] != 2.0] == 1.0).all())

@@ -121,9 +121,12 @@ _E = True
 _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     (16, TileConfig(2, prefetch=False), TileConfig(2)),
     (32, TileConfig(4, prefetch=False), TileConfig(4, prefetch=False)),
-    (128, TileConfig(4, prefetch=False), TileConfig(16, evict_first=_E, prefetch=False)),
+    # bf16 up to 128 pairs in 8-row tiles: 3.20 / 3.24 against 3.49 us for 16 rows (Qwen3-Next tp 4 / Qwen3.5 tp
+    # 8, B = 8; --tune at 18:45 with 5 interleaved rounds, docs/data/tuning/b8_b32_1845.json), and 257-2048
+    # pairs too: 19.45 against 20.08 us (Qwen3-Next tp 1, B = 32).
+    (128, TileConfig(4, prefetch=False), TileConfig(8, evict_first=_E, prefetch=False)),
     (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
-    (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
+    (2048, TileConfig(8, evict_first=_E), TileConfig(8, evict_first=_E, prefetch=False)),
     (4096, TileConfig(16), TileConfig(16, evict_first=_E)),
     (8192, TileConfig(16), TileConfig(16, 2, num_stages=2, evict_first=_E, prefetch=False)),
     # Past 8192 pairs a bf16 state's q and k are kept in L2 (evict-last): 275.5 / 550.8 against 278.0 / 553.6 us
@@ -143,7 +146,9 @@ _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     # fastest for KDA) in the same run.
     # 4.67 / 4.73 us, Kimi tp 4 B = 8; bf16's first tile late: 3.32 against 3.40 us (18:33 run)
     (128, TileConfig(4, keep_inputs=True), TileConfig(8, evict_first=_E, prefetch=False)),
-    (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
+    # fp32 at 129-256 pairs with its tile loaded after the gates: 10.28 / 10.33 against 10.46 / 10.53 us (Kimi
+    # tp 1 B = 8 / tp 4 B = 32, 18:45 run)
+    (256, TileConfig(16, evict_first=_E, prefetch=False), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
     # A bf16 state without the evict-first hint from 2048 pairs: 74.9 against 76.4 us (Kimi-Linear tp 4,
     # B = 512; Helion 75.7) and 72.9 against 73.4 us (tp 1, B = 128).
