@@ -169,9 +169,9 @@ def counted_checks(run: Callable[[], Any]) -> int:
     launch = device_guard.CheckLaunch.__call__
     count = [0]
 
-    def counted(check: Any, *args: Any) -> Any:
+    def counted(check: Any, *args: Any, **options: Any) -> Any:  # (the separate check passes release=...)
         count[0] += 1
-        return launch(check, *args)
+        return launch(check, *args, **options)
 
     device_guard.CheckLaunch.__call__ = counted  # type: ignore[method-assign]
     try:
