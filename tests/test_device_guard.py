@@ -169,6 +169,23 @@ def test_the_guarded_kernel_holds_as_many_programs_per_sm_as_the_plain_one(kda):
     assert compiled[False].n_regs <= max(compiled[True].n_regs, register_cap(compiled[True].n_regs, warps))
 
 
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+def test_the_guarded_kernel_requests_its_single_tile_before_the_slot_checks(monkeypatch, kda):
+    # At 8 (row, value head) pairs with an fp32 state the table loads the one tile after the gate arithmetic,
+    # faster unguarded; the guarded kernel requests it first, so that its checks overlap the state's latency.
+    module = kda_module if kda else gdn_module
+    monkeypatch.setattr(module._LAUNCHER, "variants", {})  # launch through the JIT, where the constants are seen
+    launched = []
+    real = module._LAUNCHER.launch
+    monkeypatch.setattr(module._LAUNCHER, "launch", lambda key, grid, device, args, constants, *rest: (
+        launched.append(constants), real(key, grid, device, args, constants, *rest)))
+    call = make_call(B=1, H=8 if kda else 4, HV=8, K=128, V=128, slots=[1], pool_slots=2, kda=kda, seed=3)
+    (kda_packed_decode if kda else packed_decode)(*call.clone().args(), context="engine", faults=FaultBuffer(DEVICE))
+    (launch_kda_packed_decode if kda else gdn_launch)(*call.clone().args())
+    assert [(c["GUARD"], c["PREFETCH"], c["BV"], c["TILES"]) for c in launched] == [(True, True, 2, 1),
+                                                                                     (False, False, 2, 1)]
+
+
 def test_shape_verdicts_are_cached_per_signature(monkeypatch):
     calls = []
     real = device_guard.shape_verdict

@@ -150,3 +150,14 @@ def test_launch_options_carry_the_register_cap_and_the_programmatic_launch():
     assert TileConfig(16, num_warps=2).launch_options() == {"num_warps": 2, "num_stages": 1}
     assert TileConfig(16, max_registers=96).launch_options(programmatic=True) == {
         "num_warps": 1, "num_stages": 1, "maxnreg": 96, "launch_pdl": True}
+
+
+def test_a_guarded_launch_requests_a_single_tile_first_and_keeps_pipelined_loops() -> None:
+    unguarded = choose_config("gdn", None, 8, 128, 128, 4)
+    assert (unguarded.tiles_per_program, unguarded.prefetch) == (1, False)  # the table: the tile after the gates
+    assert choose_config("gdn", None, 8, 128, 128, 4, guarded=True) == TileConfig(2)
+    loop = choose_config("gdn", None, 8192, 128, 128, 2)  # two tiles per program, a loop pipelined by Triton
+    assert (loop.tiles_per_program, loop.prefetch) == (2, False)
+    assert choose_config("gdn", None, 8192, 128, 128, 2, guarded=True) == loop
+    prefetched = choose_config("kda", None, 512, 128, 128, 4)
+    assert prefetched.prefetch and choose_config("kda", None, 512, 128, 128, 4, guarded=True) == prefetched

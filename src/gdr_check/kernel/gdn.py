@@ -155,7 +155,8 @@ def launch_packed_decode(
         return out, initial_state
     profile = check_engine(engine)
     tiling = (config.fitted(V, K) if config is not None
-              else choose_config("gdn", device_name(mixed_qkv.device), B * HV, V, K, initial_state.element_size()))
+              else choose_config("gdn", device_name(mixed_qkv.device), B * HV, V, K, initial_state.element_size(),
+                                 guard is not None))
     if B == 0:
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)

@@ -238,11 +238,19 @@ def tuned_config(variant: str, device: str, head_rows: int, V: int, K: int, stat
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: int, state_itemsize: int
-                  ) -> TileConfig:
-    """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K)."""
+def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: int, state_itemsize: int,
+                  guarded: bool = False) -> TileConfig:
+    """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K).
+
+    `guarded`: for the kernel with the device guard's slot checks, which always requests a single tile before
+    them (prefetch): its duplicate scan then overlaps the state's latency. Where the table loads a single tile
+    after the gate arithmetic (faster unguarded at small B), the guarded kernel would wait for the scan first:
+    1.03-1.17x the unguarded launch on the H200 (2026-12-01 18:47 run) against <= 1.02x with the tile first."""
     tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
-    return (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
+    config = (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
+    if guarded and config.tiles_per_program == 1 and not config.prefetch:
+        return replace(config, prefetch=True)
+    return config
 
 
 def record_tuning(records: list[dict[str, Any]], path: Path | None = None) -> Path:
