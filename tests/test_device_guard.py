@@ -170,20 +170,26 @@ def test_the_guarded_kernel_holds_as_many_programs_per_sm_as_the_plain_one(kda):
 
 
 @pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
-def test_the_guarded_kernel_requests_its_single_tile_before_the_slot_checks(monkeypatch, kda):
-    # At 8 (row, value head) pairs with an fp32 state the table loads the one tile after the gate arithmetic,
-    # faster unguarded; the guarded kernel requests it first, so that its checks overlap the state's latency.
+def test_the_guarded_kernel_requests_its_single_tile_before_the_duplicate_scan(monkeypatch, kda):
+    # At 16 (row, value head) pairs with an fp32 state the table loads the one tile after the gate arithmetic,
+    # faster unguarded; the guarded kernel requests it first, so that its duplicate scan overlaps the state's
+    # latency. With one row there is no scan, and the table's tiling stays.
     module = kda_module if kda else gdn_module
     monkeypatch.setattr(module._LAUNCHER, "variants", {})  # launch through the JIT, where the constants are seen
     launched = []
     real = module._LAUNCHER.launch
     monkeypatch.setattr(module._LAUNCHER, "launch", lambda key, grid, device, args, constants, *rest: (
         launched.append(constants), real(key, grid, device, args, constants, *rest)))
-    call = make_call(B=1, H=8 if kda else 4, HV=8, K=128, V=128, slots=[1], pool_slots=2, kda=kda, seed=3)
-    (kda_packed_decode if kda else packed_decode)(*call.clone().args(), context="engine", faults=FaultBuffer(DEVICE))
-    (launch_kda_packed_decode if kda else gdn_launch)(*call.clone().args())
-    assert [(c["GUARD"], c["PREFETCH"], c["BV"], c["TILES"]) for c in launched] == [(True, True, 2, 1),
-                                                                                     (False, False, 2, 1)]
+    pair = make_call(B=2, H=4, HV=8, K=128, V=128, slots=[2, 1], pool_slots=3, kda=kda, seed=3)
+    single = make_call(B=1, H=4, HV=8, K=128, V=128, slots=[1], pool_slots=2, kda=kda, seed=4)
+    for call in (pair, single):
+        (kda_packed_decode if kda else packed_decode)(*call.clone().args(), context="engine",
+                                                      faults=FaultBuffer(DEVICE))
+        (launch_kda_packed_decode if kda else gdn_launch)(*call.clone().args())
+    rows = 4 if kda else 2  # the table's rows per tile at 8 and 16 pairs
+    assert [(c["GUARD"], c["SCAN_BLOCK"] > 0, c["PREFETCH"], c["BV"], c["TILES"]) for c in launched] == [
+        (True, True, True, rows, 1), (False, False, False, rows, 1),  # two rows: the guarded tile first
+        (True, False, False, rows, 1), (False, False, False, rows, 1)]  # one row: no scan, the table's
 
 
 def test_shape_verdicts_are_cached_per_signature(monkeypatch):

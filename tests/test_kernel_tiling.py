@@ -156,6 +156,7 @@ def test_a_guarded_launch_requests_a_single_tile_first_and_keeps_pipelined_loops
     unguarded = choose_config("gdn", None, 8, 128, 128, 4)
     assert (unguarded.tiles_per_program, unguarded.prefetch) == (1, False)  # the table: the tile after the gates
     assert choose_config("gdn", None, 8, 128, 128, 4, guarded=True) == TileConfig(2)
+    assert choose_config("kda", None, 16, 128, 128, 4, guarded=True) == TileConfig(4)
     loop = choose_config("gdn", None, 8192, 128, 128, 2)  # two tiles per program, a loop pipelined by Triton
     assert (loop.tiles_per_program, loop.prefetch) == (2, False)
     assert choose_config("gdn", None, 8192, 128, 128, 2, guarded=True) == loop

@@ -135,10 +135,11 @@ _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
 )
 _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     # At B*HV <= 16 the first tile is loaded after the gate arithmetic (prefetch=False with one tile): 2.26
-    # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state; two rows per program, not four: 2.39 /
-    # 2.33 against 2.45 / 2.39 us (fp32 / bf16, 18:33 run above), and at 32 pairs the fp32 state's first tile
-    # late too: 3.26 against 3.34 us (Kimi-Linear tp 1, B = 1).
-    (16, TileConfig(2, prefetch=False), TileConfig(2)),
+    # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state. (Two rows per program measured 2.39 /
+    # 2.33 against 2.45 / 2.39 us in the 18:33 A/B, fp32 / bf16, but 2.40 / 2.38 against 2.41 / 2.38 in the
+    # full run that followed, where the guarded kernel took 4-5 % longer with them: four rows stay.) At 32
+    # pairs the fp32 state's first tile late too: 3.26 against 3.34 us (Kimi-Linear tp 1, B = 1).
+    (16, TileConfig(4, prefetch=False), TileConfig(4)),
     (32, TileConfig(4, prefetch=False), TileConfig(4)),
     # KDA reads a K-wide gate row per (row, value head) besides q and k: every V block of the head reads them,
     # so keeping them in L2 (keep_inputs: evict-last) pays where blocks are many. Figures below: H200,
@@ -242,10 +243,11 @@ def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: i
                   guarded: bool = False) -> TileConfig:
     """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K).
 
-    `guarded`: for the kernel with the device guard's slot checks, which always requests a single tile before
-    them (prefetch): its duplicate scan then overlaps the state's latency. Where the table loads a single tile
-    after the gate arithmetic (faster unguarded at small B), the guarded kernel would wait for the scan first:
-    1.03-1.17x the unguarded launch on the H200 (2026-12-01 18:47 run) against <= 1.02x with the tile first."""
+    `guarded`: for the kernel with the device guard's duplicate scan (a guarded launch of more than one row),
+    which always requests a single tile before the scan (prefetch), so that the scan overlaps the state's
+    latency. Where the table loads a single tile after the gate arithmetic (faster unguarded at small B), the
+    guarded kernel would wait for the scan first: 1.03-1.17x the unguarded launch on the H200 (2026-12-01
+    18:47 run) against 1.00-1.04x with the tile first (18:56). One row has no scan and keeps the table's."""
     tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
     config = (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
     if guarded and config.tiles_per_program == 1 and not config.prefetch:
