@@ -19,8 +19,9 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
 - ``copy``: a device-to-device copy that reads and writes as many bytes as the kernel (state rows read and
   written, plus the inputs and the output): the practical limit.
 - ``slot_copy``: the state rows alone, read and written back in place at the slots the kernel is given, each
-  program loading its row's slot first: the floor for any kernel that must look the slot up before it can
-  stream the state (the latency of that dependent load is what a plain copy does not pay).
+  program loading its row's slot first: the floor for any kernel that updates the rows where the slots put
+  them (``slot_placement.py``: the slots' scattered placement, more than the dependent load, is what a plain
+  copy does not pay).
 
 Before timing, every implementation is run once on fresh random inputs at every point and compared with the
 float64 reference (``gdr_check.kernel.naive``): state and ``out`` relative to the largest reference value,
@@ -123,7 +124,8 @@ CANDIDATES = (
     # Tried on the H200 (2026-12-01): within 1 % of the 16-row tile with an fp32 state (no win), 2-15 % slower
     # with a bf16 one; the 64-register cap 1-25 % slower.
     _T(8, keep_inputs=True), _T(8, max_registers=64), _T(8, keep_inputs=True, max_registers=64),
-    # One tile loaded after the gate arithmetic (np with one tile): faster at small B (2026-12-01 18:33).
+    # One row per program, and one tile loaded after the gate arithmetic (np with one tile): the latter faster at
+    # small B (2026-12-01, docs/data/tuning/small_b_kernel_variants.json).
     _T(1), _T(2, prefetch=False), _T(4, prefetch=False), _T(8, prefetch=False), _T(16, prefetch=False),
     _T(8, evict_first=True, prefetch=False), _T(16, evict_first=True, prefetch=False),
     _T(4, keep_inputs=True, prefetch=False),

@@ -151,8 +151,8 @@ VARIANTS.update({
     # before the tile's first use, instead of after it, on the critical path
     "gdn_decay_in_tile": GDN_DECAY_IN_TILE,
     "gdn_decay_in_tile_barrier": GDN_DECAY_IN_TILE + STATE_BARRIER,
-    # the small-batch rows (up to 128 pairs) with their first tile prefetched again, as before the 18:33 run
-    # (the table loads it after the gate arithmetic there)
+    # the small-batch rows (up to 128 pairs) with every single tile prefetched (the table loads some of them after
+    # the gate arithmetic)
     "small_prefetch": [("kernel/tiling.py", small_rows((16, 32, 128), lambda rows, rest: (
         rows, rest.replace(", prefetch=False", ""))))],
     # up to 32 pairs: four warps per program, as many rows per warp (a quarter of the programs)

@@ -3,10 +3,10 @@ slots lie in the pool?
 
 The decode benchmark (`decode_vs_sglang.py`) compares the kernels with a plain copy of the same bytes and with a
 *slot copy*: the state rows read and written back in place at the launch's slots, each program loading its
-row's slot first. At HV = 8 with a bf16 state the slot copy takes 1.03-1.14x the plain copy, at HV = 32 about
-1.00x. This script separates the two things the slot copy adds, timing four in-place read-modify-write kernels
-over the same state rows under CUDA-graph replay (one launch per slot set, sets holding >= 256 MB of state, as
-in the decode benchmark):
+row's slot first. With B >= 32 the slot copy takes up to 1.16x the plain copy at HV = 8 with a bf16 state, and
+1.00-1.13x elsewhere (H200, 2026-12-01). This script separates the two things the slot copy adds, timing four
+in-place read-modify-write kernels over the same state rows under CUDA-graph replay (one launch per slot set,
+sets holding >= 256 MB of state, as in the decode benchmark):
 
 - ``load/contiguous``: each program loads its row's slot; the sets' slots are consecutive (set s holds slots
   s*B+1 .. s*B+B, in row order);
@@ -19,8 +19,10 @@ in the decode benchmark):
 - ``load/scattered/rows-fastest``: load/scattered with the programs in another launch order, the same block of
   every row in turn (consecutive programs on different slots), instead of a row's blocks one after the other.
 
-computed/scattered against computed/contiguous is what the placement costs; load/* against computed/* what the
-dependent load costs. ``copy``: the plain copy of the same bytes (as the decode benchmark's).
+load/scattered against load/contiguous is what the placement costs (computed/scattered also pays the hash's
+64-bit arithmetic in the kernel, so it is not the measure of placement); load/contiguous against
+computed/contiguous what the dependent load costs. ``copy``: the plain copy of the same bytes (as the decode
+benchmark's).
 
     PYTHONPATH=src python benchmarks/slot_placement.py [--points qwen3-next@4:512:bf16 ...] [--json FILE]
 """

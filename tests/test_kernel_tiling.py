@@ -155,10 +155,16 @@ def test_launch_options_carry_the_register_cap_and_the_programmatic_launch():
 def test_a_guarded_launch_requests_a_single_tile_first_and_keeps_pipelined_loops() -> None:
     unguarded = choose_config("gdn", None, 8, 128, 128, 4)
     assert (unguarded.tiles_per_program, unguarded.prefetch) == (1, False)  # the table: the tile after the gates
-    assert choose_config("gdn", None, 8, 128, 128, 4, guarded=True) == TileConfig(2)
-    assert choose_config("kda", None, 16, 128, 128, 4, guarded=True) == TileConfig(4)
+    assert choose_config("gdn", None, 8, 128, 128, 4, scanned=True) == TileConfig(2)
+    assert choose_config("kda", None, 16, 128, 128, 4, scanned=True) == TileConfig(4)
     loop = choose_config("gdn", None, 8192, 128, 128, 2)  # two tiles per program, a loop pipelined by Triton
     assert (loop.tiles_per_program, loop.prefetch) == (2, False)
-    assert choose_config("gdn", None, 8192, 128, 128, 2, guarded=True) == loop
+    assert choose_config("gdn", None, 8192, 128, 128, 2, scanned=True) == loop
     prefetched = choose_config("kda", None, 512, 128, 128, 4)
-    assert prefetched.prefetch and choose_config("kda", None, 512, 128, 128, 4, guarded=True) == prefetched
+    assert prefetched.prefetch and choose_config("kda", None, 512, 128, 128, 4, scanned=True) == prefetched
+
+
+def test_only_a_guarded_launch_of_more_than_one_row_runs_the_duplicate_scan() -> None:
+    guard = tiling.GuardLaunch(counter=None, records=None, flag=None, max_records=4, tag=1, pool_slots=9)  # type: ignore[arg-type]
+    assert [tiling.has_duplicate_scan(guard, batch) for batch in (0, 1, 2, 129)] == [False, False, True, True]
+    assert not tiling.has_duplicate_scan(None, 129)

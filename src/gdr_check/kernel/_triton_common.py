@@ -280,11 +280,12 @@ class DirectLauncher:
                plain: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> None:
         """Launch through the JIT and remember the compiled variant under ``key`` (None: don't).
 
-        ``plain``: for a guarded launch, the unguarded variant's (args, constants). ptxas sizes a kernel's
-        registers for its most demanding block, and the fault record's branch, which only a faulty row takes,
-        can lift the count of the whole kernel: 168 against 128 for a KDA bf16 tile on sm_90, 12 resident
-        single-warp programs per SM instead of 16, 9 % slower on every clean call (Kimi-Linear tp 1, B = 128,
-        on an H200). So on sm_80 and sm_90 (the SMs `tiling.resident_programs` describes), where the guarded
+        ``plain``: for a guarded launch, the unguarded variant's (args, constants), with the guarded launch's
+        tiling (which may differ from an unguarded launch's in its tile order: `tiling.choose_config`). ptxas
+        sizes a kernel's registers for its most demanding block, and the fault record's branch, which only a
+        faulty row takes, can lift the count of the whole kernel: 168 against 128 for a KDA bf16 tile on sm_90,
+        12 resident single-warp programs per SM instead of 16, 9 % slower on every clean call (Kimi-Linear tp 1,
+        B = 128, on an H200). So on sm_80 and sm_90 (the SMs `tiling.resident_programs` describes), where the guarded
         variant would hold fewer programs per SM than the plain one, the variant kept for later launches is
         recompiled with a register cap that holds as many (`register_cap`); the record's branch spills at
         worst. Where the count costs no residency the variant stays uncapped: a cap makes ptxas

@@ -37,6 +37,7 @@ from .tiling import (
     choose_config,
     guard_arguments,
     guard_constants,
+    has_duplicate_scan,
     launch_key,
     plain_variant,
 )
@@ -156,7 +157,7 @@ def launch_packed_decode(
     profile = check_engine(engine)
     tiling = (config.fitted(V, K) if config is not None
               else choose_config("gdn", device_name(mixed_qkv.device), B * HV, V, K, initial_state.element_size(),
-                                 guard is not None and B > 1))
+                                 has_duplicate_scan(guard, B)))
     if B == 0:
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)

@@ -114,16 +114,17 @@ def register_cap(plain_registers: int, num_warps: int) -> int:
 # (measured 0.92-0.95x); past 8192 pairs it takes the loop pipelined through shared memory (see its row).
 _E = True
 #
-# Up to 128 pairs most tilings load their first state tile after the gate arithmetic (prefetch=False): 1.8-2.6 %
-# faster at B = 1 with an fp32 state and at B = 8 with bf16 (H200, 2026-12-01 18:33, `guard_variants.py --ours`,
-# 7 interleaved rounds; docs/data/tuning/small_b_variants_1833.json). A scheduling barrier that kept the early
-# load ahead of everything else was 4-9 % slower, and four warps per program 11-30 % slower.
+# Up to 128 pairs most tilings load their single state tile after the gate arithmetic (prefetch=False): 2.0-2.6 %
+# faster at B = 1 with an fp32 state and at B = 8 with bf16, 1.8 % at Qwen3-Next tp 1 bf16 B = 1, no faster at
+# HV = 8 bf16 B = 1, which stays prefetched (H200, 2026-12-01, `guard_variants.py --ours`, 7 interleaved rounds:
+# docs/data/tuning/small_b_kernel_variants.json). A scheduling barrier that kept the early load ahead of
+# everything else was 0.8-8.9 % slower, and four warps per program 11-30 % slower.
 _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     (16, TileConfig(2, prefetch=False), TileConfig(2)),
     (32, TileConfig(4, prefetch=False), TileConfig(4, prefetch=False)),
-    # bf16 up to 128 pairs in 8-row tiles: 3.20 / 3.24 against 3.49 us for 16 rows (Qwen3-Next tp 4 / Qwen3.5 tp
-    # 8, B = 8; --tune at 18:45 with 5 interleaved rounds, docs/data/tuning/b8_b32_1845.json), and 257-2048
-    # pairs too: 19.45 against 20.08 us (Qwen3-Next tp 1, B = 32).
+    # bf16 up to 128 pairs in 8-row tiles: 3.20 / 3.24 against 3.49 / 3.51 us for 16 rows (Qwen3-Next tp 4 /
+    # Qwen3.5 tp 8, B = 8; --tune at 18:42 with 5 interleaved rounds, docs/data/tuning/b8_b32_1842.json), and at
+    # 257-2048 pairs too: 19.45 against 20.23 us (Qwen3-Next tp 1, B = 32).
     (128, TileConfig(4, prefetch=False), TileConfig(8, evict_first=_E, prefetch=False)),
     (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(8, evict_first=_E, prefetch=False)),
@@ -136,19 +137,19 @@ _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
 _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     # At B*HV <= 16 the first tile is loaded after the gate arithmetic (prefetch=False with one tile): 2.26
     # against 2.62 us for Kimi-Linear tp=4 at B = 1 with an fp32 state. (Two rows per program measured 2.39 /
-    # 2.33 against 2.45 / 2.39 us in the 18:33 A/B, fp32 / bf16, but 2.40 / 2.38 against 2.41 / 2.38 in the
-    # full run that followed, where the guarded kernel took 4-5 % longer with them: four rows stay.) At 32
-    # pairs the fp32 state's first tile late too: 3.26 against 3.34 us (Kimi-Linear tp 1, B = 1).
+    # 2.33 against 2.45 / 2.39 us in the small-batch A/B, fp32 / bf16, but 2.40 / 2.38 in the 18:56 run against
+    # 2.41 / 2.38 with four rows at 17:25, and the guarded kernel took 4-6 % longer with them: four rows stay.)
+    # At 32 pairs the fp32 state's first tile late too: 3.26 against 3.34 us (Kimi-Linear tp 1, B = 1).
     (16, TileConfig(4, prefetch=False), TileConfig(4)),
     (32, TileConfig(4, prefetch=False), TileConfig(4)),
     # KDA reads a K-wide gate row per (row, value head) besides q and k: every V block of the head reads them,
     # so keeping them in L2 (keep_inputs: evict-last) pays where blocks are many. Figures below: H200,
     # 2026-12-01, `decode_vs_sglang.py --tune` with 5 interleaved rounds, against sglang's Helion path (its
     # fastest for KDA) in the same run.
-    # 4.67 / 4.73 us, Kimi tp 4 B = 8; bf16's first tile late: 3.32 against 3.40 us (18:33 run)
+    # 4.67 / 4.73 us, Kimi tp 4 B = 8; bf16's tile loaded after the gates: 3.32 against 3.40 us (small-batch A/B)
     (128, TileConfig(4, keep_inputs=True), TileConfig(8, evict_first=_E, prefetch=False)),
     # fp32 at 129-256 pairs with its tile loaded after the gates: 10.28 / 10.33 against 10.46 / 10.53 us (Kimi
-    # tp 1 B = 8 / tp 4 B = 32, 18:45 run)
+    # tp 1 B = 8 / tp 4 B = 32, the 18:42 sweep)
     (256, TileConfig(16, evict_first=_E, prefetch=False), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(16, evict_first=_E)),
     # A bf16 state without the evict-first hint from 2048 pairs: 74.9 against 76.4 us (Kimi-Linear tp 4,
@@ -240,17 +241,17 @@ def tuned_config(variant: str, device: str, head_rows: int, V: int, K: int, stat
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: int, state_itemsize: int,
-                  guarded: bool = False) -> TileConfig:
+                  scanned: bool = False) -> TileConfig:
     """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K).
 
-    `guarded`: for the kernel with the device guard's duplicate scan (a guarded launch of more than one row),
-    which always requests a single tile before the scan (prefetch), so that the scan overlaps the state's
-    latency. Where the table loads a single tile after the gate arithmetic (faster unguarded at small B), the
-    guarded kernel would wait for the scan first: 1.03-1.17x the unguarded launch on the H200 (2026-12-01
-    18:47 run) against 1.00-1.04x with the tile first (18:56). One row has no scan and keeps the table's."""
+    `scanned`: for a kernel that runs the device guard's duplicate scan (`has_duplicate_scan`), which always
+    requests a single tile before the scan (prefetch), so that the scan overlaps the state's latency. Where
+    the table loads a single tile after the gate arithmetic (faster unguarded at small B), the scan would come
+    first and the tile after it: 1.01-1.17x the unguarded launch at those points on the H200 (2026-12-01 18:47
+    run), 1.01-1.04x with the tile first (18:56 run)."""
     tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
     config = (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
-    if guarded and config.tiles_per_program == 1 and not config.prefetch:
+    if scanned and config.tiles_per_program == 1 and not config.prefetch:
         return replace(config, prefetch=True)
     return config
 
@@ -314,6 +315,11 @@ def scan_shape(batch: int, max_block: int = GUARD_CHUNK) -> tuple[int, bool]:
     if batch <= max_block:
         return next_power_of_2(batch), False
     return max_block, True
+
+
+def has_duplicate_scan(guard: GuardLaunch | None, batch: int) -> bool:
+    """Whether a launch's kernel runs the device guard's duplicate scan: a guarded launch of more than one row."""
+    return guard is not None and scan_shape(batch)[0] > 0
 
 
 def guard_constants(guard: GuardLaunch | None, profile: object, batch: int) -> dict[str, Any]:
