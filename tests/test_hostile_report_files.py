@@ -151,3 +151,44 @@ def test_the_real_cli_keeps_the_old_report_when_the_disk_is_full(repo):
     outcome = run_subprocess("bad", "--isolated", "--output-format", "gitlab", "-o", "/dev/full", cwd=repo)
     assert_outcome("gitlab", outcome, exit_code=2, error="cannot write `/dev/full`: no space left on device",
                    report="")
+
+
+def _run_with_stdout(args: tuple[str, ...], cwd: Path, stdout: str) -> tuple[int, list[str]]:
+    """`python -m gdr_check ARGS` with stdout on a full device ("full") or closed ("closed"): exit code and stderr
+    lines (decoded strictly: a traceback's or a control character's bytes are test failures too)."""
+    import subprocess
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
+    environment.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "gdr_check", *args], check=False, cwd=cwd, env=environment,
+                              stdout=full if stdout == "full" else None, stderr=subprocess.PIPE, timeout=60,
+                              preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None)
+    return done.returncode, done.stderr.decode("utf-8").splitlines()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [
+    *(("bad", "--isolated", "--output-format", fmt) for fmt in FORMATS),  # a report with findings, every format
+    ("missing", "--isolated", "--output-format", "sarif"),  # a fatal record, machine format
+    ("--help",), ("--version",), ("explain", "--all"), ("--list-models",),  # typer, click and our own printing
+])
+def test_a_full_stdout_is_one_line_and_exit_2(repo, args):
+    assert _run_with_stdout(args, repo, "full") == (2, ["error: cannot write to standard output: no space left on "
+                                                        "device"])
+
+
+@pytest.mark.parametrize("args", [("bad", "--isolated", "--output-format", "json"), ("explain", "GDR241")])
+def test_a_closed_stdout_is_one_line_and_exit_2(repo, args):
+    assert _run_with_stdout(args, repo, "closed") == (2, ["error: cannot write to standard output: it is closed"])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_stderr_still_exits_2(repo):
+    import subprocess
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "gdr_check", "missing", "--isolated"], check=False, cwd=repo,
+                              stdout=subprocess.PIPE, stderr=full, timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == b""  # nothing of the error moved to stdout

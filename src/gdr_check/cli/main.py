@@ -18,7 +18,7 @@ import typer.core
 from ..errors import InputError
 from .coercion import ClickContext, click_exceptions, install_plain_coercion
 from .errors import ReportWriteError
-from .output import Output
+from .output import Output, stdout_failed
 
 HELP_OPTIONS = ("--help", "-h", "--version")
 
@@ -154,6 +154,10 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         output.fatal(error.code, str(error), path=error.path)
     except Exception as error:  # the one place that turns any other failure into exit 2 (raised under DEBUG)
+        stdout_error = stdout_failed(error)  # typer and click write help and version to stdout themselves
+        if stdout_error is not None:
+            output.error_line(str(stdout_error))
+            return 2
         if os.environ.get("GDR_CHECK_DEBUG"):
             raise
         output.fatal("internal", f"internal error: {type(error).__name__}: {error}",

@@ -136,22 +136,81 @@ def _reason(failure: OSError) -> str:
     return reason[:1].lower() + reason[1:]
 
 
+# What writing to a standard stream raises when it cannot take the text: a full device, a broken pipe or an
+# I/O error (OSError), a closed stream (ValueError), no stream at all (None: the descriptor was closed when
+# Python started; AttributeError).
+_STREAM_FAILURES = (OSError, ValueError, AttributeError)
+
+
 def _to_stdout(text: str) -> None:
-    """Report text to stdout; undecodable bytes that got this far are written as escapes, never a crash."""
+    """Report text to stdout; undecodable bytes that got this far are written as escapes, never a crash. A
+    stdout that cannot take it raises `ReportWriteError` (one line, exit 2)."""
+    stream = sys.stdout
     try:
-        sys.stdout.write(text)
-    except UnicodeEncodeError:
-        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
-    sys.stdout.flush()
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:
+            encoding = getattr(stream, "encoding", None) or "utf-8"
+            stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        stream.flush()
+    except _STREAM_FAILURES as failure:
+        raise stdout_failure(failure) from None
+
+
+def stdout_failure(failure: BaseException) -> Exception:
+    """The error to report when stdout failed with `failure`: `ReportWriteError`, after pointing stdout at the
+    null device, so that the interpreter's last flush of what is still buffered does not fail again."""
+    from .errors import ReportWriteError
+
+    reason = _reason(failure) if isinstance(failure, OSError) else "it is closed"
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
+    except _STREAM_FAILURES:  # no descriptor to redirect: nothing is buffered for it either
+        pass
+    return ReportWriteError(f"cannot write to standard output: {reason}")
+
+
+def stdout_failed(error: BaseException) -> Exception | None:
+    """After `error` from code that writes to stdout itself (typer's help, click's version), whether stdout is
+    what failed: the error to report instead, else None. Stdout failed if it is gone, if it cannot take what is
+    still buffered, or if the frame that raised was writing to it (a stream, or a console holding it)."""
+    if sys.stdout is None:
+        return stdout_failure(error)
+    if not isinstance(error, _STREAM_FAILURES):
+        return None
+    try:
+        sys.stdout.flush()
+    except _STREAM_FAILURES as failure:
+        return stdout_failure(failure)
+    trace = error.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    if trace is not None:
+        for value in list(trace.tb_frame.f_locals.values()):
+            try:
+                writing_stdout = value is sys.stdout or getattr(value, "file", None) is sys.stdout
+            except Exception:  # noqa: BLE001 - an attribute that raises on reading: not a writer of stdout
+                continue
+            if writing_stdout:
+                return stdout_failure(error)
+    return None
 
 
 def _to_stderr(line: str) -> None:
     """One line to stderr: data in it escaped (controls, bidi, undecodable bytes; never a second line) and
-    nothing a CI runner would take for a command."""
+    nothing a CI runner would take for a command. A stderr that cannot take it is left alone: there is
+    nowhere else to say it, and the exit code still says the run failed."""
     from .escape import neutralise_log, text
 
-    sys.stderr.write(neutralise_log(text(line)) + "\n")
+    try:
+        sys.stderr.write(neutralise_log(text(line)) + "\n")
+        sys.stderr.flush()
+    except _STREAM_FAILURES:
+        pass
 
 
 def fatal_document(code: str, message: str, path: str | None) -> dict[str, Any]:
