@@ -75,6 +75,9 @@ OPTION_CASES = [
     ("--gpu-memory", "1e999", "--gpu-memory: 1e999 is outside 1..2**60 bytes", "junit"),
     ("--tp", "9" * 5000, "--tp: expected an integer or a comma-separated list, got '9999", "gitlab"),
     ("--tp", "1,100000", "--tp: TP sizes must be in 1..4_096, got '1,100000'", "json-lines"),
+    ("--tp", "1,,2", "--tp: expected an integer or a comma-separated list, got '1,,2'", "concise"),  # no skipping
+    ("--tp", "4,", "--tp: expected an integer or a comma-separated list, got '4,'", "full"),
+    ("--revision", "", "--revision: names no branch, tag or commit", "json"),
 ]
 
 

@@ -517,6 +517,11 @@ CASES = {
         "GDR012", "`Org/Tiny-GDN` has no revision `v9` in the local Hugging Face cache (cached: main (1a2b3c4)); "
         "help: download it (`hf download Org/Tiny-GDN --revision v9`), or pick one of the cached revisions",
     ),
+    "empty-revision": (  # `org/name@` names no revision: not a repo id (never read as main)
+        lambda t: (_cached_model(t), "Org/Tiny-GDN@")[1],
+        "GDR001", "path `Org/Tiny-GDN@` does not exist; help: check the path, or pass a Hugging Face repo id such "
+        "as `Qwen/Qwen3-Next-80B-A3B-Instruct`",
+    ),
     "link-in-plain-directory": (
         _link_in_plain_dir,
         "GDR010", "ck/model.safetensors: `model.safetensors` is a link to `../elsewhere.safetensors`, outside a "

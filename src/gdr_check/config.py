@@ -117,11 +117,13 @@ def _shown(path: Path) -> str:
 
 # -- discovery ------------------------------------------------------------------------------------------------
 def find_config_file(start: Path) -> Path | None:
-    """The nearest `pyproject.toml` with a `[tool.gdr-check]` table at or above `start`."""
-    directory = start if start.is_dir() else start.parent
+    """The nearest `pyproject.toml` with a `[tool.gdr-check]` table at or above `start`. (`os.path.isfile` and
+    `isdir`, not `Path`'s: they answer False where a folder on the way cannot be searched, where Python 3.10 and
+    3.11's `Path` methods raise, and the discovery goes on upwards as past a folder without settings.)"""
+    directory = start if os.path.isdir(start) else start.parent
     for folder in (directory, *directory.parents):
         candidate = folder / PYPROJECT
-        if candidate.is_file() and _has_table(candidate):
+        if os.path.isfile(candidate) and _has_table(candidate):
             return candidate
     return None
 
@@ -152,7 +154,7 @@ class ConfigResolver:
         if self.isolated:
             return Config()
         start = Path(os.path.abspath(target)) if os.path.lexists(target) else self.cwd
-        path = self._nearest(start if start.is_dir() else start.parent)
+        path = self._nearest(start if os.path.isdir(start) else start.parent)  # (see find_config_file)
         if path is None:
             return Config()
         if path not in self._loaded:
@@ -162,7 +164,7 @@ class ConfigResolver:
     def _nearest(self, directory: Path) -> Path | None:
         if directory not in self._found:
             candidate = directory / PYPROJECT
-            if candidate.is_file() and _has_table(candidate):
+            if os.path.isfile(candidate) and _has_table(candidate):
                 self._found[directory] = candidate
             else:
                 parent = directory.parent

@@ -60,7 +60,7 @@ def parse_size(text: str) -> int:
 def parse_tp_list(text: str) -> list[int]:
     """'4' or '1,2,4,8' -> TP sizes, in the order given."""
     try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
+        sizes = [int(part) for part in text.split(",")]  # an empty item ("1,,2", "4,") is a mistake, not a skip
     except ValueError:
         raise typer.BadParameter(f"expected an integer or a comma-separated list, got {shorten(text)!r}",
                                  param_hint="--tp") from None
@@ -275,6 +275,8 @@ def check_command(
     if engine is not None:
         engine_option(engine)
     cli_tp = parse_tp_list(tp) if tp is not None else None
+    if revision == "":
+        raise typer.BadParameter("names no branch, tag or commit", param_hint="--revision")
     cli_budget = parse_size(gpu_memory) if gpu_memory is not None else None
     settings_by_config: dict[int, TargetSettings] = {}
 
@@ -312,7 +314,7 @@ def check_command(
                                   exit_zero=bool(_first(exit_zero, config.exit_zero)),
                                   error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),
                                   revision=revision, follow_links=follow_links))
-        return 0
+        return 2 if unreadable else 0  # a target it could not read is an error line there: the run failed
     if not paths:  # every target named was excluded (`--force-exclude`)
         out.info_line("warning: no checkpoint to check: every target is excluded")
         return 0

@@ -63,7 +63,8 @@ class ExcludePatterns:
 def is_checkpoint_dir(directory: Path) -> bool:
     """A directory that is one checkpoint: it holds a config.json, a safetensors file or index, or is a
     Hugging Face cache entry."""
-    if directory.name.startswith(REPO_PREFIX) and (directory / "snapshots").is_dir():
+    # (os.path's tests answer False where the folder cannot be searched; Path's raise on Python 3.10 and 3.11)
+    if directory.name.startswith(REPO_PREFIX) and os.path.isdir(directory / "snapshots"):
         return True
     try:
         names = os.listdir(directory)
@@ -134,7 +135,7 @@ def is_excluded(path: Path, *, exclude: ExcludePatterns | None = None,
     """ruff's rule for a directory met while searching: hidden directories, virtualenvs and the Hugging Face
     cache entries of data sets and spaces always; then `exclude` when given (it replaces the default list), else
     `DEFAULT_EXCLUDES`; then every `extend` set."""
-    if path.name.startswith((".", *OTHER_CACHE_ENTRIES)) or (path / "pyvenv.cfg").is_file():
+    if path.name.startswith((".", *OTHER_CACHE_ENTRIES)) or os.path.isfile(path / "pyvenv.cfg"):
         return True
     if exclude is not None:
         if exclude.matches(path):

@@ -43,9 +43,11 @@ class CacheEntry:
 
 
 def looks_like_repo_id(text: str) -> bool:
-    """`org/name` (or `org/name@revision`), as typed on a command line: one slash, no `--` or `..`, no path
-    syntax."""
-    repo_id, _ = split_revision(text)
+    """`org/name` (or `org/name@revision`, the revision not empty), as typed on a command line: one slash, no
+    `--` or `..`, no path syntax."""
+    repo_id, revision = split_revision(text)
+    if revision == "":  # `org/name@` names no revision: not read as main
+        return False
     return "/" in repo_id and bool(_REPO_ID.match(repo_id)) and "--" not in repo_id and ".." not in repo_id
 
 

@@ -75,6 +75,13 @@ def _open_checkpoint(
     text = os.fspath(target)
     path = Path(os.path.abspath(os.path.expanduser(text)))
     if not os.path.lexists(path):
+        try:
+            os.lstat(path)
+        except PermissionError:  # there, behind a folder that cannot be searched: not a missing path
+            raise UnreadableFiles(path, file=text, reason="permission denied (a folder on its path cannot be "
+                                                            "searched)") from None
+        except OSError:
+            pass
         if looks_like_repo_id(text):
             repo_id, at_revision = split_revision(text)
             reader = MetadataReader(follow_links=follow_links)

@@ -1,0 +1,64 @@
+"""A folder that cannot be searched (mode 000, another user's): the settings discovery and the directory search
+go past it, and a target behind it is reported as unreadable, not as missing. The tests run as any user, root
+included, so the permission error is made where the operating system would raise it: listing the folder, and
+`os.stat`/`os.lstat` of a path inside it."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from cli_checkpoints import clean_output_env, run_cli
+from gdr_check.config import ConfigResolver, find_config_file
+
+CONFIG = ('{"model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 4, "layer_types": '
+          '["linear_attention", "linear_attention", "linear_attention", "full_attention"], "linear_num_key_heads": '
+          '16, "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128, '
+          '"linear_conv_kernel_dim": 4, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, '
+          '"torch_dtype": "bfloat16", "vocab_size": 151936}')
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """tmp/{pyproject.toml, good/config.json, locked/m/config.json}, `locked` unsearchable."""
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\ntp = [1]\n')
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "config.json").write_text(CONFIG)
+    (tmp_path / "locked" / "m").mkdir(parents=True)
+    (tmp_path / "locked" / "m" / "config.json").write_text(CONFIG)
+    locked = str(tmp_path / "locked")
+    for name, inside_only in (("stat", True), ("lstat", True), ("scandir", False), ("listdir", False)):
+        real = getattr(os, name)
+
+        def denied(path=".", *args, real=real, inside_only=inside_only, **kwargs):
+            where = os.path.abspath(os.fspath(path))
+            if where.startswith(locked + os.sep) or (where == locked and not inside_only):
+                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+            return real(path, *args, **kwargs)
+        monkeypatch.setattr(os, name, denied)
+    clean_output_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_settings_discovery_goes_past_a_folder_it_cannot_search(tree):
+    assert find_config_file(tree / "locked" / "m") == tree / "pyproject.toml"
+    assert ConfigResolver(cwd=tree).for_target("locked/m").tp == [1]
+
+
+def test_the_directory_search_skips_a_folder_it_cannot_search(tree):
+    outcome = run_cli(".", "--output-format", "concise")
+    assert outcome.exit_code == 0  # a note and a warning, of the one checkpoint it can search
+    assert [line.split(":")[0] for line in outcome.stdout.splitlines()] == ["good/config.json"] * 2
+    assert outcome.stderr == "summary: 1 checked: 0 error(s), 1 warning(s), 1 note(s)\n"
+
+
+def test_a_target_behind_a_folder_it_cannot_search_is_unreadable_not_missing(tree):
+    outcome = run_cli("locked/m", "--output-format", "concise")
+    assert outcome.exit_code == 2
+    assert outcome.stderr.splitlines() == [
+        "error: cannot read `locked/m`: permission denied (a folder on its path cannot be searched); help: make "
+        "the file readable by the current user, or point at a copy that is",
+        "summary: 0 checked: 0 error(s), 0 warning(s), 0 note(s); 1 could not be read"]
