@@ -379,3 +379,18 @@ def test_unwritable_output_file_is_one_line_and_exit_2(repo: Path, args):
     lines = result.stderr.splitlines()
     assert lines[-1] == "error: cannot write `taken/report.txt`: `taken` is not a directory"
     assert len(lines) == (2 if "--tp" in args else 1)  # the bad option's own line first
+
+
+def test_the_header_shows_a_dimension_the_config_garbles_as_unknown(tmp_path, monkeypatch):
+    from checkpoint_builders import qwen3_next_config
+
+    clean_output_env(monkeypatch)
+    config = qwen3_next_config()
+    config["linear_num_value_heads"] = "32"  # a string: GDR108 names it, the header must not print None
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(tmp_path)
+    run = run_cli("m", "--isolated")
+    heads = next(line for line in run.stdout.splitlines() if line.strip().startswith("heads"))
+    assert heads.split(None, 1)[1] == "H=2 HV=? K=16 V=16 conv=4"
+    assert "None" not in run.stdout and "GDR108" in run.stdout

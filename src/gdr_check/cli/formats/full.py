@@ -64,8 +64,10 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
         total = model.num_hidden_layers
         rows.append(("model", f"{model.architecture} ({model.family}), {model.kind.upper()}: "
                               f"{len(layers)} of {total} layers linear [{_ranges(layers)}]"))
-        rows.append(("heads", f"H={model.num_k_heads} HV={model.num_v_heads} K={model.head_k_dim} "
-                              f"V={model.head_v_dim} conv={model.conv_kernel}"))
+        dims = {"H": model.num_k_heads, "HV": model.num_v_heads, "K": model.head_k_dim, "V": model.head_v_dim,
+                "conv": model.conv_kernel}
+        # A dimension the config does not give as a usable integer is "?" here; its diagnostic says why.
+        rows.append(("heads", " ".join(f"{name}={'?' if value is None else value}" for name, value in dims.items())))
     dep = check.deployment
     settings = check.settings
     state = settings.state_dtype if settings else (dep.state_dtype or "default")
