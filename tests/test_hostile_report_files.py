@@ -154,41 +154,68 @@ def test_the_real_cli_keeps_the_old_report_when_the_disk_is_full(repo):
 
 
 def _run_with_stdout(args: tuple[str, ...], cwd: Path, stdout: str) -> tuple[int, list[str]]:
-    """`python -m gdr_check ARGS` with stdout on a full device ("full") or closed ("closed"): exit code and stderr
-    lines (decoded strictly: a traceback's or a control character's bytes are test failures too)."""
+    """`python -m gdr_check ARGS` with stdout on a full device ("full"), closed ("closed") or a pipe whose reader
+    has gone ("broken-pipe"): exit code and stderr lines (decoded strictly: a traceback's or a control
+    character's bytes are test failures too)."""
     import subprocess
 
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
     environment.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
-    with open("/dev/full", "w") as full:
+    reader, writer = os.pipe()
+    os.close(reader)
+    target = open("/dev/full", "w") if stdout == "full" else None  # closed below
+    try:
         done = subprocess.run([sys.executable, "-m", "gdr_check", *args], check=False, cwd=cwd, env=environment,
-                              stdout=full if stdout == "full" else None, stderr=subprocess.PIPE, timeout=60,
+                              stdout=target if stdout == "full" else writer if stdout == "broken-pipe" else None,
+                              stderr=subprocess.PIPE, timeout=60,
                               preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None)
+    finally:
+        os.close(writer)
+        if target is not None:
+            target.close()
     return done.returncode, done.stderr.decode("utf-8").splitlines()
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("args", [
+ARGS_THAT_WRITE_STDOUT = [
     *(("bad", "--isolated", "--output-format", fmt) for fmt in FORMATS),  # a report with findings, every format
     ("missing", "--isolated", "--output-format", "sarif"),  # a fatal record, machine format
     ("--help",), ("--version",), ("explain", "--all"), ("--list-models",),  # typer, click and our own printing
-])
+]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", ARGS_THAT_WRITE_STDOUT)
 def test_a_full_stdout_is_one_line_and_exit_2(repo, args):
     assert _run_with_stdout(args, repo, "full") == (2, ["error: cannot write to standard output: no space left on "
                                                         "device"])
 
 
-@pytest.mark.parametrize("args", [("bad", "--isolated", "--output-format", "json"), ("explain", "GDR241")])
+@pytest.mark.parametrize("args", [("bad", "--isolated", "--output-format", "json"), ("explain", "GDR241"),
+                                  ("--help",), ("--version",)])
 def test_a_closed_stdout_is_one_line_and_exit_2(repo, args):
+    # (click skips writing to a closed stdout, and rich writes to a null file: neither is a success)
     assert _run_with_stdout(args, repo, "closed") == (2, ["error: cannot write to standard output: it is closed"])
 
 
+@pytest.mark.parametrize("args", [("bad", "--isolated", "--output-format", "json"), ("bad", "--isolated"),
+                                  ("--help",), ("--version",)])
+def test_a_broken_pipe_is_one_line_and_exit_2(repo, args):
+    # (typer and rich turn a broken pipe into exit 1 with nothing said, which reads as "problems found")
+    assert _run_with_stdout(args, repo, "broken-pipe") == (2, ["error: cannot write to standard output: broken "
+                                                               "pipe"])
+
+
+def test_a_broken_stdout_does_not_stop_a_report_file(repo):
+    assert _run_with_stdout(("bad", "--isolated", "-o", "report.txt"), repo, "broken-pipe") == (1, [])
+    assert "GDR" in (repo / "report.txt").read_text()
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_full_stderr_still_exits_2(repo):
+def test_a_full_stderr_still_exits_2_and_the_document_reaches_stdout(repo):
     import subprocess
 
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "gdr_check", "missing", "--isolated"], check=False, cwd=repo,
-                              stdout=subprocess.PIPE, stderr=full, timeout=60)
+        done = subprocess.run([sys.executable, "-m", "gdr_check", "missing", "--isolated", "--output-format", "json"],
+                              check=False, cwd=repo, stdout=subprocess.PIPE, stderr=full, timeout=60)
     assert done.returncode == 2
-    assert done.stdout == b""  # nothing of the error moved to stdout
+    assert "GDR001" in done.stdout.decode("utf-8")  # the JSON document, whatever became of the error line

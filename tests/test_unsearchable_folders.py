@@ -1,7 +1,7 @@
 """A folder that cannot be searched (mode 000, another user's): the settings discovery and the directory search
 go past it, and a target behind it is reported as unreadable, not as missing. The tests run as any user, root
 included, so the permission error is made where the operating system would raise it: listing the folder, and
-`os.stat`/`os.lstat` of a path inside it."""
+`os.stat`, `os.lstat` and `os.open` of a path inside it (`stat` and `open` through links)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,17 @@ def tree(tmp_path, monkeypatch):
     (tmp_path / "locked" / "m").mkdir(parents=True)
     (tmp_path / "locked" / "m" / "config.json").write_text(CONFIG)
     locked = str(tmp_path / "locked")
-    for name, inside_only in (("stat", True), ("lstat", True), ("scandir", False), ("listdir", False)):
+    # (name, whether the folder itself is refused or only what is inside it, whether the call follows links)
+    for name, inside_only, follows in (("stat", True, True), ("lstat", True, False), ("open", True, True),
+                                       ("scandir", False, True), ("listdir", False, True)):
         real = getattr(os, name)
 
-        def denied(path=".", *args, real=real, inside_only=inside_only, **kwargs):
-            where = os.path.abspath(os.fspath(path))
+        def denied(path=".", *args, real=real, inside_only=inside_only, follows=follows, **kwargs):
+            text = os.fspath(path)
+            where = os.path.realpath(text) if follows and kwargs.get("follow_symlinks", True) else \
+                os.path.abspath(text)
             if where.startswith(locked + os.sep) or (where == locked and not inside_only):
-                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+                raise PermissionError(errno.EACCES, "Permission denied", text)
             return real(path, *args, **kwargs)
         monkeypatch.setattr(os, name, denied)
     clean_output_env(monkeypatch)
@@ -62,3 +66,32 @@ def test_a_target_behind_a_folder_it_cannot_search_is_unreadable_not_missing(tre
         "error: cannot read `locked/m`: permission denied (a folder on its path cannot be searched); help: make "
         "the file readable by the current user, or point at a copy that is",
         "summary: 0 checked: 0 error(s), 0 warning(s), 0 note(s); 1 could not be read"]
+
+
+def test_a_link_to_a_place_behind_such_a_folder_is_unreadable(tree):
+    os.symlink(tree / "locked" / "m", tree / "link")
+    outcome = run_cli("link", "--output-format", "concise")
+    assert outcome.exit_code == 2
+    assert outcome.stderr.splitlines()[0] == (
+        "error: cannot read `link`: permission denied (a folder on its path cannot be searched); help: make the "
+        "file readable by the current user, or point at a copy that is")
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_checkpoint_file_linking_behind_such_a_folder_is_unreadable(tree, follow):
+    (tree / "ck").mkdir()
+    (tree / "ck" / "config.json").write_text(CONFIG)
+    (tree / "locked" / "w.safetensors").write_bytes(b"\0" * 8)
+    os.symlink(tree / "locked" / "w.safetensors", tree / "ck" / "model.safetensors")
+    outcome = run_cli("ck", "--output-format", "concise", *(["--follow-links"] if follow else []))
+    assert outcome.exit_code == 2
+    assert "error[GDR004] cannot read `model.safetensors`: permission denied (a folder on the way to where the " \
+           "link points cannot be searched)" in outcome.stdout
+
+
+def test_a_settings_file_behind_such_a_folder_is_unreadable_not_missing(tree):
+    (tree / "locked" / "pyproject.toml").write_text("[tool.gdr-check]\n")
+    outcome = run_cli("good", "--config", "locked/pyproject.toml", "--output-format", "concise")
+    assert outcome.exit_code == 2
+    assert "no such file" not in outcome.stderr
+    assert outcome.stderr.startswith("error: locked/pyproject.toml: cannot read it:")

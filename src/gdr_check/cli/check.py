@@ -7,6 +7,7 @@ selection in `.selection`, the
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -105,8 +106,12 @@ def _resolver(config_file: Path | None, isolated: bool) -> ConfigResolver:
     if isolated:
         return ConfigResolver(isolated=True)
     if config_file is not None:
-        if not config_file.exists():  # anything else (a FIFO, a directory) is refused by the bounded read
-            raise ConfigError(config_file, None, "no such file (given with --config)")
+        try:
+            os.stat(config_file)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ConfigError(config_file, None, "no such file (given with --config)") from None
+        except OSError:
+            pass  # unreadable, or a FIFO or a directory: the bounded read says which
         return ConfigResolver(explicit=load_config(config_file))
     return ConfigResolver()
 

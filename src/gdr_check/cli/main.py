@@ -18,7 +18,7 @@ import typer.core
 from ..errors import InputError
 from .coercion import ClickContext, click_exceptions, install_plain_coercion
 from .errors import ReportWriteError
-from .output import Output, stdout_failed
+from .output import GuardedStdout, Output
 
 HELP_OPTIONS = ("--help", "-h", "--version")
 
@@ -136,6 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    # Whoever writes to stdout during the run (the report, typer's help, click's version), a stdout that cannot
+    # take it is one error line and exit 2 (`GuardedStdout`); the stream is given back afterwards.
+    guarded = GuardedStdout(sys.stdout)
+    sys.stdout = guarded  # a stand-in that has the stream's attributes
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout = guarded.give_back()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     output = Output.from_argv(argv)
     try:
@@ -154,10 +165,6 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         output.fatal(error.code, str(error), path=error.path)
     except Exception as error:  # the one place that turns any other failure into exit 2 (raised under DEBUG)
-        stdout_error = stdout_failed(error)  # typer and click write help and version to stdout themselves
-        if stdout_error is not None:
-            output.error_line(str(stdout_error))
-            return 2
         if os.environ.get("GDR_CHECK_DEBUG"):
             raise
         output.fatal("internal", f"internal error: {type(error).__name__}: {error}",

@@ -158,46 +158,64 @@ def _to_stdout(text: str) -> None:
 
 
 def stdout_failure(failure: BaseException) -> Exception:
-    """The error to report when stdout failed with `failure`: `ReportWriteError`, after pointing stdout at the
-    null device, so that the interpreter's last flush of what is still buffered does not fail again."""
+    """The error to report when stdout failed with `failure` (`ReportWriteError`: one line, exit 2)."""
     from .errors import ReportWriteError
 
     reason = _reason(failure) if isinstance(failure, OSError) else "it is closed"
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(null, sys.stdout.fileno())
-        finally:
-            os.close(null)
-    except _STREAM_FAILURES:  # no descriptor to redirect: nothing is buffered for it either
-        pass
     return ReportWriteError(f"cannot write to standard output: {reason}")
 
 
-def stdout_failed(error: BaseException) -> Exception | None:
-    """After `error` from code that writes to stdout itself (typer's help, click's version), whether stdout is
-    what failed: the error to report instead, else None. Stdout failed if it is gone, if it cannot take what is
-    still buffered, or if the frame that raised was writing to it (a stream, or a console holding it)."""
-    if sys.stdout is None:
-        return stdout_failure(error)
-    if not isinstance(error, _STREAM_FAILURES):
-        return None
-    try:
-        sys.stdout.flush()
-    except _STREAM_FAILURES as failure:
-        return stdout_failure(failure)
-    trace = error.__traceback__
-    while trace is not None and trace.tb_next is not None:
-        trace = trace.tb_next
-    if trace is not None:
-        for value in list(trace.tb_frame.f_locals.values()):
+class GuardedStdout:
+    """`sys.stdout` for the length of a CLI run (`guarded_stdout`): text it cannot take raises `ReportWriteError`
+    (one line, exit 2) whoever writes it, the report or typer's help, click's version and rich, which would turn
+    a broken pipe into exit 1 and a full device into a traceback. A closed stdout (None: the descriptor was closed
+    when Python started) fails the same way instead of being skipped. Every other attribute is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.failed = False  # whether a write or flush failed (click's probes of the stream included)
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            self.failed = True
+            raise stdout_failure(ValueError("closed"))
+        try:
+            return int(self._stream.write(text))
+        except UnicodeError:  # the caller's to handle (`_to_stdout` writes escapes instead)
+            raise
+        except _STREAM_FAILURES as failure:
+            self.failed = True
+            raise stdout_failure(failure) from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except _STREAM_FAILURES as failure:
+            self.failed = True
+            raise stdout_failure(failure) from None
+
+    def give_back(self) -> Any:
+        """The stream, to put back as `sys.stdout`. After a failure its descriptor is pointed at the null
+        device, so that the interpreter's last flush of what is still buffered does not fail again."""
+        if self.failed and self._stream is not None:
             try:
-                writing_stdout = value is sys.stdout or getattr(value, "file", None) is sys.stdout
-            except Exception:  # noqa: BLE001 - an attribute that raises on reading: not a writer of stdout
-                continue
-            if writing_stdout:
-                return stdout_failure(error)
-    return None
+                null = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(null, self._stream.fileno())
+                finally:
+                    os.close(null)
+            except _STREAM_FAILURES:  # no descriptor (a StringIO): nothing buffered for one either
+                pass
+        return self._stream
+
+    def __getattr__(self, name: str) -> Any:
+        if self._stream is None:  # what click asks of a text stream before it writes to it
+            if name in ("encoding", "errors"):
+                return {"encoding": "utf-8", "errors": "strict"}[name]
+            raise AttributeError(name)
+        return getattr(self._stream, name)
 
 
 def _to_stderr(line: str) -> None:
@@ -206,8 +224,9 @@ def _to_stderr(line: str) -> None:
     nowhere else to say it, and the exit code still says the run failed."""
     from .escape import neutralise_log, text
 
+    shown = neutralise_log(text(line)) + "\n"
     try:
-        sys.stderr.write(neutralise_log(text(line)) + "\n")
+        sys.stderr.write(shown)
         sys.stderr.flush()
     except _STREAM_FAILURES:
         pass

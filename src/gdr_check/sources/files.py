@@ -50,9 +50,18 @@ class MetadataReader:
             return
         link_target = os.readlink(path)
         real = Path(os.path.realpath(path))
+
+        def exists(candidate: Path) -> bool:
+            try:
+                return candidate.exists()
+            except PermissionError:  # Python 3.10/3.11 raise where a folder on the way cannot be searched
+                raise UnreadableFiles(path, file=path.name, reason="permission denied (a folder on the way to "
+                                                                    "where the link points cannot be searched)"
+                                      ) from None
+
         blobs = Path(os.path.realpath(self.cache_repo / "blobs")) if self.cache_repo is not None else None
         if real.parent != blobs:
-            if not real.exists():
+            if not exists(real):
                 raise DanglingLinks(
                     path, file=path.name, link_target=link_target,
                     fix=f"fetch the file `{path.name}` stands for (`git annex get`, `dvc pull`, a re-download) "
@@ -68,12 +77,12 @@ class MetadataReader:
                     "the real files into the checkpoint directory",
             )
         partial = real.with_name(real.name + INCOMPLETE_SUFFIX)
-        if real.name.endswith(INCOMPLETE_SUFFIX) or (not real.exists() and partial.exists()):
+        if real.name.endswith(INCOMPLETE_SUFFIX) or (not exists(real) and exists(partial)):
             blob = real if real.name.endswith(INCOMPLETE_SUFFIX) else partial
             raise IncompleteDownloads(path, file=path.name, blob=f"blobs/{blob.name}",
                 fix=f"re-download `{path.name}` (run the download again; it resumes)",
             )
-        if not real.exists():
+        if not exists(real):
             raise DanglingLinks(path, file=path.name, link_target=link_target, fix=f"re-download `{path.name}`"
             )
 

@@ -88,6 +88,13 @@ def _open_checkpoint(
             entry = resolve_repo_id(repo_id, reader, cache_dir, at_revision or revision)
             return _open_cache_entry(text, entry, reader)
         raise MissingPaths(None, path=text)
+    try:
+        os.stat(path)
+    except PermissionError:  # a link to a place behind a folder that cannot be searched
+        raise UnreadableFiles(path, file=text, reason="permission denied (a folder on its path cannot be "
+                                                        "searched)") from None
+    except OSError:
+        pass  # a dangling link: said below
     cache_repo = enclosing_cache_repo(path)
     if path.is_symlink() and not path.exists() and cache_repo is None:
         raise DanglingLinks(
