@@ -95,3 +95,13 @@ def test_a_settings_file_behind_such_a_folder_is_unreadable_not_missing(tree):
     assert outcome.exit_code == 2
     assert "no such file" not in outcome.stderr
     assert outcome.stderr.startswith("error: locked/pyproject.toml: cannot read it:")
+
+
+def test_a_hugging_face_cache_that_cannot_be_searched_is_unreadable_not_missing(tree, monkeypatch):
+    (tree / "locked" / "hub" / "models--Org--Tiny").mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tree / "locked" / "hub"))
+    outcome = run_cli("Org/Tiny", "--output-format", "concise")
+    assert outcome.exit_code == 2
+    assert outcome.stderr.splitlines()[0].startswith(
+        "error: locked/hub/models--Org--Tiny: cannot read `models--Org--Tiny`: permission denied (the Hugging Face "
+        "cache cannot be searched there); help:")

@@ -102,6 +102,13 @@ def resolve_repo_id(repo_id: str, reader: MetadataReader, cache_dir: str | None 
     does not hold the model, GDR012 when it does not hold the revision."""
     root = cache_root(cache_dir)
     repo_dir = root / repo_folder(repo_id)
+    try:
+        os.listdir(repo_dir)
+    except PermissionError:  # a cache folder that cannot be searched: not a model that is missing
+        raise UnreadableFiles(repo_dir, file=repo_dir.name, reason="permission denied (the Hugging Face cache "
+                                                                     "cannot be searched there)") from None
+    except OSError:
+        pass  # not there: said below
     if not repo_dir.is_dir():
         raise ModelNotFound(None, repo_id=repo_id, cache_dir=str(root),
             fix=f"download it (`hf download {repo_id}`), or set `HF_HUB_CACHE` to the cache that holds it",
