@@ -52,12 +52,17 @@ class MetadataReader:
         real = Path(os.path.realpath(path))
 
         def exists(candidate: Path) -> bool:
+            """`candidate.exists()`, where a folder on the way that cannot be searched is said, not taken for a
+            missing file (`Path.exists` raises there on Python 3.10/3.11, later versions answer False)."""
             try:
-                return candidate.exists()
-            except PermissionError:  # Python 3.10/3.11 raise where a folder on the way cannot be searched
+                os.stat(candidate)
+            except PermissionError:
                 raise UnreadableFiles(path, file=path.name, reason="permission denied (a folder on the way to "
                                                                     "where the link points cannot be searched)"
                                       ) from None
+            except (OSError, ValueError):
+                return False
+            return True
 
         blobs = Path(os.path.realpath(self.cache_repo / "blobs")) if self.cache_repo is not None else None
         if real.parent != blobs:
