@@ -105,3 +105,11 @@ def test_a_hugging_face_cache_that_cannot_be_searched_is_unreadable_not_missing(
     assert outcome.stderr.splitlines()[0].startswith(
         "error: locked/hub/models--Org--Tiny: cannot read `models--Org--Tiny`: permission denied (the Hugging Face "
         "cache cannot be searched there); help:")
+
+
+def test_a_named_folder_that_cannot_be_searched_is_unreadable_not_empty(tree):
+    outcome = run_cli("locked", "--output-format", "concise")
+    assert outcome.exit_code == 2
+    assert outcome.stderr.splitlines()[0] == (
+        "error: cannot read `locked`: permission denied (the folder cannot be searched); help: make the "
+        "file readable by the current user, or point at a copy that is")

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from .errors import SourceError, display_path
 from .hf_cache import REPO_PREFIX
-from .rules import UnrecognizedInputs
+from .rules import UnreadableFiles, UnrecognizedInputs
 
 CONFIG_NAME = "config.json"
 CHECKPOINT_SUFFIXES = (".safetensors", ".safetensors.index.json")
@@ -86,9 +86,17 @@ def find_checkpoints(
 
     `excluded(path)` decides which subdirectories are skipped (the starting directory itself is always
     searched: the user named it). Linked directories are entered only with `follow_links`, and a directory is
-    never entered twice (a link cycle ends there). Raises `SourceError` GDR002 when nothing is found.
+    never entered twice (a link cycle ends there). Raises `SourceError` GDR002 when nothing is found, GDR004
+    when `directory` itself cannot be searched (a folder below it that cannot be is skipped).
     """
     start = os.fspath(directory)
+    try:
+        os.listdir(start)
+    except PermissionError:
+        raise UnreadableFiles(start, file=display_path(start), reason="permission denied (the folder cannot be "
+                                                                       "searched)") from None
+    except OSError:
+        pass  # gone since it was named: said as not a checkpoint below
     found: list[str] = []
     seen: set[str] = set()
     skipped = 0
