@@ -143,18 +143,14 @@ _STREAM_FAILURES = (OSError, ValueError, AttributeError)
 
 
 def _to_stdout(text: str) -> None:
-    """Report text to stdout; undecodable bytes that got this far are written as escapes, never a crash. A
-    stdout that cannot take it raises `ReportWriteError` (one line, exit 2)."""
-    stream = sys.stdout
+    """Report text to stdout; undecodable bytes that got this far are written as escapes, never a crash. (A
+    stdout that cannot take it fails in `GuardedStdout`, which the CLI's runs write through.)"""
     try:
-        try:
-            stream.write(text)
-        except UnicodeEncodeError:
-            encoding = getattr(stream, "encoding", None) or "utf-8"
-            stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
-        stream.flush()
-    except _STREAM_FAILURES as failure:
-        raise stdout_failure(failure) from None
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    sys.stdout.flush()
 
 
 def stdout_failure(failure: BaseException) -> Exception:
@@ -166,7 +162,7 @@ def stdout_failure(failure: BaseException) -> Exception:
 
 
 class GuardedStdout:
-    """`sys.stdout` for the length of a CLI run (`guarded_stdout`): text it cannot take raises `ReportWriteError`
+    """`sys.stdout` for the length of a CLI run (`main._main`): text it cannot take raises `ReportWriteError`
     (one line, exit 2) whoever writes it, the report or typer's help, click's version and rich, which would turn
     a broken pipe into exit 1 and a full device into a traceback. A closed stdout (None: the descriptor was closed
     when Python started) fails the same way instead of being skipped. Every other attribute is the stream's."""
@@ -210,10 +206,13 @@ class GuardedStdout:
                 pass
         return self._stream
 
+    # What click asks of a text stream before it writes to it, answered for a closed stdout.
+    _CLOSED = {"encoding": "utf-8", "errors": "strict"}
+
     def __getattr__(self, name: str) -> Any:
-        if self._stream is None:  # what click asks of a text stream before it writes to it
-            if name in ("encoding", "errors"):
-                return {"encoding": "utf-8", "errors": "strict"}[name]
+        if self._stream is None:
+            if name in self._CLOSED:
+                return self._CLOSED[name]
             raise AttributeError(name)
         return getattr(self._stream, name)
 

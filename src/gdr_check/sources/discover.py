@@ -90,13 +90,6 @@ def find_checkpoints(
     when `directory` itself cannot be searched (a folder below it that cannot be is skipped).
     """
     start = os.fspath(directory)
-    try:
-        os.listdir(start)
-    except PermissionError:
-        raise UnreadableFiles(start, file=display_path(start), reason="permission denied (the folder cannot be "
-                                                                       "searched)") from None
-    except OSError:
-        pass  # gone since it was named: said as not a checkpoint below
     found: list[str] = []
     seen: set[str] = set()
     skipped = 0
@@ -112,6 +105,11 @@ def find_checkpoints(
             return
         try:
             entries = sorted(os.scandir(path), key=lambda entry: entry.name)
+        except PermissionError:
+            if spelled == start:  # the folder named: say so (one found below is skipped)
+                raise UnreadableFiles(start, file=display_path(start),
+                                      reason="permission denied (the folder cannot be searched)") from None
+            return
         except OSError:
             return
         for entry in entries:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from io import FileIO
 from pathlib import Path
 
@@ -53,16 +54,11 @@ class MetadataReader:
 
         def exists(candidate: Path) -> bool:
             """`candidate.exists()`, where a folder on the way that cannot be searched is said, not taken for a
-            missing file (`Path.exists` raises there on Python 3.10/3.11, later versions answer False)."""
-            try:
-                os.stat(candidate)
-            except PermissionError:
+            missing file."""
+            if permission_denied(os.stat, candidate):
                 raise UnreadableFiles(path, file=path.name, reason="permission denied (a folder on the way to "
-                                                                    "where the link points cannot be searched)"
-                                      ) from None
-            except (OSError, ValueError):
-                return False
-            return True
+                                                                    "where the link points cannot be searched)")
+            return os.path.exists(candidate)
 
         blobs = Path(os.path.realpath(self.cache_repo / "blobs")) if self.cache_repo is not None else None
         if real.parent != blobs:
@@ -138,6 +134,19 @@ class MetadataReader:
         if len(data) > limit:  # the file grew after the size check
             raise OversizedJsonFiles(path, what=what, size=len(data), limit=limit)
         return data
+
+
+def permission_denied(probe: Callable[[Path], object], path: Path) -> bool:
+    """Whether `probe(path)` (`os.stat`, `os.listdir`) is refused for lack of permission: a folder on the way
+    that cannot be searched, which Python 3.10/3.11's `Path` tests raise for and `os.path`'s take for a missing
+    path. Any other failure is the caller's to find."""
+    try:
+        probe(path)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def _reason(exc: OSError) -> str:

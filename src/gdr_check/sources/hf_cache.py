@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..limits import read_bounded
 from .errors import SourceError
-from .files import MetadataReader
+from .files import MetadataReader, permission_denied
 from .rules import (
     MissingCacheRevisions,
     ModelNotFound,
@@ -102,13 +102,9 @@ def resolve_repo_id(repo_id: str, reader: MetadataReader, cache_dir: str | None 
     does not hold the model, GDR012 when it does not hold the revision."""
     root = cache_root(cache_dir)
     repo_dir = root / repo_folder(repo_id)
-    try:
-        os.listdir(repo_dir)
-    except PermissionError:  # a cache folder that cannot be searched: not a model that is missing
+    if permission_denied(os.listdir, repo_dir):  # a cache folder that cannot be searched: not a missing model
         raise UnreadableFiles(repo_dir, file=repo_dir.name, reason="permission denied (the Hugging Face cache "
-                                                                     "cannot be searched there)") from None
-    except OSError:
-        pass  # not there: said below
+                                                                     "cannot be searched there)")
     if not repo_dir.is_dir():
         raise ModelNotFound(None, repo_id=repo_id, cache_dir=str(root),
             fix=f"download it (`hf download {repo_id}`), or set `HF_HUB_CACHE` to the cache that holds it",

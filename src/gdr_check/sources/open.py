@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint
 from .errors import SourceError, display_path
-from .files import MetadataReader
+from .files import MetadataReader, permission_denied
 from .hf_cache import (
     CacheEntry,
     enclosing_cache_repo,
@@ -74,27 +74,16 @@ def _open_checkpoint(
 ) -> Checkpoint:
     text = os.fspath(target)
     path = Path(os.path.abspath(os.path.expanduser(text)))
+    # Behind a folder that cannot be searched (the path, or where it links to): unreadable, not missing.
+    if permission_denied(os.stat, path):
+        raise UnreadableFiles(path, file=text, reason="permission denied (a folder on its path cannot be searched)")
     if not os.path.lexists(path):
-        try:
-            os.lstat(path)
-        except PermissionError:  # there, behind a folder that cannot be searched: not a missing path
-            raise UnreadableFiles(path, file=text, reason="permission denied (a folder on its path cannot be "
-                                                            "searched)") from None
-        except OSError:
-            pass
         if looks_like_repo_id(text):
             repo_id, at_revision = split_revision(text)
             reader = MetadataReader(follow_links=follow_links)
             entry = resolve_repo_id(repo_id, reader, cache_dir, at_revision or revision)
             return _open_cache_entry(text, entry, reader)
         raise MissingPaths(None, path=text)
-    try:
-        os.stat(path)
-    except PermissionError:  # a link to a place behind a folder that cannot be searched
-        raise UnreadableFiles(path, file=text, reason="permission denied (a folder on its path cannot be "
-                                                        "searched)") from None
-    except OSError:
-        pass  # a dangling link: said below
     cache_repo = enclosing_cache_repo(path)
     if path.is_symlink() and not path.exists() and cache_repo is None:
         raise DanglingLinks(
