@@ -166,6 +166,10 @@ VARIANTS.update({
     # softplus through the base-2 approximations (MUFU.EX2 and MUFU.LG2) instead of libdevice's log
     "fast_softplus": [(COMMON, "tl.log(1.0 + tl.exp(z))",
                        "tl.log2(1.0 + tl.exp2(z * 1.4426950408889634)) * 0.6931471805599453")],
+    # the guarded kernel takes the table's tiling where it scans for duplicates (no tile first where the table
+    # loads a single tile after the gate arithmetic)
+    "np_guarded": [("kernel/tiling.py", "    if scanned and config.tiles_per_program == 1 and not config.prefetch:",
+                    "    if False:")],
     # up to 32 pairs: half the rows per program (twice the programs)
     "small_half_rows": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (max(1, rows // 2), rest)))],
 })
@@ -200,7 +204,10 @@ def build(variants: list[str], base: str | None, dest: Path) -> list[str]:
     for variant in variants:
         copy_package(ROOT / "src" / "gdr_check", dest, f"gdr_check_{variant}", VARIANTS[variant])
         names.append(variant)
-    if base:
+    if base and Path(base).is_dir():  # a package folder (where the repository's history is not at hand)
+        copy_package(Path(base), dest, "gdr_check_base", [])
+        names.append("base")
+    elif base:
         archive = dest / "_base"
         tar = subprocess.run(["git", "-C", str(ROOT), "archive", base, "src/gdr_check"], capture_output=True,
                              check=True).stdout
@@ -253,7 +260,8 @@ def measure(point: tuple[str, int, int, str], modules: dict[str, Any], unchecked
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", nargs="+", default=["tree", "no_record"], choices=sorted(VARIANTS))
-    parser.add_argument("--base", help="also time this git revision's package (as `base`)")
+    parser.add_argument("--base", help="also time this git revision's package, or this gdr_check package folder "
+                        "(as `base`)")
     parser.add_argument("--points", nargs="+", default=["qwen3-next@4:1:bf16", "kimi-linear@1:128:bf16"])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--ours", action="store_true", help="time every variant's unchecked launch too "

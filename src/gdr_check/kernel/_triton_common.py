@@ -133,10 +133,28 @@ def _bit_or(left, right):
 
 
 @triton.jit
-def guard_row(slots, slot, i_n, batch, stride_index, pool_slots,
+def load_scan_block(slots, slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW: tl.constexpr,
+                    RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr):
+    """The other rows' slots that `guard_row` compares with row i_n's, where the scan is one block (SCAN_BLOCK
+    > 0, no loop); otherwise `slot` itself, which guard_row then ignores.
+
+    A load of its own, so that the decode kernels can request it with the state, long before the verdict is
+    needed (only the stores wait for it). Only the rows before i_n are read, and the rows after it as well for
+    a slot-0 row under RESERVED_ZERO (is it followed by a live one?); other lanes read the skip sentinel."""
+    if SCAN_BLOCK == 0 or SCAN_LOOP:
+        return slot
+    else:
+        offsets = tl.arange(0, SCAN_BLOCK)
+        end = tl.where(slot == 0, batch, i_n) if RESERVED_ZERO else i_n
+        return tl.load(slots + offsets * stride_index, mask=offsets < end, other=SKIP_AT_OR_BELOW)
+
+
+@triton.jit
+def guard_row(slots, slot, i_n, batch, stride_index, pool_slots, block,
               SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr,
               SCAN_LOOP: tl.constexpr):
     """For row i_n and its slot (int64, as given): whether the row is computed, and its fault code (0: none).
+    `block`: what `load_scan_block` returned for the row.
 
     A row is computed when it is above the engine's skip sentinel, inside the pool (0 <= slot < pool_slots)
     and the first row naming its slot; an out-of-range or repeated slot skips the row, so no index can make
@@ -145,7 +163,7 @@ def guard_row(slots, slot, i_n, batch, stride_index, pool_slots,
     trailing rows at slot 0 are CUDA-graph padding and repeat slot 0 freely.
 
     The scan's shape is fixed at launch from the batch (`tiling.scan_shape`): none for one row, one vector
-    load of every row's slot up to SCAN_BLOCK rows (128 in the decode kernels' prologue, 1024 in the
+    load of the rows' slots up to SCAN_BLOCK rows (128 in the decode kernels' prologue, 1024 in the
     one-program-per-row check), a loop of SCAN_BLOCK-row blocks beyond. Both questions (an earlier row
     with this slot? a later non-zero row?) are answered by one bitwise-or reduction; which earlier row it
     was is looked up only when a duplicate is recorded (`record_fault`).
@@ -170,8 +188,7 @@ def guard_row(slots, slot, i_n, batch, stride_index, pool_slots,
                 if RESERVED_ZERO:
                     seen |= ((rows > i_n) & (rows < end) & (other != 0)).to(tl.int32) * 2
         else:
-            other = tl.load(slots + offsets * stride_index, mask=offsets < batch,
-                            other=SKIP_AT_OR_BELOW).to(tl.int64)
+            other = block.to(tl.int64)
             seen = ((offsets < i_n) & (other == slot)).to(tl.int32)
             if RESERVED_ZERO:
                 seen |= ((offsets > i_n) & (offsets < batch) & (other != 0)).to(tl.int32) * 2

@@ -36,6 +36,7 @@ from ..report import Diagnostic, Severity
 from ._triton_common import (
     DirectLauncher,
     guard_row,
+    load_scan_block,
     programmatic_launch_supported,
     record_fault,
     release_dependents,
@@ -83,7 +84,9 @@ def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counte
         release_dependents()
     i_n = tl.program_id(0).to(tl.int64)
     slot = tl.load(slots + i_n * stride_index).to(tl.int64)
-    computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
+    block = load_scan_block(slots, slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO, SCAN_BLOCK,
+                            SCAN_LOOP)
+    computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, block, SKIP_AT_OR_BELOW,
                                 RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
     record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
     live_input = slot > SKIP_AT_OR_BELOW

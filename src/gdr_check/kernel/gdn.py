@@ -22,6 +22,7 @@ from ._triton_common import (
     guard_row,
     load_query_key,
     load_readable_slot,
+    load_scan_block,
     load_slot,
     load_state_tile,
     locate_program,
@@ -67,13 +68,16 @@ def gdn_packed_decode_kernel(
         slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
     slot = tl.where(live, slot, 0)
 
-    # The first state tile is requested before the q/k loads, the gate arithmetic and (guarded) the duplicate
-    # scan, so its latency overlaps them instead of following them: the state stream is what the kernel
-    # waits on.
+    # With PREFETCH the first state tile is requested before the q/k loads and the gate arithmetic, so its
+    # latency overlaps them instead of following them: the state stream is what the kernel waits on. (A
+    # single tile without it comes after the gate arithmetic: faster at small B, tiling.py.)
     head_state = state + slot * stride_slot + i_hv * (V * K)
     state_rows = tl.where(live, V, 0)  # a skipped row reads no state: every state lane masked off
     if PREFETCH:
         next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
+    if GUARD:  # the duplicate scan's slots are requested with the state; only the stores wait for the verdict
+        scan = load_scan_block(slots, given_slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO,
+                               SCAN_BLOCK, SCAN_LOOP)
     row = mixed_qkv + i_n * stride_qkv
     q, k = load_query_key(row, i_h, H, K, BK, USE_L2NORM, INPUT_EVICTION)
     q = q * scale
@@ -85,8 +89,11 @@ def gdn_packed_decode_kernel(
     if ROUND_BETA:  # EngineProfile.gdn_beta_rounding (sglang 0.5.23, vLLM before 0.29): via b's dtype
         beta = beta.to(b.dtype.element_ty).to(tl.float32)
 
+    if not PREFETCH:
+        if TILES == 1:  # ahead of the verdict below, whose arithmetic then overlaps the tile's latency
+            next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing
-        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, SKIP_AT_OR_BELOW,
+        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, scan, SKIP_AT_OR_BELOW,
                                     RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
     else:
         computed = live
@@ -95,7 +102,7 @@ def gdn_packed_decode_kernel(
     out_row = out + head_row * V
     for t in tl.range(TILES, num_stages=LOOP_STAGES):
         rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
-        if not PREFETCH:
+        if not (PREFETCH or TILES == 1):
             S = load_state_tile(head_state, rows, state_rows, K, BK, STATE_EVICTION).to(tl.float32)
         else:
             S = next_tile.to(tl.float32)
