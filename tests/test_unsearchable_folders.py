@@ -12,6 +12,7 @@ import pytest
 
 from cli_checkpoints import clean_output_env, run_cli
 from gdr_check.config import ConfigResolver, find_config_file
+from gdr_check.sources import find_checkpoints
 
 CONFIG = ('{"model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 4, "layer_types": '
           '["linear_attention", "linear_attention", "linear_attention", "full_attention"], "linear_num_key_heads": '
@@ -52,11 +53,33 @@ def test_the_settings_discovery_goes_past_a_folder_it_cannot_search(tree):
     assert ConfigResolver(cwd=tree).for_target("locked/m").tp == [1]
 
 
-def test_the_directory_search_skips_a_folder_it_cannot_search(tree):
+def test_the_directory_search_skips_a_folder_it_cannot_search_and_says_so(tree):
     outcome = run_cli(".", "--output-format", "concise")
     assert outcome.exit_code == 0  # a note and a warning, of the one checkpoint it can search
     assert [line.split(":")[0] for line in outcome.stdout.splitlines()] == ["good/config.json"] * 2
-    assert outcome.stderr == "summary: 1 checked: 0 error(s), 1 warning(s), 1 note(s)\n"
+    assert outcome.stderr == ("warning: locked: permission denied (the folder cannot be searched); skipped\n"
+                              "summary: 1 checked: 0 error(s), 1 warning(s), 1 note(s)\n")
+
+
+def test_silent_leaves_the_skipped_folder_unsaid(tree):
+    outcome = run_cli(".", "--output-format", "concise", "--silent")
+    assert (outcome.exit_code, outcome.stderr) == (0, "")
+
+
+def test_a_search_that_finds_nothing_but_a_folder_it_cannot_search_says_why(tree):
+    (tree / "good" / "config.json").unlink()
+    outcome = run_cli(".", "--output-format", "concise")
+    assert outcome.exit_code == 2
+    assert outcome.stderr.splitlines()[0] == "warning: locked: permission denied (the folder cannot be searched); skipped"
+    assert ("no `config.json`, `.safetensors` file or safetensors index in it or below it (1 directory could not "
+            "be searched: permission denied)") in outcome.stdout + outcome.stderr
+
+
+def test_the_library_names_each_folder_it_could_not_search(tree):
+    (tree / "good" / "inner").mkdir()
+    skipped: list[str] = []
+    assert find_checkpoints(".", on_unsearchable=skipped.append) == ["good"]
+    assert skipped == ["locked"]
 
 
 def test_a_target_behind_a_folder_it_cannot_search_is_unreadable_not_missing(tree):

@@ -19,6 +19,7 @@ import typer
 from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
+from ..errors import display_path
 from ..limits import LIMITS, shorten
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
@@ -262,12 +263,18 @@ def check_command(
     from ..sources.discover import expand_targets
 
     resolver = _resolver(config_file, isolated)
+    unsearchable: list[str] = []
     paths, unreadable = expand_targets(group_targets(targets or ["."]),
                                        exclusion_test(resolver, exclude, extend_exclude),
-                                       force_exclude=force_exclude, follow_links=follow_links)
+                                       force_exclude=force_exclude, follow_links=follow_links,
+                                       on_unsearchable=unsearchable.append)
     config = _run_config(paths, resolver)
     fmt = _first(output_format, config.output_format, "full")
     out = Output(fmt, output_file)
+    if not silent:  # skipped, as ruff skips a folder it cannot read, but not without a word
+        for folder in unsearchable:
+            out.info_line(f"warning: {display_path(folder)}: permission denied (the folder cannot be searched); "
+                          "skipped")
 
     rules = known_rules()
     for option, values in (("--select", select), ("--extend-select", extend_select), ("--ignore", ignore)):

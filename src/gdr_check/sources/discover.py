@@ -80,22 +80,24 @@ def is_default_excluded(directory: Path) -> bool:
 
 def find_checkpoints(
     directory: str | os.PathLike[str], *, excluded: Callable[[Path], bool] = is_default_excluded,
-    follow_links: bool = False,
+    follow_links: bool = False, on_unsearchable: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Every checkpoint directory at or below `directory`, sorted, as paths spelled from `directory`.
 
     `excluded(path)` decides which subdirectories are skipped (the starting directory itself is always
     searched: the user named it). Linked directories are entered only with `follow_links`, and a directory is
     never entered twice (a link cycle ends there). Raises `SourceError` GDR002 when nothing is found, GDR004
-    when `directory` itself cannot be searched (a folder below it that cannot be is skipped).
+    when `directory` itself cannot be searched. A folder below it that cannot be searched (permission denied)
+    is skipped and passed to `on_unsearchable`, as spelled from `directory`, for the caller to say so.
     """
     start = os.fspath(directory)
     found: list[str] = []
     seen: set[str] = set()
     skipped = 0
+    unsearchable = 0
 
     def walk(path: Path, spelled: str) -> None:
-        nonlocal skipped
+        nonlocal skipped, unsearchable
         real = os.path.realpath(path)
         if real in seen:
             return
@@ -109,6 +111,9 @@ def find_checkpoints(
             if spelled == start:  # the folder named: say so (one found below is skipped)
                 raise UnreadableFiles(start, file=display_path(start),
                                       reason="permission denied (the folder cannot be searched)") from None
+            unsearchable += 1
+            if on_unsearchable is not None:
+                on_unsearchable(spelled)
             return
         except OSError:
             return
@@ -128,7 +133,11 @@ def find_checkpoints(
 
     walk(Path(start), start)
     if not found:
-        also = f" ({skipped} excluded director{'y' if skipped == 1 else 'ies'} not searched)" if skipped else ""
+        notes = [f"{skipped} excluded director{'y' if skipped == 1 else 'ies'} not searched"] if skipped else []
+        if unsearchable:
+            notes.append(f"{unsearchable} director{'y' if unsearchable == 1 else 'ies'} could not be searched: "
+                         "permission denied")
+        also = f" ({'; '.join(notes)})" if notes else ""
         raise UnrecognizedInputs(
             start, path=display_path(start),
             reason=f"no `config.json`, `.safetensors` file or safetensors index in it or below it{also}",
@@ -152,11 +161,13 @@ def is_excluded(path: Path, *, exclude: ExcludePatterns | None = None,
 
 
 def expand_targets(paths: Iterable[str], excluded: Callable[[Path], bool] = is_default_excluded, *,
-                   force_exclude: bool = False, follow_links: bool = False) -> tuple[list[str], dict[str, SourceError]]:
+                   force_exclude: bool = False, follow_links: bool = False,
+                   on_unsearchable: Callable[[str], None] | None = None) -> tuple[list[str], dict[str, SourceError]]:
     """The targets to check for the paths a user named: a directory that is not a checkpoint stands for the
     checkpoints below it. Returns the targets, without repeats, and those that failed (a directory with no
     checkpoint below it: its `SourceError`, to report in its place). As in ruff, a path named explicitly is
-    checked even when excluded, unless `force_exclude` (what pre-commit needs, since it names every file)."""
+    checked even when excluded, unless `force_exclude` (what pre-commit needs, since it names every file).
+    `on_unsearchable`: see `find_checkpoints`."""
     targets: list[str] = []
     failed: dict[str, SourceError] = {}
     for path in paths:
@@ -164,7 +175,8 @@ def expand_targets(paths: Iterable[str], excluded: Callable[[Path], bool] = is_d
             targets.append(path)  # a repo id, or a path that does not exist (reported when checked)
         elif os.path.isdir(path) and not is_checkpoint_dir(Path(path)):
             try:
-                targets.extend(find_checkpoints(path, excluded=excluded, follow_links=follow_links))
+                targets.extend(find_checkpoints(path, excluded=excluded, follow_links=follow_links,
+                                                on_unsearchable=on_unsearchable))
             except SourceError as error:
                 targets.append(path)
                 failed[path] = error
