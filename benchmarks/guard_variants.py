@@ -126,6 +126,14 @@ GDN_DECAY_IN_TILE = [
     ("kernel/gdn.py", "S * decay + u[:, None] * k[None, :]", "S + u[:, None] * k[None, :]")]
 
 
+SCANNED_RULE = """    if scanned and config.tiles_per_program == 1 and not config.prefetch:
+        return replace(config, prefetch=True)
+"""
+SCANNED_RULE_WITH = """    if scanned and config.tiles_per_program == 1:
+        return replace(config, prefetch=True, {})
+"""
+
+
 def small_rows(bounds: tuple[int, ...], transform: Callable[[int, str], tuple[int, str]]) -> Callable[[str], str]:
     """A patch of tiling.py: in the table rows of both kernels whose bound is in `bounds`, each
     `TileConfig(rows, ...)` rewritten by `transform(rows, the rest of its arguments)`."""
@@ -170,6 +178,12 @@ VARIANTS.update({
     # loads a single tile after the gate arithmetic)
     "np_guarded": [("kernel/tiling.py", "    if scanned and config.tiles_per_program == 1 and not config.prefetch:",
                     "    if False:")],
+    # where the guarded kernel scans, its single tile in at most 8 rows / without the evict-first hint / with q, k
+    # and the gate rows kept in L2 (the table's tilings were chosen for the unguarded kernel)
+    **{name: [("kernel/tiling.py", SCANNED_RULE, SCANNED_RULE_WITH.format(change))] for name, change in (
+        ("scanned_8_rows", "block_v=min(config.block_v, 8)"), ("scanned_no_evict", "evict_first=False"),
+        ("scanned_keep_inputs", "keep_inputs=True"),
+        ("scanned_8_rows_no_evict", "block_v=min(config.block_v, 8), evict_first=False"))},
     # up to 32 pairs: half the rows per program (twice the programs)
     "small_half_rows": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (max(1, rows // 2), rest)))],
 })
