@@ -1,12 +1,18 @@
 """Nsight Compute evidence for the decode points that stay below target: achieved DRAM bandwidth of one
-launch of ours and of sglang's fastest path per point (its Triton kernel for GDN; for KDA its Helion decode
-when helion imports, else its Triton kernel), run under ncu by `main`, which re-executes itself.
+launch of ours, of sglang's fastest path (its Triton kernel for GDN; for KDA its Helion decode when helion
+imports, else its Triton kernel) and of the slot copy (the state rows read and written in place at their
+slots, `decode_vs_sglang._slot_copy_kernel`: the floor any slot-pool kernel meets) per point, run under ncu by
+`main`, which re-executes itself. `--stalls` adds a second pass with the warp-state section and prints, per
+launch, the stall reasons that take most of a warp's cycles between instructions (what a latency-bound launch
+waits on).
 
-    GDR_CHECK_SGLANG_PATH=<wheel> PYTHONPATH=src python benchmarks/ncu_points.py        # needs ncu on PATH
+    GDR_CHECK_SGLANG_PATH=<wheel> PYTHONPATH=src python benchmarks/ncu_points.py [--points kda:8:8:fp32:512 ...]
+        [--stalls]      # needs ncu on PATH; $OUT, if set, receives the raw CSVs
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import os
@@ -21,6 +27,26 @@ POINTS = (("kda", 8, 8, "fp32", 512), ("kda", 8, 8, "bf16", 128), ("kda", 32, 32
 METRICS = ("gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
            "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,"
            "launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size")
+KERNELS = "regex:packed_decode|_slot_copy_kernel"  # ours, sglang's Triton and Helion kernels, the slot copy
+LAUNCHES_PER_POINT = 3  # ours, sglang's fastest path, the slot copy: each launched twice, the second kept
+SLOT_COPY_SHAPE = (2048, 4)  # elements per program, warps (decode_vs_sglang.SLOT_COPY_SHAPES' first)
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+
+
+def parse_points(specs: list[str] | None) -> tuple[tuple[str, int, int, str, int], ...]:
+    """`variant:H:HV:state:B` specs (e.g. gdn:4:8:bf16:1), or POINTS."""
+    if not specs:
+        return POINTS
+    points = []
+    for spec in specs:
+        try:
+            variant, H, HV, state, B = spec.split(":")
+            if variant not in ("gdn", "kda") or state not in ("fp32", "bf16"):
+                raise ValueError
+            points.append((variant, int(H), int(HV), state, int(B)))
+        except ValueError:
+            raise SystemExit(f"--points: {spec!r} is not VARIANT:H:HV:STATE:B (gdn or kda, fp32 or bf16)") from None
+    return tuple(points)
 
 
 def child() -> None:
@@ -39,62 +65,92 @@ def child() -> None:
     print("helion:", bench.load_helion(os.environ.get("GDR_CHECK_SGLANG_PATH"), argparse.Namespace(no_helion=False),
                                        refs), file=sys.stderr)
     ours = bench.ours_impl(None)
-    for variant, H, HV, state, B in POINTS:
+    for variant, H, HV, state, B in parse_points(os.environ["NCU_POINTS_CHILD"].split()):
         reference = refs.get("sglang_helion", sglang) if variant == "kda" else sglang
         g = bench.Geometry("point", 1, variant, H, HV, 128, 128)
         x = bench.make_inputs(g, B, state, 4 * B + 1, 4, seed=1)
-        for impl in (ours, reference):  # compile outside the profiled launches
-            impl(x, x.index_sets[0], x.pool, x.out)  # type: ignore[operator]
-        torch.cuda.synchronize()
-        ours(x, x.index_sets[1], x.pool, x.out)  # kept: a slot set not touched since the warm-up
-        reference(x, x.index_sets[2], x.pool, x.out)  # type: ignore[operator]
-        torch.cuda.synchronize()
+        slot_copy = bench.slot_copy_launch(x, *SLOT_COPY_SHAPE)
+        # Set 0: the warm-up that compiles them; then each kept launch on a slot set not touched since (1, 2, 3).
+        for ours_set, reference_set, copy_set in ((0, 0, 0), (1, 2, 3)):
+            ours(x, x.index_sets[ours_set], x.pool, x.out)
+            reference(x, x.index_sets[reference_set], x.pool, x.out)  # type: ignore[operator]
+            slot_copy(x.index_sets[copy_set])
+            torch.cuda.synchronize()
         del x
         torch.cuda.empty_cache()
+
+def profile(points: tuple[tuple[str, int, int, str, int], ...], extra: list[str]) -> list[dict[str, str]] | None:
+    """The kept launches' ncu rows (one dict of metric name -> value per launch, with its kernel name), or None."""
+    command = ["ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--kernel-name", KERNELS, *extra,
+               sys.executable, os.path.abspath(__file__)]
+    environment = {**os.environ, "NCU_POINTS_CHILD": " ".join(":".join(map(str, point)) for point in points)}
+    done = subprocess.run(command, capture_output=True, text=True, env=environment)
+    text = done.stdout
+    start = text.find('"ID"')
+    if start < 0:
+        print(done.stdout[-3000:], done.stderr[-3000:])
+        return None
+    if os.environ.get("OUT"):
+        name = "ncu_stalls_raw.csv" if "--page" in extra else "ncu_raw.csv"
+        with open(os.path.join(os.environ["OUT"], name), "w") as handle:
+            handle.write(text[start:])
+    launches: dict[str, dict[str, str]] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        if "Metric Name" in row:  # one row per metric
+            launch = launches.setdefault(row["ID"], {"kernel": row["Kernel Name"]})
+            launch[row["Metric Name"]] = row["Metric Value"].replace(",", "")  # ncu groups thousands
+        else:  # --page raw: one row per launch, a column per metric (the first data row holds the units)
+            if row.get("ID", "").strip().isdigit():
+                launches[row["ID"]] = {"kernel": row.get("Kernel Name", "")} | {
+                    key: (value or "").replace(",", "") for key, value in row.items()}
+    ordered = [launches[key] for key in sorted(launches, key=int)]
+    # per point: 2 * LAUNCHES_PER_POINT launches, the first LAUNCHES_PER_POINT the warm-up that compiled them
+    per_point = 2 * LAUNCHES_PER_POINT
+    return [row for index, row in enumerate(ordered) if index % per_point >= LAUNCHES_PER_POINT]
 
 
 def main() -> int:
     if os.environ.get("NCU_POINTS_CHILD"):
         child()
         return 0
-    if len(sys.argv) > 1:
-        print(f"usage: python {sys.argv[0]}  (no arguments: profiles the points in POINTS with Nsight Compute; "
-              "$OUT, if set, receives ncu_raw.csv)")
-        return 0 if sys.argv[1] in ("-h", "--help") else 2
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--points", nargs="+", help="VARIANT:H:HV:STATE:B (default: the four KDA tie points)")
+    parser.add_argument("--stalls", action="store_true", help="also the warp stall reasons per launch")
+    args = parser.parse_args()
+    points = parse_points(args.points)
     if shutil.which("ncu") is None:
         print("error: Nsight Compute's `ncu` is not on PATH", file=sys.stderr)
         return 2
-    # Every decode launch is profiled (ours, sglang's Triton kernel, Helion's `..._packed_decode_body`); per point
-    # the third and fourth (ours, then sglang's) are kept, the first two being the warm-up that compiled them.
-    command = ["ncu", "--clock-control", "none", "--metrics", METRICS, "--csv", "--print-units", "base",
-               "--kernel-name", "regex:packed_decode", sys.executable, os.path.abspath(__file__)]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "NCU_POINTS_CHILD": "1"})
-    text = done.stdout
-    start = text.find('"ID"')
-    if start < 0:
-        print(done.stdout[-3000:], done.stderr[-3000:])
+    rows = profile(points, ["--metrics", METRICS])
+    if rows is None:
         return 1
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "ncu_raw.csv"), "w") as handle:
-            handle.write(text[start:])
-    rows = list(csv.DictReader(io.StringIO(text[start:])))
-    table: dict[tuple[str, str], dict[str, str]] = {}
-    for row in rows:
-        value = row["Metric Value"].replace(",", "")  # ncu groups thousands
-        table.setdefault((row["ID"], row["Kernel Name"][:60]), {})[row["Metric Name"]] = value
     print("kernel | us | DRAM read MB | write MB | achieved TB/s | DRAM % of peak | warps active % | regs")
-    for (launch, name), m in table.items():
-        if int(launch) % 4 < 2:
-            continue
-        if int(launch) % 4 == 2:
-            print(POINTS[int(launch) // 4])
+    for index, m in enumerate(rows):
+        if index % LAUNCHES_PER_POINT == 0:
+            print(points[index // LAUNCHES_PER_POINT])
         seconds = float(m["gpu__time_duration.sum"]) * 1e-9
         read, write = float(m["dram__bytes_read.sum"]), float(m["dram__bytes_write.sum"])
-        print(f"{name} | {seconds * 1e6:.1f} | {read / 1e6:.1f} | {write / 1e6:.1f} | "
+        print(f"{m['kernel'][:60]} | {seconds * 1e6:.2f} | {read / 1e6:.2f} | {write / 1e6:.2f} | "
               f"{(read + write) / seconds / 1e12:.2f} | {m['dram__throughput.avg.pct_of_peak_sustained_elapsed']} | "
               f"{m['sm__warps_active.avg.pct_of_peak_sustained_active']} | {m['launch__registers_per_thread']}")
+    if args.stalls:
+        stalls = profile(points, ["--section", "WarpStateStats", "--page", "raw"])
+        if stalls is None:
+            return 1
+        print("kernel | cycles between a warp's instructions, by stall reason (largest four)")
+        for index, m in enumerate(stalls):
+            if index % LAUNCHES_PER_POINT == 0:
+                print(points[index // LAUNCHES_PER_POINT])
+            reasons = []
+            for key, value in m.items():
+                if key.startswith(STALL_PREFIX) and key.endswith(STALL_SUFFIX):
+                    try:
+                        reasons.append((float(value), key[len(STALL_PREFIX):-len(STALL_SUFFIX)]))
+                    except ValueError:
+                        continue
+            top = ", ".join(f"{name} {cycles:.1f}" for cycles, name in sorted(reasons, reverse=True)[:4])
+            print(f"{m['kernel'][:60]} | total {sum(c for c, _ in reasons):.1f}: {top}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
