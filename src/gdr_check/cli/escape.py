@@ -13,9 +13,7 @@ shown, one rule per kind of output. The renderers apply these; call sites never 
 
 from __future__ import annotations
 
-import functools
 import re
-import unicodedata
 from typing import Any
 
 # C0 (tab and newline included: data must not lay out the report), DEL, C1, U+2028/2029 (line breaks to some
@@ -24,48 +22,6 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _LEGACY_COMMAND = "##["
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _box_as_ascii(code: int) -> str:
-    """A box-drawing character as rich draws its ASCII boxes: straight lines as `-` and `|`, every corner and
-    joint as `+`."""
-    shape = unicodedata.name(chr(code), "").removeprefix("BOX DRAWINGS ")
-    if " AND " not in shape and "HORIZONTAL" in shape:
-        return "-"
-    if " AND " not in shape and "VERTICAL" in shape:
-        return "|"
-    return "+"
-
-
-@functools.lru_cache(maxsize=8)
-def _ascii_fallback(encoding: str) -> dict[int, str]:
-    """The report's own non-ASCII characters that `encoding` lacks, in ASCII (PYTHONIOENCODING=ascii, a Latin-1
-    terminal): table borders and the few symbols the renderers write."""
-    table = {code: _box_as_ascii(code) for code in range(0x2500, 0x2580)} | {
-        ord("…"): "...", ord("→"): "->", ord("×"): "x", ord("≤"): "<=", ord("≥"): ">=", ord("–"): "-",
-        ord("—"): "-", ord("−"): "-", ord("·"): "-", ord("•"): "*", ord("✓"): "ok", ord("✗"): "x", ord("§"): "sec. ",
-    }
-    return {code: plain for code, plain in table.items() if not _encodes(chr(code), encoding)}
-
-
-def _encodes(char: str, encoding: str) -> bool:
-    try:
-        char.encode(encoding)
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def for_encoding(value: str, encoding: str) -> str:
-    """`value` as a stream in `encoding` can take it: the report's own symbols in ASCII (`_ascii_fallback`),
-    anything else it cannot encode (data included) as backslash escapes (`\\u00e9`)."""
-    try:
-        value.encode(encoding)
-    except UnicodeEncodeError:
-        return value.translate(_ascii_fallback(encoding)).encode(encoding, "backslashreplace").decode(encoding)
-    except LookupError:  # an encoding Python does not know: the stream's own write will say so
-        return value
-    return value
 
 
 def _escaped(match: re.Match[str]) -> str:

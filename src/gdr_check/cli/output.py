@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from ..results import FORMATS
-from .escape import for_encoding
 
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
 OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
@@ -144,13 +143,13 @@ _STREAM_FAILURES = (OSError, ValueError, AttributeError)
 
 
 def _to_stdout(text: str) -> None:
-    """Report text to stdout. Where stdout's encoding lacks some of it, table borders and the report's symbols
-    are written in ASCII and anything else as escapes (`escape.for_encoding`), never a crash. (A stdout that
-    cannot take it at all fails in `GuardedStdout`, which the CLI's runs write through.)"""
+    """Report text to stdout; undecodable bytes that got this far are written as escapes, never a crash. (A
+    stdout that cannot take it fails in `GuardedStdout`, which the CLI's runs write through.)"""
     try:
         sys.stdout.write(text)
     except UnicodeEncodeError:
-        sys.stdout.write(for_encoding(text, getattr(sys.stdout, "encoding", None) or "utf-8"))
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
     sys.stdout.flush()
 
 
