@@ -219,6 +219,8 @@ def build(variants: list[str], base: str | None, dest: Path) -> list[str]:
         copy_package(ROOT / "src" / "gdr_check", dest, f"gdr_check_{variant}", VARIANTS[variant])
         names.append(variant)
     if base and Path(base).is_dir():  # a package folder (where the repository's history is not at hand)
+        if not (Path(base) / "__init__.py").is_file() or not (Path(base) / "kernel").is_dir():
+            raise SystemExit(f"--base: {base} is a folder but not a gdr_check package (src/gdr_check of a copy)")
         copy_package(Path(base), dest, "gdr_check_base", [])
         names.append("base")
     elif base:

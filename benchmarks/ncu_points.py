@@ -29,23 +29,26 @@ METRICS = ("gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
            "launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size")
 KERNELS = "regex:packed_decode|_slot_copy_kernel"  # ours, sglang's Triton and Helion kernels, the slot copy
 LAUNCHES_PER_POINT = 3  # ours, sglang's fastest path, the slot copy: each launched twice, the second kept
-SLOT_COPY_SHAPE = (2048, 4)  # elements per program, warps (decode_vs_sglang.SLOT_COPY_SHAPES' first)
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 
 
 def parse_points(specs: list[str] | None) -> tuple[tuple[str, int, int, str, int], ...]:
-    """`variant:H:HV:state:B` specs (e.g. gdn:4:8:bf16:1), or POINTS."""
+    """`variant:H:HV:state:B` specs (e.g. gdn:4:8:bf16:1), or POINTS; ValueError names a bad one."""
     if not specs:
         return POINTS
     points = []
     for spec in specs:
+        parts = spec.split(":")
         try:
-            variant, H, HV, state, B = spec.split(":")
-            if variant not in ("gdn", "kda") or state not in ("fp32", "bf16"):
-                raise ValueError
-            points.append((variant, int(H), int(HV), state, int(B)))
-        except ValueError:
-            raise SystemExit(f"--points: {spec!r} is not VARIANT:H:HV:STATE:B (gdn or kda, fp32 or bf16)") from None
+            variant, H, HV, state, B = parts[0], int(parts[1]), int(parts[2]), parts[3], int(parts[4])
+            valid = len(parts) == 5 and variant in ("gdn", "kda") and state in ("fp32", "bf16") and min(H, HV, B) > 0 \
+                and HV % H == 0
+        except (IndexError, ValueError):
+            valid = False
+        if not valid:
+            raise ValueError(f"{spec!r} is not VARIANT:H:HV:STATE:B (gdn or kda, fp32 or bf16, HV a multiple of H, "
+                             "all counts positive)")
+        points.append((variant, H, HV, state, B))
     return tuple(points)
 
 
@@ -69,7 +72,8 @@ def child() -> None:
         reference = refs.get("sglang_helion", sglang) if variant == "kda" else sglang
         g = bench.Geometry("point", 1, variant, H, HV, 128, 128)
         x = bench.make_inputs(g, B, state, 4 * B + 1, 4, seed=1)
-        slot_copy = bench.slot_copy_launch(x, *SLOT_COPY_SHAPE)
+        slot_copy = bench.slot_copy_launch(x, *bench.SLOT_COPY_SHAPES[0])  # the decode table's floor is the
+        # faster of its shapes; the first (2048 elements x 4 warps) was it at every B = 1 point
         # Set 0: the warm-up that compiles them; then each kept launch on a slot set not touched since (1, 2, 3).
         for ours_set, reference_set, copy_set in ((0, 0, 0), (1, 2, 3)):
             ours(x, x.index_sets[ours_set], x.pool, x.out)
@@ -106,7 +110,17 @@ def profile(points: tuple[tuple[str, int, int, str, int], ...], extra: list[str]
     ordered = [launches[key] for key in sorted(launches, key=int)]
     # per point: 2 * LAUNCHES_PER_POINT launches, the first LAUNCHES_PER_POINT the warm-up that compiled them
     per_point = 2 * LAUNCHES_PER_POINT
-    return [row for index, row in enumerate(ordered) if index % per_point >= LAUNCHES_PER_POINT]
+    if done.returncode != 0 or len(ordered) != per_point * len(points):
+        print(f"error: ncu exited with {done.returncode} after {len(ordered)} profiled launches; expected "
+              f"{per_point * len(points)} ({per_point} per point)", file=sys.stderr)
+        return None
+    kept = [row for index, row in enumerate(ordered) if index % per_point >= LAUNCHES_PER_POINT]
+    if not all("packed_decode" in row["kernel"] for row in kept[0::3]) or \
+            not all("_slot_copy_kernel" in row["kernel"] for row in kept[2::3]):
+        print("error: the profiled launches are not in the order ours, sglang's, the slot copy: "
+              + ", ".join(row["kernel"][:40] for row in kept), file=sys.stderr)
+        return None
+    return kept
 
 
 def main() -> int:
@@ -117,7 +131,10 @@ def main() -> int:
     parser.add_argument("--points", nargs="+", help="VARIANT:H:HV:STATE:B (default: the four KDA tie points)")
     parser.add_argument("--stalls", action="store_true", help="also the warp stall reasons per launch")
     args = parser.parse_args()
-    points = parse_points(args.points)
+    try:
+        points = parse_points(args.points)
+    except ValueError as error:
+        parser.error(f"--points: {error}")  # exit 2
     if shutil.which("ncu") is None:
         print("error: Nsight Compute's `ncu` is not on PATH", file=sys.stderr)
         return 2

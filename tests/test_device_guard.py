@@ -31,7 +31,7 @@ from gdr_check.kernel._triton_common import DirectLauncher  # noqa: E402
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
 from gdr_check.kernel.gdn import launch_packed_decode as gdn_launch  # noqa: E402
 from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
-from gdr_check.kernel.tiling import register_cap, resident_programs  # noqa: E402
+from gdr_check.kernel.tiling import TileConfig, register_cap, resident_programs  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
 S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
@@ -65,8 +65,15 @@ def sanitized(call, keep):
     return clean
 
 
+@pytest.mark.parametrize("single_late_tile", [False, True], ids=["table", "single-late-tile"])
 @pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
-def test_each_bad_index_class_is_recorded_with_row_slot_and_layer_and_nothing_outside_the_pool_changes(kda):
+def test_each_bad_index_class_is_recorded_with_row_slot_and_layer_and_nothing_outside_the_pool_changes(
+        kda, single_late_tile, monkeypatch):
+    if single_late_tile:  # the one tile loaded after the gates, ahead of the scan's verdict (no table picks it
+        # for a scanning kernel today, `tiling.choose_config`; the kernels must still be right with it)
+        late = lambda *args: TileConfig(4, prefetch=False)  # noqa: E731
+        monkeypatch.setattr(gdn_module, "choose_config", late)
+        monkeypatch.setattr(kda_module, "choose_config", late)
     call = bad_call(kda)
     ran = call.clone()
     buffer = FaultBuffer(DEVICE)

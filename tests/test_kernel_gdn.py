@@ -95,7 +95,8 @@ def test_int32_and_int64_indices_give_identical_results():
 
 
 @pytest.mark.parametrize(
-    "config", [TileConfig(4, 2), TileConfig(4, 3, prefetch=False), TileConfig(8, evict_first=True),
+    "config", [TileConfig(4, 2), TileConfig(4, 3, prefetch=False), TileConfig(4, prefetch=False),
+               TileConfig(8, evict_first=True),
                TileConfig(4, 3, prefetch=False, loop_stages=3),
                TileConfig(8, 2, evict_first=True, hint_stores=False, keep_inputs=True)]
 )

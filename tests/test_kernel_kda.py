@@ -78,7 +78,8 @@ def test_gdn_style_gates_get_the_reference_wrappers_message():
         kda_packed_decode(*args)
 
 
-@pytest.mark.parametrize("config", [TileConfig(4, 3, prefetch=False, loop_stages=3), TileConfig(8, 2),
+@pytest.mark.parametrize("config", [TileConfig(4, 3, prefetch=False, loop_stages=3), TileConfig(4, prefetch=False),
+                                    TileConfig(8, 2),
                                     TileConfig(8, 2, evict_first=True, hint_stores=False, keep_inputs=True)])
 def test_every_tiling_computes_the_same_step(config):
     """The tables pick among these for KDA (the software-pipelined loop for a large bf16 batch); each must be

@@ -61,18 +61,38 @@ def test_the_directory_search_skips_a_folder_it_cannot_search_and_says_so(tree):
                               "summary: 1 checked: 0 error(s), 1 warning(s), 1 note(s)\n")
 
 
-def test_silent_leaves_the_skipped_folder_unsaid(tree):
-    outcome = run_cli(".", "--output-format", "concise", "--silent")
-    assert (outcome.exit_code, outcome.stderr) == (0, "")
+@pytest.mark.parametrize("option", ["--silent", "--quiet"])
+def test_silent_and_quiet_leave_the_skipped_folder_unsaid(tree, option):
+    outcome = run_cli(".", "--output-format", "concise", option)
+    assert outcome.exit_code == 0 and "warning: locked" not in outcome.stderr
+
+
+def test_targets_that_overlap_say_it_once(tmp_path, monkeypatch):
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "config.json").write_text(CONFIG)
+    (tmp_path / "sub" / "deep").mkdir(parents=True)
+    deep, scandir = str(tmp_path / "sub" / "deep"), os.scandir
+
+    def denied(path=".", *args, **kwargs):
+        if os.path.abspath(os.fspath(path)) == deep:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return scandir(path, *args, **kwargs)
+    monkeypatch.setattr(os, "scandir", denied)
+    clean_output_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    outcome = run_cli(".", "sub", "--output-format", "concise")  # `.` walks into sub/deep, and so does `sub`
+    assert outcome.stderr.count("warning: sub/deep: permission denied") == 1
 
 
 def test_a_search_that_finds_nothing_but_a_folder_it_cannot_search_says_why(tree):
     (tree / "good" / "config.json").unlink()
     outcome = run_cli(".", "--output-format", "concise")
     assert outcome.exit_code == 2
-    assert outcome.stderr.splitlines()[0] == "warning: locked: permission denied (the folder cannot be searched); skipped"
-    assert ("no `config.json`, `.safetensors` file or safetensors index in it or below it (1 directory could not "
-            "be searched: permission denied)") in outcome.stdout + outcome.stderr
+    assert outcome.stdout == (
+        ".:1:1: error[GDR002] `.` is not a checkpoint: no `config.json`, `.safetensors` file or safetensors index in "
+        "it or below it (1 directory could not be searched: permission denied)\n")
+    assert outcome.stderr.splitlines()[0] == ("warning: locked: permission denied (the folder cannot be searched); "
+                                              "skipped")
 
 
 def test_the_library_names_each_folder_it_could_not_search(tree):

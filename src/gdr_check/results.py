@@ -106,6 +106,7 @@ class Run:
     failing: tuple[str, ...] = FAILING_DEFAULT
     exit_zero: bool = False
     color: bool = False
+    ascii_only: bool = False  # tables in ASCII boxes: stdout's encoding lacks box drawing
     show_info: bool = False  # info notes as alerts too (SARIF results, annotations, code-quality issues)
     quiet: bool = False  # the diagnostics only: no headers, tables or summary
 

@@ -54,7 +54,7 @@ def call_command(
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
     from ..api import check_recording
-    from .formats.console import use_color
+    from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
     if engine is not None:
@@ -66,5 +66,5 @@ def call_command(
                          exit_zero=exit_zero, error_on_warning=error_on_warning, isolated=isolated)
     run = check_recording(str(recording), target=model, tp=tp, engine=engine, state_dtype=state_dtype, index=index,
                           selection=options.selection, failing=options.failing, exit_zero=options.exit_zero)
-    run.color = fmt == "full" and output_file is None and use_color()
+    style_for_destination(run, fmt, output_file)
     return write_run(run, out)

@@ -252,7 +252,7 @@ def check_command(
 ) -> int:
     """Check models: per-rank shapes of every kernel argument, and every problem, for each deployment."""
     from .formats import format_module
-    from .formats.console import use_color
+    from .formats.console import style_for_destination
 
     if output_format is not None and output_format not in FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; expected one of: {', '.join(FORMATS)}",
@@ -271,7 +271,7 @@ def check_command(
     config = _run_config(paths, resolver)
     fmt = _first(output_format, config.output_format, "full")
     out = Output(fmt, output_file)
-    if not silent:  # skipped, as ruff skips a folder it cannot read, but not without a word
+    if not (quiet or silent):  # skipped, as ruff skips a folder it cannot read, but not without a word
         for folder in unsearchable:
             out.info_line(f"warning: {display_path(folder)}: permission denied (the folder cannot be searched); "
                           "skipped")
@@ -339,9 +339,9 @@ def check_command(
         results,
         failing=FAILING_WITH_WARNINGS if _first(error_on_warning, config.error_on_warning) else FAILING_DEFAULT,
         exit_zero=bool(_first(exit_zero, config.exit_zero)),
-        color=fmt == "full" and output_file is None and use_color(),
         show_info=show_info, quiet=quiet,
     )
+    style_for_destination(run, fmt, output_file)
     renderer = format_module(fmt)
     if silent and output_file is None:
         pass  # the exit code says it all

@@ -94,7 +94,7 @@ def dry_run_command(
 ) -> int:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process and verify every step."""
     from ..api import dry_run
-    from .formats.console import use_color
+    from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
     profile = _validate(backend, device, engine, steps, batch)
@@ -112,7 +112,7 @@ def dry_run_command(
     run = dry_run(target, tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile, backend=backend,
                   device=device, steps=steps, seed=seed, timeout=timeout, selection=options.selection,
                   failing=options.failing, exit_zero=options.exit_zero, ranks=ranks, weights=weights)
-    run.color = fmt == "full" and output_file is None and use_color()
+    style_for_destination(run, fmt, output_file)
     code = write_run(run, out)
     details = run.results[0].details
     if ranks == "all":

@@ -140,7 +140,9 @@ def load_scan_block(slots, slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW: tl.
 
     A load of its own, so that the decode kernels can request it with the state, long before the verdict is
     needed (only the stores wait for it). Only the rows before i_n are read, and the rows after it as well for
-    a slot-0 row under RESERVED_ZERO (is it followed by a live one?); other lanes read the skip sentinel."""
+    a slot-0 row under RESERVED_ZERO (is it followed by a live one?); other lanes read the skip sentinel, so
+    guard_row must be given the same `slot`: its "followed" bit, set by those lanes for a non-zero slot, only
+    counts for a slot-0 row."""
     if SCAN_BLOCK == 0 or SCAN_LOOP:
         return slot
     else:

@@ -99,7 +99,8 @@ def kda_packed_decode_kernel(
     beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))
 
     if not PREFETCH:
-        if TILES == 1:  # ahead of the verdict below, whose arithmetic then overlaps the tile's latency
+        if TILES == 1:  # after the gates, before the guard's verdict (at one row: no scan; with a scan
+            # `tiling.choose_config` keeps the tile first, measured faster)
             next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing
         computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, scan, SKIP_AT_OR_BELOW,

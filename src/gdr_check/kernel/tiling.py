@@ -245,10 +245,11 @@ def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: i
     """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K).
 
     `scanned`: for a kernel that runs the device guard's duplicate scan (`has_duplicate_scan`), which always
-    requests a single tile before the scan (prefetch), so that the scan overlaps the state's latency. Where
-    the table loads a single tile after the gate arithmetic (faster unguarded at small B), the scan would come
-    first and the tile after it: 1.01-1.17x the unguarded launch at those points on the H200 (2026-12-01 18:47
-    run), 1.01-1.04x with the tile first (18:56 run)."""
+    requests a single tile first (prefetch), where the table loads it after the gate arithmetic (faster unguarded
+    at small B). Unprefetched, the guarded kernel took 1.01-1.17x the unguarded launch on the H200 (2026-12-01
+    18:47 run), against 1.01-1.04x with the tile first (18:56 run); with the scan's slots requested early
+    (`load_scan_block`) the unprefetched form was still 0.2-6.4 points slower than the tile first at all seven
+    such points (20:59 A/B, docs/data/guard_variants/h200_9_scan_early.json)."""
     tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
     config = (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
     if scanned and config.tiles_per_program == 1 and not config.prefetch:

@@ -167,16 +167,23 @@ def expand_targets(paths: Iterable[str], excluded: Callable[[Path], bool] = is_d
     checkpoints below it. Returns the targets, without repeats, and those that failed (a directory with no
     checkpoint below it: its `SourceError`, to report in its place). As in ruff, a path named explicitly is
     checked even when excluded, unless `force_exclude` (what pre-commit needs, since it names every file).
-    `on_unsearchable`: see `find_checkpoints`."""
+    `on_unsearchable`: see `find_checkpoints`; called once per folder, however many targets lie above it."""
     targets: list[str] = []
     failed: dict[str, SourceError] = {}
+    said: set[str] = set()
+
+    def unsearchable_once(folder: str) -> None:  # targets that overlap meet the same folder again
+        if on_unsearchable is not None and os.path.realpath(folder) not in said:
+            said.add(os.path.realpath(folder))
+            on_unsearchable(folder)
+
     for path in paths:
         if not os.path.lexists(path):
             targets.append(path)  # a repo id, or a path that does not exist (reported when checked)
         elif os.path.isdir(path) and not is_checkpoint_dir(Path(path)):
             try:
                 targets.extend(find_checkpoints(path, excluded=excluded, follow_links=follow_links,
-                                                on_unsearchable=on_unsearchable))
+                                                on_unsearchable=unsearchable_once))
             except SourceError as error:
                 targets.append(path)
                 failed[path] = error

@@ -83,10 +83,10 @@ def _counts(diagnostics: list[Diagnostic]) -> str:
     return f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
 
 
-def render_full(run: CallRun, *, color: bool = False) -> str:
+def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) -> str:
     """The `full` report of a call run: each distinct call with its table and diagnostics, then the summary."""
     buffer = io.StringIO()
-    console = make_console(buffer, color)
+    console = make_console(buffer, color, ascii_only)
     groups: dict[str, list[CheckedCall]] = {}
     for call in run.calls:
         groups.setdefault(_signature(call), []).append(call)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO
+from typing import IO, cast
 
 from rich.console import Console
 
 from ...report import Diagnostic
+from ...results import Run
 from ..escape import markup as escape
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
@@ -60,12 +61,51 @@ def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None
     console.print()
 
 
-def make_console(stream: IO[str], color: bool) -> Console:
-    return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=120,
+def make_console(stream: IO[str], color: bool, ascii_only: bool = False) -> Console:
+    """The human renderers' console, writing into `stream`; `ascii_only`: tables drawn with ASCII boxes."""
+    file = cast("IO[str]", _AsciiStream(stream)) if ascii_only else stream
+    return Console(file=file, force_terminal=color, no_color=not color, highlight=False, width=120,
                    soft_wrap=False, emoji=False)
+
+
+class _AsciiStream:
+    """`stream`, presented to rich as an ASCII stream: rich then draws its tables' boxes in ASCII (+, -, |). The
+    text in the tables is left as it is (what stdout cannot encode is escaped on the way out)."""
+
+    encoding = "ascii"
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def stdout_lacks_boxes() -> bool:
+    """Whether stdout's encoding cannot write rich's box drawing (PYTHONIOENCODING=ascii, a Latin-1 terminal):
+    a report written there draws its tables in ASCII instead of an escape per border character."""
+    try:
+        "\u2501\u2503\u2547".encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return True
+    return False
 
 
 def use_color() -> bool:
     if os.environ.get("NO_COLOR"):
         return False
     return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+
+
+def style_for_destination(run: Run, fmt: str, output_file: str | os.PathLike[str] | None) -> None:
+    """Set how `run`'s human report looks where it goes: on stdout, in colour where the terminal takes it and in
+    ASCII boxes where its encoding lacks box drawing; in a report file, plain UTF-8."""
+    to_stdout = output_file is None
+    run.color = fmt == "full" and to_stdout and use_color()
+    run.ascii_only = to_stdout and stdout_lacks_boxes()

@@ -172,10 +172,10 @@ def _summary(result: DryRunResult) -> str:
     return f"dry-run {verdict}: {steps} step(s) verified; {tally}"
 
 
-def render_full(target: str, result: DryRunResult, *, color: bool) -> str:
+def render_full(target: str, result: DryRunResult, *, color: bool, ascii_only: bool = False) -> str:
 
     buffer = io.StringIO()
-    console = make_console(buffer, color)
+    console = make_console(buffer, color, ascii_only)
     _header(console, target, result)
     _steps_table(console, result)
     _timing_lines(console, result)
@@ -186,9 +186,9 @@ def render_full(target: str, result: DryRunResult, *, color: bool) -> str:
     return buffer.getvalue()
 
 
-def render_ranks(target: str, result: RanksResult, *, color: bool) -> str:
+def render_ranks(target: str, result: RanksResult, *, color: bool, ascii_only: bool = False) -> str:
     buffer = io.StringIO()
-    console = make_console(buffer, color)
+    console = make_console(buffer, color, ascii_only)
     data = result.result
     console.print(f"[bold]{escape(target)}[/bold]  dry-run --ranks all (tp={result.tp})", soft_wrap=True)
     rows: list[tuple[str, str]] = []

@@ -156,21 +156,23 @@ def _render_subject(run: Run) -> str:
     if result.kind == "call":
         from .call_sections import render_full as call_sections
 
-        return call_sections(result.details, color=run.color)
+        return call_sections(result.details, color=run.color, ascii_only=run.ascii_only)
     from ...runner.ranks_api import RanksResult
     from .dryrun_sections import render_full as dry_run_sections
     from .dryrun_sections import render_ranks
 
     if isinstance(result.details, RanksResult):  # `dry-run --ranks all`
-        return neutralise_log(render_ranks(result.target, result.details, color=run.color))
-    return neutralise_log(dry_run_sections(result.target, result.details, color=run.color))
+        return neutralise_log(render_ranks(result.target, result.details, color=run.color,
+                                             ascii_only=run.ascii_only))
+    return neutralise_log(dry_run_sections(result.target, result.details, color=run.color,
+                                             ascii_only=run.ascii_only))
 
 
 def render(run: Run) -> str:
     if not run.quiet and len(run.results) == 1 and run.results[0].kind != "check" and run.results[0].error is None:
         return _render_subject(run)
     buffer = io.StringIO()
-    console = make_console(buffer, run.color)
+    console = make_console(buffer, run.color, run.ascii_only)
     if run.quiet:
         _render_quiet(console, run)
         return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
