@@ -225,3 +225,15 @@ def test_a_typed_violation_with_a_field_its_message_lacks_fails_when_its_class_i
             reason: str
             raeson: str
     assert rule.code == "GDR391"
+
+
+def test_every_rule_code_named_in_rule_texts_and_docs_exists():
+    """A rule's explanation, causes and fixes, and the user docs, name other rules by code; each must be a rule
+    (GDR403 once named a GDR230-GDR233 that never existed)."""
+    texts = {f"{code} {field}": str(getattr(rule, field) or "") for code, rule in RULES.items()
+             for field in ("summary", "message", "explanation", "causes", "fixes", "engines")}
+    texts.update({str(path.relative_to(ROOT)): path.read_text(encoding="utf-8")
+                  for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]})
+    unknown = {(where, code) for where, text in texts.items() for code in re.findall(r"\bGDR\d{3}\b", text)
+               if code not in RULES}
+    assert unknown == {("README.md", "GDR999")}  # its example of a code that is no rule

@@ -120,7 +120,8 @@ declare(
         "CUDA-graph capture in sglang) as `Triton Error [CUDA]: an illegal memory access was encountered`. "
         "The packed decode kernel reads and writes `initial_state[ssm_state_indices[i]]` without a bounds "
         "check: a slot >= the pool's slot count, or a negative padding slot the engine's kernel does not skip, "
-        "reads or writes outside the pool (GDR230-GDR233 catch these before launch). The error is reported "
+        "reads or writes outside the pool (GDR241 and GDR242 catch these before launch, GDR240 a pool view it "
+        "does not assume). The error is reported "
         "asynchronously, at a later CUDA call, so the traceback's frame is often not the faulty kernel."),
     causes=("a slot index >= the state pool's slot count (a pool sized for fewer requests than are scheduled)",
             "padding rows marked -1 passed to a kernel that does not skip them",
@@ -375,3 +376,31 @@ def _a_log_dtype(values: Mapping[str, str], context: Context) -> list[str]:
         out.append("in 16 bits each head's decay rate exp(A_log) is rounded (A_log keeps 8 or 11 significant "
                    "bits), and the decay compounds over every token of the context")
     return out
+
+
+declare(
+    "GDR410", "kda-heads-do-not-divide-tp",
+    summary="sglang's Kimi-Linear load check: the TP size does not divide the KDA heads",
+    message="KDA num_heads ({heads}) must be divisible by shard tp_size ({tp})",
+    explanation=(
+        "sglang's Kimi-Linear model (`models/kimi_linear.py`, `_get_kda_local_num_heads`) splits the KDA heads over "
+        "the TP ranks while it builds each linear-attention layer and raises `ValueError` when the count does "
+        "not divide. It is the KDA form of GDR401; `gdr-check MODEL --tp N` reports it before loading (GDR121)."),
+    causes=("--tp that does not divide the model's KDA head count (32 for Kimi-Linear-48B)",),
+    fixes=("pick a TP size that divides the KDA heads and the full-attention heads (`gdr-check MODEL --tp N` lists "
+           "them); pipeline parallelism splits layers and has no head constraint",),
+    example=PastedExample("ValueError: KDA num_heads (32) must be divisible by shard tp_size (3)"),
+    engines="sglang 0.5.23 (models/kimi_linear.py)",
+    scope="pasted",
+)
+
+
+@reasoner("GDR410", numeric=("heads", "tp"))
+def _kda_heads(values: Mapping[str, str], context: Context) -> list[str]:
+    heads, tp = int(values["heads"]), int(values["tp"])
+    if tp <= 0:
+        return []
+    valid = [size for size in (1, 2, 4, 8, 16, 32, 64) if heads % size == 0]
+    return [f"{heads} = {tp} × {heads // tp} + {heads % tp}: tp={tp} leaves a remainder; TP sizes that divide "
+            f"{heads}: {', '.join(map(str, valid))}", *named_widths(heads, context)]
+
