@@ -158,3 +158,27 @@ def test_empty_batch_is_a_no_op():
              ran.out[:0], ran.ssm_state_indices[:0], True)
     launch_packed_decode(*empty)
     assert torch.equal(ran.pool_backing, call.pool_backing)
+
+
+@pytest.mark.parametrize("variant", ["packed_decode", "kda_packed_decode"])
+def test_cpu_tensors_outside_the_interpreter_are_one_clear_error(variant):
+    """Triton has no CPU driver: without TRITON_INTERPRET the checked kernels say what to do (GDR251) instead of
+    Triton's `0 active drivers` traceback."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from kernel_helpers import make_call\n"
+        "from gdr_check.kernel import packed_decode, kda_packed_decode\n"
+        f"kda = {variant == 'kda_packed_decode'}\n"
+        "call = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, kda=kda, seed=1)\n"
+        "try:\n"
+        f"    {variant}(*call.args())\n"
+        "except ValueError as error:\n"
+        "    print(error)\n")
+    environment = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GDR_CHECK_TEST_GPU")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=300, check=False)
+    assert done.stdout == ("all tensors are on cpu: the Triton kernel cannot run there outside the interpreter (set "
+                           "TRITON_INTERPRET=1 before triton is imported, or move them to the GPU)\n"), done.stderr

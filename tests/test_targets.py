@@ -106,6 +106,19 @@ def test_a_named_target_is_checked_even_when_excluded_unless_force_exclude(tree:
     assert run.stderr == "warning: no checkpoint to check: every target is excluded\n"
 
 
+@pytest.mark.parametrize("fmt, empty", [("json", '"results": []'), ("sarif", '"results": []'), ("gitlab", "[]"),
+                                        ("junit", 'tests="0" failures="0" errors="0"')])
+def test_every_target_excluded_still_writes_an_empty_report(tree: Path, fmt, empty):
+    """A CI step that uploads the report (SARIF to code scanning, a GitLab artifact) finds a valid document, not
+    the previous run's or none."""
+    (tree / "report").write_text("last run's report, with its findings\n")
+    run = run_cli("models/bad", "--exclude", "bad", "--force-exclude", "--output-format", fmt, "-o", "report")
+    assert (run.exit_code, run.stdout) == (0, "")
+    assert empty in (tree / "report").read_text()
+    stdout = run_cli("models/bad", "--exclude", "bad", "--force-exclude", "--output-format", fmt).stdout
+    assert empty in stdout
+
+
 def test_linked_directories_are_searched_only_with_follow_links(tree: Path, tmp_path_factory):
     elsewhere = tmp_path_factory.mktemp("shared")
     write_good(elsewhere / "m")

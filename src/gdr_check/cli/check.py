@@ -327,14 +327,17 @@ def check_command(
                                   error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),
                                   revision=revision, follow_links=follow_links))
         return 2 if unreadable else 0  # a target it could not read is an error line there: the run failed
-    if not paths:  # every target named was excluded (`--force-exclude`)
-        out.info_line("warning: no checkpoint to check: every target is excluded")
-        return 0
     from .progress import target_progress
 
-    with target_progress(len(paths), quiet=quiet or silent) as progress:
-        results = check_targets(paths, settings_for, unreadable=unreadable, revision=revision,
-                                follow_links=follow_links, progress=progress)
+    if not paths:  # every target named was excluded (`--force-exclude`): an empty report still, so that a report
+        # file or a CI step reading one finds a valid document, not last run's or none
+        if not silent:
+            out.info_line("warning: no checkpoint to check: every target is excluded")
+        results = []
+    else:
+        with target_progress(len(paths), quiet=quiet or silent) as progress:
+            results = check_targets(paths, settings_for, unreadable=unreadable, revision=revision,
+                                    follow_links=follow_links, progress=progress)
     run = Run(
         results,
         failing=FAILING_WITH_WARNINGS if _first(error_on_warning, config.error_on_warning) else FAILING_DEFAULT,

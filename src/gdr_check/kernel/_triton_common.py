@@ -77,6 +77,11 @@ def release_dependents():
                               is_pure=False, pack=1)
 
 
+# Whether Triton runs this process's kernels in its CPU interpreter: `triton.jit` reads TRITON_INTERPRET when a
+# kernel is defined, and gives an interpreted function then (the decode kernels are defined right after this).
+INTERPRETED = type(softplus).__name__ == "InterpretedFunction"
+
+
 @functools.lru_cache(maxsize=16)
 def programmatic_launch_supported(device: Any) -> bool:
     """Whether kernels on `device` can be launched programmatically after the previous one (PDL): an NVIDIA device

@@ -34,6 +34,7 @@ from ..checks.rules_guard import meta_report
 from ..registry import Finding
 from ..report import Diagnostic, Severity
 from ._triton_common import (
+    INTERPRETED,
     DirectLauncher,
     guard_row,
     load_scan_block,
@@ -470,6 +471,9 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
     if verdict.errors:
         raise ValueError(verdict.errors[0].message)
     state = args[6]
+    if state.device.type == "cpu" and not INTERPRETED:  # Triton has no CPU driver: say so, not its traceback
+        cpu = RULES["GDR251"].diagnostic(Finding({"device": "cpu"}, argument="mixed_qkv"))
+        raise ValueError(f"{cpu.message} (set TRITON_INTERPRET=1 before triton is imported, or move them to the GPU)")
     buffer = buffer if buffer is not None else default_buffer(state.device)
     if buffer.host_flag[0] and not is_capturing():
         buffer.look(context, engine)
