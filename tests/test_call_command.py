@@ -206,6 +206,8 @@ def test_identical_calls_are_shown_once_and_index_selects_one(tmp_path, capsys):
     ("{", "not valid JSON"),
     ('["calls"]', "top level is a list"),
     ('{"calls": []}', "not a gdr-check recording"),
+    ('{"schema_version": 1, "kind": "other", "calls": []}',
+     "not a gdr-check recording: its `kind` is 'other', not 'gdr-check-capture'"),
     ('{"schema_version": 2, "calls": []}', "schema_version 2 is not supported"),
     ('{"schema_version": 1, "calls": []}', "no recorded calls"),
     ('{"schema_version": 1, "calls": [{"call": {"variant": "gdn"}}]}', "has no `mixed_qkv`"),
@@ -219,6 +221,16 @@ def test_malformed_recordings_exit_2_with_one_line(tmp_path, capsys, content, fr
     assert err.count("\n") == 1 and err.startswith("error: ") and fragment in err and "Traceback" not in err
     code, out, err = run(capsys, "call", str(path), "--output-format", "json")
     assert code == 2 and json.loads(out)["error"]["code"] == "recording" and err.count("\n") == 1
+
+
+def test_a_recording_named_to_check_is_pointed_at_call(tmp_path, capsys):
+    """Without the `call` subcommand a recording is no model config: say which command reads it."""
+    path = write_recording(tmp_path / "calls-0.json", expected_call())
+    code, out, err = run(capsys, path)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == (f"error: `{path}` is not a checkpoint: it is a recording of kernel calls, not a "
+                                   "model config: `gdr-check call` checks it; help: pass the model directory, its "
+                                   "`config.json` or its `.safetensors` files")
 
 
 def test_malformed_tensor_fields_exit_2(tmp_path, capsys):

@@ -219,3 +219,28 @@ def test_a_full_stderr_still_exits_2_and_the_document_reaches_stdout(repo):
                               check=False, cwd=repo, stdout=subprocess.PIPE, stderr=full, timeout=60)
     assert done.returncode == 2
     assert "GDR001" in done.stdout.decode("utf-8")  # the JSON document, whatever became of the error line
+
+
+@pytest.mark.parametrize("fmt", ["json", "full", "sarif"])
+def test_a_report_never_replaces_the_checkpoint_it_checks(repo, fmt):
+    """`-o good/config.json` would destroy the config it reads: refused before anything is written."""
+    config = (repo / "good" / "config.json").read_bytes()
+    outcome = run_cli("good", "--isolated", "--output-format", fmt, "-o", "good/config.json")
+    assert (outcome.exit_code, outcome.stdout) == (2, "")
+    assert outcome.stderr == ("error: will not write the report over `good/config.json`: it is a file of the "
+                              "checkpoint `good`, which this run reads\n")
+    assert (repo / "good" / "config.json").read_bytes() == config
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "model.safetensors.index.json"])
+def test_no_report_replaces_a_file_named_as_a_checkpoint_s(repo, name):
+    """Whatever the run (here a usage error, whose record goes to -o too), a file named as a config or weights is
+    never replaced by a report."""
+    (repo / "elsewhere").mkdir()
+    (repo / "elsewhere" / name).write_bytes(OLD_REPORT)
+    outcome = run_cli("good", "--no-such-option", "--output-format", "json", "-o", f"elsewhere/{name}")
+    assert outcome.exit_code == 2
+    assert outcome.stderr.splitlines()[-1] == (
+        f"error: cannot write `elsewhere/{name}`: it is a checkpoint's file by its name (a config or weights), "
+        "which the report would replace: name the report otherwise")
+    assert (repo / "elsewhere" / name).read_bytes() == OLD_REPORT

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from .call import ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
-from .errors import InputError
+from .errors import InputError, printable
 from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
+from .sources.open import RECORDING_KIND
 from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
 
 SCHEMA_VERSION = 1
-KIND = "gdr-check-capture"
+KIND = RECORDING_KIND
 
 
 # -- reading -------------------------------------------------------------------------------------------------------
@@ -172,8 +173,11 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(shown, f"not a gdr-check recording: the top level is a {type(document).__name__}, "
                                     f"not an object")
     version = document.get("schema_version")
-    if version is None or document.get("kind", KIND) != KIND:
-        raise RecordingError(shown, "not a gdr-check recording (no `schema_version`/`kind`); record one with "
+    if document.get("kind", KIND) != KIND:
+        raise RecordingError(shown, f"not a gdr-check recording: its `kind` is {printable(repr(document['kind']))}, "
+                                    f"not {KIND!r}; record one with `gdr_check.capture()`")
+    if version is None:
+        raise RecordingError(shown, "not a gdr-check recording (no `schema_version`); record one with "
                                     "`gdr_check.capture()`")
     if version != SCHEMA_VERSION:
         raise RecordingError(shown, f"recording schema_version {version!r} is not supported; this gdr-check "

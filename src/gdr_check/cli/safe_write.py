@@ -15,6 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ..sources.discover import CHECKPOINT_SUFFIXES, CONFIG_NAME
 from .errors import ReportWriteError
 
 ENCODING = "utf-8"
@@ -111,6 +112,11 @@ def write_report_file(path: str | os.PathLike[str], content: str) -> None:
             existing = None
         if existing is not None and stat.S_ISDIR(existing.st_mode):
             raise _failure(path, "is a directory")
+        if existing is not None and any(name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES)
+                                        for name in (path.name, target.name)):
+            # (a usage error's record goes to -o too: the check is here, on every way a report is written)
+            raise _failure(path, "it is a checkpoint's file by its name (a config or weights), which the report "
+                                 "would replace: name the report otherwise")
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             _write_in_place(target, data)
             return

@@ -73,6 +73,21 @@ def is_checkpoint_dir(directory: Path) -> bool:
     return any(name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES) for name in names)
 
 
+def checkpoint_inputs(target: str) -> list[str]:
+    """The files a check of `target` reads, as far as a listing tells: a directory's `config.json`, safetensors
+    files and indexes; for a named file, the same in its directory. Empty for what is no path (a repo id)."""
+    if not os.path.lexists(target):
+        return []
+    named = [] if os.path.isdir(target) else [target]
+    directory = target if not named else os.path.dirname(target) or "."
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return named
+    return [os.path.join(directory, name) for name in names
+            if name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES)] + named
+
+
 def is_default_excluded(directory: Path) -> bool:
     """Hidden directories, ruff's default excludes, and virtualenvs by their `pyvenv.cfg`."""
     return is_excluded(directory)

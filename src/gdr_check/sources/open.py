@@ -48,6 +48,8 @@ INDEX_SUFFIX = ".safetensors.index.json"
 # Pickle-based weights: reported, never opened.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
 CONFIG_ONLY_NOTE = "only `config.json` was read: no weights were cross-checked"
+# The `kind` of a call recording (`gdr_check.capture()`, recording.py): JSON too, but no model config.
+RECORDING_KIND = "gdr-check-capture"
 _NAME = attrgetter("name")
 
 
@@ -188,6 +190,9 @@ class _Builder:
         value, text = load_json_file(self.reader, path, what=f"`{path.name}`", invalid=InvalidConfigJson)
         if not isinstance(value, dict):
             raise NonObjectConfigs(path, json_type=json_type(value))
+        if value.get("kind") == RECORDING_KIND:
+            raise UnrecognizedInputs(path, path=display_path(path), reason=(
+                "it is a recording of kernel calls, not a model config: `gdr-check call` checks it"))
         self.checkpoint.config = value
         self.checkpoint.config_file = display_path(path)
         self.checkpoint.config_keys = dotted_keys(text)
