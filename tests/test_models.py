@@ -204,6 +204,46 @@ def test_qwen_config_with_every_layer_full_is_an_error_not_nothing_to_check():
     assert diagnostic.location.json_key == "text_config.layer_types"
 
 
+@pytest.mark.parametrize("architectures, what, fix", [
+    (["LlamaForCausalLM"], "names `LlamaForCausalLM`, but `model_type` `qwen3_next` is served by "
+     "`Qwen3NextForCausalLM`", 'set `architectures` to ["Qwen3NextForCausalLM"], or `model_type` to the one '
+     "`LlamaForCausalLM` reads"),
+    (["Qwen3NextForCausalLm"], "names `Qwen3NextForCausalLm`, but `model_type` `qwen3_next` is served by "
+     "`Qwen3NextForCausalLM`", 'set `architectures` to ["Qwen3NextForCausalLM"], or `model_type` to the one '
+     "`Qwen3NextForCausalLm` reads"),
+    ("Qwen3NextForCausalLM", 'is "Qwen3NextForCausalLM", not a list of class names',
+     'write it as a list: ["Qwen3NextForCausalLM"]'),
+    ([], "is an empty list", 'write it as a list: ["Qwen3NextForCausalLM"]'),
+    ([7], "is [7], whose first entry is no class name", 'write it as a list: ["Qwen3NextForCausalLM"]'),
+], ids=["another model's", "a typo", "a string", "empty", "a number"])
+def test_architectures_that_do_not_serve_the_model_type_are_a_warning(architectures, what, fix):
+    """sglang and vLLM build the model class `architectures[0]` names; transformers the config `model_type`
+    names: a config whose two disagree loads another model (or none)."""
+    config = qwen3_next_config()
+    config["architectures"] = architectures
+    result = check_checkpoint(config_only(config), DEFAULT)
+    diagnostic = only(result, "GDR109")
+    assert (diagnostic.severity, diagnostic.message, diagnostic.fixes) == (
+        "warning", f"`architectures` {what}: the engines build the model class its first entry names", [fix])
+    assert diagnostic.location.json_key == "architectures"
+    assert result.model is not None and result.model.family == "qwen3-next"  # described by its model type
+
+
+def test_released_configs_name_their_own_architecture():
+    for model in list_builtin():  # the published config.json of each built-in model
+        assert "GDR109" not in check_checkpoint(config_only(dict(model.config)), DEFAULT).report.codes(), model.repo_id
+
+
+def test_another_family_s_architecture_says_why_its_fields_are_missing():
+    config = qwen3_next_config()
+    config["architectures"] = ["KimiLinearForCausalLM"]
+    result = check_checkpoint(config_only(config), DEFAULT)
+    first = [d for d in result.report if d.code == "GDR107"][0]
+    assert first.notes[0] == ("`model_type` `qwen3_next` is qwen3-next's (served by `Qwen3NextForCausalLM`), while "
+                              "`architectures` names kimi-linear's `KimiLinearForCausalLM`: the fields are looked up "
+                              "as kimi-linear's")
+
+
 # -- config vs weights ---------------------------------------------------------------------------------------
 def test_config_says_more_value_heads_than_a_log(tmp_path: Path):
     weights = qwen3_next_config(HV=8)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models.adapters import QUANTITIES, Selection
+from ..models.adapters import QUANTITIES, Selection, adapter_serving
 from ..models.decode_path import decode_path
 from ..models.description import Locator, _shown, why_undescribed
 from ..models.pools import plan_pool
@@ -819,6 +819,12 @@ def undescribed_linear_attention(checkpoint: Checkpoint, selection: Selection, m
     notes = [f"also `{key}`: {text}" for key, text in markers[1:4]]
     problems = why_undescribed(checkpoint, selection.adapter)
     architecture = selection.identity.architecture
+    by_type = adapter_serving(model_type=selection.identity.root_model_type)
+    if by_type is not None and selection.adapter is not None and by_type is not selection.adapter:
+        # `architectures` chose another family than `model_type`: the missing fields are likely that mismatch's
+        notes.insert(0, f"`model_type` `{selection.identity.root_model_type}` is {by_type.family}'s (served by "
+                        f"`{by_type.architectures[0]}`), while `architectures` names {selection.adapter.family}'s "
+                        f"`{architecture}`: the fields are looked up as {selection.adapter.family}'s")
     diagnostics = []
     if not problems:
         where = locate.config(marker_key).location
@@ -835,6 +841,44 @@ def undescribed_linear_attention(checkpoint: Checkpoint, selection: Selection, m
         diagnostics.append(violation.diagnostic(location=problem.source.location, notes=notes,
                                                 fixes=[f"fix `{problem.key}`"]))
     return diagnostics
+
+
+@rule(
+    "GDR109", "architectures-not-serving-the-model", severity="warning", scope=MODEL,
+    summary="`architectures` does not name a model class that serves this model",
+    message="`architectures` {what}: the engines build the model class its first entry names",
+    explanation=(
+        "transformers builds the config class from `model_type`, while sglang and vLLM pick the model class from "
+        "the first entry of `architectures` (a list of class names). gdr-check describes the layers by the model "
+        "type's family. When the two disagree, the engine builds a model class that does not serve this model "
+        "type: it fails to load the weights, or builds other layers than the ones checked here. A string or an "
+        "empty list fails at start-up."
+    ),
+    causes=("a config edited by hand, or copied from another model", "a class name with a typo"),
+    fixes=("set `architectures` to the model class of the released config",),
+    example=ModelExample(qwen3_next_config(architectures=["LlamaForCausalLM"]),
+                         "a Qwen3-Next config naming another model class"),
+    engines="sglang 0.5.23 and vLLM.",
+)
+def architectures_not_serving(ctx: ModelContext) -> Finding | None:
+    model, identity = ctx.model, ctx.model.identity
+    locator = model.locator
+    if identity is None or locator is None or "architectures" not in (locator.checkpoint.config or {}):
+        return None
+    declared = (locator.checkpoint.config or {})["architectures"]
+    by_type = adapter_serving(model_type=identity.root_model_type)
+    if not isinstance(declared, list) or not declared or not isinstance(declared[0], str):
+        what = ("is an empty list" if declared == [] else f"is {_shown(declared)}, whose first entry is no class name"
+                if isinstance(declared, list) else f"is {_shown(declared)}, not a list of class names")
+        fix = f"write it as a list: [\"{by_type.architectures[0]}\"]" if by_type else "write it as a list"
+    elif by_type is not None and declared[0] not in by_type.architectures:
+        serving = " or ".join(f"`{name}`" for name in by_type.architectures)
+        what = f"names `{declared[0]}`, but `model_type` `{identity.root_model_type}` is served by {serving}"
+        fix = (f"set `architectures` to [\"{by_type.architectures[0]}\"], or `model_type` to the one `{declared[0]}` "
+               "reads")
+    else:
+        return None
+    return Finding({"what": what}, fixes=[fix], location=locator.config("architectures").location)
 
 
 @rule(

@@ -199,6 +199,7 @@ class LinearAttentionModel:
     # The KDA safe-gate lower bound (Kimi-K3 `gate_lower_bound`, GLM-5-Next, Ling `kda_lower_bound`).
     lower_bound: tuple[Any, Source] | None = None
     notes: list[str] = field(default_factory=list)
+    identity: Identity | None = None  # what the config says the model is (`architectures`, `model_type`)
     # The evidence the rules compare the config with (`checks.config_weights`, GDR103 and GDR111-GDR115): each
     # decoder layer's tensors (empty when no weights were read or the family's tensors are not modelled), the
     # layers whose tensors are linear attention, each linear layer's tensor layout, and where things are.
@@ -416,6 +417,7 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     for name in SHAPE_FIELDS:
         setattr(model, name, values.get(name))
     model.beta_scale_flag = _beta_scale_flag(view, identity, locate)
+    model.identity = identity
     return model
 
 
