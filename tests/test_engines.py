@@ -250,6 +250,18 @@ def test_cli_unknown_engine_is_one_line_and_exit_2(good: Path, engine: str, prob
     assert line.startswith("error: ") and problem in line
 
 
+@pytest.mark.parametrize("command", ["check", "call", "dry-run"])
+def test_an_unknown_state_dtype_names_the_option(good: Path, command: str):
+    from cli_checkpoints import run_cli
+
+    arguments = {"check": [str(good)], "call": ["call", "recording.json", "--model", str(good)],
+                 "dry-run": ["dry-run", str(good)]}[command]
+    result = run_cli(*arguments, "--isolated", "--state-dtype", "fp8")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[0] == ("error: Invalid value for --state-dtype: expected one of float32, "
+                                             "bfloat16, float16, got 'fp8'")
+
+
 def test_config_engine_takes_a_version(good: Path, tmp_path: Path):
     from cli_checkpoints import run_cli
 

@@ -165,6 +165,8 @@ ignore = ["GDR111"]
     ('exit-zero = "yes"', "tool.gdr-check.exit-zero", "expected true or false"),
     ('output-format = "xml"', "tool.gdr-check.output-format", "unknown value 'xml'"),
     ('engine = "trtllm"', "tool.gdr-check.engine", "expected one of: sglang, vllm"),
+    ('state-dtype = "fp8"', "tool.gdr-check.state-dtype",
+     "unknown state dtype 'fp8'; expected one of: float32, bfloat16, float16"),
     ('[[tool.gdr-check.overrides]]\nignore = ["GDR1"]', "tool.gdr-check.overrides[0].paths", "required"),
     ('[[tool.gdr-check.overrides]]\npaths = ["a"]\ntp = 2', "tool.gdr-check.overrides[0].tp", "unknown key"),
 ])

@@ -23,11 +23,12 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
-from .engines import UnknownEngineError, profile_for
+from .engines import STATE_DTYPES, UnknownEngineError, profile_for
 from .errors import InputError
 from .limits import LIMITS, read_bounded, shorten
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
+from .tensors import canonical_dtype
 
 PYPROJECT = "pyproject.toml"
 TABLE = "tool.gdr-check"
@@ -212,7 +213,7 @@ def load_config(path: Path) -> Config:
     config.batch = reader.integer("batch", minimum=0)
     config.slots = reader.integer("slots", minimum=1)
     config.model = reader.string("model")
-    config.state_dtype = reader.string("state-dtype")
+    config.state_dtype = reader.state_dtype("state-dtype")
     gpu_memory = table.get("gpu-memory")
     if gpu_memory is not None and (isinstance(gpu_memory, bool) or not isinstance(gpu_memory, (int, str))):
         raise ConfigError(path, f"{TABLE}.gpu-memory", f"expected a size like \"80GiB\" or a byte count, got "
@@ -285,6 +286,12 @@ class _Reader:
         value = self.string(key)
         if value is not None and value not in allowed:
             raise self.fail(key, f"unknown value {value!r}; expected one of: {', '.join(allowed)}")
+        return value
+
+    def state_dtype(self, key: str) -> str | None:
+        value = self.string(key)
+        if value is not None and canonical_dtype(value) not in STATE_DTYPES:
+            raise self.fail(key, f"unknown state dtype {value!r}; expected one of: {', '.join(STATE_DTYPES)}")
         return value
 
     def engine(self, key: str) -> str | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from .engine_option import engine_help, engine_option
+from .engine_option import engine_help, engine_option, state_dtype_option
 from .main import app
 from .output import Output
 from .run_options import (
@@ -59,6 +59,8 @@ def call_command(
     fmt = check_format(output_format)
     if engine is not None:
         engine_option(engine)
+    if state_dtype is not None:
+        state_dtype_option(state_dtype)
     if (state_dtype is not None or tp != 1) and model is None:
         raise typer.BadParameter("--tp and --state-dtype describe the model's deployment: pass --model too")
     out = Output(fmt, output_file)

@@ -23,7 +23,7 @@ from ..errors import display_path
 from ..limits import LIMITS, shorten
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
-from .engine_option import engine_help, engine_option
+from .engine_option import engine_help, engine_option, state_dtype_option
 from .errors import ReportWriteError
 from .main import app
 from .output import Output
@@ -293,6 +293,8 @@ def check_command(
     cli_layer = rule_selection(select, extend_select, ignore, rules=rules)
     if engine is not None:
         engine_option(engine)
+    if state_dtype is not None:
+        state_dtype_option(state_dtype)
     cli_tp = parse_tp_list(tp) if tp is not None else None
     if revision == "":
         raise typer.BadParameter("names no branch, tag or commit", param_hint="--revision")

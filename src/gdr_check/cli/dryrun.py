@@ -16,7 +16,7 @@ import typer
 
 from ..engines import DEFAULT_ENGINE, profile_for
 from ..limits import LIMITS, shorten
-from .engine_option import engine_help, engine_option
+from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
 from .main import app
 from .output import Output
@@ -98,6 +98,8 @@ def dry_run_command(
 
     fmt = check_format(output_format)
     profile = _validate(backend, device, engine, steps, batch)
+    if state_dtype is not None:
+        state_dtype_option(state_dtype)
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
         if not LIMITS[name].allows(value):  # NaN, inf, negative, or a number of thousands of digits
             raise typer.BadParameter(f"{shorten(value)} is outside {LIMITS[name].range_text} ({LIMITS[name].what})",

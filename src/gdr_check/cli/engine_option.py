@@ -1,10 +1,12 @@
-"""`--engine` and `[tool.gdr-check] engine`: an engine profile name, optionally with a version."""
+"""`--engine` (an engine profile name, optionally with a version) and `--state-dtype` (the state pool's dtype
+that engine is run with): each refused with one line naming the option and the choices."""
 
 from __future__ import annotations
 
 import typer
 
-from ..engines import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for
+from ..engines import ENGINE_NAMES, PROFILES, STATE_DTYPES, UnknownEngineError, profile_for
+from ..tensors import canonical_dtype
 
 
 def engine_help(default: str) -> str:
@@ -19,4 +21,12 @@ def engine_option(value: str) -> str:
         profile_for(value)
     except UnknownEngineError as error:
         raise typer.BadParameter(str(error), param_hint="--engine") from None
+    return value
+
+
+def state_dtype_option(value: str) -> str:
+    """`value` if it names a state dtype the engines support; a usage error (exit 2, one line) if not."""
+    if canonical_dtype(value) not in STATE_DTYPES:
+        raise typer.BadParameter(f"expected one of {', '.join(STATE_DTYPES)}, got {value!r}",
+                                 param_hint="--state-dtype")
     return value
