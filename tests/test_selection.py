@@ -215,6 +215,14 @@ def test_config_applies_and_command_line_wins(project: Path):
         "update: the state drifts from fp32 beta, more with longer contexts"]
 
 
+@pytest.mark.parametrize("value, problem", [
+    ('"0GiB"', "0GiB is outside 1..2**60 bytes"), ('"lots"', "not a size: 'lots' (e.g. 80GiB, 141GB or a byte count)")])
+def test_a_bad_gpu_memory_in_the_file_says_what_is_wrong_with_it(project: Path, value: str, problem: str):
+    write_pyproject(project, f"[tool.gdr-check]\ngpu-memory = {value}\n")
+    result = run_cli("models/good")
+    assert (result.exit_code, result.stderr) == (2, f"error: pyproject.toml: `tool.gdr-check.gpu-memory`: {problem}\n")
+
+
 def test_config_found_from_the_checked_path_not_the_cwd(project: Path, monkeypatch):
     write_pyproject(project / "models", '[tool.gdr-check]\nselect = ["GDR253"]\n')
     elsewhere = project / "elsewhere"

@@ -343,7 +343,8 @@ def test_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "ck" / "model.safetensors")
     assert str(error_of("ck")) == (
         "ck/model.safetensors: cannot read `model.safetensors`: not a regular file; "
-        "help: make the file readable by the current user, or point at a copy that is"
+        "help: fix the permissions (a folder needs search access), or point at a regular file the current user "
+        "can read"
     )
 
 
@@ -462,8 +463,8 @@ CASES = {
     ),
     "shard-is-a-directory": (
         lambda t: (_index(t, {"weight_map": {"w": "s.safetensors"}}), (t / "ck" / "s.safetensors").mkdir())[0],
-        "GDR004", "ck/s.safetensors: cannot read `s.safetensors`: not a regular file; help: make the file readable "
-        "by the current user, or point at a copy that is",
+        "GDR004", "ck/s.safetensors: cannot read `s.safetensors`: not a regular file; help: fix the permissions (a "
+        "folder needs search access), or point at a regular file the current user can read",
     ),
     "unresolved-ref": (
         lambda t: (_cached_model(t),

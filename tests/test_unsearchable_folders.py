@@ -106,8 +106,8 @@ def test_a_target_behind_a_folder_it_cannot_search_is_unreadable_not_missing(tre
     outcome = run_cli("locked/m", "--output-format", "concise")
     assert outcome.exit_code == 2
     assert outcome.stderr.splitlines() == [
-        "error: cannot read `locked/m`: permission denied (a folder on its path cannot be searched); help: make "
-        "the file readable by the current user, or point at a copy that is",
+        "error: cannot read `locked/m`: permission denied (a folder on its path cannot be searched); help: fix the "
+        "permissions (a folder needs search access), or point at a regular file the current user can read",
         "summary: 0 checked: 0 error(s), 0 warning(s), 0 note(s); 1 could not be read"]
 
 
@@ -116,8 +116,8 @@ def test_a_link_to_a_place_behind_such_a_folder_is_unreadable(tree):
     outcome = run_cli("link", "--output-format", "concise")
     assert outcome.exit_code == 2
     assert outcome.stderr.splitlines()[0] == (
-        "error: cannot read `link`: permission denied (a folder on its path cannot be searched); help: make the "
-        "file readable by the current user, or point at a copy that is")
+        "error: cannot read `link`: permission denied (a folder on its path cannot be searched); help: fix the "
+        "permissions (a folder needs search access), or point at a regular file the current user can read")
 
 
 @pytest.mark.parametrize("follow", [False, True])
@@ -154,5 +154,5 @@ def test_a_named_folder_that_cannot_be_searched_is_unreadable_not_empty(tree):
     outcome = run_cli("locked", "--output-format", "concise")
     assert outcome.exit_code == 2
     assert outcome.stderr.splitlines()[0] == (
-        "error: cannot read `locked`: permission denied (the folder cannot be searched); help: make the "
-        "file readable by the current user, or point at a copy that is")
+        "error: cannot read `locked`: permission denied (the folder cannot be searched); help: fix the "
+        "permissions (a folder needs search access), or point at a regular file the current user can read")

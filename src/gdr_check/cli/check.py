@@ -317,9 +317,9 @@ def check_command(
         if budget is None and budget_text is not None:
             try:
                 budget = parse_size(budget_text)
-            except typer.BadParameter:
+            except typer.BadParameter as error:  # its own words: not a size, or a size out of range
                 raise ConfigError(target_config.path or Path(PYPROJECT), "tool.gdr-check.gpu-memory",
-                                  f"not a size: {budget_text!r} (e.g. \"80GiB\")") from None
+                                  error.message) from None
         layers = [target_config.selection, cli_layer]
         return TargetSettings(
             config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),

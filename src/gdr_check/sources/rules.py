@@ -102,7 +102,8 @@ class UnreadableFiles(SourceError):
             "blocks on a read."
         ),
         causes=["file permissions", "a FIFO or device node named like a checkpoint file", "an I/O error"],
-        fixes=["make the file readable by the current user, or point at a copy that is"],
+        fixes=["fix the permissions (a folder needs search access), or point at a regular file the current user "
+               "can read"],
         example=CheckpointExample({"ck/model.safetensors.index.json": '{"weight_map": {"w": "s.safetensors"}}',
                                   "ck/s.safetensors": Folder()}, "ck",
                                   "a shard that is a directory"),
