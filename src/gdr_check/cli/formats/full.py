@@ -121,7 +121,7 @@ def _matrix_table(console: Console, run: Run, target: str) -> None:
                       str(row.value_heads_per_rank or "-"), str(row.width or "-"), mib(row.state_bytes_per_request))
     console.print(table)
     sizes = passing_tp_sizes(rows, target)
-    console.print(f"  passes at tp={', '.join(map(str, sizes))}" if sizes else "  passes at no TP size checked",
+    console.print(f"  passes at tp={', '.join(map(str, sizes))}" if sizes else "  fails at every TP size checked",
                   soft_wrap=True)
     console.print()
 

@@ -106,7 +106,7 @@ def step_summary(run: Run) -> str:
         for target in dict.fromkeys(row.target for row in matrix):
             sizes = passing_tp_sizes(matrix, target)
             lines.append(f"`{_cell(target)}` passes at tp={', '.join(map(str, sizes))}" if sizes
-                         else f"`{_cell(target)}` passes at no TP size checked")
+                         else f"`{_cell(target)}` fails at every TP size checked")
         lines.append("")
     return "\n".join(lines) + "\n"
 
