@@ -244,3 +244,10 @@ def test_no_report_replaces_a_file_named_as_a_checkpoint_s(repo, name):
         f"error: cannot write `elsewhere/{name}`: it is a checkpoint's file by its name (a config or weights), "
         "which the report would replace: name the report otherwise")
     assert (repo / "elsewhere" / name).read_bytes() == OLD_REPORT
+
+
+def test_dash_is_stdout_not_a_file_named_dash(repo):
+    outcome = run_cli("good", "--isolated", "--output-format", "json", "-o", "-")
+    assert outcome.exit_code == 0 and outcome.stdout.startswith("{") and not (repo / "-").exists()
+    failed = run_cli("good", "--isolated", "--output-format", "json", "-o", "-", "--tp", "1,,2")  # a usage error
+    assert failed.exit_code == 2 and '"code": "usage"' in failed.stdout and not (repo / "-").exists()

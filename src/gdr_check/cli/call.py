@@ -16,7 +16,7 @@ import typer
 
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .main import app
-from .output import Output
+from .output import Output, report_path
 from .run_options import (
     ERROR_ON_WARNING_HELP,
     EXIT_ZERO_HELP,
@@ -50,7 +50,7 @@ def call_command(
     output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                              help=FORMAT_HELP),
     output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
-                                            help=OUTPUT_FILE_HELP),
+                                            callback=report_path, help=OUTPUT_FILE_HELP),
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
     from ..api import check_recording

@@ -26,7 +26,8 @@ from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .errors import ReportWriteError
 from .main import app
-from .output import Output
+from .output import Output, report_path
+from .run_options import OUTPUT_FILE_HELP
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
@@ -215,7 +216,7 @@ def check_command(
     output_format: str | None = typer.Option(
         None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(FORMATS)}; default full."),
     output_file: Path | None = typer.Option(
-        None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", help="Write the report here instead of stdout."),
+        None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", callback=report_path, help=OUTPUT_FILE_HELP),
     config_file: Path | None = typer.Option(
         None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),

@@ -19,7 +19,7 @@ from ..limits import LIMITS, shorten
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
 from .main import app
-from .output import Output
+from .output import Output, report_path
 from .run_options import (
     ERROR_ON_WARNING_HELP,
     EXIT_ZERO_HELP,
@@ -86,7 +86,7 @@ def dry_run_command(
     output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                              help=FORMAT_HELP),
     output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
-                                            help=OUTPUT_FILE_HELP),
+                                            callback=report_path, help=OUTPUT_FILE_HELP),
     weights: bool = typer.Option(False, "--weights", help="With --ranks all: one layer's real A_log and dt_bias, read "
                                                           "from the safetensors bytes (header offsets, no pickle)."),
     ranks: str = typer.Option("one", "--ranks", help="one (one rank's call) or all (one process per TP rank through "

@@ -47,7 +47,13 @@ def output_format_from_argv(argv: Sequence[str]) -> str:
 
 
 def output_file_from_argv(argv: Sequence[str]) -> str | None:
-    return _option_value(argv, ("--output-file", "-o")) or os.environ.get(OUTPUT_FILE_ENV) or None
+    chosen = _option_value(argv, ("--output-file", "-o")) or os.environ.get(OUTPUT_FILE_ENV) or None
+    return None if chosen == "-" else chosen
+
+
+def report_path(value: Path | None) -> Path | None:
+    """`-o`'s value: `-` is stdout, as for most command-line tools (not a file named `-`)."""
+    return None if value is not None and str(value) == "-" else value
 
 
 def tool_info() -> dict[str, str]:

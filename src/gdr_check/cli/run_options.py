@@ -16,7 +16,7 @@ IGNORE_HELP = "Rules not to report (codes, prefixes, names)."
 EXIT_ZERO_HELP = "Exit 0 even when diagnostics fail the run (2 still means the run could not complete)."
 ERROR_ON_WARNING_HELP = "Warnings fail the run too (exit 1)."
 FORMAT_HELP = f"One of: {', '.join(FORMATS)}; default full."
-OUTPUT_FILE_HELP = "Write the report here instead of stdout."
+OUTPUT_FILE_HELP = "Write the report here instead of stdout (`-`: stdout)."
 
 
 def check_format(output_format: str | None) -> str:
