@@ -112,7 +112,7 @@ def test_statistics_text(repo: Path):
     assert result.exit_code == 1  # the exit code does not change
     assert result.stdout == (
         "2  GDR111  error    config-weight-mismatches      the config and the weights disagree\n"
-        "1  GDR121  error    tp-not-dividing-linear-heads  tp size does not divide the linear-attention heads\n"
+        "1  GDR121  error    tp-not-dividing-linear-heads  the TP size does not divide the linear-attention heads\n"
         "1  GDR131  info     linear-state-footprints       linear-attention state per request\n"
         "1  GDR249  warning  low-precision-states          the recurrent state is kept in 16-bit precision\n")
     assert result.stderr == ""

@@ -69,7 +69,7 @@ LIMITS: dict[str, Limit] = {
     "tp": Limit(1, 4_096, "tensor-parallel size", _DEPLOY),
     "batch": Limit(0, 1_048_576, "decode batch", _DEPLOY),
     "slots": Limit(1, 16_777_216, "state pool rows", _DEPLOY),
-    "speculative_tokens": Limit(0, 1_024, "draft tokens per verify step", _DEPLOY),
+    "speculative_tokens": Limit(0, 1_024, "draft tokens per verify step", "--speculative-tokens"),
     "gpu_memory": Limit(1, 2**60, "bytes per rank for the state pools (--gpu-memory)", _DEPLOY),
     # the dry run
     "steps": Limit(1, 10_000, "decode steps to run and verify", "dry-run --steps"),

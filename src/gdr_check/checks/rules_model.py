@@ -521,7 +521,7 @@ def missing_tensors(ctx: ModelContext) -> list[Finding]:
 # -- GDR121-GDR125: tensor parallelism and head grouping --------------------------------------------------------
 @rule(
     "GDR121", "tp-not-dividing-linear-heads", scope=MODEL,
-    summary="tp size does not divide the linear-attention heads",
+    summary="the TP size does not divide the linear-attention heads",
     message="tp={tp} does not divide `{key}`={value}; TP sizes that work: {working}",
     explanation=(
         "Both engines shard the linear-attention layers by head: each rank holds H/tp key heads, HV/tp "
@@ -580,7 +580,7 @@ def _nearest(sizes: list[int], tp: int) -> list[int]:
 
 @rule(
     "GDR122", "tp-not-dividing-attention-heads", scope=MODEL,
-    summary="tp size does not divide the full-attention heads",
+    summary="the TP size does not divide the full-attention heads",
     message="tp={tp} does not divide `num_attention_heads`={heads}",
     explanation=(
         "The full-attention layers of a hybrid model are sharded by attention head, separately from the "
@@ -611,7 +611,7 @@ def tp_attention_heads(ctx: ModelContext) -> Finding | None:
 
 @rule(
     "GDR123", "tp-not-fitting-kv-heads", scope=MODEL,
-    summary="tp size neither divides nor is a multiple of the kv heads",
+    summary="the TP size neither divides nor is a multiple of the KV heads",
     message="tp={tp} neither divides nor is a multiple of `num_key_value_heads`={kv_heads}",
     explanation=(
         "The full-attention layers split KV heads across ranks when TP divides them, and replicate them when "
