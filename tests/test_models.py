@@ -244,6 +244,17 @@ def test_another_family_s_architecture_says_why_its_fields_are_missing():
                               "as kimi-linear's")
 
 
+@pytest.mark.parametrize("interval, shown", [(0, "0"), ("4", '"4"'), (-1, "-1")])
+def test_an_unusable_interval_is_named_not_a_missing_layer_types(interval, shown):
+    result = check_checkpoint(config_only(qwen3_next_config(full_attention_interval=interval)), DEFAULT)
+    diagnostic = only(result, "GDR107")
+    assert diagnostic.message == (
+        "`Qwen3NextForCausalLM` has linear attention (routed to the engines' GDN backend) but "
+        f"`full_attention_interval` is {shown}: the layer map needs a positive whole number (every n-th layer is "
+        "full attention)")
+    assert diagnostic.location.json_key == "full_attention_interval"
+
+
 # -- config vs weights ---------------------------------------------------------------------------------------
 def test_config_says_more_value_heads_than_a_log(tmp_path: Path):
     weights = qwen3_next_config(HV=8)

@@ -467,9 +467,13 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
     if layer_map.linear is None and not layer_map.problems and not any(
             item.field == "num_hidden_layers" for item in invalid):
         count = view.find("num_hidden_layers")
+        interval = view.find("full_attention_interval")
         if count is None:
             found.append(Unreadable("num_hidden_layers", "is missing: the layer map needs the layer count",
                                     locate.config("num_hidden_layers")))
+        elif interval is not None:  # present but unusable: it, not a missing `layer_types`, is the problem
+            found.append(Unreadable(interval[1], f"is {_shown(interval[0])}: the layer map needs a positive whole "
+                                    "number (every n-th layer is full attention)", locate.config(interval[1])))
         else:
             found.append(Unreadable("layer_types", "is missing and no other key says which layers are linear "
                                     "attention", locate.config("layer_types")))
