@@ -243,6 +243,20 @@ def test_malformed_tensor_fields_exit_2(tmp_path, capsys):
     assert code == 2 and "`calls[0].call.a.shape` must be a list of integers" in err
 
 
+def test_recorded_values_must_fill_their_shape(tmp_path, capsys):
+    """A capture records every index value: fewer (or more) than the shape holds is a damaged recording."""
+    document = json.loads(dump_recording({"schema_version": 1, "calls": [
+        {"index": 0, "call": expected_call().to_dict()}]}))
+    indices = document["calls"][0]["call"]["ssm_state_indices"]
+    indices["values"] = indices["values"][:-1]
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(document))
+    code, _, err = run(capsys, "call", str(path))
+    count = len(indices["values"])
+    assert code == 2 and (f"`calls[0].call.ssm_state_indices.values` holds {count} values, but "
+                          f"`calls[0].call.ssm_state_indices.shape` {indices['shape']} has {count + 1} elements") in err
+
+
 @pytest.mark.parametrize("argv, fragment", [
     (["call", "{missing}"], "cannot read the recording"),
     (["call", "{rec}", "--index", "5"], "there is no call 5"),

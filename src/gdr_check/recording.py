@@ -9,6 +9,7 @@ none of their imports.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -95,6 +96,9 @@ def _tensor(data: Any, where: str) -> TensorSpec:
     if values is not None and (not isinstance(values, list)
                                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
         raise ValueError(f"`{where}.values` must be a list of numbers")
+    if values is not None and len(values) != math.prod(data["shape"]):  # a capture records every element
+        raise ValueError(f"`{where}.values` holds {len(values)} values, but `{where}.shape` {data['shape']} has "
+                         f"{math.prod(data['shape'])} elements")
     for key in ("storage", "offset"):
         if data.get(key) is not None and not _is_int(data[key]):
             raise ValueError(f"`{where}.{key}` must be an integer")
