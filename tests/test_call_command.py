@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -241,6 +242,22 @@ def test_malformed_tensor_fields_exit_2(tmp_path, capsys):
     path.write_text(json.dumps(document))
     code, _, err = run(capsys, "call", str(path))
     assert code == 2 and "`calls[0].call.a.shape` must be a list of integers" in err
+
+
+def test_each_call_s_findings_point_at_its_lines_in_the_recording(tmp_path, capsys):
+    """Concise, GitHub and SARIF locations tell the calls apart: each finding points at its call's argument."""
+    good, bad = expected_call(), _for_tp(4, mixed_qkv=T((B, 3072)))
+    path = write_recording(tmp_path / "rec.json", good, bad)
+    lines = Path(path).read_text().splitlines()
+    code, document = run_json(capsys, "call", path, "--model", QWEN, "--tp", "4")
+    [wrong] = [d for d in document["diagnostics"] if d["code"] == "GDR164"]
+    location = wrong["location"]
+    assert (location["file"], location["json_key"]) == (path, "calls[1].call.mixed_qkv")
+    assert lines[location["line"] - 1][location["column"] - 1:].startswith('"mixed_qkv": {')
+    assert '"index": 1' in lines[location["line"] - 1]  # the second call's line, not the first's
+    beta = sorted((d["location"]["json_key"], d["location"]["line"]) for d in document["diagnostics"]
+                  if d["code"] == "GDR253")
+    assert [key for key, _ in beta] == ["calls[0].call.b", "calls[1].call.b"] and beta[0][1] < beta[1][1]
 
 
 def test_recorded_values_must_fill_their_shape(tmp_path, capsys):

@@ -77,8 +77,8 @@ def test_call_in_every_format(gates_recording: str, fmt: str, tmp_path: Path):
     if fmt == "full":  # the call sections stay in the human report
         # GDR253: bf16 beta
         assert "call #0" in text and "summary: 1 call(s) checked: 3 error(s), 1 warning(s), 0 note(s)" in text
-    if fmt == "concise":
-        assert f"{gates_recording}:1:1: error[GDR161] {GATES_MESSAGE}" in text
+    if fmt == "concise":  # at the call's `a` in the recording (line 5, one call per line)
+        assert f"{gates_recording}:5:196: error[GDR161] {GATES_MESSAGE}" in text
     if fmt == "json":
         document = json.loads(text)
         assert document["command"] == "call" and document["source"] == gates_recording

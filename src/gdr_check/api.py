@@ -22,7 +22,7 @@ from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
 from .models.deployment import Deployment
 from .recording import RecordedCall, Recording, load_recording
-from .report import Diagnostic
+from .report import Diagnostic, Location
 from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
 from .selection import Selection
 from .sources import SourceError
@@ -254,15 +254,32 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
         run.notes.append(f"{recording.calls_dropped} more call(s) ran after `max_calls` and were not recorded")
     for skipped in recording.skipped_targets:
         run.notes.append(f"capture skipped {skipped.get('target')}: {skipped.get('reason')}")
+    positions = {id(recorded): i for i, recorded in enumerate(recording.calls)}
     for recorded in calls:
         checked = check_call(recorded, engine or recorded.engine or DEFAULT_ENGINE, run, state_dtype)
-        checked.diagnostics = _selected(selection, checked.diagnostics)
+        checked.diagnostics = [_in_recording(d, recording, positions[id(recorded)])
+                               for d in _selected(selection, checked.diagnostics)]
         run.calls.append(checked)
     run.model_diagnostics = _selected(selection, run.model_diagnostics)
     check = next(iter(run.models.values()), None)
     result = TargetResult(recording.path, check=check, diagnostics=run.all_diagnostics(), tp=tp if target else None,
                           kind="call", details=run, path=recording.path)
     return Run([result], failing=failing, exit_zero=exit_zero)
+
+
+def _in_recording(diagnostic: Diagnostic, recording: Recording, position: int) -> Diagnostic:
+    """`diagnostic` pointing at its call in the recording: the argument's member of that call where it names one,
+    else the call's entry (a line-and-column location, as a config's diagnostics have)."""
+    location = diagnostic.location or Location()
+    if location.file is not None:
+        return diagnostic
+    span = recording.spans.get((position, location.argument)) or recording.spans.get((position, None))
+    if span is None:
+        return diagnostic
+    return replace(diagnostic, location=replace(
+        location, file=recording.path, json_key=f"calls[{position}]" + (f".call.{location.argument}"
+                                                                         if location.argument else ""),
+        line=span.line, column=span.column, end_line=span.end_line, end_column=span.end_column))
 
 
 # -- dry-run ---------------------------------------------------------------------------------------------------------
