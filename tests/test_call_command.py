@@ -260,6 +260,15 @@ def test_each_call_s_findings_point_at_its_lines_in_the_recording(tmp_path, caps
     assert [key for key, _ in beta] == ["calls[0].call.b", "calls[1].call.b"] and beta[0][1] < beta[1][1]
 
 
+def test_quiet_prints_the_diagnostics_only(tmp_path, capsys):
+    path = write_recording(tmp_path / "rec.json", _for_tp(4, mixed_qkv=T((B, 3072))))
+    code, out, err = run(capsys, "call", path, "--model", QWEN, "--tp", "4", "-q", "--output-format", "concise")
+    assert code == 1 and err == ""  # no summary line
+    assert [line.split(" ", 2)[1] for line in out.splitlines()] == ["warning[GDR253]", "error[GDR164]"]
+    code, out, _ = run(capsys, "call", path, "--model", QWEN, "--tp", "4", "--quiet")
+    assert code == 1 and "call #0" not in out and out.startswith("warning[GDR253]: ")
+
+
 def test_recorded_values_must_fill_their_shape(tmp_path, capsys):
     """A capture records every index value: fewer (or more) than the shape holds is a damaged recording."""
     document = json.loads(dump_recording({"schema_version": 1, "calls": [

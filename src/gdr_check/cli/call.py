@@ -24,6 +24,7 @@ from .run_options import (
     FORMAT_HELP,
     IGNORE_HELP,
     OUTPUT_FILE_HELP,
+    QUIET_HELP,
     SELECT_HELP,
     RunOptions,
     check_format,
@@ -47,6 +48,7 @@ def call_command(
     exit_zero: bool | None = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
     error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                              help=FORMAT_HELP),
     output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
@@ -69,4 +71,5 @@ def call_command(
     run = check_recording(str(recording), target=model, tp=tp, engine=engine, state_dtype=state_dtype, index=index,
                           selection=options.selection, failing=options.failing, exit_zero=options.exit_zero)
     style_for_destination(run, fmt, output_file)
+    run.quiet = quiet
     return write_run(run, out)

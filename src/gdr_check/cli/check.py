@@ -27,7 +27,7 @@ from .engine_option import engine_help, engine_option, state_dtype_option
 from .errors import ReportWriteError
 from .main import app
 from .output import Output, report_path
-from .run_options import OUTPUT_FILE_HELP
+from .run_options import OUTPUT_FILE_HELP, QUIET_HELP
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
@@ -229,9 +229,7 @@ def check_command(
     statistics: bool = typer.Option(
         False, "--statistics", help="Print how often each rule fired, most frequent first, instead of the diagnostics "
                                     "(a JSON list with --output-format json)."),
-    quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="Print the diagnostics only: no headers, tables, summary or progress. The exit "
-                                     "code is unchanged."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     silent: bool = typer.Option(
         False, "--silent", "-s", help="Print nothing but the errors that stop the run (an --output-file is still "
                                       "written); the exit code says the rest."),

@@ -27,6 +27,7 @@ from .run_options import (
     FORMAT_HELP,
     IGNORE_HELP,
     OUTPUT_FILE_HELP,
+    QUIET_HELP,
     SELECT_HELP,
     RunOptions,
     check_format,
@@ -83,6 +84,7 @@ def dry_run_command(
     exit_zero: bool | None = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
     error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                              help=FORMAT_HELP),
     output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
@@ -115,6 +117,7 @@ def dry_run_command(
                   device=device, steps=steps, seed=seed, timeout=timeout, selection=options.selection,
                   failing=options.failing, exit_zero=options.exit_zero, ranks=ranks, weights=weights)
     style_for_destination(run, fmt, output_file)
+    run.quiet = quiet
     code = write_run(run, out)
     details = run.results[0].details
     if ranks == "all":

@@ -17,6 +17,7 @@ EXIT_ZERO_HELP = "Exit 0 even when diagnostics fail the run (2 still means the r
 ERROR_ON_WARNING_HELP = "Warnings fail the run too (exit 1)."
 FORMAT_HELP = f"One of: {', '.join(FORMATS)}; default full."
 OUTPUT_FILE_HELP = "Write the report here instead of stdout (`-`: stdout)."
+QUIET_HELP = "Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."
 
 
 def check_format(output_format: str | None) -> str:
