@@ -819,6 +819,26 @@ def test_the_guard_refuses_bad_settings_when_it_is_made(settings, message):
         gdr_check.guard(engine="sglang", model="Qwen/Qwen3-Next-80B-A3B-Instruct", **settings)
 
 
+def test_a_deployment_with_no_per_rank_call_is_said_on_entry_in_the_guard_s_mode():
+    """tp=3 divides none of Qwen3-Next's head counts: there is no expected call to compare with, and the guard
+    says why when it is entered (it used to compare nothing, silently)."""
+    model = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no engine functions to wrap in this process
+        with pytest.raises(gdr_check.GuardError, match=r"^GDR121: tp=3 does not divide `linear_num_key_heads`=16"):
+            with gdr_check.guard(engine="sglang", model=model, tp=3, mode="raise"):
+                pass
+        recorded = gdr_check.guard(engine="sglang", model=model, tp=3, mode="record")
+        with recorded:
+            pass
+        assert {d.code for d in recorded.diagnostics} >= {"GDR121"}
+        assert all(d.severity == "error" for d in recorded.diagnostics)
+        fine = gdr_check.guard(engine="sglang", model=model, tp=4, mode="raise")
+        with fine:
+            pass
+        assert fine.diagnostics == []
+
+
 def _faults_by_the_rules(slots, pool_slots, engine):
     """The faults the contract names for a slot table, stated row by row in plain Python: (rule, row, slot,
     first row) in row order. sglang skips rows below 0 and reserves slot 0 for padding (slot 0 is a fault only

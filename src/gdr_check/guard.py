@@ -507,6 +507,9 @@ class Guard:
             check = check_model(self.model, self._deployment)
             if check.call is None or check.model is None:
                 self._expected = False
+                # The deployment has no per-rank call (a TP size that does not divide the heads, a config that
+                # cannot be described): that is said now, in the guard's mode, not never.
+                self._act([d for d in check.report if d.severity == "error"])
             else:
                 config = getattr(check.checkpoint, "config", None) or {}
                 text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
