@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -144,6 +145,23 @@ def test_decorator_form_accumulates_and_restores_between_calls(engine, tmp_path)
     document = read(path)
     assert [c["index"] for c in document["calls"]] == [0, 1, 2]
     assert (document["calls_seen"], document["calls_dropped"]) == (4, 1)
+
+
+def test_a_recording_gets_the_mode_a_plain_write_would(engine, tmp_path):
+    """Not mkstemp's 0600 (the report files are 0644 under the usual umask): the umask's mode for a new file, and
+    the old file's mode for one written over."""
+    umask = os.umask(0o022)
+    try:
+        with gdr_check.capture(tmp_path / "new.json"):
+            pass
+        assert stat.S_IMODE(os.stat(tmp_path / "new.json").st_mode) == 0o644
+        (tmp_path / "kept.json").write_text("{}")
+        os.chmod(tmp_path / "kept.json", 0o640)
+        with gdr_check.capture(tmp_path / "kept.json"):
+            pass
+        assert stat.S_IMODE(os.stat(tmp_path / "kept.json").st_mode) == 0o640
+    finally:
+        os.umask(umask)
 
 
 def test_the_write_is_atomic(engine, tmp_path):

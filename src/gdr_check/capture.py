@@ -40,6 +40,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from .recording import KIND, SCHEMA_VERSION
+from .sources.files import new_file_mode
 from .tensors import TensorSpec
 
 DEFAULT_MAX_CALLS = 256  # a Qwen3-Next decode step makes 36 calls per rank: about 7 steps
@@ -103,8 +104,14 @@ def _tool() -> dict[str, str]:
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file and a rename, so readers never see a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        existing: os.stat_result | None = os.stat(path)
+    except OSError:
+        existing = None
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):  # the mode a plain write would give, not mkstemp's 0600
+            os.fchmod(fd, new_file_mode(existing))
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

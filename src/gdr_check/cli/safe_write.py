@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..sources.discover import CHECKPOINT_SUFFIXES, CONFIG_NAME
+from ..sources.files import new_file_mode
 from .errors import ReportWriteError
 
 ENCODING = "utf-8"
@@ -53,12 +54,6 @@ def _write_in_place(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _mode_for(existing: os.stat_result | None) -> int:
-    if existing is not None:
-        return stat.S_IMODE(existing.st_mode)
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None) -> None:
@@ -68,7 +63,7 @@ def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None)
         try:
             _write_all(fd, data)
             if hasattr(os, "fchmod"):  # mkstemp makes 0600: keep the old report's mode, else the usual one
-                os.fchmod(fd, _mode_for(existing))
+                os.fchmod(fd, new_file_mode(existing))
             os.fsync(fd)
         finally:
             os.close(fd)
