@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 
 # (variant, H, HV, state, B): the points where sglang's fastest path came out ahead of ours (within 0.5 %) in
 # the 15:04 UTC graph-replay run of 2026-12-01 (Kimi-Linear tp 4 and tp 1).
@@ -123,6 +124,15 @@ def profile(points: tuple[tuple[str, int, int, str, int], ...], extra: list[str]
     return kept
 
 
+def _headed_by_point(rows: list[dict[str, str]], points: tuple[tuple[str, int, int, str, int], ...]
+                     ) -> Iterator[dict[str, str]]:
+    """`rows`, each point printed before its first launch."""
+    for index, row in enumerate(rows):
+        if index % LAUNCHES_PER_POINT == 0:
+            print(points[index // LAUNCHES_PER_POINT])
+        yield row
+
+
 def main() -> int:
     if os.environ.get("NCU_POINTS_CHILD"):
         child()
@@ -142,9 +152,7 @@ def main() -> int:
     if rows is None:
         return 1
     print("kernel | us | DRAM read MB | write MB | achieved TB/s | DRAM % of peak | warps active % | regs")
-    for index, m in enumerate(rows):
-        if index % LAUNCHES_PER_POINT == 0:
-            print(points[index // LAUNCHES_PER_POINT])
+    for m in _headed_by_point(rows, points):
         seconds = float(m["gpu__time_duration.sum"]) * 1e-9
         read, write = float(m["dram__bytes_read.sum"]), float(m["dram__bytes_write.sum"])
         print(f"{m['kernel'][:60]} | {seconds * 1e6:.2f} | {read / 1e6:.2f} | {write / 1e6:.2f} | "
@@ -155,9 +163,7 @@ def main() -> int:
         if stalls is None:
             return 1
         print("kernel | cycles between a warp's instructions, by stall reason (largest four)")
-        for index, m in enumerate(stalls):
-            if index % LAUNCHES_PER_POINT == 0:
-                print(points[index // LAUNCHES_PER_POINT])
+        for m in _headed_by_point(stalls, points):
             reasons = []
             for key, value in m.items():
                 if key.startswith(STALL_PREFIX) and key.endswith(STALL_SUFFIX):

@@ -303,6 +303,13 @@ def _weight(values: Mapping[str, str], context: Context) -> list[str]:
     return out
 
 
+def _remainder(heads: int, tp: int, sizes: str) -> tuple[list[int], str]:
+    """The powers of two up to 64 that divide `heads`, and the line saying what tp={tp} leaves over."""
+    valid = [size for size in (1, 2, 4, 8, 16, 32, 64) if heads % size == 0]
+    return valid, (f"{heads} = {tp} × {heads // tp} + {heads % tp}: tp={tp} leaves a remainder; {sizes} that divide "
+                   f"{heads}: {', '.join(map(str, valid))}")
+
+
 declare(
     "GDR408", "tp-does-not-divide-attention-heads",
     summary="vLLM's start-up check: the TP size does not divide the model's full-attention heads",
@@ -328,9 +335,8 @@ def _attention_heads(values: Mapping[str, str], context: Context) -> list[str]:
     heads, tp = int(values["heads"]), int(values["tp"])
     if tp <= 0:
         return []
-    valid = [size for size in (1, 2, 4, 8, 16, 32, 64) if heads % size == 0]
-    out = [f"{heads} = {tp} × {heads // tp} + {heads % tp}: tp={tp} leaves a remainder; powers of two that divide "
-           f"{heads}: {', '.join(map(str, valid))}"]
+    valid, remainder = _remainder(heads, tp, "powers of two")
+    out = [remainder]
     linear = [(name, width) for name, width in context.widths.items()
               if name.startswith(("num_k_heads", "num_v_heads"))]
     if linear and valid:
@@ -400,7 +406,5 @@ def _kda_heads(values: Mapping[str, str], context: Context) -> list[str]:
     heads, tp = int(values["heads"]), int(values["tp"])
     if tp <= 0:
         return []
-    valid = [size for size in (1, 2, 4, 8, 16, 32, 64) if heads % size == 0]
-    return [f"{heads} = {tp} × {heads // tp} + {heads % tp}: tp={tp} leaves a remainder; TP sizes that divide "
-            f"{heads}: {', '.join(map(str, valid))}", *named_widths(heads, context)]
+    return [_remainder(heads, tp, "TP sizes")[1], *named_widths(heads, context)]
 
