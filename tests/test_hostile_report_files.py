@@ -221,29 +221,48 @@ def test_a_full_stderr_still_exits_2_and_the_document_reaches_stdout(repo):
     assert "GDR001" in done.stdout.decode("utf-8")  # the JSON document, whatever became of the error line
 
 
-@pytest.mark.parametrize("fmt", ["json", "full", "sarif"])
-def test_a_report_never_replaces_the_checkpoint_it_checks(repo, fmt):
-    """`-o good/config.json` would destroy the config it reads: refused before anything is written."""
-    config = (repo / "good" / "config.json").read_bytes()
-    outcome = run_cli("good", "--isolated", "--output-format", fmt, "-o", "good/config.json")
+INPUT = ("it is an input of this run (named on the command line, or a file of a checkpoint named there): write the "
+         "report elsewhere")
+
+
+@pytest.mark.parametrize("args, report", [
+    (("good", "--output-format", "json"), "good/config.json"),  # a file of the checkpoint checked
+    (("good", "--output-format", "full"), "good/config.json"),
+    (("good/config.json", "--output-format", "sarif"), "./good/config.json"),  # the target itself, spelled otherwise
+    (("mine.json", "--output-format", "json"), "mine.json"),  # a config under another name
+    (("mine.json", "--no-such-option", "--output-format", "json"), "mine.json"),  # a usage error's record
+    (("good", "--config", "mine.json", "--output-format", "json"), "mine.json"),  # an option's value
+    (("call", "rec.json", "--output-format", "json"), "rec.json"),  # a recording
+    (("dry-run", "mine.json", "--device", "cpu", "--output-format", "json"), "mine.json"),
+], ids=["checkpoint-file-json", "checkpoint-file-full", "target-file", "renamed-config", "usage-error",
+        "config-option", "call-recording", "dry-run-target"])
+def test_a_report_never_replaces_an_input_of_its_run(repo, args, report):
+    """Whatever the command and however the run ends, the report is refused before anything is written."""
+    (repo / "mine.json").write_bytes((repo / "good" / "config.json").read_bytes())
+    (repo / "rec.json").write_bytes(OLD_REPORT)
+    before = tree(repo)
+    outcome = run_cli(*args, "--isolated", "-o", report)
     assert (outcome.exit_code, outcome.stdout) == (2, "")
-    assert outcome.stderr == ("error: will not write the report over `good/config.json`: it is a file of the "
-                              "checkpoint `good`, which this run reads\n")
-    assert (repo / "good" / "config.json").read_bytes() == config
+    assert outcome.stderr.splitlines()[-1] == f"error: cannot write `{os.path.normpath(report)}`: {INPUT}"
+    assert tree(repo) == before
 
 
-@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "model.safetensors.index.json"])
-def test_no_report_replaces_a_file_named_as_a_checkpoint_s(repo, name):
-    """Whatever the run (here a usage error, whose record goes to -o too), a file named as a config or weights is
-    never replaced by a report."""
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "model.safetensors.index.json",
+                                  "pytorch_model.bin"])
+@pytest.mark.parametrize("exists", [True, False], ids=["existing", "new"])
+def test_no_report_is_named_as_a_checkpoint_s_file(repo, name, exists):
+    """A report named as a config or weights would replace one, or pass for one in the next run's search."""
     (repo / "elsewhere").mkdir()
-    (repo / "elsewhere" / name).write_bytes(OLD_REPORT)
-    outcome = run_cli("good", "--no-such-option", "--output-format", "json", "-o", f"elsewhere/{name}")
+    if exists:
+        (repo / "elsewhere" / name).write_bytes(OLD_REPORT)
+    outcome = run_cli("good", "--output-format", "json", "-o", f"elsewhere/{name}")
     assert outcome.exit_code == 2
     assert outcome.stderr.splitlines()[-1] == (
-        f"error: cannot write `elsewhere/{name}`: it is a checkpoint's file by its name (a config or weights), "
-        "which the report would replace: name the report otherwise")
-    assert (repo / "elsewhere" / name).read_bytes() == OLD_REPORT
+        f"error: cannot write `elsewhere/{name}`: it is named as a checkpoint's file (a config or weights), which a "
+        "report must not replace or pose as: name the report otherwise")
+    assert os.listdir(repo / "elsewhere") == ([name] if exists else [])
+    if exists:
+        assert (repo / "elsewhere" / name).read_bytes() == OLD_REPORT
 
 
 def test_dash_is_stdout_not_a_file_named_dash(repo):

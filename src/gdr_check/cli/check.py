@@ -24,7 +24,6 @@ from ..limits import LIMITS, shorten
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option, state_dtype_option
-from .errors import ReportWriteError
 from .main import app
 from .output import Output, report_path
 from .run_options import OUTPUT_FILE_HELP, QUIET_HELP
@@ -260,7 +259,7 @@ def check_command(
     if list_models_flag:
         list_models(Output(output_format or "full", output_file), output_format or "full")
         return 0
-    from ..sources.discover import checkpoint_inputs, expand_targets
+    from ..sources.discover import expand_targets
 
     resolver = _resolver(config_file, isolated)
     unsearchable: list[str] = []
@@ -268,12 +267,6 @@ def check_command(
                                        exclusion_test(resolver, exclude, extend_exclude),
                                        force_exclude=force_exclude, follow_links=follow_links,
                                        on_unsearchable=unsearchable.append)
-    if output_file is not None:  # a report written over a checkpoint's config or weights would destroy them
-        written = os.path.realpath(output_file)
-        for target in paths:
-            if any(os.path.realpath(path) == written for path in checkpoint_inputs(target)):
-                raise ReportWriteError(f"will not write the report over `{display_path(output_file)}`: it is a "
-                                       f"file of the checkpoint `{display_path(target)}`, which this run reads")
     config = _run_config(paths, resolver)
     fmt = _first(output_format, config.output_format, "full")
     out = Output(fmt, output_file)

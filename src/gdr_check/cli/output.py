@@ -62,6 +62,15 @@ def tool_info() -> dict[str, str]:
     return {"name": "gdr-check", "version": __version__}
 
 
+# The run's inputs, which no report may replace (`safe_write.inputs_named`), set once per CLI run by `main`.
+_PROTECTED: frozenset[str] = frozenset()
+
+
+def protect_inputs(paths: frozenset[str]) -> None:
+    global _PROTECTED
+    _PROTECTED = paths
+
+
 class Output:
     def __init__(self, fmt: str = "full", output_file: str | os.PathLike[str] | None = None) -> None:
         self.format = fmt
@@ -79,7 +88,7 @@ class Output:
         if self.output_file is not None:
             from .safe_write import write_report_file
 
-            write_report_file(self.output_file, text)
+            write_report_file(self.output_file, text, _PROTECTED)
         elif text:
             _to_stdout(text)
 

@@ -13,10 +13,12 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..sources.discover import CHECKPOINT_SUFFIXES, CONFIG_NAME
+from ..sources.discover import CHECKPOINT_SUFFIXES, CONFIG_NAME, checkpoint_inputs
 from ..sources.files import new_file_mode
+from ..sources.open import PICKLE_SUFFIXES
 from .errors import ReportWriteError
 
 ENCODING = "utf-8"
@@ -86,8 +88,9 @@ def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None)
         os.close(dir_fd)
 
 
-def write_report_file(path: str | os.PathLike[str], content: str) -> None:
-    """Write `content` to `path` atomically (see the module's docstring); parents are created as needed."""
+def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:
+    """Write `content` to `path` atomically (see the module's docstring); parents are created as needed. Never over
+    a file in `protected` (the run's inputs, `inputs_named`), nor to a name a checkpoint's files have."""
     path = Path(path)
     data = content.encode(ENCODING, ENCODING_ERRORS)
     try:
@@ -107,11 +110,15 @@ def write_report_file(path: str | os.PathLike[str], content: str) -> None:
             existing = None
         if existing is not None and stat.S_ISDIR(existing.st_mode):
             raise _failure(path, "is a directory")
-        if existing is not None and any(name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES)
-                                        for name in (path.name, target.name)):
-            # (a usage error's record goes to -o too: the check is here, on every way a report is written)
-            raise _failure(path, "it is a checkpoint's file by its name (a config or weights), which the report "
-                                 "would replace: name the report otherwise")
+        # (a usage error's record goes to -o too: these checks are here, on every way a report is written)
+        if existing is not None and any(os.path.samefile(target, kept) for kept in protected
+                                        if os.path.lexists(kept)):
+            raise _failure(path, "it is an input of this run (named on the command line, or a file of a checkpoint "
+                                 "named there): write the report elsewhere")
+        if any(name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES + PICKLE_SUFFIXES)
+               for name in (path.name, target.name)):
+            raise _failure(path, "it is named as a checkpoint's file (a config or weights), which a report must "
+                                 "not replace or pose as: name the report otherwise")
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             _write_in_place(target, data)
             return
@@ -122,3 +129,24 @@ def write_report_file(path: str | os.PathLike[str], content: str) -> None:
         if failure.errno == errno.ENXIO:  # a FIFO that nobody reads
             raise _failure(path, "a FIFO with no reader") from None
         raise _failure(path, _reason(failure)) from None
+
+
+def inputs_named(argv: Sequence[str]) -> frozenset[str]:
+    """The files a run given `argv` may read, as far as the command line tells before it is parsed: every
+    existing path it names (an option's value too: `--config`, `--model`, a recording), and for each the files
+    of the checkpoint it is or lies in. The value of `-o/--output-file` itself is left out (the same path named
+    as a target is not)."""
+    names: list[str] = []
+    after_output = False
+    for arg in argv:
+        if after_output:
+            after_output = False
+        elif arg in ("-o", "--output-file"):
+            after_output = True
+        elif not arg.startswith(("-o", "--output-file=")):
+            names.append(arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg)
+    found: set[str] = set()
+    for name in names:
+        if name and (os.path.isfile(name) or os.path.isdir(name)):
+            found.update({name, *checkpoint_inputs(name)})
+    return frozenset(path for path in found if os.path.isfile(path))
