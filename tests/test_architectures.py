@@ -299,6 +299,15 @@ def test_kimi_k3_selected_before_its_kimi_linear_text_config():
     assert select_adapter(k3_config(), []).adapter.family == "kimi-k3"
 
 
+def test_kimi_k3_text_only_class_with_a_kimi_linear_config_is_no_mismatch():
+    """sglang's `KimiK3LinearForCausalLM` takes a `KimiLinearConfig`: the class names K3, the model type Kimi-Linear,
+    and that is how it is served (GDR109 must not ask to switch to Kimi-Linear's class)."""
+    text = dict(k3_config()["text_config"])
+    config = {**text, "architectures": ["KimiK3LinearForCausalLM"]}
+    result = check_checkpoint(config_only(config), Deployment())
+    assert result.model.family == "kimi-k3" and "GDR109" not in codes(result)
+
+
 # -- no silent pass ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value,shown,problem", [
     ("32", '"32"', "a string, not a whole number"),

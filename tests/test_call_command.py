@@ -230,8 +230,14 @@ def test_a_recording_named_to_check_is_pointed_at_call(tmp_path, capsys):
     code, out, err = run(capsys, path)
     assert (code, out) == (2, "")
     assert err.splitlines()[0] == (f"error: `{path}` is not a checkpoint: it is a recording of kernel calls, not a "
-                                   "model config: `gdr-check call` checks it; help: pass the model directory, its "
+                                   "model config (`gdr-check call` checks one); help: pass the model directory, its "
                                    "`config.json` or its `.safetensors` files")
+    report = tmp_path / "report.json"
+    assert run(capsys, "call", path, "--output-format", "json", "-o", str(report))[0] == 0
+    code, out, err = run(capsys, str(report))
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0].startswith(f"error: `{report}` is not a checkpoint: it is a gdr-check report, not a "
+                                          "model config; help: ")
 
 
 def test_malformed_tensor_fields_exit_2(tmp_path, capsys):

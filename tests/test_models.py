@@ -224,7 +224,7 @@ def test_architectures_that_do_not_serve_the_model_type_are_a_warning(architectu
     result = check_checkpoint(config_only(config), DEFAULT)
     diagnostic = only(result, "GDR109")
     assert (diagnostic.severity, diagnostic.message, diagnostic.fixes) == (
-        "warning", f"`architectures` {what}: the engines build the model class its first entry names", [fix])
+        "warning", f"`architectures` {what}; sglang and vLLM take the model class from its first entry", [fix])
     assert diagnostic.location.json_key == "architectures"
     assert result.model is not None and result.model.family == "qwen3-next"  # described by its model type
 

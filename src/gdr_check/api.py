@@ -273,13 +273,14 @@ def _in_recording(diagnostic: Diagnostic, recording: Recording, position: int) -
     location = diagnostic.location or Location()
     if location.file is not None:
         return diagnostic
-    span = recording.spans.get((position, location.argument)) or recording.spans.get((position, None))
+    member = recording.spans.get((position, location.argument)) if location.argument else None
+    span = member or recording.spans.get((position, None))
     if span is None:
         return diagnostic
-    return replace(diagnostic, location=replace(
-        location, file=recording.path, json_key=f"calls[{position}]" + (f".call.{location.argument}"
-                                                                         if location.argument else ""),
-        line=span.line, column=span.column, end_line=span.end_line, end_column=span.end_column))
+    key = f"calls[{position}]" + (f".call.{location.argument}" if member is not None else "")
+    return replace(diagnostic, location=replace(location, file=recording.path, json_key=key, line=span.line,
+                                                column=span.column, end_line=span.end_line,
+                                                end_column=span.end_column))
 
 
 # -- dry-run ---------------------------------------------------------------------------------------------------------

@@ -365,6 +365,7 @@ class Guard:
         self.max_records = max_records
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.diagnostics: list[Any] = []
+        self._unservable: list[Any] = []  # the model's errors where the deployment has no per-rank call
         self.calls = 0
         self.sites: list[_Site] = []
         self._replaced: list[tuple[dict[str, Any], str, _Site]] = []
@@ -386,7 +387,10 @@ class Guard:
     def __enter__(self) -> Guard:
         with self._lock:
             if self._depth == 0:
+                first = self._expected is None
                 self._load_expected()  # a model that cannot be read fails on entry, not mid-generation
+                if self._unservable and (first or self.mode == "raise"):  # raised on every entry, noted once
+                    self._act(self._unservable)
                 self._patch()
             self._depth += 1
         return self
@@ -508,8 +512,8 @@ class Guard:
             if check.call is None or check.model is None:
                 self._expected = False
                 # The deployment has no per-rank call (a TP size that does not divide the heads, a config that
-                # cannot be described): that is said now, in the guard's mode, not never.
-                self._act([d for d in check.report if d.severity == "error"])
+                # cannot be described): said on entry (`__enter__`), in the guard's mode, not never.
+                self._unservable = [d for d in check.report if d.severity == "error"]
             else:
                 config = getattr(check.checkpoint, "config", None) or {}
                 text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config

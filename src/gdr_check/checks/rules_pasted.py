@@ -120,8 +120,8 @@ declare(
         "CUDA-graph capture in sglang) as `Triton Error [CUDA]: an illegal memory access was encountered`. "
         "The packed decode kernel reads and writes `initial_state[ssm_state_indices[i]]` without a bounds "
         "check: a slot >= the pool's slot count, or a negative padding slot the engine's kernel does not skip, "
-        "reads or writes outside the pool (GDR241 and GDR242 catch these before launch, GDR240 a pool view it "
-        "does not assume). The error is reported "
+        "reads or writes outside the pool (GDR241 catches these before launch; GDR240 a pool view the kernel does "
+        "not assume). The error is reported "
         "asynchronously, at a later CUDA call, so the traceback's frame is often not the faulty kernel."),
     causes=("a slot index >= the state pool's slot count (a pool sized for fewer requests than are scheduled)",
             "padding rows marked -1 passed to a kernel that does not skip them",

@@ -190,9 +190,14 @@ class _Builder:
         value, text = load_json_file(self.reader, path, what=f"`{path.name}`", invalid=InvalidConfigJson)
         if not isinstance(value, dict):
             raise NonObjectConfigs(path, json_type=json_type(value))
-        if value.get("kind") == RECORDING_KIND:
+        tool = value.get("tool")
+        report = isinstance(tool, dict) and tool.get("name") == "gdr-check" and value.get("kind") != RECORDING_KIND
+        if report:
+            raise UnrecognizedInputs(path, path=display_path(path), reason="it is a gdr-check report, not a model "
+                                                                           "config")
+        if value.get("kind") == RECORDING_KIND or ("schema_version" in value and "calls" in value):
             raise UnrecognizedInputs(path, path=display_path(path), reason=(
-                "it is a recording of kernel calls, not a model config: `gdr-check call` checks it"))
+                "it is a recording of kernel calls, not a model config (`gdr-check call` checks one)"))
         self.checkpoint.config = value
         self.checkpoint.config_file = display_path(path)
         self.checkpoint.config_keys = dotted_keys(text)
