@@ -9,6 +9,7 @@ one line, exit 2).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,6 +27,8 @@ from .report import Diagnostic, Location
 from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
 from .selection import Selection
 from .sources import SourceError
+from .sources.checkpoint import KeyLocation
+from .sources.jsonpos import key_spans
 
 
 class DeploymentError(InputError):
@@ -255,9 +258,10 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     for skipped in recording.skipped_targets:
         run.notes.append(f"capture skipped {skipped.get('target')}: {skipped.get('reason')}")
     positions = {id(recorded): i for i, recorded in enumerate(recording.calls)}
+    spans = call_spans(recording.text)
     for recorded in calls:
         checked = check_call(recorded, engine or recorded.engine or DEFAULT_ENGINE, run, state_dtype)
-        checked.diagnostics = [_in_recording(d, recording, positions[id(recorded)])
+        checked.diagnostics = [_in_recording(d, recording.path, spans, positions[id(recorded)])
                                for d in _selected(selection, checked.diagnostics)]
         run.calls.append(checked)
     run.model_diagnostics = _selected(selection, run.model_diagnostics)
@@ -267,18 +271,43 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     return Run([result], failing=failing, exit_zero=exit_zero)
 
 
-def _in_recording(diagnostic: Diagnostic, recording: Recording, position: int) -> Diagnostic:
+# A recorded tensor's `values` (up to a million numbers each): blanked, newlines kept, before the positions are
+# read, so that the tokenizer walks the calls' structure, not every index value. A flat list of numbers has no
+# `]` inside.
+_VALUES = re.compile(r'("values"\s*:\s*\[)([^\]]*)')
+
+
+def call_spans(text: str) -> dict[tuple[int, str | None], KeyLocation]:
+    """Where each call of a recording's text sits: (position in `calls`, None) for the entry and (position,
+    argument) for its `call` object's members, so that a call's diagnostics point at its lines."""
+    blanked = _VALUES.sub(lambda m: m.group(1) + _blank(m.group(2)), text)
+    spans: dict[tuple[int, str | None], KeyLocation] = {}
+    for path, span in key_spans(blanked):
+        if len(path) == 2 and path[0] == "calls" and isinstance(path[1], int):
+            spans[(path[1], None)] = span
+        elif len(path) == 4 and path[0] == "calls" and isinstance(path[1], int) and path[2] == "call":
+            spans[(path[1], str(path[3]))] = span
+    return spans
+
+
+def _blank(text: str) -> str:
+    """`text` as spaces, its line breaks kept (so that every later position stays where it was)."""
+    return " " * len(text) if "\n" not in text else re.sub(r"[^\n]", " ", text)
+
+
+def _in_recording(diagnostic: Diagnostic, path: str, spans: Mapping[tuple[int, str | None], KeyLocation],
+                  position: int) -> Diagnostic:
     """`diagnostic` pointing at its call in the recording: the argument's member of that call where it names one,
     else the call's entry (a line-and-column location, as a config's diagnostics have)."""
     location = diagnostic.location or Location()
     if location.file is not None:
         return diagnostic
-    member = recording.spans.get((position, location.argument)) if location.argument else None
-    span = member or recording.spans.get((position, None))
+    member = spans.get((position, location.argument)) if location.argument else None
+    span = member or spans.get((position, None))
     if span is None:
         return diagnostic
     key = f"calls[{position}]" + (f".call.{location.argument}" if member is not None else "")
-    return replace(diagnostic, location=replace(location, file=recording.path, json_key=key, line=span.line,
+    return replace(diagnostic, location=replace(location, file=path, json_key=key, line=span.line,
                                                 column=span.column, end_line=span.end_line,
                                                 end_column=span.end_column))
 

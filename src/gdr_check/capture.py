@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
+from .files import new_file_mode
 from .recording import KIND, SCHEMA_VERSION
-from .sources.files import new_file_mode
 from .tensors import TensorSpec
 
 DEFAULT_MAX_CALLS = 256  # a Qwen3-Next decode step makes 36 calls per rank: about 7 steps

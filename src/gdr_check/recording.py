@@ -16,10 +16,8 @@ from typing import Any, TypeGuard
 
 from .call import ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 from .errors import InputError, printable
+from .files import RECORDING_KIND
 from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
-from .sources.checkpoint import KeyLocation
-from .sources.jsonpos import key_spans
-from .sources.open import RECORDING_KIND
 from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
 
 SCHEMA_VERSION = 1
@@ -59,9 +57,8 @@ class Recording:
     calls_seen: int | None = None
     calls_dropped: int = 0
     skipped_targets: list[dict[str, Any]] = field(default_factory=list)
-    # Where each call sits in the file: (position in `calls`, None) for the entry and (position, argument) for
-    # its tensor arguments, so that a call's diagnostics point at its lines.
-    spans: dict[tuple[int, str | None], KeyLocation] = field(default_factory=dict, repr=False)
+    # The file's text, for the checks that point a call's diagnostics at its lines (`api.check_recording`).
+    text: str = field(default="", repr=False)
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -205,19 +202,8 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         path=shown, calls=recorded, calls_seen=seen if _is_int(seen) else None,
         calls_dropped=dropped if _is_int(dropped) else 0,
         skipped_targets=[s for s in skipped if isinstance(s, dict)] if isinstance(skipped, list) else [],
-        spans=_call_spans(text),
+        text=text,
     )
-
-
-def _call_spans(text: str) -> dict[tuple[int, str | None], KeyLocation]:
-    """`Recording.spans`: the entries of `calls` and their `call` object's members, from the file's text."""
-    spans: dict[tuple[int, str | None], KeyLocation] = {}
-    for path, span in key_spans(text):
-        if len(path) == 2 and path[0] == "calls" and isinstance(path[1], int):
-            spans[(path[1], None)] = span
-        elif len(path) == 4 and path[0] == "calls" and isinstance(path[1], int) and path[2] == "call":
-            spans[(path[1], str(path[3]))] = span
-    return spans
 
 
 # `gdr_check.capture(...)` must work however `gdr_check.capture` was reached: importing this submodule binds

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..files import new_file_mode
 from ..sources.discover import CHECKPOINT_SUFFIXES, CONFIG_NAME, checkpoint_inputs
-from ..sources.files import new_file_mode
 from ..sources.open import PICKLE_SUFFIXES
 from .errors import ReportWriteError
 

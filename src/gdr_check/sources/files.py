@@ -136,16 +136,6 @@ class MetadataReader:
         return data
 
 
-def new_file_mode(existing: os.stat_result | None) -> int:
-    """The mode of a file written atomically (a temporary file, renamed) where `existing` was: its mode, else
-    what the umask leaves of 0o666, as `open` would give (`tempfile.mkstemp` makes 0600)."""
-    if existing is not None:
-        return stat.S_IMODE(existing.st_mode)
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def permission_denied(probe: Callable[[Path], object], path: Path) -> bool:
     """Whether `probe(path)` (`os.stat`, `os.listdir`) is refused for lack of permission: a folder on the way
     that cannot be searched, which Python 3.10/3.11's `Path` tests raise for and `os.path`'s take for a missing

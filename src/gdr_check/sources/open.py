@@ -8,6 +8,7 @@ from itertools import repeat
 from operator import attrgetter, eq
 from pathlib import Path
 
+from ..files import RECORDING_KIND
 from .checkpoint import Checkpoint
 from .errors import SourceError, display_path
 from .files import MetadataReader, permission_denied
@@ -48,8 +49,6 @@ INDEX_SUFFIX = ".safetensors.index.json"
 # Pickle-based weights: reported, never opened.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
 CONFIG_ONLY_NOTE = "only `config.json` was read: no weights were cross-checked"
-# The `kind` of a call recording (`gdr_check.capture()`, recording.py): JSON too, but no model config.
-RECORDING_KIND = "gdr-check-capture"
 _NAME = attrgetter("name")
 
 
