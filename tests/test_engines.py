@@ -258,8 +258,8 @@ def test_an_unknown_state_dtype_names_the_option(good: Path, command: str):
                  "dry-run": ["dry-run", str(good)]}[command]
     result = run_cli(*arguments, "--isolated", "--state-dtype", "fp8")
     assert (result.exit_code, result.stdout) == (2, "")
-    assert result.stderr.splitlines()[0] == ("error: Invalid value for --state-dtype: expected one of float32, "
-                                             "bfloat16, float16, got 'fp8'")
+    assert result.stderr.splitlines()[0] == ("error: Invalid value for --state-dtype: unknown state dtype 'fp8'; "
+                                             "expected one of: float32, bfloat16, float16")
 
 
 def test_config_engine_takes_a_version(good: Path, tmp_path: Path):

@@ -23,7 +23,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
-from .engines import STATE_DTYPES, UnknownEngineError, profile_for
+from .engines import UnknownEngineError, profile_for, state_dtype_problem
 from .errors import InputError
 from .limits import LIMITS, read_bounded, shorten
 from .results import FORMATS
@@ -290,8 +290,9 @@ class _Reader:
 
     def state_dtype(self, key: str) -> str | None:
         value = self.string(key)
-        if value is not None and canonical_dtype(value) not in STATE_DTYPES:
-            raise self.fail(key, f"unknown state dtype {value!r}; expected one of: {', '.join(STATE_DTYPES)}")
+        problem = state_dtype_problem(value, canonical_dtype(value)) if value is not None else None
+        if problem is not None:
+            raise self.fail(key, problem)
         return value
 
     def engine(self, key: str) -> str | None:

@@ -29,6 +29,14 @@ GRID_DIM_LIMIT = 65535
 # The SSM state dtypes both engines' flags accept (sglang `--mamba-ssm-dtype`, vLLM `--mamba-ssm-cache-dtype`).
 STATE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 
+
+def state_dtype_problem(value: str, canonical: str) -> str | None:
+    """Why `value` (`canonical`: its canonical dtype name) names no state dtype, in the words every place that
+    takes one uses (the option, pyproject.toml, a `Deployment`); None when it does."""
+    if canonical in STATE_DTYPES:
+        return None
+    return f"unknown state dtype {value!r}; expected one of: {', '.join(STATE_DTYPES)}"
+
 # `default_state_dtype` / `conv_dtype` value meaning "the model's activation dtype".
 MODEL_DTYPE = "model"
 # `gdn_beta_rounding` value meaning "sigmoid(b) is rounded to the dtype of `b`, then widened to fp32".

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from ..engines import ENGINE_NAMES, PROFILES, STATE_DTYPES, UnknownEngineError, profile_for
+from ..engines import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for, state_dtype_problem
 from ..tensors import canonical_dtype
 
 
@@ -26,7 +26,7 @@ def engine_option(value: str) -> str:
 
 def state_dtype_option(value: str) -> str:
     """`value` if it names a state dtype the engines support; a usage error (exit 2, one line) if not."""
-    if canonical_dtype(value) not in STATE_DTYPES:
-        raise typer.BadParameter(f"expected one of {', '.join(STATE_DTYPES)}, got {value!r}",
-                                 param_hint="--state-dtype")
+    problem = state_dtype_problem(value, canonical_dtype(value))
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--state-dtype")
     return value

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for
+from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for, state_dtype_problem
 from ..limits import checked
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
 from .description import LinearAttentionModel
@@ -52,8 +52,9 @@ class Deployment:
             raise ValueError(f"slots must be >= 1 (got {self.slots})")
         if self.state_dtype is not None:
             dtype = canonical_dtype(self.state_dtype)
-            if dtype not in STATE_DTYPES:
-                raise ValueError(f"state dtype must be one of {', '.join(STATE_DTYPES)} (got {self.state_dtype!r})")
+            problem = state_dtype_problem(self.state_dtype, dtype)
+            if problem is not None:
+                raise ValueError(problem)
             object.__setattr__(self, "state_dtype", dtype)
 
     @property
