@@ -856,12 +856,10 @@ def linear_markers(config: Mapping[str, Any] | None, selection: Selection | None
 @dataclass(frozen=True)
 class Identity:
     """What the config says the model is: `architecture` names it (the first of `architectures`, else the model
-    type); `declared_architecture` is that first entry and `root_model_type` the top-level `model_type`, each
-    only where the config has one as a string."""
+    type); `root_model_type` is the top-level `model_type`, where the config has one as a string."""
 
     architecture: str
     model_types: tuple[str, ...]
-    declared_architecture: str | None = None
     root_model_type: str | None = None
 
 
@@ -875,10 +873,9 @@ def identify(config: Mapping[str, Any] | None) -> Identity:
         if isinstance(text, dict):
             types.append(text.get("model_type"))
     model_types = tuple(t for t in types if isinstance(t, str))
-    declared = architecture if isinstance(architecture, str) else None
-    name = declared if declared is not None else (model_types[0] if model_types else "unknown")
+    name = architecture if isinstance(architecture, str) else (model_types[0] if model_types else "unknown")
     root = types[0] if isinstance(types[0], str) else None
-    return Identity(architecture=name, model_types=model_types, declared_architecture=declared, root_model_type=root)
+    return Identity(architecture=name, model_types=model_types, root_model_type=root)
 
 
 def adapter_serving(architecture: str | None = None, model_type: str | None = None) -> Adapter | None:
