@@ -106,6 +106,13 @@ def test_a_named_target_is_checked_even_when_excluded_unless_force_exclude(tree:
     assert run.stderr == "warning: no checkpoint to check: every target is excluded\n"
 
 
+def test_an_empty_target_is_a_usage_error_not_the_current_directory(tree: Path):
+    """`gdr-check "$MODEL"` with MODEL unset: the empty argument is named, not read as `.`."""
+    run = run_cli("", "--isolated")
+    assert (run.exit_code, run.stdout) == (2, "")
+    assert run.stderr == "error: Invalid value for TARGETS: an empty path names no checkpoint\n"
+
+
 @pytest.mark.parametrize("fmt, empty", [("json", '"results": []'), ("sarif", '"results": []'), ("gitlab", "[]"),
                                         ("junit", 'tests="0" failures="0" errors="0"')])
 def test_every_target_excluded_still_writes_an_empty_report(tree: Path, fmt, empty):

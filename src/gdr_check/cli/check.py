@@ -263,6 +263,8 @@ def check_command(
 
     resolver = _resolver(config_file, isolated)
     unsearchable: list[str] = []
+    if targets and "" in targets:  # not the current directory: an empty argument is a mistake (an unset variable)
+        raise typer.BadParameter("an empty path names no checkpoint", param_hint="TARGETS")
     paths, unreadable = expand_targets(group_targets(targets or ["."]),
                                        exclusion_test(resolver, exclude, extend_exclude),
                                        force_exclude=force_exclude, follow_links=follow_links,
