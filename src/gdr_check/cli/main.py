@@ -19,7 +19,6 @@ from ..errors import InputError
 from .coercion import ClickContext, click_exceptions, install_plain_coercion
 from .errors import ReportWriteError
 from .output import GuardedStdout, Output, protect_inputs
-from .safe_write import inputs_named
 
 HELP_OPTIONS = ("--help", "-h", "--version")
 
@@ -150,8 +149,7 @@ def _main(argv: Sequence[str] | None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     output = Output.from_argv(argv)
-    # What the run reads, which its report must never replace.
-    protect_inputs(inputs_named(argv) if output.output_file is not None else frozenset())
+    protect_inputs(argv)  # what the run reads, which its report must never replace
     try:
         result = app(args=argv, prog_name="gdr-check", standalone_mode=False)
         return int(result or 0)

@@ -48,7 +48,7 @@ def output_format_from_argv(argv: Sequence[str]) -> str:
 
 def output_file_from_argv(argv: Sequence[str]) -> str | None:
     chosen = _option_value(argv, ("--output-file", "-o")) or os.environ.get(OUTPUT_FILE_ENV) or None
-    return None if chosen == "-" else chosen
+    return None if chosen is None or report_path(Path(chosen)) is None else chosen
 
 
 def report_path(value: Path | None) -> Path | None:
@@ -62,13 +62,14 @@ def tool_info() -> dict[str, str]:
     return {"name": "gdr-check", "version": __version__}
 
 
-# The run's inputs, which no report may replace (`safe_write.inputs_named`), set once per CLI run by `main`.
-_PROTECTED: frozenset[str] = frozenset()
+# The command line of the CLI run, whose inputs no report may replace (`safe_write.inputs_named`, worked out
+# only when a report file is written), set once per run by `main`.
+_RUN_ARGV: tuple[str, ...] = ()
 
 
-def protect_inputs(paths: frozenset[str]) -> None:
-    global _PROTECTED
-    _PROTECTED = paths
+def protect_inputs(argv: Sequence[str]) -> None:
+    global _RUN_ARGV
+    _RUN_ARGV = tuple(argv)
 
 
 class Output:
@@ -86,9 +87,9 @@ class Output:
     def write_report(self, text: str) -> None:
         """The report itself: to --output-file when given (replaced whole, or left as it was), else to stdout."""
         if self.output_file is not None:
-            from .safe_write import write_report_file
+            from .safe_write import inputs_named, write_report_file
 
-            write_report_file(self.output_file, text, _PROTECTED)
+            write_report_file(self.output_file, text, inputs_named(_RUN_ARGV))
         elif text:
             _to_stdout(text)
 

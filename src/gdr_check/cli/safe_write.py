@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..files import new_file_mode
-from ..sources.discover import CHECKPOINT_SUFFIXES, CONFIG_NAME, checkpoint_inputs
+from ..sources.discover import checkpoint_inputs, is_checkpoint_file_name
 from ..sources.open import PICKLE_SUFFIXES
 from .errors import ReportWriteError
 
@@ -54,8 +54,6 @@ def _write_in_place(path: Path, data: bytes) -> None:
         _write_all(fd, data)
     finally:
         os.close(fd)
-
-
 
 
 def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None) -> None:
@@ -115,8 +113,7 @@ def write_report_file(path: str | os.PathLike[str], content: str, protected: Ite
                                         if os.path.lexists(kept)):
             raise _failure(path, "it is an input of this run (named on the command line, or a file of a checkpoint "
                                  "named there): write the report elsewhere")
-        if any(name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES + PICKLE_SUFFIXES)
-               for name in (path.name, target.name)):
+        if any(is_checkpoint_file_name(name) or name.endswith(PICKLE_SUFFIXES) for name in (path.name, target.name)):
             raise _failure(path, "it is named as a checkpoint's file (a config or weights), which a report must "
                                  "not replace or pose as: name the report otherwise")
         if existing is not None and not stat.S_ISREG(existing.st_mode):

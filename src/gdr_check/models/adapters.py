@@ -916,12 +916,12 @@ def select_adapter(config: Mapping[str, Any] | None, tensor_names: Iterable[str]
     # The architecture first, then the root model_type, then the text config's: Kimi-K3 wraps a `kimi_linear`
     # text config but has its own tensor table.
     for key in keys:
-        for adapter in ADAPTERS:
-            if key in adapter.architectures or key in adapter.model_types:
-                if adapter is BAILING_HYBRID and ConfigView(config, adapter.sections).find(
-                        "short_conv_kernel_size") is None:
-                    return Selection(identity, None, BAILING_LIGHTNING)
-                return Selection(identity, adapter)
+        adapter = adapter_serving(architecture=key, model_type=key)
+        if adapter is not None:
+            if adapter is BAILING_HYBRID and ConfigView(config, adapter.sections).find(
+                    "short_conv_kernel_size") is None:
+                return Selection(identity, None, BAILING_LIGHTNING)
+            return Selection(identity, adapter)
     for key in keys:
         if key in OUT_OF_SCOPE:
             return Selection(identity, None, OUT_OF_SCOPE[key])

@@ -471,8 +471,7 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
         if count is None:
             found.append(Unreadable("num_hidden_layers", "is missing: the layer map needs the layer count",
                                     locate.config("num_hidden_layers")))
-        elif interval is not None and (isinstance(interval[0], bool) or not isinstance(interval[0], int)
-                                       or interval[0] <= 0):  # present but unusable: it is the problem
+        elif interval is not None and value_problem(interval[0]) is not None:  # present but unusable: the problem
             found.append(Unreadable(interval[1], f"is {_shown(interval[0])}: the layer map needs a positive whole "
                                     "number (every n-th layer is full attention)", locate.config(interval[1])))
         else:

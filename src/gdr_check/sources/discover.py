@@ -60,6 +60,11 @@ class ExcludePatterns:
         return False
 
 
+def is_checkpoint_file_name(name: str) -> bool:
+    """Whether a file of this name is part of a checkpoint: a `config.json`, a safetensors file or index."""
+    return name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES)
+
+
 def is_checkpoint_dir(directory: Path) -> bool:
     """A directory that is one checkpoint: it holds a config.json, a safetensors file or index, or is a
     Hugging Face cache entry."""
@@ -70,7 +75,7 @@ def is_checkpoint_dir(directory: Path) -> bool:
         names = os.listdir(directory)
     except OSError:
         return False
-    return any(name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES) for name in names)
+    return any(map(is_checkpoint_file_name, names))
 
 
 def checkpoint_inputs(target: str) -> list[str]:
@@ -84,8 +89,7 @@ def checkpoint_inputs(target: str) -> list[str]:
         names = os.listdir(directory)
     except OSError:
         return named
-    return [os.path.join(directory, name) for name in names
-            if name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES)] + named
+    return [os.path.join(directory, name) for name in names if is_checkpoint_file_name(name)] + named
 
 
 def is_default_excluded(directory: Path) -> bool:
