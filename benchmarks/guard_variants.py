@@ -114,7 +114,7 @@ VARIANTS: dict[str, list[Patch]] = {
 }
 # Kernel experiments (time them with --ours): the small-batch dependent chain.
 PREFETCH_LOAD = ("        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, "
-                 "STATE_EVICTION,\n                                    ORDERED)\n")
+                 "STATE_EVICTION)\n")
 STATE_BARRIER = [(k, PREFETCH_LOAD, PREFETCH_LOAD + "        tl.debug_barrier()\n") for k in KERNELS]
 GDN_DECAY_IN_TILE = [
     ("kernel/gdn.py", "            S = next_tile.to(tl.float32)\n",
@@ -184,11 +184,6 @@ VARIANTS.update({
         ("scanned_8_rows", "block_v=min(config.block_v, 8)"), ("scanned_no_evict", "evict_first=False"),
         ("scanned_keep_inputs", "keep_inputs=True"),
         ("scanned_8_rows_no_evict", "block_v=min(config.block_v, 8), evict_first=False"))},
-    # up to 32 / 128 pairs: the loads in program order (`TileConfig.ordered_loads`), the state tile's first
-    "small_ordered": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (
-        rows, f"{rest}, ordered_loads=True")))],
-    "small_ordered_128": [("kernel/tiling.py", small_rows((16, 32, 128), lambda rows, rest: (
-        rows, f"{rest}, ordered_loads=True")))],
     # up to 32 pairs: half the rows per program (twice the programs)
     "small_half_rows": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (max(1, rows // 2), rest)))],
 })

@@ -29,24 +29,15 @@ def softplus(z, THRESHOLD: tl.constexpr):
 
 
 @triton.jit
-def load_query_key(row, i_h, H: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, EVICTION: tl.constexpr,
-                   ORDERED: tl.constexpr):
-    """q and k of key head i_h from one packed [q | k | v] row, as fp32 [BK] (lanes >= K are zero), as loaded:
-    the kernels issue every load before the arithmetic on any (see `normalize`)."""
+def load_query_key(row, i_h, H: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, USE_L2NORM: tl.constexpr,
+                   EVICTION: tl.constexpr):
+    """q and k of key head i_h from one packed [q | k | v] row, as fp32 [BK] (lanes >= K are zero)."""
     o_k = tl.arange(0, BK)
     mask_k = o_k < K
-    q = tl.load(row + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION, volatile=ORDERED
-                ).to(tl.float32)
-    k = tl.load(row + H * K + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION, volatile=ORDERED
-                ).to(tl.float32)
-    return q, k
-
-
-@triton.jit
-def normalize(q, k, USE_L2NORM: tl.constexpr):
-    """q and k over their l2 norms where the call asks for it; eps inside the square root, and the zero
-    padding lanes add nothing to the sums."""
+    q = tl.load(row + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION).to(tl.float32)
+    k = tl.load(row + H * K + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION).to(tl.float32)
     if USE_L2NORM:
+        # eps inside the square root; the zero padding lanes add nothing to the sums.
         q = q / tl.sqrt(tl.sum(q * q) + 1e-6)
         k = k / tl.sqrt(tl.sum(k * k) + 1e-6)
     return q, k
@@ -120,13 +111,11 @@ def load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW: tl.constexpr):
 
 
 @triton.jit
-def load_state_tile(head_state, rows, row_limit, K: tl.constexpr, BK: tl.constexpr, EVICTION: tl.constexpr,
-                    ORDERED: tl.constexpr = False):
+def load_state_tile(head_state, rows, row_limit, K: tl.constexpr, BK: tl.constexpr, EVICTION: tl.constexpr):
     """State rows ``rows`` of one head as a [BV, BK] tile in the pool's dtype; rows >= row_limit read 0."""
     o_k = tl.arange(0, BK)
     mask = (rows < row_limit)[:, None] & (o_k < K)[None, :]
-    return tl.load(head_state + rows[:, None] * K + o_k[None, :], mask=mask, other=0.0, eviction_policy=EVICTION,
-                   volatile=ORDERED)
+    return tl.load(head_state + rows[:, None] * K + o_k[None, :], mask=mask, other=0.0, eviction_policy=EVICTION)
 
 
 @triton.jit

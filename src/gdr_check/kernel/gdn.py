@@ -26,7 +26,6 @@ from ._triton_common import (
     load_slot,
     load_state_tile,
     locate_program,
-    normalize,
     record_fault,
     softplus,
     store_state_tile,
@@ -53,7 +52,7 @@ def gdn_packed_decode_kernel(
     H: tl.constexpr, HV: tl.constexpr,  # head counts as constants: see locate_program
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
-    PREFETCH: tl.constexpr, ORDERED: tl.constexpr, LOOP_STAGES: tl.constexpr,
+    PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
     USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
     AFTER_CHECK: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
@@ -75,30 +74,18 @@ def gdn_packed_decode_kernel(
     head_state = state + slot * stride_slot + i_hv * (V * K)
     state_rows = tl.where(live, V, 0)  # a skipped row reads no state: every state lane masked off
     if PREFETCH:
-        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION,
-                                    ORDERED)
+        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     if GUARD:  # the duplicate scan's slots are requested with the state; only the stores wait for the verdict
         scan = load_scan_block(slots, given_slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO,
                                SCAN_BLOCK, SCAN_LOOP)
-    # Every load is issued before the arithmetic on any: ptxas otherwise places a load after the code written
-    # ahead of it, and the V rows' load after the gate arithmetic put its latency on a small launch's chain.
     row = mixed_qkv + i_n * stride_qkv
-    v_row = row + 2 * H * K + i_hv * V
-    if TILES == 1:
-        first_rows = v_start + tl.arange(0, BV)
-        first_v = tl.load(v_row + first_rows, mask=first_rows < V, other=0.0, volatile=ORDERED)
-    q, k = load_query_key(row, i_h, H, K, BK, INPUT_EVICTION, ORDERED)
-    a_value = tl.load(a + i_n * stride_a + i_hv, volatile=ORDERED)
-    bias = tl.load(dt_bias + i_hv, volatile=ORDERED)
-    A_value = tl.load(A_log + i_hv, volatile=ORDERED)
-    b_value = tl.load(b + i_n * stride_b + i_hv, volatile=ORDERED)
-
-    q, k = normalize(q, k, USE_L2NORM)
+    q, k = load_query_key(row, i_h, H, K, BK, USE_L2NORM, INPUT_EVICTION)
     q = q * scale
     k_dot_q = tl.sum(k * q)
-    z = a_value.to(tl.float32) + bias.to(tl.float32)
-    decay = tl.exp(-tl.exp(A_value.to(tl.float32)) * softplus(z, 20.0))
-    beta = tl.sigmoid(b_value.to(tl.float32))
+
+    z = tl.load(a + i_n * stride_a + i_hv).to(tl.float32) + tl.load(dt_bias + i_hv).to(tl.float32)
+    decay = tl.exp(-tl.exp(tl.load(A_log + i_hv).to(tl.float32)) * softplus(z, 20.0))
+    beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))
     if ROUND_BETA:  # EngineProfile.gdn_beta_rounding (sglang 0.5.23, vLLM before 0.29): via b's dtype
         beta = beta.to(b.dtype.element_ty).to(tl.float32)
 
@@ -112,6 +99,7 @@ def gdn_packed_decode_kernel(
     else:
         computed = live
     stored_rows = tl.where(computed, V, 0)
+    v_row = row + 2 * H * K + i_hv * V
     out_row = out + head_row * V
     for t in tl.range(TILES, num_stages=LOOP_STAGES):
         rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
@@ -124,10 +112,7 @@ def gdn_packed_decode_kernel(
             # earlier store that may alias it, so otherwise the loop waits one full latency per tile.
             next_limit = tl.where(t + 1 < TILES, state_rows, 0)
             next_tile = load_state_tile(head_state, rows + BV, next_limit, K, BK, STATE_EVICTION)
-        if TILES == 1:
-            v = first_v.to(tl.float32)
-        else:
-            v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)
+        v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)
         predicted = tl.sum(S * k[None, :], axis=1)
         read = tl.sum(S * q[None, :], axis=1)
         u = beta * (v - decay * predicted)

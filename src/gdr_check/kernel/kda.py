@@ -26,7 +26,6 @@ from ._triton_common import (
     load_slot,
     load_state_tile,
     locate_program,
-    normalize,
     record_fault,
     softplus,
     store_state_tile,
@@ -53,7 +52,7 @@ def kda_packed_decode_kernel(
     H: tl.constexpr, HV: tl.constexpr,  # head counts as constants: see locate_program
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
-    PREFETCH: tl.constexpr, ORDERED: tl.constexpr, LOOP_STAGES: tl.constexpr,
+    PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
     USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
     AFTER_CHECK: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
@@ -75,32 +74,21 @@ def kda_packed_decode_kernel(
     head_state = state + slot * stride_slot + i_hv * (V * K)
     state_rows = tl.where(live, V, 0)  # a skipped row reads no state: every state lane masked off
     if PREFETCH:
-        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION,
-                                    ORDERED)
+        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     if GUARD:  # the duplicate scan's slots are requested with the state; only the stores wait for the verdict
         scan = load_scan_block(slots, given_slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO,
                                SCAN_BLOCK, SCAN_LOOP)
-    # Every load is issued before the arithmetic on any (see gdn.py).
     row = mixed_qkv + i_n * stride_qkv
-    v_row = row + 2 * H * K + i_hv * V
-    if TILES == 1:
-        first_rows = v_start + tl.arange(0, BV)
-        first_v = tl.load(v_row + first_rows, mask=first_rows < V, other=0.0, volatile=ORDERED)
-    q, k = load_query_key(row, i_h, H, K, BK, INPUT_EVICTION, ORDERED)
-    o_k = tl.arange(0, BK)
-    mask_k = o_k < K
-    a_row = tl.load(a + i_n * stride_a + i_hv * K + o_k, mask=mask_k, other=0.0, eviction_policy=INPUT_EVICTION,
-                    volatile=ORDERED)
-    bias = tl.load(dt_bias + i_hv * K + o_k, mask=mask_k, other=0.0, eviction_policy=INPUT_EVICTION,
-                   volatile=ORDERED)
-    A_value = tl.load(A_log + i_hv, volatile=ORDERED)
-    b_value = tl.load(b + i_n * stride_b + i_hv, volatile=ORDERED)
-
-    q, k = normalize(q, k, USE_L2NORM)
+    q, k = load_query_key(row, i_h, H, K, BK, USE_L2NORM, INPUT_EVICTION)
     q = q * scale
     k_dot_q = tl.sum(k * q)
-    z = a_row.to(tl.float32) + bias.to(tl.float32)
-    A = tl.exp(A_value.to(tl.float32))
+
+    o_k = tl.arange(0, BK)
+    mask_k = o_k < K
+    z = tl.load(a + i_n * stride_a + i_hv * K + o_k, mask=mask_k, other=0.0, eviction_policy=INPUT_EVICTION
+                ).to(tl.float32)
+    z += tl.load(dt_bias + i_hv * K + o_k, mask=mask_k, other=0.0, eviction_policy=INPUT_EVICTION).to(tl.float32)
+    A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
     if USE_LOWER_BOUND:
         g = lower_bound * tl.sigmoid(A * z)  # the bounded "safe gate"
     else:
@@ -108,7 +96,7 @@ def kda_packed_decode_kernel(
     decay = tl.exp(g)  # [BK], scales state column k
     decayed_k = decay * k
     decayed_q = decay * q
-    beta = tl.sigmoid(b_value.to(tl.float32))
+    beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))
 
     if not PREFETCH:
         if TILES == 1:  # after the gates, before the guard's verdict (at one row: no scan; with a scan
@@ -120,6 +108,7 @@ def kda_packed_decode_kernel(
     else:
         computed = live
     stored_rows = tl.where(computed, V, 0)
+    v_row = row + 2 * H * K + i_hv * V
     out_row = out + head_row * V
     for t in tl.range(TILES, num_stages=LOOP_STAGES):
         rows = v_start + t * BV + tl.arange(0, BV)  # affine in t: lets the compiler tell tiles apart
@@ -130,10 +119,7 @@ def kda_packed_decode_kernel(
         if PREFETCH and TILES > 1:  # prefetch before this tile's store (see gdn.py)
             next_limit = tl.where(t + 1 < TILES, state_rows, 0)
             next_tile = load_state_tile(head_state, rows + BV, next_limit, K, BK, STATE_EVICTION)
-        if TILES == 1:
-            v = first_v.to(tl.float32)
-        else:
-            v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)
+        v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)
         u = beta * (v - tl.sum(S * decayed_k[None, :], axis=1))
         o = tl.sum(S * decayed_q[None, :], axis=1) + u * k_dot_q
         tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), mask=rows < V)

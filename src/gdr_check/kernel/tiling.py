@@ -49,20 +49,13 @@ class TileConfig:
     # Load q, k (and KDA's gate row) with an evict-last L2 policy: every V block of a head, and every value head
     # of a key head, reads the same ones.
     keep_inputs: bool = False
-    # Issue the (single) state tile's load as soon as the slot is known, and every input load after it, as
-    # volatile loads, which ptxas keeps in program order: left to itself it schedules the tile's load after the
-    # q/k norm's reduction, which then waits on the q/k loads, a few hundred cycles on a B = 1 launch's chain.
-    ordered_loads: bool = False
 
     def constexprs(self, K: int, V: int) -> dict[str, Any]:
         """The decode kernels' tiling constants for a [V, K] state (both kernels take the same ones)."""
         state_eviction = "evict_first" if self.evict_first else ""
-        hinted_loads = not self.ordered_loads  # a volatile load takes no L2 eviction hint (ptxas refuses it)
         return {"K": K, "V": V, "BK": next_power_of_2(K), "BV": self.block_v, "TILES": self.tiles_per_program,
-                "STATE_EVICTION": state_eviction if hinted_loads else "",
-                "STORE_EVICTION": state_eviction if self.hint_stores else "",
-                "INPUT_EVICTION": "evict_last" if self.keep_inputs and hinted_loads else "",
-                "PREFETCH": self.prefetch or self.ordered_loads, "ORDERED": self.ordered_loads,
+                "STATE_EVICTION": state_eviction, "STORE_EVICTION": state_eviction if self.hint_stores else "",
+                "INPUT_EVICTION": "evict_last" if self.keep_inputs else "", "PREFETCH": self.prefetch,
                 "LOOP_STAGES": self.loop_stages}
 
     def launch_options(self, programmatic: bool = False) -> dict[str, int]:
