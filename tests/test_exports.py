@@ -27,3 +27,19 @@ def test_every_export_resolves(name: str) -> None:
     package = importlib.import_module(name)
     for export in package._EXPORTS:
         assert getattr(package, export) is not None, export
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGES))
+def test_dir_lists_the_public_names_not_the_import_machinery(name: str) -> None:
+    package = importlib.import_module(name)
+    names = dir(package)
+    assert set(package.__all__) <= set(names)
+    for machinery in ("TYPE_CHECKING", "annotations", "lazy_dir", "lazy_getattr", "_EXPORTS", "_lazy"):
+        assert machinery not in names, machinery
+    assert {"__all__", "__getattr__", "__name__"} <= set(names)
+
+
+def test_dir_lists_a_subpackage_once_it_is_imported() -> None:
+    package = importlib.import_module("gdr_check")
+    importlib.import_module("gdr_check.sources")
+    assert "sources" in dir(package)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
+from fixtures_sources import make_hf_cache_repo
 from hostile_corpus import FORMATS, assert_outcome, run_subprocess, tree
 
 OLD_REPORT = b"the previous report\n"
@@ -263,6 +264,25 @@ def test_no_report_is_named_as_a_checkpoint_s_file(repo, name, exists):
     assert os.listdir(repo / "elsewhere") == ([name] if exists else [])
     if exists:
         assert (repo / "elsewhere" / name).read_bytes() == OLD_REPORT
+
+
+@pytest.mark.parametrize("where", ["blob", "new-in-blobs", "new-subfolder"])
+def test_no_report_goes_into_a_hugging_face_cache_repository(repo, monkeypatch, where):
+    """A model named by its id is read from the cache, whose blobs are named by hash: a report there would
+    replace the cached config (or sit among the blobs), whatever its name."""
+    config = (repo / "good" / "config.json").read_bytes()
+    cached = make_hf_cache_repo(repo / "hub", "org/model", {"config.json": config})
+    monkeypatch.setenv("HF_HUB_CACHE", str(repo / "hub"))
+    blob = next((cached / "blobs").iterdir())
+    report = {"blob": blob, "new-in-blobs": cached / "blobs" / "report.json",
+              "new-subfolder": cached / "reports" / "report.json"}[where]
+    before = tree(repo)
+    outcome = run_cli("org/model", "--isolated", "--output-format", "json", "-o", str(report))
+    assert (outcome.exit_code, outcome.stdout) == (2, "")
+    assert outcome.stderr.splitlines()[-1] == (
+        f"error: cannot write `{report}`: it lies in the Hugging Face cache repository `models--org--model`, whose "
+        "files a report must not replace or add to: write the report elsewhere")
+    assert tree(repo) == before and blob.read_bytes() == config
 
 
 def test_dash_is_stdout_not_a_file_named_dash(repo):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from importlib import import_module
+from types import ModuleType
 from typing import Any
 
 
@@ -24,9 +25,14 @@ def lazy_getattr(package: str, exports: Mapping[str, str], namespace: dict[str, 
 
 
 def lazy_dir(exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[], list[str]]:
-    """A module `__dir__` that lists the lazy exports too (for `dir()`, `help()` and tab completion)."""
+    """A module `__dir__` for `dir()`, `help()` and tab completion: the lazy exports (loaded or not), the
+    submodules imported so far and the module's dunders; not the names the package imports for its own
+    machinery (`TYPE_CHECKING`, these helpers, `annotations`)."""
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *exports})
+        own = {name for name, value in namespace.items()
+               if (name.startswith("__") and name.endswith("__"))
+               or (isinstance(value, ModuleType) and not name.startswith("_"))}
+        return sorted(own | set(exports))
 
     return __dir__

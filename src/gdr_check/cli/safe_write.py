@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..files import new_file_mode
 from ..sources.discover import checkpoint_inputs, is_checkpoint_file_name
+from ..sources.hf_cache import REPO_PREFIX
 from ..sources.open import PICKLE_SUFFIXES
 from .errors import ReportWriteError
 
@@ -86,15 +87,26 @@ def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None)
         os.close(dir_fd)
 
 
+def _cache_repository(target: Path) -> Path | None:
+    """The Hugging Face cache repository (`models--org--name`, holding blobs or snapshots) `target` lies in."""
+    return next((folder for folder in target.parents if folder.name.startswith(REPO_PREFIX)
+                 and ((folder / "blobs").is_dir() or (folder / "snapshots").is_dir())), None)
+
+
 def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:
     """Write `content` to `path` atomically (see the module's docstring); parents are created as needed. Never over
-    a file in `protected` (the run's inputs, `inputs_named`), nor to a name a checkpoint's files have."""
+    a file in `protected` (the run's inputs, `inputs_named`), nor to a name a checkpoint's files have, nor into a
+    Hugging Face cache repository."""
     path = Path(path)
     data = content.encode(ENCODING, ENCODING_ERRORS)
     try:
         # A link is followed: the report replaces the file it names, and the link stays.
         target = Path(os.path.realpath(path))
         parent = target.parent
+        repository = _cache_repository(target)
+        if repository is not None:  # a blob's name is its hash: no name rule would catch one
+            raise _failure(path, f"it lies in the Hugging Face cache repository `{repository.name}`, whose files a "
+                                 "report must not replace or add to: write the report elsewhere")
         if parent.exists() and not parent.is_dir():
             raise _failure(path, f"`{path.parent}` is not a directory")
         if not parent.exists():
