@@ -397,3 +397,14 @@ def test_llm_config_section_is_read():
     result = check_checkpoint(config_only(config), Deployment())
     assert result.model.family == "qwen3.5" and result.model.num_v_heads == 4
     assert result.model.sources["num_v_heads"].key == "llm_config.linear_num_value_heads"
+
+
+@pytest.mark.parametrize("value,shown", [("oops", '"oops"'), (None, "null"), ([1, 2], "[1, 2]")])
+def test_a_text_config_that_is_no_object_is_named_not_its_missing_fields(value, shown):
+    """Every field of a multimodal model's text model lies in `text_config`: when that is no object, it is the
+    one problem to fix, not the layer count and heads that are then missing."""
+    result = check_checkpoint(config_only({**k3_config(), "text_config": value}), Deployment())
+    diagnostic = only(result, "GDR107")
+    assert diagnostic.location.json_key == "text_config"
+    assert diagnostic.message.endswith(f"but `text_config` is {shown}: not an object, so the fields it holds "
+                                       "cannot be read")

@@ -451,6 +451,13 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
     found: list[Unreadable] = []
     if adapter is None:
         return found
+    config = checkpoint.config or {}
+    for section in adapter.sections:  # the text model's fields are looked up in it: first, what keeps them hidden
+        if section in config and not isinstance(config[section], dict):
+            found.append(Unreadable(section, f"is {_shown(config[section])}: not an object, so the fields it holds "
+                                    "cannot be read", locate.config(section)))
+    if found:  # what else is missing follows from it
+        return found
     _, _, invalid = read_fields(view, adapter, locate)
     invalid += dtype_problems(view, locate)
     for item in invalid:
