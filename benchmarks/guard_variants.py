@@ -184,9 +184,44 @@ VARIANTS.update({
         ("scanned_8_rows", "block_v=min(config.block_v, 8)"), ("scanned_no_evict", "evict_first=False"),
         ("scanned_keep_inputs", "keep_inputs=True"),
         ("scanned_8_rows_no_evict", "block_v=min(config.block_v, 8), evict_first=False"))},
+    # What the small-batch chain's parts cost (experiments that remove work; their results are wrong): the q/k
+    # l2 norm, the gate loads and arithmetic (decay = beta = 1), the two reductions over K (zero)
+    "no_norm": [(COMMON, "    if USE_L2NORM:\n        # eps", "    if False:\n        # eps")],
+    "no_gates": [(k, "    beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))\n",
+                  "    beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))\n    beta = 1.0\n"
+                  + ("    decay = 1.0\n" if k.endswith("gdn.py") else
+                     "    decay = tl.full([BK], 1.0, tl.float32)\n    decayed_k = k\n    decayed_q = q\n"))
+                 for k in KERNELS],
+    "no_reductions": [
+        ("kernel/gdn.py", "        predicted = tl.sum(S * k[None, :], axis=1)\n"
+                          "        read = tl.sum(S * q[None, :], axis=1)\n",
+         "        predicted = v * 0.0\n        read = v * 0.0\n"),
+        ("kernel/kda.py", "        u = beta * (v - tl.sum(S * decayed_k[None, :], axis=1))\n"
+                          "        o = tl.sum(S * decayed_q[None, :], axis=1) + u * k_dot_q\n",
+         "        u = beta * v\n        o = u * k_dot_q\n")],
+    # no input loads at all (q, k, v and the gates constant): what the inputs' loads cost the chain
+    "no_inputs": [
+        (COMMON, "    q = tl.load(row + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION)"
+                 ".to(tl.float32)\n"
+                 "    k = tl.load(row + H * K + i_h * K + o_k, mask=mask_k, other=0.0, eviction_policy=EVICTION)"
+                 ".to(tl.float32)\n",
+         "    q = tl.where(mask_k, 0.5, 0.0)\n    k = tl.where(mask_k, 0.25, 0.0)\n"),
+        *[(k, "        v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)\n",
+           "        v = (rows * 0).to(tl.float32) + 1.0\n") for k in KERNELS],
+        ("kernel/gdn.py", "    z = tl.load(a + i_n * stride_a + i_hv).to(tl.float32) "
+                          "+ tl.load(dt_bias + i_hv).to(tl.float32)\n"
+                          "    decay = tl.exp(-tl.exp(tl.load(A_log + i_hv).to(tl.float32)) * softplus(z, 20.0))\n"
+                          "    beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))\n",
+         "    decay = 0.9\n    beta = 0.5\n"),
+        ("kernel/kda.py", lambda text: re.sub(r"    z = tl\.load\(a \+ .*?    beta = tl\.sigmoid\(tl\.load\(b [^\n]*\n",
+                                              "    decay = tl.where(mask_k, 0.9, 0.0)\n    decayed_k = decay * k\n"
+                                              "    decayed_q = decay * q\n    beta = 0.5\n", text, count=1,
+                                              flags=re.S))],
     # up to 32 pairs: half the rows per program (twice the programs)
     "small_half_rows": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (max(1, rows // 2), rest)))],
 })
+# the kernel's grid, slot load and state stream with neither inputs nor reductions: ours as a slot copy
+VARIANTS["bare"] = VARIANTS["no_inputs"] + VARIANTS["no_reductions"]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
