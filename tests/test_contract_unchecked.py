@@ -189,6 +189,49 @@ def test_int32_and_int64_indices_are_fine(variant, dtype):
     assert not only(check(variant, with_(call_for(variant), ssm_state_indices=indices(dtype=dtype))), "GDR243")
 
 
+# -- non-float tensors (GDR258) -------------------------------------------------------------------------------
+FLOAT_FIXES = {
+    "mixed_qkv": "pass `mixed_qkv` as bfloat16, the dtype of the activations (dequantize it before the call)",
+    "a": "pass `a` as {act}, the dtype of the activations (dequantize it before the call)",
+    "b": "pass `b` as {act}, the dtype of the activations (dequantize it before the call)",
+    "A_log": "keep `A_log` a floating-point parameter (`A_log.float()`)",
+    "dt_bias": "keep `dt_bias` a floating-point parameter (`dt_bias.float()`)",
+    "initial_state": "allocate the state pool in float32 (or bfloat16)",
+    "out": "allocate `out` as {act}, the dtype of the activations",
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("argument", list(FLOAT_FIXES))
+@pytest.mark.parametrize("dtype, name", [(torch.int8, "int8"), (torch.int32, "int32"), (torch.bool, "bool"),
+                                         (torch.complex64, "complex64")])
+def test_a_tensor_the_kernel_computes_with_must_be_floating_point(variant, argument, dtype, name):
+    call = call_for(variant)
+    call[argument] = torch.zeros(call[argument].shape, dtype=dtype)
+    activation = "bfloat16" if argument == "mixed_qkv" else str(call["mixed_qkv"].dtype).removeprefix("torch.")
+    found = only(check(variant, call), "GDR258")
+    assert [(d.severity, d.message) for d in found] == [
+        ("error", f"`{argument}` has dtype {name}; the kernel reads and writes it as floating point")]
+    assert found[0].fixes == [FLOAT_FIXES[argument].format(act=activation)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_non_float_tensor_is_named(variant):
+    call = {**call_for(variant)}
+    call["out"] = torch.zeros(call["out"].shape, dtype=torch.int32)
+    call["initial_state"] = torch.zeros(call["initial_state"].shape, dtype=torch.int16)
+    assert [d.message.split(" has")[0] for d in only(check(variant, call), "GDR258")] == ["`initial_state`", "`out`"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_floating_point_tensors_are_fine(variant, dtype):
+    call = call_for(variant)
+    for argument in FLOAT_FIXES:
+        call[argument] = call[argument].to(dtype)
+    assert not only(check(variant, call), "GDR258")
+
+
 # -- U7: grid limit -------------------------------------------------------------------------------------------
 def test_gdn_grid_limit_under_sglang_only():
     big = qwen_gdn_call(B=2048)  # B*HV = 65536

@@ -1,4 +1,4 @@
-"""GDR240-GDR256: the preconditions the packed-decode kernels assume without checking.
+"""GDR240-GDR256 and GDR258: the preconditions the packed-decode kernels assume without checking.
 
 No wrapper raises for these (docs/kernel-contract.md U1-U18): the kernel runs and gives wrong output or state,
 crashes the process's CUDA context, or just runs slowly. The contract engine reports them after the wrapper
@@ -481,3 +481,43 @@ def value_head_dim_zero(ctx: CallContext) -> Finding | None:
     return Finding({"shape": tuple(ctx.state.shape)},
                    [f"the pool's V axis (dim -2) is 0: allocate [S, {ctx.HV}, head_v_dim, {ctx.K}]"],
                    argument="initial_state")
+
+
+# The arguments the kernels load as numbers and widen to fp32, or store results into (not the slot indices).
+FLOAT_ARGUMENTS = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out")
+
+
+def _float_fix(name: str, activation: str) -> str:
+    if name in ("A_log", "dt_bias"):
+        return f"keep `{name}` a floating-point parameter (`{name}.float()`)"
+    if name == "initial_state":
+        return "allocate the state pool in float32 (or bfloat16)"
+    if name == "out":
+        return f"allocate `out` as {activation}, the dtype of the activations"
+    return f"pass `{name}` as {activation}, the dtype of the activations (dequantize it before the call)"
+
+
+@rule(
+    "GDR258", "non-float-tensors",
+    summary="a tensor the kernel computes with is not floating point",
+    message="`{argument}` has dtype {dtype}; the kernel reads and writes it as floating point",
+    explanation=(
+        "Neither wrapper checks a dtype. The kernel widens every value it loads to fp32 and casts every result "
+        "to the destination's dtype when it stores it: an integer or bool input is read as raw numbers (an "
+        "int8 `mixed_qkv` without its quantization scale, bool as 0/1), and a result stored into an integer "
+        "`out` or state pool is truncated (a bool one holds only 0/1), so the state is corrupted from the "
+        "first step. A complex tensor has no Triton type: the launch fails while compiling "
+        "(docs/kernel-contract.md U8, U9)."
+    ),
+    fixes=("pass bf16 (or fp16/fp32) activations, floating-point `A_log` and `dt_bias`, and a float32 or bf16 "
+           "state pool",),
+    engines="sglang 0.5.23 and vLLM (no dtype check in either wrapper).",
+    example=CallExample({"out": tensor(4, 1, 4, 8, dtype="int32")}, "an int32 `out`"),
+)
+def non_float_tensors(ctx: CallContext) -> list[Finding] | None:
+    c = ctx.call
+    activation = c.mixed_qkv.dtype if c.mixed_qkv.dtype.startswith(("float", "bfloat")) else "bfloat16"
+    findings = [Finding({"argument": name, "dtype": dtype}, [_float_fix(name, activation)], argument=name)
+                for name, dtype in ((name, getattr(c, name).dtype) for name in FLOAT_ARGUMENTS)
+                if not dtype.startswith(("float", "bfloat"))]
+    return findings or None
