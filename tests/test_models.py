@@ -287,6 +287,23 @@ def test_one_layer_disagrees_with_config(tmp_path: Path):
     assert any("only in layer 5" in note for note in diagnostic.notes)
 
 
+def test_one_odd_tensor_leaves_the_rest_of_its_layer_alone(tmp_path: Path):
+    """A layer whose `in_proj_ba` is sized for twice the value heads, the rest of it as the config says: the odd
+    tensor is the one finding. The tensors after it that fit the config are neither shapes "expected" as they
+    are (GDR113) nor read with the odd head count (`out_proj` holding half the head dim, GDR111)."""
+    config = qwen3_next_config()
+    tensors = qwen_tensors(config)
+    rows, width = tensors["model.layers.0.linear_attn.in_proj_ba.weight"][1]
+    tensors["model.layers.0.linear_attn.in_proj_ba.weight"] = ("BF16", (2 * rows, width))
+    write_checkpoint(tmp_path, config, tensors)
+    result = check_model(str(tmp_path), DEFAULT)
+    found = [(d.code, d.message) for d in result.report if d.code in ("GDR111", "GDR112", "GDR113")]
+    assert found == [("GDR111", f"config says {config['linear_num_value_heads']} value heads but "
+                                f"`model.layers.0.linear_attn.in_proj_ba.weight` holds "
+                                f"{2 * config['linear_num_value_heads']}")]
+    assert any("only in layer 0" in note for note in only(result, "GDR111").notes)
+
+
 def test_layer_vs_layer_without_config_values():
     reference = qwen3_5_config(text_only=True)
     tensors = qwen_tensors(reference)

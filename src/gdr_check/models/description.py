@@ -32,6 +32,7 @@ from .adapters import (
     Identity,
     LayerMap,
     Layout,
+    TensorRule,
     layers_by_namespace,
     with_field,
 )
@@ -262,11 +263,18 @@ def _expected_shape(dims: Iterable[Dim], geometry: Geometry) -> tuple[int, ...] 
     return tuple(sizes)
 
 
+def _fits(rule: TensorRule, info: TensorLike, geometry: Geometry) -> bool:
+    dims = rule.shape_for(tuple(info.shape), geometry)
+    return dims is not None and all(dim.expected(geometry) == size for dim, size in zip(dims, info.shape, strict=True))
+
+
 def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geometry) -> _LayerEvidence:
     """Read every tensor of one layer against `geometry`.
 
     An axis that disagrees is solved for the field it measures, and that value holds for the rest of the
-    layer: a wrong head count shows up once (at the tensor that measures it alone), not once per tensor.
+    layer: a wrong head count shows up once (at the tensor that measures it alone), not once per tensor. A
+    tensor that fits `geometry` itself agrees with the config whatever an earlier tensor measured: it adds
+    nothing (else one odd tensor would make the layer's right ones look wrong, their expected shapes their own).
     """
     evidence = _LayerEvidence()
     local = geometry
@@ -276,6 +284,8 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
         if info is None:
             if rule.required:
                 evidence.missing.append(name)
+            continue
+        if local is not geometry and _fits(rule, info, geometry):
             continue
         dims = rule.shape_for(tuple(info.shape), local)
         if dims is None:
