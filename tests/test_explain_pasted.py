@@ -269,6 +269,19 @@ def test_cli_bad_model_in_pyproject_is_one_line(tmp_path, monkeypatch, capsys):
     assert captured.out == "" and captured.err.count("error:") == 1 and "model" in captured.err
 
 
+@pytest.mark.parametrize("args", [["explain", "GDR212"], ["Qwen/Qwen3-Next-80B-A3B-Instruct"]],
+                         ids=["explain", "check"])
+def test_an_unknown_built_in_model_in_pyproject_names_the_file_and_key(tmp_path, monkeypatch, capsys, args):
+    """Not `--model`, which nobody passed: every command reads the table, so every command says where it is."""
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "nope/nope"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines()[-1] == ("error: pyproject.toml: `tool.gdr-check.model`: unknown built-in model "
+                                             "'nope/nope' (`gdr-check --list-models` lists them)")
+
+
 def test_cli_reads_a_posted_vllm_log_with_the_models_numbers(capsys):
     """vllm-project/vllm#24881 (Qwen3-Next, MTP, --tp 4), through the CLI with the built-in model's widths."""
     [case] = [case for case in CASES if case.url.endswith("/vllm/issues/24881")]

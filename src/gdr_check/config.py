@@ -26,6 +26,7 @@ else:  # Python 3.10: the same parser, released as tomli
 from .engines import UnknownEngineError, profile_for, state_dtype_problem
 from .errors import InputError
 from .limits import LIMITS, read_bounded, shorten
+from .models.builtin import get_builtin
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 from .tensors import canonical_dtype
@@ -213,6 +214,9 @@ def load_config(path: Path) -> Config:
     config.batch = reader.integer("batch", minimum=0)
     config.slots = reader.integer("slots", minimum=1)
     config.model = reader.string("model")
+    if config.model is not None and get_builtin(config.model) is None:  # explain reads a built-in's numbers
+        raise ConfigError(path, f"{TABLE}.model", f"unknown built-in model {shorten(config.model)!r} "
+                                                  "(`gdr-check --list-models` lists them)")
     config.state_dtype = reader.state_dtype("state-dtype")
     gpu_memory = table.get("gpu-memory")
     if gpu_memory is not None and (isinstance(gpu_memory, bool) or not isinstance(gpu_memory, (int, str))):
