@@ -310,6 +310,31 @@ def test_guard_modes(monkeypatch):
             engine.gdn_caller.forward_decode(**broken)
 
 
+@pytest.mark.skipif(DEVICE != "cpu", reason="the host path is for CPU tensors")
+def test_cpu_tensors_without_the_interpreter_are_checked_on_the_host(monkeypatch):
+    """Triton cannot launch on CPU tensors outside its interpreter (`0 active drivers`): the guard reads the slots
+    on the host instead, where that costs no device sync, and reports them in its mode; nothing is launched."""
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    monkeypatch.setattr(device_guard, "INTERPRETED", False)
+    monkeypatch.setattr(device_guard.CheckLaunch, "__call__", lambda *args, **kwargs: pytest.fail("launched"))
+    call, arguments = engine_arguments()
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        engine.gdn_caller.forward_decode(**arguments)
+    found = [(d.code, d.message) for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+    assert found == [
+        ("GDR241", f"`ssm_state_indices` holds slot 9 at row 1, but the pool has {S} slots (0..{S - 1})"),
+        ("GDR241", f"`ssm_state_indices` holds slot {S} at row 5, but the pool has {S} slots (0..{S - 1})"),
+        ("GDR242", "slot 2 is used by rows 2, 3 of one batch"),
+        ("GDR247", "row 4 uses slot 0, which sglang reserves as the dummy slot that padding rows write"),
+    ]
+    assert "GDR251" in [d.code for d in guard.diagnostics]  # and why: the tensors are on the CPU
+    with pytest.raises(gdr_check.GuardError, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1"):
+        with gdr_check.guard(engine="sglang"):
+            engine.gdn_caller.forward_decode(**arguments)
+
+
 def test_guard_as_a_decorator(monkeypatch):
     from fake_engine import install
 

@@ -81,6 +81,7 @@ from .call import ARGUMENTS, ENGINES
 from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
+from .checks.hotpath import run_contract
 from .models.check import check_model
 from .models.deployment import Deployment
 
@@ -209,14 +210,15 @@ class _Plan:
     or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
 
     __slots__ = ("key", "errors", "pool_slots", "launch", "tags", "batch", "stride", "host_flag", "last",
-                 "stream")
+                 "stream", "on_host")
 
     def __init__(self, key: tuple[Any, ...], errors: list[Any], pool_slots: int, launch: Any, batch: int = 0,
-                 stride: int = 0) -> None:
+                 stride: int = 0, on_host: bool = False) -> None:
         self.key = key  # the signature it was decided for (`_signature`, or `_loose_signature`'s key)
         self.errors = errors
         self.pool_slots = pool_slots
         self.launch = launch
+        self.on_host = on_host  # CPU tensors that Triton cannot run: the slots are checked on the host
         self.batch = batch  # the slot indices' length and stride (part of the signature)
         self.stride = stride
         self.host_flag: Any = launch.buffer.host_flag if launch is not None else None  # see FaultBuffer
@@ -462,7 +464,7 @@ class Guard:
         """The first call of a signature (or of a pool): decide on shapes (the contract without index values,
         and the model comparison), act on what that finds, and keep the decision for the signature's later
         calls. Off the steady state, which is `_Plan` lookups in the wrapper."""
-        from .kernel.device_guard import shape_verdict
+        from .kernel.device_guard import INTERPRETED, shape_verdict
 
         strict = True
         try:
@@ -476,13 +478,16 @@ class Guard:
             verdict = shape_verdict(site.variant, ordered, self.engine,
                                     extra=self._compare_with_model if self.model else None)
             refused = bool(verdict.errors)
-            launch, batch, stride = None, 0, 0
+            launch, batch, stride, on_host = None, 0, 0, False
             if not refused and verdict.pool_slots:
                 device = values["initial_state"].device
-                launch = self._buffer(device).check_launch(self.engine, device)
+                if device.type == "cpu" and not INTERPRETED:  # Triton has no CPU driver: no check can launch
+                    on_host = True
+                else:
+                    launch = self._buffer(device).check_launch(self.engine, device)
                 indices = values["ssm_state_indices"]
                 batch, stride = int(indices.shape[0]), int(indices.stride(0))
-            plan = _Plan(key, verdict.errors, verdict.pool_slots, launch, batch, stride)
+            plan = _Plan(key, verdict.errors, verdict.pool_slots, launch, batch, stride, on_host)
             if len(site.plans) >= _PLAN_CACHE_SIZE:
                 site.plans.clear()
             site.plans[key] = plan
@@ -497,6 +502,20 @@ class Guard:
         if tag is None:
             tag = plan.tags[address] = self._tag(plan.launch.buffer, state, plan.pool_slots)
         return plan, tag
+
+    def _check_on_host(self, site: _Site, values: dict[str, Any]) -> None:
+        """A call on CPU tensors where Triton cannot run (no `TRITON_INTERPRET`): no slot check can launch, and
+        reading the slots costs no device sync, so the contract's slot rules (the device check's: out of range,
+        repeated, sglang's slot 0) run on the host, in the guard's mode. Rows are not skipped: the call goes to
+        the engine as given, unless raise mode stops it first."""
+        from .kernel.device_guard import FAULT_CODES
+
+        args = site.ordered(values)
+        tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5], strict=True))
+        tensors.update(initial_state=args[6], out=args[7], ssm_state_indices=args[8])
+        call = describe_call(site.variant, tensors, args[5], bool(args[9]), args[10] if len(args) > 10 else None)
+        slot_rules = FAULT_CODES.values()
+        self._act([d for d in run_contract(call, self.engine, "engine") if d.code in slot_rules])
 
     def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
@@ -667,6 +686,8 @@ class Guard:
             if launch is None:
                 if plan.errors and guard.mode == "raise":
                     raise GuardError(plan.errors)
+                if plan.on_host:
+                    guard._check_on_host(site, kwargs)
                 return original(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
             if plan.host_flag[0]:  # a kernel has recorded a fault: read it (one host load when none has)
                 guard._look(launch.buffer)
