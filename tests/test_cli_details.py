@@ -394,3 +394,28 @@ def test_the_header_shows_a_dimension_the_config_garbles_as_unknown(tmp_path, mo
     heads = next(line for line in run.stdout.splitlines() if line.strip().startswith("heads"))
     assert heads.split(None, 1)[1] == "H=2 HV=? K=16 V=16 conv=4"
     assert "None" not in run.stdout and "GDR108" in run.stdout
+
+
+# -- numbers on the command line: one wording for every command ---------------------------------------------------
+@pytest.mark.parametrize("args, line", [
+    (("good", "--batch", "1e9"), "Invalid value for --batch: expected a whole number, got '1e9'"),
+    (("good", "--speculative-tokens", "x"), "Invalid value for --speculative-tokens: expected a whole number, got 'x'"),
+    (("good", "--tp", "1_6"), "Invalid value for --tp: expected an integer or a comma-separated list, got '1_6'"),
+    (("good", "--tp", "\u0664"), "Invalid value for --tp: expected an integer or a comma-separated list, got "
+                                 "'\u0664'"),  # an Arabic-Indic four, which int() takes
+    (("good", "--tp", "+4"), "Invalid value for --tp: expected an integer or a comma-separated list, got '+4'"),
+    (("explain", "GDR212", "--tp", "0"), "Invalid value for --tp: 0 is outside 1..4_096 (tensor-parallel size)"),
+    (("explain", "GDR212", "--tp", "99999"),
+     "Invalid value for --tp: 99999 is outside 1..4_096 (tensor-parallel size)"),
+    (("explain", "GDR212", "--tp", "1.5"), "Invalid value for --tp: expected a whole number, got '1.5'"),
+    (("explain", "GDR212", "--batch", "0"), "Invalid value for --batch: 0 is outside 1..2**20 (decode batch)"),
+    (("call", "rec.json", "--tp", "0"), "Invalid value for --tp: 0 is outside 1..4_096 (tensor-parallel size)"),
+    (("call", "rec.json", "--index", "x"), "Invalid value for --index: expected a whole number, got 'x'"),
+    (("dry-run", "good", "--steps", "x"), "Invalid value for --steps: expected a whole number, got 'x'"),
+    (("dry-run", "good", "--seed", "-5"),
+     "Invalid value for --seed: -5 is outside 0..9_223_372_036_854_775_807 (random seed)"),
+], ids=lambda value: " ".join(value) if isinstance(value, tuple) else "")
+def test_a_bad_number_is_one_line_in_the_words_of_every_other_usage_error(repo: Path, args, line):
+    result = run_cli(*args)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[-1] == f"error: {line}"

@@ -77,7 +77,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .call import ARGUMENTS, ENGINES
+from .call import ARGUMENTS, ENGINES, Variant
 from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
@@ -464,7 +464,8 @@ class Guard:
         """The first call of a signature (or of a pool): decide on shapes (the contract without index values,
         and the model comparison), act on what that finds, and keep the decision for the signature's later
         calls. Off the steady state, which is `_Plan` lookups in the wrapper."""
-        from .kernel.device_guard import INTERPRETED, shape_verdict
+        from .kernel._triton_common import INTERPRETED
+        from .kernel.device_guard import shape_verdict
 
         strict = True
         try:
@@ -513,7 +514,8 @@ class Guard:
         args = site.ordered(values)
         tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5], strict=True))
         tensors.update(initial_state=args[6], out=args[7], ssm_state_indices=args[8])
-        call = describe_call(site.variant, tensors, args[5], bool(args[9]), args[10] if len(args) > 10 else None)
+        variant: Variant = "kda" if site.variant == "kda" else "gdn"
+        call = describe_call(variant, tensors, args[5], bool(args[9]), args[10] if len(args) > 10 else None)
         slot_rules = FAULT_CODES.values()
         self._act([d for d in run_contract(call, self.engine, "engine") if d.code in slot_rules])
 

@@ -28,6 +28,7 @@ from .run_options import (
     SELECT_HELP,
     RunOptions,
     check_format,
+    option_in_range,
     write_run,
 )
 
@@ -37,7 +38,7 @@ from .run_options import (
 def call_command(
     recording: Path = typer.Argument(..., help="A recording written by `gdr_check.capture()`."),
     model: str | None = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
-    tp: int = typer.Option(1, "--tp", min=1, help="TP size of the deployment the calls came from (with --model)."),
+    tp: int = typer.Option(1, "--tp", help="TP size of the deployment the calls came from (with --model)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("as recorded, else sglang")),
     state_dtype: str | None = typer.Option(
         None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
@@ -59,6 +60,7 @@ def call_command(
     from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
+    option_in_range("--tp", "tp", tp)
     if engine is not None:
         engine_option(engine)
     if state_dtype is not None:

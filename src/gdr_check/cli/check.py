@@ -62,11 +62,12 @@ def parse_size(text: str) -> int:
 
 def parse_tp_list(text: str) -> list[int]:
     """'4' or '1,2,4,8' -> TP sizes, in the order given."""
-    try:
-        sizes = [int(part) for part in text.split(",")]  # an empty item ("1,,2", "4,") is a mistake, not a skip
-    except ValueError:
+    parts = [part.strip() for part in text.split(",")]  # an empty item ("1,,2", "4,") is a mistake, not a skip
+    # ASCII digits only: int() also takes "1_6", "+4" and other scripts' digits
+    if not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in parts):  # 19+ digits: no TP size
         raise typer.BadParameter(f"expected an integer or a comma-separated list, got {shorten(text)!r}",
-                                 param_hint="--tp") from None
+                                 param_hint="--tp")
+    sizes = [int(part) for part in parts]
     if not sizes or not all(LIMITS["tp"].allows(size) for size in sizes):
         raise typer.BadParameter(f"TP sizes must be in {LIMITS['tp'].range_text}, got {shorten(text)!r}",
                                  param_hint="--tp")

@@ -15,7 +15,6 @@ from pathlib import Path
 import typer
 
 from ..engines import DEFAULT_ENGINE, profile_for
-from ..limits import LIMITS, shorten
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
 from .main import app
@@ -31,6 +30,7 @@ from .run_options import (
     SELECT_HELP,
     RunOptions,
     check_format,
+    option_in_range,
     write_run,
 )
 
@@ -103,9 +103,7 @@ def dry_run_command(
     if state_dtype is not None:
         state_dtype_option(state_dtype)
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
-        if not LIMITS[name].allows(value):  # NaN, inf, negative, or a number of thousands of digits
-            raise typer.BadParameter(f"{shorten(value)} is outside {LIMITS[name].range_text} ({LIMITS[name].what})",
-                                     param_hint=f"--{name}")
+        option_in_range(f"--{name}", name, value)  # NaN, inf, negative, or a number of thousands of digits
     if ranks not in ("one", "all"):
         raise typer.BadParameter(f"expected one or all, got {ranks!r}", param_hint="--ranks")
     if weights and ranks != "all":

@@ -16,6 +16,7 @@ from .escape import dump_json
 from .escape import text as safe
 from .main import app
 from .output import FORMAT_ENV, Output, tool_info
+from .run_options import option_in_range
 
 # The formats `explain` writes.
 EXPLAIN_FORMATS = ("full", "json")
@@ -152,13 +153,15 @@ def explain_command(
         None, "--output-format",
         help=f"full or json (default: json when {FORMAT_ENV} is json, else full)."),
     model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
-    tp: int = typer.Option(None, "--tp", min=1, help="The tensor-parallel size of the deployment."),
-    batch: int = typer.Option(None, "--batch", min=1, help="The decode batch size of the deployment."),
+    tp: int = typer.Option(None, "--tp", help="The tensor-parallel size of the deployment."),
+    batch: int = typer.Option(None, "--batch", help="The decode batch size of the deployment (at least 1)."),
     engine: str = typer.Option(None, "--engine", help="sglang or vllm (name@version selects a version)."),
 ) -> int:
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
     from ..checks import RULES
 
+    option_in_range("--tp", "tp", tp)
+    option_in_range("--batch", "batch", batch, minimum=1)
     output_format = _explain_format(output_format)
     out = Output(output_format)
     dropped = 0
