@@ -103,11 +103,26 @@ def test_cli_explain_unknown_message_exits_2_with_a_hint(capsys):
     ("GDR999", "error: unknown rule `GDR999` (`gdr-check explain --all` lists every rule)\n"),
     ("state-pool-not-4e", ("error: unknown rule `state-pool-not-4e`; did you mean `state-pool-not-4d`? "
                            "(`gdr-check explain --all` lists every rule)\n")),
+    # a code cut short: the rules it begins, not the nearest spelling (difflib's was GDR321)
+    ("GDR21", ("error: unknown rule `GDR21`; 10 rule(s) start with `GDR21`: `GDR210`, `GDR211`, `GDR212`, "
+               "`GDR213`, ... (`gdr-check explain --all` lists every rule)\n")),
+    ("gdr22", ("error: unknown rule `gdr22`; 9 rule(s) start with `GDR22`: `GDR220`, `GDR221`, `GDR222`, "
+               "`GDR223`, ... (`gdr-check explain --all` lists every rule)\n")),
+    ("GDR2411", ("error: unknown rule `GDR2411`; did you mean `GDR241`? (`gdr-check explain --all` lists every "
+                 "rule)\n")),
 ])
 def test_cli_explain_unknown_code_or_name_exits_2_with_one_line(capsys, query, line):
     assert main(["explain", query]) == 2
     captured = capsys.readouterr()
     assert captured.err == line and captured.out == ""
+
+
+def test_cli_explain_all_takes_no_query(capsys):
+    assert main(["explain", "--all", "GDR212"]) == 2  # it would explain every rule and drop the query silently
+    captured = capsys.readouterr()
+    assert captured.err == ("error: Invalid value for --all: it explains every rule, so it takes no query "
+                            "(got 'GDR212')\n")
+    assert captured.out == ""
 
 
 def test_cli_explain_unknown_code_in_json_still_writes_a_document(capsys):

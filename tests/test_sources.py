@@ -343,8 +343,7 @@ def test_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "ck" / "model.safetensors")
     assert str(error_of("ck")) == (
         "ck/model.safetensors: cannot read `model.safetensors`: not a regular file; "
-        "help: fix the permissions (a folder needs search access), or point at a regular file the current user "
-        "can read"
+        "help: replace it with the checkpoint's regular file: a FIFO, a device or a folder is never read"
     )
 
 
@@ -463,8 +462,8 @@ CASES = {
     ),
     "shard-is-a-directory": (
         lambda t: (_index(t, {"weight_map": {"w": "s.safetensors"}}), (t / "ck" / "s.safetensors").mkdir())[0],
-        "GDR004", "ck/s.safetensors: cannot read `s.safetensors`: not a regular file; help: fix the permissions (a "
-        "folder needs search access), or point at a regular file the current user can read",
+        "GDR004", "ck/s.safetensors: cannot read `s.safetensors`: not a regular file; help: replace it with the "
+        "checkpoint's regular file: a FIFO, a device or a folder is never read",
     ),
     "unresolved-ref": (
         lambda t: (_cached_model(t),

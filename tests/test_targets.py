@@ -252,6 +252,8 @@ def test_a_revision_of_an_uncached_builtin_model_is_not_replaced_by_the_descript
         run = run_cli(*args)
         assert run.exit_code == 2
         assert "is neither a local path nor a model in the local Hugging Face cache" in run.stderr
+        assert run.stderr.rstrip("\n").endswith(
+            "; a revision (`@v1`) is read from the cache only, never from the built-in description")
 
 
 # -- Git LFS pointers, links ---------------------------------------------------------------------------------

@@ -109,9 +109,15 @@ _RULE_ID = re.compile(r"^(?:[A-Za-z]{3}[0-9]+|[a-z0-9]+(?:-[a-z0-9]+)+)$")
 def _suggestion(token: str) -> str:
     from ..checks import RULES
 
+    listed = " (`gdr-check explain --all` lists every rule)"
+    prefix = token.upper()
+    started = sorted(code for code in RULES if code.startswith(prefix)) if prefix.startswith("GDR") else []
+    if started:  # a code cut short: the rules it begins, not the nearest spelling (GDR21 is not GDR321)
+        shown = ", ".join(f"`{code}`" for code in started[:4]) + (", ..." if len(started) > 4 else "")
+        return f"; {len(started)} rule(s) start with `{prefix}`: {shown}" + listed
     close = difflib.get_close_matches(token.lower(), [rule.name for rule in RULES.values()], n=1, cutoff=0.6)
-    close = close or difflib.get_close_matches(token.upper(), list(RULES), n=1, cutoff=0.8)
-    return (f"; did you mean `{close[0]}`?" if close else "") + " (`gdr-check explain --all` lists every rule)"
+    close = close or difflib.get_close_matches(prefix, list(RULES), n=1, cutoff=0.8)
+    return (f"; did you mean `{close[0]}`?" if close else "") + listed
 
 
 def _explain_format(given: str | None) -> str:
@@ -160,6 +166,9 @@ def explain_command(
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
     from ..checks import RULES
 
+    if all_rules and query:
+        raise typer.BadParameter(f"it explains every rule, so it takes no query (got {safe(_cut(query))!r})",
+                                 param_hint="--all")
     option_in_range("--tp", "tp", tp)
     option_in_range("--batch", "batch", batch, minimum=1)
     output_format = _explain_format(output_format)

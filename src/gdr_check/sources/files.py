@@ -97,7 +97,9 @@ class MetadataReader:
             raise UnreadableFiles(path, file=path.name, reason=_reason(exc)) from None
         # A FIFO or a device would block or never end: only regular files are read.
         if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFiles(path, file=path.name, reason="not a regular file")
+            raise UnreadableFiles(path, file=path.name, reason="not a regular file",
+                                  fix="replace it with the checkpoint's regular file: a FIFO, a device or a folder "
+                                      "is never read")
         try:
             handle = open(path, "rb", buffering=0)
         except OSError as exc:
