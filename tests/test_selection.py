@@ -254,6 +254,23 @@ def test_explicit_config_file_and_bad_config_exit_2(project: Path):
     assert as_json.exit_code == 2 and json.loads(as_json.stdout)["error"]["code"] == "config"
 
 
+@pytest.mark.parametrize("content", ['[tool.ruff]\nline-length = 100\n', 'tool = 3\n', ''],
+                         ids=["another-tool", "tool-not-a-table", "empty"])
+def test_a_config_file_given_without_the_table_is_an_error(project: Path, content):
+    """A file named with --config is meant to hold the settings: without `[tool.gdr-check]` its defaults would
+    pass for them."""
+    other = project / "other.toml"
+    other.write_text(content)
+    result = run_cli("models/good", "--config", "other.toml")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[-1] == "error: other.toml: no [tool.gdr-check] table (given with --config)"
+
+
+def test_a_discovered_pyproject_whose_tool_is_no_table_is_no_crash(project: Path):
+    write_pyproject(project, "tool = 3\n")
+    assert run_cli("models/good").exit_code in (0, 1)
+
+
 def test_unknown_code_on_the_command_line_exits_2(project: Path):
     result = run_cli("models/good", "--isolated", "--select", "GDR2,GDR299")
     assert result.exit_code == 2 and result.stdout == ""

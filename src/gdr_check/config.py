@@ -199,9 +199,13 @@ def _has_table(path: Path) -> bool:
 
 
 # -- validation -----------------------------------------------------------------------------------------------
-def load_config(path: Path) -> Config:
-    """Read and validate `[tool.gdr-check]` of `path`. Raises ConfigError."""
-    table = _read_toml(path).get("tool", {}).get("gdr-check", {})
+def load_config(path: Path, *, explicit: bool = False) -> Config:
+    """Read and validate `[tool.gdr-check]` of `path`. Raises ConfigError, also for a file named on purpose
+    (`explicit`: `--config`) that has no such table, whose defaults would pass for its settings."""
+    tool = _read_toml(path).get("tool", {})
+    if explicit and (not isinstance(tool, dict) or "gdr-check" not in tool):
+        raise ConfigError(path, None, f"no [{TABLE}] table (given with --config)")
+    table = tool.get("gdr-check", {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
         raise ConfigError(path, TABLE, "must be a table")
     _reject_unknown(path, TABLE, table, TOP_LEVEL_KEYS)

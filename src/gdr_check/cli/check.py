@@ -115,7 +115,7 @@ def _resolver(config_file: Path | None, isolated: bool) -> ConfigResolver:
             raise ConfigError(config_file, None, "no such file (given with --config)") from None
         except OSError:
             pass  # unreadable, or a FIFO or a directory: the bounded read says which
-        return ConfigResolver(explicit=load_config(config_file))
+        return ConfigResolver(explicit=load_config(config_file, explicit=True))
     return ConfigResolver()
 
 
