@@ -220,8 +220,13 @@ VARIANTS.update({
     # up to 32 pairs: half the rows per program (twice the programs)
     "small_half_rows": [("kernel/tiling.py", small_rows((16, 32), lambda rows, rest: (max(1, rows // 2), rest)))],
 })
-# the kernel's grid, slot load and state stream with neither inputs nor reductions: ours as a slot copy
+# no `out` store (the state's still written)
+VARIANTS["no_out"] = [(k, "        tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), "
+                          "mask=rows < V)\n", "") for k in KERNELS]
+# the kernel's grid, slot load and state stream with neither inputs nor reductions: ours as a slot copy; and
+# that without the `out` store
 VARIANTS["bare"] = VARIANTS["no_inputs"] + VARIANTS["no_reductions"]
+VARIANTS["bare_no_out"] = VARIANTS["bare"] + VARIANTS["no_out"]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
