@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 numpy = pytest.importorskip("numpy")  # the kernel extra's (the Triton interpreter needs it)
 
+from gdr_check.kernel import _triton_common as triton_common  # noqa: E402
 from gdr_check.kernel import (  # noqa: E402
     device_guard,
     kda_packed_decode,
@@ -317,7 +318,7 @@ def test_cpu_tensors_without_the_interpreter_are_checked_on_the_host(monkeypatch
     from fake_engine import install
 
     engine = install(monkeypatch)
-    monkeypatch.setattr(device_guard, "INTERPRETED", False)
+    monkeypatch.setattr(triton_common, "INTERPRETED", False)
     monkeypatch.setattr(device_guard.CheckLaunch, "__call__", lambda *args, **kwargs: pytest.fail("launched"))
     call, arguments = engine_arguments()
     with gdr_check.guard(engine="sglang", mode="record") as guard:
