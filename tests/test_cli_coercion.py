@@ -11,13 +11,10 @@ pydantic = pytest.importorskip("pydantic")
 
 CASES = [
     (str, "Qwen/Qwen3-Next-80B-A3B-Instruct"), (str, ""), (str, "1,2,4"),
-    (int, 8), (int, "8"), (int, "0"), (int, "000123"), (int, "123456789012345678"), (int, "1" * 40), (int, "-5"),
+    (int, 8), (int, "8"), (int, "0"), (int, "000123"), (int, "123456789012345678"),
     (list[str], ("a", "b")), (list[str], ["GDR2", "GDR121"]), (list[str], ()),
 ]
-LEFT_TO_TYPER = [(str, 5), (float, "1.5")]
-# What pydantic would take ("+8", " 8", "8.0", "1_0", another script's digit) or refuse in its own words: a usage
-# error in the CLI's (`Invalid value for --batch: expected a whole number, got '1e9'`).
-NOT_WHOLE_NUMBERS = ["+8", " 8", "8.0", "1_0", "\u0663", "1e9", "", "-", "--5"]
+LEFT_TO_TYPER = [(int, "+8"), (int, " 8"), (int, "8.0"), (int, "1_0"), (int, "٣"), (int, "1" * 40), (str, 5)]
 
 
 @pytest.mark.parametrize("annotation, value", CASES)
@@ -31,19 +28,6 @@ def test_plain_values_match_pydantic(annotation, value):
 @pytest.mark.parametrize("annotation, value", LEFT_TO_TYPER)
 def test_other_values_are_left_to_typer(annotation, value):
     assert coercion._plain_value(annotation, value) == (False, None)
-
-
-@pytest.mark.parametrize("value", NOT_WHOLE_NUMBERS)
-def test_a_string_that_is_no_whole_number_is_a_usage_error(value):
-    with pytest.raises(coercion.click_exceptions.BadParameter) as raised:
-        coercion._plain_value(int, value)
-    assert raised.value.message == f"expected a whole number, got {value!r}"
-
-
-def test_a_number_of_thousands_of_digits_is_refused_before_int_converts_it():
-    with pytest.raises(coercion.click_exceptions.BadParameter) as raised:
-        coercion._plain_value(int, "9" * 5000)
-    assert raised.value.message.startswith("expected a whole number of at most 4000 digits, got '9999")
 
 
 def test_a_check_run_does_not_import_pydantic():

@@ -304,6 +304,28 @@ def test_one_odd_tensor_leaves_the_rest_of_its_layer_alone(tmp_path: Path):
     assert any("only in layer 0" in note for note in only(result, "GDR111").notes)
 
 
+def test_a_wrong_tensor_after_an_odd_one_is_still_found(tmp_path: Path):
+    """After an odd `in_proj_b` (twice the value heads) and a tensor that fits the config, a `conv1d` sized for
+    twice the key heads is read against the config, not against the odd tensor's head count (against which it
+    fits by chance)."""
+    config = qwen3_5_config(text_only=True)
+    tensors = qwen_tensors(config)
+    prefix = "model.layers.0.linear_attn."
+    rows, width = tensors[prefix + "in_proj_b.weight"][1]
+    tensors[prefix + "in_proj_b.weight"] = ("BF16", (2 * rows, width))
+    dtype, (channels, one, kernel) = tensors[prefix + "conv1d.weight"]
+    tensors[prefix + "conv1d.weight"] = (dtype, (channels + 2 * config["linear_num_key_heads"]
+                                                 * config["linear_key_head_dim"], one, kernel))
+    write_checkpoint(tmp_path, config, tensors)
+    found = [(d.code, d.message) for d in check_model(str(tmp_path), DEFAULT).report
+             if d.code in ("GDR111", "GDR112", "GDR113")]
+    assert found == [
+        ("GDR111", f"config says {config['linear_num_value_heads']} value heads but `{prefix}in_proj_b.weight` "
+                   f"holds {2 * config['linear_num_value_heads']}"),
+        ("GDR111", f"config says {config['linear_num_key_heads']} key heads but `{prefix}conv1d.weight` holds "
+                   f"{2 * config['linear_num_key_heads']}")]
+
+
 def test_layer_vs_layer_without_config_values():
     reference = qwen3_5_config(text_only=True)
     tensors = qwen_tensors(reference)

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import typer
 
+from ..limits import checked
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .main import app
+from .numbers import whole_number
 from .output import Output, report_path
 from .run_options import (
     ERROR_ON_WARNING_HELP,
@@ -28,7 +30,6 @@ from .run_options import (
     SELECT_HELP,
     RunOptions,
     check_format,
-    option_in_range,
     write_run,
 )
 
@@ -38,11 +39,13 @@ from .run_options import (
 def call_command(
     recording: Path = typer.Argument(..., help="A recording written by `gdr_check.capture()`."),
     model: str | None = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
-    tp: int = typer.Option(1, "--tp", help="TP size of the deployment the calls came from (with --model)."),
+    tp: int = typer.Option(1, "--tp", parser=whole_number("--tp"),
+                           help="TP size of the deployment the calls came from (with --model)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("as recorded, else sglang")),
     state_dtype: str | None = typer.Option(
         None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
-    index: int | None = typer.Option(None, "--index", help="Check only the call with this index (0-based)."),
+    index: int | None = typer.Option(None, "--index", parser=whole_number("--index"),
+                                     help="Check only the call with this index (0-based)."),
     select: list[str] | None = typer.Option(None, "--select", help=SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help=EXTEND_SELECT_HELP),
     ignore: list[str] | None = typer.Option(None, "--ignore", help=IGNORE_HELP),
@@ -60,7 +63,7 @@ def call_command(
     from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
-    option_in_range("--tp", "tp", tp)
+    checked("tp", tp)  # the range of docs/limits.md, in the words of every other command's
     if engine is not None:
         engine_option(engine)
     if state_dtype is not None:

@@ -20,11 +20,12 @@ from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
 from ..errors import display_path
-from ..limits import LIMITS, shorten
+from ..limits import LIMITS, checked, shorten
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .main import app
+from .numbers import MAX_DIGITS, whole_number
 from .output import Output, report_path
 from .run_options import OUTPUT_FILE_HELP, QUIET_HELP
 from .targets import group_targets
@@ -64,14 +65,10 @@ def parse_tp_list(text: str) -> list[int]:
     """'4' or '1,2,4,8' -> TP sizes, in the order given."""
     parts = [part.strip() for part in text.split(",")]  # an empty item ("1,,2", "4,") is a mistake, not a skip
     # ASCII digits only: int() also takes "1_6", "+4" and other scripts' digits
-    if not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in parts):  # 19+ digits: no TP size
-        raise typer.BadParameter(f"expected an integer or a comma-separated list, got {shorten(text)!r}",
+    if not all(part.isascii() and part.isdigit() and len(part) <= MAX_DIGITS for part in parts):
+        raise typer.BadParameter(f"expected a whole number or a comma-separated list of them, got {shorten(text)!r}",
                                  param_hint="--tp")
-    sizes = [int(part) for part in parts]
-    if not sizes or not all(LIMITS["tp"].allows(size) for size in sizes):
-        raise typer.BadParameter(f"TP sizes must be in {LIMITS['tp'].range_text}, got {shorten(text)!r}",
-                                 param_hint="--tp")
-    return sizes
+    return [checked("tp", int(part)) for part in parts]  # the range in the words of every other number's
 
 
 def exclusion_test(resolver: ConfigResolver, cli_exclude: list[str] | None,
@@ -190,8 +187,10 @@ def check_command(
                    "or Hugging Face repo ids. Default: the current directory."),
     tp: str | None = typer.Option(
         None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
-    batch: int | None = typer.Option(None, "--batch", help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
-    slots: int | None = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
+    batch: int | None = typer.Option(None, "--batch", parser=whole_number("--batch"),
+                                     help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
+    slots: int | None = typer.Option(None, "--slots", parser=whole_number("--slots"),
+                                     help="State pool rows (default: batch+1, slot 0 reserved)."),
     state_dtype: str | None = typer.Option(
         None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("sglang")),
@@ -201,7 +200,8 @@ def check_command(
         "no_buffer", "--mamba-strategy", help="sglang --mamba-radix-cache-strategy: no_buffer or extra_buffer "
                                               "(ping-pong slots)."),
     speculative_tokens: int = typer.Option(
-        0, "--speculative-tokens", help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
+        0, "--speculative-tokens", parser=whole_number("--speculative-tokens"),
+        help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
     select: list[str] | None = typer.Option(
         None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or "
                                "repeated. Replaces the configured selection."),

@@ -14,20 +14,17 @@ Typer 0.29 converts every parameter value through a pydantic `TypeAdapter`, buil
 non-flag parameter of a run imports pydantic and builds a schema: ~60 ms of a ~0.6 s check. Even an option
 left unset pays, because typer builds the adapter before it looks at the value. `install_plain_coercion`
 gives each parameter a coercer that returns, without pydantic, exactly what typer's adapter returns for the
-common values (nothing given; a `str` for a `str`; a tuple of `str` for a `list[str]`; an ASCII digit
-string, with a minus sign or not, or an `int` for an `int`) and hands every other value to typer's own
-coercer. A string for an `int` that is not such a number ("1e9", "1.5", "1_6", other scripts' digits, which
-pydantic takes or turns down in its own words) is a usage error in the words of the CLI's other ones
-("Invalid value for --batch: expected a whole number, got '1e9'"). Typer versions without this machinery
-(it appeared when typer vendored click) are left alone.
+common values (nothing given; a `str` for a `str`; a tuple of `str` for a `list[str]`; a plain ASCII digit
+string or an `int` for an `int`; for a parameter with a `parser`, what the parser returns, which is all
+typer's adapter does with one) and hands every other value to typer's own coercer, so that any conversion
+or error message stays typer's. Typer versions without this machinery (it appeared when typer vendored
+click) are left alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
-
-from ..limits import shorten
 
 try:
     from typer._coercion import RuntimeParam, build_runtime_param
@@ -48,9 +45,9 @@ __all__ = ["TYPER_TESTED", "ClickContext", "click_exceptions", "install_plain_co
 # The typer versions this module is tested with: lowest, and the first one not admitted (pyproject.toml).
 TYPER_TESTED = ((0, 13, 0), (0, 30, 0))
 
-# Longest digit string taken for an int option: the ranges of docs/limits.md then name a long one (within
-# the 4300 digits Python's int() converts from a string).
-_MAX_DIGITS = 4000
+# Longest digit string converted here: int() and pydantic agree on every ASCII digit string, but a huge one
+# is left to pydantic (and its limits).
+_MAX_DIGITS = 18
 
 
 def _plain_value(annotation: Any, value: Any) -> tuple[bool, Any]:
@@ -63,15 +60,9 @@ def _plain_value(annotation: Any, value: Any) -> tuple[bool, Any]:
     elif annotation is int:
         if type(value) is int:
             return True, value
-        # pydantic also accepts "+8", " 8", "8.0", "1_0", and int() Arabic-Indic digits: a whole number on the
-        # command line is ASCII digits, with a minus sign where the option takes negative numbers.
-        if type(value) is str:
-            digits = value[1:] if value.startswith("-") else value
-            if not (digits.isascii() and digits.isdigit()):
-                raise click_exceptions.BadParameter(f"expected a whole number, got {shorten(value)!r}")
-            if len(digits) > _MAX_DIGITS:
-                raise click_exceptions.BadParameter(f"expected a whole number of at most {_MAX_DIGITS} digits, got "
-                                                    f"{shorten(value)!r}")
+        # pydantic also accepts "+8", " 8", "8.0", "1_0" ... (and rejects non-ASCII digits that int() takes):
+        # only plain ASCII digit strings are converted here.
+        if type(value) is str and value.isascii() and value.isdigit() and len(value) <= _MAX_DIGITS:
             return True, int(value)
     elif annotation == list[str]:
         # Typer's adapter validates each item as a str and returns a new list.
@@ -86,11 +77,10 @@ if RuntimeParam is not None:
         """Typer's `RuntimeParam` (which maps a missing value to None or `()` itself) for the plain values."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            try:
-                plain, result = _plain_value(self.annotation, value)
-            except click_exceptions.BadParameter as error:  # named as the other usage errors name an option
-                error.param_hint = " / ".join(getattr(param, "opts", ()) or ()) or None
-                raise
+            parser = self.parameter_info.parser
+            if parser is not None:  # typer's adapter for a parser calls it on the value, and nothing else
+                return parser(value)
+            plain, result = _plain_value(self.annotation, value)
             if plain:
                 return result
             # Anything else: typer's own coercer, kept for the rest of the run.
@@ -110,7 +100,7 @@ def install_plain_coercion(params: Iterable[Any]) -> None:
         if getattr(descriptor, "file_annotation", None) is not None:
             continue  # files are opened by typer without pydantic already
         info = descriptor.parameter_info
-        if info.parser is not None or info.min is not None or info.max is not None:
-            continue  # a custom parser or a range: typer's adapter does more than convert
+        if info.min is not None or info.max is not None:
+            continue  # a range: typer's adapter does more than convert
         param._runtime_param = PlainCoercion(parameter_info=descriptor.parameter_info,
                                              annotation=descriptor.annotation)

@@ -15,9 +15,11 @@ from pathlib import Path
 import typer
 
 from ..engines import DEFAULT_ENGINE, profile_for
+from ..limits import checked
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
 from .main import app
+from .numbers import decimal_number, whole_number
 from .output import Output, report_path
 from .run_options import (
     ERROR_ON_WARNING_HELP,
@@ -30,7 +32,6 @@ from .run_options import (
     SELECT_HELP,
     RunOptions,
     check_format,
-    option_in_range,
     write_run,
 )
 
@@ -64,20 +65,24 @@ def _validate(backend: str, device: str, engine: str | None, steps: int, batch: 
 @app.command("dry-run", epilog=EPILOG)
 def dry_run_command(
     target: str = typer.Argument(..., help="Checkpoint file or directory, config.json, or Hugging Face repo id."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size: the call of one rank runs."),
-    batch: int = typer.Option(8, "--batch", help="Decode batch B (rows of the call)."),
-    slots: int | None = typer.Option(None, "--slots", help="State pool rows (default: batch+1, slot 0 reserved)."),
+    tp: int = typer.Option(1, "--tp", parser=whole_number("--tp"),
+                           help="Tensor-parallel size: the call of one rank runs."),
+    batch: int = typer.Option(8, "--batch", parser=whole_number("--batch"), help="Decode batch B (rows of the call)."),
+    slots: int | None = typer.Option(None, "--slots", parser=whole_number("--slots"),
+                                     help="State pool rows (default: batch+1, slot 0 reserved)."),
     state_dtype: str | None = typer.Option(
         None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
-    steps: int = typer.Option(3, "--steps", help="Decode steps to run and verify."),
+    steps: int = typer.Option(3, "--steps", parser=whole_number("--steps"), help="Decode steps to run and verify."),
     backend: str = typer.Option(
         "builtin", "--backend", help="builtin (gdr-check's kernel), sglang or vllm (the installed engine's kernel, "
                                      "compared with ours)."),
     device: str = typer.Option(
         "auto", "--device", help="auto, cuda or cpu (cpu: the Triton interpreter at reduced sizes)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("the backend's, else sglang")),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs, state and slot choices."),
-    timeout: float = typer.Option(1800.0, "--timeout", help="Seconds before the child process is killed."),
+    seed: int = typer.Option(0, "--seed", parser=whole_number("--seed"),
+                             help="Seed of the random inputs, state and slot choices."),
+    timeout: float = typer.Option(1800.0, "--timeout", parser=decimal_number("--timeout"),
+                                  help="Seconds before the child process is killed."),
     select: list[str] | None = typer.Option(None, "--select", help=SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help=EXTEND_SELECT_HELP),
     ignore: list[str] | None = typer.Option(None, "--ignore", help=IGNORE_HELP),
@@ -103,7 +108,7 @@ def dry_run_command(
     if state_dtype is not None:
         state_dtype_option(state_dtype)
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
-        option_in_range(f"--{name}", name, value)  # NaN, inf, negative, or a number of thousands of digits
+        checked(name, value)  # negative, inf, or a number of thousands of digits
     if ranks not in ("one", "all"):
         raise typer.BadParameter(f"expected one or all, got {ranks!r}", param_hint="--ranks")
     if weights and ranks != "all":

@@ -11,12 +11,13 @@ import typer
 
 from ..checks.explain import MAX_PASTE, Context, Explanation, find_all
 from ..engines import EngineProfile
+from ..limits import checked
 from ..registry import get
 from .escape import dump_json
 from .escape import text as safe
 from .main import app
+from .numbers import whole_number
 from .output import FORMAT_ENV, Output, tool_info
-from .run_options import option_in_range
 
 # The formats `explain` writes.
 EXPLAIN_FORMATS = ("full", "json")
@@ -159,8 +160,10 @@ def explain_command(
         None, "--output-format",
         help=f"full or json (default: json when {FORMAT_ENV} is json, else full)."),
     model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
-    tp: int = typer.Option(None, "--tp", help="The tensor-parallel size of the deployment."),
-    batch: int = typer.Option(None, "--batch", help="The decode batch size of the deployment (at least 1)."),
+    tp: int = typer.Option(None, "--tp", parser=whole_number("--tp"),
+                           help="The tensor-parallel size of the deployment."),
+    batch: int = typer.Option(None, "--batch", parser=whole_number("--batch"),
+                              help="The decode batch size of the deployment."),
     engine: str = typer.Option(None, "--engine", help="sglang or vllm (name@version selects a version)."),
 ) -> int:
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
@@ -169,8 +172,9 @@ def explain_command(
     if all_rules and query:
         raise typer.BadParameter(f"it explains every rule, so it takes no query (got {safe(_cut(query))!r})",
                                  param_hint="--all")
-    option_in_range("--tp", "tp", tp)
-    option_in_range("--batch", "batch", batch, minimum=1)
+    for name, value in (("tp", tp), ("batch", batch)):
+        if value is not None:
+            checked(name, value)  # the range of docs/limits.md, in the words of every other command's
     output_format = _explain_format(output_format)
     out = Output(output_format)
     dropped = 0

@@ -3,11 +3,8 @@ nearest `[tool.gdr-check]`), the failing severities, and writing the `Run` in an
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import typer
 
-from ..limits import LIMITS, shorten
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .output import Output
@@ -21,14 +18,6 @@ ERROR_ON_WARNING_HELP = "Warnings fail the run too (exit 1)."
 FORMAT_HELP = f"One of: {', '.join(FORMATS)}; default full."
 OUTPUT_FILE_HELP = "Write the report here instead of stdout (`-`: stdout)."
 QUIET_HELP = "Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."
-
-
-def option_in_range(option: str, name: str, value: float | None, minimum: int | None = None) -> None:
-    """A usage error for `option` when `value` (None: not given) is outside `LIMITS[name]`, from `minimum` where
-    the command needs more than the limit allows (the same words for every command)."""
-    limit = LIMITS[name] if minimum is None else replace(LIMITS[name], minimum=minimum)
-    if value is not None and not limit.allows(value):
-        raise typer.BadParameter(f"{shorten(value)} is outside {limit.range_text} ({limit.what})", param_hint=option)
 
 
 def check_format(output_format: str | None) -> str:

@@ -273,8 +273,9 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
 
     An axis that disagrees is solved for the field it measures, and that value holds for the rest of the
     layer: a wrong head count shows up once (at the tensor that measures it alone), not once per tensor. A
-    tensor that fits `geometry` itself agrees with the config whatever an earlier tensor measured: it adds
-    nothing (else one odd tensor would make the layer's right ones look wrong, their expected shapes their own).
+    tensor that fits `geometry` itself sides with the config against what an earlier tensor measured: it adds
+    nothing, and the tensors after it are read against the config again (else one odd tensor would make the
+    layer's right ones look wrong, their expected shapes their own, and hide a wrong one after them).
     """
     evidence = _LayerEvidence()
     local = geometry
@@ -286,6 +287,7 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
                 evidence.missing.append(name)
             continue
         if local is not geometry and _fits(rule, info, geometry):
+            local = geometry  # the config's values hold again for the tensors after it
             continue
         dims = rule.shape_for(tuple(info.shape), local)
         if dims is None:
