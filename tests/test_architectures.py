@@ -408,3 +408,14 @@ def test_a_text_config_that_is_no_object_is_named_not_its_missing_fields(value, 
     assert diagnostic.location.json_key == "text_config"
     assert diagnostic.message.endswith(f"but `text_config` is {shown}: not an object, so the fields it holds "
                                        "cannot be read")
+
+
+def test_a_null_section_beside_a_readable_one_is_not_the_problem():
+    """Qwen3.5 reads `text_config`, else `llm_config`: with a readable `text_config`, a null `llm_config` hides
+    nothing, and the real problem (the layer count) is the one named."""
+    config = qwen3_5_config()
+    del config["text_config"]["num_hidden_layers"], config["text_config"]["layer_types"]
+    config["llm_config"] = None
+    result = check_checkpoint(config_only(config), Deployment())
+    diagnostic = only(result, "GDR107")
+    assert "`num_hidden_layers` is missing" in diagnostic.message and "llm_config" not in diagnostic.message

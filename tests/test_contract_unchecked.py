@@ -196,22 +196,24 @@ FLOAT_FIXES = {
     "b": "pass `b` as {act}, the dtype of the activations (dequantize it before the call)",
     "A_log": "keep `A_log` a floating-point parameter (`A_log.float()`)",
     "dt_bias": "keep `dt_bias` a floating-point parameter (`dt_bias.float()`)",
-    "initial_state": "allocate the state pool in float32 (or bfloat16)",
+    "initial_state": "allocate the state pool in float32 (`--mamba-ssm-dtype float32`)",
     "out": "allocate `out` as {act}, the dtype of the activations",
 }
+USES = {"initial_state": "reads and writes", "out": "writes"}  # the inputs: "reads"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("argument", list(FLOAT_FIXES))
 @pytest.mark.parametrize("dtype, name", [(torch.int8, "int8"), (torch.int32, "int32"), (torch.bool, "bool"),
-                                         (torch.complex64, "complex64")])
+                                         (torch.complex64, "complex64"), (torch.float8_e4m3fn, "float8_e4m3fn")])
 def test_a_tensor_the_kernel_computes_with_must_be_floating_point(variant, argument, dtype, name):
     call = call_for(variant)
     call[argument] = torch.zeros(call[argument].shape, dtype=dtype)
     activation = "bfloat16" if argument == "mixed_qkv" else str(call["mixed_qkv"].dtype).removeprefix("torch.")
     found = only(check(variant, call), "GDR258")
+    use = USES.get(argument, "reads")
     assert [(d.severity, d.message) for d in found] == [
-        ("error", f"`{argument}` has dtype {name}; the kernel reads and writes it as floating point")]
+        ("error", f"`{argument}` has dtype {name}; the kernel {use} it as a plain floating-point number")]
     assert found[0].fixes == [FLOAT_FIXES[argument].format(act=activation)]
 
 

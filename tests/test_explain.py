@@ -110,6 +110,7 @@ def test_cli_explain_unknown_message_exits_2_with_a_hint(capsys):
                "`GDR223`, ... (`gdr-check explain --all` lists every rule)\n")),
     ("GDR2411", ("error: unknown rule `GDR2411`; did you mean `GDR241`? (`gdr-check explain --all` lists every "
                  "rule)\n")),
+    ("GDR9", "error: unknown rule `GDR9` (`gdr-check explain --all` lists every rule)\n"),  # not GDR409's spelling
 ])
 def test_cli_explain_unknown_code_or_name_exits_2_with_one_line(capsys, query, line):
     assert main(["explain", query]) == 2
@@ -122,6 +123,8 @@ def test_cli_explain_all_takes_no_query(capsys):
     captured = capsys.readouterr()
     assert captured.err == ("error: Invalid value for --all: it explains every rule, so it takes no query "
                             "(got 'GDR212')\n")
+    assert main(["explain", "--all", "a\nb"]) == 2
+    assert capsys.readouterr().err.endswith("(got 'a\\nb')\n")  # escaped once, as the other explain errors
     assert captured.out == ""
 
 

@@ -282,6 +282,16 @@ def test_an_unknown_built_in_model_in_pyproject_names_the_file_and_key(tmp_path,
                                              "'nope/nope' (`gdr-check --list-models` lists them)")
 
 
+def test_a_built_in_model_explain_cannot_read_named_in_pyproject_names_the_file_and_key(tmp_path, monkeypatch,
+                                                                                       capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "moonshotai/Kimi-Linear-48B-A3B-Instruct"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: pyproject.toml: `tool.gdr-check.model`: moonshotai/Kimi-Linear-48B-A3B-Instruct: explain reads the "
+        "numbers of Qwen-style GDN configs only")
+
+
 def test_cli_reads_a_posted_vllm_log_with_the_models_numbers(capsys):
     """vllm-project/vllm#24881 (Qwen3-Next, MTP, --tp 4), through the CLI with the built-in model's widths."""
     [case] = [case for case in CASES if case.url.endswith("/vllm/issues/24881")]

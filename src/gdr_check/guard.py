@@ -160,6 +160,12 @@ def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(key)
 
 
+def _tensors(args: tuple[Any, ...]) -> dict[str, Any]:
+    """The tensor arguments of a call in the packed-decode order (`_Site.ordered`), by name (scale and the flags
+    left out)."""
+    return {name: value for name, value in zip(ARGUMENTS, args, strict=False) if name != "scale"}
+
+
 class _Site:
     """One engine function being guarded, with its parameter order for binding positional calls."""
 
@@ -512,10 +518,8 @@ class Guard:
         from .kernel.device_guard import FAULT_CODES
 
         args = site.ordered(values)
-        tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5], strict=True))
-        tensors.update(initial_state=args[6], out=args[7], ssm_state_indices=args[8])
         variant: Variant = "kda" if site.variant == "kda" else "gdn"
-        call = describe_call(variant, tensors, args[5], bool(args[9]), args[10] if len(args) > 10 else None)
+        call = describe_call(variant, _tensors(args), args[5], bool(args[9]), args[10] if len(args) > 10 else None)
         slot_rules = FAULT_CODES.values()
         self._act([d for d in run_contract(call, self.engine, "engine") if d.code in slot_rules])
 
@@ -546,9 +550,7 @@ class Guard:
 
     def _differences(self, args: tuple[Any, ...]) -> list[Any]:
         expected, geometry, reason = self._expected
-        tensors = dict(zip(("mixed_qkv", "a", "b", "A_log", "dt_bias"), args[:5], strict=True))
-        tensors.update(initial_state=args[6], out=args[7], ssm_state_indices=args[8])
-        recorded = describe_call(expected.variant, tensors, args[5], bool(args[9]),
+        recorded = describe_call(expected.variant, _tensors(args), args[5], bool(args[9]),
                                  args[10] if len(args) > 10 else None, read_values=False)
         comparison = compare_call(recorded, expected, geometry, tp=self.tp, engine=self.engine,
                                   state_dtype_reason=reason)

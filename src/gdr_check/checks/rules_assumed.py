@@ -483,15 +483,18 @@ def value_head_dim_zero(ctx: CallContext) -> Finding | None:
                    argument="initial_state")
 
 
-# The arguments the kernels load as numbers and widen to fp32, or store results into (not the slot indices).
-FLOAT_ARGUMENTS = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out")
+# The arguments the kernels compute with (not the slot indices), and what the kernel does with each.
+FLOAT_ARGUMENTS = {"mixed_qkv": "reads", "a": "reads", "b": "reads", "A_log": "reads", "dt_bias": "reads",
+                   "initial_state": "reads and writes", "out": "writes"}
+# What the kernels compute with: fp8 is a float too, but carries no scale, as int8 does not.
+COMPUTE_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
 
 
-def _float_fix(name: str, activation: str) -> str:
+def _float_fix(name: str, activation: str, state_fix: str) -> str:
     if name in ("A_log", "dt_bias"):
         return f"keep `{name}` a floating-point parameter (`{name}.float()`)"
     if name == "initial_state":
-        return "allocate the state pool in float32 (or bfloat16)"
+        return f"allocate the state pool in float32 (`{state_fix}`)"
     if name == "out":
         return f"allocate `out` as {activation}, the dtype of the activations"
     return f"pass `{name}` as {activation}, the dtype of the activations (dequantize it before the call)"
@@ -499,25 +502,25 @@ def _float_fix(name: str, activation: str) -> str:
 
 @rule(
     "GDR258", "non-float-tensors",
-    summary="a tensor the kernel computes with is not floating point",
-    message="`{argument}` has dtype {dtype}; the kernel reads and writes it as floating point",
+    summary="a tensor the kernel computes with is not fp64, fp32, fp16 or bf16",
+    message="`{argument}` has dtype {dtype}; the kernel {use} it as a plain floating-point number",
     explanation=(
         "Neither wrapper checks a dtype. The kernel widens every value it loads to fp32 and casts every result "
-        "to the destination's dtype when it stores it: an integer or bool input is read as raw numbers (an "
-        "int8 `mixed_qkv` without its quantization scale, bool as 0/1), and a result stored into an integer "
-        "`out` or state pool is truncated (a bool one holds only 0/1), so the state is corrupted from the "
-        "first step. A complex tensor has no Triton type: the launch fails while compiling "
-        "(docs/kernel-contract.md U8, U9)."
+        "to the destination's dtype when it stores it: an integer, bool or fp8 input is read as its raw values "
+        "(an int8 or fp8 `mixed_qkv` without its quantization scale, bool as 0/1), and a result stored into an "
+        "integer `out` or state pool is truncated (a bool one holds only 0/1; an fp8 one keeps 2-3 bits of "
+        "mantissa), so the state is corrupted from the first step. A complex tensor has no Triton type: the "
+        "launch fails while compiling (docs/kernel-contract.md U8, U9)."
     ),
-    fixes=("pass bf16 (or fp16/fp32) activations, floating-point `A_log` and `dt_bias`, and a float32 or bf16 "
-           "state pool",),
+    fixes=("pass bf16 (or fp16/fp32) activations, floating-point `A_log` and `dt_bias`, and a float32 state pool",),
     engines="sglang 0.5.23 and vLLM (no dtype check in either wrapper).",
     example=CallExample({"out": tensor(4, 1, 4, 8, dtype="int32")}, "an int32 `out`"),
 )
 def non_float_tensors(ctx: CallContext) -> list[Finding] | None:
     c = ctx.call
-    activation = c.mixed_qkv.dtype if c.mixed_qkv.dtype.startswith(("float", "bfloat")) else "bfloat16"
-    findings = [Finding({"argument": name, "dtype": dtype}, [_float_fix(name, activation)], argument=name)
-                for name, dtype in ((name, getattr(c, name).dtype) for name in FLOAT_ARGUMENTS)
-                if not dtype.startswith(("float", "bfloat"))]
+    activation = c.mixed_qkv.dtype if c.mixed_qkv.dtype in COMPUTE_DTYPES else "bfloat16"
+    findings = [Finding({"argument": name, "dtype": dtype, "use": use},
+                        [_float_fix(name, activation, ctx.profile.state_dtype_fix())], argument=name)
+                for name, use in FLOAT_ARGUMENTS.items()
+                if (dtype := getattr(c, name).dtype) not in COMPUTE_DTYPES]
     return findings or None

@@ -116,8 +116,11 @@ def _suggestion(token: str) -> str:
     if started:  # a code cut short: the rules it begins, not the nearest spelling (GDR21 is not GDR321)
         shown = ", ".join(f"`{code}`" for code in started[:4]) + (", ..." if len(started) > 4 else "")
         return f"; {len(started)} rule(s) start with `{prefix}`: {shown}" + listed
-    close = difflib.get_close_matches(token.lower(), [rule.name for rule in RULES.values()], n=1, cutoff=0.6)
-    close = close or difflib.get_close_matches(prefix, list(RULES), n=1, cutoff=0.8)
+    if re.fullmatch(r"GDR[0-9]+", prefix):  # a code: one digit off, or one too many; never a spelling of digits
+        near = [code for code in RULES if code[:-1] == prefix[:-1] or prefix[:-1] == code]
+        close = difflib.get_close_matches(prefix, near, n=1, cutoff=0.0)
+    else:
+        close = difflib.get_close_matches(token.lower(), [rule.name for rule in RULES.values()], n=1, cutoff=0.6)
     return (f"; did you mean `{close[0]}`?" if close else "") + listed
 
 
@@ -170,7 +173,7 @@ def explain_command(
     from ..checks import RULES
 
     if all_rules and query:
-        raise typer.BadParameter(f"it explains every rule, so it takes no query (got {safe(_cut(query))!r})",
+        raise typer.BadParameter(f"it explains every rule, so it takes no query (got {_quoted(query)})",
                                  param_hint="--all")
     for name, value in (("tp", tp), ("batch", batch)):
         if value is not None:
@@ -178,6 +181,7 @@ def explain_command(
     output_format = _explain_format(output_format)
     out = Output(output_format)
     dropped = 0
+    model_source = None  # the pyproject.toml that named the model, when no --model did
     if query == "-" and not all_rules:
         query, dropped = _read_stdin()
         if not query.strip():
@@ -189,12 +193,21 @@ def explain_command(
         found_config = discover([])  # the working directory's `[tool.gdr-check]` gives the context's defaults
         if found_config is not None:
             config = load_config(found_config)
-            model = model or config.model
+            if model is None and config.model is not None:
+                model = config.model
+                model_source = found_config
             engine = engine or config.engine
             batch = batch if batch is not None else (config.batch or None)
             tp = tp if tp is not None else (config.tp[0] if config.tp and len(config.tp) == 1 else None)
-    context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None,
-                      widths=_model_widths(model) if model else {})
+    try:
+        widths = _model_widths(model) if model else {}
+    except typer.BadParameter as refused:  # the model named in the config, not by --model: say where it is
+        if model_source is None:
+            raise
+        from ..config import TABLE, ConfigError
+
+        raise ConfigError(model_source, f"{TABLE}.model", refused.message) from None
+    context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None, widths=widths)
     if all_rules:
         found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:

@@ -464,7 +464,10 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
     if adapter is None:
         return found
     config = checkpoint.config or {}
-    for section in adapter.sections:  # the text model's fields are looked up in it: first, what keeps them hidden
+    # The text model's fields are looked up in its section: one that is no object hides them (when no other
+    # section is an object to read them from), so it is the one problem to name.
+    readable = any(isinstance(config.get(section), dict) for section in adapter.sections)
+    for section in () if readable else adapter.sections:
         if section in config and not isinstance(config[section], dict):
             found.append(Unreadable(section, f"is {_shown(config[section])}: not an object, so the fields it holds "
                                     "cannot be read", locate.config(section)))
