@@ -82,3 +82,20 @@ def test_cli_flags(capsys):
 def test_cli_rejects_an_unknown_strategy(capsys):
     assert main([QWEN3_NEXT, "--mamba-strategy", "bogus"]) == 2
     assert "unknown mamba strategy 'bogus'; expected no_buffer or extra_buffer" in capsys.readouterr().err
+
+
+def test_one_request_count_per_report_where_the_strategy_is_modelled():
+    """GDR132 counts plain slots (26 of 73.688 MiB in 2 GiB); with ping-pong slots GDR136 counts 8: only the
+    second is said, and the header's budget line says the same."""
+    deployment = Deployment(batch=64, mamba_strategy="extra_buffer", gpu_memory=2 * GIB)
+    result = check_builtin(QWEN3_NEXT, deployment)
+    assert "GDR132" not in result.report.codes()
+    assert only(result, "GDR136").message.startswith("a 2 GiB budget holds 8 requests per rank")
+    plain = check_builtin(QWEN3_NEXT, Deployment(batch=64, gpu_memory=2 * GIB))  # no strategy to model: GDR132
+    assert only(plain, "GDR132").message == ("a 2 GiB budget holds the state of 26 requests per rank, fewer than the "
+                                             "batch of 64")
+
+
+def test_the_header_budget_line_counts_as_the_pool_plan(capsys):
+    main([QWEN3_NEXT, "--speculative-tokens", "3", "--mamba-strategy", "extra_buffer", "--gpu-memory", "20GiB"])
+    assert "  state budget: 45 request(s) fit in 20480 MiB per rank at 439.875 MiB each\n" in capsys.readouterr().out

@@ -208,6 +208,22 @@ def test_show_settings_reports_unreadable_targets_without_checking(tree: Path):
     assert "\nmodels/good:\n  config: none (defaults)\n" in run.stdout
 
 
+@pytest.mark.parametrize("target, line", [
+    ("missing", "  error: path `missing` does not exist; help: check the path, or pass a Hugging Face repo id such as "
+                "`Qwen/Qwen3-Next-80B-A3B-Instruct`"),
+    ("Org/Not-Cached", "  error: `Org/Not-Cached` is neither a local path nor a model in the local Hugging Face "
+                       "cache"),
+])
+def test_show_settings_says_what_a_run_could_not_read(tree: Path, monkeypatch, target, line):
+    """A missing path or model is found by reading the target's metadata, as the run would, not by checking it."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tree / "hub"))
+    run = run_cli(target, "models/good", "--show-settings", "--isolated")
+    assert run.exit_code == 2
+    assert f"\n{target}:\n{line}" in run.stdout
+    assert "\nmodels/good:\n  config: none (defaults)\n" in run.stdout
+    assert run_cli("Qwen/Qwen3-Next-80B-A3B-Instruct", "--show-settings").exit_code == 0  # the built-in description
+
+
 # -- Hugging Face: revisions and JSON-only downloads ---------------------------------------------------------
 @pytest.fixture
 def cache(tree: Path) -> Path:

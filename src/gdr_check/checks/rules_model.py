@@ -736,6 +736,8 @@ def state_budget(ctx: ModelContext) -> Finding | None:
     memory = ctx.memory
     if memory is None or memory.budget is None or memory.requests_that_fit is None:
         return None
+    if ctx.deployment.profile.models_pool_strategies and _pool_plan(ctx) is not None:
+        return None  # ping-pong slots or draft tokens: GDR136 counts the requests with them, one count per report
     if memory.requests_that_fit >= ctx.deployment.batch:
         return None
     needed = memory.bytes_per_request * (ctx.deployment.batch + 1)

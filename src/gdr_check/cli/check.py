@@ -326,6 +326,17 @@ def check_command(
         )
 
     if show_settings:
+        from ..models.check import open_target
+        from ..sources import SourceError
+
+        unreadable = dict(unreadable)
+        for target in paths:  # what a run could not read (a missing path or model, a link, an LFS pointer): its
+            # metadata only, as the run reads it, and never checked
+            if target not in unreadable:
+                try:
+                    open_target(target, revision=revision, follow_links=follow_links)
+                except SourceError as error:
+                    unreadable[target] = error
         out.write(render_settings(paths, unreadable, settings_for, config, fmt=fmt,
                                   exit_zero=bool(_first(exit_zero, config.exit_zero)),
                                   error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),

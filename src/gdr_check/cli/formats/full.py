@@ -102,11 +102,12 @@ def _shapes_table(console: Console, check: ModelCheck) -> None:
                       str(list(spec.stride)))
     console.print()
     console.print(table)
-    memory = check.memory
-    # Bytes per request are in the GDR131 note; the table only adds what a --gpu-memory budget holds.
-    if memory is not None and memory.budget is not None:
-        console.print(escape(f"  state budget: {memory.requests_that_fit} request(s) fit in {_mib(memory.budget)} "
-                             f"per rank at {_mib(memory.bytes_per_request)} each"), soft_wrap=True)
+    # Bytes per request are in the GDR131 note; the table only adds what a --gpu-memory budget holds: with the
+    # engine's ping-pong slots and draft tokens where it models them (the pool plan, GDR135), as GDR136 counts.
+    budget = check.pool if check.pool is not None and check.pool.budget is not None else check.memory
+    if budget is not None and budget.budget is not None:
+        console.print(escape(f"  state budget: {budget.requests_that_fit} request(s) fit in {_mib(budget.budget)} "
+                             f"per rank at {_mib(budget.bytes_per_request)} each"), soft_wrap=True)
 
 
 def _matrix_table(console: Console, run: Run, target: str) -> None:
