@@ -42,7 +42,7 @@ EPILOG = (
 )
 
 
-def _validate(backend: str, device: str, engine: str | None, steps: int, batch: int) -> str:
+def _validate(backend: str, device: str, engine: str | None, batch: int) -> str:
     """The engine profile to use; usage errors (exit 2) for bad combinations."""
     from ..runner.plan import BACKENDS, DEVICES
 
@@ -55,8 +55,6 @@ def _validate(backend: str, device: str, engine: str | None, steps: int, batch: 
     if backend != "builtin" and engine is not None and profile_for(engine).name != backend:
         raise typer.BadParameter(f"--backend {backend} runs {backend}'s kernel, which has {backend}'s semantics: "
                                  f"use --engine {backend} (or leave --engine out)", param_hint="--engine")
-    if steps < 1:
-        raise typer.BadParameter("at least one step", param_hint="--steps")
     if batch < 1:
         raise typer.BadParameter("a dry-run needs at least one row (B = 0 launches nothing)", param_hint="--batch")
     return engine or (backend if backend != "builtin" else DEFAULT_ENGINE)
@@ -104,7 +102,7 @@ def dry_run_command(
     from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
-    profile = _validate(backend, device, engine, steps, batch)
+    profile = _validate(backend, device, engine, batch)
     if state_dtype is not None:
         state_dtype_option(state_dtype)
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
