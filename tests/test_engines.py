@@ -107,6 +107,18 @@ def test_deployment_reports_the_profile_its_engine_selected():
         Deployment(engine="vllm@0.1")
 
 
+@pytest.mark.parametrize("name", ["check_packed_decode", "check_kda_packed_decode"])
+def test_an_unknown_engine_raises_whatever_the_arguments(name):
+    """docs/engines.md: the library raises UnknownEngineError for an engine it has no profile of; arguments that
+    are no tensors (GDR228) do not turn that into a report."""
+    import gdr_check
+
+    check = getattr(gdr_check, name)
+    with pytest.raises(UnknownEngineError, match=r"^no vLLM profile for version '0\.27'"):
+        check(*[None] * 9, engine="vllm@0.27")
+    assert [d.code for d in check(*[None] * 9).errors][:1] == ["GDR228"]
+
+
 def test_call_context_carries_the_profile_and_its_name():
     call = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment()).call
     from gdr_check.call import CallContext

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..call import CallContext, Engine, Origin, PackedDecodeCall, Variant
+from ..engines import profile_for
 from ..registry import RULE_SET, Finding, Rule, RuleSet
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
@@ -57,7 +58,9 @@ def run_contract(call: PackedDecodeCall, engine: Engine = "sglang", origin: Orig
 
 
 def _argument_report(arguments: dict[str, Any]) -> Report:
-    """GDR228 for the arguments that are not dense tensors (only after describing one failed: off the hot path)."""
+    """GDR228 for the arguments that are not dense tensors (only after describing one failed: off the hot path).
+    An unknown engine raises first, as it does for a call whose arguments are fine."""
+    profile_for(arguments["engine"])
     report = argument_report(arguments)
     if report is None:  # every argument is a tensor, yet describing one failed: re-raise what it was
         raise
