@@ -426,3 +426,9 @@ def test_a_bad_number_is_one_line_in_the_words_of_every_other_usage_error(repo: 
     result = run_cli(*args)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr.splitlines()[-1] == f"error: {line}"
+
+
+def test_the_header_counts_one_slot_in_the_singular(repo: Path):
+    result = run_cli("good", "--batch", "0", "--isolated")  # an empty batch: the pool is the reserved row alone
+    assert ", batch=0, 1 slot (slot 0 reserved), " in result.stdout
+    assert ", batch=8, 9 slots (slot 0 reserved), " in run_cli("good", "--isolated").stdout

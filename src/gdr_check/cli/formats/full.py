@@ -71,10 +71,9 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     dep = check.deployment
     settings = check.settings
     state = settings.state_dtype if settings else (dep.state_dtype or "default")
-    slot_note = f" ({dep.profile.slot_zero_note})"
+    slots = f"{dep.num_slots} slot{'' if dep.num_slots == 1 else 's'} ({dep.profile.slot_zero_note})"
     tp_text = f"tp={dep.tp}" if tp_sizes is None else "tp=" + ", ".join(map(str, tp_sizes))
-    rows.append(("deployment", f"{dep.profile.label}, {tp_text}, batch={dep.batch}, {dep.num_slots} slots{slot_note}, "
-                               f"state {state}"))
+    rows.append(("deployment", f"{dep.profile.label}, {tp_text}, batch={dep.batch}, {slots}, state {state}"))
     notes = check.source_dict()["notes"] if tp_sizes is None else list(getattr(check.checkpoint, "notes", []) or [])
     for note in notes:
         rows.append(("note", note))
