@@ -92,6 +92,14 @@ def test_out_of_range_slot_is_an_error(variant):
     assert report.errors[0].fixes == ["grow the pool to at least 9 slots, or fix the slot table (largest index 8)"]
 
 
+def test_a_one_slot_pool_is_one_slot():
+    call = call_for("gdn")
+    call["initial_state"] = torch.empty(1, *call["initial_state"].shape[1:])
+    found = [d.message for d in check("gdn", with_(call, ssm_state_indices=indices((0, 1, -1, -1)))).errors
+             if d.code == "GDR241"]
+    assert found == ["`ssm_state_indices` holds slot 1 at row 1, but the pool has 1 slot (0..0)"]
+
+
 def test_out_of_range_is_judged_against_the_pool_slots_even_for_a_strided_pool():
     call = call_for("gdn")
     call["initial_state"] = torch.zeros(2 * S, HV, V, K)[::2]

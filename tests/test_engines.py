@@ -114,8 +114,9 @@ def test_an_unknown_engine_raises_whatever_the_arguments(name):
     import gdr_check
 
     check = getattr(gdr_check, name)
-    with pytest.raises(UnknownEngineError, match=r"^no vLLM profile for version '0\.27'"):
+    with pytest.raises(UnknownEngineError, match=r"^no vLLM profile for version '0\.27'") as raised:
         check(*[None] * 9, engine="vllm@0.27")
+    assert raised.value.__context__ is None  # not "during handling of" the arguments' description failing
     assert [d.code for d in check(*[None] * 9).errors][:1] == ["GDR228"]
 
 

@@ -130,6 +130,7 @@ def test_pyproject_numbers_out_of_range(tmp_path, root, monkeypatch, table, erro
 # Each option, its value and the error it gets, written out (the ranges are docs/limits.md's).
 DRY_RUN_ERRORS = {
     ("--steps", "99999999999"): "steps is 99999999999: must be in 1..10_000",
+    ("--steps", "0"): "steps is 0: must be in 1..10_000",
     ("--seed", "9" * 30): "seed is 999999999999999999999999999999: must be in 0..9_223_372_036_854_775_807",
     ("--timeout", "nan"): "--timeout: expected a number, got 'nan'",
     ("--timeout", "-1"): "timeout is -1.0: must be in 0.001..604_800",

@@ -84,18 +84,30 @@ def test_cli_rejects_an_unknown_strategy(capsys):
     assert "unknown mamba strategy 'bogus'; expected no_buffer or extra_buffer" in capsys.readouterr().err
 
 
-def test_one_request_count_per_report_where_the_strategy_is_modelled():
-    """GDR132 counts plain slots (26 of 73.688 MiB in 2 GiB); with ping-pong slots GDR136 counts 8: only the
-    second is said, and the header's budget line says the same."""
-    deployment = Deployment(batch=64, mamba_strategy="extra_buffer", gpu_memory=2 * GIB)
-    result = check_builtin(QWEN3_NEXT, deployment)
-    assert "GDR132" not in result.report.codes()
-    assert only(result, "GDR136").message.startswith("a 2 GiB budget holds 8 requests per rank")
-    plain = check_builtin(QWEN3_NEXT, Deployment(batch=64, gpu_memory=2 * GIB))  # no strategy to model: GDR132
-    assert only(plain, "GDR132").message == ("a 2 GiB budget holds the state of 26 requests per rank, fewer than the "
-                                             "batch of 64")
+def test_one_request_count_per_report_where_the_strategy_is_modelled(capsys):
+    """GDR132 counts plain slots (26 of 73.688 MiB in 2 GiB); with ping-pong slots GDR136 counts 8 and replaces
+    it in the report (`Rule.supersedes`), unless GDR136 is not selected."""
+    args = [QWEN3_NEXT, "--batch", "64", "--mamba-strategy", "extra_buffer", "--gpu-memory", "2GiB",
+            "--output-format", "concise", "--select", "GDR132,GDR136"]
+    assert main(args) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("]")[0].rsplit("[", 1)[1] for line in lines if "[GDR13" in line] == ["GDR136"]
+    assert "holds 8 requests per rank" in lines[0]
+    assert main([*args, "--ignore", "GDR136"]) == 0  # a warning: the run passes, and the budget is still said
+    assert "warning[GDR132] a 2 GiB budget holds the state of 26 requests per rank, fewer than the batch of 64" \
+        in capsys.readouterr().out
+    both = check_builtin(QWEN3_NEXT, Deployment(batch=64, mamba_strategy="extra_buffer", gpu_memory=2 * GIB))
+    assert {"GDR132", "GDR136"} <= set(both.report.codes())  # the check finds both; the report shows one
+    assert only(both, "GDR136").fixes[-2:] == ["raise TP to split the state across more ranks",
+                                                "halve the SSM state with `--mamba-ssm-dtype bfloat16`, at some "
+                                                "accuracy cost (GDR249)"]
 
 
 def test_the_header_budget_line_counts_as_the_pool_plan(capsys):
     main([QWEN3_NEXT, "--speculative-tokens", "3", "--mamba-strategy", "extra_buffer", "--gpu-memory", "20GiB"])
     assert "  state budget: 45 request(s) fit in 20480 MiB per rank at 439.875 MiB each\n" in capsys.readouterr().out
+
+
+def test_an_empty_batch_pool_is_one_slot():
+    note = only(check_builtin(QWEN3_NEXT, Deployment(batch=0)), "GDR131").notes[-1]
+    assert note == "the pool of 1 slot takes 73.688 MiB per rank"

@@ -213,10 +213,18 @@ def test_show_settings_reports_unreadable_targets_without_checking(tree: Path):
                 "`Qwen/Qwen3-Next-80B-A3B-Instruct`"),
     ("Org/Not-Cached", "  error: `Org/Not-Cached` is neither a local path nor a model in the local Hugging Face "
                        "cache"),
+    ("lfs", "  error: lfs/model.safetensors: is a Git LFS pointer, not the weights: run `git lfs pull`"),
+    ("dangling", "  error: dangling/config.json: `config.json` is a link to "),
 ])
 def test_show_settings_says_what_a_run_could_not_read(tree: Path, monkeypatch, target, line):
-    """A missing path or model is found by reading the target's metadata, as the run would, not by checking it."""
+    """A missing path or model, a Git LFS pointer or a dangling link is found by reading the target's metadata,
+    as the run would, not by checking it."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tree / "hub"))
+    (tree / "lfs").mkdir()
+    (tree / "lfs" / "config.json").write_bytes((tree / "models" / "good" / "config.json").read_bytes())
+    (tree / "lfs" / "model.safetensors").write_text(LFS_POINTER)
+    (tree / "dangling").mkdir()
+    os.symlink(tree / "nowhere" / "config.json", tree / "dangling" / "config.json")
     run = run_cli(target, "models/good", "--show-settings", "--isolated")
     assert run.exit_code == 2
     assert f"\n{target}:\n{line}" in run.stdout

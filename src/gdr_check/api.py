@@ -23,6 +23,7 @@ from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
 from .models.deployment import Deployment
 from .recording import RecordedCall, Recording, load_recording
+from .registry import without_superseded
 from .report import Diagnostic, Location
 from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
 from .selection import Selection
@@ -66,7 +67,7 @@ def _deployment(**settings: Any) -> Deployment:
 
 
 def _selected(selection: Selection | None, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    return list(diagnostics) if selection is None else list(selection.filter(diagnostics))
+    return without_superseded(list(diagnostics)) if selection is None else list(selection.filter(diagnostics))
 
 
 # -- check -----------------------------------------------------------------------------------------------------------

@@ -82,6 +82,11 @@ LIMITS: dict[str, Limit] = {
 }
 
 
+def counted(count: Any, noun: str) -> str:
+    """'1 slot', '9 slots' (a count that is no int, e.g. "?", takes the plural)."""
+    return f"{count} {noun}" if count == 1 and not isinstance(count, bool) else f"{count} {noun}s"
+
+
 def shorten(value: Any) -> str:
     """`value` as an error message shows it: short, whatever it holds."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:

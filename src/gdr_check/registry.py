@@ -98,6 +98,10 @@ class Rule:
     # globals of the module that defines `check`. An expression, not a function: the engine joins the
     # predicates of a wrapper into one compiled function (`call_plan`), as fast as a hand-written one.
     clear: str = ""
+    # Codes this rule's finding replaces in the same report when both are reported: the same cause counted more
+    # fully (GDR136's requests with the engine's extra slots, over GDR132's plain ones). Applied after the rule
+    # selection (`without_superseded`), so ignoring this rule brings the other back.
+    supersedes: tuple[str, ...] = ()
 
     def fields(self) -> list[str]:
         return [name for _, name, _, _ in string.Formatter().parse(self.message) if name]
@@ -369,3 +373,10 @@ def findings_of(result: CheckResult) -> list[Finding]:
     if isinstance(result, Finding):
         return [result]
     return list(result)
+
+
+def without_superseded(diagnostics: list[Diagnostic], rules: RuleSet | None = None) -> list[Diagnostic]:
+    """`diagnostics` less those whose code another one's rule supersedes (`Rule.supersedes`)."""
+    table = (rules or RULE_SET).rules
+    replaced = {old for d in diagnostics if (rule := table.get(d.code)) is not None for old in rule.supersedes}
+    return [d for d in diagnostics if d.code not in replaced] if replaced else diagnostics

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .checks import RULES
-from .registry import CATEGORIES
+from .registry import CATEGORIES, without_superseded
 from .report import Diagnostic
 
 ALL = "ALL"
@@ -74,7 +74,8 @@ class Selection:
         return enabled
 
     def filter(self, diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
-        return [d for d in diagnostics if self.is_selected(d.code)]
+        """The selected diagnostics, less those a selected one supersedes (`Rule.supersedes`)."""
+        return without_superseded([d for d in diagnostics if self.is_selected(d.code)])
 
     def codes(self, all_codes: Iterable[str]) -> list[str]:
         return sorted(code for code in all_codes if self.is_selected(code))

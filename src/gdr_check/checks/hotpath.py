@@ -57,13 +57,14 @@ def run_contract(call: PackedDecodeCall, engine: Engine = "sglang", origin: Orig
     return Report(call_diagnostics(CallContext.build(call, engine, origin)))  # an unknown engine: UnknownEngineError
 
 
-def _argument_report(arguments: dict[str, Any]) -> Report:
+def _argument_report(arguments: dict[str, Any], failure: Exception) -> Report:
     """GDR228 for the arguments that are not dense tensors (only after describing one failed: off the hot path).
-    An unknown engine raises first, as it does for a call whose arguments are fine."""
+    Called outside the handler, so that an unknown engine raises first, as it does for a call whose arguments
+    are fine, and not chained to the description's failure."""
     profile_for(arguments["engine"])
     report = argument_report(arguments)
     if report is None:  # every argument is a tensor, yet describing one failed: re-raise what it was
-        raise
+        raise failure
     return report
 
 
@@ -128,9 +129,11 @@ def check_packed_decode(
             spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
             spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, None, "gdn",
         )
-    except _UNDESCRIBABLE:  # not a dense tensor: GDR228 names the argument
-        return _argument_report(locals())
-    return run_contract(call, engine, origin)
+    except _UNDESCRIBABLE as error:  # not a dense tensor: GDR228 names the argument (below, out of the handler)
+        failure: Exception = error
+    else:
+        return run_contract(call, engine, origin)
+    return _argument_report(locals(), failure)
 
 
 def check_kda_packed_decode(
@@ -157,7 +160,9 @@ def check_kda_packed_decode(
             spec(mixed_qkv), spec(a), spec(b), spec(A_log), spec(dt_bias), scale, spec(initial_state), spec(out),
             spec(ssm_state_indices, read_values=read_values), use_qk_l2norm_in_kernel, lower_bound, "kda",
         )
-    except _UNDESCRIBABLE:  # not a dense tensor: GDR228 names the argument
-        return _argument_report(locals())
-    return run_contract(call, engine, origin)
+    except _UNDESCRIBABLE as error:  # not a dense tensor: GDR228 names the argument (below, out of the handler)
+        failure: Exception = error
+    else:
+        return run_contract(call, engine, origin)
+    return _argument_report(locals(), failure)
 

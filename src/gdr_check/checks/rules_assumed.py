@@ -11,7 +11,7 @@ import math
 
 from ..call import GRID_DIM_LIMIT, CallContext, next_power_of_2
 from ..engines import PROFILES
-from ..limits import LIMITS, shorten
+from ..limits import LIMITS, counted, shorten
 from ..registry import Finding, rule
 from .examples import CallExample, tensor
 from .kernel_causes import live_rows, padding_rows, wrapped_skip
@@ -67,7 +67,7 @@ def state_inner_layout(ctx: CallContext) -> Finding | None:
 @rule(
     "GDR241", "slot-indices-out-of-range",
     summary="a slot index is past the end of the pool",
-    message="`ssm_state_indices` holds slot {slot} at row {row}, but the pool has {S} slots (0..{last})",
+    message="`ssm_state_indices` holds slot {slot} at row {row}, but the pool has {slots} (0..{last})",
     explanation=(
         "Nothing checks 0 <= index < S. An index just past the end of a view silently overwrites the "
         "neighbouring memory; one far past the end raises `CUDA error: an illegal memory access`, after "
@@ -88,7 +88,7 @@ def indices_in_range(ctx: CallContext) -> Finding | list[Finding] | None:
     for row, slot in bad[:3]:
         fix = (f"grow the pool to at least {max(s for _, s in bad) + 1} slots, or fix the slot table "
                f"(largest index {max(s for _, s in bad)})")
-        findings.append(Finding({"slot": slot, "row": row, "S": ctx.S, "last": ctx.S - 1}, [fix],
+        findings.append(Finding({"slot": slot, "row": row, "slots": counted(ctx.S, "slot"), "last": ctx.S - 1}, [fix],
                                 argument="ssm_state_indices"))
     return findings
 

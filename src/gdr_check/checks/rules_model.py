@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..limits import counted
 from ..models.adapters import QUANTITIES, Selection, adapter_serving
 from ..models.decode_path import decode_path
 from ..models.description import Locator, _shown, why_undescribed
@@ -716,7 +717,7 @@ def state_footprint(ctx: ModelContext) -> Finding | None:
          "conv": format_bytes(memory.conv_bytes_per_layer), "ssm": format_bytes(memory.ssm_bytes_per_layer)},
         notes=[f"SSM state {settings.state_dtype} ({settings.state_dtype_reason}); conv state "
                f"{settings.conv_dtype} ({settings.conv_dtype_reason})",
-               f"the pool of {memory.num_slots} slots takes {format_bytes(memory.pool_bytes)} per rank"])
+               f"the pool of {counted(memory.num_slots, 'slot')} takes {format_bytes(memory.pool_bytes)} per rank"])
 
 
 @rule(
@@ -736,8 +737,6 @@ def state_budget(ctx: ModelContext) -> Finding | None:
     memory = ctx.memory
     if memory is None or memory.budget is None or memory.requests_that_fit is None:
         return None
-    if ctx.deployment.profile.models_pool_strategies and _pool_plan(ctx) is not None:
-        return None  # ping-pong slots or draft tokens: GDR136 counts the requests with them, one count per report
     if memory.requests_that_fit >= ctx.deployment.batch:
         return None
     needed = memory.bytes_per_request * (ctx.deployment.batch + 1)
@@ -1038,6 +1037,7 @@ def pool_plan_info(ctx: ModelContext) -> Finding | None:
     example=ModelExample(qwen3_next_config(), "extra_buffer takes 3 slots per request of a 400 kB budget",
                          deployment={"mamba_strategy": "extra_buffer", "batch": 8, "gpu_memory": 400_000}),
     engines="sglang 0.5.23.",
+    supersedes=("GDR132",),  # the same budget, its requests counted with their extra slots: one count per report
 )
 def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     if not ctx.deployment.profile.models_pool_strategies:
@@ -1060,7 +1060,7 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
         fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: {fit} requests fit in the same budget")
     if plan.speculative_tokens:
         fixes.append("fewer draft tokens (`--speculative-num-draft-tokens`)")
-    fixes.append(f"lower the batch to {plan.requests_that_fit}")
+    fixes += _budget_fixes(ctx, plan.requests_that_fit)  # the batch, TP, a bf16 state: as GDR132, which it replaces
     return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
                     "batch": plan.batch},
                    severity="error" if extra else "warning", notes=notes, fixes=fixes)

@@ -31,6 +31,7 @@ from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.rules_guard import meta_report
+from ..limits import counted
 from ..registry import Finding
 from ..report import Diagnostic, Severity
 from ._triton_common import (
@@ -246,7 +247,7 @@ def fault_diagnostic(fault: Fault, context: Context, engine: Engine) -> Diagnost
     if fault.code == "GDR241":
         size = fault.pool_slots if fault.pool_slots is not None else "?"
         last = fault.pool_slots - 1 if fault.pool_slots else "?"
-        values: dict[str, Any] = {"slot": fault.slot, "row": fault.row, "S": size, "last": last}
+        values: dict[str, Any] = {"slot": fault.slot, "row": fault.row, "slots": counted(size, "slot"), "last": last}
         fixes = ["size the pool for every slot the allocator hands out, or fix the slot table"]
     elif fault.code == "GDR242":
         values = {"slot": fault.slot, "rows": f"{fault.first_row}, {fault.row}"}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from ...limits import counted
 from ...runner.diagnose import KERNEL_NAMES, fmt, number
 from ...tensors import short_dtype
 from ..escape import markup as escape
@@ -44,8 +45,8 @@ def _header(console: Console, target: str, result: DryRunResult) -> None:
                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}"))
     dep = check.deployment
     state = check.settings.state_dtype if check.settings else (dep.state_dtype or "default")
-    rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, {dep.num_slots} slots, "
-                               f"state {state}"))
+    rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, "
+                               f"{counted(dep.num_slots, 'slot')}, state {state}"))
     child = result.child
     for name, label in (child.get("kernels") or {}).items():
         rows.append(("kernel" if name == "builtin" else "backend", label))

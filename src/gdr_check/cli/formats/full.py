@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from ...limits import counted
 from ...tensors import short_dtype
 from ..escape import markup as escape
 from ..escape import neutralise_log
@@ -71,7 +72,7 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     dep = check.deployment
     settings = check.settings
     state = settings.state_dtype if settings else (dep.state_dtype or "default")
-    slots = f"{dep.num_slots} slot{'' if dep.num_slots == 1 else 's'} ({dep.profile.slot_zero_note})"
+    slots = f"{counted(dep.num_slots, 'slot')} ({dep.profile.slot_zero_note})"
     tp_text = f"tp={dep.tp}" if tp_sizes is None else "tp=" + ", ".join(map(str, tp_sizes))
     rows.append(("deployment", f"{dep.profile.label}, {tp_text}, batch={dep.batch}, {slots}, state {state}"))
     notes = check.source_dict()["notes"] if tp_sizes is None else list(getattr(check.checkpoint, "notes", []) or [])
