@@ -104,6 +104,8 @@ def test_a_named_target_is_checked_even_when_excluded_unless_force_exclude(tree:
     run = run_cli("models/bad", "--exclude", "bad", "--force-exclude")
     assert (run.exit_code, run.stdout) == (0, "")
     assert run.stderr == "warning: no checkpoint to check: every target is excluded\n"
+    settings = run_cli("models/bad", "--exclude", "bad", "--force-exclude", "--show-settings")  # says it too
+    assert (settings.exit_code, settings.stderr) == (0, "warning: no checkpoint to check: every target is excluded\n")
 
 
 def test_an_empty_target_is_a_usage_error_not_the_current_directory(tree: Path):

@@ -48,6 +48,9 @@ EPILOG = """Examples:
 """
 
 
+NOTHING_TO_CHECK = "warning: no checkpoint to check: every target is excluded"
+
+
 def parse_size(text: str) -> int:
     """'80GiB', '141GB', '1.5e10' -> bytes."""
     found = _SIZE.match(text)
@@ -341,13 +344,15 @@ def check_command(
                                   exit_zero=bool(_first(exit_zero, config.exit_zero)),
                                   error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),
                                   revision=revision, follow_links=follow_links))
+        if not paths and not silent:
+            out.info_line(NOTHING_TO_CHECK)  # as the run would say it
         return 2 if unreadable else 0  # a target it could not read is an error line there: the run failed
     from .progress import target_progress
 
     if not paths:  # every target named was excluded (`--force-exclude`): an empty report still, so that a report
         # file or a CI step reading one finds a valid document, not last run's or none
         if not silent:
-            out.info_line("warning: no checkpoint to check: every target is excluded")
+            out.info_line(NOTHING_TO_CHECK)
         results = []
     else:
         with target_progress(len(paths), quiet=quiet or silent) as progress:
