@@ -29,7 +29,6 @@ from .limits import LIMITS, read_bounded, shorten
 from .models.builtin import get_builtin
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
-from .tensors import canonical_dtype
 
 PYPROJECT = "pyproject.toml"
 TABLE = "tool.gdr-check"
@@ -298,7 +297,7 @@ class _Reader:
 
     def state_dtype(self, key: str) -> str | None:
         value = self.string(key)
-        problem = state_dtype_problem(value, canonical_dtype(value)) if value is not None else None
+        problem = state_dtype_problem(value) if value is not None else None
         if problem is not None:
             raise self.fail(key, problem)
         return value

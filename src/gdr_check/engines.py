@@ -23,6 +23,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
+from .tensors import canonical_dtype
+
 # The CUDA limit on gridDim.y and gridDim.z.
 GRID_DIM_LIMIT = 65535
 
@@ -30,10 +32,10 @@ GRID_DIM_LIMIT = 65535
 STATE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 
 
-def state_dtype_problem(value: str, canonical: str) -> str | None:
-    """Why `value` (`canonical`: its canonical dtype name) names no state dtype, in the words every place that
-    takes one uses (the option, pyproject.toml, a `Deployment`); None when it does."""
-    if canonical in STATE_DTYPES:
+def state_dtype_problem(value: str) -> str | None:
+    """Why `value` names no state dtype, in the words every place that takes one uses (the option,
+    pyproject.toml, a `Deployment`); None when it does."""
+    if canonical_dtype(value) in STATE_DTYPES:
         return None
     return f"unknown state dtype {value!r}; expected one of: {', '.join(STATE_DTYPES)}"
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from ..engines import STATE_DTYPES, profile_for
-from ..registry import Finding, Rule, declare
+from ..registry import RULE_SET, Finding, Rule, declare
 from ..report import Diagnostic, Location, Severity
 from ..tensors import TensorSpec, contiguous_strides
 from .examples import CompareExample, qwen3_next_config, tensor
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
 MODEL = "model"
 COMPARE_ENGINES = "sglang 0.5.23 and vLLM (what each passes for the model, docs/models.md §6-7)."
-# A comparison finding replaces the contract's generic version of the same cause.
-SUPERSEDES: dict[str, tuple[str, ...]] = {"GDR168": ("GDR250",), "GDR169": ("GDR255",)}
 _PER_ROW = ("mixed_qkv", "a", "b", "out", "ssm_state_indices")
 
 
@@ -188,6 +186,7 @@ L2NORM_OFF = declare(
     fixes=("pass `use_qk_l2norm_in_kernel=True`",),
     engines=COMPARE_ENGINES,
     example=CompareExample({"use_qk_l2norm_in_kernel": False}),
+    supersedes=("GDR250",),  # the contract's generic version of the same cause
 )
 
 SCALE_DIFFERS = declare(
@@ -202,6 +201,7 @@ SCALE_DIFFERS = declare(
     fixes=("pass `scale = linear_key_head_dim ** -0.5`",),
     engines=COMPARE_ENGINES,
     example=CompareExample({"scale": 0.5}),
+    supersedes=("GDR255",),  # the contract's generic version of the same cause
 )
 
 KERNEL_VARIANT = declare(
@@ -304,7 +304,7 @@ class Comparison:
     @property
     def supersedes(self) -> set[str]:
         """Contract codes that a finding here replaces (same cause, said with the model's numbers)."""
-        return {old for d in self.diagnostics for old in SUPERSEDES.get(d.code, ())}
+        return {old for d in self.diagnostics for old in RULE_SET.rules[d.code].supersedes}
 
     def to_dict(self) -> dict[str, Any]:
         return {"arguments": [row.to_dict() for row in self.rows],
@@ -730,4 +730,4 @@ def contract_arguments(diagnostics: list[Diagnostic]) -> set[str]:
             if d.severity == "error" and isinstance(d.location, Location) and d.location.argument}
 
 
-__all__ = ["ArgumentRow", "Comparison", "ModelGeometry", "SUPERSEDES", "compare_call", "contract_arguments"]
+__all__ = ["ArgumentRow", "Comparison", "ModelGeometry", "compare_call", "contract_arguments"]

@@ -37,11 +37,10 @@ def _rule_body(rule: Rule, prose: Callable[[str], str] = str) -> list[str]:
         lines += ["", f"**Engines:** {prose(rule.engines)}"]
     if rule.supersedes:
         codes = ", ".join(rule.supersedes)
-        lines += ["", f"**Replaces** {codes} in the same report when both are reported ({codes} comes back when "
-                      f"{rule.code} is not selected)."]
+        lines += ["", f"**Replaces** {codes} in the same report when both are found: one cause, said once."]
     replaced_by = [other.code for other in RULE_SET.rules.values() if rule.code in other.supersedes]
     if replaced_by:
-        lines += ["", f"**Replaced by** {', '.join(replaced_by)} in the same report when both are reported."]
+        lines += ["", f"**Replaced by** {', '.join(replaced_by)} in the same report when both are found."]
     return lines
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import typer
 
 from ..engines import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for, state_dtype_problem
-from ..tensors import canonical_dtype
 
 
 def engine_help(default: str) -> str:
@@ -26,7 +25,7 @@ def engine_option(value: str) -> str:
 
 def state_dtype_option(value: str) -> str:
     """`value` if it names a state dtype the engines support; a usage error (exit 2, one line) if not."""
-    problem = state_dtype_problem(value, canonical_dtype(value))
+    problem = state_dtype_problem(value)
     if problem is not None:
         raise typer.BadParameter(problem, param_hint="--state-dtype")
     return value

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..files import new_file_mode
 from ..sources.discover import checkpoint_inputs, is_checkpoint_file_name
-from ..sources.hf_cache import REPO_PREFIX
+from ..sources.hf_cache import is_cache_repo_dir
 from ..sources.open import PICKLE_SUFFIXES
 from .errors import ReportWriteError
 
@@ -88,9 +88,8 @@ def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None)
 
 
 def _cache_repository(target: Path) -> Path | None:
-    """The Hugging Face cache repository (`models--org--name`, holding blobs or snapshots) `target` lies in."""
-    return next((folder for folder in target.parents if folder.name.startswith(REPO_PREFIX)
-                 and ((folder / "blobs").is_dir() or (folder / "snapshots").is_dir())), None)
+    """The Hugging Face cache repository (`models--org--name`) `target` lies in."""
+    return next((folder for folder in target.parents if is_cache_repo_dir(folder)), None)
 
 
 def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:

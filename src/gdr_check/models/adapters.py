@@ -158,16 +158,18 @@ class TensorRule:
     shapes: tuple[tuple[Dim, ...], ...]
     required: bool = True
 
+    def matching(self, actual: tuple[int, ...], geometry: Geometry) -> tuple[Dim, ...] | None:
+        """The first shape of `actual`'s rank whose sizes all match `geometry`; None when none does."""
+        return next((shape for shape in self.shapes if len(shape) == len(actual)
+                     and all(dim.expected(geometry) == size for dim, size in zip(shape, actual, strict=True))), None)
+
     def shape_for(self, actual: tuple[int, ...], geometry: Geometry) -> tuple[Dim, ...] | None:
         """The layout of `actual`: among the shapes of its rank, the first whose sizes all match, else the first.
 
         Kimi-K3 stores `A_log` as [head_dim] where Kimi-Linear stores [num_heads]: both are rank 1.
         """
-        candidates = [shape for shape in self.shapes if len(shape) == len(actual)]
-        for shape in candidates:
-            if all(dim.expected(geometry) == size for dim, size in zip(shape, actual, strict=True)):
-                return shape
-        return candidates[0] if candidates else None
+        return self.matching(actual, geometry) or next(
+            (shape for shape in self.shapes if len(shape) == len(actual)), None)
 
 
 def T(suffix: str, *shapes: tuple[Dim, ...], required: bool = True) -> TensorRule:

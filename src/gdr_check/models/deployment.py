@@ -51,11 +51,10 @@ class Deployment:
         if self.slots is not None and self.slots < 1:
             raise ValueError(f"slots must be >= 1 (got {self.slots})")
         if self.state_dtype is not None:
-            dtype = canonical_dtype(self.state_dtype)
-            problem = state_dtype_problem(self.state_dtype, dtype)
+            problem = state_dtype_problem(self.state_dtype)
             if problem is not None:
                 raise ValueError(problem)
-            object.__setattr__(self, "state_dtype", dtype)
+            object.__setattr__(self, "state_dtype", canonical_dtype(self.state_dtype))
 
     @property
     def profile(self) -> EngineProfile:

@@ -32,7 +32,6 @@ from .adapters import (
     Identity,
     LayerMap,
     Layout,
-    TensorRule,
     layers_by_namespace,
     with_field,
 )
@@ -263,11 +262,6 @@ def _expected_shape(dims: Iterable[Dim], geometry: Geometry) -> tuple[int, ...] 
     return tuple(sizes)
 
 
-def _fits(rule: TensorRule, info: TensorLike, geometry: Geometry) -> bool:
-    dims = rule.shape_for(tuple(info.shape), geometry)
-    return dims is not None and all(dim.expected(geometry) == size for dim, size in zip(dims, info.shape, strict=True))
-
-
 def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geometry) -> _LayerEvidence:
     """Read every tensor of one layer against `geometry`.
 
@@ -286,7 +280,7 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
             if rule.required:
                 evidence.missing.append(name)
             continue
-        if local is not geometry and _fits(rule, info, geometry):
+        if local is not geometry and rule.matching(tuple(info.shape), geometry) is not None:
             local = geometry  # the config's values hold again for the tensors after it
             continue
         dims = rule.shape_for(tuple(info.shape), local)
