@@ -92,8 +92,9 @@ VARIANTS: dict[str, list[Patch]] = {
     "masked_record": [
         (COMMON, RECORD_BRANCH, "    if True:\n        code = fault.to(tl.int64)\n"
                                 "        index = tl.atomic_add(counter, 1, mask=fault != 0)"),
-        (COMMON, "        keep = fields < tl.where(index < MAX_RECORDS, 4, 0)",
-         "        keep = fields < tl.where((index < MAX_RECORDS) & (fault != 0), 4, 0)"),
+        (COMMON, "        tl.store(records + (index % MAX_RECORDS) * 4 + fields, values)\n",
+         "        tl.store(records + (index % MAX_RECORDS) * 4 + fields, values, "
+         "mask=fields < tl.where(fault != 0, 4, 0))\n"),
         (COMMON, "        tl.store(flag, 1)\n", "        tl.store(flag, 1, mask=fault != 0)\n")],
     # the record's body in a function of its own (a call, not inlined), the branch around it inline
     "record_out_of_line": [(COMMON, record_out_of_line)],
@@ -104,7 +105,7 @@ VARIANTS: dict[str, list[Patch]] = {
     # the record's atomic without its stores
     "record_without_stores": [(
         COMMON,
-        "        tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)\n        tl.store(flag, 1)\n",
+        "        tl.store(records + (index % MAX_RECORDS) * 4 + fields, values)\n        tl.store(flag, 1)\n",
         "        tl.store(records + fields, values * 0, mask=fields < 0)\n")],
     # the separate check from 4096 pairs at any batch above one (not only past one 128-row scan block)
     "separate_from_4096_pairs": [(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import warnings
 
 import pytest
@@ -1097,3 +1098,102 @@ def test_a_recorded_fault_sets_the_host_flag_and_a_look_reads_only_then(monkeypa
     assert buffer.host_flag[0] == 0 and len(taken) == 2
     buffer.look("engine", "sglang")
     assert len(taken) == 2 and buffer.take() == ([], 0)
+
+
+def _record_out_of_range(buffer, rows, label="layer 1"):
+    """`rows` faults from one slot check: every row names slot 7 of a 5-slot pool (GDR241), row i as row i."""
+    indices = torch.full((rows,), 7, dtype=torch.int32, device=DEVICE)
+    buffer.check_launch("sglang", indices.device)(indices, rows, 1, 5, buffer.tag_for(label, 5))
+
+
+def _faults_land_while_the_ring_is_copied(monkeypatch, buffer, rows, label):
+    """While `buffer.take` copies its ring, `rows` faults are recorded, as by a kernel another host thread
+    launched after the take's count was read (once)."""
+    real_tolist = torch.Tensor.tolist
+    pending = [rows]
+
+    def tolist(tensor):
+        if tensor is buffer.records and pending:
+            _record_out_of_range(buffer, pending.pop(), label)
+            if DEVICE != "cpu":
+                torch.cuda.synchronize()
+        return real_tolist(tensor)
+
+    monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+
+
+def test_a_fault_recorded_while_the_buffer_is_read_is_kept_for_the_next_read(monkeypatch):
+    """Nothing on the device is reset by a read: a fault numbered after the read's count (another thread's
+    kernel) is read next time. (The counter used to be zeroed after the read, which lost such a fault.)"""
+    buffer = FaultBuffer(DEVICE, max_records=8)
+    _record_out_of_range(buffer, 2, "layer 1")
+    _faults_land_while_the_ring_is_copied(monkeypatch, buffer, 1, "layer 2")
+    faults, total = buffer.take()
+    assert [(f.code, f.row, f.layer) for f in faults] == [("GDR241", 0, "layer 1"), ("GDR241", 1, "layer 1")]
+    assert total == 2 and int(buffer.counter[0]) == 3
+    faults, total = buffer.take()
+    assert [(f.code, f.row, f.slot, f.layer) for f in faults] == [("GDR241", 0, 7, "layer 2")] and total == 1
+    assert buffer.take() == ([], 0)
+
+
+def test_records_the_ring_overwrote_while_it_was_read_are_counted_not_shown(monkeypatch):
+    """A ring of 4: 3 faults read while 3 more land (numbers 3-5 write the rows of 0-2... 3 and 4 of them, 0
+    and 1): the read shows fault 2 alone and counts all three; the next shows 3-5."""
+    buffer = FaultBuffer(DEVICE, max_records=4)
+    _record_out_of_range(buffer, 3, "layer 1")
+    _faults_land_while_the_ring_is_copied(monkeypatch, buffer, 3, "layer 2")
+    faults, total = buffer.take()
+    assert [(f.row, f.layer) for f in faults] == [(2, "layer 1")] and total == 3
+    faults, total = buffer.take()
+    assert [(f.row, f.layer) for f in faults] == [(0, "layer 2"), (1, "layer 2"), (2, "layer 2")] and total == 3
+
+
+def test_more_faults_than_records_keep_the_last_ones_and_count_all():
+    buffer = FaultBuffer(DEVICE, max_records=4)
+    _record_out_of_range(buffer, 3, "layer 1")
+    _record_out_of_range(buffer, 3, "layer 2")
+    faults, total = buffer.take()
+    assert [(f.row, f.layer) for f in faults] == [(2, "layer 1"), (0, "layer 2"), (1, "layer 2"), (2, "layer 2")]
+    assert total == 6
+    _record_out_of_range(buffer, 3, "layer 1")
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()  # the flag has landed
+    with pytest.raises(PendingFaults, match=r"^GDR241: .* at row 0, .*\[in layer 1\] \(and 2 more faults\)$"):
+        buffer.look("engine", "sglang")
+
+
+@pytest.mark.parametrize("max_records", [0, -1, 2_000_000])
+def test_a_fault_buffer_and_a_guard_refuse_a_record_count_outside_the_limit(max_records):
+    message = rf"^max_records is {max_records}: must be in 1\.\.2\*\*20 \(fault records"
+    with pytest.raises(ValueError, match=message):
+        FaultBuffer(DEVICE, max_records=max_records)
+    with pytest.raises(ValueError, match=message):
+        gdr_check.guard(engine="sglang", max_records=max_records)
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="host threads launching on their own CUDA streams")
+def test_faults_from_another_threads_stream_are_each_read_once_while_this_thread_reads():
+    buffer = FaultBuffer(DEVICE, max_records=1024)
+    launches, rows = 200, 3
+    done = threading.Event()
+
+    def engine_thread():
+        with torch.cuda.stream(torch.cuda.Stream()):
+            for _ in range(launches):
+                _record_out_of_range(buffer, rows, "layer 9")
+            torch.cuda.synchronize()
+        done.set()
+
+    worker = threading.Thread(target=engine_thread)
+    worker.start()
+    seen, counted = [], 0
+    while not done.is_set():
+        faults, total = buffer.take()
+        seen += faults
+        counted += total
+    worker.join()
+    faults, total = buffer.take()
+    seen += faults
+    counted += total
+    assert counted == launches * rows and len(seen) == counted
+    assert sorted(f.row for f in seen) == sorted(list(range(rows)) * launches)

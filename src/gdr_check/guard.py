@@ -82,6 +82,7 @@ from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
 from .checks.hotpath import run_contract
+from .limits import checked
 from .models.check import check_model
 from .models.deployment import Deployment
 
@@ -370,7 +371,7 @@ class Guard:
         self.mode = mode
         self.state_dtype = state_dtype
         self.hook_graphs = hook_graphs
-        self.max_records = max_records
+        self.max_records = int(checked("max_records", max_records))
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.diagnostics: list[Any] = []
         self._unservable: list[Any] = []  # the model's errors where the deployment has no per-rank call

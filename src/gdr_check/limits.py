@@ -79,6 +79,9 @@ LIMITS: dict[str, Limit] = {
     "dim": Limit(0, 2**40, "one dimension of a recorded tensor", "recording"),
     "scale": Limit(-1e30, 1e30, "a recorded or passed scale (finite)", "recording, guard argument"),
     "lower_bound": Limit(-1e30, 1e30, "a recorded or passed KDA `lower_bound` (finite)", "recording, guard argument"),
+    # the runtime guard
+    "max_records": Limit(1, 1_048_576, "fault records a fault buffer keeps (a ring: the last ones)",
+                         "`gdr_check.guard(max_records=...)`, `FaultBuffer`"),
 }
 
 

@@ -243,9 +243,12 @@ def load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW: t
 @triton.jit
 def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
                  SCAN_BLOCK: tl.constexpr):
-    """Append (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) to the fault records when
-    `fault` is non-zero; `counter` counts every fault, records past MAX_RECORDS are dropped, and `flag` (host
-    memory) is set so that the host notices without a copy. Nothing is written on a clean row."""
+    """Write (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag) into the fault records when
+    `fault` is non-zero. `counter` (int64) numbers every fault ever recorded and is never reset: fault i lands
+    in record i % MAX_RECORDS, a ring holding the last MAX_RECORDS, so the host reads what is new since its
+    last read without resetting anything a kernel of another thread could be counting on
+    (`device_guard.FaultBuffer.take`). `flag` (host memory) is set so that the host notices without a copy.
+    Nothing is written on a clean row."""
     if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
         code = fault.to(tl.int64)
         if SCAN_BLOCK != 0:
@@ -256,9 +259,7 @@ def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_in
         values = tl.where(fields == 0, code,
                           tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
         # (no `.to` on tag: Triton passes an int argument equal to 1 as a constexpr)
-        # A [4] comparison as the mask (the interpreter rejects a mask built with `&` of a scalar and a vector).
-        keep = fields < tl.where(index < MAX_RECORDS, 4, 0)
-        tl.store(records + index.to(tl.int64) * 4 + fields, values, mask=keep)
+        tl.store(records + (index % MAX_RECORDS) * 4 + fields, values)
         tl.store(flag, 1)
 
 

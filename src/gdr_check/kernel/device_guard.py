@@ -31,7 +31,7 @@ from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.rules_guard import meta_report
-from ..limits import counted
+from ..limits import checked, counted
 from ..registry import Finding
 from ..report import Diagnostic, Severity
 from ._triton_common import (
@@ -109,18 +109,21 @@ class Fault:
 
 
 class FaultBuffer:
-    """A device buffer of fault records: `counter` int32[1] counts faults, `records` int64[max_records, 4]
-    holds (code, row, slot, tag) for the first `max_records`, and `flag` int32[1], in host memory, is set by
-    every kernel that records one. Tags name call sites (`tag_for`)."""
+    """A device buffer of fault records: `counter` int64[1] numbers every fault recorded (never reset),
+    `records` int64[max_records, 4] is a ring of (code, row, slot, tag) holding the last `max_records` (fault i
+    in row i % max_records), and `flag` int32[1], in host memory, is set by every kernel that records one.
+    Tags name call sites (`tag_for`). The host remembers how many faults it has read (`take`)."""
 
     def __init__(self, device: Any, max_records: int = DEFAULT_MAX_RECORDS) -> None:
+        self.max_records = int(checked("max_records", max_records))
         self.device = torch.device(device)
-        self.max_records = max_records
-        self.counter = torch.zeros(1, dtype=torch.int32, device=self.device)
+        self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.records = torch.zeros(max_records, 4, dtype=torch.int64, device=self.device)
         self._labels: list[tuple[str, int | None]] = []
         self._tags: dict[tuple[str, int | None], int] = {}
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()  # one read at a time: each fault is handed to one reader
+        self._read = 0  # faults handed out by `take` so far (the counter's value at the last read)
         # The flag lives in host memory the kernels write through: pinned for CUDA, which unified addressing
         # maps into every device at the same address (a kernel's plain store lands in it over the bus). Read
         # through a NumPy view of that memory: a look is one host load, no tensor indexing, no CUDA call.
@@ -187,34 +190,42 @@ class FaultBuffer:
             raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
 
     def take(self) -> tuple[list[Fault], int]:
-        """Read and clear the records (synchronises the device): (faults, total count including dropped).
-        Returns ([], 0) without touching the device while a stream is capturing. Every kernel launched before
-        the call has run when the count is read; a kernel another host thread launches between that read and
-        the reset that follows it on this thread's stream can lose its record (its flag stays set)."""
+        """Read the faults recorded since the last read (synchronises the device): (faults, their count,
+        including those the ring no longer holds). Returns ([], 0) without touching the device while a stream
+        is capturing.
+
+        Nothing on the device is reset, so a kernel that another host thread launches while this runs loses
+        nothing: its fault gets a number past the count read here and is read next time. Every kernel launched
+        before the call has run when the count is read; the counter is read again after the records, and any
+        record that a fault numbered in between may have overwritten (the ring wrapped) is counted, not shown."""
         if is_capturing():
             return [], 0
-        self.looks_to_skip = self.flagged_looks = 0  # a read restarts the spacing of looks (see `look`)
-        # Cleared before the read: a fault recorded from here on sets it again (at worst one look finds nothing).
-        self.host_flag[0] = 0
-        try:
-            if self.device.type == "cuda":  # every stream's kernels, not only the current one's
-                torch.cuda.synchronize(self.device)
-            count = int(self.counter.item())
-            rows = sorted(self.records[: min(count, self.max_records)].tolist(), key=lambda r: (r[3], r[1]))
-            if count:
-                self.counter.zero_()
-        except RuntimeError:  # e.g. another thread's stream is capturing: the faults stay flagged for later
-            self.host_flag[0] = 1
-            raise
-        if count == 0:
-            return [], 0
+        with self._read_lock:
+            self.looks_to_skip = self.flagged_looks = 0  # a read restarts the spacing of looks (see `look`)
+            # Cleared before the read: a fault recorded from here on sets it again (at worst one look finds nothing).
+            self.host_flag[0] = 0
+            try:
+                if self.device.type == "cuda":  # every stream's kernels, not only the current one's
+                    torch.cuda.synchronize(self.device)
+                count = int(self.counter.item())
+                if count == self._read:
+                    return [], 0
+                ring = self.records.tolist()
+                numbered = int(self.counter.item())  # faults numbered meanwhile (other threads' kernels)
+            except RuntimeError:  # e.g. another thread's stream is capturing: the faults stay flagged for later
+                self.host_flag[0] = 1
+                raise
+            # Faults numbered from `count` on write the rows of faults numbered max_records earlier.
+            first = max(self._read, numbered - self.max_records)
+            total, self._read = count - self._read, count
+        rows = sorted((ring[number % self.max_records] for number in range(first, count)), key=lambda r: (r[3], r[1]))
         faults = []
         for code, row, slot, tag in rows:
             label, pool_slots = self._labels[tag] if 0 <= tag < len(self._labels) else (f"call {tag}", None)
-            kind, first = code & 255, (code >> 8) - 1
+            kind, first_row = code & 255, (code >> 8) - 1
             faults.append(Fault(FAULT_CODES.get(kind, f"fault {kind}"), int(row), int(slot), label, pool_slots,
-                                first if first >= 0 else None))
-        return faults, count
+                                first_row if first_row >= 0 else None))
+        return faults, total
 
 
 _BUFFERS: dict[Any, FaultBuffer] = {}
