@@ -173,7 +173,7 @@ def test_the_write_is_atomic(engine, tmp_path):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(capture_module.os, "replace", failing_replace)
-        with pytest.raises(OSError, match="disk full"):
+        with pytest.raises(CaptureError, match=r"^cannot write the recording to `.*rec\.json`: disk full$"):
             with gdr_check.capture(path):
                 engine.gdn_caller.forward_decode(**gdn_arguments())
     assert path.read_text() == "previous recording"
@@ -181,6 +181,46 @@ def test_the_write_is_atomic(engine, tmp_path):
     with gdr_check.capture(path):
         pass
     assert read(path)["calls"] == [] and os.listdir(tmp_path) == ["rec.json"]
+
+
+def test_a_checkpoints_files_are_never_replaced_by_a_recording(engine, tmp_path):
+    """Refused when the block is entered, before the engine runs, as the CLI refuses such a report path."""
+    (tmp_path / "config.json").write_text('{"model_type": "qwen3_next"}')
+    for name in ("config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
+        with pytest.raises(CaptureError, match=rf"^cannot record to `.*{name}`: it is named as a checkpoint's file "
+                                               r"\(a config or weights\), which a recording must not replace or pose "
+                                               r"as: name the recording otherwise$"):
+            with gdr_check.capture(tmp_path / name):
+                raise AssertionError("the block must not run")
+    assert (tmp_path / "config.json").read_text() == '{"model_type": "qwen3_next"}'
+    assert sorted(os.listdir(tmp_path)) == ["config.json"]
+
+
+def test_a_recording_is_never_written_into_the_hugging_face_cache(engine, tmp_path):
+    snapshot = tmp_path / "models--org--name" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    with pytest.raises(CaptureError, match=r"^cannot record to `.*calls\.json`: it lies in the Hugging Face cache "
+                                           r"repository `models--org--name`, whose files a recording must not "
+                                           r"replace or add to: write the recording elsewhere$"):
+        with gdr_check.capture(snapshot / "calls.json"):
+            pass
+    assert os.listdir(snapshot) == []
+
+
+def test_a_path_that_cannot_take_the_recording_fails_on_enter(engine, tmp_path):
+    (tmp_path / "file").write_text("")
+    cases = {tmp_path: "it is a directory", tmp_path / "file" / "calls.json": f"`{tmp_path / 'file'}` is not a "
+                                                                               "directory"}
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        cases[locked / "new" / "calls.json"] = f"`{locked}` is not writable"
+    for path, problem in cases.items():
+        with pytest.raises(CaptureError) as raised:
+            with gdr_check.capture(path):
+                raise AssertionError("the block must not run")
+        assert str(raised.value) == f"cannot record to `{path}`: {problem}"
+    assert sorted(os.listdir(tmp_path)) == ["file", "locked"] or os.geteuid() == 0
 
 
 def test_graph_capture_skips_index_values_and_compile_skips_the_call(engine, tmp_path, monkeypatch):

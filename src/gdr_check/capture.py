@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
-from .files import new_file_mode
+from .files import cache_refusal, checkpoint_name_refusal, new_file_mode
 from .recording import KIND, SCHEMA_VERSION
 from .tensors import TensorSpec
 
@@ -91,7 +91,7 @@ INSTANCE_HOLDERS: tuple[str, ...] = (
 
 
 class CaptureError(ValueError):
-    """A capture that cannot start: a bad target, engine or path."""
+    """A capture that cannot start (a bad target, engine or path) or cannot write its recording."""
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
@@ -155,6 +155,23 @@ def _resolve_path(template: str) -> Path:
     except (KeyError, IndexError, ValueError) as error:
         raise CaptureError(f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({error})"
                            ) from error
+
+
+def _destination_problem(path: Path) -> str | None:
+    """Why a recording cannot be written at `path`, as far as can be told before the engine runs, or None."""
+    refusal = cache_refusal(path, "a recording") or checkpoint_name_refusal(path, "a recording")
+    if refusal is not None:
+        return refusal
+    if os.path.isdir(path):
+        return "it is a directory"
+    folder = Path(os.path.abspath(path)).parent
+    while not os.path.lexists(folder) and folder != folder.parent:  # the folders to create: judged by the first
+        folder = folder.parent  # that exists
+    if not os.path.isdir(folder):
+        return f"`{folder}` is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"`{folder}` is not writable"
+    return None
 
 
 # -- what one call looks like ------------------------------------------------------------------------------------
@@ -455,6 +472,10 @@ class Capture:
     def __enter__(self) -> Capture:
         with self._state_lock:
             if self._depth == 0:
+                path = _resolve_path(self.path_template)
+                problem = _destination_problem(path)
+                if problem is not None:  # now, not after the engine ran
+                    raise CaptureError(f"cannot record to `{path}`: {problem}")
                 self._patch()
             self._depth += 1
         return self
@@ -507,10 +528,20 @@ class Capture:
         }
 
     def write(self) -> Path:
+        """Write the recording (atomically) to the path, resolved now; CaptureError names a path that cannot take it."""
         text = dump_recording(self.document())  # serialised first: a failure leaves no file
-        self.path = _resolve_path(self.path_template)
-        write_atomically(self.path, text)
-        return self.path
+        path = _resolve_path(self.path_template)
+        problem = _destination_problem(path)
+        if problem is None:
+            try:
+                write_atomically(path, text)
+            except OSError as error:
+                reason = error.strerror or str(error) or type(error).__name__
+                problem = reason[:1].lower() + reason[1:]
+        if problem is not None:
+            raise CaptureError(f"cannot write the recording to `{path}`: {problem}")
+        self.path = path
+        return path
 
     # -- patching ------------------------------------------------------------------------------------------------
     def _targets(self) -> list[tuple[str, bool]]:

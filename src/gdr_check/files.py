@@ -5,10 +5,51 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 # The `kind` a recording of kernel calls declares (`gdr_check.capture()`, recording.py): JSON like a model's
 # config.json, which the readers must tell apart.
 RECORDING_KIND = "gdr-check-capture"
+
+# A checkpoint's files: its config, safetensors weights and their index; pickle-based weights (reported, never
+# opened); and the Hugging Face cache's folder of one model (`models--org--name`).
+CONFIG_NAME = "config.json"
+SAFETENSORS_SUFFIX = ".safetensors"
+INDEX_SUFFIX = ".safetensors.index.json"
+CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, INDEX_SUFFIX)
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
+CACHE_REPO_PREFIX = "models--"
+
+
+def is_checkpoint_file_name(name: str) -> bool:
+    """Whether a file of this name is part of a checkpoint: a `config.json`, a safetensors file or index."""
+    return name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES)
+
+
+def is_cache_repo_dir(path: Path) -> bool:
+    """A Hugging Face cache repository: `models--org--name` holding `snapshots/` or `refs/`."""
+    return path.name.startswith(CACHE_REPO_PREFIX) and ((path / "snapshots").is_dir() or (path / "refs").is_dir())
+
+
+def cache_refusal(path: Path, what: str) -> str | None:
+    """Why `what` (a report, a recording) must not be written at `path` because it lies in a Hugging Face cache
+    repository (a blob's name is its hash, so no name rule would catch one), or None. Links are followed."""
+    target = Path(os.path.realpath(path))
+    repository = next((folder for folder in target.parents if is_cache_repo_dir(folder)), None)
+    if repository is None:
+        return None
+    return (f"it lies in the Hugging Face cache repository `{repository.name}`, whose files {what} must not "
+            f"replace or add to: write the {what.split()[-1]} elsewhere")
+
+
+def checkpoint_name_refusal(path: Path, what: str) -> str | None:
+    """Why `what` must not be written at `path` because it, or the file a link there names, has the name of a
+    checkpoint's file (it would replace one, or pose as one), or None."""
+    names = (path.name, Path(os.path.realpath(path)).name)
+    if not any(is_checkpoint_file_name(name) or name.endswith(PICKLE_SUFFIXES) for name in names):
+        return None
+    return (f"it is named as a checkpoint's file (a config or weights), which {what} must not replace or pose "
+            f"as: name the {what.split()[-1]} otherwise")
 
 
 def new_file_mode(existing: os.stat_result | None) -> int:

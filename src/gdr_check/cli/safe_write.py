@@ -16,10 +16,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..files import new_file_mode
-from ..sources.discover import checkpoint_inputs, is_checkpoint_file_name
-from ..sources.hf_cache import is_cache_repo_dir
-from ..sources.open import PICKLE_SUFFIXES
+from ..files import cache_refusal, checkpoint_name_refusal, new_file_mode
+from ..sources.discover import checkpoint_inputs
 from .errors import ReportWriteError
 
 ENCODING = "utf-8"
@@ -87,11 +85,6 @@ def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None)
         os.close(dir_fd)
 
 
-def _cache_repository(target: Path) -> Path | None:
-    """The Hugging Face cache repository (`models--org--name`) `target` lies in."""
-    return next((folder for folder in target.parents if is_cache_repo_dir(folder)), None)
-
-
 def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:
     """Write `content` to `path` atomically (see the module's docstring); parents are created as needed. Never over
     a file in `protected` (the run's inputs, `inputs_named`), nor to a name a checkpoint's files have, nor into a
@@ -102,10 +95,9 @@ def write_report_file(path: str | os.PathLike[str], content: str, protected: Ite
         # A link is followed: the report replaces the file it names, and the link stays.
         target = Path(os.path.realpath(path))
         parent = target.parent
-        repository = _cache_repository(target)
-        if repository is not None:  # a blob's name is its hash: no name rule would catch one
-            raise _failure(path, f"it lies in the Hugging Face cache repository `{repository.name}`, whose files a "
-                                 "report must not replace or add to: write the report elsewhere")
+        in_cache = cache_refusal(path, "a report")
+        if in_cache is not None:
+            raise _failure(path, in_cache)
         if parent.exists() and not parent.is_dir():
             raise _failure(path, f"`{path.parent}` is not a directory")
         if not parent.exists():
@@ -124,9 +116,9 @@ def write_report_file(path: str | os.PathLike[str], content: str, protected: Ite
                                         if os.path.lexists(kept)):
             raise _failure(path, "it is an input of this run (named on the command line, or a file of a checkpoint "
                                  "named there): write the report elsewhere")
-        if any(is_checkpoint_file_name(name) or name.endswith(PICKLE_SUFFIXES) for name in (path.name, target.name)):
-            raise _failure(path, "it is named as a checkpoint's file (a config or weights), which a report must "
-                                 "not replace or pose as: name the report otherwise")
+        misnamed = checkpoint_name_refusal(path, "a report")
+        if misnamed is not None:
+            raise _failure(path, misnamed)
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             _write_in_place(target, data)
             return

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-CHECKPOINT_FILE_SUFFIXES = (".safetensors", ".safetensors.index.json")
-CONFIG_NAME = "config.json"
+from ..files import is_checkpoint_file_name
 
 
 def checkpoint_target(argument: str) -> str:
     """The checkpoint `argument` belongs to: its directory for a config, shard or index file."""
     name = os.path.basename(argument.rstrip("/"))
-    if os.path.isfile(argument) and (name == CONFIG_NAME or name.endswith(CHECKPOINT_FILE_SUFFIXES)):
+    if os.path.isfile(argument) and is_checkpoint_file_name(name):
         return os.path.dirname(argument.rstrip("/")) or "."
     return argument
 

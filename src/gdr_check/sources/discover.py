@@ -14,12 +14,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ..files import CACHE_REPO_PREFIX, is_checkpoint_file_name
 from .errors import SourceError, display_path
-from .hf_cache import REPO_PREFIX
 from .rules import UnreadableFiles, UnrecognizedInputs
 
-CONFIG_NAME = "config.json"
-CHECKPOINT_SUFFIXES = (".safetensors", ".safetensors.index.json")
 # ruff's default `exclude`, plus `__pycache__`: directories that never hold a model of the project's own.
 DEFAULT_EXCLUDES = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache", ".nox",
@@ -60,16 +58,11 @@ class ExcludePatterns:
         return False
 
 
-def is_checkpoint_file_name(name: str) -> bool:
-    """Whether a file of this name is part of a checkpoint: a `config.json`, a safetensors file or index."""
-    return name == CONFIG_NAME or name.endswith(CHECKPOINT_SUFFIXES)
-
-
 def is_checkpoint_dir(directory: Path) -> bool:
     """A directory that is one checkpoint: it holds a config.json, a safetensors file or index, or is a
     Hugging Face cache entry."""
     # (os.path's tests answer False where the folder cannot be searched; Path's raise on Python 3.10 and 3.11)
-    if directory.name.startswith(REPO_PREFIX) and os.path.isdir(directory / "snapshots"):
+    if directory.name.startswith(CACHE_REPO_PREFIX) and os.path.isdir(directory / "snapshots"):
         return True
     try:
         names = os.listdir(directory)

@@ -13,6 +13,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import CACHE_REPO_PREFIX
 from ..limits import read_bounded
 from .errors import SourceError
 from .files import MetadataReader, permission_denied
@@ -23,7 +24,6 @@ from .rules import (
     UnresolvedCacheRevisions,
 )
 
-REPO_PREFIX = "models--"
 REVISION = "main"
 # What `org/name` (or a bare `name`) may look like; `--` and `..` are refused by the hub as well.
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
@@ -77,21 +77,17 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def repo_folder(repo_id: str) -> str:
-    return REPO_PREFIX + repo_id.replace("/", "--")
+    return CACHE_REPO_PREFIX + repo_id.replace("/", "--")
 
 
 def repo_id_of(repo_dir: Path) -> str:
-    return repo_dir.name[len(REPO_PREFIX):].replace("--", "/")
-
-
-def is_cache_repo_dir(path: Path) -> bool:
-    return path.name.startswith(REPO_PREFIX) and ((path / "snapshots").is_dir() or (path / "refs").is_dir())
+    return repo_dir.name[len(CACHE_REPO_PREFIX):].replace("--", "/")
 
 
 def enclosing_cache_repo(path: Path) -> Path | None:
     """The `models--org--name` directory when `path` is a snapshot directory or a file directly in one."""
     for candidate in (path, path.parent):
-        if candidate.parent.name == "snapshots" and candidate.parent.parent.name.startswith(REPO_PREFIX):
+        if candidate.parent.name == "snapshots" and candidate.parent.parent.name.startswith(CACHE_REPO_PREFIX):
             return candidate.parent.parent
     return None
 

@@ -8,14 +8,20 @@ from itertools import repeat
 from operator import attrgetter, eq
 from pathlib import Path
 
-from ..files import RECORDING_KIND
+from ..files import (
+    CONFIG_NAME,
+    INDEX_SUFFIX,
+    PICKLE_SUFFIXES,
+    RECORDING_KIND,
+    SAFETENSORS_SUFFIX,
+    is_cache_repo_dir,
+)
 from .checkpoint import Checkpoint
 from .errors import SourceError, display_path
 from .files import MetadataReader, permission_denied
 from .hf_cache import (
     CacheEntry,
     enclosing_cache_repo,
-    is_cache_repo_dir,
     looks_like_repo_id,
     resolve_cache_repo,
     resolve_repo_id,
@@ -41,13 +47,8 @@ from .rules import (
 )
 from .safetensors_header import json_type, read_safetensors_header
 
-CONFIG_NAME = "config.json"
 SINGLE_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
-SAFETENSORS_SUFFIX = ".safetensors"
-INDEX_SUFFIX = ".safetensors.index.json"
-# Pickle-based weights: reported, never opened.
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
 CONFIG_ONLY_NOTE = "only `config.json` was read: no weights were cross-checked"
 _NAME = attrgetter("name")
 
