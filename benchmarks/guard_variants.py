@@ -92,9 +92,10 @@ VARIANTS: dict[str, list[Patch]] = {
     "masked_record": [
         (COMMON, RECORD_BRANCH, "    if True:\n        code = fault.to(tl.int64)\n"
                                 "        index = tl.atomic_add(counter, 1, mask=fault != 0)"),
-        (COMMON, "        tl.store(records + (index % MAX_RECORDS) * 4 + fields, values)\n",
-         "        tl.store(records + (index % MAX_RECORDS) * 4 + fields, values, "
-         "mask=fields < tl.where(fault != 0, 4, 0))\n"),
+        (COMMON, "        tl.store(record + fields, values)\n",
+         "        tl.store(record + fields, values, mask=fields < tl.where(fault != 0, 4, 0))\n"),
+        (COMMON, '        tl.atomic_xchg(record + 4, index + 1, sem="release")\n',
+         '        tl.atomic_xchg(record + 4, index + 1, sem="release", mask=fault != 0)\n'),
         (COMMON, "        tl.store(flag, 1)\n", "        tl.store(flag, 1, mask=fault != 0)\n")],
     # the record's body in a function of its own (a call, not inlined), the branch around it inline
     "record_out_of_line": [(COMMON, record_out_of_line)],
@@ -102,11 +103,14 @@ VARIANTS: dict[str, list[Patch]] = {
     "record_without_flag": [(COMMON, "        tl.store(flag, 1)\n", "")],
     # the record without its atomic (records at index 0)
     "record_without_atomic": [(COMMON, "        index = tl.atomic_add(counter, 1)\n", "        index = i_n * 0\n")],
-    # the record's atomic without its stores
+    # the record's atomic without its stores (the fields, the stamp and the flag)
     "record_without_stores": [(
         COMMON,
-        "        tl.store(records + (index % MAX_RECORDS) * 4 + fields, values)\n        tl.store(flag, 1)\n",
-        "        tl.store(records + fields, values * 0, mask=fields < 0)\n")],
+        "        tl.store(record + fields, values)\n",
+        "        tl.store(records + fields, values * 0, mask=fields < 0)\n"), (
+        COMMON,
+        '        tl.debug_barrier()\n        tl.atomic_xchg(record + 4, index + 1, sem="release")\n'
+        "        tl.store(flag, 1)\n", "")],
     # the separate check from 4096 pairs at any batch above one (not only past one 128-row scan block)
     "separate_from_4096_pairs": [(
         "kernel/device_guard.py",

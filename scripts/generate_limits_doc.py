@@ -23,6 +23,11 @@ def render() -> str:
         "range: a config field is reported as GDR108 and not used; an option, a `[tool.gdr-check]` key or a recorded",
         "value stops the run with one `error:` line and exit 2.",
         "",
+        "Every range holds whole numbers but those of "
+        + ", ".join(f"`{name}`" for name, limit in LIMITS.items() if not limit.whole)
+        + ". A library call (`Deployment`, `gdr_check.guard`, the dry-run) that passes a whole-number limit a",
+        "float, a bool or a string is refused with the same error, which says it must be a whole number.",
+        "",
         "This page is generated from `src/gdr_check/limits.py` "
         "(`python scripts/generate_limits_doc.py docs/limits.md`).",
         "",

@@ -432,3 +432,15 @@ def test_the_header_counts_one_slot_in_the_singular(repo: Path):
     result = run_cli("good", "--batch", "0", "--isolated")  # an empty batch: the pool is the reserved row alone
     assert ", batch=0, 1 slot (slot 0 reserved), " in result.stdout
     assert ", batch=8, 9 slots (slot 0 reserved), " in run_cli("good", "--isolated").stdout
+
+
+@pytest.mark.parametrize("command", [[], ["dry-run"], ["call"]])
+def test_a_bad_format_from_the_environment_names_the_variable(command, monkeypatch, tmp_path):
+    clean_output_env(monkeypatch)
+    listed = "expected one of: full, concise, json, json-lines, sarif, github, junit, gitlab"
+    monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "xml")
+    run = run_cli(*command, str(tmp_path))
+    assert (run.exit_code, run.stderr) == (2, f"error: Invalid value for GDR_CHECK_OUTPUT_FORMAT: unknown format 'xml'; "
+                                         f"{listed}\n")
+    run = run_cli(*command, str(tmp_path), "--output-format", "xml")  # the command line's own value: the option
+    assert (run.exit_code, run.stderr) == (2, f"error: Invalid value for --output-format: unknown format 'xml'; {listed}\n")

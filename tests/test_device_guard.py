@@ -7,6 +7,7 @@ backing with canary slots before and after it: no index may change them.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import threading
 import warnings
@@ -98,7 +99,7 @@ def test_each_bad_index_class_is_recorded_with_row_slot_and_layer_and_nothing_ou
     torch.testing.assert_close(ran.out[live].double(), expected_out[live], rtol=1e-4, atol=1e-5)
     for slot in (1, 2, 3):
         torch.testing.assert_close(ran.initial_state[slot].double(), expected_state[slot], rtol=1e-4, atol=1e-5)
-    assert buffer.take() == ([], 0)  # taking clears the buffer
+    assert buffer.take() == ([], 0)  # each fault is handed out once
 
 
 def test_vllm_skips_slot_zero_so_only_range_and_duplicates_are_faults():
@@ -310,6 +311,33 @@ def test_guard_modes(monkeypatch):
     with pytest.raises(gdr_check.GuardError, match=r"^GDR2\d\d: `mixed_qkv` must be a 2D tensor"):
         with gdr_check.guard(engine="sglang"):
             engine.gdn_caller.forward_decode(**broken)
+
+
+def test_faults_past_the_guards_ring_are_counted_in_every_mode(monkeypatch):
+    """Four faults, a ring of two records: two are itemised (which two is the device's order) and the other two
+    are counted, not lost, in each mode."""
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    _, arguments = engine_arguments()
+    unlisted = "counted on the device but not kept (a ring of the last max_records): raise max_records"
+    with gdr_check.guard(engine="sglang", mode="record", max_records=2) as guard:
+        engine.gdn_caller.forward_decode(**arguments)
+    slot_faults = [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+    assert len(slot_faults) == 2 and guard.unlisted_faults == 2
+    with pytest.raises(gdr_check.GuardError, match=rf"^GDR24[127]: .* \(and 2 more faults {re.escape(unlisted)}\)$"):
+        with gdr_check.guard(engine="sglang", max_records=2):
+            engine.gdn_caller.forward_decode(**arguments)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gdr_check.guard(engine="sglang", mode="warn", max_records=2):
+            engine.gdn_caller.forward_decode(**arguments)
+    assert f"gdr_check.guard: 2 faults {unlisted}" in [str(w.message) for w in caught]
+
+
+def test_a_guard_error_for_faults_none_of_which_the_ring_kept_says_how_many():
+    assert str(gdr_check.GuardError([], 3)) == ("3 faults counted on the device but not kept (a ring of the last "
+                                                "max_records): raise max_records")
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the host path is for CPU tensors")
@@ -1107,19 +1135,21 @@ def _record_out_of_range(buffer, rows, label="layer 1"):
 
 
 def _faults_land_while_the_ring_is_copied(monkeypatch, buffer, rows, label):
-    """While `buffer.take` copies its ring, `rows` faults are recorded, as by a kernel another host thread
-    launched after the take's count was read (once)."""
-    real_tolist = torch.Tensor.tolist
+    """While `buffer.take` copies its rows, `rows` faults are recorded (once), as by a kernel that another host
+    thread launched after the take read the count. Returns what is still to land: empty once it has."""
+    real_copy = buffer._copy_rows
     pending = [rows]
 
-    def tolist(tensor):
-        if tensor is buffer.records and pending:
+    def copy_rows(first, end):
+        copied = real_copy(first, end)
+        if pending:
             _record_out_of_range(buffer, pending.pop(), label)
             if DEVICE != "cpu":
                 torch.cuda.synchronize()
-        return real_tolist(tensor)
+        return copied
 
-    monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+    monkeypatch.setattr(buffer, "_copy_rows", copy_rows)
+    return pending
 
 
 def test_a_fault_recorded_while_the_buffer_is_read_is_kept_for_the_next_read(monkeypatch):
@@ -1127,25 +1157,69 @@ def test_a_fault_recorded_while_the_buffer_is_read_is_kept_for_the_next_read(mon
     kernel) is read next time. (The counter used to be zeroed after the read, which lost such a fault.)"""
     buffer = FaultBuffer(DEVICE, max_records=8)
     _record_out_of_range(buffer, 2, "layer 1")
-    _faults_land_while_the_ring_is_copied(monkeypatch, buffer, 1, "layer 2")
-    faults, total = buffer.take()
-    assert [(f.code, f.row, f.layer) for f in faults] == [("GDR241", 0, "layer 1"), ("GDR241", 1, "layer 1")]
-    assert total == 2 and int(buffer.counter[0]) == 3
-    faults, total = buffer.take()
-    assert [(f.code, f.row, f.slot, f.layer) for f in faults] == [("GDR241", 0, 7, "layer 2")] and total == 1
-    assert buffer.take() == ([], 0)
+    pending = _faults_land_while_the_ring_is_copied(monkeypatch, buffer, 1, "layer 2")
+    first = buffer.take()
+    second = buffer.take()
+    assert not pending
+    assert [(f.code, f.row, f.slot, f.layer) for f in second[0]] == [("GDR241", 0, 7, "layer 2")] and second[1] == 1
+    assert [(f.code, f.row, f.layer) for f in first[0]] == [("GDR241", 0, "layer 1"), ("GDR241", 1, "layer 1")]
+    assert first[1] == 2 and buffer.take() == ([], 0)
 
 
 def test_records_the_ring_overwrote_while_it_was_read_are_counted_not_shown(monkeypatch):
-    """A ring of 4: 3 faults read while 3 more land (numbers 3-5 write the rows of 0-2... 3 and 4 of them, 0
-    and 1): the read shows fault 2 alone and counts all three; the next shows 3-5."""
+    """A ring of 4 rows: faults 0-2 are read while faults 3-5 land in rows 3, 0 and 1, over faults 0 and 1. The
+    read shows fault 2 alone (which of the three rows got which number is the device's order) and counts all
+    three; the next read shows 3-5."""
     buffer = FaultBuffer(DEVICE, max_records=4)
     _record_out_of_range(buffer, 3, "layer 1")
-    _faults_land_while_the_ring_is_copied(monkeypatch, buffer, 3, "layer 2")
+    pending = _faults_land_while_the_ring_is_copied(monkeypatch, buffer, 3, "layer 2")
     faults, total = buffer.take()
-    assert [(f.row, f.layer) for f in faults] == [(2, "layer 1")] and total == 3
+    assert not pending and [f.layer for f in faults] == ["layer 1"] and total == 3
     faults, total = buffer.take()
     assert [(f.row, f.layer) for f in faults] == [(0, "layer 2"), (1, "layer 2"), (2, "layer 2")] and total == 3
+
+
+def test_a_row_still_being_written_is_read_next_time():
+    """A fault numbered (the counter stepped) but not yet stamped: the read stops before it, keeps the flag set,
+    and the next read takes it once its stamp is there."""
+    buffer = FaultBuffer(DEVICE, max_records=4)
+    tag = buffer.tag_for("layer 5", 5)
+    _record_out_of_range(buffer, 1, "layer 5")
+    buffer.counter += 1  # fault 1: numbered, its record not written yet
+    faults, total = buffer.take()
+    assert [(f.row, f.layer) for f in faults] == [(0, "layer 5")] and total == 1 and buffer.host_flag[0] == 1
+    assert buffer.take() == ([], 0)
+    buffer.records[1] = torch.tensor([1, 3, 11, tag, 2])  # GDR241 at row 3, slot 11, stamped 1 + 1
+    faults, total = buffer.take()
+    assert [(f.code, f.row, f.slot, f.layer) for f in faults] == [("GDR241", 3, 11, "layer 5")] and total == 1
+
+
+def test_one_reader_at_a_time_hands_each_fault_out_once(monkeypatch):
+    """Two threads reading at once (an engine's call and `raise_pending`): the second waits for the first."""
+    buffer = FaultBuffer(DEVICE, max_records=8)
+    _record_out_of_range(buffer, 3, "layer 1")
+    real_copy = buffer._copy_rows
+    copying, release = threading.Event(), threading.Event()
+
+    def slow_copy(first, end):
+        copying.set()
+        assert release.wait(10)
+        return real_copy(first, end)
+
+    monkeypatch.setattr(buffer, "_copy_rows", slow_copy)
+    taken = []
+    first_reader = threading.Thread(target=lambda: taken.append(buffer.take()))
+    first_reader.start()
+    assert copying.wait(10)
+    second_reader = threading.Thread(target=lambda: taken.append(buffer.take()))
+    second_reader.start()
+    second_reader.join(0.2)
+    assert second_reader.is_alive()  # waiting for the first read
+    release.set()
+    first_reader.join(10)
+    second_reader.join(10)
+    assert sorted(total for _, total in taken) == [0, 3]
+    assert sorted(len(faults) for faults, _ in taken) == [0, 3]
 
 
 def test_more_faults_than_records_keep_the_last_ones_and_count_all():
@@ -1153,13 +1227,30 @@ def test_more_faults_than_records_keep_the_last_ones_and_count_all():
     _record_out_of_range(buffer, 3, "layer 1")
     _record_out_of_range(buffer, 3, "layer 2")
     faults, total = buffer.take()
-    assert [(f.row, f.layer) for f in faults] == [(2, "layer 1"), (0, "layer 2"), (1, "layer 2"), (2, "layer 2")]
-    assert total == 6
+    assert [f.layer for f in faults] == ["layer 1", "layer 2", "layer 2", "layer 2"] and total == 6
+    assert [f.row for f in faults[1:]] == [0, 1, 2]  # (which of layer 1's rows got number 2: the device's order)
     _record_out_of_range(buffer, 3, "layer 1")
     if DEVICE != "cpu":
         torch.cuda.synchronize()  # the flag has landed
     with pytest.raises(PendingFaults, match=r"^GDR241: .* at row 0, .*\[in layer 1\] \(and 2 more faults\)$"):
         buffer.look("engine", "sglang")
+
+
+@pytest.mark.parametrize(("max_records", "shown"), [(2.5, "2.5"), (64.0, "64.0"), ("64", "'64' (a str)"),
+                                                   (True, "True (a bool)")])
+def test_a_record_count_must_be_a_whole_number(max_records, shown):
+    message = (f"max_records is {shown}: must be a whole number in 1..2**20 (fault records a fault buffer keeps, "
+               "the last ones); see docs/limits.md")
+    for make in (lambda: FaultBuffer(DEVICE, max_records=max_records),
+                 lambda: gdr_check.guard(engine="sglang", max_records=max_records)):
+        with pytest.raises(ValueError) as refused:
+            make()
+        assert str(refused.value) == message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA")
+def test_pending_faults_of_cuda_on_a_machine_without_it_are_none():
+    assert gdr_check.kernel.raise_pending("cuda") == [] and gdr_check.kernel.raise_pending("cuda:1") == []
 
 
 @pytest.mark.parametrize("max_records", [0, -1, 2_000_000])

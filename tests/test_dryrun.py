@@ -226,6 +226,21 @@ def test_broken_environment_is_one_line_and_exit_2(capsys, checkpoints, tmp_path
     assert code == 2 and json.loads(out)["error"]["code"] == "environment"
 
 
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(capsys, checkpoints, tmp_path, monkeypatch):
+    """The dry-run takes minutes on a GPU: an --output-file it could not write at the end is refused first."""
+    import gdr_check.api
+
+    monkeypatch.setattr(gdr_check.api, "dry_run", lambda *args, **kwargs: pytest.fail("the dry-run ran"))
+    (tmp_path / "file").write_text("")
+    for target, reason in ((tmp_path / "file" / "report.json", f"`{tmp_path / 'file'}` is not a directory"),
+                           (tmp_path, "is a directory"),
+                           (tmp_path / "config.json", "it is named as a checkpoint's file (a config or weights), "
+                                                      "which a report must not replace or pose as: name the report "
+                                                      "otherwise")):
+        code, out, err = dry_run(capsys, str(checkpoints["gdn"]), "-o", str(target))
+        assert (code, out, err) == (2, "", f"error: cannot write `{target}`: {reason}\n")
+
+
 def test_usage_errors_exit_2(capsys, checkpoints):
     assert dry_run(capsys, str(checkpoints["gdn"]), "--backend", "sglang", "--engine", "vllm")[0] == 2
     assert dry_run(capsys, str(checkpoints["gdn"]), "--steps", "0")[0] == 2

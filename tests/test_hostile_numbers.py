@@ -56,7 +56,8 @@ def test_a_billion_layers_is_gdr108_in_every_format(root, fmt):
     _bounded(started, outcome)
 
 
-@pytest.mark.parametrize("case,shown", [("heads", "an integer of at least 400 digits"), ("digits", "Infinity")])
+@pytest.mark.parametrize("case,shown", [("heads", "an integer of at least 400 digits"),
+                                        ("digits", "an integer of at least 4000 digits")])
 def test_a_head_count_that_overflows_a_float_is_gdr108(root, case, shown):
     started = time.monotonic()
     outcome = run_subprocess(case, "--isolated", "--output-format", "concise", cwd=root)
@@ -162,6 +163,23 @@ def test_library_limits_name_key_value_and_range():
     assert checked("tp", 8) == 8
     for bad in (float("nan"), float("inf"), True, "8", None, -1):
         assert not LIMITS["timeout"].allows(bad)
+
+
+@pytest.mark.parametrize(("value", "shown"), [(2.5, "2.5"), (2.0, "2.0"), ("2", "'2' (a str)"),
+                                           (True, "True (a bool)"), (None, "None")])
+def test_a_whole_number_limit_refuses_what_is_no_int_in_a_library_call(value, shown):
+    """`Deployment(tp=2.5)` used to pass (2.5 is inside 1..4_096) and size pools for 2.5 ranks."""
+    from gdr_check.models import Deployment
+
+    with pytest.raises(LimitError) as refused:
+        Deployment(tp=value)
+    assert str(refused.value) == (f"tp is {shown}: must be a whole number in 1..4_096 (tensor-parallel size); "
+                                  "see docs/limits.md")
+    assert checked("timeout", 2.5) == 2.5  # a limit of seconds takes a float
+
+
+def test_a_float_limit_shows_its_range_as_a_float():
+    assert LIMITS["scale"].range_text == "-1e+30..1e+30"
 
 
 def test_dry_run_check_refuses_absurd_numbers_before_running():

@@ -189,6 +189,19 @@ def test_a_rank_that_raises_is_named_and_the_others_stopped(capsys, checkpoints,
     assert document["processes"]["first_failure"] == 1
 
 
+def test_ranks_without_torch_is_one_environment_error_not_a_ranks_failure(capsys, checkpoints, monkeypatch):
+    """As the one-rank dry-run says it (exit 2), not as rank 1 of 2 raising ModuleNotFoundError (exit 1)."""
+    from gdr_check.runner import ranks_api
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(ranks_api.importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "torch" else real_find_spec(name, *rest))
+    monkeypatch.setattr(ranks_api, "run_ranks", lambda *args, **kwargs: pytest.fail("launched"))
+    assert main(["dry-run", str(checkpoints["gdn"]), "--tp", "2", "--ranks", "all"]) == 2
+    assert capsys.readouterr().err == ("error: torch is not importable (No module named 'torch'); the dry-run needs "
+                                       "`pip install gdr-check[kernel]`\n")
+
+
 def test_bad_ranks_value_is_a_usage_error(capsys, checkpoints):
     assert main(["dry-run", str(checkpoints["gdn"]), "--ranks", "some"]) == 2
     assert "expected one or all, got 'some'" in capsys.readouterr().err

@@ -547,6 +547,17 @@ CASES = {
         "GDR020", "ck/config.json: invalid JSON at line 2, column 9: not valid UTF-8 (byte 0xff); help: fix the "
         "JSON at the reported line and column, or download `config.json` again",
     ),
+    "config-control-character": (  # Python's message ends "... character at": the position is said apart
+        lambda t: (_dir_with(t, []), (t / "ck/config.json").write_text('{"a": "x\x01"}'), "ck/config.json")[2],
+        "GDR020", "ck/config.json: invalid JSON at line 1, column 9: invalid control character; help: fix the JSON "
+        "at the reported line and column, or download `config.json` again",
+    ),
+    "config-byte-order-mark": (
+        lambda t: (_dir_with(t, []), (t / "ck/config.json").write_bytes(b'\xef\xbb\xbf{"a": 1}'), "ck/config.json")[2],
+        "GDR020", "ck/config.json: invalid JSON at line 1, column 1: the file starts with a UTF-8 byte-order mark, "
+        "which JSON does not allow; help: fix the JSON at the reported line and column, or download `config.json` "
+        "again",
+    ),
     "config-not-object": (
         lambda t: write_json(t / "ck/config.json", [1, 2]).parent.name,
         "GDR021", "ck/config.json: config holds a JSON array, not an object; help: replace it with the model's real "
@@ -575,7 +586,7 @@ CASES = {
     "header-not-json": (
         lambda t: _header_file(t, b'{"a": ', 0),
         "GDR032", "x.safetensors: malformed safetensors header: invalid JSON at line 1, column 7 of the header: "
-        "Expecting value; help: re-download the file, or re-save it with the `safetensors` library",
+        "expecting value; help: re-download the file, or re-save it with the `safetensors` library",
     ),
     "header-not-utf8": (
         lambda t: _header_file(t, b'{"\xc3\x28": 1}', 0),

@@ -3,6 +3,7 @@ module that imports nothing of the package, so that `import gdr_check.capture` i
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -19,6 +20,30 @@ INDEX_SUFFIX = ".safetensors.index.json"
 CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, INDEX_SUFFIX)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
 CACHE_REPO_PREFIX = "models--"
+
+
+# JSON integers longer than this are not converted: Python refuses more than 4300 digits (and says so without a
+# position), and no real field or recorded number is a hundredth as long.
+MAX_INT_DIGITS = 4000
+
+
+def bounded_int(literal: str) -> int:
+    """A JSON integer literal (`json.loads(..., parse_int=bounded_int)`); past MAX_INT_DIGITS digits, a number
+    of MAX_INT_DIGITS + 1 digits and the same sign stands for it: outside every limit like the literal, and
+    shown as "an integer of at least ... digits"."""
+    if len(literal) <= MAX_INT_DIGITS:
+        return int(literal)
+    stand_in: int = 10**MAX_INT_DIGITS
+    return -stand_in if literal.startswith("-") else stand_in
+
+
+def json_error_reason(error: json.JSONDecodeError) -> str:
+    """The decoder's message as a clause of ours: lower-cased, without the "at" that "Invalid control character
+    at" leaves dangling (the position is given apart), and a byte-order mark named as the problem it is."""
+    if error.msg.startswith("Unexpected UTF-8 BOM"):
+        return "the file starts with a UTF-8 byte-order mark, which JSON does not allow"
+    message = error.msg.removesuffix(" at")
+    return message[:1].lower() + message[1:]
 
 
 def is_checkpoint_file_name(name: str) -> bool:

@@ -82,7 +82,7 @@ from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
 from .checks.hotpath import run_contract
-from .limits import checked
+from .limits import DEFAULT_MAX_RECORDS, checked, counted
 from .models.check import check_model
 from .models.deployment import Deployment
 
@@ -95,11 +95,21 @@ _PLAN_CACHE_SIZE = 4096  # signatures kept per guarded function; engines use a h
 class GuardError(ValueError):
     """A guarded call broke the contract (mode="raise"): the first error's message, every diagnostic kept."""
 
-    def __init__(self, diagnostics: list[Any]) -> None:
-        first = diagnostics[0]
-        where = next((n for n in first.notes if n.startswith("in ")), None)
-        super().__init__(f"{first.code}: {first.message}" + (f" [{where}]" if where else ""))
+    def __init__(self, diagnostics: list[Any], unlisted: int = 0) -> None:
+        if diagnostics:
+            first = diagnostics[0]
+            where = next((n for n in first.notes if n.startswith("in ")), None)
+            text = f"{first.code}: {first.message}" + (f" [{where}]" if where else "")
+            if unlisted:
+                text += f" (and {counted(unlisted, 'more fault')} {_UNLISTED})"
+        else:
+            text = f"{counted(unlisted, 'fault')} {_UNLISTED}"
+        super().__init__(text)
         self.diagnostics = diagnostics
+        self.unlisted = unlisted  # faults the device counted but its ring of fault records no longer held
+
+
+_UNLISTED = "counted on the device but not kept (a ring of the last max_records): raise max_records"
 
 
 def _layer_label(state: Any, ordinal: int) -> str:
@@ -356,7 +366,7 @@ class Guard:
 
     def __init__(self, engine: str = "sglang", model: str | None = None, *, tp: int = 1, mode: Mode = "raise",
                  targets: Sequence[str] | None = None, state_dtype: str | None = None, hook_graphs: bool = True,
-                 max_records: int = 64) -> None:
+                 max_records: int = DEFAULT_MAX_RECORDS) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
         if mode not in MODES:
@@ -371,9 +381,10 @@ class Guard:
         self.mode = mode
         self.state_dtype = state_dtype
         self.hook_graphs = hook_graphs
-        self.max_records = int(checked("max_records", max_records))
+        self.max_records = checked("max_records", max_records)
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.diagnostics: list[Any] = []
+        self.unlisted_faults = 0  # faults the device counted past what its ring of max_records records still held
         self._unservable: list[Any] = []  # the model's errors where the deployment has no per-rank call
         self.calls = 0
         self.sites: list[_Site] = []
@@ -432,10 +443,12 @@ class Guard:
         if is_capturing():
             return []
         found: list[Any] = []
+        unlisted = 0
         for buffer in list(self._buffers.values()):
-            faults, _ = buffer.take()
+            faults, total = buffer.take()
             found += diagnostics_of(faults, "engine", self.engine)
-        self._act(found)
+            unlisted += total - len(faults)
+        self._act(found, unlisted)
         return found
 
     def poll(self) -> None:
@@ -444,19 +457,24 @@ class Guard:
         for buffer in list(self._buffers.values()):
             self._look(buffer)
 
-    def _act(self, diagnostics: list[Any]) -> None:
-        if not diagnostics:
+    def _act(self, diagnostics: list[Any], unlisted: int = 0) -> None:
+        """Keep `diagnostics`, and `unlisted` faults counted but no longer held, and raise or warn per the mode."""
+        if not diagnostics and not unlisted:
             return
         self.diagnostics.extend(diagnostics)
+        self.unlisted_faults += unlisted
         errors = [d for d in diagnostics if d.severity == "error"]
-        if self.mode == "raise" and errors:
-            raise GuardError(errors)
+        if self.mode == "raise" and (errors or unlisted):  # (every slot fault is an error in the engine's context)
+            raise GuardError(errors, unlisted)
         if self.mode == "warn":
             for d in diagnostics:
                 key = f"{d.code}:{d.message}"
                 if key not in self._warned:
                     self._warned.add(key)
                     warnings.warn(f"gdr_check.guard: {d.code}: {d.message}", RuntimeWarning, stacklevel=4)
+            if unlisted:
+                warnings.warn(f"gdr_check.guard: {counted(unlisted, 'fault')} {_UNLISTED}", RuntimeWarning,
+                              stacklevel=4)
 
     # -- per call -------------------------------------------------------------------------------------------------
     def _buffer(self, device: Any) -> Any:
@@ -572,7 +590,7 @@ class Guard:
         try:
             buffer.look("engine", self.engine)
         except PendingFaults as pending:
-            self._act(pending.diagnostics)
+            self._act(pending.diagnostics, pending.total - len(pending.diagnostics))
 
     # -- patching -------------------------------------------------------------------------------------------------
     def _resolve(self, target: str) -> Callable[..., Any] | None:
@@ -735,7 +753,7 @@ class Guard:
 class _CallableModule(types.ModuleType):
     def __call__(self, engine: str = "sglang", model: str | None = None, *, tp: int = 1, mode: Mode = "raise",
                  targets: Sequence[str] | None = None, state_dtype: str | None = None, hook_graphs: bool = True,
-                 max_records: int = 64) -> Guard:
+                 max_records: int = DEFAULT_MAX_RECORDS) -> Guard:
         """Guard the engine's packed-decode calls inside a `with` block or a decorated function."""
         return Guard(engine, model, tp=tp, mode=mode, targets=targets, state_dtype=state_dtype,
                      hook_graphs=hook_graphs, max_records=max_records)

@@ -30,6 +30,7 @@ class Limit:
     maximum: float
     what: str
     where: str  # where the value comes from, for the documentation
+    whole: bool = True  # a count or a size: `checked` takes an int only (2.5 layers, or "4", is no count)
 
     def allows(self, value: Any) -> bool:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -44,6 +45,8 @@ class Limit:
 
 
 def _number(value: float) -> str:
+    if isinstance(value, float) and abs(value) >= 1e16:  # 1e+30, not the float's 31 digits
+        return repr(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and value >= 2**20 and value & (value - 1) == 0:
@@ -51,6 +54,7 @@ def _number(value: float) -> str:
     return f"{value:,}".replace(",", "_") if isinstance(value, int) else repr(value)
 
 
+DEFAULT_MAX_RECORDS = 64  # fault records a runtime guard's buffer keeps unless told otherwise
 _CONFIG = "config.json"
 _DEPLOY = "command line, [tool.gdr-check]"
 
@@ -74,14 +78,15 @@ LIMITS: dict[str, Limit] = {
     # the dry run
     "steps": Limit(1, 10_000, "decode steps to run and verify", "dry-run --steps"),
     "seed": Limit(0, 2**63 - 1, "random seed", "dry-run --seed"),
-    "timeout": Limit(0.001, 604_800.0, "seconds before the child is killed", "dry-run --timeout"),
+    "timeout": Limit(0.001, 604_800.0, "seconds before the child is killed", "dry-run --timeout", whole=False),
     # recorded kernel calls (`gdr-check call FILE`)
     "dim": Limit(0, 2**40, "one dimension of a recorded tensor", "recording"),
-    "scale": Limit(-1e30, 1e30, "a recorded or passed scale (finite)", "recording, guard argument"),
-    "lower_bound": Limit(-1e30, 1e30, "a recorded or passed KDA `lower_bound` (finite)", "recording, guard argument"),
+    "scale": Limit(-1e30, 1e30, "a recorded or passed scale (finite)", "recording, guard argument", whole=False),
+    "lower_bound": Limit(-1e30, 1e30, "a recorded or passed KDA `lower_bound` (finite)", "recording, guard argument",
+                         whole=False),
     # the runtime guard
-    "max_records": Limit(1, 1_048_576, "fault records a fault buffer keeps (a ring: the last ones)",
-                         "`gdr_check.guard(max_records=...)`, `FaultBuffer`"),
+    "max_records": Limit(1, 1_048_576, "fault records a fault buffer keeps, the last ones",
+                         f"`gdr_check.guard(max_records=...)` (default {DEFAULT_MAX_RECORDS}), `FaultBuffer`"),
 }
 
 
@@ -114,14 +119,18 @@ class LimitError(InputError, ValueError):
 
     def __init__(self, key: str, value: Any, name: str | None = None) -> None:
         limit = LIMITS[name or key]
-        super().__init__(f"{key} is {shorten(value)}: must be in {limit.range_text} ({limit.what}); "
-                         "see docs/limits.md")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        shown = shorten(value) if number or value is None else f"{shorten(repr(value))} (a {type(value).__name__})"
+        kind = "a whole number " if limit.whole and not (number and isinstance(value, int)) else ""
+        super().__init__(f"{key} is {shown}: must be {kind}in {limit.range_text} ({limit.what}); see docs/limits.md")
         self.key, self.value = key, value
 
 
 def checked(name: str, value: Any, key: str | None = None) -> Any:
-    """`value` when `name`'s range allows it; raises LimitError naming `key` (default `name`) otherwise."""
-    if LIMITS[name].allows(value):
+    """`value` when `name`'s range allows it (and it is an int, for a whole-number limit); raises LimitError naming
+    `key` (default `name`) otherwise."""
+    limit = LIMITS[name]
+    if limit.allows(value) and (isinstance(value, int) or not limit.whole):
         return value
     raise LimitError(key or name, value, name)
 

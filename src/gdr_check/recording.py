@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 from .call import ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 from .errors import InputError, printable
-from .files import RECORDING_KIND
+from .files import RECORDING_KIND, bounded_int, json_error_reason
 from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
 from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
 
@@ -153,11 +153,6 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
                         values_read=entry.get("values_read", True) is not False)
 
 
-def _bounded_int(literal: str) -> int | float:
-    # Python refuses int literals of more than 4300 digits without a position; no recorded number is that long.
-    return int(literal) if len(literal) <= 400 else float("inf")
-
-
 def load_recording(path: str | os.PathLike[str]) -> Recording:
     """Read and validate a recording. Raises `RecordingError` (one line) for anything unreadable."""
     shown = os.fspath(path)
@@ -169,10 +164,10 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     except (OSError, UnicodeDecodeError) as error:
         raise RecordingError(shown, f"cannot read the recording: {error}") from None
     try:
-        document = json.loads(text, parse_int=_bounded_int)
+        document = json.loads(text, parse_int=bounded_int)
     except json.JSONDecodeError as error:
         raise RecordingError(shown, f"not valid JSON (line {error.lineno}, column {error.colno}: "
-                                    f"{error.msg})") from None
+                                    f"{json_error_reason(error)})") from None
     except RecursionError:
         raise RecordingError(shown, "not valid JSON: nested too deeply") from None
     if not isinstance(document, dict):

@@ -27,7 +27,7 @@ from .engine_option import engine_help, engine_option, state_dtype_option
 from .main import app
 from .numbers import MAX_DIGITS, whole_number
 from .output import Output, report_path
-from .run_options import OUTPUT_FILE_HELP, QUIET_HELP
+from .run_options import OUTPUT_FILE_HELP, QUIET_HELP, check_format
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
@@ -257,9 +257,7 @@ def check_command(
     from .formats import format_module
     from .formats.console import style_for_destination
 
-    if output_format is not None and output_format not in FORMATS:
-        raise typer.BadParameter(f"unknown format {output_format!r}; expected one of: {', '.join(FORMATS)}",
-                                 param_hint="--output-format")
+    check_format(output_format)
     if list_models_flag:
         list_models(Output(output_format or "full", output_file), output_format or "full")
         return 0

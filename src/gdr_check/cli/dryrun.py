@@ -112,6 +112,7 @@ def dry_run_command(
     if weights and ranks != "all":
         raise typer.BadParameter("--weights is read by --ranks all", param_hint="--weights")
     out = Output(fmt, output_file)
+    out.check_destination()  # before the run (minutes on a GPU), not after it
     options = RunOptions(target, out, select=select, extend_select=extend_select, ignore=ignore,
                          exit_zero=exit_zero, error_on_warning=error_on_warning, isolated=isolated)
     run = dry_run(target, tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile, backend=backend,

@@ -72,6 +72,13 @@ def protect_inputs(argv: Sequence[str]) -> None:
     _RUN_ARGV = tuple(argv)
 
 
+def format_option_name() -> str:
+    """Where this run's output format came from, for an error about it: `--output-format`, or the environment
+    variable when the command line has none."""
+    given = _option_value(_RUN_ARGV, ("--output-format",)) is not None
+    return FORMAT_ENV if not given and os.environ.get(FORMAT_ENV) else "--output-format"
+
+
 class Output:
     def __init__(self, fmt: str = "full", output_file: str | os.PathLike[str] | None = None) -> None:
         self.format = fmt
@@ -92,6 +99,13 @@ class Output:
             write_report_file(self.output_file, text, inputs_named(_RUN_ARGV))
         elif text:
             _to_stdout(text)
+
+    def check_destination(self) -> None:
+        """Refuse now (ReportWriteError) an --output-file that the report could not be written to at the end."""
+        if self.output_file is not None:
+            from .safe_write import check_report_path, inputs_named
+
+            check_report_path(self.output_file, inputs_named(_RUN_ARGV))
 
     def info_line(self, message: str) -> None:
         _to_stderr(message)

@@ -7,7 +7,7 @@ import typer
 
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
-from .output import Output
+from .output import Output, format_option_name
 
 SELECT_HELP = ("Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. "
                "Replaces the configured selection.")
@@ -23,7 +23,7 @@ QUIET_HELP = "Print the diagnostics only: no headers, tables, summary or progres
 def check_format(output_format: str | None) -> str:
     if output_format is not None and output_format not in FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; expected one of: {', '.join(FORMATS)}",
-                                 param_hint="--output-format")
+                                 param_hint=format_option_name())
     return output_format or "full"
 
 

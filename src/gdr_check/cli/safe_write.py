@@ -85,6 +85,51 @@ def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None)
         os.close(dir_fd)
 
 
+def _destination(path: Path, protected: Iterable[str]) -> tuple[Path, os.stat_result | None]:
+    """The file a report for `path` goes to (links followed) and its stat, after every check that needs no write;
+    ReportWriteError for a path a report must not or cannot take. Creates no folder."""
+    # A link is followed: the report replaces the file it names, and the link stays.
+    target = Path(os.path.realpath(path))
+    parent = target.parent
+    in_cache = cache_refusal(path, "a report")
+    if in_cache is not None:
+        raise _failure(path, in_cache)
+    if parent.exists() and not parent.is_dir():
+        raise _failure(path, f"`{path.parent}` is not a directory")
+    if not parent.exists():
+        blocking = next((p for p in parent.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise _failure(path, f"`{blocking}` is not a directory")
+    try:
+        existing: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise _failure(path, "is a directory")
+    # (a usage error's record goes to -o too: these checks are here, on every way a report is written)
+    if existing is not None and any(os.path.samefile(target, kept) for kept in protected if os.path.lexists(kept)):
+        raise _failure(path, "it is an input of this run (named on the command line, or a file of a checkpoint "
+                             "named there): write the report elsewhere")
+    misnamed = checkpoint_name_refusal(path, "a report")
+    if misnamed is not None:
+        raise _failure(path, misnamed)
+    return target, existing
+
+
+def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = ()) -> None:
+    """Refuse, before a long run, a report path that `write_report_file` would refuse, or whose folder cannot be
+    written (ReportWriteError)."""
+    path = Path(path)
+    try:
+        target, existing = _destination(path, protected)
+        folder = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
+        writable = os.access(target if existing is not None else folder or target.parent, os.W_OK)
+    except OSError as failure:
+        raise _failure(path, _reason(failure)) from None
+    if not writable:
+        raise _failure(path, "permission denied")
+
+
 def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:
     """Write `content` to `path` atomically (see the module's docstring); parents are created as needed. Never over
     a file in `protected` (the run's inputs, `inputs_named`), nor to a name a checkpoint's files have, nor into a
@@ -92,33 +137,8 @@ def write_report_file(path: str | os.PathLike[str], content: str, protected: Ite
     path = Path(path)
     data = content.encode(ENCODING, ENCODING_ERRORS)
     try:
-        # A link is followed: the report replaces the file it names, and the link stays.
-        target = Path(os.path.realpath(path))
-        parent = target.parent
-        in_cache = cache_refusal(path, "a report")
-        if in_cache is not None:
-            raise _failure(path, in_cache)
-        if parent.exists() and not parent.is_dir():
-            raise _failure(path, f"`{path.parent}` is not a directory")
-        if not parent.exists():
-            blocking = next((p for p in parent.parents if p.exists() and not p.is_dir()), None)
-            if blocking is not None:
-                raise _failure(path, f"`{blocking}` is not a directory")
-            parent.mkdir(parents=True, exist_ok=True)
-        try:
-            existing: os.stat_result | None = os.stat(target)
-        except FileNotFoundError:
-            existing = None
-        if existing is not None and stat.S_ISDIR(existing.st_mode):
-            raise _failure(path, "is a directory")
-        # (a usage error's record goes to -o too: these checks are here, on every way a report is written)
-        if existing is not None and any(os.path.samefile(target, kept) for kept in protected
-                                        if os.path.lexists(kept)):
-            raise _failure(path, "it is an input of this run (named on the command line, or a file of a checkpoint "
-                                 "named there): write the report elsewhere")
-        misnamed = checkpoint_name_refusal(path, "a report")
-        if misnamed is not None:
-            raise _failure(path, misnamed)
+        target, existing = _destination(path, protected)
+        target.parent.mkdir(parents=True, exist_ok=True)
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             _write_in_place(target, data)
             return

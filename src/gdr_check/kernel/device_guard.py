@@ -4,12 +4,13 @@ The contract's value rules (GDR241 slot past the pool, GDR242 two live rows on o
 request in sglang's reserved slot 0) need the slot indices, and reading them on the host synchronises the
 device and breaks CUDA-graph capture. Here they run inside the decode kernel's prologue (our kernels) or in a
 small check kernel launched before an engine's kernel (the guard): a faulty row is skipped (its `out` row is
-zero, its state untouched), and a compact record (code, row, slot, tag) is appended to a device buffer with
-atomics. A kernel that records a fault also sets a flag word in host memory that the device writes through
-(pinned memory, which CUDA's unified addressing maps at the same address), so the host notices faults by
-reading one word of its own memory on each eager call (`FaultBuffer.look`): no copy, no event, no sync. It
-reads the records (which synchronises the device) only then, at most every REPEAT_LOOK_INTERVAL calls while
-faults keep coming, or when asked (`FaultBuffer.take`, `raise_pending`); never while a stream is capturing.
+zero, its state untouched), and a compact record (code, row, slot, tag) is written into a ring of records in
+device memory, numbered by an atomic counter. A kernel that records a fault also sets a flag word in host
+memory that the device writes through (pinned memory, which CUDA's unified addressing maps at the same
+address), so the host notices faults by reading one word of its own memory on each eager call
+(`FaultBuffer.look`): no copy, no event, no sync. It reads the records (which synchronises the device)
+only then, at most every REPEAT_LOOK_INTERVAL calls while faults keep coming, or when asked
+(`FaultBuffer.take`, `raise_pending`); never while a stream is capturing.
 
 Everything that depends only on shapes, strides, dtypes and devices (the contract's other rules, the model
 comparison, the tiling) is decided on the first call of a signature and cached.
@@ -31,7 +32,7 @@ from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.rules_guard import meta_report
-from ..limits import checked, counted
+from ..limits import DEFAULT_MAX_RECORDS, checked, counted
 from ..registry import Finding
 from ..report import Diagnostic, Severity
 from ._triton_common import (
@@ -48,7 +49,6 @@ from .tiling import GUARD_CHUNK, GuardLaunch, scan_shape
 
 Context = Literal["direct", "engine"]
 CONTEXTS: tuple[str, ...] = ("direct", "engine")
-DEFAULT_MAX_RECORDS = 64
 # Where the checked kernels check the slots in a separate one-program-per-row launch instead of in every
 # program's prologue (see checked_launch): past one scan block (B > GUARD_CHUNK) and from this many (row, value
 # head) pairs. In the prologue every program rescans the earlier rows (O(B) loads each), a cost that grows
@@ -110,20 +110,21 @@ class Fault:
 
 class FaultBuffer:
     """A device buffer of fault records: `counter` int64[1] numbers every fault recorded (never reset),
-    `records` int64[max_records, 4] is a ring of (code, row, slot, tag) holding the last `max_records` (fault i
-    in row i % max_records), and `flag` int32[1], in host memory, is set by every kernel that records one.
-    Tags name call sites (`tag_for`). The host remembers how many faults it has read (`take`)."""
+    `records` int64[max_records, 5] is a ring of (code, row, slot, tag, stamp) holding the last `max_records`
+    (fault i in row i % max_records, stamped i + 1 once written: `_triton_common.record_fault`), and `flag`
+    int32[1], in host memory, is set by every kernel that records one. Tags name call sites (`tag_for`). The
+    host remembers how many faults it has handed out (`take`)."""
 
     def __init__(self, device: Any, max_records: int = DEFAULT_MAX_RECORDS) -> None:
-        self.max_records = int(checked("max_records", max_records))
+        self.max_records = checked("max_records", max_records)
         self.device = torch.device(device)
         self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
-        self.records = torch.zeros(max_records, 4, dtype=torch.int64, device=self.device)
+        self.records = torch.zeros(self.max_records, 5, dtype=torch.int64, device=self.device)
         self._labels: list[tuple[str, int | None]] = []
         self._tags: dict[tuple[str, int | None], int] = {}
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()  # one read at a time: each fault is handed to one reader
-        self._read = 0  # faults handed out by `take` so far (the counter's value at the last read)
+        self._faults_read = 0  # faults handed out (or counted as overwritten) by `take` so far
         # The flag lives in host memory the kernels write through: pinned for CUDA, which unified addressing
         # maps into every device at the same address (a kernel's plain store lands in it over the bus). Read
         # through a NumPy view of that memory: a look is one host load, no tensor indexing, no CUDA call.
@@ -191,13 +192,14 @@ class FaultBuffer:
 
     def take(self) -> tuple[list[Fault], int]:
         """Read the faults recorded since the last read (synchronises the device): (faults, their count,
-        including those the ring no longer holds). Returns ([], 0) without touching the device while a stream
+        including those the ring no longer held). Returns ([], 0) without touching the device while a stream
         is capturing.
 
-        Nothing on the device is reset, so a kernel that another host thread launches while this runs loses
-        nothing: its fault gets a number past the count read here and is read next time. Every kernel launched
-        before the call has run when the count is read; the counter is read again after the records, and any
-        record that a fault numbered in between may have overwritten (the ring wrapped) is counted, not shown."""
+        Nothing on the device is reset: a fault that a kernel of another host thread records while this runs
+        gets a number past the count read here, and is read next time. A row is shown only when it holds the
+        stamp of the fault expected there: a row with a later stamp, or one that a fault numbered during the
+        copy may have overwritten (the ring wrapped), is counted, not shown; a row still being written (an
+        earlier stamp) ends this read, and it is read next time."""
         if is_capturing():
             return [], 0
         with self._read_lock:
@@ -208,24 +210,44 @@ class FaultBuffer:
                 if self.device.type == "cuda":  # every stream's kernels, not only the current one's
                     torch.cuda.synchronize(self.device)
                 count = int(self.counter.item())
-                if count == self._read:
+                if count < self._faults_read:  # the counter was set back by hand: start over
+                    self._faults_read = 0
+                if count == self._faults_read:
                     return [], 0
-                ring = self.records.tolist()
-                numbered = int(self.counter.item())  # faults numbered meanwhile (other threads' kernels)
+                first = max(self._faults_read, count - self.max_records)  # the ring's older rows are rewritten
+                rows = self._copy_rows(first, count)
+                count_after_copy = int(self.counter.item())
             except RuntimeError:  # e.g. another thread's stream is capturing: the faults stay flagged for later
                 self.host_flag[0] = 1
                 raise
-            # Faults numbered from `count` on write the rows of faults numbered max_records earlier.
-            first = max(self._read, numbered - self.max_records)
-            total, self._read = count - self._read, count
-        rows = sorted((ring[number % self.max_records] for number in range(first, count)), key=lambda r: (r[3], r[1]))
+            # Faults numbered from `count` on write the rows of the faults numbered max_records before them.
+            untouched_from = count_after_copy - self.max_records
+            kept, end = [], count
+            for number, row in enumerate(rows, start=first):
+                if row[4] < number + 1:  # not written yet: its kernel numbered it and is still storing it
+                    end = number
+                    self.host_flag[0] = 1  # for the next look
+                    break
+                if row[4] == number + 1 and number >= untouched_from:
+                    kept.append(row)
+            total, self._faults_read = end - self._faults_read, end
         faults = []
-        for code, row, slot, tag in rows:
+        for code, row_index, slot, tag, _ in sorted(kept, key=lambda record: (record[3], record[1])):
             label, pool_slots = self._labels[tag] if 0 <= tag < len(self._labels) else (f"call {tag}", None)
             kind, first_row = code & 255, (code >> 8) - 1
-            faults.append(Fault(FAULT_CODES.get(kind, f"fault {kind}"), int(row), int(slot), label, pool_slots,
-                                first_row if first_row >= 0 else None))
+            if kind in FAULT_CODES:  # (always, for a stamped row)
+                faults.append(Fault(FAULT_CODES[kind], int(row_index), int(slot), label, pool_slots,
+                                    first_row if first_row >= 0 else None))
         return faults, total
+
+    def _copy_rows(self, first: int, end: int) -> list[list[int]]:
+        """The ring's rows of faults first..end-1 (at most max_records), in that order: one or two slices."""
+        start = first % self.max_records
+        stop = start + (end - first)
+        rows: list[list[int]] = self.records[start:min(stop, self.max_records)].tolist()
+        if stop > self.max_records:
+            rows += self.records[:stop - self.max_records].tolist()
+        return rows
 
 
 _BUFFERS: dict[Any, FaultBuffer] = {}
@@ -299,6 +321,8 @@ def raise_pending(device: Any = None, *, context: Context = "direct", engine: En
     `PendingFaults` (a ValueError) if it holds an error; returns the diagnostics otherwise (notes only)."""
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        return []  # no checked kernel can have run there
     buffer = _BUFFERS.get(_device_key(device))
     if buffer is None:
         return []

@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import Any, TextIO
 
-from .messages import ChildResult, DeviceInfo, EnvironmentResult, FailedResult, OkResult
+from .messages import ChildResult, DeviceInfo, EnvironmentResult, FailedResult, OkResult, not_importable
 
 TEST_FAULT_ENV = "GDR_CHECK_DRYRUN_TEST_FAULT"
 ENVIRONMENT_EXIT = 3
@@ -66,7 +66,7 @@ def _resolve_device(requested: str) -> tuple[Any, bool, str] | EnvironmentResult
     try:
         import torch
     except ImportError as error:
-        return _environment(f"torch is not importable ({error}); the dry-run needs `pip install gdr-check[kernel]`")
+        return _environment(not_importable("torch", error))
     has_cuda = torch.cuda.is_available()
     if requested == "cuda" and not has_cuda:
         return _environment(f"--device cuda, but torch {torch.__version__} sees no CUDA device")
@@ -97,8 +97,7 @@ def run(plan_data: dict[str, Any]) -> tuple[ChildResult, int]:
         import torch
         import triton
     except ImportError as error:
-        return _environment(f"triton is not importable ({error}); the dry-run needs `pip install gdr-check[kernel]`"), \
-            ENVIRONMENT_EXIT
+        return _environment(not_importable("triton", error)), ENVIRONMENT_EXIT
     from .session import run_session
 
     versions = _versions(torch, triton, device)

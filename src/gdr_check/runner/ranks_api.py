@@ -5,14 +5,17 @@ Torch-free: torch and triton are imported only by the rank processes.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..checks import rules_dryrun, rules_ranks
 from ..models.sharding import model_layout, ranges
 from ..report import Diagnostic
+from .api import DryRunEnvironmentError
 from .backends import known_unavailable
 from .diagnose import KERNEL_NAMES, fmt, number
+from .messages import not_importable
 from .plan import plan_for
 from .ranks import RanksOutcome, run_ranks
 from .weights import layer_parameters
@@ -159,6 +162,11 @@ def ranks_dry_run(check: ModelCheck, *, backend: str = "builtin", device: str = 
     if reason is not None:
         missing = rules_dryrun.BackendUnavailable(backend=backend, reason=reason).diagnostic()
         return RanksResult(check=check, tp=tp, diagnostics=[missing] + shown, unavailable=reason)
+    # Each rank would fail alone on a missing package (reported as that rank's failure): said once, as the one-rank
+    # dry-run says it.
+    absent = next((package for package in ("torch", "triton") if importlib.util.find_spec(package) is None), None)
+    if absent is not None:
+        raise DryRunEnvironmentError(not_importable(absent, f"No module named {absent!r}"))
     layout = model_layout(check.model)
     located = layer_parameters(check) if weights else None
     outcome = run_ranks(plan, layout=layout, tp=tp, timeout=timeout, weights=located)

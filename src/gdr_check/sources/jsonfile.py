@@ -7,21 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceError
+from ..files import bounded_int, json_error_reason
 from .files import MetadataReader
 from .rules import GitLfsPointers
 from .safetensors_header import LFS_POINTER_PREFIX
 
 # Real configs and indexes are kilobytes to a few megabytes (a 41-shard index is ~60 KB).
 MAX_JSON_BYTES = 16 * 1024 * 1024
-# Python refuses to convert integer literals of more than 4300 digits (and raises without a position); no
-# real field is that long, so such a literal becomes infinity and fails the type checks downstream.
-_MAX_INT_DIGITS = 4000
-
-
-def parse_int(literal: str) -> int | float:
-    return int(literal) if len(literal) <= _MAX_INT_DIGITS else float("inf")
-
-
 def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: type[SourceError]) -> tuple[Any, str]:
     """(parsed value, text) of the JSON file at `path`; `invalid` (a rule's error) is raised for unparseable content."""
     raw = reader.read_small_file(path, MAX_JSON_BYTES, what)
@@ -35,10 +27,9 @@ def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: ty
         reason = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
         raise invalid(path, line=line, column=column, reason=reason) from None
     try:
-        return json.loads(text, parse_int=parse_int), text
+        return json.loads(text, parse_int=bounded_int), text
     except json.JSONDecodeError as exc:
-        reason = exc.msg[:1].lower() + exc.msg[1:]
-        raise invalid(path, line=exc.lineno, column=exc.colno, reason=reason) from None
+        raise invalid(path, line=exc.lineno, column=exc.colno, reason=json_error_reason(exc)) from None
     except RecursionError:
         raise invalid(path, line=1, column=1, reason="JSON nested too deeply") from None
     except ValueError as exc:

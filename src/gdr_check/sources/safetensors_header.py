@@ -17,6 +17,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from ..files import json_error_reason
 from ..tensors import canonical_dtype
 from .checkpoint import TensorInfo
 from .errors import SourceError
@@ -172,7 +173,7 @@ def _loads(text: str, path: Path | str, object_pairs_hook: Any = None) -> dict[s
     try:
         document = json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
-        reason = f"invalid JSON at line {exc.lineno}, column {exc.colno} of the header: {exc.msg}"
+        reason = f"invalid JSON at line {exc.lineno}, column {exc.colno} of the header: {json_error_reason(exc)}"
         raise MalformedSafetensorsHeaders(path, reason=reason) from None
     except _DuplicateName as exc:
         raise MalformedSafetensorsHeaders(path, reason=f"duplicate name `{exc.name}`") from None
