@@ -440,7 +440,8 @@ def test_a_bad_format_from_the_environment_names_the_variable(command, monkeypat
     listed = "expected one of: full, concise, json, json-lines, sarif, github, junit, gitlab"
     monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "xml")
     run = run_cli(*command, str(tmp_path))
-    assert (run.exit_code, run.stderr) == (2, f"error: Invalid value for GDR_CHECK_OUTPUT_FORMAT: unknown format 'xml'; "
-                                         f"{listed}\n")
+    assert (run.exit_code, run.stderr) == (
+        2, f"error: Invalid value for GDR_CHECK_OUTPUT_FORMAT: unknown format 'xml'; {listed}\n")
     run = run_cli(*command, str(tmp_path), "--output-format", "xml")  # the command line's own value: the option
-    assert (run.exit_code, run.stderr) == (2, f"error: Invalid value for --output-format: unknown format 'xml'; {listed}\n")
+    assert (run.exit_code, run.stderr) == (2, f"error: Invalid value for --output-format: unknown format 'xml'; "
+                                              f"{listed}\n")
