@@ -207,6 +207,13 @@ def test_list_models_text_explains_the_confidence_tags(repo: Path):
     assert kimi.split()[2:] == ["U", "not", "verified:", "num_attention_heads"]
 
 
+def test_list_models_refuses_a_target_it_would_not_check(repo: Path):
+    result = run_cli("good", "--list-models")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("error: Invalid value for --list-models: it lists the built-in models and checks nothing, "
+                             "so it takes no target (got 'good')\n")
+
+
 def test_list_models_to_a_file(repo: Path):
     result = run_cli("--list-models", "--output-format", "json", "-o", "models.json")
     assert result.exit_code == 0 and result.stdout == ""

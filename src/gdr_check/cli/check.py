@@ -258,6 +258,10 @@ def check_command(
     from .formats.console import style_for_destination
 
     check_format(output_format)
+    if list_models_flag and targets:  # (as `explain --all` refuses a query: nothing would be checked)
+        shown = ", ".join(repr(shorten(target)) for target in targets[:3]) + (", ..." if len(targets) > 3 else "")
+        raise typer.BadParameter(f"it lists the built-in models and checks nothing, so it takes no target (got "
+                                 f"{shown})", param_hint="--list-models")
     if list_models_flag:
         list_models(Output(output_format or "full", output_file), output_format or "full")
         return 0
