@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 
 import pytest
@@ -205,6 +206,24 @@ def test_a_recording_is_never_written_into_the_hugging_face_cache(engine, tmp_pa
         with gdr_check.capture(snapshot / "calls.json"):
             pass
     assert os.listdir(snapshot) == []
+
+
+def test_a_recording_goes_through_a_link_and_into_a_fifo_in_place(engine, tmp_path):
+    """As the CLI writes a report: the file a link names is replaced whole and the link stays; a FIFO (or a
+    device) is written in place, never replaced by a regular file."""
+    (tmp_path / "kept.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("kept.json")
+    with gdr_check.capture(tmp_path / "link.json"):
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+    assert (tmp_path / "link.json").is_symlink() and len(read(tmp_path / "kept.json")["calls"]) == 1
+    os.mkfifo(tmp_path / "pipe")
+    received = []
+    reader = threading.Thread(target=lambda: received.append((tmp_path / "pipe").read_text()))
+    reader.start()
+    with gdr_check.capture(tmp_path / "pipe"):
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+    reader.join(10)
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode) and len(json.loads(received[0])["calls"]) == 1
 
 
 def test_a_path_that_cannot_take_the_recording_fails_on_enter(engine, tmp_path):

@@ -335,6 +335,25 @@ def test_faults_past_the_guards_ring_are_counted_in_every_mode(monkeypatch):
     assert f"gdr_check.guard: 2 faults {unlisted}" in [str(w.message) for w in caught]
 
 
+def test_faults_none_of_which_the_ring_still_held_are_raised_for_the_engine_and_not_for_a_direct_call():
+    """Six faults in a ring of two, the row of fault 4 not yet written: the read lists nothing and counts four
+    (0-3). For the engine's calls every slot fault is an error: raised, with the count; for a direct call they
+    may be notes (slot 0), which never raise alone."""
+    for context, raises in (("engine", True), ("direct", False)):
+        buffer = FaultBuffer(DEVICE, max_records=2)
+        buffer.counter += 6
+        buffer.host_flag[0] = 1
+        if raises:
+            with pytest.raises(PendingFaults) as pending:
+                buffer.look(context, "sglang")
+            assert str(pending.value) == ("4 faults counted on the device but not kept (a ring of the last "
+                                          "max_records): raise max_records")
+            assert (pending.value.diagnostics, pending.value.total) == ([], 4)
+        else:
+            buffer.look(context, "sglang")
+        assert buffer.host_flag[0] == 1  # faults 4 and 5 are still to be read
+
+
 def test_a_guard_error_for_faults_none_of_which_the_ring_kept_says_how_many():
     assert str(gdr_check.GuardError([], 3)) == ("3 faults counted on the device but not kept (a ring of the last "
                                                 "max_records): raise max_records")

@@ -4,8 +4,10 @@ a FIFO, a device or a directory is skipped with a warning, never waited on."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -290,3 +292,19 @@ def test_dash_is_stdout_not_a_file_named_dash(repo):
     assert outcome.exit_code == 0 and outcome.stdout.startswith("{") and not (repo / "-").exists()
     failed = run_cli("good", "--isolated", "--output-format", "json", "-o", "-", "--tp", "1,,2")  # a usage error
     assert failed.exit_code == 2 and '"code": "usage"' in failed.stdout and not (repo / "-").exists()
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+def test_dev_stdout_is_standard_output_whatever_it_is(repo, name):
+    """Through a pipe (`pipe:[N]` is no path to rename over) and into a file a redirection opened with `>>` (a
+    temporary file renamed over it would drop what it held, and the run's other output with it)."""
+    command = [sys.executable, "-m", "gdr_check", "good", "--isolated", "--output-format", "json", "-o", name]
+    piped = subprocess.run(command, capture_output=True, text=True, cwd=repo, timeout=60)
+    assert (piped.returncode, piped.stderr) == (0, "") and piped.stdout.startswith("{")
+    log = repo / "log.txt"
+    log.write_text("an earlier line\n")
+    with open(log, "a") as appended:
+        done = subprocess.run(command, stdout=appended, stderr=subprocess.PIPE, text=True, cwd=repo, timeout=60)
+    assert done.returncode == 0
+    earlier, report = log.read_text().split("\n", 1)
+    assert earlier == "an earlier line" and json.loads(report) == json.loads(piped.stdout)

@@ -549,12 +549,17 @@ CASES = {
     ),
     "config-control-character": (  # Python's message ends "... character at": the position is said apart
         lambda t: (_dir_with(t, []), (t / "ck/config.json").write_text('{"a": "x\x01"}'), "ck/config.json")[2],
-        "GDR020", "ck/config.json: invalid JSON at line 1, column 9: invalid control character; help: fix the JSON "
-        "at the reported line and column, or download `config.json` again",
+        "GDR020", "ck/config.json: invalid JSON at line 1, column 9: invalid control character here; help: fix the "
+        "JSON at the reported line and column, or download `config.json` again",
+    ),
+    "config-unterminated-string": (
+        lambda t: (_dir_with(t, []), (t / "ck/config.json").write_text('{"a": "x'), "ck/config.json")[2],
+        "GDR020", "ck/config.json: invalid JSON at line 1, column 7: unterminated string starting here; help: fix "
+        "the JSON at the reported line and column, or download `config.json` again",
     ),
     "config-byte-order-mark": (
         lambda t: (_dir_with(t, []), (t / "ck/config.json").write_bytes(b'\xef\xbb\xbf{"a": 1}'), "ck/config.json")[2],
-        "GDR020", "ck/config.json: invalid JSON at line 1, column 1: the file starts with a UTF-8 byte-order mark, "
+        "GDR020", "ck/config.json: invalid JSON at line 1, column 1: the text starts with a UTF-8 byte-order mark, "
         "which JSON does not allow; help: fix the JSON at the reported line and column, or download `config.json` "
         "again",
     ),

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import threading
 import types
 import warnings
@@ -39,7 +38,8 @@ from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
-from .files import cache_refusal, checkpoint_name_refusal, new_file_mode
+from .errors import printable
+from .files import cache_refusal, checkpoint_name_refusal, unwritable_folder, write_whole
 from .recording import KIND, SCHEMA_VERSION
 from .tensors import TensorSpec
 
@@ -101,30 +101,6 @@ def _tool() -> dict[str, str]:
     return {"name": "gdr-check", "version": __version__}
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename, so readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        existing: os.stat_result | None = os.stat(path)
-    except OSError:
-        existing = None
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        if hasattr(os, "fchmod"):  # the mode a plain write would give, not mkstemp's 0600
-            os.fchmod(fd, new_file_mode(existing))
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
 def dump_recording(document: dict[str, Any]) -> str:
     """The recording as JSON text: the header indented, one line per call (a call is long but flat)."""
     header = json.dumps({k: v for k, v in document.items() if k != "calls"}, indent=1)
@@ -157,6 +133,9 @@ def _resolve_path(template: str) -> Path:
                            ) from error
 
 
+_MAX_MESSAGE = 4096  # a path error's length: a path in full (printable() escapes its control characters)
+
+
 def _destination_problem(path: Path) -> str | None:
     """Why a recording cannot be written at `path`, as far as can be told before the engine runs, or None."""
     refusal = cache_refusal(path, "a recording") or checkpoint_name_refusal(path, "a recording")
@@ -164,14 +143,7 @@ def _destination_problem(path: Path) -> str | None:
         return refusal
     if os.path.isdir(path):
         return "it is a directory"
-    folder = Path(os.path.abspath(path)).parent
-    while not os.path.lexists(folder) and folder != folder.parent:  # the folders to create: judged by the first
-        folder = folder.parent  # that exists
-    if not os.path.isdir(folder):
-        return f"`{folder}` is not a directory"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"`{folder}` is not writable"
-    return None
+    return unwritable_folder(path)
 
 
 # -- what one call looks like ------------------------------------------------------------------------------------
@@ -475,7 +447,7 @@ class Capture:
                 path = _resolve_path(self.path_template)
                 problem = _destination_problem(path)
                 if problem is not None:  # now, not after the engine ran
-                    raise CaptureError(f"cannot record to `{path}`: {problem}")
+                    raise CaptureError(printable(f"cannot record to `{path}`: {problem}", _MAX_MESSAGE))
                 self._patch()
             self._depth += 1
         return self
@@ -534,12 +506,12 @@ class Capture:
         problem = _destination_problem(path)
         if problem is None:
             try:
-                write_atomically(path, text)
+                write_whole(path, text.encode("utf-8"))
             except OSError as error:
                 reason = error.strerror or str(error) or type(error).__name__
                 problem = reason[:1].lower() + reason[1:]
         if problem is not None:
-            raise CaptureError(f"cannot write the recording to `{path}`: {problem}")
+            raise CaptureError(printable(f"cannot write the recording to `{path}`: {problem}", _MAX_MESSAGE))
         self.path = path
         return path
 

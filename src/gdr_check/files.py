@@ -3,9 +3,11 @@ module that imports nothing of the package, so that `import gdr_check.capture` i
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 # The `kind` a recording of kernel calls declares (`gdr_check.capture()`, recording.py): JSON like a model's
@@ -38,11 +40,11 @@ def bounded_int(literal: str) -> int:
 
 
 def json_error_reason(error: json.JSONDecodeError) -> str:
-    """The decoder's message as a clause of ours: lower-cased, without the "at" that "Invalid control character
+    """The decoder's message as a clause of ours: lower-cased, "here" for the "at" that "Invalid control character
     at" leaves dangling (the position is given apart), and a byte-order mark named as the problem it is."""
     if error.msg.startswith("Unexpected UTF-8 BOM"):
-        return "the file starts with a UTF-8 byte-order mark, which JSON does not allow"
-    message = error.msg.removesuffix(" at")
+        return "the text starts with a UTF-8 byte-order mark, which JSON does not allow"
+    message = error.msg[:-3] + " here" if error.msg.endswith(" at") else error.msg
     return message[:1].lower() + message[1:]
 
 
@@ -53,7 +55,8 @@ def is_checkpoint_file_name(name: str) -> bool:
 
 def is_cache_repo_dir(path: Path) -> bool:
     """A Hugging Face cache repository: `models--org--name` holding `snapshots/` or `refs/`."""
-    return path.name.startswith(CACHE_REPO_PREFIX) and ((path / "snapshots").is_dir() or (path / "refs").is_dir())
+    # (os.path's tests answer False where the folder cannot be searched; Path's raise on Python 3.10 and 3.11)
+    return path.name.startswith(CACHE_REPO_PREFIX) and any(os.path.isdir(path / name) for name in ("snapshots", "refs"))
 
 
 def cache_refusal(path: Path, what: str) -> str | None:
@@ -77,6 +80,19 @@ def checkpoint_name_refusal(path: Path, what: str) -> str | None:
             f"as: name the {what.split()[-1]} otherwise")
 
 
+def unwritable_folder(path: Path) -> str | None:
+    """Why a new file at `path` could not be created because of its folder, or None: the nearest folder that
+    exists (those below it are created on the way) is no directory, or cannot be written or searched."""
+    folder = Path(os.path.abspath(path)).parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not os.path.isdir(folder):
+        return f"`{folder}` is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"`{folder}` is not writable"
+    return None
+
+
 def new_file_mode(existing: os.stat_result | None) -> int:
     """The mode of a file written atomically (a temporary file, renamed) where `existing` was: its mode, else what
     the umask leaves of 0o666, as `open` would give (`tempfile.mkstemp` makes 0600)."""
@@ -98,3 +114,82 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# -- writing a file whole ----------------------------------------------------------------------------------------
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # pragma: no cover - os.write raises rather than returning 0 for files
+            raise OSError(errno.EIO, "short write")
+        view = view[written:]
+
+
+def _write_in_place(path: Path, data: bytes, flags: int = 0) -> None:
+    """A device or FIFO: opened without blocking (a FIFO without a reader fails at once) and written."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | flags)
+    try:
+        os.set_blocking(fd, True)  # a reader is there: let it take the report at its pace
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None) -> None:
+    folder = target.parent
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        try:
+            _write_all(fd, data)
+            if hasattr(os, "fchmod"):  # mkstemp makes 0600: keep the old report's mode, else the usual one
+                os.fchmod(fd, new_file_mode(existing))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    try:  # the rename itself is durable only once the directory is
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+# A process's own descriptors, as paths: written in place and appended to, as a shell's `>>` would (a temporary
+# file renamed over what one names would replace the file a redirection opened, and lose what it held).
+_DESCRIPTOR_FOLDERS = ("/dev/fd", "/proc/self/fd")
+_DESCRIPTOR_NAMES = ("/dev/stdout", "/dev/stderr")
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all, as readers expect of a report or a recording. A link is
+    followed: the file it names is written and the link stays. A regular (or new) file is written to a
+    temporary file in its folder (created if missing), flushed to disk and renamed over it, keeping its mode,
+    so that a full disk or an interrupted run leaves the old file as it was; a device or a FIFO is written in
+    place, opened without blocking (a FIFO with no reader fails at once); a descriptor's path (`/dev/stdout`,
+    `/dev/fd/N`) is appended to. Raises OSError."""
+    shown = os.fspath(path)
+    if shown in _DESCRIPTOR_NAMES or os.path.dirname(shown) in _DESCRIPTOR_FOLDERS:
+        _write_in_place(path, data, os.O_APPEND)
+        return
+    target = Path(os.path.realpath(path))
+    try:
+        existing: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        _write_in_place(target, data)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _write_replacing(target, data, existing)

@@ -82,7 +82,7 @@ from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
 from .checks.hotpath import run_contract
-from .limits import DEFAULT_MAX_RECORDS, checked, counted
+from .limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from .models.check import check_model
 from .models.deployment import Deployment
 
@@ -101,15 +101,12 @@ class GuardError(ValueError):
             where = next((n for n in first.notes if n.startswith("in ")), None)
             text = f"{first.code}: {first.message}" + (f" [{where}]" if where else "")
             if unlisted:
-                text += f" (and {counted(unlisted, 'more fault')} {_UNLISTED})"
+                text += f" (and {counted(unlisted, 'more fault')} {UNLISTED_FAULTS})"
         else:
-            text = f"{counted(unlisted, 'fault')} {_UNLISTED}"
+            text = f"{counted(unlisted, 'fault')} {UNLISTED_FAULTS}"
         super().__init__(text)
         self.diagnostics = diagnostics
         self.unlisted = unlisted  # faults the device counted but its ring of fault records no longer held
-
-
-_UNLISTED = "counted on the device but not kept (a ring of the last max_records): raise max_records"
 
 
 def _layer_label(state: Any, ordinal: int) -> str:
@@ -473,7 +470,7 @@ class Guard:
                     self._warned.add(key)
                     warnings.warn(f"gdr_check.guard: {d.code}: {d.message}", RuntimeWarning, stacklevel=4)
             if unlisted:
-                warnings.warn(f"gdr_check.guard: {counted(unlisted, 'fault')} {_UNLISTED}", RuntimeWarning,
+                warnings.warn(f"gdr_check.guard: {counted(unlisted, 'fault')} {UNLISTED_FAULTS}", RuntimeWarning,
                               stacklevel=4)
 
     # -- per call -------------------------------------------------------------------------------------------------

@@ -55,6 +55,8 @@ def _number(value: float) -> str:
 
 
 DEFAULT_MAX_RECORDS = 64  # fault records a runtime guard's buffer keeps unless told otherwise
+# What a report of device faults says of those its ring of max_records no longer held when it was read.
+UNLISTED_FAULTS = "counted on the device but not kept (a ring of the last max_records): raise max_records"
 _CONFIG = "config.json"
 _DEPLOY = "command line, [tool.gdr-check]"
 

@@ -51,9 +51,14 @@ def output_file_from_argv(argv: Sequence[str]) -> str | None:
     return None if chosen is None or report_path(Path(chosen)) is None else chosen
 
 
+# Names of standard output: the report is written to it as without -o (a file a redirection opened is appended
+# to by the shell's rules, never replaced, and the report keeps its place among the run's other output).
+_STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
 def report_path(value: Path | None) -> Path | None:
-    """`-o`'s value: `-` is stdout, as for most command-line tools (not a file named `-`)."""
-    return None if value is not None and str(value) == "-" else value
+    """`-o`'s value: `-` (or `/dev/stdout`) is stdout, as for most command-line tools (not a file named `-`)."""
+    return None if value is not None and str(value) in _STDOUT_NAMES else value
 
 
 def tool_info() -> dict[str, str]:

@@ -1,9 +1,11 @@
-"""The one way a report reaches a file: whole or not at all.
+"""The one way a report reaches a file: whole or not at all, and never where a report must not go.
 
-A regular file (or a new one) is written to a temporary file in the same directory, flushed to disk and renamed
-over the target only when complete, so that a full disk, a file-size limit or an interrupted run leaves the
-previous report byte for byte as it was. A target that is not a regular file (`/dev/stdout`, `/dev/null`, a
-FIFO a reader holds open) is written in place, non-blocking where it may be a FIFO. Every failure is one
+The path is checked first (`check_report_path` runs the same checks before a long run): not into a Hugging Face
+cache repository, not over an input of the run, not under a checkpoint file's name, not a directory. Then
+`files.write_whole` writes it: a regular file (or a new one) through a temporary file in the same directory,
+flushed and renamed over it only when complete, so that a full disk, a file-size limit or an interrupted run
+leaves the previous report byte for byte as it was; a device or a FIFO (`/dev/null`, a FIFO a reader holds
+open) in place. (`-o -` and `-o /dev/stdout` are standard output: `output.report_path`.) Every failure is one
 `ReportWriteError` naming the path and the reason.
 """
 
@@ -12,11 +14,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..files import cache_refusal, checkpoint_name_refusal, new_file_mode
+from ..files import cache_refusal, checkpoint_name_refusal, unwritable_folder, write_whole
 from ..sources.discover import checkpoint_inputs
 from .errors import ReportWriteError
 
@@ -34,55 +35,6 @@ def _failure(path: Path, reason: str) -> ReportWriteError:
     from .escape import text
 
     return ReportWriteError(f"cannot write `{text(os.fspath(path))}`: {text(reason)}")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:  # pragma: no cover - os.write raises rather than returning 0 for files
-            raise OSError(errno.EIO, "short write")
-        view = view[written:]
-
-
-def _write_in_place(path: Path, data: bytes) -> None:
-    """A device or FIFO: opened without blocking (a FIFO without a reader fails at once) and written."""
-    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    try:
-        os.set_blocking(fd, True)  # a reader is there: let it take the report at its pace
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None) -> None:
-    folder = target.parent
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        try:
-            _write_all(fd, data)
-            if hasattr(os, "fchmod"):  # mkstemp makes 0600: keep the old report's mode, else the usual one
-                os.fchmod(fd, new_file_mode(existing))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-    try:  # the rename itself is durable only once the directory is
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 def _destination(path: Path, protected: Iterable[str]) -> tuple[Path, os.stat_result | None]:
@@ -122,12 +74,14 @@ def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = (
     path = Path(path)
     try:
         target, existing = _destination(path, protected)
-        folder = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
-        writable = os.access(target if existing is not None else folder or target.parent, os.W_OK)
+        if existing is not None and not stat.S_ISREG(existing.st_mode):  # written in place
+            problem = None if os.access(target, os.W_OK) else "permission denied"
+        else:  # a new file in the folder, renamed over the old one: the folder is what must take it
+            problem = unwritable_folder(target)
     except OSError as failure:
         raise _failure(path, _reason(failure)) from None
-    if not writable:
-        raise _failure(path, "permission denied")
+    if problem is not None:
+        raise _failure(path, problem)
 
 
 def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:
@@ -137,12 +91,8 @@ def write_report_file(path: str | os.PathLike[str], content: str, protected: Ite
     path = Path(path)
     data = content.encode(ENCODING, ENCODING_ERRORS)
     try:
-        target, existing = _destination(path, protected)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if existing is not None and not stat.S_ISREG(existing.st_mode):
-            _write_in_place(target, data)
-            return
-        _write_replacing(target, data, existing)
+        _destination(path, protected)
+        write_whole(path, data)
     except ReportWriteError:
         raise
     except OSError as failure:

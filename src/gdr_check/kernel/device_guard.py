@@ -32,7 +32,7 @@ from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.rules_guard import meta_report
-from ..limits import DEFAULT_MAX_RECORDS, checked, counted
+from ..limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from ..registry import Finding
 from ..report import Diagnostic, Severity
 from ._triton_common import (
@@ -185,10 +185,7 @@ class FaultBuffer:
         if total:
             room = max(1, self.max_records // 2)
             self.looks_to_skip = max(0, min(REPEAT_LOOK_INTERVAL, room * looks // total - 1))
-        diagnostics = diagnostics_of(faults, context, engine)
-        errors = [d for d in diagnostics if d.severity == "error"]
-        if errors:
-            raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
+        raise_errors(faults, total, context, engine)
 
     def take(self) -> tuple[list[Fault], int]:
         """Read the faults recorded since the last read (synchronises the device): (faults, their count,
@@ -241,13 +238,17 @@ class FaultBuffer:
         return faults, total
 
     def _copy_rows(self, first: int, end: int) -> list[list[int]]:
-        """The ring's rows of faults first..end-1 (at most max_records), in that order: one or two slices."""
+        """The ring's rows of faults first..end-1 (at most max_records), in that order: one or two slices. The
+        stamps are copied before the fields (copies on one stream run in order): a stamp read as written means
+        that its fields, read after it, are at least that fault's (a later fault's overwrite is `take`'s
+        check)."""
         start = first % self.max_records
         stop = start + (end - first)
-        rows: list[list[int]] = self.records[start:min(stop, self.max_records)].tolist()
-        if stop > self.max_records:
-            rows += self.records[:stop - self.max_records].tolist()
-        return rows
+        slices = [slice(start, min(stop, self.max_records))] + ([slice(0, stop - self.max_records)]
+                                                                if stop > self.max_records else [])
+        stamps: list[int] = [stamp for rows in slices for stamp in self.records[rows, 4].tolist()]
+        fields: list[list[int]] = [row for rows in slices for row in self.records[rows, :4].tolist()]
+        return [row + [stamp] for row, stamp in zip(fields, stamps, strict=True)]
 
 
 _BUFFERS: dict[Any, FaultBuffer] = {}
@@ -302,14 +303,30 @@ def fault_diagnostic(fault: Fault, context: Context, engine: Engine) -> Diagnost
 
 
 class PendingFaults(ValueError):
-    """Faults the device recorded, raised at a point the caller chose (`raise_pending`)."""
+    """Faults the device recorded, raised at a point the caller chose (`raise_pending`): the errors among those
+    read, and `total`, every fault counted (errors read, and those the ring no longer held)."""
 
     def __init__(self, diagnostics: list[Diagnostic], total: int) -> None:
-        first = diagnostics[0]
-        more = f" (and {total - 1} more fault{'s' if total > 2 else ''})" if total > 1 else ""
-        super().__init__(f"{first.code}: {first.message} [{first.notes[0]}]{more}")
+        if diagnostics:
+            first = diagnostics[0]
+            more = f" (and {total - 1} more fault{'s' if total > 2 else ''})" if total > 1 else ""
+            text = f"{first.code}: {first.message} [{first.notes[0]}]{more}"
+        else:
+            text = f"{counted(total, 'fault')} {UNLISTED_FAULTS}"
+        super().__init__(text)
         self.diagnostics = diagnostics
         self.total = total
+
+
+def raise_errors(faults: list[Fault], total: int, context: Context, engine: Engine) -> list[Diagnostic]:
+    """The diagnostics of `faults` (read by `take`, `total` counted); PendingFaults when one is an error, or, for
+    the engine's calls (where every slot fault is one), when the ring no longer held some of them. (A direct
+    call's unlisted faults may be notes, GDR247 on slot 0: they do not raise alone.)"""
+    diagnostics = diagnostics_of(faults, context, engine)
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if errors or (context == "engine" and total > len(faults)):
+        raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
+    return diagnostics
 
 
 def diagnostics_of(faults: list[Fault], context: Context, engine: Engine) -> list[Diagnostic]:
@@ -327,11 +344,7 @@ def raise_pending(device: Any = None, *, context: Context = "direct", engine: En
     if buffer is None:
         return []
     faults, total = buffer.take()
-    diagnostics = diagnostics_of(faults, context, engine)
-    errors = [d for d in diagnostics if d.severity == "error"]
-    if errors:
-        raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))  # notes are not counted
-    return diagnostics
+    return raise_errors(faults, total, context, engine)
 
 
 # -- shapes once ---------------------------------------------------------------------------------------------
