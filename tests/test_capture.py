@@ -299,6 +299,33 @@ def test_path_placeholders(engine, tmp_path):
     assert session.path == tmp_path / "sub" / f"rec-{os.getpid()}.json" and session.path.exists()
     with pytest.raises(CaptureError, match="placeholder"):
         gdr_check.capture(tmp_path / "rec-{host}.json")
+    for template, why in (("{rank[0]}.json", "'int' object is not subscriptable"),
+                          ("{pid.x}.json", "'int' object has no attribute 'x'")):
+        with pytest.raises(CaptureError) as refused:
+            gdr_check.capture(template)
+        assert str(refused.value) == f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({why})"
+
+
+def test_a_relative_path_is_the_directory_s_at_entry(engine, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    with gdr_check.capture("rec.json") as session:
+        os.chdir(tmp_path / "elsewhere")  # an engine that changes directory while it runs
+    assert session.path == tmp_path / "rec.json" and session.path.exists()
+    assert not (tmp_path / "elsewhere" / "rec.json").exists()
+
+
+@pytest.mark.parametrize(("max_calls", "message"), [
+    (2.5, "max_calls is 2.5: must be a whole number in"),
+    (True, "max_calls is True (a bool): must be a whole number in"),
+    ("4", "max_calls is '4' (a str): must be a whole number in"),
+    (-1, "max_calls is -1: must be in"),
+    (2**21, "max_calls is 2097152: must be in"),
+])
+def test_max_calls_outside_its_limit_is_refused(max_calls, message):
+    with pytest.raises(CaptureError) as refused:
+        gdr_check.capture("rec.json", max_calls=max_calls)
+    assert str(refused.value) == f"{message} 0..2**20 (kernel calls a capture records); see docs/limits.md"
 
 
 def test_recordings_round_trip_through_the_reader(engine, tmp_path):
@@ -310,6 +337,16 @@ def test_recordings_round_trip_through_the_reader(engine, tmp_path):
     assert [c.call.to_dict() for c in recording.calls] == [c["call"] for c in session.calls]
     assert recording.calls[0].caller.startswith(SGLANG_GDN_CALLER + ":forward_decode:")
     assert recording.calls[0].call.ssm_state_indices.values == (4, 1, 2)
+
+
+def test_a_versioned_engine_labels_the_calls_and_reads_back(engine, tmp_path):
+    path = tmp_path / "rec.json"
+    with gdr_check.capture(path, engine="sglang@0.5.23"):
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+    [call] = load_recording(path).calls
+    assert call.engine == "sglang@0.5.23"
+    with pytest.raises(CaptureError, match=r"^no vLLM profile for version '0\.1' \(engine 'vllm@0\.1'\)"):
+        gdr_check.capture(path, engine="vllm@0.1")
 
 
 @pytest.mark.parametrize("text, message", [

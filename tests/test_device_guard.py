@@ -292,6 +292,23 @@ def test_guard_wraps_every_binding_of_a_fake_engine_and_restores_them(monkeypatc
     assert found[0].notes[0] == "in pool #0" and guard.calls == 1
 
 
+def test_a_guard_takes_a_versioned_engine(monkeypatch):
+    """`engine="vllm@0.28"`, as the library's other entry points take it: vLLM's functions are wrapped and
+    checked by that profile (block 0 skipped, no reserved slot)."""
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    _, arguments = engine_arguments()
+    for version in ("vllm@0.28", "vllm"):
+        with gdr_check.guard(engine=version, mode="record") as guard:
+            engine.vllm_caller.forward_decode(**arguments)
+        assert guard.calls == 1 and guard.engine == version
+        faults = [(d.code, d.message) for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
+        assert sorted(code for code, _ in faults) == ["GDR241", "GDR241", "GDR242"]
+    with pytest.raises(ValueError, match=r"^no vLLM profile for version '0\.1' \(engine 'vllm@0\.1'\)"):
+        gdr_check.guard(engine="vllm@0.1")
+
+
 def test_guard_modes(monkeypatch):
     from fake_engine import install
 

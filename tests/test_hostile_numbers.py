@@ -178,6 +178,18 @@ def test_a_whole_number_limit_refuses_what_is_no_int_in_a_library_call(value, sh
     assert checked("timeout", 2.5) == 2.5  # a limit of seconds takes a float
 
 
+def test_any_integer_type_is_a_whole_number():
+    numpy = pytest.importorskip("numpy")
+    assert checked("tp", numpy.int64(4)) == 4 and type(checked("tp", numpy.int64(4))) is int
+    with pytest.raises(LimitError, match=r"^tp is 0: must be in 1\.\.4_096 "):
+        checked("tp", numpy.int32(0))
+
+
+def test_a_huge_negative_integer_says_it_is_negative():
+    with pytest.raises(LimitError, match=r"^batch is a negative integer of at least 200 digits: must be in "):
+        checked("batch", -(10**200))
+
+
 def test_a_float_limit_shows_its_range_as_a_float():
     assert LIMITS["scale"].range_text == "-1e+30..1e+30"
 

@@ -97,6 +97,7 @@ def test_hostile_recordings(tmp_path, kind):
     ("sparse", "cannot read it: too large"),
     ("non-utf8", "not valid UTF-8 (byte 0xff"),
     ("nested", "not valid TOML"),
+    ("digits", "an integer at line 3 has more than 4300 digits, past anything a setting takes"),
 ])
 @pytest.mark.parametrize("fmt", ["concise", "sarif"])
 def test_hostile_pyproject(tmp_path, root, kind, expected, fmt):
@@ -107,6 +108,8 @@ def test_hostile_pyproject(tmp_path, root, kind, expected, fmt):
         _sparse(path)
     elif kind == "non-utf8":
         path.write_bytes(b"[tool.gdr-check]\nengine = \"\xff\"\n")
+    elif kind == "digits":  # Python converts at most 4300 digits, and its error says neither key nor line
+        path.write_text("[tool.gdr-check]\nengine = \"sglang\"\ntp = " + "9" * 5000 + "\n")
     else:
         path.write_text("[tool.gdr-check]\nx = " + "[" * 5000 + "]" * 5000 + "\n")
     started = time.monotonic()

@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
+from .engines import UnknownEngineError, profile_for
 from .errors import printable
 from .files import cache_refusal, checkpoint_name_refusal, unwritable_folder, write_whole
+from .limits import LimitError, checked
 from .recording import KIND, SCHEMA_VERSION
 from .tensors import TensorSpec
 
@@ -128,7 +130,7 @@ def _resolve_path(template: str) -> Path:
         return Path(template)
     try:
         return Path(template.format_map({"pid": os.getpid(), "rank": _process_rank()}))
-    except (KeyError, IndexError, ValueError) as error:
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as error:  # `{rank[0]}`, `{pid.x}`
         raise CaptureError(f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({error})"
                            ) from error
 
@@ -391,7 +393,7 @@ def _live_original(function: Callable[..., Any]) -> Callable[..., Any]:
 def _engines_to_search(engine: str | None) -> list[str]:
     """The named engine; else the engines already imported; else every installed engine."""
     if engine is not None:
-        return [engine]
+        return [profile_for(engine).name]
     imported = [name for name in ENGINES if name in sys.modules]
     if imported:
         return imported
@@ -417,18 +419,24 @@ class Capture:
 
     def __init__(self, path: str | os.PathLike[str], *, targets: Sequence[str] | None = None,
                  max_calls: int = DEFAULT_MAX_CALLS, engine: str | None = None) -> None:
-        if engine is not None and engine not in ENGINES:
-            raise CaptureError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
+        if engine is not None:  # "sglang", "vllm" or name@version: the name decides what is searched
+            try:
+                profile_for(engine)
+            except UnknownEngineError as error:
+                raise CaptureError(str(error)) from None
         if isinstance(targets, str):
             targets = [targets]
-        if max_calls < 0:
-            raise CaptureError(f"max_calls must be >= 0 (got {max_calls})")
+        try:
+            max_calls = checked("max_calls", max_calls)
+        except LimitError as error:
+            raise CaptureError(str(error)) from None
         self.path_template = os.fspath(path)
         _resolve_path(self.path_template)  # a bad placeholder fails here, not after the engine ran
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.max_calls = max_calls
         self.engine = engine
         self.path: Path | None = None
+        self._directory = os.getcwd()  # (set again at each outermost entry)
         self._state_lock = threading.RLock()
         self._calls_lock = threading.Lock()
         self._depth = 0
@@ -444,7 +452,9 @@ class Capture:
     def __enter__(self) -> Capture:
         with self._state_lock:
             if self._depth == 0:
-                path = _resolve_path(self.path_template)
+                # A relative path is the working directory's at entry: a chdir in the block moves nothing.
+                self._directory = os.getcwd()
+                path = self._path()
                 problem = _destination_problem(path)
                 if problem is not None:  # now, not after the engine ran
                     raise CaptureError(printable(f"cannot record to `{path}`: {problem}", _MAX_MESSAGE))
@@ -499,10 +509,14 @@ class Capture:
             "calls": calls,
         }
 
+    def _path(self) -> Path:
+        """The recording's path now ({pid} and {rank} filled in), relative to the directory at the last entry."""
+        return Path(self._directory) / _resolve_path(self.path_template)
+
     def write(self) -> Path:
         """Write the recording (atomically) to the path, resolved now; CaptureError names a path that cannot take it."""
         text = dump_recording(self.document())  # serialised first: a failure leaves no file
-        path = _resolve_path(self.path_template)
+        path = self._path()
         problem = _destination_problem(path)
         if problem is None:
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -188,6 +189,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return data
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(path, None, f"not valid TOML: {error}") from None
+    except ValueError:  # Python refuses to convert an integer of more than 4300 digits, and says not where
+        found = re.search(r"[0-9][0-9_]{4300,}", text)
+        where = f" at line {text.count(chr(10), 0, found.start()) + 1}" if found else ""
+        raise ConfigError(path, None, f"an integer{where} has more than 4300 digits, past anything a setting "
+                                      "takes") from None
     except RecursionError:
         raise ConfigError(path, None, "not valid TOML: nested too deeply") from None
 

@@ -77,11 +77,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .call import ARGUMENTS, ENGINES, Variant
+from .call import ARGUMENTS, Variant
 from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
 from .checks.hotpath import run_contract
+from .engines import profile_for
 from .limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from .models.check import check_model
 from .models.deployment import Deployment
@@ -364,8 +365,9 @@ class Guard:
     def __init__(self, engine: str = "sglang", model: str | None = None, *, tp: int = 1, mode: Mode = "raise",
                  targets: Sequence[str] | None = None, state_dtype: str | None = None, hook_graphs: bool = True,
                  max_records: int = DEFAULT_MAX_RECORDS) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
+        # "sglang", "vllm" or name@version (UnknownEngineError, a ValueError, names the choices): the profile
+        # decides the contract's checks; the name, which functions to wrap.
+        self._engine_name = profile_for(engine).name
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of: {', '.join(MODES)}")
         if isinstance(targets, str):
@@ -604,7 +606,7 @@ class Guard:
     def _patch(self) -> None:
         by_id: dict[int, _Site] = {}
         self.sites = []
-        for target in [*ENGINE_TARGETS[self.engine], *self.extra_targets]:
+        for target in [*ENGINE_TARGETS[self._engine_name], *self.extra_targets]:
             function = self._resolve(target)
             if function is None or id(function) in by_id:
                 continue

@@ -12,6 +12,7 @@ finite and memory bounded.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import stat
 from dataclasses import dataclass
@@ -86,7 +87,8 @@ LIMITS: dict[str, Limit] = {
     "scale": Limit(-1e30, 1e30, "a recorded or passed scale (finite)", "recording, guard argument", whole=False),
     "lower_bound": Limit(-1e30, 1e30, "a recorded or passed KDA `lower_bound` (finite)", "recording, guard argument",
                          whole=False),
-    # the runtime guard
+    # the runtime guard and the capture of calls
+    "max_calls": Limit(0, 1_048_576, "kernel calls a capture records", "`gdr_check.capture(max_calls=...)`"),
     "max_records": Limit(1, 1_048_576, "fault records a fault buffer keeps, the last ones",
                          f"`gdr_check.guard(max_records=...)` (default {DEFAULT_MAX_RECORDS}), `FaultBuffer`"),
 }
@@ -101,7 +103,7 @@ def shorten(value: Any) -> str:
     """`value` as an error message shows it: short, whatever it holds."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         digits = (value.bit_length() - 1) * 30103 // 100000 + 1  # a lower bound, without str(value)
-        return f"an integer of at least {digits} digits"
+        return f"{'a negative' if value < 0 else 'an'} integer of at least {digits} digits"
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN - 3] + "..."
 
@@ -129,9 +131,11 @@ class LimitError(InputError, ValueError):
 
 
 def checked(name: str, value: Any, key: str | None = None) -> Any:
-    """`value` when `name`'s range allows it (and it is an int, for a whole-number limit); raises LimitError naming
-    `key` (default `name`) otherwise."""
+    """`value` when `name`'s range allows it (and it is an integer, for a whole-number limit: any integer type,
+    NumPy's too, returned as an int); raises LimitError naming `key` (default `name`) otherwise."""
     limit = LIMITS[name]
+    if limit.whole and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
     if limit.allows(value) and (isinstance(value, int) or not limit.whole):
         return value
     raise LimitError(key or name, value, name)

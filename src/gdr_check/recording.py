@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from .call import ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
+from .engines import UnknownEngineError, profile_for
 from .errors import InputError, printable
 from .files import RECORDING_KIND, bounded_int, json_error_reason
 from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
@@ -130,8 +131,9 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
     if variant not in ("gdn", "kda"):
         raise ValueError(f"`{where}.call.variant` must be \"gdn\" or \"kda\" (got {variant!r})")
     engine = entry.get("engine")
-    if engine is not None and engine not in ENGINES:
-        raise ValueError(f"`{where}.engine` must be one of {', '.join(ENGINES)} or null (got {engine!r})")
+    if engine is not None and not _names_an_engine(engine):
+        raise ValueError(f"`{where}.engine` must be one of {', '.join(ENGINES)} (or name@version) or null (got "
+                         f"{printable(repr(engine))})")
     missing = [name for name in (*TENSOR_ARGUMENTS, "scale") if name not in data]
     if missing:
         raise ValueError(f"`{where}.call` has no `{missing[0]}`")
@@ -151,6 +153,15 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
                         function=function if isinstance(function, str) else None, engine=engine,
                         caller=caller if isinstance(caller, str) and caller else None,
                         values_read=entry.get("values_read", True) is not False)
+
+
+def _names_an_engine(engine: object) -> bool:
+    """Whether `engine` selects an engine profile: "sglang", "vllm" or name@version (as `capture(engine=)` took)."""
+    try:
+        profile_for(engine)  # type: ignore[arg-type]
+    except UnknownEngineError:
+        return False
+    return True
 
 
 def load_recording(path: str | os.PathLike[str]) -> Recording:
