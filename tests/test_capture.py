@@ -20,6 +20,7 @@ import gdr_check.capture as capture_module
 from fake_engine import SGLANG_GDN_CALLER, install
 from gdr_check.capture import Capture, CaptureError
 from gdr_check.recording import RecordingError, load_recording
+from gdr_check.report import LIMITS_DOCS_URL
 
 GDN = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA = "fused_recurrent_kda_packed_decode"
@@ -325,7 +326,7 @@ def test_a_relative_path_is_the_directory_s_at_entry(engine, tmp_path, monkeypat
 def test_max_calls_outside_its_limit_is_refused(max_calls, message):
     with pytest.raises(CaptureError) as refused:
         gdr_check.capture("rec.json", max_calls=max_calls)
-    assert str(refused.value) == f"{message} 0..2**20 (kernel calls a capture records); see docs/limits.md"
+    assert str(refused.value) == f"{message} 0..2**20 (kernel calls a capture records); see {LIMITS_DOCS_URL}"
 
 
 def test_recordings_round_trip_through_the_reader(engine, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 from gdr_check import __version__
 from gdr_check.cli import progress
-from gdr_check.report import PROJECT_URL, RULE_DOCS_URL
+from gdr_check.report import LIMITS_DOCS_URL, PROJECT_URL, RULE_DOCS_URL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -413,19 +413,19 @@ def test_the_header_shows_a_dimension_the_config_garbles_as_unknown(tmp_path, mo
                                   "got '\u0664'"),  # an Arabic-Indic four, which int() takes
     (("good", "--tp", "+4"), "Invalid value for --tp: expected a whole number or a comma-separated list of them, got "
                              "'+4'"),
-    (("good", "--tp", "0"), "tp is 0: must be in 1..4_096 (tensor-parallel size); see docs/limits.md"),
-    (("explain", "GDR212", "--tp", "0"), "tp is 0: must be in 1..4_096 (tensor-parallel size); see docs/limits.md"),
+    (("good", "--tp", "0"), f"tp is 0: must be in 1..4_096 (tensor-parallel size); see {LIMITS_DOCS_URL}"),
+    (("explain", "GDR212", "--tp", "0"), f"tp is 0: must be in 1..4_096 (tensor-parallel size); see {LIMITS_DOCS_URL}"),
     (("explain", "GDR212", "--tp", "99999"),
-     "tp is 99999: must be in 1..4_096 (tensor-parallel size); see docs/limits.md"),
+     f"tp is 99999: must be in 1..4_096 (tensor-parallel size); see {LIMITS_DOCS_URL}"),
     (("explain", "GDR212", "--tp", "1.5"), "Invalid value for --tp: expected a whole number, got '1.5'"),
-    (("explain", "GDR212", "--batch", "-1"), "batch is -1: must be in 0..2**20 (decode batch); see docs/limits.md"),
-    (("call", "rec.json", "--tp", "0"), "tp is 0: must be in 1..4_096 (tensor-parallel size); see docs/limits.md"),
+    (("explain", "GDR212", "--batch", "-1"), f"batch is -1: must be in 0..2**20 (decode batch); see {LIMITS_DOCS_URL}"),
+    (("call", "rec.json", "--tp", "0"), f"tp is 0: must be in 1..4_096 (tensor-parallel size); see {LIMITS_DOCS_URL}"),
     (("call", "rec.json", "--index", "x"), "Invalid value for --index: expected a whole number, got 'x'"),
-    (("dry-run", "good", "--tp", "0"), "tp is 0: must be in 1..4_096 (tensor-parallel size); see docs/limits.md"),
+    (("dry-run", "good", "--tp", "0"), f"tp is 0: must be in 1..4_096 (tensor-parallel size); see {LIMITS_DOCS_URL}"),
     (("dry-run", "good", "--steps", "x"), "Invalid value for --steps: expected a whole number, got 'x'"),
     (("dry-run", "good", "--timeout", "soon"), "Invalid value for --timeout: expected a number, got 'soon'"),
     (("dry-run", "good", "--seed", "-5"),
-     "seed is -5: must be in 0..9_223_372_036_854_775_807 (random seed); see docs/limits.md"),
+     f"seed is -5: must be in 0..9_223_372_036_854_775_807 (random seed); see {LIMITS_DOCS_URL}"),
 ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else "")
 def test_a_bad_number_is_one_line_in_the_words_of_every_other_usage_error(repo: Path, args, line):
     """Every command, every typer version: typer's own conversion words its refusals as pydantic (typer 0.29) or

@@ -35,6 +35,7 @@ from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indi
 from gdr_check.kernel.gdn import launch_packed_decode as gdn_launch  # noqa: E402
 from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
 from gdr_check.kernel.tiling import TileConfig, register_cap, resident_programs  # noqa: E402
+from gdr_check.report import LIMITS_DOCS_URL  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
 S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
@@ -1276,7 +1277,7 @@ def test_more_faults_than_records_keep_the_last_ones_and_count_all():
                                                    (True, "True (a bool)")])
 def test_a_record_count_must_be_a_whole_number(max_records, shown):
     message = (f"max_records is {shown}: must be a whole number in 1..2**20 (fault records a fault buffer keeps, "
-               "the last ones); see docs/limits.md")
+               f"the last ones); see {LIMITS_DOCS_URL}")
     for make in (lambda: FaultBuffer(DEVICE, max_records=max_records),
                  lambda: gdr_check.guard(engine="sglang", max_records=max_records)):
         with pytest.raises(ValueError) as refused:

@@ -15,6 +15,7 @@ import pytest
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from cli_checkpoints import clean_output_env
 from gdr_check.limits import LIMITS, LimitError, checked
+from gdr_check.report import LIMITS_DOCS_URL
 from hostile_corpus import FORMATS, Outcome, assert_outcome, run_in_process, run_subprocess
 
 MAX_RSS_MIB = 300
@@ -174,7 +175,7 @@ def test_a_whole_number_limit_refuses_what_is_no_int_in_a_library_call(value, sh
     with pytest.raises(LimitError) as refused:
         Deployment(tp=value)
     assert str(refused.value) == (f"tp is {shown}: must be a whole number in 1..4_096 (tensor-parallel size); "
-                                  "see docs/limits.md")
+                                  f"see {LIMITS_DOCS_URL}")
     assert checked("timeout", 2.5) == 2.5  # a limit of seconds takes a float
 
 

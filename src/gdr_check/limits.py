@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
+from .report import LIMITS_DOCS_URL
 
 # Values in error messages are shortened: an integer of thousands of digits is shown by its first and last
 # digits and its length.
@@ -126,7 +127,8 @@ class LimitError(InputError, ValueError):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         shown = shorten(value) if number or value is None else f"{shorten(repr(value))} (a {type(value).__name__})"
         kind = "a whole number " if limit.whole and not (number and isinstance(value, int)) else ""
-        super().__init__(f"{key} is {shown}: must be {kind}in {limit.range_text} ({limit.what}); see docs/limits.md")
+        super().__init__(f"{key} is {shown}: must be {kind}in {limit.range_text} ({limit.what}); "
+                         f"see {LIMITS_DOCS_URL}")
         self.key, self.value = key, value
 
 

@@ -15,6 +15,7 @@ PROJECT_URL = "https://github.com/gdr-check/gdr-check"
 # The rule pages of this very release: absolute (SARIF's helpUri must be) and versioned, so that a report links
 # to the text of the rules that produced it. Each rule has a page; docs/rules.md indexes them.
 RULE_DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/rules"
+LIMITS_DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/limits.md"  # (the wheel holds no docs/)
 
 
 def rule_url(code: str) -> str:
