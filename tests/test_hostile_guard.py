@@ -106,7 +106,7 @@ NOT_FINITE = "; the KDA safe gate needs a finite negative float, or None to turn
 
 @pytest.mark.parametrize("bound,shown", [
     (float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf"), (1e308, "1e+308"), (-1e31, "-1e+31"),
-    (-(10**400), "an integer of at least 400 digits"), ("-5", "'-5'"), (True, "True"), (1j, "1j"),
+    (-(10**400), "a negative integer of at least 400 digits"), ("-5", "'-5'"), (True, "True"), (1j, "1j"),
     ([-5.0] * 40, "[-5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5..."),
 ])
 def test_a_lower_bound_that_is_not_a_finite_number_is_gdr257(bound, shown):

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     # 0 base: names every stage uses (errors, reports, tensor specs, engine profiles, the rule registry).
     "gdr_check": 0, "gdr_check._lazy": 0, "gdr_check.engines": 0, "gdr_check.errors": 0,
     "gdr_check.report": 0, "gdr_check.tensors": 0, "gdr_check.registry": 0, "gdr_check.limits": 0,
+    "gdr_check.files": 0,
     # 1 sources: files on disk -> `Checkpoint` (config, tensor names, shapes, dtypes).
     "gdr_check.sources": 1,
     # 2 model description: checkpoint -> `LinearAttentionModel` (adapters, built-in models).
