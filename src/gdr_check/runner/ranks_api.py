@@ -162,13 +162,13 @@ def ranks_dry_run(check: ModelCheck, *, backend: str = "builtin", device: str = 
     if reason is not None:
         missing = rules_dryrun.BackendUnavailable(backend=backend, reason=reason).diagnostic()
         return RanksResult(check=check, tp=tp, diagnostics=[missing] + shown, unavailable=reason)
+    layout = model_layout(check.model)
+    located = layer_parameters(check) if weights else None
     # Each rank would fail alone on a missing package (reported as that rank's failure): said once, as the one-rank
-    # dry-run says it.
+    # dry-run says it, after what can be refused without the packages.
     absent = next((package for package in ("torch", "triton") if importlib.util.find_spec(package) is None), None)
     if absent is not None:
         raise DryRunEnvironmentError(not_importable(absent, f"No module named {absent!r}"))
-    layout = model_layout(check.model)
-    located = layer_parameters(check) if weights else None
     outcome = run_ranks(plan, layout=layout, tp=tp, timeout=timeout, weights=located)
     diagnostics = ranks_diagnostics(outcome, tp)
     unavailable = (outcome.result or {}).get("backend_unavailable")
