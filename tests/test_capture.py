@@ -307,6 +307,12 @@ def test_path_placeholders(engine, tmp_path):
         assert str(refused.value) == f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({why})"
 
 
+def test_a_bytes_path_is_a_path(engine, tmp_path):
+    with gdr_check.capture(os.fsencode(tmp_path / "rec.json")) as session:
+        engine.gdn_caller.forward_decode(**gdn_arguments())
+    assert session.path == tmp_path / "rec.json" and len(read(session.path)["calls"]) == 1
+
+
 def test_a_relative_path_is_the_directory_s_at_entry(engine, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "elsewhere").mkdir()

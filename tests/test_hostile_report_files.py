@@ -308,3 +308,43 @@ def test_dev_stdout_is_standard_output_whatever_it_is(repo, name):
     assert done.returncode == 0
     earlier, report = log.read_text().split("\n", 1)
     assert earlier == "an earlier line" and json.loads(report) == json.loads(piped.stdout)
+
+
+def test_neither_a_report_nor_the_step_summary_replaces_the_settings_or_a_checkpoint(repo, monkeypatch):
+    (repo / "pyproject.toml").write_text("[tool.gdr-check]\ntp = [1]\n")
+    settings = (repo / "pyproject.toml").read_bytes()
+    refused = run_cli("good", "-o", "pyproject.toml")
+    assert refused.exit_code == 2 and refused.stderr == (
+        "error: cannot write `pyproject.toml`: it is named as the settings' file (`pyproject.toml`), which a report "
+        "must not replace or pose as: name the report otherwise\n")
+    config = (repo / "good" / "config.json").read_bytes()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(repo / "good" / "config.json"))
+    outcome = run_cli("bad", "--isolated", "--output-format", "github")
+    assert outcome.stderr.splitlines()[-1] == (
+        f"warning: $GITHUB_STEP_SUMMARY ({repo / 'good' / 'config.json'}) not written: it is named as a checkpoint's "
+        "file (a config or weights), which a step summary must not replace or pose as: name the summary otherwise")
+    assert (repo / "good" / "config.json").read_bytes() == config and (repo / "pyproject.toml").read_bytes() == settings
+
+
+def test_any_path_to_standard_output_appends_to_what_a_redirection_opened(repo):
+    """`//dev/stdout` or a link to /dev/stdout is standard output too, not a file to rename a report over."""
+    (repo / "out-link").symlink_to("/dev/stdout")
+    for name in ("//dev/stdout", "out-link"):
+        log = repo / "log.txt"
+        log.write_text("an earlier line\n")
+        command = [sys.executable, "-m", "gdr_check", "good", "--isolated", "--output-format", "json", "-o", name]
+        with open(log, "a") as appended:
+            done = subprocess.run(command, stdout=appended, stderr=subprocess.PIPE, text=True, cwd=repo, timeout=60)
+        assert done.returncode == 0, done.stderr
+        earlier, report = log.read_text().split("\n", 1)
+        assert earlier == "an earlier line" and isinstance(json.loads(report), dict)
+
+
+def test_a_report_keeps_its_hard_links_and_takes_a_long_name(repo):
+    (repo / "report.json").write_text("old")
+    os.link(repo / "report.json", repo / "second-name.json")
+    assert run_cli("good", "--isolated", "--output-format", "json", "-o", "report.json").exit_code == 0
+    assert (repo / "second-name.json").read_text() == (repo / "report.json").read_text() != "old"
+    long_name = "r" * 245 + ".json"  # 250 bytes: a temporary name with all of it would pass the 255-byte limit
+    assert run_cli("good", "--isolated", "-o", long_name).exit_code == 0 and (repo / long_name).exists()
+    assert sorted(os.listdir(repo)) == sorted(["bad", "good", "report.json", "second-name.json", long_name])

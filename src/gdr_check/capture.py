@@ -40,7 +40,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from .engines import UnknownEngineError, profile_for
 from .errors import printable
-from .files import cache_refusal, checkpoint_name_refusal, unwritable_folder, write_whole
+from .files import cache_refusal, reserved_name_refusal, write_problem, write_whole
 from .limits import LimitError, checked
 from .recording import KIND, SCHEMA_VERSION
 from .tensors import TensorSpec
@@ -140,12 +140,12 @@ _MAX_MESSAGE = 4096  # a path error's length: a path in full (printable() escape
 
 def _destination_problem(path: Path) -> str | None:
     """Why a recording cannot be written at `path`, as far as can be told before the engine runs, or None."""
-    refusal = cache_refusal(path, "a recording") or checkpoint_name_refusal(path, "a recording")
+    refusal = cache_refusal(path, "a recording") or reserved_name_refusal(path, "a recording")
     if refusal is not None:
         return refusal
     if os.path.isdir(path):
         return "it is a directory"
-    return unwritable_folder(path)
+    return write_problem(path)
 
 
 # -- what one call looks like ------------------------------------------------------------------------------------
@@ -430,7 +430,7 @@ class Capture:
             max_calls = checked("max_calls", max_calls)
         except LimitError as error:
             raise CaptureError(str(error)) from None
-        self.path_template = os.fspath(path)
+        self.path_template = os.fsdecode(path)  # (bytes too, as os.fspath gives them)
         _resolve_path(self.path_template)  # a bad placeholder fails here, not after the engine ran
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.max_calls = max_calls

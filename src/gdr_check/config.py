@@ -26,12 +26,13 @@ else:  # Python 3.10: the same parser, released as tomli
 
 from .engines import UnknownEngineError, profile_for, state_dtype_problem
 from .errors import InputError
+from .files import PYPROJECT_NAME
 from .limits import LIMITS, read_bounded, shorten
 from .models.builtin import get_builtin
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
-PYPROJECT = "pyproject.toml"
+PYPROJECT = PYPROJECT_NAME
 TABLE = "tool.gdr-check"
 SELECTION_KEYS = ("select", "extend-select", "ignore")
 TOP_LEVEL_KEYS = (*SELECTION_KEYS, "output-format", "engine", "tp", "batch", "slots", "model", "state-dtype",

@@ -22,6 +22,7 @@ INDEX_SUFFIX = ".safetensors.index.json"
 CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, INDEX_SUFFIX)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".bin.index.json", ".pt.index.json")
 CACHE_REPO_PREFIX = "models--"
+PYPROJECT_NAME = "pyproject.toml"  # where `[tool.gdr-check]` settings live
 
 
 # JSON integers longer than this are not converted: Python refuses more than 4300 digits (and says so without a
@@ -70,10 +71,14 @@ def cache_refusal(path: Path, what: str) -> str | None:
             f"replace or add to: write the {what.split()[-1]} elsewhere")
 
 
-def checkpoint_name_refusal(path: Path, what: str) -> str | None:
+def reserved_name_refusal(path: Path, what: str) -> str | None:
     """Why `what` must not be written at `path` because it, or the file a link there names, has the name of a
-    checkpoint's file (it would replace one, or pose as one), or None."""
+    file the tool reads (it would replace one, or pose as one): a checkpoint's, or the settings' `pyproject.toml`.
+    None otherwise."""
     names = (path.name, Path(os.path.realpath(path)).name)
+    if PYPROJECT_NAME in names:
+        return (f"it is named as the settings' file (`{PYPROJECT_NAME}`), which {what} must not replace or pose as: "
+                f"name the {what.split()[-1]} otherwise")
     if not any(is_checkpoint_file_name(name) or name.endswith(PICKLE_SUFFIXES) for name in names):
         return None
     return (f"it is named as a checkpoint's file (a config or weights), which {what} must not replace or pose "
@@ -91,6 +96,15 @@ def unwritable_folder(path: Path) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"`{folder}` is not writable"
     return None
+
+
+def write_problem(path: Path) -> str | None:
+    """Why `write_whole` would refuse or fail to write `path`, as far as can be told without writing, or None: a
+    file that exists must be writable (it is written, in place or replaced); a new one needs a folder that takes
+    it."""
+    if os.path.exists(path):
+        return None if os.access(path, os.W_OK) else "permission denied"
+    return unwritable_folder(Path(os.path.realpath(path)))
 
 
 def new_file_mode(existing: os.stat_result | None) -> int:
@@ -127,10 +141,15 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _write_in_place(path: Path, data: bytes, flags: int = 0) -> None:
-    """A device or FIFO: opened without blocking (a FIFO without a reader fails at once) and written."""
-    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | flags)
+    """Open `path` for writing (without blocking: a FIFO with no reader fails at once) and write `data`."""
     try:
-        os.set_blocking(fd, True)  # a reader is there: let it take the report at its pace
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | flags)
+    except OSError as error:
+        if error.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a FIFO with no reader", os.fspath(path)) from None
+        raise
+    try:
+        os.set_blocking(fd, True)  # a reader is there: let it take the text at its pace
         _write_all(fd, data)
     finally:
         os.close(fd)
@@ -138,12 +157,15 @@ def _write_in_place(path: Path, data: bytes, flags: int = 0) -> None:
 
 def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None) -> None:
     folder = target.parent
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    # (the name's start only: a temporary name longer than a 255-byte name allowed would fail)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
     try:
         try:
             _write_all(fd, data)
-            if hasattr(os, "fchmod"):  # mkstemp makes 0600: keep the old report's mode, else the usual one
+            if hasattr(os, "fchmod"):  # mkstemp makes 0600: keep the old file's mode, else the usual one
                 os.fchmod(fd, new_file_mode(existing))
+            if existing is not None and hasattr(os, "fchown") and os.geteuid() == 0:
+                os.fchown(fd, existing.st_uid, existing.st_gid)  # root replacing another user's file: still theirs
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -166,30 +188,51 @@ def _write_replacing(target: Path, data: bytes, existing: os.stat_result | None)
         os.close(dir_fd)
 
 
-# A process's own descriptors, as paths: written in place and appended to, as a shell's `>>` would (a temporary
-# file renamed over what one names would replace the file a redirection opened, and lose what it held).
-_DESCRIPTOR_FOLDERS = ("/dev/fd", "/proc/self/fd")
-_DESCRIPTOR_NAMES = ("/dev/stdout", "/dev/stderr")
+def _standard_stream(status: os.stat_result) -> bool:
+    """Whether `status` is this process's standard output or error, whatever the path that led to it
+    (`/dev/stdout`, `/dev/fd/1`, a link to either, or the file a redirection opened)."""
+    for descriptor in (1, 2):
+        try:
+            stream = os.fstat(descriptor)
+        except OSError:
+            continue
+        if (stream.st_dev, stream.st_ino) == (status.st_dev, status.st_ino):
+            return True
+    return False
 
 
 def write_whole(path: Path, data: bytes) -> None:
-    """Write `data` to `path` whole or not at all, as readers expect of a report or a recording. A link is
-    followed: the file it names is written and the link stays. A regular (or new) file is written to a
-    temporary file in its folder (created if missing), flushed to disk and renamed over it, keeping its mode,
-    so that a full disk or an interrupted run leaves the old file as it was; a device or a FIFO is written in
-    place, opened without blocking (a FIFO with no reader fails at once); a descriptor's path (`/dev/stdout`,
-    `/dev/fd/N`) is appended to. Raises OSError."""
-    shown = os.fspath(path)
-    if shown in _DESCRIPTOR_NAMES or os.path.dirname(shown) in _DESCRIPTOR_FOLDERS:
+    """Write `data` to `path` whole or not at all, as readers expect of a report or a recording. Raises OSError.
+
+    - A link is followed: the file it names is written and the link stays.
+    - A regular (or new) file is written to a temporary file in its folder (created if missing), flushed and
+      renamed over it, keeping its mode (and, for root, its owner): a full disk or an interrupted run leaves the
+      old file as it was.
+    - A read-only file is refused, as a shell's `>` would refuse it. A file the rename cannot replace although
+      it may be written (its folder is read-only, or sticky and another user's) or that has other hard links is
+      written in place: not atomic, but the file stays the one it was.
+    - A device or a FIFO is written in place; standard output or error (`/dev/stdout`, the file a redirection
+      opened) is appended to, as a shell's `>>` would."""
+    try:
+        existing: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and _standard_stream(existing):
         _write_in_place(path, data, os.O_APPEND)
         return
     target = Path(os.path.realpath(path))
-    try:
-        existing: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        existing = None
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         _write_in_place(target, data)
         return
+    if existing is not None and not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, "permission denied", os.fspath(path))
+    if existing is not None and (existing.st_nlink > 1 or not os.access(target.parent, os.W_OK | os.X_OK)):
+        _write_in_place(target, data, os.O_TRUNC)
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
-    _write_replacing(target, data, existing)
+    try:
+        _write_replacing(target, data, existing)
+    except PermissionError:  # a sticky folder (/tmp) keeps another user's file from being renamed over
+        if existing is None:
+            raise
+        _write_in_place(target, data, os.O_TRUNC)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..files import cache_refusal, reserved_name_refusal
 from ..results import FORMATS
 
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
@@ -146,6 +147,10 @@ class Output:
         from .escape import text as safe
 
         shown = safe(path)
+        refusal = cache_refusal(Path(path), "a step summary") or reserved_name_refusal(Path(path), "a step summary")
+        if refusal is not None:  # the report's own rules: never into a checkpoint, a cache or the settings
+            self.info_line(f"warning: ${STEP_SUMMARY_ENV} ({shown}) not written: {safe(refusal)}")
+            return
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
         try:
             fd = os.open(path, flags, 0o666)

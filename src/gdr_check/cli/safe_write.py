@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..files import cache_refusal, checkpoint_name_refusal, unwritable_folder, write_whole
+from ..files import cache_refusal, reserved_name_refusal, write_problem, write_whole
 from ..sources.discover import checkpoint_inputs
 from .errors import ReportWriteError
 
@@ -62,7 +62,7 @@ def _destination(path: Path, protected: Iterable[str]) -> tuple[Path, os.stat_re
     if existing is not None and any(os.path.samefile(target, kept) for kept in protected if os.path.lexists(kept)):
         raise _failure(path, "it is an input of this run (named on the command line, or a file of a checkpoint "
                              "named there): write the report elsewhere")
-    misnamed = checkpoint_name_refusal(path, "a report")
+    misnamed = reserved_name_refusal(path, "a report")
     if misnamed is not None:
         raise _failure(path, misnamed)
     return target, existing
@@ -73,11 +73,8 @@ def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = (
     written (ReportWriteError)."""
     path = Path(path)
     try:
-        target, existing = _destination(path, protected)
-        if existing is not None and not stat.S_ISREG(existing.st_mode):  # written in place
-            problem = None if os.access(target, os.W_OK) else "permission denied"
-        else:  # a new file in the folder, renamed over the old one: the folder is what must take it
-            problem = unwritable_folder(target)
+        _destination(path, protected)
+        problem = write_problem(path)
     except OSError as failure:
         raise _failure(path, _reason(failure)) from None
     if problem is not None:
