@@ -210,7 +210,9 @@ def test_identical_calls_are_shown_once_and_index_selects_one(tmp_path, capsys):
     ('{"schema_version": 1, "kind": "other", "calls": []}',
      "not a gdr-check recording: its `kind` is 'other', not 'gdr-check-capture'"),
     ('{"schema_version": 2, "calls": []}', "schema_version 2 is not supported"),
-    ('{"schema_version": 1, "calls": []}', "no recorded calls"),
+    ('{"schema_version": 1, "calls": []}', "no recorded calls (was the kernel called inside `gdr_check.capture()`?)"),
+    ('{"schema_version": 1, "calls_seen": 3, "calls": []}',
+     "no recorded calls: the capture saw 3 calls and kept none (its `max_calls` was 0)"),
     ('{"schema_version": 1, "calls": [{"call": {"variant": "gdn"}}]}', "has no `mixed_qkv`"),
     ('{"schema_version": 1, "calls": [{"call": {"variant": "xyz"}}]}', "`calls[0].call.variant`"),
 ])

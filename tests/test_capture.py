@@ -307,6 +307,14 @@ def test_path_placeholders(engine, tmp_path):
         assert str(refused.value) == f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({why})"
 
 
+def test_a_path_ending_with_a_slash_is_refused(tmp_path):
+    with pytest.raises(CaptureError) as refused:
+        gdr_check.capture(f"{tmp_path}/new/")
+    assert str(refused.value) == (f"cannot record to `{tmp_path}/new/`: it ends with a slash, so it names a folder: "
+                                  "name the recording's file")
+    assert not (tmp_path / "new").exists()
+
+
 def test_a_bytes_path_is_a_path(engine, tmp_path):
     with gdr_check.capture(os.fsencode(tmp_path / "rec.json")) as session:
         engine.gdn_caller.forward_decode(**gdn_arguments())

@@ -19,6 +19,7 @@ from .checks.contract import run_contract
 from .config import Config
 from .engines import DEFAULT_ENGINE
 from .errors import InputError
+from .limits import counted
 from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
 from .models.deployment import Deployment
@@ -43,8 +44,12 @@ class EmptyRecording(InputError):
 
     code = "recording"
 
-    def __init__(self, path: str) -> None:
-        super().__init__(f"{path}: no recorded calls (was the kernel called inside `gdr_check.capture()`?)")
+    def __init__(self, path: str, calls_seen: int | None = None) -> None:
+        if calls_seen:  # the capture saw calls and kept none: its max_calls was 0
+            why = f": the capture saw {counted(calls_seen, 'call')} and kept none (its `max_calls` was 0)"
+        else:
+            why = " (was the kernel called inside `gdr_check.capture()`?)"
+        super().__init__(f"{path}: no recorded calls{why}")
         self.path = path
 
 
@@ -247,7 +252,7 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
     recording = load_recording(path)
     if not recording.calls:
-        raise EmptyRecording(recording.path)
+        raise EmptyRecording(recording.path, recording.calls_seen)
     calls = recording.calls
     if index is not None:
         if not 0 <= index < len(calls):
