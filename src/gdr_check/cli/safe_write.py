@@ -37,9 +37,9 @@ def _failure(path: Path, reason: str) -> ReportWriteError:
     return ReportWriteError(f"cannot write `{text(os.fspath(path))}`: {text(reason)}")
 
 
-def _destination(path: Path, protected: Iterable[str]) -> tuple[Path, os.stat_result | None]:
-    """The file a report for `path` goes to (links followed) and its stat, after every check that needs no write;
-    ReportWriteError for a path a report must not or cannot take. Creates no folder."""
+def _refuse_destination(path: Path, protected: Iterable[str]) -> None:
+    """ReportWriteError for a path a report must not or cannot take, by every check that needs no write. Creates
+    no folder."""
     # A link is followed: the report replaces the file it names, and the link stays.
     target = Path(os.path.realpath(path))
     parent = target.parent
@@ -65,7 +65,6 @@ def _destination(path: Path, protected: Iterable[str]) -> tuple[Path, os.stat_re
     misnamed = reserved_name_refusal(path, "a report")
     if misnamed is not None:
         raise _failure(path, misnamed)
-    return target, existing
 
 
 def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = ()) -> None:
@@ -73,7 +72,7 @@ def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = (
     written (ReportWriteError)."""
     path = Path(path)
     try:
-        _destination(path, protected)
+        _refuse_destination(path, protected)
         problem = write_problem(path)
     except OSError as failure:
         raise _failure(path, _reason(failure)) from None
@@ -88,7 +87,7 @@ def write_report_file(path: str | os.PathLike[str], content: str, protected: Ite
     path = Path(path)
     data = content.encode(ENCODING, ENCODING_ERRORS)
     try:
-        _destination(path, protected)
+        _refuse_destination(path, protected)
         write_whole(path, data)
     except ReportWriteError:
         raise
