@@ -118,7 +118,8 @@ VARIANTS: dict[str, list[Patch]] = {
         "    if batch > 1 and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:")],
     # the fault recorded by each row's first decode program, at the kernel's end (no check programs ahead of
     # the decode programs: the form before 2026-12-02's afternoon)
-    "no_recorders": [("kernel/tiling.py", '            "RECORDERS": guard is not None}', '            "RECORDERS": False}')],
+    "no_recorders": [("kernel/tiling.py", '            "RECORDERS": guard is not None}',
+                      '            "RECORDERS": False}')],
     # check programs for a one-row launch only
     "recorders_one_row": [("kernel/tiling.py", '            "RECORDERS": guard is not None}',
                            '            "RECORDERS": guard is not None and batch <= 1}')],
