@@ -116,13 +116,6 @@ VARIANTS: dict[str, list[Patch]] = {
         "kernel/device_guard.py",
         "    if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:",
         "    if batch > 1 and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:")],
-    # the fault recorded by each row's first decode program, at the kernel's end (no check programs ahead of
-    # the decode programs: the form before 2026-12-02's afternoon)
-    "no_recorders": [("kernel/tiling.py", '            "RECORDERS": guard is not None}',
-                      '            "RECORDERS": False}')],
-    # check programs for a one-row launch only
-    "recorders_one_row": [("kernel/tiling.py", '            "RECORDERS": guard is not None}',
-                           '            "RECORDERS": guard is not None and batch <= 1}')],
 }
 # Kernel experiments (time them with --ours): the small-batch dependent chain.
 PREFETCH_LOAD = ("        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, "

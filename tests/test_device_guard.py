@@ -202,26 +202,6 @@ def test_the_guarded_kernel_requests_its_single_tile_before_the_duplicate_scan(m
         (True, False, False, rows, 1), (False, False, False, rows, 1)]  # one row: no scan, the table's
 
 
-@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
-def test_a_guarded_launch_checks_each_row_in_a_program_ahead_of_the_decode_programs(monkeypatch, kda):
-    # One check program per row, first in the grid, records the row's fault; the decode programs after it only
-    # skip faulty rows, so the record's branch is not in their code. An unguarded launch has no such programs.
-    module = kda_module if kda else gdn_module
-    monkeypatch.setattr(module._LAUNCHER, "variants", {})
-    launched = []
-    monkeypatch.setattr(module._LAUNCHER, "launch", lambda key, grid, device, args, constants, *rest: (
-        launched.append((grid, constants["RECORDERS"]))))
-    for batch in (1, 3):
-        call = make_call(B=batch, H=4, HV=8, K=16, V=16, slots=list(range(1, batch + 1)), pool_slots=batch + 1,
-                         kda=kda, seed=batch)
-        (kda_packed_decode if kda else packed_decode)(*call.clone().args(), context="engine",
-                                                      faults=FaultBuffer(DEVICE))
-        (launch_kda_packed_decode if kda else gdn_launch)(*call.clone().args())
-    # value heads x programs per head, at the table's rows per tile: GDN's 2 up to 16 pairs, 4 up to 32; KDA's 4
-    one, three = 8 * 16 // (4 if kda else 2), 3 * 8 * 16 // 4
-    assert launched == [(one + 1, True), (one, False), (three + 3, True), (three, False)]
-
-
 def test_shape_verdicts_are_cached_per_signature(monkeypatch):
     calls = []
     real = device_guard.shape_verdict

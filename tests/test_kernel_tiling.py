@@ -104,15 +104,6 @@ def test_launch_key_separates_every_constexpr_flag_and_specialization() -> None:
     assert launch_key(["unhashable"], (True,), None, None, *tensors()) is None
 
 
-def test_the_grid_has_the_decode_programs_then_the_row_checks():
-    assert TileConfig(4).grid(3, 8, 128) == (3 * 8 * 32,)
-    assert TileConfig(4).grid(3, 8, 128, 3) == (3 * 8 * 32 + 3,)
-    assert TileConfig(16, 8).grid(5, 2, 128) == (10,)
-    with pytest.raises(ValueError, match=r"^the launch needs 2147483648 programs, more than 2147483647: split the "
-                                         r"batch$"):
-        TileConfig(1).grid(2**24, 1, 128, 0)
-
-
 def test_the_l2_hints_reach_the_kernels_as_constants():
     # evict_first hints the state's loads and (unless hint_stores is off) its stores; keep_inputs keeps q/k/gate.
     assert {k: v for k, v in TileConfig(16).constexprs(128, 128).items() if k.endswith("EVICTION")} == {
@@ -137,7 +128,7 @@ def test_the_plain_variant_of_a_guarded_launch_drops_exactly_the_guards_argument
     plain_args, plain_constants = tiling.plain_variant(args, constants, profile, 40)
     assert plain_args == head + (0, 40, None, None, None, 0)
     assert plain_constants == {"K": 128, "BV": 16, "GUARD": False, "RESERVED_ZERO": True, "SCAN_BLOCK": 0,
-                               "SCAN_LOOP": False, "MAX_RECORDS": 1, "RECORDERS": False}
+                               "SCAN_LOOP": False, "MAX_RECORDS": 1}
 
 
 @pytest.mark.parametrize(("registers", "warps", "programs"), [

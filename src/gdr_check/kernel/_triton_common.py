@@ -44,16 +44,14 @@ def load_query_key(row, i_h, H: tl.constexpr, K: tl.constexpr, BK: tl.constexpr,
 
 
 @triton.jit
-def locate_program(V: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr, HV: tl.constexpr, H: tl.constexpr,
-                   first_program):
+def locate_program(V: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr, HV: tl.constexpr, H: tl.constexpr):
     """Decode the 1-D program id into (row n as int64, value head j, key head i, first V row, head_row).
-    `first_program`: the id of the first decode program (a guarded launch's row checks come before it).
 
     The head counts are constants: divisions by them compile to shifts or multiplies, where a run-time
     divisor costs a ~20-instruction sequence ahead of the slot's load, on every program's critical path."""
     V_PER_PROGRAM: tl.constexpr = BV * TILES
     PROGRAMS_PER_HEAD: tl.constexpr = (V + V_PER_PROGRAM - 1) // V_PER_PROGRAM
-    pid = tl.program_id(0) - first_program
+    pid = tl.program_id(0)
     head_row = pid // PROGRAMS_PER_HEAD  # n * HV + j, the row of `out` viewed as [B*HV, V]
     v_start = (pid % PROGRAMS_PER_HEAD) * V_PER_PROGRAM
     i_hv = head_row % HV
@@ -270,22 +268,6 @@ def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_in
         tl.debug_barrier()
         tl.atomic_xchg(record + 4, index + 1, sem="release")
         tl.store(flag, 1)
-
-
-@triton.jit
-def check_row(slots, i_n, batch, stride_index, pool_slots, counter, records, flag, tag,
-              SKIP_AT_OR_BELOW: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr,
-              SCAN_LOOP: tl.constexpr, MAX_RECORDS: tl.constexpr):
-    """Check row i_n's slot and record its fault, if any: the row's slot (int64, as given) and whether the row is
-    computed (`guard_row`). The separate check runs one per row; so does a guarded decode launch, in programs
-    of their own ahead of the decode programs (see gdn.py)."""
-    slot = tl.load(slots + i_n * stride_index).to(tl.int64)
-    block = load_scan_block(slots, slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO, SCAN_BLOCK,
-                            SCAN_LOOP)
-    computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, block, SKIP_AT_OR_BELOW,
-                                RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
-    record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
-    return slot, computed
 
 
 class DirectLauncher:

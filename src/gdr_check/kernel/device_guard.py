@@ -38,8 +38,10 @@ from ..report import Diagnostic, Severity
 from ._triton_common import (
     INTERPRETED,
     DirectLauncher,
-    check_row,
+    guard_row,
+    load_scan_block,
     programmatic_launch_supported,
+    record_fault,
     release_dependents,
 )
 from .layout import NOT_APPLICABLE_TO_OUR_KERNELS, Engine, check_engine
@@ -83,8 +85,12 @@ def slot_guard_kernel(slots, safe_slots, batch, stride_index, pool_slots, counte
     if RELEASE:
         release_dependents()
     i_n = tl.program_id(0).to(tl.int64)
-    slot, computed = check_row(slots, i_n, batch, stride_index, pool_slots, counter, records, flag, tag,
-                               SKIP_AT_OR_BELOW, RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP, MAX_RECORDS)
+    slot = tl.load(slots + i_n * stride_index).to(tl.int64)
+    block = load_scan_block(slots, slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO, SCAN_BLOCK,
+                            SCAN_LOOP)
+    computed, fault = guard_row(slots, slot, i_n, batch, stride_index, pool_slots, block, SKIP_AT_OR_BELOW,
+                                RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
+    record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
     live_input = slot > SKIP_AT_OR_BELOW
     safe = tl.where(computed | ~live_input, slot, -1)
     tl.store(safe_slots + i_n, safe.to(safe_slots.dtype.element_ty))

@@ -18,7 +18,6 @@ import triton.language as tl
 
 from ._triton_common import (
     DirectLauncher,
-    check_row,
     device_name,
     guard_row,
     load_query_key,
@@ -57,19 +56,9 @@ def kda_packed_decode_kernel(
     USE_L2NORM: tl.constexpr, USE_LOWER_BOUND: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
     AFTER_CHECK: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
-    MAX_RECORDS: tl.constexpr, RECORDERS: tl.constexpr,
+    MAX_RECORDS: tl.constexpr,
 ):
-    if RECORDERS:
-        # A guarded launch's first `batch` programs each check one row's slot and record its fault; the decode
-        # programs after them only compute the verdict that gates their stores. The record's branch, which a
-        # clean row never takes, then sits outside the decode path, where ptxas scheduled the whole path
-        # around it (docs/performance.md).
-        if tl.program_id(0) < batch:
-            check_row(slots, tl.program_id(0).to(tl.int64), batch, stride_index, pool_slots, fault_counter,
-                      fault_records, fault_flag, fault_tag, SKIP_AT_OR_BELOW, RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP,
-                      MAX_RECORDS)
-            return
-    i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, HV, H, batch if RECORDERS else 0)
+    i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, HV, H)
     if AFTER_CHECK:  # launched programmatically after the slot check (PDL): its indices exist after the wait
         slots += wait_for_previous_grid()
     if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
@@ -136,7 +125,7 @@ def kda_packed_decode_kernel(
         tl.store(out_row + rows, tl.where(computed, o, 0.0).to(out.dtype.element_ty), mask=rows < V)
         store_state_tile(head_state, rows, stored_rows, S * decay[None, :] + u[:, None] * k[None, :], K, BK,
                          STORE_EVICTION)
-    if GUARD and not RECORDERS:
+    if GUARD:
         # The row's first program records the fault, last: the record is a branch holding an atomic, which no
         # load may be moved above, so anywhere earlier it would hold the `v` loads back until the scan is done.
         record_fault(fault_counter, fault_records, fault_flag, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
@@ -187,13 +176,12 @@ def launch_kda_packed_decode(
                                  has_duplicate_scan(guard, B)))
     if B == 0:
         return out, initial_state
-    guard_constexprs = guard_constants(guard, profile, B)
-    (grid,) = tiling.grid(B, HV, V, B if guard_constexprs["RECORDERS"] else 0)
+    (grid,) = tiling.grid(B, HV, V)
     constants = dict(
         tiling.constexprs(K, V), H=infer_heads(mixed_qkv.shape[1], HV, V, K), HV=HV,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), USE_LOWER_BOUND=lower_bound is not None,
         SKIP_AT_OR_BELOW=profile.skip_at_or_below, AFTER_CHECK=after_check,
-        **guard_constexprs,
+        **guard_constants(guard, profile, B),
     )
     plain = None if guard is None else plain_variant(args, constants, profile, B)
     _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants,

@@ -79,10 +79,9 @@ class TileConfig:
     def programs_per_head(self, V: int) -> int:
         return -(-V // (self.block_v * self.tiles_per_program))
 
-    def grid(self, B: int, HV: int, V: int, checks: int = 0) -> tuple[int]:
-        """The 1-D launch grid, with `checks` programs ahead of the decode programs (a guarded launch's row
-        checks); program ids are int32, which is the only bound on B."""
-        programs = self.programs_per_head(V) * B * HV + checks
+    def grid(self, B: int, HV: int, V: int) -> tuple[int]:
+        """The 1-D launch grid; program ids are int32, which is the only bound on B."""
+        programs = self.programs_per_head(V) * B * HV
         if programs > MAX_PROGRAMS:
             raise ValueError(f"the launch needs {programs} programs, more than {MAX_PROGRAMS}: split the batch")
         return (programs,)
@@ -327,8 +326,7 @@ def has_duplicate_scan(guard: GuardLaunch | None, batch: int) -> bool:
 def guard_constants(guard: GuardLaunch | None, profile: object, batch: int) -> dict[str, Any]:
     block, loop = scan_shape(batch) if guard is not None else (0, False)
     return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
-            "SCAN_BLOCK": block, "SCAN_LOOP": loop, "MAX_RECORDS": guard.max_records if guard is not None else 1,
-            "RECORDERS": guard is not None}
+            "SCAN_BLOCK": block, "SCAN_LOOP": loop, "MAX_RECORDS": guard.max_records if guard is not None else 1}
 
 
 def plain_variant(args: tuple[Any, ...], constants: dict[str, Any], profile: object, batch: int
