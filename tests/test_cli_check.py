@@ -149,6 +149,23 @@ def test_unreadable_target_is_one_stderr_line_and_the_others_still_report(repo: 
     assert "error[GDR111]" in result.stdout and "1 could not be read" in result.stdout
 
 
+def test_a_full_report_file_names_the_targets_that_could_not_be_read(repo: Path):
+    # Their stderr lines do not reach a report file: it ends with the same lines (and a report of an unreadable
+    # target alone is those lines, not an empty file over the last run's report). On stdout they are not repeated.
+    (repo / "report.txt").write_text("the last run's report\n")
+    result = run_cli("broken", "bad", "--isolated", "-o", "report.txt")
+    assert result.exit_code == 2 and result.stdout == ""
+    stderr_errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    report = (repo / "report.txt").read_text().splitlines()
+    assert "error[GDR111]" in "\n".join(report) and report[-2].startswith("summary: ")
+    assert report[-1:] == stderr_errors and len(stderr_errors) == 1 and "broken/config.json" in stderr_errors[0]
+    for quiet in ([], ["-q"]):
+        alone = run_cli("broken", "--isolated", "-o", "report.txt", *quiet)
+        assert alone.exit_code == 2
+        assert (repo / "report.txt").read_text() == stderr_errors[0] + "\n"
+    assert "error:" not in run_cli("broken", "--isolated").stdout
+
+
 def test_pre_commit_file_names_are_grouped_into_checkpoints(repo: Path):
     names = ["bad/config.json", "bad/model-00001-of-00002.safetensors", "bad/model-00002-of-00002.safetensors",
              "bad/model.safetensors.index.json", "good/model.safetensors", "good/config.json", "./good"]

@@ -109,3 +109,4 @@ def style_for_destination(run: Run, fmt: str, output_file: str | os.PathLike[str
     to_stdout = output_file is None
     run.color = fmt == "full" and to_stdout and use_color()
     run.ascii_only = to_stdout and stdout_lacks_boxes()
+    run.errors_in_report = not to_stdout

@@ -11,7 +11,7 @@ from rich.table import Table
 from ...limits import counted
 from ...tensors import short_dtype
 from ..escape import markup as escape
-from ..escape import neutralise_log
+from ..escape import neutralise_log, text
 from ..results import FatalError, Run, TargetResult
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 from .console import make_console, render_diagnostic
@@ -176,7 +176,8 @@ def render(run: Run) -> str:
     console = make_console(buffer, run.color, run.ascii_only)
     if run.quiet:
         _render_quiet(console, run)
-        return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+        return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+                              + _error_lines(run))
     for target, results in _target_groups(run.results).items():
         readable = [r for r in results if r.error is None]  # unreadable ones are one stderr line each
         if not readable:
@@ -199,7 +200,15 @@ def render(run: Run) -> str:
     if any(r.error is None for r in run.results):
         console.print(summary_line(run), soft_wrap=True)
     # rich pads table lines to the table's width; trailing blanks only get in the way of diffs and greps
-    return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+    return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+                          + _error_lines(run))
+
+
+def _error_lines(run: Run) -> str:
+    """The `error:` line of each target that could not be read, where the report is a file (`errors_in_report`)."""
+    if not run.errors_in_report:
+        return ""
+    return "".join(f"error: {text(result.error.message)}\n" for result in run.results if result.error is not None)
 
 
 def render_fatal(error: FatalError) -> str:
