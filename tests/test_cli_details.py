@@ -214,6 +214,23 @@ def test_list_models_refuses_a_target_it_would_not_check(repo: Path):
                              "so it takes no target (got 'good')\n")
 
 
+@pytest.mark.parametrize("mode", ["--list-models", "--statistics"])
+def test_a_listing_refuses_a_format_it_cannot_write(repo: Path, monkeypatch, mode: str):
+    # They write a text table or JSON: asked for SARIF or JUnit, a usage error (in that format), never the text
+    # table in a file named for it. A format from pyproject.toml is the report's: there they write the table.
+    targets = [] if mode == "--list-models" else list(ARGS)
+    result = run_cli(*targets, mode, "--output-format", "sarif", "-o", "listing.sarif")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: Invalid value for --output-format: {mode} writes full, concise or json, not 'sarif'\n"
+    usage = json.loads((repo / "listing.sarif").read_text())["runs"][0]["invocations"][0]
+    assert usage["toolExecutionNotifications"][0]["descriptor"]["id"] == "usage"
+    monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "junit")
+    assert run_cli(*targets, mode).stderr == (f"error: Invalid value for GDR_CHECK_OUTPUT_FORMAT: {mode} writes full, "
+                                              "concise or json, not 'junit'\n")
+    monkeypatch.delenv("GDR_CHECK_OUTPUT_FORMAT")
+    assert run_cli(*targets, mode, "--output-format", "concise").stdout == run_cli(*targets, mode).stdout != ""
+
+
 def test_list_models_to_a_file(repo: Path):
     result = run_cli("--list-models", "--output-format", "json", "-o", "models.json")
     assert result.exit_code == 0 and result.stdout == ""

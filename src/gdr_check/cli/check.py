@@ -26,7 +26,7 @@ from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .main import app
 from .numbers import MAX_DIGITS, whole_number
-from .output import Output, report_path
+from .output import Output, format_option_name, report_path
 from .run_options import OUTPUT_FILE_HELP, QUIET_HELP, check_format
 from .targets import group_targets
 
@@ -183,6 +183,11 @@ def _first(*values: Any) -> Any:
     return next((value for value in values if value is not None), None)
 
 
+# What `--list-models` and `--statistics` write: a text table (full and concise alike) or a JSON document. A format
+# from the settings' pyproject.toml is the report's, so there they write the text table.
+LISTING_FORMATS = ("full", "concise", "json")
+
+
 @app.command("check", epilog=EPILOG)
 def check_command(
     targets: list[str] | None = typer.Argument(
@@ -258,6 +263,10 @@ def check_command(
     from .formats.console import style_for_destination
 
     check_format(output_format)
+    for mode, chosen in (("--list-models", list_models_flag), ("--statistics", statistics)):
+        if chosen and output_format is not None and output_format not in LISTING_FORMATS:
+            raise typer.BadParameter(f"{mode} writes full, concise or json, not {output_format!r}",
+                                     param_hint=format_option_name())
     if list_models_flag and targets:  # (as `explain --all` refuses a query: nothing would be checked)
         shown = ", ".join(repr(shorten(target)) for target in targets[:3]) + (", ..." if len(targets) > 3 else "")
         raise typer.BadParameter(f"it lists the built-in models and checks nothing, so it takes no target (got "
