@@ -221,7 +221,8 @@ def test_a_listing_refuses_a_format_it_cannot_write(repo: Path, monkeypatch, mod
     targets = [] if mode == "--list-models" else list(ARGS)
     result = run_cli(*targets, mode, "--output-format", "sarif", "-o", "listing.sarif")
     assert (result.exit_code, result.stdout) == (2, "")
-    assert result.stderr == f"error: Invalid value for --output-format: {mode} writes full, concise or json, not 'sarif'\n"
+    assert result.stderr == (f"error: Invalid value for --output-format: {mode} writes full, concise or json, not "
+                             "'sarif'\n")
     usage = json.loads((repo / "listing.sarif").read_text())["runs"][0]["invocations"][0]
     assert usage["toolExecutionNotifications"][0]["descriptor"]["id"] == "usage"
     monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "junit")
