@@ -205,6 +205,26 @@ def test_state_footprint_and_budget():
     assert warning.message == "a 1 GiB budget holds the state of 12 requests per rank, fewer than the batch of 64"
 
 
+def test_the_library_s_target_settings_take_the_budget_as_written_and_one_target_as_a_string():
+    # `TargetSettings(gpu_memory="1GiB")` was ignored (only `gpu_memory_bytes` was read), and a str of targets
+    # was checked letter by letter ("path `Q` does not exist", ...).
+    from gdr_check.api import TargetSettings, check_targets
+    from gdr_check.limits import SizeError
+
+    settings = TargetSettings(batch=64, gpu_memory="1GiB")
+    assert settings.gpu_memory_bytes == 1024 * MiB
+    for targets in ("Qwen/Qwen3-Next-80B-A3B-Instruct", Path("Qwen/Qwen3-Next-80B-A3B-Instruct"),
+                    ["Qwen/Qwen3-Next-80B-A3B-Instruct"]):
+        (result,) = check_targets(targets, lambda target: settings)
+        assert result.target == "Qwen/Qwen3-Next-80B-A3B-Instruct" and result.error is None
+        assert next(d for d in result.diagnostics if d.code == "GDR132").message == (
+            "a 1 GiB budget holds the state of 12 requests per rank, fewer than the batch of 64")
+    with pytest.raises(SizeError, match=r"^not a size: 'lots' \(e\.g\. 80GiB, 141GB or a byte count\)$"):
+        TargetSettings(gpu_memory="lots")
+    with pytest.raises(SizeError, match=r"^2e6TiB is outside 1\.\.2\*\*60 bytes$"):
+        TargetSettings(gpu_memory="2e6TiB")
+
+
 def test_deployment_validation():
     with pytest.raises(ValueError):
         Deployment(engine="trt")

@@ -245,6 +245,9 @@ def test_usage_errors_exit_2(capsys, checkpoints):
     assert dry_run(capsys, str(checkpoints["gdn"]), "--backend", "sglang", "--engine", "vllm")[0] == 2
     assert dry_run(capsys, str(checkpoints["gdn"]), "--steps", "0")[0] == 2
     assert dry_run(capsys, str(checkpoints["gdn"]), "--output-format", "xml")[0] == 2
+    for given, why in (("0", "got 0 (B = 0 launches nothing)"), ("-5", "got -5")):  # the number as given
+        assert dry_run(capsys, str(checkpoints["gdn"]), "--batch", given) == (
+            2, "", f"error: Invalid value for --batch: a dry-run needs at least one row, {why}\n")
 
 
 def test_the_cli_process_never_imports_torch(checkpoints):

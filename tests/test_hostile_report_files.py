@@ -294,6 +294,24 @@ def test_dash_is_stdout_not_a_file_named_dash(repo):
     assert failed.exit_code == 2 and '"code": "usage"' in failed.stdout and not (repo / "-").exists()
 
 
+@pytest.mark.parametrize("args", [("good", "--isolated"), ("dry-run", "good"), ("call", "recording.json")],
+                         ids=["check", "dry-run", "call"])
+def test_an_empty_report_path_or_a_folder_s_is_refused_before_anything_is_written(repo, args, monkeypatch):
+    # A trailing slash names a folder: `-o reports/` wrote a file called `reports` (Path() drops the slash), and
+    # `-o ""` was the working directory ("cannot write `.`: is a directory").
+    before = tree(repo)
+    for given, shown in (("reports/", "`reports/` ends with a slash, so it names a folder: name the report's file"),
+                         ("", "an empty path names no report file")):
+        for option in (["-o", given], [f"--output-file={given}"]):
+            outcome = run_cli(*args, *option)
+            assert (outcome.exit_code, outcome.stdout) == (2, "")
+            assert outcome.stderr == f"error: Invalid value for --output-file: {shown}\n"
+    monkeypatch.setenv("GDR_CHECK_OUTPUT_FILE", "reports/")
+    assert run_cli(*args).stderr == ("error: Invalid value for GDR_CHECK_OUTPUT_FILE: `reports/` ends with a slash, "
+                                     "so it names a folder: name the report's file\n")
+    assert tree(repo) == before
+
+
 @pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
 def test_dev_stdout_is_standard_output_whatever_it_is(repo, name):
     """Through a pipe (`pipe:[N]` is no path to rename over) and into a file a redirection opened with `>>` (a

@@ -814,6 +814,19 @@ def test_a_revision_picks_its_snapshot(tmp_path, monkeypatch, how, hub):
     assert open_checkpoint("Org/Tiny-GDN").root == repo / "snapshots" / ("1a2b3c4d" * 5)  # main by default
 
 
+def test_a_revision_for_a_folder_or_a_snapshot_on_disk_is_a_note_not_silence(tmp_path):
+    # Only a cached model's repository has snapshots to choose from; a folder (a snapshot's own too) or a file is
+    # read as it is, and the result says the revision was not applied.
+    repo = _two_revisions(tmp_path)
+    snapshot = repo / "snapshots" / ("beef" * 10)
+    for target in (snapshot, snapshot / "config.json"):
+        ckpt = open_checkpoint(str(target), revision="v1")
+        assert ckpt.root == snapshot
+        assert ckpt.notes[-1] == (f"revision `v1` not applied: `{target}` is not a cached Hugging Face model's "
+                                  "repository, so it was read as it is on disk")
+    assert not any("not applied" in note for note in open_checkpoint(str(snapshot)).notes)
+
+
 def test_the_revision_in_the_target_wins_over_the_argument(tmp_path):
     repo = _two_revisions(tmp_path)
     assert open_checkpoint("Org/Tiny-GDN@main", revision="v2").root == repo / "snapshots" / ("1a2b3c4d" * 5)

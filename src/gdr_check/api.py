@@ -9,8 +9,9 @@ one line, exit 2).
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +20,7 @@ from .checks.contract import run_contract
 from .config import Config
 from .engines import DEFAULT_ENGINE
 from .errors import InputError
-from .limits import counted
+from .limits import counted, parse_size
 from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
 from .models.deployment import Deployment
@@ -92,21 +93,28 @@ class TargetSettings:
     batch: int = DEFAULT_BATCH
     slots: int | None = None
     state_dtype: str | None = None
-    gpu_memory: str | None = None  # as written; `gpu_memory_bytes` parsed
+    gpu_memory: str | None = None  # as written ("80GiB"); `gpu_memory_bytes` parsed from it when not given
     gpu_memory_bytes: int | None = None
     mamba_strategy: str = "no_buffer"
     speculative_tokens: int = 0
 
+    def __post_init__(self) -> None:
+        if self.gpu_memory is not None and self.gpu_memory_bytes is None:  # SizeError: not a size, or out of range
+            object.__setattr__(self, "gpu_memory_bytes", parse_size(self.gpu_memory))
 
-def check_targets(targets: list[str], settings_for: Callable[[str], TargetSettings], *,
+
+def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+                  settings_for: Callable[[str], TargetSettings], *,
                   unreadable: Mapping[str, Exception] | None = None, revision: str | None = None,
                   follow_links: bool = False,
                   progress: Callable[[int, str], None] | None = None) -> list[TargetResult]:
-    """Check every (target, tp) pair; unreadable targets become FatalErrors, not exceptions. `unreadable`
+    """Check every (target, tp) pair (`targets`: paths or repo ids, or one of them); unreadable targets become
+    FatalErrors, not exceptions. `unreadable`
     holds the targets that already failed (a directory with no checkpoint below it); `progress` is told each
     target before it is checked. `Run(check_targets(...))` is what `gdr-check check` renders."""
+    named = [targets] if isinstance(targets, (str, os.PathLike)) else list(targets)  # one: not its characters
     results: list[TargetResult] = []
-    for index, target in enumerate(targets):
+    for index, target in enumerate(str(os.fspath(each)) for each in named):
         if progress is not None:
             progress(index, target)
         failed = (unreadable or {}).get(target)

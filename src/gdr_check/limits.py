@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 import stat
 from dataclasses import dataclass
 from typing import Any
@@ -141,6 +142,30 @@ def checked(name: str, value: Any, key: str | None = None) -> Any:
     if limit.allows(value) and (isinstance(value, int) or not limit.whole):
         return value
     raise LimitError(key or name, value, name)
+
+
+class SizeError(InputError, ValueError):
+    """A byte size that is not one (`80GiB`, `141GB`, `1.5e10`), or one outside its limit's range."""
+
+    code = "limit"
+
+
+_SIZE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[0-9]+)?)\s*(?:([kmgt]i?b?|b)\s*)?$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+               "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
+               "gib": 2**30, "ti": 2**40, "tib": 2**40}
+
+
+def parse_size(text: str, name: str = "gpu_memory") -> int:
+    """'80GiB', '141GB', '1.5e10' -> bytes, inside `name`'s range; SizeError (one line) otherwise."""
+    found = _SIZE.match(text) if isinstance(text, str) else None
+    if not found:
+        raise SizeError(f"not a size: {shorten(text)!r} (e.g. 80GiB, 141GB or a byte count)")
+    number, unit = found.groups()
+    size = float(number) * _SIZE_UNITS[(unit or "").lower()]
+    if not LIMITS[name].allows(size):  # 1e999 is infinity: refused before int() overflows
+        raise SizeError(f"{shorten(text)} is outside {LIMITS[name].range_text} bytes")
+    return int(size)
 
 
 # Files the user names or a tool writes that are not checkpoint headers: a `pyproject.toml`, a recording,

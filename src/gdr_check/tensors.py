@@ -150,12 +150,19 @@ class TensorSpec:
         storage: int | None = None,
         offset: int = 0,
     ) -> TensorSpec:
-        """A tensor of `shape`, contiguous unless `stride` is given."""
+        """A tensor of `shape`, contiguous unless `stride` is given. ValueError for a negative size or a dtype that
+        is not a torch dtype's name (or a short one: "bf16", "fp32")."""
         shape = tuple(int(s) for s in shape)
+        if any(size < 0 for size in shape):
+            raise ValueError(f"shape {shape} has a negative size")
+        name = canonical_dtype(dtype)
+        if name not in DTYPE_ITEMSIZE and name not in QUANTIZED_DTYPES:
+            raise ValueError(f"unknown dtype {str(dtype)[:40]!r}; expected a torch dtype or its name, e.g. "
+                             "bfloat16, float32 or bf16")
         return cls(
             shape=shape,
             stride=tuple(int(s) for s in stride) if stride is not None else contiguous_strides(shape),
-            dtype=canonical_dtype(dtype),
+            dtype=name,
             device=device,
             values=tuple(values) if values is not None else None,
             storage=storage,

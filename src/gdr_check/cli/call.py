@@ -37,7 +37,7 @@ from .run_options import (
 # -- the command ----------------------------------------------------------------------------------------------------
 @app.command("call")
 def call_command(
-    recording: Path = typer.Argument(..., help="A recording written by `gdr_check.capture()`."),
+    recording: Path = typer.Argument(..., metavar="RECORDING", help="A recording written by `gdr_check.capture()`."),
     model: str | None = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
     tp: int = typer.Option(1, "--tp", parser=whole_number("--tp"),
                            help="TP size of the deployment the calls came from (with --model)."),
@@ -56,7 +56,7 @@ def call_command(
     output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                              help=FORMAT_HELP),
     output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
-                                            callback=report_path, help=OUTPUT_FILE_HELP),
+                                            parser=report_path, help=OUTPUT_FILE_HELP),
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
     from ..api import check_recording

@@ -8,7 +8,6 @@ selection in `.selection`, the
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +19,8 @@ from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
 from ..errors import display_path
-from ..limits import LIMITS, checked, shorten
+from ..limits import SizeError, checked, shorten
+from ..limits import parse_size as limits_parse_size
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option, state_dtype_option
@@ -31,11 +31,6 @@ from .run_options import OUTPUT_FILE_HELP, QUIET_HELP, check_format
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
-_SIZE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[0-9]+)?)\s*(?:([kmgt]i?b?|b)\s*)?$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-          "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
-          "gib": 2**30, "ti": 2**40, "tib": 2**40}
-
 EPILOG = """Examples:
 
   gdr-check ./Qwen3-Next-80B --tp 4
@@ -52,16 +47,11 @@ NOTHING_TO_CHECK = "warning: no checkpoint to check: every target is excluded"
 
 
 def parse_size(text: str) -> int:
-    """'80GiB', '141GB', '1.5e10' -> bytes."""
-    found = _SIZE.match(text)
-    if not found:
-        raise typer.BadParameter(f"not a size: {text!r} (e.g. 80GiB, 141GB or a byte count)", param_hint="--gpu-memory")
-    number, unit = found.groups()
-    size = float(number) * _UNITS[(unit or "").lower()]
-    if not LIMITS["gpu_memory"].allows(size):  # 1e999 is infinity: refused before int() overflows
-        raise typer.BadParameter(f"{shorten(text)} is outside {LIMITS['gpu_memory'].range_text} bytes",
-                                 param_hint="--gpu-memory")
-    return int(size)
+    """`--gpu-memory`'s value: '80GiB', '141GB', '1.5e10' -> bytes (`limits.parse_size`), else one usage line."""
+    try:
+        return limits_parse_size(text)
+    except SizeError as error:
+        raise typer.BadParameter(str(error), param_hint="--gpu-memory") from None
 
 
 def parse_tp_list(text: str) -> list[int]:
@@ -191,7 +181,7 @@ LISTING_FORMATS = ("full", "concise", "json")
 @app.command("check", epilog=EPILOG)
 def check_command(
     targets: list[str] | None = typer.Argument(
-        None, help="Checkpoint directories or files (a config.json, shard or index stands for its directory), "
+        None, metavar="TARGETS", help="Checkpoint directories or files (a config.json, shard or index stands for its directory), "
                    "or Hugging Face repo ids. Default: the current directory."),
     tp: str | None = typer.Option(
         None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
@@ -224,7 +214,7 @@ def check_command(
     output_format: str | None = typer.Option(
         None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(FORMATS)}; default full."),
     output_file: Path | None = typer.Option(
-        None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", callback=report_path, help=OUTPUT_FILE_HELP),
+        None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", parser=report_path, help=OUTPUT_FILE_HELP),
     config_file: Path | None = typer.Option(
         None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
@@ -325,10 +315,10 @@ def check_command(
         budget = cli_budget
         if budget is None and budget_text is not None:
             try:
-                budget = parse_size(budget_text)
-            except typer.BadParameter as error:  # its own words: not a size, or a size out of range
+                budget = limits_parse_size(budget_text)
+            except SizeError as error:  # its own words: not a size, or a size out of range
                 raise ConfigError(target_config.path or Path(PYPROJECT), "tool.gdr-check.gpu-memory",
-                                  error.message) from None
+                                  str(error)) from None
         layers = [target_config.selection, cli_layer]
         return TargetSettings(
             config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),

@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import Context as ClickContext  # type: ignore[assignment]
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-__all__ = ["TYPER_TESTED", "ClickContext", "click_exceptions", "install_plain_coercion"]
+__all__ = ["TYPER_TESTED", "ClickContext", "click_exceptions", "install_plain_coercion", "untyped_flags"]
 
 # The typer versions this module is tested with: lowest, and the first one not admitted (pyproject.toml).
 TYPER_TESTED = ((0, 13, 0), (0, 30, 0))
@@ -104,3 +104,12 @@ def install_plain_coercion(params: Iterable[Any]) -> None:
             continue  # a range: typer's adapter does more than convert
         param._runtime_param = PlainCoercion(parameter_info=descriptor.parameter_info,
                                              annotation=descriptor.annotation)
+
+
+def untyped_flags(params: Iterable[Any]) -> None:
+    """Leave a flag's type out of the help: typer 0.29 shows every option's Python type (`--batch <int>`), a
+    flag's too (`--exit-zero <bool>`), which reads as an option that takes a value, and one given a value is
+    refused ("does not take a value"). Typer versions without that column (`display_type_rich`) are left alone."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None and hasattr(param, "display_type_rich"):
+            param.metavar = ""

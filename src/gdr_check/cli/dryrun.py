@@ -56,13 +56,14 @@ def _validate(backend: str, device: str, engine: str | None, batch: int) -> str:
         raise typer.BadParameter(f"--backend {backend} runs {backend}'s kernel, which has {backend}'s semantics: "
                                  f"use --engine {backend} (or leave --engine out)", param_hint="--engine")
     if batch < 1:
-        raise typer.BadParameter("a dry-run needs at least one row (B = 0 launches nothing)", param_hint="--batch")
+        raise typer.BadParameter(f"a dry-run needs at least one row, got {batch}"
+                                 + (" (B = 0 launches nothing)" if batch == 0 else ""), param_hint="--batch")
     return engine or (backend if backend != "builtin" else DEFAULT_ENGINE)
 
 
 @app.command("dry-run", epilog=EPILOG)
 def dry_run_command(
-    target: str = typer.Argument(..., help="Checkpoint file or directory, config.json, or Hugging Face repo id."),
+    target: str = typer.Argument(..., metavar="TARGET", help="Checkpoint file or directory, config.json, or Hugging Face repo id."),
     tp: int = typer.Option(1, "--tp", parser=whole_number("--tp"),
                            help="Tensor-parallel size: the call of one rank runs."),
     batch: int = typer.Option(8, "--batch", parser=whole_number("--batch"), help="Decode batch B (rows of the call)."),
@@ -91,7 +92,7 @@ def dry_run_command(
     output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                              help=FORMAT_HELP),
     output_file: Path | None = typer.Option(None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE",
-                                            callback=report_path, help=OUTPUT_FILE_HELP),
+                                            parser=report_path, help=OUTPUT_FILE_HELP),
     weights: bool = typer.Option(False, "--weights", help="With --ranks all: one layer's real A_log and dt_bias, read "
                                                           "from the safetensors bytes (header offsets, no pickle)."),
     ranks: str = typer.Option("one", "--ranks", help="one (one rank's call) or all (one process per TP rank through "

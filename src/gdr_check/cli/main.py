@@ -16,7 +16,7 @@ import typer
 import typer.core
 
 from ..errors import InputError
-from .coercion import ClickContext, click_exceptions, install_plain_coercion
+from .coercion import ClickContext, click_exceptions, install_plain_coercion, untyped_flags
 from .errors import ReportWriteError
 from .output import GuardedStdout, Output, protect_inputs
 
@@ -38,6 +38,7 @@ class DefaultCommandGroup(typer.core.TyperGroup):
     def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         # Typer's own value conversion would import pydantic for the first option: see `.coercion`.
         install_plain_coercion(self.get_params(ctx))
+        untyped_flags(self.get_params(ctx))
         if not args or (args[0] not in self.commands and args[0] not in HELP_OPTIONS):
             args = ["check", *args]
         return super().parse_args(ctx, args)
@@ -59,6 +60,7 @@ class _Command(typer.core.TyperCommand):
 
     def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         install_plain_coercion(self.get_params(ctx))
+        untyped_flags(self.get_params(ctx))
         return super().parse_args(ctx, args)
 
 

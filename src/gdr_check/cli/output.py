@@ -15,8 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import typer
+
 from ..files import cache_refusal, reserved_name_refusal
 from ..results import FORMATS
+from .escape import neutralise_log, text
 
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
 OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
@@ -48,8 +51,10 @@ def output_format_from_argv(argv: Sequence[str]) -> str:
 
 
 def output_file_from_argv(argv: Sequence[str]) -> str | None:
+    """The report file, read before parsing so that usage errors honour it too (None: stdout, also for a path
+    `report_path` would refuse)."""
     chosen = _option_value(argv, ("--output-file", "-o")) or os.environ.get(OUTPUT_FILE_ENV) or None
-    return None if chosen is None or report_path(Path(chosen)) is None else chosen
+    return None if chosen is None or chosen in _STDOUT_NAMES or report_path_problem(chosen) else chosen
 
 
 # Names of standard output: the report is written to it as without -o (a file a redirection opened is appended
@@ -57,9 +62,28 @@ def output_file_from_argv(argv: Sequence[str]) -> str | None:
 _STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 
-def report_path(value: Path | None) -> Path | None:
-    """`-o`'s value: `-` (or `/dev/stdout`) is stdout, as for most command-line tools (not a file named `-`)."""
-    return None if value is not None and str(value) in _STDOUT_NAMES else value
+def report_path(value: str | os.PathLike[str] | None) -> Path | None:
+    """`-o`'s value as given (the options take it as a string: a Path would drop a trailing slash): `-` (or
+    `/dev/stdout`) is stdout, as for most command-line tools (not a file named `-`); an empty path or a folder's
+    is refused."""
+    if value is None:
+        return None
+    given = os.fspath(value)
+    problem = report_path_problem(given)
+    if problem is not None:
+        from_command_line = _option_value(_RUN_ARGV, ("--output-file", "-o")) is not None
+        raise typer.BadParameter(problem, param_hint="--output-file" if from_command_line else OUTPUT_FILE_ENV)
+    return None if given in _STDOUT_NAMES else Path(given)
+
+
+def report_path_problem(given: str) -> str | None:
+    """Why `given` names no report file, or None: it is empty, or it ends with a slash, so it names a folder
+    (which Path() would turn into a file of the folder's name)."""
+    if not given:
+        return "an empty path names no report file"
+    if given.endswith(("/", os.sep)):
+        return f"`{text(given)}` ends with a slash, so it names a folder: name the report's file"
+    return None
 
 
 def tool_info() -> dict[str, str]:
@@ -144,12 +168,10 @@ class Output:
         path = os.environ.get(STEP_SUMMARY_ENV)
         if not path:
             return
-        from .escape import text as safe
-
-        shown = safe(path)
+        shown = text(path)
         refusal = cache_refusal(Path(path), "a step summary") or reserved_name_refusal(Path(path), "a step summary")
         if refusal is not None:  # the report's own rules: never into a checkpoint, a cache or the settings
-            self.info_line(f"warning: ${STEP_SUMMARY_ENV} ({shown}) not written: {safe(refusal)}")
+            self.info_line(f"warning: ${STEP_SUMMARY_ENV} ({shown}) not written: {text(refusal)}")
             return
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
         try:
@@ -261,8 +283,6 @@ def _to_stderr(line: str) -> None:
     """One line to stderr: data in it escaped (controls, bidi, undecodable bytes; never a second line) and
     nothing a CI runner would take for a command. A stderr that cannot take it is left alone: there is
     nowhere else to say it, and the exit code still says the run failed."""
-    from .escape import neutralise_log, text
-
     shown = neutralise_log(text(line)) + "\n"
     try:
         sys.stderr.write(shown)

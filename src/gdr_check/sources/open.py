@@ -17,7 +17,7 @@ from ..files import (
     is_cache_repo_dir,
 )
 from .checkpoint import Checkpoint
-from .errors import SourceError, display_path
+from .errors import SourceError, display_path, printable
 from .files import MetadataReader, permission_denied
 from .hf_cache import (
     CacheEntry,
@@ -99,9 +99,18 @@ def _open_checkpoint(
             return _open_cache_entry(text, resolve_cache_repo(path, reader, revision=revision), reader)
         kind = "hf-cache" if cache_repo else "directory"
         builder = _Builder(text, path, kind, MetadataReader(cache_repo, follow_links=follow_links))
-        return builder.directory(path)
+        return _unrevised(builder.directory(path), text, revision)
     reader = MetadataReader(cache_repo, named=path, follow_links=follow_links)
-    return _Builder(text, path.parent, "", reader).file(path)
+    return _unrevised(_Builder(text, path.parent, "", reader).file(path), text, revision)
+
+
+def _unrevised(checkpoint: Checkpoint, target: str, revision: str | None) -> Checkpoint:
+    """`checkpoint`, with a note when a revision was asked for: only a cached model's repository has snapshots to
+    choose from; a folder or file on disk (a snapshot's own included) is read as it is."""
+    if revision is not None:
+        checkpoint.notes.append(f"revision `{printable(revision)}` not applied: `{printable(target)}` is not a cached "
+                                "Hugging Face model's repository, so it was read as it is on disk")
+    return checkpoint
 
 
 def _open_cache_entry(target: str, entry: CacheEntry, reader: MetadataReader) -> Checkpoint:
