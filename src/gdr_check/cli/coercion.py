@@ -5,8 +5,8 @@ Private names used, each with a fallback for typer versions without it:
 - `typer._click.exceptions` and `typer._click.Context`: the click exceptions and context of the click typer
   vendors (typer >= 0.20; older typer uses click itself), re-exported as `click_exceptions` and
   `ClickContext` for `cli/main.py`.
-Tested range: typer 0.13.0 (the floor in `.ci/floors.txt`, run by `.ci/run`) to 0.29.x, the range
-pyproject.toml admits (`typer>=0.13,<0.30`); `tests/test_typer_shim.py` checks the installed typer is in it
+Tested range: typer 0.16.0 (the floor in `.ci/floors.txt`, run by `.ci/run`) to 0.29.x, the range
+pyproject.toml admits (`typer>=0.16,<0.30`); `tests/test_typer_shim.py` checks the installed typer is in it
 and that no other module imports a private typer name. A new typer minor version: run the suite on it, then
 raise the bound there and in `TYPER_TESTED`.
 
@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 __all__ = ["TYPER_TESTED", "ClickContext", "click_exceptions", "install_plain_coercion", "untyped_flags"]
 
 # The typer versions this module is tested with: lowest, and the first one not admitted (pyproject.toml).
-TYPER_TESTED = ((0, 13, 0), (0, 30, 0))
+TYPER_TESTED = ((0, 16, 0), (0, 30, 0))
 
 # Longest digit string converted here: int() and pydantic agree on every ASCII digit string, but a huge one
 # is left to pydantic (and its limits).
