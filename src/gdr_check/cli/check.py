@@ -181,8 +181,9 @@ LISTING_FORMATS = ("full", "concise", "json")
 @app.command("check", epilog=EPILOG)
 def check_command(
     targets: list[str] | None = typer.Argument(
-        None, metavar="TARGETS", help="Checkpoint directories or files (a config.json, shard or index stands for its directory), "
-                   "or Hugging Face repo ids. Default: the current directory."),
+        None, metavar="TARGETS",
+        help="Checkpoint directories or files (a config.json, shard or index stands for its directory), or Hugging "
+             "Face repo ids. Default: the current directory."),
     tp: str | None = typer.Option(
         None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
     batch: int | None = typer.Option(None, "--batch", parser=whole_number("--batch"),

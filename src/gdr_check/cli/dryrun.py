@@ -63,7 +63,8 @@ def _validate(backend: str, device: str, engine: str | None, batch: int) -> str:
 
 @app.command("dry-run", epilog=EPILOG)
 def dry_run_command(
-    target: str = typer.Argument(..., metavar="TARGET", help="Checkpoint file or directory, config.json, or Hugging Face repo id."),
+    target: str = typer.Argument(..., metavar="TARGET",
+                                 help="Checkpoint file or directory, config.json, or Hugging Face repo id."),
     tp: int = typer.Option(1, "--tp", parser=whole_number("--tp"),
                            help="Tensor-parallel size: the call of one rank runs."),
     batch: int = typer.Option(8, "--batch", parser=whole_number("--batch"), help="Decode batch B (rows of the call)."),

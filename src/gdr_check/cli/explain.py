@@ -156,8 +156,9 @@ def _read_stdin() -> tuple[str, int]:
 
 @app.command("explain")
 def explain_command(
-    query: str = typer.Argument(None, metavar="QUERY", help=("A rule code (GDR212), name (state-pool-not-4d) or a pasted error message; "
-                                            "- reads the paste from standard input (its last 64 KiB).")),
+    query: str = typer.Argument(None, metavar="QUERY",
+                                help=("A rule code (GDR212), name (state-pool-not-4d) or a pasted error message; "
+                                      "- reads the paste from standard input (its last 64 KiB).")),
     all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),
     output_format: str = typer.Option(
         None, "--output-format",
