@@ -27,9 +27,14 @@ POINTS = (("kda", 8, 8, "fp32", 512), ("kda", 8, 8, "bf16", 128), ("kda", 32, 32
           ("kda", 32, 32, "bf16", 512))
 METRICS = ("gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
            "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,"
-           "launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size")
+           "launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size,smsp__inst_executed.sum")
 KERNELS = "regex:packed_decode|_slot_copy_kernel"  # ours, sglang's Triton and Helion kernels, the slot copy
 LAUNCHES_PER_POINT = 3  # ours, sglang's fastest path, the slot copy: each launched twice, the second kept
+CHECKED_ENV = "NCU_POINTS_CHECKED"  # the child also launches the checked kernel, right after ours (--checked)
+
+
+def launches_per_point(checked: bool) -> int:
+    return LAUNCHES_PER_POINT + int(checked)
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 
 
@@ -69,26 +74,32 @@ def child() -> None:
     print("helion:", bench.load_helion(os.environ.get("GDR_CHECK_SGLANG_PATH"), argparse.Namespace(no_helion=False),
                                        refs), file=sys.stderr)
     ours = bench.ours_impl(None)
+    checked = os.environ.get(CHECKED_ENV) == "1"
     for variant, H, HV, state, B in parse_points(os.environ["NCU_POINTS_CHILD"].split()):
         reference = refs.get("sglang_helion", sglang) if variant == "kda" else sglang
         g = bench.Geometry("point", 1, variant, H, HV, 128, 128)
-        x = bench.make_inputs(g, B, state, 4 * B + 1, 4, seed=1)
+        x = bench.make_inputs(g, B, state, 5 * B + 1, 5, seed=1)
         slot_copy = bench.slot_copy_launch(x, *bench.SLOT_COPY_SHAPES[0])  # the decode table's floor is the
         # faster of its shapes; the first (2048 elements x 4 warps) was it at every B = 1 point
-        # Set 0: the warm-up that compiles them; then each kept launch on a slot set not touched since (1, 2, 3).
-        for ours_set, reference_set, copy_set in ((0, 0, 0), (1, 2, 3)):
+        # Set 0: the warm-up that compiles them; then each kept launch on a slot set not touched since (1-4).
+        for ours_set, checked_set, reference_set, copy_set in ((0, 0, 0, 0), (1, 4, 2, 3)):
             ours(x, x.index_sets[ours_set], x.pool, x.out)
+            if checked:
+                bench.checked_impl(x, x.index_sets[checked_set], x.pool, x.out)
             reference(x, x.index_sets[reference_set], x.pool, x.out)  # type: ignore[operator]
             slot_copy(x.index_sets[copy_set])
             torch.cuda.synchronize()
         del x
         torch.cuda.empty_cache()
 
-def profile(points: tuple[tuple[str, int, int, str, int], ...], extra: list[str]) -> list[dict[str, str]] | None:
-    """The kept launches' ncu rows (one dict of metric name -> value per launch, with its kernel name), or None."""
+def profile(points: tuple[tuple[str, int, int, str, int], ...], extra: list[str], checked: bool = False
+            ) -> list[dict[str, str]] | None:
+    """The kept launches' ncu rows (one dict of metric name -> value per launch, with its kernel name), or None.
+    `checked`: each point has the checked kernel's launch too, after ours."""
     command = ["ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--kernel-name", KERNELS, *extra,
                sys.executable, os.path.abspath(__file__)]
-    environment = {**os.environ, "NCU_POINTS_CHILD": " ".join(":".join(map(str, point)) for point in points)}
+    environment = {**os.environ, "NCU_POINTS_CHILD": " ".join(":".join(map(str, point)) for point in points),
+                   CHECKED_ENV: "1" if checked else "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=environment)
     text = done.stdout
     start = text.find('"ID"')
@@ -109,27 +120,30 @@ def profile(points: tuple[tuple[str, int, int, str, int], ...], extra: list[str]
                 launches[row["ID"]] = {"kernel": row.get("Kernel Name", "")} | {
                     key: (value or "").replace(",", "") for key, value in row.items()}
     ordered = [launches[key] for key in sorted(launches, key=int)]
-    # per point: 2 * LAUNCHES_PER_POINT launches, the first LAUNCHES_PER_POINT the warm-up that compiled them
-    per_point = 2 * LAUNCHES_PER_POINT
+    # per point: twice its launches, the first half the warm-up that compiled them
+    launches = launches_per_point(checked)
+    per_point = 2 * launches
     if done.returncode != 0 or len(ordered) != per_point * len(points):
         print(f"error: ncu exited with {done.returncode} after {len(ordered)} profiled launches; expected "
               f"{per_point * len(points)} ({per_point} per point)", file=sys.stderr)
         return None
-    kept = [row for index, row in enumerate(ordered) if index % per_point >= LAUNCHES_PER_POINT]
-    if not all("packed_decode" in row["kernel"] for row in kept[0::3]) or \
-            not all("_slot_copy_kernel" in row["kernel"] for row in kept[2::3]):
-        print("error: the profiled launches are not in the order ours, sglang's, the slot copy: "
+    kept = [row for index, row in enumerate(ordered) if index % per_point >= launches]
+    ours = [row for index, row in enumerate(kept) if index % launches < launches - 2]  # and the checked kernel's
+    if not all("packed_decode" in row["kernel"] for row in ours) or \
+            not all("_slot_copy_kernel" in row["kernel"] for row in kept[launches - 1::launches]):
+        order = "ours, the checked kernel, sglang's" if checked else "ours, sglang's"
+        print(f"error: the profiled launches are not in the order {order}, the slot copy: "
               + ", ".join(row["kernel"][:40] for row in kept), file=sys.stderr)
         return None
     return kept
 
 
-def _headed_by_point(rows: list[dict[str, str]], points: tuple[tuple[str, int, int, str, int], ...]
+def _headed_by_point(rows: list[dict[str, str]], points: tuple[tuple[str, int, int, str, int], ...], launches: int
                      ) -> Iterator[dict[str, str]]:
-    """`rows`, each point printed before its first launch."""
+    """`rows`, each point printed before its first launch (`launches` per point)."""
     for index, row in enumerate(rows):
-        if index % LAUNCHES_PER_POINT == 0:
-            print(points[index // LAUNCHES_PER_POINT])
+        if index % launches == 0:
+            print(points[index // launches])
         yield row
 
 
@@ -140,6 +154,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--points", nargs="+", help="VARIANT:H:HV:STATE:B (default: the four KDA tie points)")
     parser.add_argument("--stalls", action="store_true", help="also the warp stall reasons per launch")
+    parser.add_argument("--checked", action="store_true",
+                        help="also the checked kernel (context='engine', the runtime guard's slot checks), after ours")
     args = parser.parse_args()
     try:
         points = parse_points(args.points)
@@ -148,22 +164,25 @@ def main() -> int:
     if shutil.which("ncu") is None:
         print("error: Nsight Compute's `ncu` is not on PATH", file=sys.stderr)
         return 2
-    rows = profile(points, ["--metrics", METRICS])
+    launches = launches_per_point(args.checked)
+    rows = profile(points, ["--metrics", METRICS], args.checked)
     if rows is None:
         return 1
-    print("kernel | us | DRAM read MB | write MB | achieved TB/s | DRAM % of peak | warps active % | regs")
-    for m in _headed_by_point(rows, points):
+    print("kernel | us | DRAM read MB | write MB | achieved TB/s | DRAM % of peak | warps active % | regs | "
+          "warp instructions")
+    for m in _headed_by_point(rows, points, launches):
         seconds = float(m["gpu__time_duration.sum"]) * 1e-9
         read, write = float(m["dram__bytes_read.sum"]), float(m["dram__bytes_write.sum"])
         print(f"{m['kernel'][:60]} | {seconds * 1e6:.2f} | {read / 1e6:.2f} | {write / 1e6:.2f} | "
               f"{(read + write) / seconds / 1e12:.2f} | {m['dram__throughput.avg.pct_of_peak_sustained_elapsed']} | "
-              f"{m['sm__warps_active.avg.pct_of_peak_sustained_active']} | {m['launch__registers_per_thread']}")
+              f"{m['sm__warps_active.avg.pct_of_peak_sustained_active']} | {m['launch__registers_per_thread']} | "
+              f"{m.get('smsp__inst_executed.sum', '?')}")
     if args.stalls:
-        stalls = profile(points, ["--section", "WarpStateStats", "--page", "raw"])
+        stalls = profile(points, ["--section", "WarpStateStats", "--page", "raw"], args.checked)
         if stalls is None:
             return 1
         print("kernel | cycles between a warp's instructions, by stall reason (largest four)")
-        for m in _headed_by_point(stalls, points):
+        for m in _headed_by_point(stalls, points, launches):
             reasons = []
             for key, value in m.items():
                 if key.startswith(STALL_PREFIX) and key.endswith(STALL_SUFFIX):

@@ -61,3 +61,14 @@ def test_a_profile_that_does_not_match_the_points_is_refused(monkeypatch, capsys
     fake_ncu(monkeypatch, kernels, returncode)
     assert ncu_points.profile(ncu_points.POINTS[:2], []) is None
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_with_the_checked_kernel_each_point_keeps_four_launches_in_order(monkeypatch, capsys):
+    checked = (KERNELS[0], KERNELS[0], *KERNELS[1:])  # ours, the checked kernel (same kernel), sglang's, the copy
+    fake_ncu(monkeypatch, checked * 4)
+    rows = ncu_points.profile(ncu_points.POINTS[:2], [], checked=True)
+    assert [row["dram__bytes_read.sum"] for row in rows] == ["4000", "5000", "6000", "7000",
+                                                             "12000", "13000", "14000", "15000"]
+    fake_ncu(monkeypatch, KERNELS * 4)  # three launches a point: not what --checked launches
+    assert ncu_points.profile(ncu_points.POINTS[:2], [], checked=True) is None
+    assert capsys.readouterr().err.startswith("error: ncu exited with 0 after 12 profiled launches; expected 16")
