@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -219,10 +220,15 @@ def test_the_library_s_target_settings_take_the_budget_as_written_and_one_target
         assert result.target == "Qwen/Qwen3-Next-80B-A3B-Instruct" and result.error is None
         assert next(d for d in result.diagnostics if d.code == "GDR132").message == (
             "a 1 GiB budget holds the state of 12 requests per rank, fewer than the batch of 64")
-    with pytest.raises(SizeError, match=r"^not a size: 'lots' \(e\.g\. 80GiB, 141GB or a byte count\)$"):
+    # one field: a changed budget is the one used, and a number is bytes (as pyproject.toml takes it)
+    assert replace(settings, gpu_memory="2GiB").gpu_memory_bytes == 2048 * MiB
+    assert TargetSettings(gpu_memory=1024 * MiB).gpu_memory_bytes == 1024 * MiB
+    with pytest.raises(SizeError, match=r"^gpu_memory: not a size: 'lots' \(e\.g\. 80GiB, 141GB or a byte count\)$"):
         TargetSettings(gpu_memory="lots")
-    with pytest.raises(SizeError, match=r"^2e6TiB is outside 1\.\.2\*\*60 bytes$"):
+    with pytest.raises(SizeError, match=r"^gpu_memory: 2e6TiB is outside 1\.\.2\*\*60 bytes$"):
         TargetSettings(gpu_memory="2e6TiB")
+    with pytest.raises(SizeError, match=r"^gpu_memory: 0 is outside 1\.\.2\*\*60 bytes$"):
+        replace(settings, gpu_memory=0)
 
 
 def test_deployment_validation():

@@ -20,7 +20,7 @@ from .checks.contract import run_contract
 from .config import Config
 from .engines import DEFAULT_ENGINE
 from .errors import InputError
-from .limits import counted, parse_size
+from .limits import SizeError, counted, parse_size
 from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
 from .models.deployment import Deployment
@@ -93,14 +93,22 @@ class TargetSettings:
     batch: int = DEFAULT_BATCH
     slots: int | None = None
     state_dtype: str | None = None
-    gpu_memory: str | None = None  # as written ("80GiB"); `gpu_memory_bytes` parsed from it when not given
-    gpu_memory_bytes: int | None = None
+    gpu_memory: str | int | None = None  # the per-rank budget as written ("80GiB") or in bytes
     mamba_strategy: str = "no_buffer"
     speculative_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if self.gpu_memory is not None and self.gpu_memory_bytes is None:  # SizeError: not a size, or out of range
-            object.__setattr__(self, "gpu_memory_bytes", parse_size(self.gpu_memory))
+        self.gpu_memory_bytes  # noqa: B018 - a budget that is no size is refused here, not at the first check
+
+    @property
+    def gpu_memory_bytes(self) -> int | None:
+        """The budget in bytes; SizeError (naming `gpu_memory`) when it is not a size or is out of range."""
+        if self.gpu_memory is None:
+            return None
+        try:
+            return parse_size(self.gpu_memory)
+        except SizeError as error:
+            raise SizeError(f"gpu_memory: {error}") from None
 
 
 def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],

@@ -156,13 +156,17 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, 
                "gib": 2**30, "ti": 2**40, "tib": 2**40}
 
 
-def parse_size(text: str, name: str = "gpu_memory") -> int:
-    """'80GiB', '141GB', '1.5e10' -> bytes, inside `name`'s range; SizeError (one line) otherwise."""
-    found = _SIZE.match(text) if isinstance(text, str) else None
-    if not found:
-        raise SizeError(f"not a size: {shorten(text)!r} (e.g. 80GiB, 141GB or a byte count)")
-    number, unit = found.groups()
-    size = float(number) * _SIZE_UNITS[(unit or "").lower()]
+def parse_size(text: str | int, name: str = "gpu_memory") -> int:
+    """'80GiB', '141GB', '1.5e10' (or an int of bytes) -> bytes, inside `name`'s range; SizeError (one line)
+    otherwise."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        size: float = text
+    else:
+        found = _SIZE.match(text) if isinstance(text, str) else None
+        if not found:
+            raise SizeError(f"not a size: {shorten(text)!r} (e.g. 80GiB, 141GB or a byte count)")
+        number, unit = found.groups()
+        size = float(number) * _SIZE_UNITS[(unit or "").lower()]
     if not LIMITS[name].allows(size):  # 1e999 is infinity: refused before int() overflows
         raise SizeError(f"{shorten(text)} is outside {LIMITS[name].range_text} bytes")
     return int(size)

@@ -19,7 +19,7 @@ from .engines import UnknownEngineError, profile_for
 from .errors import InputError, printable
 from .files import RECORDING_KIND, bounded_int, json_error_reason
 from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
-from .tensors import DTYPE_ITEMSIZE, TensorSpec, canonical_dtype
+from .tensors import TensorSpec, check_sizes, known_dtype
 
 SCHEMA_VERSION = 1
 KIND = RECORDING_KIND
@@ -76,8 +76,7 @@ def _tensor(data: Any, where: str) -> TensorSpec:
         value = data.get(key)
         if not isinstance(value, list) or not all(_is_int(v) for v in value):
             raise ValueError(f"`{where}.{key}` must be a list of integers")
-    if any(size < 0 for size in data["shape"]):
-        raise ValueError(f"`{where}.shape` has a negative size")
+    check_sizes(data["shape"], f"{where}.shape")
     if len(data["shape"]) != len(data["stride"]):
         raise ValueError(f"`{where}.shape` and `{where}.stride` have different lengths")
     if len(data["shape"]) > _MAX_RANK:
@@ -90,9 +89,7 @@ def _tensor(data: Any, where: str) -> TensorSpec:
                              f"{dim.range_text} in magnitude ({dim.what})")
     if not isinstance(data.get("dtype"), str):
         raise ValueError(f"`{where}.dtype` must be a string")
-    if canonical_dtype(data["dtype"]) not in DTYPE_ITEMSIZE:
-        raise ValueError(f"`{where}.dtype` is {shorten(data['dtype'])!r}: not a dtype (expected one of "
-                         f"{', '.join(sorted(DTYPE_ITEMSIZE))})")
+    known_dtype(data["dtype"], f"{where}.dtype")
     if "device" in data and not isinstance(data["device"], str):
         raise ValueError(f"`{where}.device` must be a string")
     values = data.get("values")

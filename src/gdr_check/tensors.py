@@ -52,6 +52,22 @@ _CANONICAL_LIMIT = 256
 QUANTIZED_DTYPES = frozenset({"qint8", "quint8", "qint32", "quint4x2", "quint2x4"})
 
 
+def check_sizes(shape: Sequence[int], where: str) -> None:
+    """ValueError when a tensor written down (`TensorSpec.of`, a recording) has a negative size."""
+    if any(size < 0 for size in shape):
+        raise ValueError(f"`{where}` has a negative size")
+
+
+def known_dtype(dtype: Any, where: str) -> str:
+    """The canonical name of a dtype written down (a torch dtype, its name or a short one: "bf16", "F32"); ValueError
+    naming `where` for anything else (a quantized dtype included: no kernel here reads one as numbers)."""
+    name = canonical_dtype(dtype)
+    if name not in DTYPE_ITEMSIZE:
+        shown = str(dtype) if len(str(dtype)) <= 40 else str(dtype)[:37] + "..."
+        raise ValueError(f"`{where}` is {shown!r}: not a dtype (expected one of {', '.join(sorted(DTYPE_ITEMSIZE))})")
+    return name
+
+
 def _described_dtype(dtype: Any) -> str:
     """`canonical_dtype` for a live tensor's dtype; a quantized one cannot be described (GDR228)."""
     name = canonical_dtype(dtype)
@@ -153,12 +169,8 @@ class TensorSpec:
         """A tensor of `shape`, contiguous unless `stride` is given. ValueError for a negative size or a dtype that
         is not a torch dtype's name (or a short one: "bf16", "fp32")."""
         shape = tuple(int(s) for s in shape)
-        if any(size < 0 for size in shape):
-            raise ValueError(f"shape {shape} has a negative size")
-        name = canonical_dtype(dtype)
-        if name not in DTYPE_ITEMSIZE and name not in QUANTIZED_DTYPES:
-            raise ValueError(f"unknown dtype {str(dtype)[:40]!r}; expected a torch dtype or its name, e.g. "
-                             "bfloat16, float32 or bf16")
+        check_sizes(shape, "shape")
+        name = known_dtype(dtype, "dtype")
         return cls(
             shape=shape,
             stride=tuple(int(s) for s in stride) if stride is not None else contiguous_strides(shape),

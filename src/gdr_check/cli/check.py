@@ -19,8 +19,7 @@ from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
 from ..errors import display_path
-from ..limits import SizeError, checked, shorten
-from ..limits import parse_size as limits_parse_size
+from ..limits import SizeError, checked, parse_size, shorten
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option, state_dtype_option
@@ -46,10 +45,10 @@ EPILOG = """Examples:
 NOTHING_TO_CHECK = "warning: no checkpoint to check: every target is excluded"
 
 
-def parse_size(text: str) -> int:
-    """`--gpu-memory`'s value: '80GiB', '141GB', '1.5e10' -> bytes (`limits.parse_size`), else one usage line."""
+def gpu_memory_option(text: str) -> None:
+    """Refuse a `--gpu-memory` that is no size ('80GiB', '141GB', '1.5e10': `limits.parse_size`) in one usage line."""
     try:
-        return limits_parse_size(text)
+        parse_size(text)
     except SizeError as error:
         raise typer.BadParameter(str(error), param_hint="--gpu-memory") from None
 
@@ -298,7 +297,8 @@ def check_command(
     cli_tp = parse_tp_list(tp) if tp is not None else None
     if revision == "":
         raise typer.BadParameter("names no branch, tag or commit", param_hint="--revision")
-    cli_budget = parse_size(gpu_memory) if gpu_memory is not None else None
+    if gpu_memory is not None:
+        gpu_memory_option(gpu_memory)
     settings_by_config: dict[int, TargetSettings] = {}
 
     def settings_for(target: str) -> TargetSettings:
@@ -312,11 +312,10 @@ def check_command(
         return replace(known, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)))
 
     def _settings(target_config: Config) -> TargetSettings:
-        budget_text = _first(gpu_memory, target_config.gpu_memory)
-        budget = cli_budget
-        if budget is None and budget_text is not None:
+        budget = _first(gpu_memory, target_config.gpu_memory)
+        if gpu_memory is None and budget is not None:
             try:
-                budget = limits_parse_size(budget_text)
+                parse_size(budget)
             except SizeError as error:  # its own words: not a size, or a size out of range
                 raise ConfigError(target_config.path or Path(PYPROJECT), "tool.gdr-check.gpu-memory",
                                   str(error)) from None
@@ -326,8 +325,8 @@ def check_command(
             engine=_first(engine, target_config.engine, DEFAULT_ENGINE),
             tp_sizes=cli_tp or target_config.tp or DEFAULT_TP,
             batch=_first(batch, target_config.batch, DEFAULT_BATCH), slots=_first(slots, target_config.slots),
-            state_dtype=_first(state_dtype, target_config.state_dtype), gpu_memory=budget_text,
-            gpu_memory_bytes=budget, mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens,
+            state_dtype=_first(state_dtype, target_config.state_dtype), gpu_memory=budget,
+            mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens,
         )
 
     if show_settings:
