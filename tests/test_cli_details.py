@@ -221,15 +221,17 @@ def test_a_listing_refuses_a_format_it_cannot_write(repo: Path, monkeypatch, mod
     targets = [] if mode == "--list-models" else list(ARGS)
     result = run_cli(*targets, mode, "--output-format", "sarif", "-o", "listing.sarif")
     assert (result.exit_code, result.stdout) == (2, "")
-    assert result.stderr == (f"error: Invalid value for --output-format: {mode} writes full, concise or json, not "
-                             "'sarif'\n")
+    assert result.stderr == (f"error: Invalid value for --output-format: {mode} writes full, concise, github or json, "
+                             "not 'sarif'\n")
     usage = json.loads((repo / "listing.sarif").read_text())["runs"][0]["invocations"][0]
     assert usage["toolExecutionNotifications"][0]["descriptor"]["id"] == "usage"
     monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "junit")
     assert run_cli(*targets, mode).stderr == (f"error: Invalid value for GDR_CHECK_OUTPUT_FORMAT: {mode} writes full, "
-                                              "concise or json, not 'junit'\n")
+                                              "concise, github or json, not 'junit'\n")
     monkeypatch.delenv("GDR_CHECK_OUTPUT_FORMAT")
-    assert run_cli(*targets, mode, "--output-format", "concise").stdout == run_cli(*targets, mode).stdout != ""
+    table = run_cli(*targets, mode).stdout
+    assert table != "" and all(run_cli(*targets, mode, "--output-format", fmt).stdout == table
+                               for fmt in ("concise", "github"))  # (github: the GitHub Action's default)
 
 
 def test_list_models_to_a_file(repo: Path):

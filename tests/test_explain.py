@@ -143,6 +143,6 @@ def test_cli_explain_all_json_lists_every_rule(capsys):
 def test_cli_bad_flag_exits_2_with_one_line(capsys):
     assert main(["explain", "--bogus"]) == 2
     captured = capsys.readouterr()
-    # The wording is the parser's: typer's own (0.29+) or click's (typer 0.13 at the dependency floors, click 8.2+).
+    # The wording is the parser's: typer's own (0.29+) or click's (typer 0.16 at the dependency floors, click 8.2+).
     assert captured.err in ("error: No such option: --bogus\n", "error: No such option '--bogus'.\n")
     assert captured.out == ""

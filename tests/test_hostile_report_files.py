@@ -310,6 +310,11 @@ def test_an_empty_report_path_or_a_folder_s_is_refused_before_anything_is_writte
     assert run_cli(*args).stderr == ("error: Invalid value for GDR_CHECK_OUTPUT_FILE: `reports/` ends with a slash, "
                                      "so it names a folder: name the report's file\n")
     assert tree(repo) == before
+    # The command line's empty -o wins over the environment's file: its usage error is not written there.
+    monkeypatch.setenv("GDR_CHECK_OUTPUT_FILE", "from-env.json")
+    refused = run_cli(*args, "-o", "", "--output-format", "json")
+    assert refused.exit_code == 2 and json.loads(refused.stdout)["error"]["code"] == "usage"
+    assert tree(repo) == before
 
 
 @pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])

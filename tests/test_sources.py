@@ -822,9 +822,9 @@ def test_a_revision_for_a_folder_or_a_snapshot_on_disk_is_a_note_not_silence(tmp
     for target in (snapshot, snapshot / "config.json"):
         ckpt = open_checkpoint(str(target), revision="v1")
         assert ckpt.root == snapshot
-        assert ckpt.notes[-1] == (f"revision `v1` not applied: `{target}` is not a cached Hugging Face model's "
-                                  "repository, so it was read as it is on disk")
-    assert not any("not applied" in note for note in open_checkpoint(str(snapshot)).notes)
+        assert ckpt.notes[-1] == (f"revision `v1` picks nothing here: `{target}` is not a cached Hugging Face "
+                                  "model's repository, so it was read as it is on disk")
+    assert not any("picks nothing" in note for note in open_checkpoint(str(snapshot)).notes)
 
 
 def test_the_revision_in_the_target_wins_over_the_argument(tmp_path):

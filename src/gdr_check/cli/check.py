@@ -172,15 +172,16 @@ def _first(*values: Any) -> Any:
     return next((value for value in values if value is not None), None)
 
 
-# What `--list-models` and `--statistics` write: a text table (full and concise alike) or a JSON document. A format
-# from the settings' pyproject.toml is the report's, so there they write the text table.
-LISTING_FORMATS = ("full", "concise", "json")
+# What `--list-models` and `--statistics` write: a text table (full, concise and github alike: github is a job's
+# log) or a JSON document; a file format (SARIF, JUnit, ...) is refused. A format from the settings'
+# pyproject.toml is the report's, so there they write the text table.
+LISTING_FORMATS = ("full", "concise", "github", "json")
 
 
 @app.command("check", epilog=EPILOG)
 def check_command(
     targets: list[str] | None = typer.Argument(
-        None, metavar="TARGETS",
+        None,
         help="Checkpoint directories or files (a config.json, shard or index stands for its directory), or Hugging "
              "Face repo ids. Default: the current directory."),
     tp: str | None = typer.Option(
@@ -214,7 +215,8 @@ def check_command(
     output_format: str | None = typer.Option(
         None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT", help=f"One of: {', '.join(FORMATS)}; default full."),
     output_file: Path | None = typer.Option(
-        None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", parser=report_path, help=OUTPUT_FILE_HELP),
+        None, "--output-file", "-o", envvar="GDR_CHECK_OUTPUT_FILE", parser=report_path, metavar="PATH",
+        help=OUTPUT_FILE_HELP),
     config_file: Path | None = typer.Option(
         None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
@@ -255,8 +257,8 @@ def check_command(
     check_format(output_format)
     for mode, chosen in (("--list-models", list_models_flag), ("--statistics", statistics)):
         if chosen and output_format is not None and output_format not in LISTING_FORMATS:
-            raise typer.BadParameter(f"{mode} writes full, concise or json, not {output_format!r}",
-                                     param_hint=format_option_name())
+            raise typer.BadParameter(f"{mode} writes {', '.join(LISTING_FORMATS[:-1])} or {LISTING_FORMATS[-1]}, "
+                                     f"not {output_format!r}", param_hint=format_option_name())
     if list_models_flag and targets:  # (as `explain --all` refuses a query: nothing would be checked)
         shown = ", ".join(repr(shorten(target)) for target in targets[:3]) + (", ..." if len(targets) > 3 else "")
         raise typer.BadParameter(f"it lists the built-in models and checks nothing, so it takes no target (got "

@@ -156,7 +156,7 @@ def _read_stdin() -> tuple[str, int]:
 
 @app.command("explain")
 def explain_command(
-    query: str = typer.Argument(None, metavar="QUERY",
+    query: str = typer.Argument(None,
                                 help=("A rule code (GDR212), name (state-pool-not-4d) or a pasted error message; "
                                       "- reads the paste from standard input (its last 64 KiB).")),
     all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),

@@ -53,7 +53,9 @@ def output_format_from_argv(argv: Sequence[str]) -> str:
 def output_file_from_argv(argv: Sequence[str]) -> str | None:
     """The report file, read before parsing so that usage errors honour it too (None: stdout, also for a path
     `report_path` would refuse)."""
-    chosen = _option_value(argv, ("--output-file", "-o")) or os.environ.get(OUTPUT_FILE_ENV) or None
+    chosen = _option_value(argv, ("--output-file", "-o"))
+    if chosen is None:  # an empty -o is the command line's (refused), not the environment's turn
+        chosen = os.environ.get(OUTPUT_FILE_ENV) or None
     return None if chosen is None or chosen in _STDOUT_NAMES or report_path_problem(chosen) else chosen
 
 

@@ -108,8 +108,8 @@ def _unrevised(checkpoint: Checkpoint, target: str, revision: str | None) -> Che
     """`checkpoint`, with a note when a revision was asked for: only a cached model's repository has snapshots to
     choose from; a folder or file on disk (a snapshot's own included) is read as it is."""
     if revision is not None:
-        checkpoint.notes.append(f"revision `{printable(revision)}` not applied: `{printable(target)}` is not a cached "
-                                "Hugging Face model's repository, so it was read as it is on disk")
+        checkpoint.notes.append(f"revision `{printable(revision)}` picks nothing here: `{printable(target)}` is not a "
+                                "cached Hugging Face model's repository, so it was read as it is on disk")
     return checkpoint
 
 
