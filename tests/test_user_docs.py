@@ -80,7 +80,7 @@ def test_the_readme_says_what_check_targets_returns(cwd: Path):
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert ("`check_targets(targets, settings_for)` gives the list of (target, TP size) results, and "
             "`Run(check_targets(...))` is what `gdr-check check` renders:") in readme
-    settings = TargetSettings(Config(), Selection(), "sglang", [2, 3], 8, None, None, None, None)
+    settings = TargetSettings(Config(), Selection(), "sglang", [2, 3], 8, None, None, None)
     results = check_targets([QWEN], lambda target: settings)
     assert isinstance(results, list) and all(isinstance(r, TargetResult) for r in results)
     assert [r.tp for r in results] == [2, 3]
