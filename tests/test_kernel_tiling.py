@@ -126,10 +126,9 @@ def test_the_plain_variant_of_a_guarded_launch_drops_exactly_the_guards_argument
     constants = {"K": 128, "BV": 16, **tiling.guard_constants(guard, profile, 40)}
     assert (constants["GUARD"], constants["SCAN_BLOCK"], constants["RESERVED_ZERO"]) == (True, 64, True)
     plain_args, plain_constants = tiling.plain_variant(args, constants, profile, 40)
-    assert plain_args == head + (40, None, None, None, 0)
+    assert plain_args == head + (0, 40, None, None, None, 0)
     assert plain_constants == {"K": 128, "BV": 16, "GUARD": False, "RESERVED_ZERO": True, "SCAN_BLOCK": 0,
-                               "SCAN_LOOP": False, "MAX_RECORDS": 1, "POOL_SLOTS": 0}
-    assert constants["POOL_SLOTS"] == 9  # the guard's pool size is a constant of the guarded variant
+                               "SCAN_LOOP": False, "MAX_RECORDS": 1}
 
 
 @pytest.mark.parametrize(("registers", "warps", "programs"), [

@@ -48,7 +48,7 @@ from .tiling import (
 def kda_packed_decode_kernel(
     mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale, lower_bound,
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
-    batch, fault_counter, fault_records, fault_flag, fault_tag,  # the device guard's (unused without GUARD)
+    pool_slots, batch, fault_counter, fault_records, fault_flag, fault_tag,  # the device guard's (unused without GUARD)
     H: tl.constexpr, HV: tl.constexpr,  # head counts as constants: see locate_program
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
@@ -57,13 +57,12 @@ def kda_packed_decode_kernel(
     AFTER_CHECK: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
     MAX_RECORDS: tl.constexpr,
-    POOL_SLOTS: tl.constexpr,  # the guard's pool size, a constant: no kernel parameter read on the way to the state
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, HV, H)
     if AFTER_CHECK:  # launched programmatically after the slot check (PDL): its indices exist after the wait
         slots += wait_for_previous_grid()
     if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
-        slot, live = load_readable_slot(slots, i_n, stride_index, POOL_SLOTS, SKIP_AT_OR_BELOW)
+        slot, live = load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW)
         given_slot = slot
     else:
         slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
@@ -104,7 +103,7 @@ def kda_packed_decode_kernel(
             # `tiling.choose_config` keeps the tile first, measured faster)
             next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
     if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing
-        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, POOL_SLOTS, scan, SKIP_AT_OR_BELOW,
+        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, scan, SKIP_AT_OR_BELOW,
                                     RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
     else:
         computed = live

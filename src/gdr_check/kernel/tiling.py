@@ -297,8 +297,8 @@ class GuardLaunch:
 def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
     """The kernel's run-time guard arguments; without a guard, the pointers are never read (GUARD=False)."""
     if guard is None:
-        return batch, None, None, None, 0
-    return batch, guard.counter, guard.records, guard.flag, guard.tag
+        return 0, batch, None, None, None, 0
+    return guard.pool_slots, batch, guard.counter, guard.records, guard.flag, guard.tag
 
 
 GUARD_CHUNK = 128  # rows compared per step of the duplicate scan (one vector load of slots per step)
@@ -326,8 +326,7 @@ def has_duplicate_scan(guard: GuardLaunch | None, batch: int) -> bool:
 def guard_constants(guard: GuardLaunch | None, profile: object, batch: int) -> dict[str, Any]:
     block, loop = scan_shape(batch) if guard is not None else (0, False)
     return {"GUARD": guard is not None, "RESERVED_ZERO": bool(getattr(profile, "reserved_slot_zero", False)),
-            "SCAN_BLOCK": block, "SCAN_LOOP": loop, "MAX_RECORDS": guard.max_records if guard is not None else 1,
-            "POOL_SLOTS": guard.pool_slots if guard is not None else 0}
+            "SCAN_BLOCK": block, "SCAN_LOOP": loop, "MAX_RECORDS": guard.max_records if guard is not None else 1}
 
 
 def plain_variant(args: tuple[Any, ...], constants: dict[str, Any], profile: object, batch: int
