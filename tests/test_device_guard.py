@@ -6,6 +6,7 @@ backing with canary slots before and after it: no index may change them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import sys
@@ -365,7 +366,8 @@ def test_faults_none_of_which_the_ring_still_held_are_raised_for_the_engine_and_
             with pytest.raises(PendingFaults) as pending:
                 buffer.look(context, "sglang")
             assert str(pending.value) == ("4 faults counted on the device but not kept (a ring of the last "
-                                          "max_records): raise max_records")
+                                          "max_records): raise max_records (recorded by an earlier call; this "
+                                          "call did not run)")  # (a look is a later call's)
             assert (pending.value.diagnostics, pending.value.total) == ([], 4)
         else:
             buffer.look(context, "sglang")
@@ -1158,7 +1160,8 @@ def test_a_recorded_fault_sets_the_host_flag_and_a_look_reads_only_then(monkeypa
     buffer.look("engine", "sglang")  # capturing: the records are not read and the flag stays set
     assert buffer.host_flag[0] == 1 and int(buffer.counter[0]) == 1
     capturing[0] = False
-    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 7 at row 1, .*\[in layer 3\]$"):
+    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 7 at row 1, .*\[in layer 3\] "
+                                            r"\(recorded by an earlier call; this call did not run\)$"):
         buffer.look("engine", "sglang")
     assert buffer.host_flag[0] == 0 and len(taken) == 2
     buffer.look("engine", "sglang")
@@ -1269,7 +1272,8 @@ def test_more_faults_than_records_keep_the_last_ones_and_count_all():
     _record_out_of_range(buffer, 3, "layer 1")
     if DEVICE != "cpu":
         torch.cuda.synchronize()  # the flag has landed
-    with pytest.raises(PendingFaults, match=r"^GDR241: .* at row 0, .*\[in layer 1\] \(and 2 more faults\)$"):
+    with pytest.raises(PendingFaults, match=r"^GDR241: .* at row 0, .*\[in layer 1\] \(and 2 more faults\) \(recorded "
+                                            r"by an earlier call; this call did not run\)$"):
         buffer.look("engine", "sglang")
 
 
@@ -1325,3 +1329,79 @@ def test_faults_from_another_threads_stream_are_each_read_once_while_this_thread
     counted += total
     assert counted == launches * rows and len(seen) == counted
     assert sorted(f.row for f in seen) == sorted(list(range(rows)) * launches)
+
+
+# -- where `out` lies is each call's own (GDR246), not the call signature's ----------------------------------
+def _out_inside_the_pool(call):
+    """`call` with `out` a view of the pool's slot 1: the same shape, strides and dtype as its own `out`."""
+    B, _, HV, V = call.out.shape
+    return dataclasses.replace(call, out=call.initial_state[1].reshape(-1)[:B * HV * V].view(B, 1, HV, V))
+
+
+OVERLAP = "`out` overlaps `initial_state` in memory"
+
+
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+def test_the_checked_kernel_judges_where_out_lies_on_every_call(kda):
+    # The verdict is kept per call signature, which holds no address: a call of the same shapes with `out`
+    # inside the pool was let through after a clean one, and a clean one refused after it.
+    checked = kda_packed_decode if kda else packed_decode
+
+    def call(seed):
+        return make_call(B=4, H=2, HV=4, K=16, V=16, slots=[1, 2, 3, 4], pool_slots=5, kda=kda, seed=seed)
+
+    faults = FaultBuffer(DEVICE)
+    checked(*call(1).args(), faults=faults)  # clean
+    aliased = _out_inside_the_pool(call(2))
+    before = aliased.initial_state.clone()
+    with pytest.raises(ValueError, match=rf"^{re.escape(OVERLAP)}$"):
+        checked(*aliased.args(), faults=faults)
+    assert torch.equal(aliased.initial_state, before)  # refused before anything ran
+    clean = call(3)
+    checked(*clean.args(), faults=faults)  # and a clean call after the refused one runs
+    assert torch.isfinite(clean.out).all()
+
+
+def test_the_guard_judges_where_out_lies_on_every_call_and_records_it_once(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+
+    def arguments(call):
+        names = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices")
+        return dict(zip(names, call.args(), strict=False))
+
+    def call(seed):
+        return make_call(B=4, H=2, HV=4, K=16, V=16, slots=[1, 2, 3, 4], pool_slots=5, seed=seed)
+
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        engine.gdn_caller.forward_decode(**arguments(call(1)))
+        for seed in (2, 3):  # recorded once: it repeats on every call that places `out` so
+            engine.gdn_caller.forward_decode(**arguments(_out_inside_the_pool(call(seed))))
+        inside_qkv = call(6)  # `out` inside another input: every input is compared, not only the pool
+        B, _, HV, V = inside_qkv.out.shape
+        inside_qkv = dataclasses.replace(inside_qkv, out=inside_qkv.mixed_qkv.reshape(-1)[:B * HV * V].view(
+            B, 1, HV, V))
+        engine.gdn_caller.forward_decode(**arguments(inside_qkv))
+    assert [(d.code, d.severity, d.message) for d in guard.diagnostics if d.code == "GDR246"] == [
+        ("GDR246", "error", OVERLAP), ("GDR246", "error", "`out` overlaps `mixed_qkv` in memory")]
+    with gdr_check.guard(engine="sglang", mode="raise"):
+        with pytest.raises(gdr_check.GuardError, match=rf"^GDR246: {re.escape(OVERLAP)}$"):
+            engine.gdn_caller.forward_decode(**arguments(_out_inside_the_pool(call(4))))
+        engine.gdn_caller.forward_decode(**arguments(call(5)))  # the same signature, `out` apart: no error
+
+
+def test_a_later_call_that_raises_an_earlier_call_s_faults_says_so_and_does_not_run():
+    faults = FaultBuffer(DEVICE)
+    bad = make_call(B=4, H=2, HV=4, K=16, V=16, slots=[1, 2, 3, 9], pool_slots=5, seed=1)
+    packed_decode(*bad.args(), faults=faults)  # slot 9 past the pool: recorded on the device, row skipped
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
+    later = make_call(B=4, H=2, HV=4, K=16, V=16, slots=[1, 2, 3, 4], pool_slots=5, seed=2)
+    before = later.initial_state.clone()
+    with pytest.raises(PendingFaults, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 3, .* \(recorded by an "
+                                            r"earlier call; this call did not run\)$") as pending:
+        packed_decode(*later.args(), faults=faults)
+    assert pending.value.earlier and torch.equal(later.initial_state, before) and later.out.isnan().all()
+    packed_decode(*later.args(), faults=faults)  # run again: the faults were read
+    assert torch.isfinite(later.out).all()

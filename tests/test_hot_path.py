@@ -104,3 +104,25 @@ def test_the_library_leaves_the_collector_as_it_found_it():
     assert gc.isenabled()
     check_packed_decode(**gdn_call())
     assert gc.isenabled()
+
+
+def test_the_per_call_overlap_test_meets_gdr246_at_the_byte():
+    # GDR246 is the one rule that depends on where the tensors lie: the guard and the checked kernels test it on
+    # every call from data pointers and the extents kept with the signature. Touching is not overlapping.
+    torch = pytest.importorskip("torch")
+    from gdr_check.checks.hotpath import address_rules, byte_extents, out_overlaps
+
+    assert address_rules() == frozenset({"GDR246"})
+    backing = torch.zeros(64)  # fp32: 4 bytes an element
+    inputs = [torch.zeros(2) for _ in range(9)]  # in ARGUMENTS order; scale's place is never read
+    dense, strided = backing[:8].view(2, 1, 2, 2), backing[0:16:2].view(2, 1, 2, 2)  # elements 0-7; 0, 2, ... 14
+    for out, state, extent, overlaps in ((dense, backing[8:40], 32, False),  # touching is not overlapping
+                                         (dense, backing[7:39], 32, True),
+                                         (strided, backing[14:46], 60, True),
+                                         (strided, backing[15:47], 60, False),
+                                         (backing[:0].view(0, 1, 2, 2), backing[:32], 0, False)):  # empty `out`
+        args = [*inputs[:6], state.view(2, 2, 2, 4), out, inputs[8]]
+        extents = byte_extents(args)
+        assert extents is not None and extents[0] == extent and extents[6] == 128
+        assert out_overlaps(args, extents) is overlaps
+    assert byte_extents([*inputs[:7], [1.0], inputs[8]]) is None  # `out` not a tensor: nothing kept

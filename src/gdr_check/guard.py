@@ -81,7 +81,7 @@ from .call import ARGUMENTS, Variant
 from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
-from .checks.hotpath import run_contract
+from .checks.hotpath import out_overlaps, run_contract
 from .engines import profile_for
 from .limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from .models.check import check_model
@@ -225,12 +225,16 @@ class _Plan:
     or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
 
     __slots__ = ("key", "errors", "pool_slots", "launch", "tags", "batch", "stride", "host_flag", "last",
-                 "stream", "on_host")
+                 "stream", "on_host", "extents", "overlaps_seen")
 
     def __init__(self, key: tuple[Any, ...], errors: list[Any], pool_slots: int, launch: Any, batch: int = 0,
-                 stride: int = 0, on_host: bool = False) -> None:
+                 stride: int = 0, on_host: bool = False, extents: tuple[int, ...] | None = None) -> None:
         self.key = key  # the signature it was decided for (`_signature`, or `_loose_signature`'s key)
         self.errors = errors
+        # The tensors' byte extents, for the per-call overlap test (`hotpath.out_overlaps`: GDR246 depends on
+        # where `out` lies, which no signature holds); None for a refused call or a loose signature.
+        self.extents = extents
+        self.overlaps_seen: set[str] = set()  # the overlap messages recorded already (warn and record modes)
         self.pool_slots = pool_slots
         self.launch = launch
         self.on_host = on_host  # CPU tensors that Triton cannot run: the slots are checked on the host
@@ -512,7 +516,8 @@ class Guard:
                     launch = self._buffer(device).check_launch(self.engine, device)
                 indices = values["ssm_state_indices"]
                 batch, stride = int(indices.shape[0]), int(indices.stride(0))
-            plan = _Plan(key, verdict.errors, verdict.pool_slots, launch, batch, stride, on_host)
+            plan = _Plan(key, verdict.errors, verdict.pool_slots, launch, batch, stride, on_host,
+                         verdict.extents if strict else None)
             if len(site.plans) >= _PLAN_CACHE_SIZE:
                 site.plans.clear()
             site.plans[key] = plan
@@ -527,6 +532,18 @@ class Guard:
         if tag is None:
             tag = plan.tags[address] = self._tag(plan.launch.buffer, state, plan.pool_slots)
         return plan, tag
+
+    def _overlap(self, site: _Site, values: dict[str, Any], plan: _Plan) -> None:
+        """This call's `out` overlaps an input (`hotpath.out_overlaps`): the contract's GDR246, acted on per the
+        mode. Outside raise mode each message is recorded once per signature: it repeats on every call that
+        places `out` so, and the engine's call goes ahead, as for a refused signature."""
+        from .kernel.device_guard import address_errors
+
+        errors = address_errors(site.variant, site.ordered(values), self.engine)
+        if self.mode != "raise":
+            errors = [d for d in errors if d.message not in plan.overlaps_seen]
+            plan.overlaps_seen.update(d.message for d in errors)
+        self._act(errors)
 
     def _check_on_host(self, site: _Site, values: dict[str, Any]) -> None:
         """A call on CPU tensors where Triton cannot run (no `TRITON_INTERPRET`): no slot check can launch, and
@@ -670,7 +687,8 @@ class Guard:
                 # see a resize_, and `.data` can be reassigned without one), their strides and device are the
                 # check's (the kernel gets the checked copy, never them).
                 last = None if plan is None else plan.last
-                tag: Any = None if plan is None else plan.tags.get(h.data_ptr())
+                pool = h.data_ptr()
+                tag: Any = None if plan is None else plan.tags.get(pool)
                 reuse = last is not None and tag is not None and tag not in last.served and last.indices is i \
                     and last.epoch == capture.epoch and (last.version is None or last.version == i._version) \
                     and (last.stream is None or last.stream == plan.stream())  # type: ignore[union-attr, misc]
@@ -695,7 +713,7 @@ class Guard:
                         d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
                         o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
                         scale, type(scale), l2norm, type(l2norm), bound, type(bound))]
-                    tag = plan.tags[h.data_ptr()]
+                    tag = plan.tags[pool]
                     last = plan.last  # another plan: its own last check may serve (its terms were all read)
                     reuse = _reusable(last, i, tag, capture.epoch, plan.stream)
             except Exception:  # noqa: BLE001 - a new signature or pool, or an argument that is not a tensor
@@ -704,6 +722,22 @@ class Guard:
                 plan, tag = guard._plan(site, kwargs)
                 i, last = kwargs["ssm_state_indices"], plan.last
                 reuse = _reusable(last, i, tag, capture.epoch, plan.stream)
+                if plan.extents is not None and out_overlaps(site.ordered(kwargs), plan.extents):
+                    guard._overlap(site, kwargs, plan)
+            elif (extents := plan.extents) is not None:
+                # Where `out` lies is each call's own (GDR246): `hotpath.out_overlaps`, inlined with the pool's
+                # data pointer read once, must stay the same test.
+                start = o.data_ptr()
+                end = start + extents[0]
+                if start < end and (
+                        ((p := q.data_ptr()) < end and start < p + extents[1])
+                        or ((p := a.data_ptr()) < end and start < p + extents[2])
+                        or ((p := b.data_ptr()) < end and start < p + extents[3])
+                        or ((p := g.data_ptr()) < end and start < p + extents[4])
+                        or ((p := d.data_ptr()) < end and start < p + extents[5])
+                        or (pool < end and start < pool + extents[6])
+                        or ((p := i.data_ptr()) < end and start < p + extents[7])):
+                    guard._overlap(site, kwargs, plan)
             launch = plan.launch
             if launch is None:
                 if plan.errors and guard.mode == "raise":

@@ -102,6 +102,9 @@ class Rule:
     # fully (GDR136's requests with the engine's extra slots, over GDR132's plain ones). Applied after the rule
     # selection (`without_superseded`), so ignoring this rule brings the other back.
     supersedes: tuple[str, ...] = ()
+    # The check reads where the tensors lie (storages, offsets), not only their shapes: a verdict kept per call
+    # signature (the checked kernels, the runtime guard) judges this rule again on every call.
+    by_address: bool = False
 
     def fields(self) -> list[str]:
         return [name for _, name, _, _ in string.Formatter().parse(self.message) if name]

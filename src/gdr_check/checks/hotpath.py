@@ -8,9 +8,11 @@ Two paths run per kernel launch, each with a budget against the reference wrappe
    by identity, its `_version`, the capture epoch, the CUDA stream), then `_signature`'s terms (shape,
    strides, dtype and device of the tensors, and the scalars; no data pointer, no index value) compared one by
    one with that plan's key, no tuple built or hashed (the indices' strides and device skipped when they are
-   the checked object; a full lookup only when another signature came last), the pool's tag by address, one read
-   of the fault flag (`FaultBuffer.host_flag`, host memory the kernels set: no CUDA call), and either the
-   step's sanitised indices served again (the pool's tag not yet served: a set insert) or, on the first call
+   the checked object; a full lookup only when another signature came last), whether `out` overlaps an input
+   (`out_overlaps` below: eight data pointers against the byte extents kept with the plan; GDR246 is the one
+   rule that depends on where the tensors lie), the pool's tag by address, one read of the fault flag
+   (`FaultBuffer.host_flag`, host memory the kernels set: no CUDA call), and either the step's sanitised
+   indices served again (the pool's tag not yet served: a set insert) or, on the first call
    of a step,
    `kernel/device_guard.py`, `CheckLaunch.__call__`: one allocation and the slot check's launch (straight to the
    compiled kernel on CUDA), and stores the new `_Plan.last`. Everything else (the contract, the
@@ -30,14 +32,57 @@ The cyclic garbage collector is paused by the CLI only (`cli/main.py`); the libr
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
-from ..call import CallContext, Engine, Origin, PackedDecodeCall, Variant
+from ..call import ARGUMENTS, CallContext, Engine, Origin, PackedDecodeCall, Variant
 from ..engines import profile_for
 from ..registry import RULE_SET, Finding, Rule, RuleSet
 from ..report import Diagnostic, Report
 from ..tensors import TensorSpec
+from .rules_assumed import OUT_MUST_NOT_OVERLAP
 from .rules_guard import argument_report
+
+# Positions in the wrapper's argument order of `out` and of the arguments it must not overlap (GDR246).
+OUT_POSITION = ARGUMENTS.index("out")
+OVERLAP_POSITIONS = tuple(ARGUMENTS.index(name) for name in OUT_MUST_NOT_OVERLAP)
+
+
+@functools.cache
+def address_rules() -> frozenset[str]:
+    """The codes a verdict kept per call signature must judge again on every call (`Rule.by_address`)."""
+    return frozenset(code for code, rule in RULE_SET.rules.items() if rule.by_address)
+
+
+def byte_extents(args: Sequence[Any]) -> tuple[int, ...] | None:
+    """For `out` and then each argument it must not overlap: how many bytes from its data pointer the tensor can
+    touch (0 when it is empty). Fixed by the call signature (shapes, strides, dtypes), so kept with it; None
+    when one of them is not a strided tensor."""
+    extents = []
+    for position in (OUT_POSITION, *OVERLAP_POSITIONS):
+        tensor = args[position]
+        try:
+            shape, stride, itemsize = tensor.shape, tensor.stride(), tensor.element_size()
+        except (AttributeError, TypeError, RuntimeError, NotImplementedError):
+            return None
+        reach = sum((size - 1) * step for size, step in zip(shape, stride, strict=True))
+        extents.append(0 if 0 in shape else (reach + 1) * itemsize)
+    return tuple(extents)
+
+
+def out_overlaps(args: Sequence[Any], extents: tuple[int, ...]) -> bool:
+    """Whether `out`'s bytes meet those of an argument it must not overlap: GDR246's test for one call, from data
+    pointers alone (`extents` from `byte_extents`), since the signature holds no address."""
+    start = args[OUT_POSITION].data_ptr()
+    end = start + extents[0]
+    if start == end:
+        return False
+    for position, extent in zip(OVERLAP_POSITIONS, extents[1:], strict=True):
+        other = args[position].data_ptr()
+        if other < end and start < other + extent:
+            return True
+    return False
 
 # What describing a foreign object (None, a list, a NumPy array, a nested or sparse tensor) can raise.
 _UNDESCRIBABLE = (AttributeError, TypeError, ValueError, RuntimeError, OverflowError, NotImplementedError)

@@ -224,6 +224,10 @@ def scale_valid(ctx: CallContext) -> Finding | None:
     return None
 
 
+# The arguments `out` must not share memory with (GDR246; `hotpath.out_overlaps` tests the same per call).
+OUT_MUST_NOT_OVERLAP = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "ssm_state_indices")
+
+
 @rule(
     "GDR246", "out-aliases-inputs",
     summary="`out` shares memory with an input",
@@ -235,11 +239,12 @@ def scale_valid(ctx: CallContext) -> Finding | None:
     fixes=("allocate `out` separately",),
     engines="sglang 0.5.23 and vLLM.",
     example=CallExample({"out": tensor(4, 1, 4, 8, storage="mixed_qkv")}, "`out` inside the `mixed_qkv` buffer"),
+    by_address=True,
 )
 def out_aliasing(ctx: CallContext) -> Finding | list[Finding] | None:
     out = ctx.call.out
     findings = []
-    for name in ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "ssm_state_indices"):
+    for name in OUT_MUST_NOT_OVERLAP:
         other = getattr(ctx.call, name)
         # Separate allocations have different storages: compare those before the byte spans.
         if other.storage == out.storage and out.overlaps(other):

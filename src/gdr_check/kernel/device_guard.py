@@ -31,6 +31,7 @@ import triton.language as tl
 from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
+from ..checks.hotpath import address_rules, byte_extents, out_overlaps
 from ..checks.rules_guard import meta_report
 from ..limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from ..registry import Finding
@@ -185,7 +186,7 @@ class FaultBuffer:
         if total:
             room = max(1, self.max_records // 2)
             self.looks_to_skip = max(0, min(REPEAT_LOOK_INTERVAL, room * looks // total - 1))
-        raise_errors(faults, total, context, engine)
+        raise_errors(faults, total, context, engine, earlier=True)
 
     def take(self) -> tuple[list[Fault], int]:
         """Read the faults recorded since the last read (synchronises the device): (faults, their count,
@@ -302,30 +303,38 @@ def fault_diagnostic(fault: Fault, context: Context, engine: Engine) -> Diagnost
     return diagnostic
 
 
-class PendingFaults(ValueError):
-    """Faults the device recorded, raised at a point the caller chose (`raise_pending`): the errors among those
-    read, and `total`, every fault counted (errors read, and those the ring no longer held)."""
+# What a later call that finds an earlier call's faults says of itself: it raises before it launches anything.
+EARLIER_CALL = "recorded by an earlier call; this call did not run"
 
-    def __init__(self, diagnostics: list[Diagnostic], total: int) -> None:
+
+class PendingFaults(ValueError):
+    """Faults the device recorded, raised at a point the caller chose (`raise_pending`), or by a later checked
+    call before it runs (`earlier`): the errors among those read, and `total`, every fault counted (errors
+    read, and those the ring no longer held)."""
+
+    def __init__(self, diagnostics: list[Diagnostic], total: int, earlier: bool = False) -> None:
         if diagnostics:
             first = diagnostics[0]
             more = f" (and {total - 1} more fault{'s' if total > 2 else ''})" if total > 1 else ""
             text = f"{first.code}: {first.message} [{first.notes[0]}]{more}"
         else:
             text = f"{counted(total, 'fault')} {UNLISTED_FAULTS}"
-        super().__init__(text)
+        super().__init__(f"{text} ({EARLIER_CALL})" if earlier else text)
         self.diagnostics = diagnostics
         self.total = total
+        self.earlier = earlier
 
 
-def raise_errors(faults: list[Fault], total: int, context: Context, engine: Engine) -> list[Diagnostic]:
+def raise_errors(faults: list[Fault], total: int, context: Context, engine: Engine, earlier: bool = False
+                 ) -> list[Diagnostic]:
     """The diagnostics of `faults` (read by `take`, `total` counted); PendingFaults when one is an error, or, for
     the engine's calls (where every slot fault is one), when the ring no longer held some of them. (A direct
-    call's unlisted faults may be notes, GDR247 on slot 0: they do not raise alone.)"""
+    call's unlisted faults may be notes, GDR247 on slot 0: they do not raise alone.) `earlier`: a later call
+    found them, and raises instead of running."""
     diagnostics = diagnostics_of(faults, context, engine)
     errors = [d for d in diagnostics if d.severity == "error"]
     if errors or (context == "engine" and total > len(faults)):
-        raise PendingFaults(errors, total - (len(diagnostics) - len(errors)))
+        raise PendingFaults(errors, total - (len(diagnostics) - len(errors)), earlier)
     return diagnostics
 
 
@@ -389,11 +398,14 @@ def signature_of(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 @dataclass
 class Verdict:
-    """The shape-level result for one call signature: errors that refuse the call, and other diagnostics."""
+    """The shape-level result for one call signature: errors that refuse the call, and other diagnostics. The
+    rules that depend on where the tensors lie (`address_rules`: `out` overlapping an input) are judged per call
+    instead, from `extents` (`hotpath.byte_extents`; None when the call is refused)."""
 
     errors: list[Diagnostic]
     others: list[Diagnostic]
     pool_slots: int
+    extents: tuple[int, ...] | None = None
 
 
 def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
@@ -402,14 +414,25 @@ def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
     check = check_kda_packed_decode if variant == "kda" else check_packed_decode
     # A call about to run cannot take a meta tensor (a shape-only stand-in for `check_packed_decode`): GDR228.
     report = meta_report(dict(zip(ARGUMENTS, args, strict=False))) or check(*args, engine=engine, read_values=False)
-    diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS]
+    per_call = address_rules()
+    diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS
+                   and d.code not in per_call]
     if extra is not None:
         diagnostics += extra(args)
     errors = [d for d in diagnostics if d.severity == "error"]
     others = [d for d in diagnostics if d.severity != "error"]
     state = args[6]
     pool_slots = int(state.shape[0]) if not errors and getattr(state, "ndim", 0) == 4 else 0
-    return Verdict(errors, others, pool_slots)
+    return Verdict(errors, others, pool_slots, None if errors else byte_extents(args))
+
+
+def address_errors(variant: str, args: tuple[Any, ...], engine: Engine) -> list[Diagnostic]:
+    """The errors of the rules judged per call (`address_rules`) for this call, when `out_overlaps` found an
+    overlap: the contract's own diagnostics, with its words."""
+    check = check_kda_packed_decode if variant == "kda" else check_packed_decode
+    per_call = address_rules()
+    return [d for d in check(*args, engine=engine, read_values=False).diagnostics
+            if d.code in per_call and d.severity == "error"]
 
 
 _CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "SCAN_BLOCK", "SCAN_LOOP", "MAX_RECORDS", "RELEASE")
@@ -519,6 +542,10 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
     verdict = cached_verdict(variant, engine, args)
     if verdict.errors:
         raise ValueError(verdict.errors[0].message)
+    if verdict.extents is not None and out_overlaps(args, verdict.extents):
+        aliased = address_errors(variant, args, engine)
+        if aliased:
+            raise ValueError(aliased[0].message)
     state = args[6]
     if state.device.type == "cpu" and not INTERPRETED:  # Triton has no CPU driver: say so, not its traceback
         cpu = RULES["GDR251"].diagnostic(Finding({"device": "cpu"}, argument="mixed_qkv"))
