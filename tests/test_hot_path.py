@@ -94,6 +94,8 @@ def test_specs_and_calls_stay_values():
                                              r"complex128, .*, uint8\)$"):
             TensorSpec.of((8, 8), bad)
     assert TensorSpec.of((8, 8), "fp32").dtype == "float32" and TensorSpec.of((0, 8), "F32").dtype == "float32"
+    with pytest.raises(ValueError, match=r"^`shape` must be a sequence of integers, not 'ab'$"):
+        TensorSpec("ab", (1,))  # (it said "invalid literal for int() with base 10: 'a'")
 
 
 def test_the_library_leaves_the_collector_as_it_found_it():

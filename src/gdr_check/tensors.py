@@ -146,8 +146,14 @@ class TensorSpec:
         # Tuples of ints and canonical dtype names (what `of`, `from_tensor` and the rules pass) are kept as they
         # are; anything else (lists, torch.Size of a fake tensor, "bf16") is normalised.
         if type(self.shape) is not tuple or type(self.stride) is not tuple:
-            self.shape = tuple(map(int, self.shape))
-            self.stride = tuple(map(int, self.stride))
+            # (Tuples are taken as given: the hot path's. `TensorSpec.of` checks what a person writes down.)
+            for field_name in ("shape", "stride"):
+                value = getattr(self, field_name)
+                try:
+                    setattr(self, field_name, tuple(map(int, value)))
+                except (TypeError, ValueError):
+                    raise ValueError(f"`{field_name}` must be a sequence of integers, not {str(value)[:40]!r}"
+                                     ) from None
         if self.dtype not in DTYPE_ITEMSIZE:
             self.dtype = canonical_dtype(self.dtype)
         self.ndim = len(self.shape)
