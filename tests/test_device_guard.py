@@ -1406,3 +1406,56 @@ def test_a_later_call_that_raises_an_earlier_call_s_faults_says_so_and_does_not_
     assert pending.value.earlier and torch.equal(later.initial_state, before) and later.out.isnan().all()
     packed_decode(*later.args(), faults=faults)  # run again: the faults were read
     assert torch.isfinite(later.out).all()
+
+
+def test_the_guard_s_inlined_overlap_test_meets_every_input_on_its_fast_path(monkeypatch):
+    # The same pool and signature every call, so each goes through the wrapper's inlined test (no new plan):
+    # `out` laid over each argument it must not overlap in turn, by a view of one backing holding both.
+    from fake_engine import install
+    from gdr_check.checks.rules_assumed import OUT_MUST_NOT_OVERLAP
+
+    engine = install(monkeypatch)
+    names = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices")
+    base = make_call(B=4, H=2, HV=4, K=16, V=16, slots=[1, 2, 3, 4], pool_slots=5, seed=1)
+    plans = []
+    real_plan = gdr_check.guard.Guard._plan
+    monkeypatch.setattr(gdr_check.guard.Guard, "_plan", lambda self, site, values: plans.append(
+        [n for n in names if values[n] is not base.args()[names.index(n)]]) or real_plan(self, site, values))
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        engine.gdn_caller.forward_decode(**dict(zip(names, base.args(), strict=False)))
+        for name in OUT_MUST_NOT_OVERLAP:
+            arguments = dict(zip(names, base.args(), strict=False))
+            other = arguments[name]
+            if name == "initial_state":  # the pool itself stays (its tag keeps the plan): `out` in its slot 1
+                backing, at = other.reshape(-1), 1 * other[0].numel()
+            else:
+                backing = torch.zeros(512 + other.numel(), device=DEVICE).view(other.dtype)
+                at = 100  # `other` from element 100: inside `out`, which takes elements 0-255
+                arguments[name] = backing[at:at + other.numel()].view(other.shape)
+                arguments[name].copy_(other)
+            start = at - 100 if name != "initial_state" else at
+            arguments["out"] = backing[start:start + 256].view(torch.float32).view(4, 1, 4, 16)
+            engine.gdn_caller.forward_decode(**arguments)
+    assert len(plans) == 1, plans  # every later call took the wrapper's own path
+    assert [d.message for d in guard.diagnostics if d.code == "GDR246"] == [
+        f"`out` overlaps `{name}` in memory" for name in OUT_MUST_NOT_OVERLAP]
+
+
+def test_a_refused_call_whose_out_overlaps_an_input_reports_both(monkeypatch):
+    from fake_engine import install
+
+    engine = install(monkeypatch)
+    names = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices")
+    call = _out_inside_the_pool(make_call(B=4, H=2, HV=4, K=16, V=16, slots=[1, 2, 3, 4], pool_slots=5, seed=1))
+    arguments = dict(zip(names, call.args(), strict=False))
+    arguments["A_log"] = arguments["A_log"][:3]  # one value head short: refused (a shape error)
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        for _ in range(2):
+            engine.gdn_caller.forward_decode(**arguments)
+    errors = [d for d in guard.diagnostics if d.severity == "error"]
+    assert errors[-1].message == OVERLAP and len(errors) >= 2 and errors.count(errors[-1]) == 1
+    with gdr_check.guard(engine="sglang", mode="raise"):
+        for _ in range(2):  # the first call (a new plan) and a later one (the plan's): both errors each time
+            with pytest.raises(gdr_check.GuardError) as refused:
+                engine.gdn_caller.forward_decode(**arguments)
+            assert [d.code for d in refused.value.diagnostics][-1] == "GDR246" and len(refused.value.diagnostics) >= 2

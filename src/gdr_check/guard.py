@@ -493,7 +493,7 @@ class Guard:
         and the model comparison), act on what that finds, and keep the decision for the signature's later
         calls. Off the steady state, which is `_Plan` lookups in the wrapper."""
         from .kernel._triton_common import INTERPRETED
-        from .kernel.device_guard import shape_verdict
+        from .kernel.device_guard import address_errors, shape_verdict
 
         strict = True
         try:
@@ -521,7 +521,11 @@ class Guard:
             if len(site.plans) >= _PLAN_CACHE_SIZE:
                 site.plans.clear()
             site.plans[key] = plan
-            self._act(verdict.errors + verdict.others)
+            # This call's overlap (judged per call, never kept with the plan) is reported with the plan's errors.
+            overlapping = (address_errors(site.variant, ordered, self.engine)
+                           if plan.extents is not None and out_overlaps(ordered, plan.extents) else [])
+            plan.overlaps_seen.update(d.message for d in overlapping)
+            self._act(verdict.errors + overlapping + verdict.others)
         if strict:
             site.recent = plan
         if plan.launch is None:
@@ -540,9 +544,12 @@ class Guard:
         from .kernel.device_guard import address_errors
 
         errors = address_errors(site.variant, site.ordered(values), self.engine)
-        if self.mode != "raise":
-            errors = [d for d in errors if d.message not in plan.overlaps_seen]
-            plan.overlaps_seen.update(d.message for d in errors)
+        if self.mode == "raise":
+            if errors:  # with a refused signature's errors first: the call's every error, as its first call had
+                raise GuardError([*plan.errors, *errors])
+            return
+        errors = [d for d in errors if d.message not in plan.overlaps_seen]
+        plan.overlaps_seen.update(d.message for d in errors)
         self._act(errors)
 
     def _check_on_host(self, site: _Site, values: dict[str, Any]) -> None:

@@ -400,7 +400,7 @@ def signature_of(args: tuple[Any, ...]) -> tuple[Any, ...]:
 class Verdict:
     """The shape-level result for one call signature: errors that refuse the call, and other diagnostics. The
     rules that depend on where the tensors lie (`address_rules`: `out` overlapping an input) are judged per call
-    instead, from `extents` (`hotpath.byte_extents`; None when the call is refused)."""
+    instead, from `extents` (`hotpath.byte_extents`; None where an argument is no strided tensor)."""
 
     errors: list[Diagnostic]
     others: list[Diagnostic]
@@ -423,7 +423,7 @@ def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
     others = [d for d in diagnostics if d.severity != "error"]
     state = args[6]
     pool_slots = int(state.shape[0]) if not errors and getattr(state, "ndim", 0) == 4 else 0
-    return Verdict(errors, others, pool_slots, None if errors else byte_extents(args))
+    return Verdict(errors, others, pool_slots, byte_extents(args))
 
 
 def address_errors(variant: str, args: tuple[Any, ...], engine: Engine) -> list[Diagnostic]:
