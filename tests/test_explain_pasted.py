@@ -328,3 +328,20 @@ def test_illegal_access_names_the_engines_skip_rule_and_pool_rows():
     assert vllm.reasons == [
         "vLLM 0.29's packed decode skips a row whose slot is <= 0; any other slot must be below the state pool's "
         "row count, or the kernel reads and writes outside the pool"]
+
+
+@pytest.mark.parametrize("text", [
+    "ValueError('`initial_state` must be a 4D tensor (got ndim=5).')",
+    'ValueError("`initial_state` must be a 4D tensor (got ndim=5).")',
+    "exceptions: [RuntimeError('boom'), ValueError('`initial_state` must be a 4D tensor (got ndim=5).')]",
+])
+def test_an_exception_in_its_repr_form_is_found_with_clean_values(text):
+    # `repr(error)` and lists of exceptions in logs: the message between the quotes, not `5).'` as a value
+    (found,) = find_all(text)
+    assert (found.rule.code, found.values) == ("GDR212", {"ndim": "5"})
+    assert found.matched_message == "`initial_state` must be a 4D tensor (got ndim=5)."
+
+
+def test_a_rule_name_in_any_case_and_with_underscores_is_found(capsys):
+    assert main(["explain", "State_Pool_Not_4D"]) == 0
+    assert capsys.readouterr().out.startswith("GDR212 state-pool-not-4d (error)")

@@ -157,6 +157,7 @@ ignore = ["GDR111"]
     ('slect = ["GDR1"]', "tool.gdr-check.slect", "unknown key"),
     ('extend_select = ["GDR1"]', "tool.gdr-check.extend_select", "did you mean `extend-select`?"),
     ('select = "GDR1"', "tool.gdr-check.select", "expected an array of strings, got a string"),
+    ('exclude = ["a", 1]', "tool.gdr-check.exclude", "expected an array of strings, got an integer at index 1"),
     ('select = ["GDR999"]', "tool.gdr-check.select", "`GDR999` selects no rule"),
     ('ignore = ["nonsense-rule"]', "tool.gdr-check.ignore", "unknown rule selector `nonsense-rule`"),
     ('tp = [0]', "tool.gdr-check.tp", "expected a TP size in 1..4_096 or a non-empty array of them"),
@@ -279,3 +280,11 @@ def test_unknown_code_on_the_command_line_exits_2(project: Path):
     assert sarif.exit_code == 2
     notification = json.loads(sarif.stdout)["runs"][0]["invocations"][0]["toolExecutionNotifications"][0]
     assert notification["descriptor"]["id"] == "usage" and "--ignore" in notification["message"]["text"]
+
+
+def test_config_and_isolated_together_are_a_usage_error(project: Path):
+    write_pyproject(project, "[tool.gdr-check]\ntp = 2\n")
+    result = run_cli("models/good", "--config", "pyproject.toml", "--isolated")  # (it ran at tp 1, silently)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("error: Invalid value for --isolated: it ignores every settings file, and --config names "
+                             "one: give one of them\n")

@@ -286,8 +286,11 @@ class _Reader:
         value = self.table.get(key)
         if value is None:
             return None
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        if not isinstance(value, list):
             raise self.fail(key, f"expected an array of strings, got {_toml_type(value)}")
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(key, f"expected an array of strings, got {_toml_type(item)} at index {index}")
         return value
 
     def string(self, key: str) -> str | None:

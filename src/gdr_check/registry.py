@@ -260,7 +260,8 @@ class RuleSet:
     # -- reading ---------------------------------------------------------------------------------------
     def get(self, code_or_name: str) -> Rule | None:
         key = code_or_name.strip()
-        return self.rules.get(key.upper()) or self.by_name.get(key.lower())
+        # Names in any case, with underscores for hyphens (`State_Pool_Not_4D`), as codes in any case.
+        return self.rules.get(key.upper()) or self.by_name.get(key.lower().replace("_", "-"))
 
     def in_scope(self, scope: str) -> list[Rule]:
         return sorted((r for r in self.rules.values() if r.scope == scope), key=lambda r: r.code)

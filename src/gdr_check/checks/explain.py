@@ -231,10 +231,28 @@ def _fields_ok(rule: Rule, values: Mapping[str, str]) -> bool:
     return not names or all(_is_name(values.get(name, "").strip()) for name in names)
 
 
+def _repr_messages(line: str) -> list[str]:
+    """The messages of exceptions written in Python's repr form, `ValueError('msg')` (`repr(error)`, a list of
+    exceptions in a log): the text between the quotes, unescaped; by scanning."""
+    found: list[str] = []
+    for suffix in _SUFFIXES:
+        for quote in "'\"":
+            opener, closer = f"{suffix}({quote}", f"{quote})"
+            position = 0
+            while (at := line.find(opener, position)) >= 0 and len(found) < _MAX_STARTS:
+                start = at + len(opener)
+                end = line.find(closer, start)
+                if end < 0:
+                    break
+                found.append(line[start:end].replace(f"\\{quote}", quote).replace("\\\\", "\\"))
+                position = end + len(closer)
+    return found
+
+
 def _message_starts(line: str) -> list[str]:
     """Where the message may start in `line`: after the known prefixes, and after each of the first separators
     (`] `, `) `, `| `, `: `) for prefixes nobody listed (docker compose's `svc  | `, torchrun's `[rank4]: `)."""
-    starts = [message_of(line)]
+    starts = [message_of(line), *_repr_messages(line)]
     position = 0
     for _ in range(_MAX_STARTS):
         cut = min((at + len(sep) for sep in _SEPARATORS if (at := line.find(sep, position)) >= 0), default=-1)

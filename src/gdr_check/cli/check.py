@@ -268,6 +268,9 @@ def check_command(
         return 0
     from ..sources.discover import expand_targets
 
+    if config_file is not None and isolated:  # (as ruff refuses them together: one would be ignored)
+        raise typer.BadParameter("it ignores every settings file, and --config names one: give one of them",
+                                 param_hint="--isolated")
     resolver = _resolver(config_file, isolated)
     unsearchable: list[str] = []
     if targets and "" in targets:  # not the current directory: an empty argument is a mistake (an unset variable)
