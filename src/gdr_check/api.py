@@ -122,7 +122,7 @@ def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[s
     target before it is checked. `Run(check_targets(...))` is what `gdr-check check` renders."""
     named = [targets] if isinstance(targets, (str, os.PathLike)) else list(targets)  # one: not its characters
     results: list[TargetResult] = []
-    for index, target in enumerate(str(os.fspath(each)) for each in named):
+    for index, target in enumerate(os.fspath(each) for each in named):
         if progress is not None:
             progress(index, target)
         failed = (unreadable or {}).get(target)

@@ -40,7 +40,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from .engines import UnknownEngineError, profile_for
 from .errors import printable
-from .files import cache_refusal, reserved_name_refusal, write_problem, write_whole
+from .files import cache_refusal, folder_name_refusal, reserved_name_refusal, write_problem, write_whole
 from .limits import LimitError, checked
 from .recording import KIND, SCHEMA_VERSION
 from .tensors import TensorSpec
@@ -431,9 +431,9 @@ class Capture:
         except LimitError as error:
             raise CaptureError(str(error)) from None
         self.path_template = os.fsdecode(path)  # (bytes too, as os.fspath gives them)
-        if self.path_template.endswith(("/", os.sep)):  # Path() would drop the slash and write a file of that name
-            raise CaptureError(printable(f"cannot record to `{self.path_template}`: it ends with a slash, so it names "
-                                         "a folder: name the recording's file", _MAX_MESSAGE))
+        folder = folder_name_refusal(self.path_template, "a recording")
+        if folder is not None:
+            raise CaptureError(printable(f"cannot record to `{self.path_template}`: it {folder}", _MAX_MESSAGE))
         _resolve_path(self.path_template)  # a bad placeholder fails here, not after the engine ran
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.max_calls = max_calls

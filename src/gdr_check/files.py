@@ -98,6 +98,14 @@ def unwritable_folder(path: Path) -> str | None:
     return None
 
 
+def folder_name_refusal(given: str, what: str) -> str | None:
+    """Why `given`, a path as written, names no file for `what` ("a report"): it ends with a slash, so it names a
+    folder, which `Path()` would turn into a file of the folder's name; or None. Worded to follow its subject."""
+    if given.endswith(("/", os.sep)):
+        return f"ends with a slash, so it names a folder: name the {what.split()[-1]}'s file"
+    return None
+
+
 def write_problem(path: Path) -> str | None:
     """Why `write_whole` would refuse or fail to write `path`, as far as can be told without writing, or None: a
     file that exists must be writable (it is written, in place or replaced); a new one needs a folder that takes

@@ -81,7 +81,7 @@ from .call import ARGUMENTS, Variant
 from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
-from .checks.hotpath import out_overlaps, run_contract
+from .checks.hotpath import address_errors, out_overlaps, run_contract
 from .engines import profile_for
 from .limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from .models.check import check_model
@@ -232,7 +232,7 @@ class _Plan:
         self.key = key  # the signature it was decided for (`_signature`, or `_loose_signature`'s key)
         self.errors = errors
         # The tensors' byte extents, for the per-call overlap test (`hotpath.out_overlaps`: GDR246 depends on
-        # where `out` lies, which no signature holds); None for a refused call or a loose signature.
+        # where `out` lies, which no signature holds); None for a loose signature or a non-tensor argument.
         self.extents = extents
         self.overlaps_seen: set[str] = set()  # the overlap messages recorded already (warn and record modes)
         self.pool_slots = pool_slots
@@ -493,7 +493,7 @@ class Guard:
         and the model comparison), act on what that finds, and keep the decision for the signature's later
         calls. Off the steady state, which is `_Plan` lookups in the wrapper."""
         from .kernel._triton_common import INTERPRETED
-        from .kernel.device_guard import address_errors, shape_verdict
+        from .kernel.device_guard import shape_verdict
 
         strict = True
         try:
@@ -526,6 +526,8 @@ class Guard:
                            if plan.extents is not None and out_overlaps(ordered, plan.extents) else [])
             plan.overlaps_seen.update(d.message for d in overlapping)
             self._act(verdict.errors + overlapping + verdict.others)
+        elif plan.extents is not None and out_overlaps(site.ordered(values), plan.extents):
+            self._overlap(site, values, plan)  # a plan seen before, reached off the wrapper's own path
         if strict:
             site.recent = plan
         if plan.launch is None:
@@ -541,8 +543,6 @@ class Guard:
         """This call's `out` overlaps an input (`hotpath.out_overlaps`): the contract's GDR246, acted on per the
         mode. Outside raise mode each message is recorded once per signature: it repeats on every call that
         places `out` so, and the engine's call goes ahead, as for a refused signature."""
-        from .kernel.device_guard import address_errors
-
         errors = address_errors(site.variant, site.ordered(values), self.engine)
         if self.mode == "raise":
             if errors:  # with a refused signature's errors first: the call's every error, as its first call had
@@ -728,9 +728,7 @@ class Guard:
             if plan is None:  # outside the handler: what the first call raises is not chained to a KeyError
                 plan, tag = guard._plan(site, kwargs)
                 i, last = kwargs["ssm_state_indices"], plan.last
-                reuse = _reusable(last, i, tag, capture.epoch, plan.stream)
-                if plan.extents is not None and out_overlaps(site.ordered(kwargs), plan.extents):
-                    guard._overlap(site, kwargs, plan)
+                reuse = _reusable(last, i, tag, capture.epoch, plan.stream)  # (`_plan` judged the overlap)
             elif (extents := plan.extents) is not None:
                 # Where `out` lies is each call's own (GDR246): `hotpath.out_overlaps`, inlined with the pool's
                 # data pointer read once, must stay the same test.

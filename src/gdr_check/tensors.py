@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .limits import shorten
+
 # Canonical dtype names are torch's, without the "torch." prefix.
 DTYPE_ITEMSIZE: dict[str, int] = {
     "float64": 8, "float32": 4, "bfloat16": 2, "float16": 2,
@@ -63,8 +65,8 @@ def known_dtype(dtype: Any, where: str) -> str:
     naming `where` for anything else (a quantized dtype included: no kernel here reads one as numbers)."""
     name = canonical_dtype(dtype)
     if name not in DTYPE_ITEMSIZE:
-        shown = str(dtype) if len(str(dtype)) <= 40 else str(dtype)[:37] + "..."
-        raise ValueError(f"`{where}` is {shown!r}: not a dtype (expected one of {', '.join(sorted(DTYPE_ITEMSIZE))})")
+        raise ValueError(f"`{where}` is {shorten(str(dtype))!r}: not a dtype (expected one of "
+                         f"{', '.join(sorted(DTYPE_ITEMSIZE))})")
     return name
 
 
@@ -152,8 +154,8 @@ class TensorSpec:
                 try:
                     setattr(self, field_name, tuple(map(int, value)))
                 except (TypeError, ValueError):
-                    raise ValueError(f"`{field_name}` must be a sequence of integers, not {str(value)[:40]!r}"
-                                     ) from None
+                    raise ValueError(f"`{field_name}` must be a sequence of integers, not "
+                                     f"{shorten(str(value))!r}") from None
         if self.dtype not in DTYPE_ITEMSIZE:
             self.dtype = canonical_dtype(self.dtype)
         self.ndim = len(self.shape)

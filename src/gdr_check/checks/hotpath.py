@@ -84,6 +84,15 @@ def out_overlaps(args: Sequence[Any], extents: tuple[int, ...]) -> bool:
             return True
     return False
 
+def address_errors(variant: str, args: Sequence[Any], engine: Engine) -> list[Diagnostic]:
+    """The errors of the rules judged per call (`address_rules`) for a call `out_overlaps` found overlapping: the
+    contract's own diagnostics, with its words (defined below, called only then)."""
+    check = check_kda_packed_decode if variant == "kda" else check_packed_decode
+    per_call = address_rules()
+    return [d for d in check(*args, engine=engine, read_values=False).diagnostics
+            if d.code in per_call and d.severity == "error"]
+
+
 # What describing a foreign object (None, a list, a NumPy array, a nested or sparse tensor) can raise.
 _UNDESCRIBABLE = (AttributeError, TypeError, ValueError, RuntimeError, OverflowError, NotImplementedError)
 

@@ -37,8 +37,9 @@ class DefaultCommandGroup(typer.core.TyperGroup):
 
     def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         # Typer's own value conversion would import pydantic for the first option: see `.coercion`.
-        install_plain_coercion(self.get_params(ctx))
-        untyped_flags(self.get_params(ctx))
+        params = self.get_params(ctx)
+        install_plain_coercion(params)
+        untyped_flags(params)
         if not args or (args[0] not in self.commands and args[0] not in HELP_OPTIONS):
             args = ["check", *args]
         return super().parse_args(ctx, args)
@@ -59,8 +60,9 @@ class _Command(typer.core.TyperCommand):
     `.coercion`. The parameters (and the help option, made for the context) are complete only here."""
 
     def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
-        install_plain_coercion(self.get_params(ctx))
-        untyped_flags(self.get_params(ctx))
+        params = self.get_params(ctx)
+        install_plain_coercion(params)
+        untyped_flags(params)
         return super().parse_args(ctx, args)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from ..files import cache_refusal, reserved_name_refusal
+from ..files import cache_refusal, folder_name_refusal, reserved_name_refusal
 from ..results import FORMATS
 from .escape import neutralise_log, text
 
@@ -83,9 +83,8 @@ def report_path_problem(given: str) -> str | None:
     (which Path() would turn into a file of the folder's name)."""
     if not given:
         return "an empty path names no report file"
-    if given.endswith(("/", os.sep)):
-        return f"`{text(given)}` ends with a slash, so it names a folder: name the report's file"
-    return None
+    folder = folder_name_refusal(given, "a report")
+    return None if folder is None else f"`{text(given)}` {folder}"
 
 
 def tool_info() -> dict[str, str]:

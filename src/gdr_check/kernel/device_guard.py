@@ -31,7 +31,7 @@ import triton.language as tl
 from ..call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
-from ..checks.hotpath import address_rules, byte_extents, out_overlaps
+from ..checks.hotpath import address_errors, address_rules, byte_extents, out_overlaps
 from ..checks.rules_guard import meta_report
 from ..limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from ..registry import Finding
@@ -424,15 +424,6 @@ def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
     state = args[6]
     pool_slots = int(state.shape[0]) if not errors and getattr(state, "ndim", 0) == 4 else 0
     return Verdict(errors, others, pool_slots, byte_extents(args))
-
-
-def address_errors(variant: str, args: tuple[Any, ...], engine: Engine) -> list[Diagnostic]:
-    """The errors of the rules judged per call (`address_rules`) for this call, when `out_overlaps` found an
-    overlap: the contract's own diagnostics, with its words."""
-    check = check_kda_packed_decode if variant == "kda" else check_packed_decode
-    per_call = address_rules()
-    return [d for d in check(*args, engine=engine, read_values=False).diagnostics
-            if d.code in per_call and d.severity == "error"]
 
 
 _CHECK_CONSTEXPRS = ("SKIP_AT_OR_BELOW", "RESERVED_ZERO", "SCAN_BLOCK", "SCAN_LOOP", "MAX_RECORDS", "RELEASE")
