@@ -21,7 +21,8 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
 - ``slot_copy``: the state rows alone, read and written back in place at the slots the kernel is given, each
   program loading its row's slot first: the floor for any kernel that updates the rows where the slots put
   them (``slot_placement.py``: the slots' scattered placement, more than the dependent load, is what a plain
-  copy does not pay).
+  copy does not pay). Launched as ours is: programmatically (PDL) where the device has it, waiting for the
+  previous grid and releasing the next; ``slot_copy_plain``: the same kernel launched plainly.
 
 Before timing, every implementation is run once on fresh random inputs at every point and compared with the
 float64 reference (``gdr_check.kernel.naive``): state and ``out`` relative to the largest reference value,
@@ -65,6 +66,7 @@ import triton.language as tl
 # Same graph method as the bandwidth benchmark (run from this folder, as `python benchmarks/...`).
 from decode_bandwidth import capture, config_label, copy_roofline_tbps, replay_us
 
+from gdr_check.kernel._triton_common import programmatic_launch_supported, release_dependents, wait_for_previous_grid
 from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.gdn import launch_packed_decode
 from gdr_check.kernel.kda import launch_kda_packed_decode
@@ -331,10 +333,14 @@ def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _slot_copy_kernel(pool, slots, one, stride_slot, row_elems, BLOCK: tl.constexpr):
+def _slot_copy_kernel(pool, slots, one, stride_slot, row_elems, BLOCK: tl.constexpr, PROGRAMMATIC: tl.constexpr):
     """One block of one row's state at the row's slot, read and written back in place (times a run-time 1.0,
     which no compiler folds away), after a dependent load of the slot: the floor for any kernel that must look
-    the slot up before it can stream the state."""
+    the slot up before it can stream the state. PROGRAMMATIC: launched as our decode kernels are where the device
+    has it (PDL: wait for the previous grid, then release the next one at once)."""
+    if PROGRAMMATIC:
+        slots += wait_for_previous_grid()
+        release_dependents()
     chunks = tl.cdiv(row_elems, BLOCK)
     pid = tl.program_id(0)
     offsets = (pid % chunks).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -348,12 +354,14 @@ def _slot_copy_kernel(pool, slots, one, stride_slot, row_elems, BLOCK: tl.conste
 SLOT_COPY_SHAPES = ((2048, 4), (8192, 8))  # (elements per program, warps): the faster is the floor
 
 
-def slot_copy_launch(x: Inputs, block: int, warps: int) -> Callable[[torch.Tensor], None]:
+def slot_copy_launch(x: Inputs, block: int, warps: int, programmatic: bool = False) -> Callable[[torch.Tensor], None]:
     row_elems = x.g.HV * x.g.V * x.g.K
+    options = {"launch_pdl": True} if programmatic else {}
 
     def launch(indices: torch.Tensor) -> None:
         grid = (x.B * triton.cdiv(row_elems, block),)
-        _slot_copy_kernel[grid](x.pool, indices, 1.0, x.pool.stride(0), row_elems, BLOCK=block, num_warps=warps)
+        _slot_copy_kernel[grid](x.pool, indices, 1.0, x.pool.stride(0), row_elems, BLOCK=block,
+                                PROGRAMMATIC=programmatic, num_warps=warps, **options)
     return launch
 
 
@@ -518,13 +526,16 @@ def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argpa
         for name, graph in graphs.items():
             rounds[name].append(replay_us(graph, len(x.index_sets)))
     del graphs
-    # The slot-indexed floor: the state rows alone, read and written in place after the slot's load.
-    slot_copies = []
-    for block, warps in SLOT_COPY_SHAPES:
-        graph = capture(slot_copy_launch(x, block, warps), x.index_sets)
-        slot_copies.append(statistics.median(replay_us(graph, len(x.index_sets)) for _ in range(args.repeats)))
-        del graph
-    point["graph_us"]["slot_copy"] = min(slot_copies)
+    # The slot-indexed floor: the state rows alone, read and written in place after the slot's load, launched as
+    # ours is (programmatically where the device has it: `slot_copy`) and plainly (`slot_copy_plain`).
+    programmatic = programmatic_launch_supported(x.pool.device)
+    for column, launched_as_ours in (("slot_copy", programmatic), ("slot_copy_plain", False)):
+        slot_copies = []
+        for block, warps in SLOT_COPY_SHAPES:
+            graph = capture(slot_copy_launch(x, block, warps, launched_as_ours), x.index_sets)
+            slot_copies.append(statistics.median(replay_us(graph, len(x.index_sets)) for _ in range(args.repeats)))
+            del graph
+        point["graph_us"][column] = min(slot_copies)
     if args.tune:
         # Every candidate captured first, then timed in interleaved rounds (median of --repeats), like the
         # implementations above: a candidate is judged against the others under the same drift.
@@ -602,6 +613,7 @@ def summary_line(p: dict[str, Any], roofline: float) -> str:
             + f" | copy {t.get('copy', float('nan')):8.2f} | vs fastest({fastest[0]}) {fastest[1] / ours:5.2f}x"
             f" | /copy {ours / t.get('copy', float('nan')):5.2f}"
             f" | /slot copy {ours / t.get('slot_copy', float('nan')):5.2f}"
+            f" (plain {ours / t.get('slot_copy_plain', float('nan')):5.2f})"
             f" | roof {tbps / roofline:5.1%} | {p['config']}"
             + (f" | best {p['best']} {p['best_us']:.2f}" if "best" in p else "")
             + ("" if all(v["ok"] for v in p["verify"].values()) else " | VERIFY FAILED")

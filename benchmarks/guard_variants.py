@@ -232,6 +232,12 @@ VARIANTS["no_out"] = [(k, "        tl.store(out_row + rows, tl.where(computed, o
 # that without the `out` store
 VARIANTS["bare"] = VARIANTS["no_inputs"] + VARIANTS["no_reductions"]
 VARIANTS["bare_no_out"] = VARIANTS["bare"] + VARIANTS["no_out"]
+# launched programmatically (PDL) but without the early release: the next grid launches as this one's programs
+# exit; and not launched programmatically at all (the launch before PDL became the default)
+VARIANTS["no_release"] = [(k, "        slots += wait_for_previous_grid()\n        release_dependents()\n",
+                           "        slots += wait_for_previous_grid()\n") for k in KERNELS]
+VARIANTS["no_pdl"] = [(k, "        programmatic = programmatic_launch_supported(mixed_qkv.device)\n",
+                       "        programmatic = False\n") for k in KERNELS]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 

@@ -14,7 +14,8 @@ from typing import Any
 RIVALS = ("sglang", "sglang_cuda", "sglang_helion", "cute")
 LABELS = {"ours": "gdr-check", "checked": "gdr-check checked", "sglang": "sglang Triton",
           "sglang_cuda": "sglang CUDA", "sglang_helion": "sglang Helion", "cute": "sglang CuTe DSL",
-          "copy": "D2D copy (same bytes)", "slot_copy": "slot-indexed copy (state rows)"}
+          "copy": "D2D copy (same bytes)", "slot_copy": "slot-indexed copy (state rows)",
+          "slot_copy_plain": "slot-indexed copy, launched plainly"}
 
 
 def fastest_rival(p: dict[str, Any]) -> tuple[str, float] | None:
@@ -29,7 +30,7 @@ def geometry_label(p: dict[str, Any]) -> str:
 def moved_bytes(p: dict[str, Any], name: str) -> float:
     """Bytes an implementation moves per call: the kernel's count, except the slot copy's (the state rows only,
     read and written)."""
-    if name != "slot_copy":
+    if not name.startswith("slot_copy"):
         return float(p["bytes"])
     itemsize = 4 if p["state"] == "fp32" else 2
     return 2.0 * p["B"] * p["HV"] * p["V"] * p["K"] * itemsize
@@ -49,7 +50,7 @@ def table(data: dict[str, Any]) -> str:
             current = label
             lines += ["", f"**{label}**", "",
                       "| state | B | ours µs (spread) | checked µs | sglang Triton µs | sglang CUDA µs | "
-                      "sglang Helion µs | CuTe µs | copy µs | slot copy µs | vs fastest sglang | ours / copy | "
+                      "sglang Helion µs | CuTe µs | copy µs | slot copy µs (plain) | vs fastest sglang | ours / copy | "
                       "ours / slot copy | checked / ours | "
                       "HBM roofline | eager µs ours / sglang | tiling |",
                       "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -63,7 +64,7 @@ def table(data: dict[str, Any]) -> str:
             f"| {p['state']} | {p['B']} | {fmt(ours)} (±{fmt(100 * spread.get('ours', float('nan')) / 2, '.1f')}%)"
             f" | {fmt(t.get('checked'))} | {fmt(t.get('sglang'))} | {fmt(t.get('sglang_cuda'))}"
             f" | {fmt(t.get('sglang_helion'))} | {fmt(t.get('cute'))}"
-            f" | {fmt(t.get('copy'))} | {fmt(t.get('slot_copy'))}"
+            f" | {fmt(t.get('copy'))} | {fmt(t.get('slot_copy'))} ({fmt(t.get('slot_copy_plain'))})"
             f" | {'**' if speedup and speedup >= 1 else ''}{fmt(speedup)}×"
             f"{' (' + LABELS[rival[0]] + ')' if rival and rival[0] != 'sglang' else ''}"
             f"{'**' if speedup and speedup >= 1 else ''} | {fmt(ours / t['copy'] if ours and t.get('copy') else None)}"

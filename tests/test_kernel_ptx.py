@@ -1,8 +1,9 @@
 """The kernels' PTX for sm_90, compiled on this (CPU) machine by Triton's NVIDIA backend: what the GPU tests cannot
 show, because a race they would need to catch is timing-dependent.
 
-A decode kernel launched programmatically after the slot check (PDL, `AFTER_CHECK`) must not read a slot before
-`griddepcontrol.wait`: every global load of the kernel comes after it. The check releases its successor
+A decode kernel launched programmatically (PDL, `PROGRAMMATIC`: after the slot check or whatever the stream ran
+before) must not read anything before `griddepcontrol.wait`: every global load of the kernel comes after it; it
+then lets the next grid launch (`griddepcontrol.launch_dependents`). The check releases its successor
 (`griddepcontrol.launch_dependents`) only with `RELEASE`. The kernels are compiled in a child process without
 TRITON_INTERPRET (the test session interprets them, and an interpreted kernel does not compile)."""
 
@@ -49,12 +50,13 @@ def first(text, pattern):
 profile = type("Profile", (), {"reserved_slot_zero": True})
 result = {}
 for variant, kernel in (("gdn", gdn.gdn_packed_decode_kernel), ("kda", kda.kda_packed_decode_kernel)):
-    for after_check in (True, False):
+    for launch, programmatic in (("programmatic", True), ("plain", False)):
         constants = {**TileConfig(16).constexprs(128, 128), "H": 4, "HV": 8, "USE_L2NORM": True,
-                     "SKIP_AT_OR_BELOW": -1, "AFTER_CHECK": after_check, **guard_constants(None, profile, 512)}
+                     "SKIP_AT_OR_BELOW": -1, "PROGRAMMATIC": programmatic, **guard_constants(None, profile, 512)}
         constants.update({"ROUND_BETA": True} if variant == "gdn" else {"USE_LOWER_BOUND": False})
         text = ptx(kernel, constants)
-        result[f"{variant}/{after_check}"] = [first(text, r"griddepcontrol\.wait"), first(text, r"\bld\.global")]
+        result[f"{variant}/{launch}"] = [first(text, r"griddepcontrol\.wait"), first(text, r"\bld\.global"),
+                                         first(text, r"griddepcontrol\.launch_dependents")]
 for release in (True, False):
     text = ptx(device_guard.slot_guard_kernel, {"SKIP_AT_OR_BELOW": -1, "RESERVED_ZERO": True, "SCAN_BLOCK": 1024,
                                                  "SCAN_LOOP": False, "MAX_RECORDS": 64, "RELEASE": release})
@@ -78,10 +80,16 @@ def lines():
 
 
 @pytest.mark.parametrize("variant", ["gdn", "kda"])
-def test_a_kernel_launched_after_the_check_reads_nothing_before_the_wait(lines, variant):
-    wait, load = lines[f"{variant}/True"]
+def test_a_kernel_launched_programmatically_reads_nothing_before_the_wait_and_releases_the_next_grid(lines, variant):
+    wait, load, release = lines[f"{variant}/programmatic"]
     assert wait is not None and load is not None and wait < load
-    assert lines[f"{variant}/False"][0] is None  # launched normally: no wait at all
+    assert release is not None and wait < release
+
+
+@pytest.mark.parametrize("variant", ["gdn", "kda"])
+def test_a_kernel_launched_normally_neither_waits_nor_releases(lines, variant):
+    wait, _, release = lines[f"{variant}/plain"]
+    assert wait is None and release is None
 
 
 def test_the_check_releases_its_successor_only_with_release(lines):

@@ -556,5 +556,5 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
         check = buffer.check_launch(engine, indices.device)
         safe = check(indices, batch, indices.stride(0), guard.pool_slots, guard.tag, release=True)
         return launch(*args[:8], safe, *args[9:], engine=engine,  # type: ignore[no-any-return]
-                      after_check=check.programmatic)
+                      programmatic=check.programmatic)
     return launch(*args, engine=engine, guard=guard)  # type: ignore[no-any-return]  # launch: Callable[..., Any]

@@ -26,7 +26,9 @@ from ._triton_common import (
     load_slot,
     load_state_tile,
     locate_program,
+    programmatic_launch_supported,
     record_fault,
+    release_dependents,
     softplus,
     store_state_tile,
     wait_for_previous_grid,
@@ -54,13 +56,17 @@ def gdn_packed_decode_kernel(
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
     PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
     USE_L2NORM: tl.constexpr, ROUND_BETA: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
-    AFTER_CHECK: tl.constexpr,
+    PROGRAMMATIC: tl.constexpr,
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
     MAX_RECORDS: tl.constexpr,
 ):
     i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, HV, H)
-    if AFTER_CHECK:  # launched programmatically after the slot check (PDL): its indices exist after the wait
+    if PROGRAMMATIC:
+        # Launched programmatically after the stream's previous grid (PDL: the slot check, or any other), whose
+        # writes may still be in flight: nothing is read before the wait (the slots' address depends on its
+        # result; every other load follows it), and the next grid may launch at once, to wait in its turn.
         slots += wait_for_previous_grid()
+        release_dependents()
     if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
         slot, live = load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW)
         given_slot = slot
@@ -144,19 +150,21 @@ def launch_packed_decode(
     engine: Engine = "sglang",
     config: TileConfig | None = None,
     guard: GuardLaunch | None = None,
-    after_check: bool = False,
+    programmatic: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch without the contract checks (for callers that ran them, e.g. before CUDA-graph capture).
 
     With ``guard`` the kernel checks every row's slot on the device (device_guard.py): faulty rows are
-    skipped and recorded, so no index can reach memory outside the pool. ``after_check``: the indices were
-    just written by the slot check (`device_guard.slot_guard_kernel`), the launch before this one on the
-    stream: the kernel is launched programmatically after it (PDL, sm_90+), so its programs are resident when
-    the check ends, and wait for the check's writes before they read a slot."""
+    skipped and recorded, so no index can reach memory outside the pool. ``programmatic``: launch
+    programmatically after the stream's previous grid (PDL, sm_90+): the programs become resident while that
+    grid ends and wait for its writes before they read anything, and they let the next grid launch at once (as
+    sglang's conv1d and gated-norm kernels around the decode do). After the slot check
+    (`device_guard.slot_guard_kernel`), which releases its successor at once, the check's launch gap is hidden
+    too. None: wherever the device has it."""
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
-    key = launch_key(engine, (bool(use_qk_l2norm_in_kernel), after_check), config, guard, mixed_qkv, a, b, A_log,
-                     dt_bias, initial_state, out, ssm_state_indices)
+    key = launch_key(engine, (bool(use_qk_l2norm_in_kernel), programmatic), config, guard, mixed_qkv,
+                     a, b, A_log, dt_bias, initial_state, out, ssm_state_indices)
     args = (mixed_qkv, a, b, A_log, dt_bias, out, initial_state, ssm_state_indices, float(scale),
             mixed_qkv.stride(0), a.stride(0), b.stride(0), initial_state.stride(0), ssm_state_indices.stride(0),
             *guard_arguments(guard, B))
@@ -169,13 +177,15 @@ def launch_packed_decode(
     if B == 0:
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)
+    if programmatic is None:
+        programmatic = programmatic_launch_supported(mixed_qkv.device)
     constants = dict(
         tiling.constexprs(K, V), H=infer_heads(mixed_qkv.shape[1], HV, V, K), HV=HV,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), ROUND_BETA=profile.gdn_beta_rounding is not None,
-        SKIP_AT_OR_BELOW=profile.skip_at_or_below, AFTER_CHECK=after_check,
+        SKIP_AT_OR_BELOW=profile.skip_at_or_below, PROGRAMMATIC=programmatic,
         **guard_constants(guard, profile, B),
     )
     plain = None if guard is None else plain_variant(args, constants, profile, B)
     _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants,
-                     tiling.launch_options(after_check), plain)
+                     tiling.launch_options(programmatic), plain)
     return out, initial_state

@@ -60,7 +60,7 @@ class TileConfig:
 
     def launch_options(self, programmatic: bool = False) -> dict[str, int]:
         """Triton's launch options for this tiling; `programmatic`: launched after the previous grid with
-        programmatic dependent launch (the kernel waits for that grid's writes itself, AFTER_CHECK)."""
+        programmatic dependent launch (the kernel waits for that grid's writes itself, PROGRAMMATIC)."""
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.max_registers is not None:
             options["maxnreg"] = self.max_registers
@@ -337,14 +337,13 @@ def plain_variant(args: tuple[Any, ...], constants: dict[str, Any], profile: obj
     return args[: len(args) - len(unguarded)] + unguarded, {**constants, **guard_constants(None, profile, batch)}
 
 
-def launch_key(engine: object, flags: tuple[bool, ...], config: TileConfig | None, guard: GuardLaunch | None,
+def launch_key(engine: object, flags: tuple[bool | None, ...], config: TileConfig | None, guard: GuardLaunch | None,
                *tensors: Any) -> tuple[Any, ...] | None:
-    """What a decode launch's compiled variant depends on, for the kernels' direct launcher: the engine,
-    constexpr ``flags`` (each a bool), config and guard, and per tensor its dtype and 16-byte alignment, plus
-    the shapes and leading strides
-    that become the kernel's int arguments (Triton specializes ints equal to 1 or divisible by 16, so the
-    values themselves are in the key). Tensors in the order mixed_qkv, a, b, A_log, dt_bias, state, out,
-    indices. None (no direct launch) for an unhashable engine."""
+    """What a decode launch's compiled variant depends on, for the kernels' direct launcher: the engine, the
+    launch's ``flags`` (each a bool, or None for a default), config and guard, and per tensor its dtype and
+    16-byte alignment, plus the shapes and leading strides that become the kernel's int arguments (Triton
+    specializes ints equal to 1 or divisible by 16, so the values themselves are in the key). Tensors in the
+    order mixed_qkv, a, b, A_log, dt_bias, state, out, indices. None (no direct launch) for an unhashable engine."""
     try:
         hash(engine)
     except TypeError:
