@@ -35,6 +35,7 @@ from ._triton_common import (
 )
 from .layout import Engine, check_engine, infer_heads
 from .tiling import (
+    PROGRAMMATIC_MAX_PAIRS,
     GuardLaunch,
     TileConfig,
     choose_config,
@@ -167,7 +168,7 @@ def launch_kda_packed_decode(
     grid ends and wait for its writes before they read anything, and they let the next grid launch at once (as
     sglang's conv1d and gated-norm kernels around the decode do). After the slot check
     (`device_guard.slot_guard_kernel`), which releases its successor at once, the check's launch gap is hidden
-    too. None: wherever the device has it."""
+    too. None: where the device has it, up to `tiling.PROGRAMMATIC_MAX_PAIRS` (row, value head) pairs."""
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
     key = launch_key(engine, (bool(use_qk_l2norm_in_kernel), lower_bound is None, programmatic), config,
@@ -186,7 +187,7 @@ def launch_kda_packed_decode(
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)
     if programmatic is None:
-        programmatic = programmatic_launch_supported(mixed_qkv.device)
+        programmatic = B * HV <= PROGRAMMATIC_MAX_PAIRS and programmatic_launch_supported(mixed_qkv.device)
     constants = dict(
         tiling.constexprs(K, V), H=infer_heads(mixed_qkv.shape[1], HV, V, K), HV=HV,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), USE_LOWER_BOUND=lower_bound is not None,

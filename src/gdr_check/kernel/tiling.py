@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 # past ~128 per thread ptxas spills (the reference kernel spills from K = 256 on with one warp).
 MAX_TILE_ELEMENTS_PER_THREAD = 128
 MAX_PROGRAMS = 2**31 - 1  # CUDA's limit on grid dimension 0
+# Up to this many (row, value head) pairs a decode launch is programmatic by default (PDL, where the device has it:
+# its launch overlaps the previous grid's end). Measured on an H200 against the plain launch (graph replay,
+# 2026-12-02, docs/performance.md): B = 1 1.16-1.35x faster, B = 8 (64-256 pairs) 1.07-1.13x; from 1024 pairs
+# no gain, and 5 % slower at GDN HV = 8 bf16 B = 128.
+PROGRAMMATIC_MAX_PAIRS = 256
 
 
 @dataclass(frozen=True)
