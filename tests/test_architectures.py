@@ -22,6 +22,7 @@ from checkpoint_builders import (
     qwen3_5_config,
     qwen3_5_layer,
     qwen3_next_config,
+    qwen_tensors,
     write_checkpoint,
 )
 from gdr_check.models import Deployment, check_checkpoint, check_model
@@ -338,11 +339,29 @@ def test_unknown_torch_dtype_is_an_error():
 
 
 def test_unreadable_layer_count_is_not_nothing_to_check():
+    # A wrong-typed value is GDR108 (docs/architectures.md), also when no layer can be described without it.
     result = check_checkpoint(config_only(qwen3_next_config(num_hidden_layers="48")), Deployment())
-    diagnostic = only(result, "GDR107")
-    assert diagnostic.severity == "error" and result.model is None
-    assert diagnostic.message == ("`Qwen3NextForCausalLM` has linear attention (routed to the engines' GDN backend) "
-                                  "but `num_hidden_layers` is \"48\": a string, not a whole number")
+    diagnostic = only(result, "GDR108")
+    assert diagnostic.severity == "error" and result.model is None and codes(result) == ["GDR108"]
+    assert diagnostic.message == "`num_hidden_layers` is \"48\": a string, not a whole number"
+    assert diagnostic.notes == ["`Qwen3NextForCausalLM` has linear attention (routed to the engines' GDN backend), "
+                                "but its layers could not be described: nothing else was checked"]
+
+
+@pytest.mark.parametrize("with_weights", [False, True], ids=["config only", "with weights"])
+def test_an_out_of_range_layer_count_is_gdr108_with_or_without_weights(with_weights: bool, tmp_path: Path):
+    """docs/limits.md: a config field out of range is GDR108. Without weights the layer map needs the count, so
+    it was reported as GDR107 (undescribed), while the same config with weights gave GDR108."""
+    config = qwen3_next_config()
+    tensors = qwen_tensors(config) if with_weights else {}
+    config["num_hidden_layers"] = 10**30
+    path = write_checkpoint(tmp_path / "huge", config, tensors)
+    if not with_weights:
+        (path / "model.safetensors").unlink()
+    result = check_model(str(path), Deployment())
+    assert errors(result) == ["GDR108"]
+    assert only(result, "GDR108").message == ("`num_hidden_layers` is 1000000000000000000000000000000: outside the "
+                                              "allowed range 1..65_536 (decoder layers)")
 
 
 @pytest.mark.parametrize("config,key", [

@@ -211,8 +211,18 @@ def test_identical_calls_are_shown_once_and_index_selects_one(tmp_path, capsys):
      "not a gdr-check recording: its `kind` is 'other', not 'gdr-check-capture'"),
     ('{"schema_version": 2, "calls": []}', "schema_version 2 is not supported"),
     ('{"schema_version": 1, "calls": []}', "no recorded calls (was the kernel called inside `gdr_check.capture()`?)"),
-    ('{"schema_version": 1, "calls_seen": 3, "calls": []}',
+    ('{"schema_version": 1, "max_calls": 0, "calls_seen": 3, "calls": []}',
      "no recorded calls: the capture saw 3 calls and kept none (its `max_calls` was 0)"),
+    # a capture with room for calls keeps every call it saw or notes why not: an empty one says what the file holds
+    ('{"schema_version": 1, "max_calls": 256, "calls_seen": 4, "calls": []}',
+     "no recorded calls: `calls_seen` is 4 and `max_calls` is 256, but `calls` is empty: the file is "
+     "inconsistent (edited after the capture wrote it?)"),
+    ('{"schema_version": 1, "calls_seen": 3, "calls": []}',
+     "no recorded calls: `calls_seen` is 3 but `calls` is empty, and there is no `max_calls` to say why: the file "
+     "is inconsistent (edited after the capture wrote it?)"),
+    ('{"schema_version": 1, "max_calls": 256, "calls_seen": 2, "calls": [], "unrecorded": [{"function": "f", '
+     '"reason": "TypeError: bad"}]}',
+     "no recorded calls: the capture saw 2 calls and could describe none of them (`unrecorded`: TypeError: bad)"),
     ('{"schema_version": 1, "calls": [{"call": {"variant": "gdn"}}]}', "has no `mixed_qkv`"),
     ('{"schema_version": 1, "calls": [{"call": {"variant": "xyz"}}]}', "`calls[0].call.variant`"),
 ])

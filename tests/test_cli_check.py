@@ -106,6 +106,7 @@ def test_exit_codes_in_every_format(repo: Path, fmt: str, case: str):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_exit_code_2_record_goes_to_the_output_file(repo: Path, fmt: str):
     target = repo / "out" / f"report.{fmt}"
+    target.parent.mkdir()
     result = run_cli("good", "--select", "GDR999", "--isolated", "--output-format", fmt, "-o", str(target))
     assert result.exit_code == 2 and result.stdout == ""
     if fmt not in ("full", "concise"):

@@ -101,6 +101,7 @@ def test_attached_short_option_value_is_the_output_file(repo: Path):
 
 def test_attached_short_option_value_takes_the_exit_2_record_too(repo: Path):
     # an unknown rule stops the run before the options are parsed: the record still goes to the file
+    (repo / "out").mkdir()
     result = run_cli("good", "--isolated", "--output-format", "json", "--select", "GDR999", "-oout/r.json")
     assert result.exit_code == 2 and result.stdout == ""
     assert json.loads((repo / "out" / "r.json").read_text())["error"]["code"] == "usage"

@@ -92,6 +92,24 @@ def test_out_of_range_slot_is_an_error(variant):
     assert report.errors[0].fixes == ["grow the pool to at least 9 slots, or fix the slot table (largest index 8)"]
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_out_of_range_slots_past_the_third_are_counted_not_dropped(variant):
+    # 3 rows are listed; the 10 others are counted on the last one (the report was silently capped at 3)
+    call = call_for(variant, B=16, S=4, slots=list(range(1, 17)))
+    found = only(check(variant, call), "GDR241")
+    assert [d.message for d in found] == [
+        f"`ssm_state_indices` holds slot {row + 1} at row {row}, but the pool has 4 slots (0..3)" for row in (3, 4, 5)]
+    assert [d.notes[0] for d in found[2:]] == [
+        "and 10 more rows with a slot outside 0..3, not listed (the first 3 are)"]
+    assert not any("more row" in note for d in found[:2] for note in d.notes)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_exactly_three_out_of_range_slots_have_no_count(variant):
+    found = only(check(variant, call_for(variant, B=6, S=4, slots=[1, 2, 3, 4, 5, 6])), "GDR241")
+    assert len(found) == 3 and not any("more row" in note for d in found for note in d.notes)
+
+
 def test_a_one_slot_pool_is_one_slot():
     call = call_for("gdn")
     call["initial_state"] = torch.empty(1, *call["initial_state"].shape[1:])
@@ -169,6 +187,15 @@ def test_uint8_cannot_hold_the_skip_sentinel():
     assert report.errors[0].fixes[0] == (
         "row 3 holds 255: a -1 padding sentinel that uint8 cannot represent, so the kernel writes slot 255 "
         "instead of skipping the row")
+
+
+def test_uint8_wrapped_sentinels_past_the_eighth_are_counted():
+    call = call_for("gdn", B=12, slots=[1, 2] + [255] * 10)
+    call["ssm_state_indices"] = call["ssm_state_indices"].to(torch.uint8)
+    report = check("gdn", call)
+    assert only(report, "GDR243")[0].fixes[0] == (
+        "rows 2, 3, 4, 5, 6, 7, 8, 9 and 2 more hold 255: a -1 padding sentinel that uint8 cannot represent, so the "
+        "kernel writes slot 255 instead of skipping the row")
 
 
 def test_uint8_255_in_a_large_pool_is_a_real_slot():
@@ -334,6 +361,15 @@ def test_slot_0_for_a_live_request_under_sglang(variant):
     assert errors(report) == [
         ("GDR247", "row 1 uses slot 0, which sglang reserves as the dummy slot that padding rows write")]
     assert report.errors[0].fixes == ["give this request a slot from 1..size, or mark a padding row with -1"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_live_rows_in_slot_0_past_the_third_are_counted_not_dropped(variant):
+    call = with_(call_for(variant, B=6), ssm_state_indices=indices((0, 0, 0, 0, 0, 1)))
+    found = only(check(variant, call, origin="engine"), "GDR247")
+    assert [d.message for d in found] == [
+        f"row {row} uses slot 0, which sglang reserves as the dummy slot that padding rows write" for row in (0, 1, 2)]
+    assert found[2].notes == ["and 2 more rows in slot 0, not listed (the first 3 are)"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

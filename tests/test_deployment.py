@@ -225,9 +225,11 @@ def test_the_library_s_target_settings_take_the_budget_as_written_and_one_target
     assert TargetSettings(gpu_memory=1024 * MiB).gpu_memory_bytes == 1024 * MiB
     with pytest.raises(SizeError, match=r"^gpu_memory: not a size: 'lots' \(e\.g\. 80GiB, 141GB or a byte count\)$"):
         TargetSettings(gpu_memory="lots")
-    with pytest.raises(SizeError, match=r"^gpu_memory: 2e6TiB is outside 1\.\.2\*\*60 bytes$"):
+    # out of range: the words every number's range has (a LimitError, and still a SizeError)
+    with pytest.raises(SizeError, match=r"^gpu_memory is 2e6TiB: must be in 1\.\.2\*\*60 \(bytes per rank for the "
+                                        r"state pools\); see https://\S+/limits\.md$"):
         TargetSettings(gpu_memory="2e6TiB")
-    with pytest.raises(SizeError, match=r"^gpu_memory: 0 is outside 1\.\.2\*\*60 bytes$"):
+    with pytest.raises(SizeError, match=r"^gpu_memory is 0: must be in 1\.\.2\*\*60 "):
         replace(settings, gpu_memory=0)
 
 

@@ -159,6 +159,18 @@ def test_state_budget_has_no_dtype_fix_when_the_state_is_already_16_bit():
     assert warning.fixes == ["lower the batch to 26", "raise TP to split the state across more ranks"]
 
 
+def test_a_budget_that_holds_no_request_names_the_budget_for_one_not_a_batch_of_0():
+    # 100 bytes: a batch of 0 serves nothing; one request needs its 73.688 MiB slot plus the reserved row 0
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(gpu_memory=100))
+    warning = next(d for d in result.report if d.code == "GDR132")
+    assert warning.message == "a 100 B budget holds the state of 0 requests per rank, fewer than the batch of 8"
+    assert warning.fixes == [
+        "not even one request fits: one needs 147.375 MiB per rank (a request and the reserved row 0): raise the "
+        "budget to at least that",
+        "raise TP to split the state across more ranks",
+        "halve the SSM state with `--mamba-ssm-dtype bfloat16`, at some accuracy cost (GDR249)"]
+
+
 @pytest.mark.parametrize("engine,fix", [
     ("sglang", "serve with `--mamba-ssm-dtype float32` to get the engine's float32 state"),
     ("vllm", "serve with `--mamba-ssm-cache-dtype float32` to get the engine's float32 state"),

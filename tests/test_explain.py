@@ -94,8 +94,8 @@ def test_cli_explain_unknown_message_exits_2_with_a_hint(capsys):
     # 2 like any bad input: exit code 1 means "problems found"
     assert main(["explain", "CUDA out of memory"]) == 2
     captured = capsys.readouterr()
-    assert captured.err == ("error: no rule matches 'CUDA out of memory'\n"
-                            "hint: pass a code (GDR212), a rule name, or the whole error message as printed\n")
+    assert captured.err == ("error: no rule matches 'CUDA out of memory': pass a code (GDR212), a rule name, "
+                            "or the whole error message as printed\n")
     assert captured.out == ""
 
 

@@ -39,6 +39,7 @@ def test_undecodable_directory_name_in_every_format(checkpoint, fmt):
 
 def test_undecodable_name_as_the_report_path(checkpoint):
     root, name = checkpoint
+    os.makedirs(os.fsencode(root) + b"/" + RAW_NAME + b"/deeper", exist_ok=True)  # -o creates no folder
     outcome = run_subprocess(name, "--isolated", "--output-format", "json", "-o", name + "/deeper/r.json", cwd=root)
     assert outcome.exit_code == 1 and outcome.stdout == "" and outcome.stderr == ""
     assert (Path(os.fsdecode(os.fsencode(root) + b"/" + RAW_NAME + b"/deeper/r.json"))).read_text().startswith("{")

@@ -104,9 +104,25 @@ def test_a_report_replaces_the_old_one_whole_keeping_its_mode_and_link(repo):
     assert sorted(p.name for p in repo.iterdir()) == ["bad", "good", "link.json", "real.json"]
 
 
-def test_a_missing_parent_is_created(repo):
+def test_a_missing_parent_is_refused_not_created(repo):
+    # As a shell's `>`: a mistyped folder is one line and exit 2, not a tree made anywhere (the Action makes the
+    # SARIF file's folder itself: action.yml)
+    outcome = run_cli("good", "--isolated", "--output-format", "junit", "-o", "out/ci/report.xml")
+    assert (outcome.exit_code, outcome.stdout) == (2, "")
+    assert outcome.stderr == "error: cannot write `out/ci/report.xml`: folder `out/ci` does not exist\n"
+    assert not (repo / "out").exists()
+    (repo / "out" / "ci").mkdir(parents=True)
     outcome = run_cli("good", "--isolated", "--output-format", "junit", "-o", "out/ci/report.xml")
     assert outcome.exit_code == 0 and (repo / "out/ci/report.xml").read_text().startswith("<?xml")
+
+
+def test_an_existing_file_that_cannot_be_written_says_the_oss_reason(repo):
+    # /proc/version exists: writing it fails with EIO (root) or EACCES, never "no such file or directory" (the
+    # temporary file beside it, which /proc cannot create, was blamed)
+    outcome = run_cli("good", "--isolated", "-o", "/proc/version")
+    assert (outcome.exit_code, outcome.stdout) == (2, "")
+    assert outcome.stderr in ("error: cannot write `/proc/version`: input/output error\n",
+                              "error: cannot write `/proc/version`: permission denied\n")
 
 
 @pytest.mark.parametrize("args", [("--list-models", "--output-format", "json"), ("call", "rec.json")])

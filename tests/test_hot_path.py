@@ -128,3 +128,46 @@ def test_the_per_call_overlap_test_meets_gdr246_at_the_byte():
         assert extents is not None and extents[0] == extent and extents[6] == 128
         assert out_overlaps(args, extents) is overlaps
     assert byte_extents([*inputs[:7], [1.0], inputs[8]]) is None  # `out` not a tensor: nothing kept
+
+
+def _spec_call(**changes):
+    """A valid GDN call (B=4, H=2, HV=4, K=V=16, 9 slots) of hand-built TensorSpecs, with `changes`."""
+    B, H, HV, K, V, S = 4, 2, 4, 16, 16, 9
+    width = 2 * H * K + HV * V
+    call = dict(mixed_qkv=TensorSpec((B, width), (width, 1), "bfloat16"), a=TensorSpec((B, HV), (HV, 1), "bfloat16"),
+                b=TensorSpec((B, HV), (HV, 1), "bfloat16"), A_log=TensorSpec((HV,), (1,), "float32"),
+                dt_bias=TensorSpec((HV,), (1,), "bfloat16"), scale=K ** -0.5,
+                initial_state=TensorSpec((S, HV, V, K), (HV * V * K, V * K, K, 1), "float32"),
+                out=TensorSpec((B, 1, HV, V), (HV * V, HV * V, V, 1), "bfloat16"),
+                ssm_state_indices=TensorSpec((B,), (1,), "int32", values=(1, 2, 3, 4)))
+    return {**call, **changes}
+
+
+@pytest.mark.parametrize("argument, spec, kind", [
+    ("initial_state", TensorSpec((9, 4, -1, 16), (256, 64, 16, 1), "float32"),
+     "a TensorSpec with a negative size (shape [9, 4, -1, 16])"),
+    ("out", TensorSpec((4, 1, 4, 16), (64, 64, 16, 1), "float99"), "a TensorSpec of dtype 'float99' (no such dtype)"),
+    ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=(float("nan"), 2, 3, 4)),
+     "a TensorSpec whose values hold nan (slot indices are whole numbers)"),
+    ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=("x", 2, 3, 4)),
+     "a TensorSpec whose values hold 'x' (slot indices are whole numbers)"),
+    ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=(1.5, 2, 3, 4)),
+     "a TensorSpec whose values hold 1.5 (slot indices are whole numbers)"),
+    ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=(1, 2)),
+     "a TensorSpec with 2 value(s) for shape [4] (4 element(s))"),
+])
+def test_a_hand_built_spec_that_describes_no_tensor_is_gdr228_not_a_conversion_error(argument, spec, kind):
+    # (these raised "must be real number, not complex", "cannot convert float NaN to integer", "invalid literal for
+    # int()", or passed without a word)
+    from gdr_check import check_packed_decode
+
+    report = check_packed_decode(**_spec_call(**{argument: spec}))
+    assert [(d.code, d.message) for d in report] == [
+        ("GDR228", f"`{argument}` is {kind}, not a dense strided tensor")]
+
+
+def test_whole_float_slot_values_are_slots():
+    from gdr_check import check_packed_decode
+
+    spec = TensorSpec((4,), (1,), "int32", values=(1.0, 2, 3, 4))
+    assert not [d for d in check_packed_decode(**_spec_call(ssm_state_indices=spec)) if d.severity == "error"]

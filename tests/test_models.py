@@ -522,3 +522,26 @@ def test_bare_config_json(tmp_path: Path):
     assert result.checkpoint.kind == "config-only" and not result.model.weights_checked
     assert result.shapes()["mixed_qkv"] == [8, 1280]
     assert result.model.sources["num_v_heads"].location.line is not None
+
+
+@pytest.mark.parametrize("namespace", ["transformer.", "backbone.model."])
+def test_tensors_under_names_the_family_does_not_load_are_an_error_not_a_silent_pass(tmp_path: Path, namespace: str):
+    # A Qwen3-Next config with HV=4 and weights of HV=8 renamed out of `model.`: they cannot be cross-checked,
+    # and the engine would not find them; the run must not pass as if no weights had been given.
+    config = qwen3_next_config()
+    write_checkpoint(tmp_path, config, qwen_tensors(qwen3_next_config(HV=8), namespace=namespace))
+    result = check_model(str(tmp_path), DEFAULT)
+    errors = [d for d in result.report if d.severity == "error"]
+    assert [d.code for d in errors] == ["GDR116"]
+    assert errors[0].message == ("the weights hold 78 tensors, none under the layer names `Qwen3NextForCausalLM` "
+                                 "loads (`model.layers.<i>.linear_attn.*`)")
+    assert errors[0].notes[0].startswith(f"for example `{namespace}")
+    assert not any("no weights were read" in note for note in result.notes)
+
+
+def test_one_foreign_tensor_beside_a_config_is_counted_in_the_singular(tmp_path: Path):
+    write_checkpoint(tmp_path, qwen3_next_config(), {"a": ("F32", (2,))})
+    result = check_model(str(tmp_path), DEFAULT)
+    assert [d.message for d in result.report if d.code == "GDR116"] == [
+        "the weights hold 1 tensor, none under the layer names `Qwen3NextForCausalLM` loads "
+        "(`model.layers.<i>.linear_attn.*`)"]

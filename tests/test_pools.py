@@ -51,6 +51,17 @@ def test_extra_buffer_with_draft_tokens_per_request():
     assert f"`--mamba-radix-cache-strategy no_buffer`: {no_buffer_fit} requests fit in the same budget" in error.fixes
 
 
+def test_extra_buffer_in_a_budget_that_holds_no_request_offers_no_batch_of_0():
+    result = check_builtin(QWEN3_NEXT, Deployment(batch=8, mamba_strategy="extra_buffer", gpu_memory=100))
+    error = only(result, "GDR136")
+    assert error.fixes[:2] == [
+        "raise `--mamba-full-memory-ratio` until the state pool gets 1.943 GiB per rank",
+        "not even one request fits: one needs 442.125 MiB per rank (a request and the reserved row 0): raise the "
+        "budget to at least that"]
+    # no_buffer holds none either (100 B < 2 slots): it is not offered as a fix
+    assert not any("lower the batch to" in fix or "no_buffer" in fix for fix in error.fixes)
+
+
 def test_a_batch_that_fits_gets_only_the_plan():
     result = check_builtin(QWEN3_NEXT, Deployment(batch=8, mamba_strategy="extra_buffer", gpu_memory=20 * GIB))
     assert result.pool.bytes_per_request == 3 * SLOT
@@ -81,7 +92,8 @@ def test_cli_flags(capsys):
 
 def test_cli_rejects_an_unknown_strategy(capsys):
     assert main([QWEN3_NEXT, "--mamba-strategy", "bogus"]) == 2
-    assert "unknown mamba strategy 'bogus'; expected no_buffer or extra_buffer" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("error: Invalid value for --mamba-strategy: unknown mamba strategy 'bogus'; "
+                                       "expected no_buffer or extra_buffer\n")
 
 
 def test_one_request_count_per_report_where_the_strategy_is_modelled(capsys):

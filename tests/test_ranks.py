@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,9 @@ def test_every_rank_matches_the_unsharded_layer(capsys, checkpoints, model, tp, 
     assert [r["rank"] for r in document["per_rank"]] == list(range(tp))
     assert document["slowest_rank"] in range(tp)
     assert all(r["memory_bytes"] > 0 for r in document["per_rank"])
+    assert [step["step"] for step in document["steps"]] == list(range(1, len(document["steps"]) + 1))  # as one rank
+    if model == "gdn":  # bf16 arguments under the interpreter: said as the one-rank dry-run says it
+        assert [d["code"] for d in document["diagnostics"] if d["code"] in ("GDR321", "GDR322")][:1] == ["GDR321"]
     run = document["steps"][0]["kernels"]["builtin"]
     assert run["state"]["error"] <= 1e-5 and run["state"]["passed"] and run["output"]["passed"]
     HV = document["layer"]["HV"]
@@ -163,7 +167,7 @@ def test_misshardings_and_nan_are_named_from_real_ranks(capsys, checkpoints, mon
     [mismatch] = messages(document, "GDR331")
     assert "match no reference head" in mismatch
     assert messages(document, "GDR333") == [
-        "rank 0 of 2 returned NaN at step 0 (64 in `out`, 0 in the state of touched slots, gdr-check kernel)"]
+        "rank 0 of 2 returned NaN at step 1 (64 in `out`, 0 in the state of touched slots, gdr-check kernel)"]
 
 
 @needs_kernel_extra
@@ -282,3 +286,13 @@ def test_weights_need_a_checkpoint(capsys):
     code = main(["dry-run", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "2", "--weights", *SMALL])
     assert code == 2
     assert "--weights needs a safetensors checkpoint" in capsys.readouterr().err
+
+
+@needs_kernel_extra
+def test_the_text_verdict_counts_warnings_and_notes_as_the_one_rank_dry_run_does(capsys, checkpoints):
+    code = main(["dry-run", str(checkpoints["gdn"]), "--tp", "2", *SMALL])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    assert re.fullmatch(r"dry-run --ranks all passed: \d+ step\(s\) on 2 ranks; 0 error\(s\), [1-9]\d* warning\(s\), "
+                        r"\d+ note\(s\); \d+\.\d s", lines[-1]), lines[-1]
+    assert any(line.startswith("warning[GDR321]: bfloat16 ") for line in lines)

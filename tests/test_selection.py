@@ -160,7 +160,7 @@ ignore = ["GDR111"]
     ('exclude = ["a", 1]', "tool.gdr-check.exclude", "expected an array of strings, got an integer at index 1"),
     ('select = ["GDR999"]', "tool.gdr-check.select", "`GDR999` selects no rule"),
     ('ignore = ["nonsense-rule"]', "tool.gdr-check.ignore", "unknown rule selector `nonsense-rule`"),
-    ('tp = [0]', "tool.gdr-check.tp", "expected a TP size in 1..4_096 or a non-empty array of them"),
+    ("tp = [0]", "tool.gdr-check.tp", "must be in 1..4_096 (tensor-parallel size), got 0"),
     ('tp = "4"', "tool.gdr-check.tp", "expected a TP size in 1..4_096 or a non-empty array of them"),
     ('batch = "8"', "tool.gdr-check.batch", "expected an integer, got a string"),
     ('exit-zero = "yes"', "tool.gdr-check.exit-zero", "expected true or false"),
@@ -217,7 +217,8 @@ def test_config_applies_and_command_line_wins(project: Path):
 
 
 @pytest.mark.parametrize("value, problem", [
-    ('"0GiB"', "0GiB is outside 1..2**60 bytes"), ('"lots"', "not a size: 'lots' (e.g. 80GiB, 141GB or a byte count)")])
+    ('"0GiB"', "must be in 1..2**60 (bytes per rank for the state pools), got 0GiB"),
+    ('"lots"', "not a size: 'lots' (e.g. 80GiB, 141GB or a byte count)")])
 def test_a_bad_gpu_memory_in_the_file_says_what_is_wrong_with_it(project: Path, value: str, problem: str):
     write_pyproject(project, f"[tool.gdr-check]\ngpu-memory = {value}\n")
     result = run_cli("models/good")
@@ -288,3 +289,21 @@ def test_config_and_isolated_together_are_a_usage_error(project: Path):
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == ("error: Invalid value for --isolated: it ignores every settings file, and --config names "
                              "one: give one of them\n")
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("batch = -1", "`tool.gdr-check.batch`: must be in 0..2**20 (decode batch), got -1"),
+    ("slots = 0", "`tool.gdr-check.slots`: must be in 1..2**24 (state pool rows), got 0"),
+    ("tp = -2", "`tool.gdr-check.tp`: must be in 1..4_096 (tensor-parallel size), got -2")])
+def test_a_number_out_of_range_in_the_file_names_the_range_as_the_command_line_does(project: Path, line: str,
+                                                                                     problem: str):
+    write_pyproject(project, f"[tool.gdr-check]\n{line}\n")
+    result = run_cli("models/good")
+    assert (result.exit_code, result.stderr) == (2, f"error: pyproject.toml: {problem}\n")
+
+
+@pytest.mark.parametrize("given", [".", "absolute"])
+def test_a_folder_given_as_config_is_named_by_its_path_not_dot(project: Path, given: str):
+    result = run_cli("--config", str(project) if given == "absolute" else ".", "models/good")
+    assert (result.exit_code, result.stderr) == (
+        2, f"error: {project}: is a folder: the configuration is a pyproject.toml file\n")

@@ -506,11 +506,11 @@ CASES = {
     ),
     "git-lfs-pointer": (
         lambda t: (_lfs_pointer(t / "ck" / "model.safetensors"), "ck")[1],
-        "GDR011", "ck/model.safetensors: is a Git LFS pointer, not the weights: run `git lfs pull`",
+        "GDR011", "ck/model.safetensors: is a Git LFS pointer, not the weights; help: run `git lfs pull` in the clone",
     ),
     "git-lfs-pointer-config": (
         lambda t: (_lfs_pointer(t / "ck" / "config.json"), "ck/config.json")[1],
-        "GDR011", "ck/config.json: is a Git LFS pointer, not the weights: run `git lfs pull`",
+        "GDR011", "ck/config.json: is a Git LFS pointer, not the weights; help: run `git lfs pull` in the clone",
     ),
     "missing-revision": (
         lambda t: (_cached_model(t), "Org/Tiny-GDN@v9")[1],
@@ -827,9 +827,14 @@ def test_a_revision_for_a_folder_or_a_snapshot_on_disk_is_a_note_not_silence(tmp
     assert not any("picks nothing" in note for note in open_checkpoint(str(snapshot)).notes)
 
 
-def test_the_revision_in_the_target_wins_over_the_argument(tmp_path):
+def test_the_revision_in_the_target_wins_over_the_argument_and_a_note_says_so(tmp_path):
     repo = _two_revisions(tmp_path)
-    assert open_checkpoint("Org/Tiny-GDN@main", revision="v2").root == repo / "snapshots" / ("1a2b3c4d" * 5)
+    checkpoint = open_checkpoint("Org/Tiny-GDN@main", revision="v2")
+    assert checkpoint.root == repo / "snapshots" / ("1a2b3c4d" * 5)
+    assert checkpoint.notes[-1] == ("revision `v2` not used for `Org/Tiny-GDN@main`: the target names its own, "
+                                    "`main`, which wins")
+    assert not any("not used" in note for note in open_checkpoint("Org/Tiny-GDN@main", revision="main").notes)
+    assert not any("not used" in note for note in open_checkpoint("Org/Tiny-GDN@main").notes)
 
 
 def test_an_ambiguous_commit_prefix_names_the_candidates(tmp_path):
@@ -904,3 +909,17 @@ def test_the_cache_location_is_the_one_huggingface_hub_uses(tmp_path, monkeypatc
     for name, value in variables.items():
         monkeypatch.setenv(name, str(tmp_path / value))
     assert str(cache_root()) == hub.stdout
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_a_git_lfs_pointer_in_the_hugging_face_cache_asks_for_a_download_not_git(tmp_path, name):
+    repo = _cached_model(tmp_path, "Org/Lfs")
+    blob = repo / "blobs" / "lfs-pointer"
+    _lfs_pointer(blob)
+    link = repo / "snapshots" / ("1a2b3c4d" * 5) / name
+    os.unlink(link)
+    os.symlink(os.path.relpath(blob, link.parent), link)
+    error = error_of("Org/Lfs")
+    assert error.code == "GDR011"
+    assert str(error).endswith(f"/{name}: is a Git LFS pointer, not the weights; help: download the model again "
+                               "(`hf download Org/Lfs`): the cache holds the pointer")

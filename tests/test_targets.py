@@ -215,7 +215,8 @@ def test_show_settings_reports_unreadable_targets_without_checking(tree: Path):
                 "`Qwen/Qwen3-Next-80B-A3B-Instruct`"),
     ("Org/Not-Cached", "  error: `Org/Not-Cached` is neither a local path nor a model in the local Hugging Face "
                        "cache"),
-    ("lfs", "  error: lfs/model.safetensors: is a Git LFS pointer, not the weights: run `git lfs pull`"),
+    ("lfs", "  error: lfs/model.safetensors: is a Git LFS pointer, not the weights; help: run `git lfs pull` in the "
+            "clone"),
     ("dangling", "  error: dangling/config.json: `config.json` is a link to "),
 ])
 def test_show_settings_says_what_a_run_could_not_read(tree: Path, monkeypatch, target, line):
@@ -294,7 +295,8 @@ def test_a_git_lfs_pointer_says_to_run_git_lfs_pull(tree: Path, target: str):
     (tree / "clone" / "model.safetensors").write_text(LFS_POINTER)
     run = run_cli(target, "--extend-exclude", "models")
     assert run.exit_code == 2 and run.stdout == ""
-    assert run.stderr == "error: clone/model.safetensors: is a Git LFS pointer, not the weights: run `git lfs pull`\n"
+    assert run.stderr == ("error: clone/model.safetensors: is a Git LFS pointer, not the weights; help: run "
+                          "`git lfs pull` in the clone\n")
 
 
 def _linked_checkpoint(tree: Path, tmp_path_factory) -> Path:

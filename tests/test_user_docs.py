@@ -209,6 +209,15 @@ def test_explain_from_an_empty_stdin_is_one_line_and_exit_2(cwd: Path, monkeypat
     assert result.stderr == "error: standard input is empty: pipe a log into `gdr-check explain -`\n"
 
 
+def test_explain_from_stdin_that_matches_nothing_is_one_line_and_exit_2(cwd: Path, monkeypatch):
+    # README: a paste in which no known error is found is one `error:` line (the hint is on that line)
+    _stdin(monkeypatch, b"x\n")
+    result = run_cli("explain", "-")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("error: no rule matches 'x\\n': pass a code (GDR212), a rule name, "
+                             "or the whole error message as printed\n")
+
+
 def test_explain_from_stdin_that_is_not_utf8_is_no_traceback(cwd: Path, monkeypatch):
     _stdin(monkeypatch, b"\xff\xfe\x00garbage\x80\n")
     result = run_cli("explain", "-")

@@ -20,7 +20,7 @@ from .checks.contract import run_contract
 from .config import Config
 from .engines import DEFAULT_ENGINE
 from .errors import InputError
-from .limits import SizeError, counted, parse_size
+from .limits import LimitError, SizeError, counted, parse_size
 from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
 from .models.deployment import Deployment
@@ -45,13 +45,24 @@ class EmptyRecording(InputError):
 
     code = "recording"
 
-    def __init__(self, path: str, calls_seen: int | None = None) -> None:
-        if calls_seen:  # the capture saw calls and kept none: its max_calls was 0
-            why = f": the capture saw {counted(calls_seen, 'call')} and kept none (its `max_calls` was 0)"
-        else:
+    def __init__(self, recording: Recording) -> None:
+        seen, max_calls = recording.calls_seen, recording.max_calls
+        # Say only what the file shows: a capture keeps none of the calls it saw when its `max_calls` is 0 or
+        # when it could describe none of them (`unrecorded`); any other empty file was not left so by a capture.
+        if not seen:
             why = " (was the kernel called inside `gdr_check.capture()`?)"
-        super().__init__(f"{path}: no recorded calls{why}")
-        self.path = path
+        elif max_calls == 0:
+            why = f": the capture saw {counted(seen, 'call')} and kept none (its `max_calls` was 0)"
+        elif recording.unrecorded_reason is not None:
+            why = (f": the capture saw {counted(seen, 'call')} and could describe none of them "
+                   f"(`unrecorded`: {recording.unrecorded_reason})")
+        else:
+            held = (f"`calls_seen` is {seen} and `max_calls` is {max_calls}, but `calls` is empty"
+                    if max_calls is not None else
+                    f"`calls_seen` is {seen} but `calls` is empty, and there is no `max_calls` to say why")
+            why = f": {held}: the file is inconsistent (edited after the capture wrote it?)"
+        super().__init__(f"{recording.path}: no recorded calls{why}")
+        self.path = recording.path
 
 
 class NoSuchCall(InputError):
@@ -107,6 +118,8 @@ class TargetSettings:
             return None
         try:
             return parse_size(self.gpu_memory)
+        except LimitError:
+            raise  # it names gpu_memory already
         except SizeError as error:
             raise SizeError(f"gpu_memory: {error}") from None
 
@@ -268,7 +281,7 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
     recording = load_recording(path)
     if not recording.calls:
-        raise EmptyRecording(recording.path, recording.calls_seen)
+        raise EmptyRecording(recording)
     calls = recording.calls
     if index is not None:
         if not 0 <= index < len(calls):

@@ -27,7 +27,7 @@ else:  # Python 3.10: the same parser, released as tomli
 from .engines import UnknownEngineError, profile_for, state_dtype_problem
 from .errors import InputError
 from .files import PYPROJECT_NAME
-from .limits import LIMITS, read_bounded, shorten
+from .limits import LIMITS, LimitError, read_bounded, shorten
 from .models.builtin import get_builtin
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
@@ -115,6 +115,8 @@ def _shown(path: Path) -> str:
         relative = os.path.relpath(path)
     except ValueError:
         return str(path)
+    if relative == ".":  # the working directory: "." names nothing in a message
+        return os.path.abspath(path)
     return str(path) if relative.startswith("..") else relative
 
 
@@ -176,6 +178,8 @@ class ConfigResolver:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    if os.path.isdir(path):  # (False, not an error, behind a folder that cannot be searched)
+        raise ConfigError(path, None, "is a folder: the configuration is a pyproject.toml file")
     try:
         raw = read_bounded(path)
     except OSError as error:
@@ -334,11 +338,11 @@ class _Reader:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, f"expected an integer, got {_toml_type(value)}")
+        name = key.replace("-", "_")
+        if name in LIMITS and not LIMITS[name].allows(value):  # the range's words, as the command line says them
+            raise self.fail(key, LimitError(name, value).in_file)
         if value < minimum:
             raise self.fail(key, f"must be >= {minimum}, got {shorten(value)}")
-        limit = LIMITS.get(key.replace("-", "_"))
-        if limit is not None and not limit.allows(value):
-            raise self.fail(key, f"must be in {limit.range_text} ({limit.what}), got {shorten(value)}")
         return value
 
     def tp_sizes(self, key: str) -> list[int] | None:
@@ -347,9 +351,12 @@ class _Reader:
             return None
         sizes = [value] if isinstance(value, int) and not isinstance(value, bool) else value
         if not isinstance(sizes, list) or not sizes or not all(
-                LIMITS["tp"].allows(size) and isinstance(size, int) for size in sizes):
+                isinstance(size, int) and not isinstance(size, bool) for size in sizes):
             raise self.fail(key, f"expected a TP size in {LIMITS['tp'].range_text} or a non-empty array of them, "
                                  "e.g. [1, 2, 4, 8]")
+        for size in sizes:  # whole numbers: one outside the range is said as the command line says it
+            if not LIMITS["tp"].allows(size):
+                raise self.fail(key, LimitError("tp", size).in_file)
         return sizes
 
     def selection(self) -> RuleSelection:

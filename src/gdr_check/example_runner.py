@@ -26,7 +26,6 @@ from .checks.examples import (
     RanksExample,
     base_arguments,
     config_checkpoint,
-    qwen3_next_weights,
 )
 from .checks.rules_guard import GuardExample, argument_report
 from .errors import SourceError
@@ -65,11 +64,8 @@ def _checkpoint(example: CheckpointExample, rules: RuleSet) -> list[Diagnostic]:
 
 
 def _model(example: ModelExample, rules: RuleSet) -> list[Diagnostic]:
-    tensors: dict[str, TensorInfo] = {}
-    if example.weights is not None:
-        shapes = {**qwen3_next_weights(example.weights), **example.tensor_changes}
-        tensors = {name: TensorInfo(name, spec[0], tuple(spec[1]), "model.safetensors")
-                   for name, spec in shapes.items() if spec is not None}
+    tensors = {name: TensorInfo(name, dtype, shape, "model.safetensors")
+               for name, (dtype, shape) in example.tensor_shapes().items()}
     checkpoint = config_checkpoint(example.config, tensors)
     return list(check_checkpoint(checkpoint, Deployment(**example.deployment)).report)
 

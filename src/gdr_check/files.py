@@ -217,8 +217,8 @@ def write_whole(path: Path, data: bytes) -> None:
       renamed over it, keeping its mode (and, for root, its owner): a full disk or an interrupted run leaves the
       old file as it was.
     - A read-only file is refused, as a shell's `>` would refuse it. A file the rename cannot replace although
-      it may be written (its folder is read-only, or sticky and another user's) or that has other hard links is
-      written in place: not atomic, but the file stays the one it was.
+      it may be written (its folder is read-only, sticky and another user's, or takes no new file, as /proc) or
+      that has other hard links is written in place: not atomic, but the file stays the one it was.
     - A device or a FIFO is written in place; standard output or error (`/dev/stdout`, the file a redirection
       opened) is appended to, as a shell's `>>` would."""
     try:
@@ -240,7 +240,10 @@ def write_whole(path: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         _write_replacing(target, data, existing)
-    except PermissionError:  # a sticky folder (/tmp) keeps another user's file from being renamed over
+    except (PermissionError, FileNotFoundError):
+        # A sticky folder (/tmp) keeps another user's file from being renamed over; a folder that takes no new
+        # file (/proc, /sys: ENOENT for the temporary one) is none of the file's business. Either way the file
+        # is written in place, and its own error (EIO for /proc/version) is the one reported.
         if existing is None:
             raise
         _write_in_place(target, data, os.O_TRUNC)

@@ -79,7 +79,7 @@ LIMITS: dict[str, Limit] = {
     "batch": Limit(0, 1_048_576, "decode batch", _DEPLOY),
     "slots": Limit(1, 16_777_216, "state pool rows", _DEPLOY),
     "speculative_tokens": Limit(0, 1_024, "draft tokens per verify step", "--speculative-tokens"),
-    "gpu_memory": Limit(1, 2**60, "bytes per rank for the state pools (--gpu-memory)", _DEPLOY),
+    "gpu_memory": Limit(1, 2**60, "bytes per rank for the state pools", _DEPLOY),
     # the dry run
     "steps": Limit(1, 10_000, "decode steps to run and verify", "dry-run --steps"),
     "seed": Limit(0, 2**63 - 1, "random seed", "dry-run --seed"),
@@ -123,14 +123,18 @@ class LimitError(InputError, ValueError):
 
     code = "limit"
 
-    def __init__(self, key: str, value: Any, name: str | None = None) -> None:
+    def __init__(self, key: str, value: Any, name: str | None = None, *, written: str | None = None) -> None:
+        """`written`: the value as the user wrote it, shown instead (a size: "0GiB")."""
         limit = LIMITS[name or key]
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        shown = shorten(value) if number or value is None else f"{shorten(repr(value))} (a {type(value).__name__})"
-        kind = "a whole number " if limit.whole and not (number and isinstance(value, int)) else ""
+        shown = (shorten(written) if written is not None else shorten(value) if number or value is None
+                 else f"{shorten(repr(value))} (a {type(value).__name__})")
+        kind = "a whole number " if limit.whole and written is None and not (number and isinstance(value, int)) else ""
         super().__init__(f"{key} is {shown}: must be {kind}in {limit.range_text} ({limit.what}); "
                          f"see {LIMITS_DOCS_URL}")
         self.key, self.value = key, value
+        # as a file's key says it (the key named before): "must be in 1..2**60 (...), got 0GiB"
+        self.in_file = f"must be {kind}in {limit.range_text} ({limit.what}), got {shown}"
 
 
 def checked(name: str, value: Any, key: str | None = None) -> Any:
@@ -148,6 +152,10 @@ class SizeError(InputError, ValueError):
     """A byte size that is not one (`80GiB`, `141GB`, `1.5e10`), or one outside its limit's range."""
 
     code = "limit"
+
+
+class SizeRangeError(LimitError, SizeError):
+    """A byte size outside its limit's range, worded as every other number's range is (`LimitError`)."""
 
 
 _SIZE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[0-9]+)?)\s*(?:([kmgt]i?b?|b)\s*)?$", re.IGNORECASE)
@@ -168,7 +176,7 @@ def parse_size(text: str | int, name: str = "gpu_memory") -> int:
         number, unit = found.groups()
         size = float(number) * _SIZE_UNITS[(unit or "").lower()]
     if not LIMITS[name].allows(size):  # 1e999 is infinity: refused before int() overflows
-        raise SizeError(f"{shorten(text)} is outside {LIMITS[name].range_text} bytes")
+        raise SizeRangeError(name, size, written=str(text).strip())
     return int(size)
 
 

@@ -57,6 +57,9 @@ class Recording:
     calls: list[RecordedCall]
     calls_seen: int | None = None
     calls_dropped: int = 0
+    max_calls: int | None = None  # None: the file does not say
+    # Why the capture could not describe a call (the first of the file's `unrecorded`), to explain an empty one.
+    unrecorded_reason: str | None = None
     skipped_targets: list[dict[str, Any]] = field(default_factory=list)
     # The file's text, for the checks that point a call's diagnostics at its lines (`api.check_recording`).
     text: str = field(default="", repr=False)
@@ -201,9 +204,15 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     seen = document.get("calls_seen")
     dropped = document.get("calls_dropped")
     skipped = document.get("skipped_targets")
+    max_calls = document.get("max_calls")
+    unrecorded = document.get("unrecorded")
+    first = unrecorded[0] if isinstance(unrecorded, list) and unrecorded else None
+    reason = first.get("reason") if isinstance(first, dict) else None
     return Recording(
         path=shown, calls=recorded, calls_seen=seen if _is_int(seen) else None,
         calls_dropped=dropped if _is_int(dropped) else 0,
+        max_calls=max_calls if _is_int(max_calls) else None,
+        unrecorded_reason=printable(reason, 200) if isinstance(reason, str) and reason else None,
         skipped_targets=[s for s in skipped if isinstance(s, dict)] if isinstance(skipped, list) else [],
         text=text,
     )

@@ -189,13 +189,38 @@ class TensorSpec:
             offset=offset,
         )
 
+    def problem(self, index_values: bool = False) -> str | None:
+        """Why this spec describes no tensor a kernel could take, or None: a negative size, a name that is no dtype,
+        and with `index_values` (an index tensor's values, which the rules read) values that are not whole numbers
+        or not one per element. (`TensorSpec(...)` takes what it is given, for speed; the checks ask this of a spec
+        a caller built.)"""
+        if any(size < 0 for size in self.shape):
+            return f"a TensorSpec with a negative size (shape {list(self.shape)})"
+        if self.dtype not in DTYPE_ITEMSIZE:
+            return f"a TensorSpec of dtype {shorten(str(self.dtype))!r} (no such dtype)"
+        values = self.values
+        if index_values and values is not None:
+            elements = math.prod(self.shape)
+            if len(values) != elements:
+                return (f"a TensorSpec with {len(values)} value(s) for shape {list(self.shape)} "
+                        f"({elements} element(s))")
+            for value in values:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                        isinstance(value, float) and not value.is_integer()):
+                    return f"a TensorSpec whose values hold {shorten(repr(value))} (slot indices are whole numbers)"
+        return None
+
     @classmethod
     def from_tensor(cls, tensor: Any, *, read_values: bool = False) -> TensorSpec:
-        """Describe a torch tensor (duck-typed) or return a TensorSpec unchanged.
+        """Describe a torch tensor (duck-typed) or return a TensorSpec unchanged (ValueError when it describes no
+        tensor: `problem`).
 
         Reading values copies the tensor to the host, which synchronises a GPU; only index tensors need it.
         """
         if isinstance(tensor, TensorSpec):
+            problem = tensor.problem(read_values)
+            if problem is not None:
+                raise ValueError(problem)
             return tensor
         # This is the runtime guard's hot path (eight tensors per guarded call), so each torch attribute is read
         # once and names come from memo tables keyed by the torch objects themselves, inlined here instead of

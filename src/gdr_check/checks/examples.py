@@ -243,13 +243,22 @@ class ModelExample:
     """A checkpoint checked for a deployment (`deployment`: the `Deployment` fields, e.g. tp), as
     `gdr-check DIR --tp N` does: `config` (as `config.json` holds it) and, when `weights` is given, the
     linear-attention tensors of the Qwen3-Next config `weights` with `tensor_changes` (name -> (dtype, shape),
-    or None to drop it)."""
+    or None to drop it), stored under `weights_namespace` instead of `model.`."""
 
     config: Mapping[str, Any]
     note: str = ""
     deployment: Mapping[str, Any] = field(default_factory=dict)
     weights: Mapping[str, Any] | None = None
     tensor_changes: Mapping[str, Any] = field(default_factory=dict)
+    weights_namespace: str = "model."
+
+    def tensor_shapes(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """The example's weights: name -> (dtype, shape), with `tensor_changes` applied."""
+        if self.weights is None:
+            return {}
+        shapes = {**qwen3_next_weights(self.weights), **self.tensor_changes}
+        return {self.weights_namespace + name.removeprefix("model."): (spec[0], tuple(spec[1]))
+                for name, spec in shapes.items() if spec is not None}
 
     @property
     def text(self) -> str:
@@ -261,6 +270,7 @@ class ModelExample:
             lines.append("# weights: the linear-attention tensors of "
                          + ("the same config" if self.weights == self.config
                             else f"the config {json.dumps(self.weights)}")
+                         + (f", under `{self.weights_namespace}`" if self.weights_namespace != "model." else "")
                          + (", with" if self.tensor_changes else ""))
             for name, change in self.tensor_changes.items():
                 lines.append(f"{name}: " + ("(absent)" if change is None else f"{change[0]} {list(change[1])}"))

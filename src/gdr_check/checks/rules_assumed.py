@@ -18,6 +18,17 @@ from .kernel_causes import live_rows, padding_rows, wrapped_skip
 
 GDN_ENGINES = "sglang 0.5.23 and vLLM (same check, same message)."
 KDA_ENGINES = "sglang 0.5.23 (`fused_recurrent_kda_packed_decode`)."
+# Rows reported one by one per rule and call: a large batch stays readable; the rest are counted, never dropped.
+LISTED_ROWS = 3
+
+
+def _count_unlisted(findings: list[Finding], total: int, what: str) -> list[Finding]:
+    """`findings` (the first rows of `total`), the last one noting how many more rows are `what`, as the runtime
+    guard says "(and N more faults ...)": a report that lists 3 of 13 bad rows must not read as 3 in all."""
+    if findings and total > len(findings):
+        findings[-1].notes.append(f"and {counted(total - len(findings), 'more row')} {what}, not listed "
+                                  f"(the first {len(findings)} are)")
+    return findings
 
 
 # -- GDR240+: what the kernels assume without checking ---------------------------------------------------
@@ -85,12 +96,12 @@ def indices_in_range(ctx: CallContext) -> Finding | list[Finding] | None:
         return None
     bad = [(row, slot) for row, slot in live if slot >= ctx.S]
     findings = []
-    for row, slot in bad[:3]:
+    for row, slot in bad[:LISTED_ROWS]:
         fix = (f"grow the pool to at least {max(s for _, s in bad) + 1} slots, or fix the slot table "
                f"(largest index {max(s for _, s in bad)})")
         findings.append(Finding({"slot": slot, "row": row, "slots": counted(ctx.S, "slot"), "last": ctx.S - 1}, [fix],
                                 argument="ssm_state_indices"))
-    return findings
+    return _count_unlisted(findings, len(bad), f"with a slot outside 0..{ctx.S - 1}")
 
 
 @rule(
@@ -159,7 +170,9 @@ def index_dtype(ctx: CallContext) -> Finding | None:
     fixes = [f"convert with `.to(torch.int32)` (got {spec.dtype})"]
     wrapped = [row for row, v in enumerate(spec.values or ()) if wrapped_skip(ctx, v)]
     if wrapped:
-        rows = f"rows {', '.join(map(str, wrapped[:8]))} hold" if len(wrapped) > 1 else f"row {wrapped[0]} holds"
+        more = f" and {len(wrapped) - 8} more" if len(wrapped) > 8 else ""  # counted, not dropped silently
+        rows = (f"rows {', '.join(map(str, wrapped[:8]))}{more} hold" if len(wrapped) > 1
+                else f"row {wrapped[0]} holds")
         fixes.insert(0, f"{rows} 255: a -1 padding sentinel that uint8 "
                         f"cannot represent, so the kernel writes slot 255 instead of skipping the row")
     return Finding({"dtype": spec.dtype}, fixes, argument="ssm_state_indices")
@@ -280,8 +293,9 @@ def slot_zero(ctx: CallContext) -> Finding | list[Finding] | None:
             "a note only: slot 0 is reserved by sglang's pool allocator, not by the kernel; a call on a pool of "
             "your own may use it, while an engine's call (`origin=\"engine\"`) must not"],
             argument="ssm_state_indices", severity="info") if rows else None
-    return [Finding({"row": row}, ["give this request a slot from 1..size, or mark a padding row with -1"],
-                    argument="ssm_state_indices") for row in rows[:3]]
+    fix = "give this request a slot from 1..size, or mark a padding row with -1"
+    return _count_unlisted([Finding({"row": row}, [fix], argument="ssm_state_indices") for row in rows[:LISTED_ROWS]],
+                           len(rows), "in slot 0")
 
 
 @rule(

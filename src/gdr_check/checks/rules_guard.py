@@ -29,10 +29,11 @@ from ..tensors import TensorSpec
 from .examples import CallExample
 
 
-def _kind(value: Any) -> str | None:
-    """What `value` is, when it is not a dense strided tensor the guard can describe; None when it is."""
+def _kind(value: Any, name: str = "") -> str | None:
+    """What `value` is, when it is not a dense strided tensor the guard can describe; None when it is. (`name`: the
+    argument; the index tensor's values are read.)"""
     if isinstance(value, TensorSpec):
-        return None
+        return value.problem(index_values=name == "ssm_state_indices")
     torch = sys.modules.get("torch")
     try:
         if torch is not None and isinstance(value, torch.Tensor):
@@ -55,7 +56,7 @@ def _kind(value: Any) -> str | None:
 
 def argument_report(arguments: Mapping[str, Any], rules: RuleSet = RULE_SET) -> Report | None:
     """GDR228 for each tensor argument that is not a dense strided tensor; None when every one is."""
-    return _report({name: _kind(arguments.get(name)) for name in TENSOR_ARGUMENTS}, rules)
+    return _report({name: _kind(arguments.get(name), name) for name in TENSOR_ARGUMENTS}, rules)
 
 
 META_KIND = "a meta tensor (shapes only, no data to run on)"

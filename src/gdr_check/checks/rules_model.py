@@ -6,7 +6,7 @@ grid limit (GDR244) and pool bounds (GDR241) for the chosen batch and slot count
 
 Numbering, stable once released:
     GDR101-GDR106  family, config fields and layer map
-    GDR111-GDR115  config vs weights
+    GDR111-GDR116  config vs weights
     GDR121-GDR125  tensor parallelism and head grouping
     GDR131-GDR133  state memory and engine support
 """
@@ -24,7 +24,7 @@ from ..models.adapters import QUANTITIES, Selection, adapter_serving
 from ..models.decode_path import decode_path
 from ..models.description import Locator, _shown, why_undescribed
 from ..models.pools import plan_pool
-from ..registry import Finding, Violation, declare, findings_of, rule, rules_in_scope
+from ..registry import RULES, Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..report import Diagnostic, Location
 from .config_weights import TensorFindings, tensor_findings
 from .examples import ModelExample, qwen3_next_config
@@ -32,7 +32,7 @@ from .examples import ModelExample, qwen3_next_config
 if TYPE_CHECKING:
     from ..models.adapters import Selection
     from ..models.deployment import Deployment, EngineSettings
-    from ..models.description import LinearAttentionModel, Source
+    from ..models.description import InvalidValue, LinearAttentionModel, Source
     from ..models.expected import RankHeads, StateMemory
     from ..models.pools import PoolPlan
     from ..sources.checkpoint import Checkpoint
@@ -519,6 +519,38 @@ def missing_tensors(ctx: ModelContext) -> list[Finding]:
     return findings
 
 
+@rule(
+    "GDR116", "unrecognized-tensor-names", scope=MODEL,
+    summary="the weights hold no tensor under the names the model's layers use",
+    message="the weights hold {count}, none under the layer names `{architecture}` loads (`{expected}`)",
+    explanation=(
+        "The engines load a checkpoint by tensor name: each linear-attention layer's parameters are looked up "
+        "under the family's layer names (Qwen: `model.layers.<i>.linear_attn.*`, or the language model's "
+        "namespace of a multimodal checkpoint; Kimi: `model.layers.<i>.self_attn.*`). The tensors here lie "
+        "under other names, so no layer's weights can be found: the engine fails to load them or leaves the "
+        "parameters uninitialised, and gdr-check cannot compare the config with the weights (the shapes "
+        "below come from the config alone)."
+    ),
+    causes=("tensors renamed by a conversion or training framework (`transformer.`, `backbone.`, `module.`)",
+            "a safetensors file that holds another model's or an adapter's tensors"),
+    fixes=("rename the tensors as the architecture names them, or check the checkpoint the engine will load",),
+    example=ModelExample(qwen3_next_config(), "the tensors stored under `transformer.` instead of `model.`",
+                         weights=qwen3_next_config(), weights_namespace="transformer."),
+)
+def unrecognized_tensor_names(ctx: ModelContext) -> Finding | None:
+    model = ctx.model
+    if not model.unplaced_tensors or model.adapter is None:
+        return None
+    layout = model.adapter.layouts[0]
+    expected = f"{model.adapter.namespaces[0]}layers.<i>.{layout.prefix}*"
+    return Finding(
+        {"count": counted(model.unplaced_tensors, "tensor"), "architecture": model.architecture,
+         "expected": expected},
+        notes=["for example " + ", ".join(f"`{name}`" for name in model.unplaced_examples),
+               "nothing was cross-checked: the shapes come from the config alone"],
+        fixes=[f"rename the tensors to `{expected}` as the engines load them"])
+
+
 # -- GDR121-GDR125: tensor parallelism and head grouping --------------------------------------------------------
 @rule(
     "GDR121", "tp-not-dividing-linear-heads", scope=MODEL,
@@ -744,11 +776,15 @@ def state_budget(ctx: ModelContext) -> Finding | None:
                     "batch": ctx.deployment.batch},
                    notes=[f"{ctx.deployment.batch} requests need {format_bytes(needed)} per rank "
                           f"({ctx.deployment.batch + 1} slots x {format_bytes(memory.bytes_per_request)})"],
-                   fixes=_budget_fixes(ctx, memory.requests_that_fit))
+                   fixes=_budget_fixes(ctx, memory.requests_that_fit, memory.bytes_per_request))
 
 
-def _budget_fixes(ctx: ModelContext, fit: int) -> list[str]:
-    fixes = [f"lower the batch to {fit}", "raise TP to split the state across more ranks"]
+def _budget_fixes(ctx: ModelContext, fit: int, per_request: int) -> list[str]:
+    # A batch of 0 serves nothing: when no request fits, name the budget that holds one (its rows and row 0).
+    first = (f"lower the batch to {fit}" if fit else
+             f"not even one request fits: one needs {format_bytes(2 * per_request)} per rank (a request and the "
+             f"reserved row 0): raise the budget to at least that")
+    fixes = [first, "raise TP to split the state across more ranks"]
     profile, settings = ctx.deployment.profile, ctx.settings
     kda_fixed = ctx.model.kind == "kda" and profile.kda_state_dtype_fixed
     if settings.state_dtype == "float32" and not kda_fixed:
@@ -795,14 +831,17 @@ class UndescribedLinearAttention(Violation):
             "`linear_num_*_heads`, `efficient_attention_config`, a `layer_types` entry of a linear kind, or an "
             "architecture that sglang or vLLM routes to its GDN/KDA backend), so the engine builds GDN or KDA "
             "layers. gdr-check could not work out which layers those are or their geometry: a field is missing, "
-            "has the wrong type, or the layer map makes no layer linear. \"Nothing to check\" would be a green CI "
-            "gate on a model that does have linear attention, so this is an error."
+            "the layer map is unusable, or it makes no layer linear. \"Nothing to check\" would be a green CI "
+            "gate on a model that does have linear attention, so this is an error. A value of the wrong type or "
+            "out of range (a layer count written as a string, or past its limit in docs/limits.md) is GDR108, "
+            "here too."
         ),
-        causes=("a head count written as a string, float, boolean, null or list",
-                "a layer map that is missing or makes every layer full attention",
+        causes=("a layer count or layer map that is missing",
+                "a layer map that makes every layer full attention",
                 "an architecture renamed by a fine-tune while its config keeps the linear-attention fields"),
         fixes=("fix the config key named in the message; compare with the released config of the model",),
-        example=ModelExample(qwen3_next_config(num_hidden_layers="8"), "the layer count written as a string"),
+        example=ModelExample(qwen3_next_config(num_hidden_layers=None), "a config-only checkpoint without its "
+                             "layer count"),
         engines="sglang 0.5.23 and vLLM.",
     )
 
@@ -826,7 +865,15 @@ def undescribed_linear_attention(checkpoint: Checkpoint, selection: Selection, m
         notes.insert(0, f"`model_type` `{selection.identity.root_model_type}` is {by_type.family}'s (served by "
                         f"`{by_type.architectures[0]}`), while `architectures` names {selection.adapter.family}'s "
                         f"`{architecture}`: the fields are looked up as {selection.adapter.family}'s")
-    diagnostics = []
+    # A value of the wrong type or out of range is GDR108's whether or not the model could be described (with
+    # weights, the layers come from the tensors and the same value is GDR108): one code per cause, as documented.
+    nothing_checked = (f"`{architecture}` has linear attention ({marker}), but its layers could not be described: "
+                       "nothing else was checked")
+    diagnostics = [invalid_value_diagnostic(problem.invalid, nothing_checked)
+                   for problem in problems if problem.invalid is not None]
+    problems = [problem for problem in problems if problem.invalid is None]
+    if diagnostics and not problems:
+        return diagnostics
     if not problems:
         where = locate.config(marker_key).location
         text = ("gdr-check has no adapter for this architecture and its tensors hold no GDN/KDA parameter it "
@@ -892,7 +939,9 @@ def architectures_not_serving(ctx: ModelContext) -> Finding | None:
         "Head counts, head dims, conv widths, layer counts and the hidden size must be positive whole numbers, "
         "and the model dtype one of bfloat16, float16 or float32. A value written as a string, float, boolean, "
         "null or list makes the engine's config class fail, or fall back to a default that does not match the "
-        "weights. gdr-check does not guess: the value is reported and not used."
+        "weights. gdr-check does not guess: the value is reported and not used. The value's limits are in "
+        "docs/limits.md. When the layers cannot be described without it (the layer count of a config-only "
+        "checkpoint), nothing else is checked."
     ),
     causes=("a config edited by hand or by a script that wrote numbers as strings", "an unknown `torch_dtype`"),
     fixes=("write the value as a JSON integer (or a dtype name)",),
@@ -900,10 +949,20 @@ def architectures_not_serving(ctx: ModelContext) -> Finding | None:
     engines="sglang 0.5.23 and vLLM.",
 )
 def invalid_config_values(ctx: ModelContext) -> list[Finding]:
-    return [Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
-                    location=item.source.location,
-                    fixes=[f"set `{item.key.rsplit('.', 1)[-1]}` to the value the released config has"])
-            for item in ctx.model.invalid_values]
+    return [_invalid_value_finding(item) for item in ctx.model.invalid_values]
+
+
+def _invalid_value_finding(item: InvalidValue) -> Finding:
+    return Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
+                   location=item.source.location,
+                   fixes=[f"set `{item.key.rsplit('.', 1)[-1]}` to the value the released config has"])
+
+
+def invalid_value_diagnostic(item: InvalidValue, note: str) -> Diagnostic:
+    """GDR108 for a config that could not be described (`undescribed_linear_attention`), with `note`."""
+    finding = _invalid_value_finding(item)
+    finding.notes.append(note)
+    return RULES["GDR108"].diagnostic(finding)
 
 
 @rule(
@@ -1057,10 +1116,12 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     if extra:
         single = plan.slot_bytes + plan.speculative_bytes_per_request
         fit = max(plan.budget // single - 1, 0)
-        fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: {fit} requests fit in the same budget")
+        if fit:  # a strategy under which no request fits either is no fix
+            fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: {fit} requests fit in the same budget")
     if plan.speculative_tokens:
         fixes.append("fewer draft tokens (`--speculative-num-draft-tokens`)")
-    fixes += _budget_fixes(ctx, plan.requests_that_fit)  # the batch, TP, a bf16 state: as GDR132, which it replaces
+    # the batch, TP, a bf16 state: as GDR132, which it replaces
+    fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request)
     return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
                     "batch": plan.batch},
                    severity="error" if extra else "warning", notes=notes, fixes=fixes)

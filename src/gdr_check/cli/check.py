@@ -19,10 +19,10 @@ from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
 from ..errors import display_path
-from ..limits import SizeError, checked, parse_size, shorten
+from ..limits import LimitError, SizeError, checked, parse_size, shorten
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
-from .engine_option import engine_help, engine_option, state_dtype_option
+from .engine_option import engine_help, engine_option, mamba_strategy_option, state_dtype_option
 from .main import app
 from .numbers import MAX_DIGITS, whole_number
 from .output import Output, format_option_name, report_path
@@ -49,6 +49,8 @@ def gpu_memory_option(text: str) -> None:
     """Refuse a `--gpu-memory` that is no size ('80GiB', '141GB', '1.5e10': `limits.parse_size`) in one usage line."""
     try:
         parse_size(text)
+    except LimitError:
+        raise  # a size outside its range: said as every other number's range is
     except SizeError as error:
         raise typer.BadParameter(str(error), param_hint="--gpu-memory") from None
 
@@ -56,8 +58,10 @@ def gpu_memory_option(text: str) -> None:
 def parse_tp_list(text: str) -> list[int]:
     """'4' or '1,2,4,8' -> TP sizes, in the order given."""
     parts = [part.strip() for part in text.split(",")]  # an empty item ("1,,2", "4,") is a mistake, not a skip
-    # ASCII digits only: int() also takes "1_6", "+4" and other scripts' digits
-    if not all(part.isascii() and part.isdigit() and len(part) <= MAX_DIGITS for part in parts):
+    # ASCII digits only (int() also takes "1_6", "+4" and other scripts' digits); a negative number is a number,
+    # refused below by its range, as 0 is
+    if not all(part.removeprefix("-").isascii() and part.removeprefix("-").isdigit() and len(part) <= MAX_DIGITS
+               for part in parts):
         raise typer.BadParameter(f"expected a whole number or a comma-separated list of them, got {shorten(text)!r}",
                                  param_hint="--tp")
     return [checked("tp", int(part)) for part in parts]  # the range in the words of every other number's
@@ -299,6 +303,7 @@ def check_command(
         engine_option(engine)
     if state_dtype is not None:
         state_dtype_option(state_dtype)
+    mamba_strategy_option(mamba_strategy)
     cli_tp = parse_tp_list(tp) if tp is not None else None
     if revision == "":
         raise typer.BadParameter("names no branch, tag or commit", param_hint="--revision")
@@ -323,7 +328,7 @@ def check_command(
                 parse_size(budget)
             except SizeError as error:  # its own words: not a size, or a size out of range
                 raise ConfigError(target_config.path or Path(PYPROJECT), "tool.gdr-check.gpu-memory",
-                                  str(error)) from None
+                                  error.in_file if isinstance(error, LimitError) else str(error)) from None
         layers = [target_config.selection, cli_layer]
         return TargetSettings(
             config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),

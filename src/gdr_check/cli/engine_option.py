@@ -1,11 +1,13 @@
-"""`--engine` (an engine profile name, optionally with a version) and `--state-dtype` (the state pool's dtype
-that engine is run with): each refused with one line naming the option and the choices."""
+"""`--engine` (an engine profile name, optionally with a version), `--state-dtype` (the state pool's dtype
+that engine is run with) and `--mamba-strategy` (sglang's state pool strategy): each refused with one line naming
+the option and the choices."""
 
 from __future__ import annotations
 
 import typer
 
 from ..engines import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for, state_dtype_problem
+from ..models.deployment import mamba_strategy_problem
 
 
 def engine_help(default: str) -> str:
@@ -28,4 +30,12 @@ def state_dtype_option(value: str) -> str:
     problem = state_dtype_problem(value)
     if problem is not None:
         raise typer.BadParameter(problem, param_hint="--state-dtype")
+    return value
+
+
+def mamba_strategy_option(value: str) -> str:
+    """`value` if it is one of sglang's mamba radix cache strategies; a usage error (exit 2, one line) if not."""
+    problem = mamba_strategy_problem(value)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--mamba-strategy")
     return value

@@ -224,8 +224,9 @@ def explain_command(
                 out.error_line(f"unknown rule `{_cut(token)}`{suggestion}")
             else:
                 error = "no rule matches"
-                out.error_line(f"no rule matches {_quoted(query)}",
-                               hint="pass a code (GDR212), a rule name, or the whole error message as printed")
+                # One line, as README promises for bad input: the hint rides on the error line.
+                out.error_line(f"no rule matches {_quoted(query)}: pass a code (GDR212), a rule name, "
+                               "or the whole error message as printed")
             if output_format == "json":
                 out.write(dump_json({"tool": tool_info(), "query": query[:MAX_PASTE], "error": error}))
             raise typer.Exit(2)

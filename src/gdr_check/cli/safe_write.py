@@ -38,8 +38,8 @@ def _failure(path: Path, reason: str) -> ReportWriteError:
 
 
 def _refuse_destination(path: Path, protected: Iterable[str]) -> None:
-    """ReportWriteError for a path a report must not or cannot take, by every check that needs no write. Creates
-    no folder."""
+    """ReportWriteError for a path a report must not or cannot take, by every check that needs no write: its
+    folder must exist (none is created)."""
     # A link is followed: the report replaces the file it names, and the link stays.
     target = Path(os.path.realpath(path))
     parent = target.parent
@@ -52,6 +52,9 @@ def _refuse_destination(path: Path, protected: Iterable[str]) -> None:
         blocking = next((p for p in parent.parents if p.exists() and not p.is_dir()), None)
         if blocking is not None:
             raise _failure(path, f"`{blocking}` is not a directory")
+        # As a shell's `>`: a mistyped folder is an error, not a tree made anywhere (the Action makes its own).
+        shown = path.parent if os.path.realpath(path.parent) == os.fspath(parent) else parent
+        raise _failure(path, f"folder `{shown}` does not exist")
     try:
         existing: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
@@ -81,7 +84,7 @@ def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = (
 
 
 def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:
-    """Write `content` to `path` atomically (see the module's docstring); parents are created as needed. Never over
+    """Write `content` to `path` atomically (see the module's docstring), into a folder that exists. Never over
     a file in `protected` (the run's inputs, `inputs_named`), nor to a name a checkpoint's files have, nor into a
     Hugging Face cache repository."""
     path = Path(path)

@@ -18,6 +18,16 @@ from .description import LinearAttentionModel
 EngineName = str
 
 
+MAMBA_STRATEGIES = ("no_buffer", "extra_buffer")  # sglang's `--mamba-radix-cache-strategy` values
+
+
+def mamba_strategy_problem(value: object) -> str | None:
+    """Why `value` is no sglang mamba radix cache strategy, or None when it is one."""
+    if value in MAMBA_STRATEGIES:
+        return None
+    return f"unknown mamba strategy {value!r}; expected {' or '.join(MAMBA_STRATEGIES)}"
+
+
 @dataclass(frozen=True)
 class Deployment:
     """How the model is served. None means "the engine's default"."""
@@ -44,8 +54,9 @@ class Deployment:
             checked("gpu_memory", self.gpu_memory)
         if self.tp < 1 or self.batch < 0:
             raise ValueError(f"tp must be >= 1 and batch >= 0 (got tp={self.tp}, batch={self.batch})")
-        if self.mamba_strategy not in ("no_buffer", "extra_buffer"):
-            raise ValueError(f"unknown mamba strategy {self.mamba_strategy!r}; expected no_buffer or extra_buffer")
+        problem = mamba_strategy_problem(self.mamba_strategy)
+        if problem is not None:
+            raise ValueError(problem)
         if self.speculative_tokens < 0:
             raise ValueError(f"speculative tokens must be >= 0 (got {self.speculative_tokens})")
         if self.slots is not None and self.slots < 1:

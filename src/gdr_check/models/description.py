@@ -193,6 +193,10 @@ class LinearAttentionModel:
     layouts: tuple[str, ...] = ()
     layer_map: LayerMap = field(default_factory=LayerMap)
     weights_checked: bool = False
+    # Tensors the checkpoint holds when none lies under the family's layer names (so nothing was cross-checked):
+    # how many, and the first few names (GDR116). 0 when the weights were placed or none were read.
+    unplaced_tensors: int = 0
+    unplaced_examples: tuple[str, ...] = ()
     # Beta doubling (OLMo-Hybrid `linear_allow_neg_eigval`), which the packed kernel does not do.
     beta_scale_flag: tuple[bool, Source] | None = None
     invalid_values: list[InvalidValue] = field(default_factory=list)
@@ -326,6 +330,19 @@ def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
     return values, sources, invalid
 
 
+def _unplaced_examples(tensors: Mapping[str, Any], by_namespace: Mapping[str, Mapping[int, Mapping[str, Any]]],
+                       adapter: Adapter) -> tuple[str, ...]:
+    """Three names of tensors under no namespace of the adapter: a layer's linear-attention tensors where some
+    other namespace has them (what a rename moved), else the first names."""
+    prefixes = tuple(layout.prefix for layout in adapter.layouts)
+    for namespace, layers in by_namespace.items():
+        for index, rests in layers.items():
+            names = [f"{namespace}layers.{index}.{rest}" for rest in rests if rest.startswith(prefixes)]
+            if names:
+                return tuple(sorted(names)[:3])
+    return tuple(sorted(tensors)[:3])
+
+
 def _pick_namespace(seen: set[str], namespaces: tuple[str, ...]) -> str | None:
     for namespace in namespaces:
         if namespace in seen:
@@ -403,6 +420,9 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         sources=sources, known_architecture=adapter.known, adapter=adapter, namespace=namespace,
         layer_map=layer_map, weights_checked=have_weights, invalid_values=invalid,
     )
+    if namespace is None and adapter.weights_modelled and checkpoint.tensors:
+        model.unplaced_tensors = len(checkpoint.tensors)
+        model.unplaced_examples = _unplaced_examples(checkpoint.tensors, by_namespace, adapter)
     model.invalid_values.extend(dtype_problems(view, locate))
     if adapter.lower_bound is not None:
         bound = adapter.lower_bound(view)
@@ -448,6 +468,8 @@ class Unreadable:
     key: str
     problem: str
     source: Source
+    # A value of the wrong type or out of range: reported as GDR108, as when the model is described.
+    invalid: InvalidValue | None = None
 
 
 def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list[Unreadable]:
@@ -470,7 +492,7 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
     _, _, invalid = read_fields(view, adapter, locate)
     invalid += dtype_problems(view, locate)
     for item in invalid:
-        found.append(Unreadable(item.key, f"is {_shown(item.value)}: {item.problem}", item.source))
+        found.append(Unreadable(item.key, f"is {_shown(item.value)}: {item.problem}", item.source, item))
     layer_map = adapter.layer_map(view)
     for key, problem in layer_map.problems:
         found.append(Unreadable(key, problem, locate.config(key)))

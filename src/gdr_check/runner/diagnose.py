@@ -112,7 +112,8 @@ def _raised(steps: list[dict[str, Any]]) -> list[Diagnostic]:
     return found
 
 
-def _interpreter(result: dict[str, Any]) -> list[Diagnostic]:
+def interpreter_diagnostics(result: dict[str, Any]) -> list[Diagnostic]:
+    """GDR321-GDR322 of a run under the Triton interpreter (one child's result, or the ranks' gathered one)."""
     if not result.get("device", {}).get("interpreter"):
         return []
     geometry = result.get("geometry") or {}
@@ -147,7 +148,7 @@ def dryrun_diagnostics(outcome: ChildOutcome, backend: str) -> list[Diagnostic]:
     missing = result.get("backend_unavailable")
     if missing:
         unavailable = rules.BackendUnavailable(backend=missing.get("backend"), reason=missing.get("reason"))
-        return [unavailable.diagnostic()] + _interpreter(result)
+        return [unavailable.diagnostic()] + interpreter_diagnostics(result)
     steps = result.get("steps", [])
     call = (result.get("geometry") or {}).get("call") or {}
     out_dtype = call.get("out", {}).get("dtype", "?")
@@ -157,6 +158,6 @@ def dryrun_diagnostics(outcome: ChildOutcome, backend: str) -> list[Diagnostic]:
         found.extend(_verification(steps, kernel, out_dtype, state_dtype))
     if backend != "builtin":
         found.extend(_agreement(steps, backend))
-    found.extend(_interpreter(result))
+    found.extend(interpreter_diagnostics(result))
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(found, key=lambda d: order[d.severity])

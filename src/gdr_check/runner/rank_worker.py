@@ -216,7 +216,8 @@ class Rank:
                 place(getattr(tensors, name), sources[correct.tensors[name].source].index_select(1, columns(name)))
             before = tensors.pool_storage.clone()
             runs = []
-            self.emit({"event": "step", "step": step})
+            number = step + 1  # steps are numbered from 1, as the one-rank dry-run numbers them
+            self.emit({"event": "step", "step": number})
             for position, kernel in enumerate(kernels):
                 run = tensors if position == 0 else tensors.with_pool(before.clone(), allocate(call.out, device))
                 run.out.fill_(float("nan"))
@@ -231,14 +232,14 @@ class Rank:
                 if fault == "nan":
                     run.out.fill_(float("nan"))
                 runs.append(run)
-            record: dict[str, Any] = {"step": step, "kernels": {}}
+            record: dict[str, Any] = {"step": number, "kernels": {}}
             rows_list = live_rows(indices, plan.engine)
             for kernel, run in zip(kernels, runs, strict=True):  # one run per kernel, appended above
                 out = run.out.float().contiguous().to(comm)
                 state = run.initial_state.float().contiguous().to(comm)
                 outs = [torch.empty_like(out) for _ in range(world)]
                 states = [torch.empty_like(state) for _ in range(world)]
-                self.emit({"event": "gather", "step": step, "kernel": kernel.name})
+                self.emit({"event": "gather", "step": number, "kernel": kernel.name})
                 dist.all_gather(outs, out)
                 dist.all_gather(states, state)
                 if rank != 0:

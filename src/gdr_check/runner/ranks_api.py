@@ -14,7 +14,7 @@ from ..models.sharding import model_layout, ranges
 from ..report import Diagnostic
 from .api import DryRunEnvironmentError
 from .backends import known_unavailable
-from .diagnose import KERNEL_NAMES, fmt, number
+from .diagnose import KERNEL_NAMES, fmt, interpreter_diagnostics, number
 from .messages import not_importable
 from .plan import plan_for
 from .ranks import RanksOutcome, run_ranks
@@ -145,7 +145,7 @@ def ranks_diagnostics(outcome: RanksOutcome, tp: int) -> list[Diagnostic]:
             kernel=KERNEL_NAMES.get(name, name), tp=tp, step=step["step"], tensor=tensor,
             error=fmt(check["error"]), tolerance=fmt(check["tolerance"]), head=head, rank=rank,
             matches=matches).diagnostic())
-    return diagnostics
+    return diagnostics + interpreter_diagnostics(result)
 
 
 def ranks_dry_run(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,

@@ -18,7 +18,7 @@ def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: ty
     """(parsed value, text) of the JSON file at `path`; `invalid` (a rule's error) is raised for unparseable content."""
     raw = reader.read_small_file(path, MAX_JSON_BYTES, what)
     if raw.startswith(LFS_POINTER_PREFIX):
-        raise GitLfsPointers(path)
+        raise GitLfsPointers.at(path, reader.cache_repo)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -84,7 +84,11 @@ def _open_checkpoint(
             repo_id, at_revision = split_revision(text)
             reader = MetadataReader(follow_links=follow_links)
             entry = resolve_repo_id(repo_id, reader, cache_dir, at_revision or revision)
-            return _open_cache_entry(text, entry, reader)
+            checkpoint = _open_cache_entry(text, entry, reader)
+            if at_revision and revision is not None and revision != at_revision:
+                checkpoint.notes.append(f"revision `{printable(revision)}` not used for `{printable(text)}`: the "
+                                        f"target names its own, `{printable(at_revision)}`, which wins")
+            return checkpoint
         raise MissingPaths(None, path=text)
     cache_repo = enclosing_cache_repo(path)
     if path.is_symlink() and not path.exists() and cache_repo is None:

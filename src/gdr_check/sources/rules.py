@@ -19,6 +19,8 @@ Numbering, stable once released:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import SourceError
 from ..registry import declare
 from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tensor_entry
@@ -243,18 +245,31 @@ class GitLfsPointers(SourceError):
     rule = declare(
         "GDR011", "git-lfs-pointers", scope=_SOURCE,
         summary="file is a Git LFS pointer",
-        message="is a Git LFS pointer, not the weights: run `git lfs pull`",
+        message="is a Git LFS pointer, not the weights",
         explanation=(
             "A repository that tracks its weights with Git LFS holds, in git itself, a small text pointer "
             "(`version https://git-lfs.github.com/spec/v1`, then the object's hash and size) in place of each large "
             "file. A clone made without `git lfs` installed, or with `GIT_LFS_SKIP_SMUDGE=1`, leaves these "
-            "pointers on disk: they have the weights' names but none of their content."
+            "pointers on disk: they have the weights' names but none of their content. A Hugging Face cache entry "
+            "that holds a pointer was filled by hand (a clone copied into `snapshots/`): the fix there is a "
+            "fresh download."
         ),
-        causes=["`git clone` of a model repository without `git lfs install`", "`GIT_LFS_SKIP_SMUDGE=1`"],
-        fixes=["run `git lfs pull`"],
+        causes=["`git clone` of a model repository without `git lfs install`", "`GIT_LFS_SKIP_SMUDGE=1`",
+                "a clone's files copied into the Hugging Face cache"],
+        fixes=["run `git lfs pull` in the clone",
+               "in the Hugging Face cache, download the model again (`hf download ORG/NAME`)"],
         example=CheckpointExample({"ck/config.json": _LFS_POINTER, "ck/model.safetensors": _LFS_POINTER}, "ck",
                                   "a clone made with GIT_LFS_SKIP_SMUDGE=1"),
     )
+
+    @classmethod
+    def at(cls, path: Path, cache_repo: Path | None) -> GitLfsPointers:
+        """The error for a pointer at `path`: in a Hugging Face cache entry (`cache_repo`, `models--ORG--NAME`) the
+        way to the file is a fresh download, not git."""
+        if cache_repo is None:
+            return cls(path)
+        repo_id = cache_repo.name.removeprefix("models--").replace("--", "/")
+        return cls(path, fix=f"download the model again (`hf download {repo_id}`): the cache holds the pointer")
 
 
 class MissingCacheRevisions(SourceError):

@@ -81,7 +81,7 @@ def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> l
         if first == LFS_POINTER_PREFIX[:8] and size <= MAX_LFS_POINTER_BYTES:
             rest = reader.read(handle, path, len(LFS_POINTER_PREFIX) - 8)
             if first + rest == LFS_POINTER_PREFIX:
-                raise GitLfsPointers(path)
+                raise GitLfsPointers.at(path, reader.cache_repo)
         length = struct.unpack("<Q", first.ljust(8, b"\0"))[0]
         # Bound N by the cap and the file size before reading it, so memory never follows a claimed length.
         if length > MAX_HEADER_BYTES:

@@ -250,7 +250,9 @@ def render_ranks(target: str, result: RanksResult, *, color: bool, ascii_only: b
     console.print()
     for diagnostic in result.diagnostics:
         render_diagnostic(console, diagnostic)
-    errors = sum(d.severity == "error" for d in result.diagnostics)
+    counts = {level: sum(d.severity == level for d in result.diagnostics) for level in ("error", "warning", "info")}
+    errors = counts["error"]
+    tally = f"{errors} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     decode = result.check.decode
     if result.outcome is None and result.unavailable:
         verdict = f"dry-run --ranks all not launched: backend unavailable ({result.unavailable})"
@@ -262,6 +264,6 @@ def render_ranks(target: str, result: RanksResult, *, color: bool, ascii_only: b
         verdict = f"dry-run --ranks all not launched: the deployment has {errors} error(s); fix them first"
     else:
         verdict = (f"dry-run --ranks all {'passed' if result.ok else 'failed'}: {len(steps)} step(s) on "
-                   f"{result.tp} ranks; {errors} error(s); {result.outcome.wall_s:.1f} s")
+                   f"{result.tp} ranks; {tally}; {result.outcome.wall_s:.1f} s")
     console.print(verdict, soft_wrap=True)
     return buffer.getvalue()

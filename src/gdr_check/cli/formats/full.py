@@ -44,7 +44,7 @@ def _source_line(check: ModelCheck) -> str:
     what = {"config-only": "config.json only (no weights cross-checked)", "sharded": "sharded safetensors checkpoint",
             "safetensors-file": "single safetensors file", "directory": "model directory",
             "hf-cache": "Hugging Face cache snapshot"}.get(kind, kind)
-    return f"{what}, {src['tensors']} tensors; read {read}"
+    return f"{what}, {counted(src['tensors'], 'tensor')}; read {read}"
 
 
 def _checked(result: TargetResult) -> ModelCheck:
