@@ -315,6 +315,12 @@ def test_a_path_ending_with_a_slash_is_refused(tmp_path):
     assert not (tmp_path / "new").exists()
 
 
+def test_an_empty_path_is_refused_in_the_words_of_an_empty_report_path():
+    # (it said "cannot record to `<cwd>`: it is a directory")
+    with pytest.raises(CaptureError, match=r"^an empty path names no recording file$"):
+        gdr_check.capture("")
+
+
 def test_a_bytes_path_is_a_path(engine, tmp_path):
     with gdr_check.capture(os.fsencode(tmp_path / "rec.json")) as session:
         engine.gdn_caller.forward_decode(**gdn_arguments())

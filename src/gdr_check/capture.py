@@ -40,7 +40,14 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from .engines import UnknownEngineError, profile_for
 from .errors import printable
-from .files import cache_refusal, folder_name_refusal, reserved_name_refusal, write_problem, write_whole
+from .files import (
+    cache_refusal,
+    empty_path_refusal,
+    folder_name_refusal,
+    reserved_name_refusal,
+    write_problem,
+    write_whole,
+)
 from .limits import LimitError, checked
 from .recording import KIND, SCHEMA_VERSION
 from .tensors import TensorSpec
@@ -431,6 +438,9 @@ class Capture:
         except LimitError as error:
             raise CaptureError(str(error)) from None
         self.path_template = os.fsdecode(path)  # (bytes too, as os.fspath gives them)
+        empty = empty_path_refusal(self.path_template, "a recording")
+        if empty is not None:
+            raise CaptureError(empty)
         folder = folder_name_refusal(self.path_template, "a recording")
         if folder is not None:
             raise CaptureError(printable(f"cannot record to `{self.path_template}`: it {folder}", _MAX_MESSAGE))

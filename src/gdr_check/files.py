@@ -98,6 +98,11 @@ def unwritable_folder(path: Path) -> str | None:
     return None
 
 
+def empty_path_refusal(given: str, what: str) -> str | None:
+    """Why `given` names no file for `what` ("a report") because it is empty (a whole sentence), or None."""
+    return None if given else f"an empty path names no {what.split()[-1]} file"
+
+
 def folder_name_refusal(given: str, what: str) -> str | None:
     """Why `given`, a path as written, names no file for `what` ("a report"): it ends with a slash, so it names a
     folder, which `Path()` would turn into a file of the folder's name; or None. Worded to follow its subject."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from ..files import cache_refusal, folder_name_refusal, reserved_name_refusal
+from ..files import cache_refusal, empty_path_refusal, folder_name_refusal, reserved_name_refusal
 from ..results import FORMATS
 from .escape import neutralise_log, text
 
@@ -81,8 +81,9 @@ def report_path(value: str | os.PathLike[str] | None) -> Path | None:
 def report_path_problem(given: str) -> str | None:
     """Why `given` names no report file, or None: it is empty, or it ends with a slash, so it names a folder
     (which Path() would turn into a file of the folder's name)."""
-    if not given:
-        return "an empty path names no report file"
+    empty = empty_path_refusal(given, "a report")
+    if empty is not None:
+        return empty
     folder = folder_name_refusal(given, "a report")
     return None if folder is None else f"`{text(given)}` {folder}"
 
