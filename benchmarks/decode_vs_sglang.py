@@ -21,8 +21,9 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
 - ``slot_copy``: the state rows alone, read and written back in place at the slots the kernel is given, each
   program loading its row's slot first: the floor for any kernel that updates the rows where the slots put
   them (``slot_placement.py``: the slots' scattered placement, more than the dependent load, is what a plain
-  copy does not pay). Launched as ours is: programmatically (PDL) where the device has it, waiting for the
-  previous grid and releasing the next; ``slot_copy_plain``: the same kernel launched plainly.
+  copy does not pay). Launched as ours is (programmatically, PDL, up to ``tiling.PROGRAMMATIC_MAX_PAIRS``
+  pairs where the device has it: waiting for the previous grid and releasing the next); ``slot_copy_plain``:
+  the same kernel launched plainly.
 
 Before timing, every implementation is run once on fresh random inputs at every point and compared with the
 float64 reference (``gdr_check.kernel.naive``): state and ``out`` relative to the largest reference value,
@@ -66,7 +67,7 @@ import triton.language as tl
 # Same graph method as the bandwidth benchmark (run from this folder, as `python benchmarks/...`).
 from decode_bandwidth import capture, config_label, copy_roofline_tbps, replay_us
 
-from gdr_check.kernel._triton_common import programmatic_launch_supported, release_dependents, wait_for_previous_grid
+from gdr_check.kernel._triton_common import launches_programmatically, release_dependents, wait_for_previous_grid
 from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.gdn import launch_packed_decode
 from gdr_check.kernel.kda import launch_kda_packed_decode
@@ -528,7 +529,7 @@ def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argpa
     del graphs
     # The slot-indexed floor: the state rows alone, read and written in place after the slot's load, launched as
     # ours is (programmatically where the device has it: `slot_copy`) and plainly (`slot_copy_plain`).
-    programmatic = programmatic_launch_supported(x.pool.device)
+    programmatic = launches_programmatically(None, B * g.HV, x.pool.device)
     for column, launched_as_ours in (("slot_copy", programmatic), ("slot_copy_plain", False)):
         slot_copies = []
         for block, warps in SLOT_COPY_SHAPES:

@@ -236,8 +236,8 @@ VARIANTS["bare_no_out"] = VARIANTS["bare"] + VARIANTS["no_out"]
 # exit; and not launched programmatically at all (the launch before PDL became the default)
 VARIANTS["no_release"] = [(k, "        slots += wait_for_previous_grid()\n        release_dependents()\n",
                            "        slots += wait_for_previous_grid()\n") for k in KERNELS]
-VARIANTS["no_pdl"] = [(k, "        programmatic = B * HV <= PROGRAMMATIC_MAX_PAIRS and programmatic_launch_supported(",
-                       "        programmatic = False and programmatic_launch_supported(") for k in KERNELS]
+VARIANTS["no_pdl"] = [(COMMON, "    if requested is False or (requested is None and pairs > PROGRAMMATIC_MAX_PAIRS):\n",
+                       "    if True:\n")]  # (after the separate slot check too)
 # programmatic at every size (the default stops at `tiling.PROGRAMMATIC_MAX_PAIRS`), with and without the release
 VARIANTS["pdl_all_sizes"] = [("kernel/tiling.py", "PROGRAMMATIC_MAX_PAIRS = 256\n",
                                "PROGRAMMATIC_MAX_PAIRS = 1 << 62\n")]

@@ -297,8 +297,21 @@ def test_recorded_values_must_fill_their_shape(tmp_path, capsys):
     path.write_text(json.dumps(document))
     code, _, err = run(capsys, "call", str(path))
     count = len(indices["values"])
-    assert code == 2 and (f"`calls[0].call.ssm_state_indices.values` holds {count} values, but "
-                          f"`calls[0].call.ssm_state_indices.shape` {indices['shape']} has {count + 1} elements") in err
+    assert code == 2 and (f"`calls[0].call.ssm_state_indices.values` holds {count} values for shape "
+                          f"{indices['shape']} ({count + 1} elements)") in err
+
+
+@pytest.mark.parametrize("value", [4.5, "4", None])
+def test_recorded_slot_values_must_be_whole_numbers_as_a_tensor_specs_must(tmp_path, capsys, value):
+    # (4.5 was shown and checked as a slot; a TensorSpec with it is GDR228)
+    document = json.loads(dump_recording({"schema_version": 1, "calls": [
+        {"index": 0, "call": expected_call().to_dict()}]}))
+    document["calls"][0]["call"]["ssm_state_indices"]["values"][-1] = value
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(document))
+    code, out, err = run(capsys, "call", str(path))
+    assert code == 2 and out == ""
+    assert f"`calls[0].call.ssm_state_indices.values` holds {value!r} (slot indices are whole numbers)" in err
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -125,6 +125,21 @@ def test_slot_zero_is_a_note_for_a_direct_call_and_an_error_for_the_engines():
     assert (error.code, error.severity, error.notes[0]) == ("GDR247", "error", "in layer 3")
 
 
+def test_a_slot_zero_faults_severity_is_the_recording_calls_context_whoever_reads_it():
+    # (it was the reader's: an engine's fault read by `raise_pending()` was a note, and a direct call's note made a
+    # later engine call raise and not run)
+    slot_zero = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[1, 0, 2], pool_slots=3, seed=14)
+    clean = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, seed=15)
+    packed_decode(*slot_zero.clone().args(), context="engine")
+    with pytest.raises(PendingFaults, match=r"^GDR247: row 1 uses slot 0, "):
+        gdr_check.kernel.raise_pending(DEVICE)  # read as a direct caller: still the engine's error
+    packed_decode(*slot_zero.clone().args())  # a direct call: a note
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
+    packed_decode(*clean.clone().args(), context="engine")  # finds the note: runs
+    assert gdr_check.kernel.raise_pending(DEVICE) == []  # (the note was handed to that call's look)
+
+
 def test_pending_faults_raise_at_the_callers_point_and_on_the_next_eager_call():
     call = bad_call()
     packed_decode(*call.clone().args())

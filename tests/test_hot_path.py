@@ -148,13 +148,13 @@ def _spec_call(**changes):
      "a TensorSpec with a negative size (shape [9, 4, -1, 16])"),
     ("out", TensorSpec((4, 1, 4, 16), (64, 64, 16, 1), "float99"), "a TensorSpec of dtype 'float99' (no such dtype)"),
     ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=(float("nan"), 2, 3, 4)),
-     "a TensorSpec whose values hold nan (slot indices are whole numbers)"),
+     "a TensorSpec that holds nan (slot indices are whole numbers)"),
     ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=("x", 2, 3, 4)),
-     "a TensorSpec whose values hold 'x' (slot indices are whole numbers)"),
+     "a TensorSpec that holds 'x' (slot indices are whole numbers)"),
     ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=(1.5, 2, 3, 4)),
-     "a TensorSpec whose values hold 1.5 (slot indices are whole numbers)"),
+     "a TensorSpec that holds 1.5 (slot indices are whole numbers)"),
     ("ssm_state_indices", TensorSpec((4,), (1,), "int32", values=(1, 2)),
-     "a TensorSpec with 2 value(s) for shape [4] (4 element(s))"),
+     "a TensorSpec that holds 2 values for shape [4] (4 elements)"),
 ])
 def test_a_hand_built_spec_that_describes_no_tensor_is_gdr228_not_a_conversion_error(argument, spec, kind):
     # (these raised "must be real number, not complex", "cannot convert float NaN to integer", "invalid literal for
@@ -164,6 +164,15 @@ def test_a_hand_built_spec_that_describes_no_tensor_is_gdr228_not_a_conversion_e
     report = check_packed_decode(**_spec_call(**{argument: spec}))
     assert [(d.code, d.message) for d in report] == [
         ("GDR228", f"`{argument}` is {kind}, not a dense strided tensor")]
+
+
+def test_the_fast_mode_reads_no_values_of_a_spec_either():
+    # read_values=False skips the index-value rules, for a spec as for a tensor (its values once crashed them)
+    from gdr_check import check_packed_decode
+
+    spec = TensorSpec((4,), (1,), "int32", values=("x", 2, 3, 4))
+    assert not [d for d in check_packed_decode(**_spec_call(ssm_state_indices=spec), read_values=False)
+                if d.severity == "error"]
 
 
 def test_whole_float_slot_values_are_slots():

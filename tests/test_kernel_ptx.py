@@ -48,15 +48,22 @@ def first(text, pattern):
     return next((i for i, line in enumerate(text.splitlines()) if re.search(pattern, line)), None)
 
 profile = type("Profile", (), {"reserved_slot_zero": True})
+guard = type("Guard", (), {"max_records": 64})  # what `guard_constants` reads of a GuardLaunch
+# any access to global memory: loads, stores, atomics and reductions, asynchronous copies
+MEMORY = r"\b(ld|st|atom|red)\.global|\bcp\.async"
 result = {}
 for variant, kernel in (("gdn", gdn.gdn_packed_decode_kernel), ("kda", kda.kda_packed_decode_kernel)):
     for launch, programmatic in (("programmatic", True), ("plain", False)):
-        constants = {**TileConfig(16).constexprs(128, 128), "H": 4, "HV": 8, "USE_L2NORM": True,
-                     "SKIP_AT_OR_BELOW": -1, "PROGRAMMATIC": programmatic, **guard_constants(None, profile, 512)}
-        constants.update({"ROUND_BETA": True} if variant == "gdn" else {"USE_LOWER_BOUND": False})
-        text = ptx(kernel, constants)
-        result[f"{variant}/{launch}"] = [first(text, r"griddepcontrol\.wait"), first(text, r"\bld\.global"),
-                                         first(text, r"griddepcontrol\.launch_dependents")]
+        for guarded, tiling, batch in ((False, TileConfig(16), 512), (True, TileConfig(16), 512),
+                                       (True, TileConfig(4, prefetch=False), 1), (False, TileConfig(8, 2), 8)):
+            constants = {**tiling.constexprs(128, 128), "H": 4, "HV": 8, "USE_L2NORM": True,
+                         "SKIP_AT_OR_BELOW": -1, "PROGRAMMATIC": programmatic,
+                         **guard_constants(guard if guarded else None, profile, batch)}
+            constants.update({"ROUND_BETA": True} if variant == "gdn" else {"USE_LOWER_BOUND": False})
+            text = ptx(kernel, constants)
+            result[f"{variant}/{launch}/{guarded}/{tiling.block_v}x{tiling.tiles_per_program}"] = [
+                first(text, r"griddepcontrol\.wait"), first(text, MEMORY),
+                first(text, r"griddepcontrol\.launch_dependents")]
 for release in (True, False):
     text = ptx(device_guard.slot_guard_kernel, {"SKIP_AT_OR_BELOW": -1, "RESERVED_ZERO": True, "SCAN_BLOCK": 1024,
                                                  "SCAN_LOOP": False, "MAX_RECORDS": 64, "RELEASE": release})
@@ -79,17 +86,18 @@ def lines():
     return result
 
 
-@pytest.mark.parametrize("variant", ["gdn", "kda"])
-def test_a_kernel_launched_programmatically_reads_nothing_before_the_wait_and_releases_the_next_grid(lines, variant):
-    wait, load, release = lines[f"{variant}/programmatic"]
-    assert wait is not None and load is not None and wait < load
-    assert release is not None and wait < release
+def test_a_kernel_launched_programmatically_touches_no_memory_before_the_wait_and_releases_the_next_grid(lines):
+    programmatic = {key: value for key, value in lines.items() if "/programmatic/" in key}
+    assert len(programmatic) == 8  # gdn and kda: unguarded, guarded (scan), one row, two tiles per program
+    for key, (wait, access, release) in programmatic.items():
+        assert wait is not None and access is not None and wait < access, key
+        assert release is not None and wait < release, key
 
 
-@pytest.mark.parametrize("variant", ["gdn", "kda"])
-def test_a_kernel_launched_normally_neither_waits_nor_releases(lines, variant):
-    wait, _, release = lines[f"{variant}/plain"]
-    assert wait is None and release is None
+def test_a_kernel_launched_normally_neither_waits_nor_releases(lines):
+    plain = {key: value for key, value in lines.items() if "/plain/" in key}
+    assert len(plain) == 8
+    assert all(wait is None and release is None for wait, _, release in plain.values())
 
 
 def test_the_check_releases_its_successor_only_with_release(lines):

@@ -168,3 +168,25 @@ def test_only_a_guarded_launch_of_more_than_one_row_runs_the_duplicate_scan() ->
     guard = tiling.GuardLaunch(counter=None, records=None, flag=None, max_records=4, tag=1, pool_slots=9)  # type: ignore[arg-type]
     assert [tiling.has_duplicate_scan(guard, batch) for batch in (0, 1, 2, 129)] == [False, False, True, True]
     assert not tiling.has_duplicate_scan(None, 129)
+
+
+def test_a_decode_launch_is_programmatic_by_default_up_to_the_measured_size_and_only_where_the_device_has_it(
+        monkeypatch):
+    pytest.importorskip("triton")
+    import torch
+
+    from gdr_check.kernel import _triton_common as common
+
+    cuda = torch.device("cuda", 0)
+    limit = tiling.PROGRAMMATIC_MAX_PAIRS
+    assert limit == 256  # B = 1 and B = 8 at HV <= 32: measured faster (docs/performance.md)
+    # The interpreter (this test session), a CPU: never, whatever is asked.
+    assert common.INTERPRETED and not common.programmatic_launch_supported(cuda)
+    assert not common.launches_programmatically(True, 1, torch.device("cpu"))
+    monkeypatch.setattr(common, "programmatic_launch_supported", lambda device: True)  # an sm_90 device
+    assert [common.launches_programmatically(None, pairs, cuda) for pairs in (1, limit, limit + 1)] == [
+        True, True, False]
+    assert common.launches_programmatically(True, 10 * limit, cuda)  # asked for (after the slot check)
+    assert not common.launches_programmatically(False, 1, cuda)
+    monkeypatch.setattr(common, "programmatic_launch_supported", lambda device: False)  # sm_80, ROCm
+    assert not common.launches_programmatically(True, 1, cuda) and not common.launches_programmatically(None, 1, cuda)

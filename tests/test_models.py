@@ -535,8 +535,23 @@ def test_tensors_under_names_the_family_does_not_load_are_an_error_not_a_silent_
     assert [d.code for d in errors] == ["GDR116"]
     assert errors[0].message == ("the weights hold 78 tensors, none under the layer names `Qwen3NextForCausalLM` "
                                  "loads (`model.layers.<i>.linear_attn.*`)")
-    assert errors[0].notes[0].startswith(f"for example `{namespace}")
+    assert errors[0].notes[0].startswith(f"for example `{namespace}layers.0.linear_attn.")
+    # said in the header too, whatever the selection (GDR116 may be ignored)
+    assert "no tensor lies under the layer names this family loads: shapes come from the config alone and nothing " \
+           "was cross-checked" in result.notes
     assert not any("no weights were read" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("tensors", [
+    {"model.embed_tokens.weight": ("BF16", (256, 64)), "lm_head.weight": ("BF16", (256, 64)),
+     "model.norm.weight": ("BF16", (64,))},  # a shard without layers
+    {"mtp.fc.weight": ("BF16", (64, 128)), "mtp.layers.0.self_attn.q_proj.weight": ("BF16", (64, 64))},  # MTP only
+])
+def test_a_shard_of_the_familys_own_non_layer_tensors_is_not_gdr116(tmp_path: Path, tensors):
+    write_checkpoint(tmp_path, qwen3_next_config(), tensors)
+    result = check_model(str(tmp_path), DEFAULT)
+    assert "GDR116" not in [d.code for d in result.report]
+    assert any("nothing was cross-checked" in note for note in result.notes)
 
 
 def test_one_foreign_tensor_beside_a_config_is_counted_in_the_singular(tmp_path: Path):

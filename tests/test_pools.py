@@ -93,7 +93,7 @@ def test_cli_flags(capsys):
 def test_cli_rejects_an_unknown_strategy(capsys):
     assert main([QWEN3_NEXT, "--mamba-strategy", "bogus"]) == 2
     assert capsys.readouterr().err == ("error: Invalid value for --mamba-strategy: unknown mamba strategy 'bogus'; "
-                                       "expected no_buffer or extra_buffer\n")
+                                       "expected one of: no_buffer, extra_buffer\n")
 
 
 def test_one_request_count_per_report_where_the_strategy_is_modelled(capsys):

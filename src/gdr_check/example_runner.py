@@ -92,7 +92,7 @@ def _dry_run(example: DryRunExample, rules: RuleSet) -> list[Diagnostic]:
 def _ranks(example: RanksExample, rules: RuleSet) -> list[Diagnostic]:
     if example.result is None:
         failed = RankOutcome(1, 1, [{"event": "failed", **dict(example.failure or {})}], "")
-        waiting = RankOutcome(0, -15, [{"event": "gather", "step": 0}], "", killed=True)
+        waiting = RankOutcome(0, -15, [{"event": "gather", "step": 1}], "", killed=True)
         outcome = RanksOutcome(2, [waiting, failed], first_failure=1)
     else:
         outcome = RanksOutcome(2, [RankOutcome(0, 0, [{"event": "result", **dict(example.result)}], ""),

@@ -602,7 +602,7 @@ class Guard:
         key = (state.data_ptr(), pool_slots)
         tag = self._tags.get(key)
         if tag is None:
-            tag = buffer.tag_for(_layer_label(state, len(self._tags)), pool_slots)
+            tag = buffer.tag_for(_layer_label(state, len(self._tags)), pool_slots, "engine")
             self._tags[key] = tag
         return tag
 

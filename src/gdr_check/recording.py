@@ -9,7 +9,6 @@ none of their imports.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -19,7 +18,7 @@ from .engines import UnknownEngineError, profile_for
 from .errors import InputError, printable
 from .files import RECORDING_KIND, bounded_int, json_error_reason
 from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
-from .tensors import TensorSpec, check_sizes, known_dtype
+from .tensors import TensorSpec, check_sizes, index_values_problem, known_dtype
 
 SCHEMA_VERSION = 1
 KIND = RECORDING_KIND
@@ -96,12 +95,12 @@ def _tensor(data: Any, where: str) -> TensorSpec:
     if "device" in data and not isinstance(data["device"], str):
         raise ValueError(f"`{where}.device` must be a string")
     values = data.get("values")
-    if values is not None and (not isinstance(values, list)
-                               or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+    if values is not None and not isinstance(values, list):
         raise ValueError(f"`{where}.values` must be a list of numbers")
-    if values is not None and len(values) != math.prod(data["shape"]):  # a capture records every element
-        raise ValueError(f"`{where}.values` holds {len(values)} values, but `{where}.shape` {data['shape']} has "
-                         f"{math.prod(data['shape'])} elements")
+    # a capture records the slot indices' values, every element: what a TensorSpec's must be
+    problem = None if values is None else index_values_problem(values, data["shape"])
+    if problem is not None:
+        raise ValueError(f"`{where}.values` {problem}")
     for key in ("storage", "offset"):
         if data.get(key) is not None and not _is_int(data[key]):
             raise ValueError(f"`{where}.{key}` must be an integer")

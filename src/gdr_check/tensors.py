@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .limits import shorten
+from .limits import counted, shorten
 
 # Canonical dtype names are torch's, without the "torch." prefix.
 DTYPE_ITEMSIZE: dict[str, int] = {
@@ -58,6 +58,19 @@ def check_sizes(shape: Sequence[int], where: str) -> None:
     """ValueError when a tensor written down (`TensorSpec.of`, a recording) has a negative size."""
     if any(size < 0 for size in shape):
         raise ValueError(f"`{where}` has a negative size")
+
+
+def index_values_problem(values: Sequence[Any], shape: Sequence[int]) -> str | None:
+    """Why `values` are not the slot indices of a tensor of `shape` (one whole number per element), as a verb
+    phrase ("holds 4.5 (...)"), or None when they are."""
+    elements = math.prod(shape)
+    if len(values) != elements:
+        return f"holds {counted(len(values), 'value')} for shape {list(shape)} ({counted(elements, 'element')})"
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not value.is_integer()):
+            return f"holds {shorten(repr(value))} (slot indices are whole numbers)"
+    return None
 
 
 def known_dtype(dtype: Any, where: str) -> str:
@@ -198,21 +211,15 @@ class TensorSpec:
             return f"a TensorSpec with a negative size (shape {list(self.shape)})"
         if self.dtype not in DTYPE_ITEMSIZE:
             return f"a TensorSpec of dtype {shorten(str(self.dtype))!r} (no such dtype)"
-        values = self.values
-        if index_values and values is not None:
-            elements = math.prod(self.shape)
-            if len(values) != elements:
-                return (f"a TensorSpec with {len(values)} value(s) for shape {list(self.shape)} "
-                        f"({elements} element(s))")
-            for value in values:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                        isinstance(value, float) and not value.is_integer()):
-                    return f"a TensorSpec whose values hold {shorten(repr(value))} (slot indices are whole numbers)"
+        if index_values and self.values is not None:
+            problem = index_values_problem(self.values, self.shape)
+            return None if problem is None else f"a TensorSpec that {problem}"
         return None
 
     @classmethod
     def from_tensor(cls, tensor: Any, *, read_values: bool = False) -> TensorSpec:
-        """Describe a torch tensor (duck-typed) or return a TensorSpec unchanged (ValueError when it describes no
+        """Describe a torch tensor (duck-typed), or return a TensorSpec as it is (without its values unless
+        `read_values`: the index-value rules are then skipped, as for a tensor; ValueError when it describes no
         tensor: `problem`).
 
         Reading values copies the tensor to the host, which synchronises a GPU; only index tensors need it.
@@ -221,7 +228,7 @@ class TensorSpec:
             problem = tensor.problem(read_values)
             if problem is not None:
                 raise ValueError(problem)
-            return tensor
+            return tensor if read_values or tensor.values is None else replace(tensor, values=None)
         # This is the runtime guard's hot path (eight tensors per guarded call), so each torch attribute is read
         # once and names come from memo tables keyed by the torch objects themselves, inlined here instead of
         # through `_device_name`/`canonical_dtype` (a Python call costs about as much as the torch read).

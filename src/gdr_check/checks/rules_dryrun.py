@@ -29,7 +29,7 @@ _TOLERANCES = (
 
 def _verified(check: dict[str, Any]) -> dict[str, Any]:
     """A result of the builtin kernel whose step 0 fails `check`."""
-    return {"kernels": {"builtin": {}}, "steps": [{"step": 0, "kernels": {"builtin": check}}],
+    return {"kernels": {"builtin": {}}, "steps": [{"step": 1, "kernels": {"builtin": check}}],
             "geometry": {"call": {"out": {"dtype": "bfloat16"}, "initial_state": {"dtype": "float32"}}}}
 
 
@@ -202,7 +202,7 @@ class BackendDisagreement(Violation):
             "an engine kernel that treats slot 0 differently from the `--engine` profile",
         ),
         fixes=("check which of the two also fails GDR301/GDR302, and which engine version is installed",),
-        example=DryRunExample({"kernels": {}, "steps": [{"step": 0, "agreement": {
+        example=DryRunExample({"kernels": {}, "steps": [{"step": 1, "agreement": {
             "out": {"passed": False, "difference": 0.2, "tolerance": 0.01}}}]}, backend="sglang"),
     )
 
@@ -258,7 +258,7 @@ class KernelRaised(Violation):
             "a compile error for an unusual head size",
         ),
         fixes=("run `gdr-check PATH` with the same deployment options: a GDR2xx error usually names the cause",),
-        example=DryRunExample({"kernels": {"builtin": {}}, "steps": [{"step": 0, "kernels": {"builtin": {"raised": {
+        example=DryRunExample({"kernels": {"builtin": {}}, "steps": [{"step": 1, "kernels": {"builtin": {"raised": {
             "exception": "RuntimeError", "message": "CUDA error: an illegal memory access was encountered"}}}}]}),
     )
 

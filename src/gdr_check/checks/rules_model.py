@@ -546,8 +546,7 @@ def unrecognized_tensor_names(ctx: ModelContext) -> Finding | None:
     return Finding(
         {"count": counted(model.unplaced_tensors, "tensor"), "architecture": model.architecture,
          "expected": expected},
-        notes=["for example " + ", ".join(f"`{name}`" for name in model.unplaced_examples),
-               "nothing was cross-checked: the shapes come from the config alone"],
+        notes=["for example " + ", ".join(f"`{name}`" for name in model.unplaced_examples)],
         fixes=[f"rename the tensors to `{expected}` as the engines load them"])
 
 
@@ -834,7 +833,8 @@ class UndescribedLinearAttention(Violation):
             "the layer map is unusable, or it makes no layer linear. \"Nothing to check\" would be a green CI "
             "gate on a model that does have linear attention, so this is an error. A value of the wrong type or "
             "out of range (a layer count written as a string, or past its limit in docs/limits.md) is GDR108, "
-            "here too."
+            "here too; when the layers cannot be described without it, this error names it as well, so that "
+            "ignoring GDR108 never passes a model nothing was checked of."
         ),
         causes=("a layer count or layer map that is missing",
                 "a layer map that makes every layer full attention",
@@ -866,14 +866,12 @@ def undescribed_linear_attention(checkpoint: Checkpoint, selection: Selection, m
                         f"`{by_type.architectures[0]}`), while `architectures` names {selection.adapter.family}'s "
                         f"`{architecture}`: the fields are looked up as {selection.adapter.family}'s")
     # A value of the wrong type or out of range is GDR108's whether or not the model could be described (with
-    # weights, the layers come from the tensors and the same value is GDR108): one code per cause, as documented.
+    # weights, the layers come from the tensors and the same value is GDR108), as documented; GDR107 still says
+    # that nothing was described, so that ignoring GDR108 never turns an unchecked model into a pass.
     nothing_checked = (f"`{architecture}` has linear attention ({marker}), but its layers could not be described: "
                        "nothing else was checked")
     diagnostics = [invalid_value_diagnostic(problem.invalid, nothing_checked)
                    for problem in problems if problem.invalid is not None]
-    problems = [problem for problem in problems if problem.invalid is None]
-    if diagnostics and not problems:
-        return diagnostics
     if not problems:
         where = locate.config(marker_key).location
         text = ("gdr-check has no adapter for this architecture and its tensors hold no GDN/KDA parameter it "
@@ -884,7 +882,8 @@ def undescribed_linear_attention(checkpoint: Checkpoint, selection: Selection, m
             fixes=["give the checkpoint's config.json and weights, or report the architecture"]))
         return diagnostics
     for problem in problems:
-        text = f"`{problem.key}` {problem.problem}"
+        text = (f"`{problem.key}` {problem.problem}" if problem.invalid is None
+                else f"`{problem.key}` holds a value that cannot be used (GDR108)")
         violation = UndescribedLinearAttention(architecture=architecture, marker=marker, problem=text)
         diagnostics.append(violation.diagnostic(location=problem.source.location, notes=notes,
                                                 fixes=[f"fix `{problem.key}`"]))

@@ -23,7 +23,7 @@ def _passing_run() -> dict[str, Any]:
     """Rank 0's result at tp=2 (HV=4) where both ranks agree with the unsharded layer."""
     check = {"passed": True, "error": 0.0, "tolerance": 1e-05, "head": 0}
     return {"layer": {"HV": 4}, "kernels": {"builtin": {}}, "misshards": [],
-            "steps": [{"step": 0, "kernels": {"builtin": {"output": check, "state": check,
+            "steps": [{"step": 1, "kernels": {"builtin": {"output": check, "state": check,
                                                           "per_rank": [_per_rank(0, 0.0), _per_rank(1, 0.0)]}}}]}
 
 

@@ -20,6 +20,7 @@ from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, l
 from ..engines import DEFAULT_ENGINE
 from ..errors import display_path
 from ..limits import LimitError, SizeError, checked, parse_size, shorten
+from ..models.deployment import MAMBA_STRATEGIES
 from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..selection import Selection, SelectorError, known_rules, rule_selection
 from .engine_option import engine_help, engine_option, mamba_strategy_option, state_dtype_option
@@ -200,8 +201,8 @@ def check_command(
     gpu_memory: str | None = typer.Option(
         None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
     mamba_strategy: str = typer.Option(
-        "no_buffer", "--mamba-strategy", help="sglang --mamba-radix-cache-strategy: no_buffer or extra_buffer "
-                                              "(ping-pong slots)."),
+        MAMBA_STRATEGIES[0], "--mamba-strategy", help=f"sglang --mamba-radix-cache-strategy: "
+                                                      f"{' or '.join(MAMBA_STRATEGIES)} (ping-pong slots)."),
     speculative_tokens: int = typer.Option(
         0, "--speculative-tokens", parser=whole_number("--speculative-tokens"),
         help="Draft tokens per speculative verify step (0: none); sizes the verify state."),

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .tiling import register_cap, resident_programs
+from .tiling import PROGRAMMATIC_MAX_PAIRS, register_cap, resident_programs
 
 try:  # the launch option of programmatic dependent launch (Triton 3.4+ for NVIDIA)
     from triton.backends.nvidia.compiler import CUDAOptions
@@ -71,8 +71,9 @@ def wait_for_previous_grid():
 
 @triton.jit
 def release_dependents():
-    """Let the grid launched programmatically after this one start (`griddepcontrol.launch_dependents`); its
-    programs still wait for this grid's writes in `wait_for_previous_grid`."""
+    """Let the grid launched programmatically after this one start (`griddepcontrol.launch_dependents`). Safe
+    before any successor: one launched programmatically must wait before it reads what earlier grids wrote (CUDA's
+    contract; ours do, in `wait_for_previous_grid`), and one launched plainly starts after this grid ends anyway."""
     tl.inline_asm_elementwise("griddepcontrol.launch_dependents; mov.u32 $0, 0;", "=r", [], dtype=tl.int32,
                               is_pure=False, pack=1)
 
@@ -87,9 +88,19 @@ def programmatic_launch_supported(device: Any) -> bool:
     """Whether kernels on `device` can be launched programmatically after the previous one (PDL): an NVIDIA device
     of compute capability 9.0 or later (not ROCm, whose devices torch also calls "cuda", with capabilities of
     9.x), and a Triton with the `launch_pdl` launch option."""
-    if getattr(device, "type", None) != "cuda" or not _TRITON_LAUNCHES_PDL or torch.version.hip is not None:
+    if (INTERPRETED or getattr(device, "type", None) != "cuda" or not _TRITON_LAUNCHES_PDL
+            or torch.version.hip is not None):  # (the interpreter runs no inline assembly)
         return False
     return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def launches_programmatically(requested: bool | None, pairs: int, device: Any) -> bool:
+    """Whether a decode launch of `pairs` (row, value head) pairs on `device` is programmatic (PDL): as
+    `requested` (None: up to `tiling.PROGRAMMATIC_MAX_PAIRS`, where it was measured faster), and only where
+    `programmatic_launch_supported` (never under the interpreter, on a CPU, ROCm or before sm_90)."""
+    if requested is False or (requested is None and pairs > PROGRAMMATIC_MAX_PAIRS):
+        return False
+    return programmatic_launch_supported(device)
 
 
 @functools.lru_cache(maxsize=16)

@@ -107,6 +107,7 @@ class Fault:
     layer: str
     pool_slots: int | None = None
     first_row: int | None = None  # GDR242: the earlier row that named the slot first
+    context: Context | None = None  # whose call recorded it (the call site's), when known
 
 
 class FaultBuffer:
@@ -121,8 +122,8 @@ class FaultBuffer:
         self.device = torch.device(device)
         self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.records = torch.zeros(self.max_records, 5, dtype=torch.int64, device=self.device)
-        self._labels: list[tuple[str, int | None]] = []
-        self._tags: dict[tuple[str, int | None], int] = {}
+        self._labels: list[tuple[str, int | None, Context | None]] = []
+        self._tags: dict[tuple[str, int | None, Context | None], int] = {}
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()  # one read at a time: each fault is handed to one reader
         self._faults_read = 0  # faults handed out (or counted as overwritten) by `take` so far
@@ -134,7 +135,7 @@ class FaultBuffer:
         self.looks_to_skip = 0  # flagged looks to let pass after a read that found faults (REPEAT_LOOK_INTERVAL)
         self.flagged_looks = 0  # flagged looks since the last read (the fault rate's denominator)
         self._launches: dict[tuple[Engine, Any], CheckLaunch] = {}
-        self._guard_launches: dict[tuple[str, int], GuardLaunch] = {}
+        self._guard_launches: dict[tuple[str, int, Context | None], GuardLaunch] = {}
 
     def check_launch(self, engine: Engine, device: Any) -> CheckLaunch:
         """The slot check that records into this buffer for `engine`'s calls on `device` (one per pair)."""
@@ -144,19 +145,22 @@ class FaultBuffer:
             launch = self._launches.setdefault(key, CheckLaunch(engine, self, device))
         return launch
 
-    def guard_launch(self, label: str, pool_slots: int) -> GuardLaunch:
+    def guard_launch(self, label: str, pool_slots: int, context: Context | None = None) -> GuardLaunch:
         """What a guarded launch for the call site `label` passes to the kernel: this buffer's tensors and the
         site's tag (kept here, per buffer: a cache keyed by a buffer's id could hand a new buffer, given a dead
         one's id, the dead one's tensors)."""
-        key = (label, pool_slots)
+        key = (label, pool_slots, context)
         launch = self._guard_launches.get(key)
         if launch is None:
             launch = self._guard_launches.setdefault(key, GuardLaunch(
-                self.counter, self.records, self.flag, self.max_records, self.tag_for(label, pool_slots), pool_slots))
+                self.counter, self.records, self.flag, self.max_records, self.tag_for(label, pool_slots, context),
+                pool_slots))
         return launch
 
-    def tag_for(self, label: str, pool_slots: int | None = None) -> int:
-        key = (label, pool_slots)
+    def tag_for(self, label: str, pool_slots: int | None = None, context: Context | None = None) -> int:
+        """The tag of a call site: its label, pool size and whose calls it makes (`context`: a fault's severity is
+        the recording call's, whoever reads it)."""
+        key = (label, pool_slots, context)
         tag = self._tags.get(key)
         if tag is None:
             with self._lock:
@@ -231,11 +235,12 @@ class FaultBuffer:
             total, self._faults_read = end - self._faults_read, end
         faults = []
         for code, row_index, slot, tag, _ in sorted(kept, key=lambda record: (record[3], record[1])):
-            label, pool_slots = self._labels[tag] if 0 <= tag < len(self._labels) else (f"call {tag}", None)
+            label, pool_slots, context = (self._labels[tag] if 0 <= tag < len(self._labels)
+                                          else (f"call {tag}", None, None))
             kind, first_row = code & 255, (code >> 8) - 1
             if kind in FAULT_CODES:  # (always, for a stamped row)
                 faults.append(Fault(FAULT_CODES[kind], int(row_index), int(slot), label, pool_slots,
-                                    first_row if first_row >= 0 else None))
+                                    first_row if first_row >= 0 else None, context))
         return faults, total
 
     def _copy_rows(self, first: int, end: int) -> list[list[int]]:
@@ -276,8 +281,10 @@ def fault_diagnostic(fault: Fault, context: Context, engine: Engine) -> Diagnost
     """The contract diagnostic of a device fault, built from the rule's registry entry (message, name, fixes).
 
     GDR247 is an error only for the engine's own calls (deployment, capture, a guard with an engine): the
-    kernel accepts slot 0, only sglang's allocator reserves it, so a direct call gets a note.
+    kernel accepts slot 0, only sglang's allocator reserves it, so a direct call gets a note. Whose call it was
+    is the recording call site's (`Fault.context`), else the reader's `context`.
     """
+    context = fault.context or context
     rule = RULES[fault.code]
     if fault.code == "GDR241":
         size = fault.pool_slots if fault.pool_slots is not None else "?"
@@ -474,7 +481,9 @@ class CheckLaunch:
 
         `release` (only where `programmatic`): let the next launch start at once, for a checked kernel launched
         programmatically after this one, which waits for the checked indices on the device before it reads
-        them. Never for the engine guard's check: the engine's own kernel that follows may not wait."""
+        them. Not for the engine guard's check: the engines launch their kernel plainly, so it starts after this
+        grid ends whatever it releases (a release gains nothing there; it is safe before any successor, as
+        `_triton_common.release_dependents` says)."""
         release = release and self.programmatic
         safe = torch.empty_like(indices)  # 1-D: dense, whatever the strides of `indices`
         if not batch:
@@ -544,7 +553,7 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
     buffer = buffer if buffer is not None else default_buffer(state.device)
     if buffer.host_flag[0] and not is_capturing():
         buffer.look(context, engine)
-    guard = buffer.guard_launch(label or f"{variant} packed decode", verdict.pool_slots)
+    guard = buffer.guard_launch(label or f"{variant} packed decode", verdict.pool_slots, context)
     indices = args[8]
     batch = indices.shape[0]
     if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:

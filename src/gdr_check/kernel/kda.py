@@ -20,13 +20,13 @@ from ._triton_common import (
     DirectLauncher,
     device_name,
     guard_row,
+    launches_programmatically,
     load_query_key,
     load_readable_slot,
     load_scan_block,
     load_slot,
     load_state_tile,
     locate_program,
-    programmatic_launch_supported,
     record_fault,
     release_dependents,
     softplus,
@@ -35,7 +35,6 @@ from ._triton_common import (
 )
 from .layout import Engine, check_engine, infer_heads
 from .tiling import (
-    PROGRAMMATIC_MAX_PAIRS,
     GuardLaunch,
     TileConfig,
     choose_config,
@@ -168,7 +167,8 @@ def launch_kda_packed_decode(
     grid ends and wait for its writes before they read anything, and they let the next grid launch at once (as
     sglang's conv1d and gated-norm kernels around the decode do). After the slot check
     (`device_guard.slot_guard_kernel`), which releases its successor at once, the check's launch gap is hidden
-    too. None: where the device has it, up to `tiling.PROGRAMMATIC_MAX_PAIRS` (row, value head) pairs."""
+    too. None: up to `tiling.PROGRAMMATIC_MAX_PAIRS` (row, value head) pairs; only where the device has it
+    (`_triton_common.launches_programmatically`)."""
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
     key = launch_key(engine, (bool(use_qk_l2norm_in_kernel), lower_bound is None, programmatic), config,
@@ -186,8 +186,7 @@ def launch_kda_packed_decode(
     if B == 0:
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)
-    if programmatic is None:
-        programmatic = B * HV <= PROGRAMMATIC_MAX_PAIRS and programmatic_launch_supported(mixed_qkv.device)
+    programmatic = launches_programmatically(programmatic, B * HV, mixed_qkv.device)
     constants = dict(
         tiling.constexprs(K, V), H=infer_heads(mixed_qkv.shape[1], HV, V, K), HV=HV,
         USE_L2NORM=bool(use_qk_l2norm_in_kernel), USE_LOWER_BOUND=lower_bound is not None,

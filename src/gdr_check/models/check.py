@@ -178,8 +178,10 @@ def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
 
     result.model = model
     # A config-only checkpoint already says so (the reader's note); other sources may still lack linear weights.
-    if not model.weights_checked and not model.unplaced_tensors and builtin is None \
-            and checkpoint.kind != "config-only":  # (tensors under other names: GDR116 says so)
+    if model.unplaced_tensors:  # (said whatever the rule selection: GDR116 may be ignored)
+        result.notes.append("no tensor lies under the layer names this family loads: shapes come from the config "
+                            "alone and nothing was cross-checked")
+    elif not model.weights_checked and builtin is None and checkpoint.kind != "config-only":
         result.notes.append("no weights were read: shapes come from the config alone and nothing was cross-checked")
     settings = resolve(model, deployment)
     result.settings = settings

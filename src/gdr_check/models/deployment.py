@@ -25,7 +25,7 @@ def mamba_strategy_problem(value: object) -> str | None:
     """Why `value` is no sglang mamba radix cache strategy, or None when it is one."""
     if value in MAMBA_STRATEGIES:
         return None
-    return f"unknown mamba strategy {value!r}; expected {' or '.join(MAMBA_STRATEGIES)}"
+    return f"unknown mamba strategy {value!r}; expected one of: {', '.join(MAMBA_STRATEGIES)}"
 
 
 @dataclass(frozen=True)

@@ -330,17 +330,17 @@ def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
     return values, sources, invalid
 
 
-def _unplaced_examples(tensors: Mapping[str, Any], by_namespace: Mapping[str, Mapping[int, Mapping[str, Any]]],
-                       adapter: Adapter) -> tuple[str, ...]:
-    """Three names of tensors under no namespace of the adapter: a layer's linear-attention tensors where some
-    other namespace has them (what a rename moved), else the first names."""
+def _renamed_layer_examples(by_namespace: Mapping[str, Mapping[int, Mapping[str, Any]]],
+                            adapter: Adapter) -> tuple[str, ...]:
+    """Three names of one layer's linear-attention tensors (under the adapter's layout prefixes) in a namespace
+    the adapter does not load; () when no layer has them."""
     prefixes = tuple(layout.prefix for layout in adapter.layouts)
     for namespace, layers in by_namespace.items():
         for index, rests in layers.items():
             names = [f"{namespace}layers.{index}.{rest}" for rest in rests if rest.startswith(prefixes)]
             if names:
                 return tuple(sorted(names)[:3])
-    return tuple(sorted(tensors)[:3])
+    return ()
 
 
 def _pick_namespace(seen: set[str], namespaces: tuple[str, ...]) -> str | None:
@@ -421,8 +421,13 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         layer_map=layer_map, weights_checked=have_weights, invalid_values=invalid,
     )
     if namespace is None and adapter.weights_modelled and checkpoint.tensors:
-        model.unplaced_tensors = len(checkpoint.tensors)
-        model.unplaced_examples = _unplaced_examples(checkpoint.tensors, by_namespace, adapter)
+        # Renamed layers (linear-attention tensors under another namespace), or stray tensors (no layer at all and
+        # nothing under the family's names); not a shard of embeddings or an MTP-only file, which are the family's.
+        renamed = _renamed_layer_examples(by_namespace, adapter)
+        stray = not by_namespace and not any(name.startswith(adapter.namespaces) for name in checkpoint.tensors)
+        if renamed or stray:
+            model.unplaced_tensors = len(checkpoint.tensors)
+            model.unplaced_examples = renamed or tuple(sorted(checkpoint.tensors)[:3])
     model.invalid_values.extend(dtype_problems(view, locate))
     if adapter.lower_bound is not None:
         bound = adapter.lower_bound(view)

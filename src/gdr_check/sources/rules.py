@@ -257,7 +257,7 @@ class GitLfsPointers(SourceError):
         causes=["`git clone` of a model repository without `git lfs install`", "`GIT_LFS_SKIP_SMUDGE=1`",
                 "a clone's files copied into the Hugging Face cache"],
         fixes=["run `git lfs pull` in the clone",
-               "in the Hugging Face cache, download the model again (`hf download ORG/NAME`)"],
+               "download the model again (`hf download ORG/NAME`): the cache holds the pointer"],
         example=CheckpointExample({"ck/config.json": _LFS_POINTER, "ck/model.safetensors": _LFS_POINTER}, "ck",
                                   "a clone made with GIT_LFS_SKIP_SMUDGE=1"),
     )
@@ -269,7 +269,7 @@ class GitLfsPointers(SourceError):
         if cache_repo is None:
             return cls(path)
         repo_id = cache_repo.name.removeprefix("models--").replace("--", "/")
-        return cls(path, fix=f"download the model again (`hf download {repo_id}`): the cache holds the pointer")
+        return cls(path, fix=cls.rule.fixes[1].replace("ORG/NAME", repo_id))
 
 
 class MissingCacheRevisions(SourceError):
