@@ -159,16 +159,8 @@ def launch_kda_packed_decode(
     guard: GuardLaunch | None = None,
     programmatic: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch without the contract checks (for callers that ran them, e.g. before CUDA-graph capture).
-
-    With ``guard`` the kernel checks every row's slot on the device (device_guard.py): faulty rows are
-    skipped and recorded, so no index can reach memory outside the pool. ``programmatic``: launch
-    programmatically after the stream's previous grid (PDL, sm_90+): the programs become resident while that
-    grid ends and wait for its writes before they read anything, and they let the next grid launch at once (as
-    sglang's conv1d and gated-norm kernels around the decode do). After the slot check
-    (`device_guard.slot_guard_kernel`), which releases its successor at once, the check's launch gap is hidden
-    too. None: up to `tiling.PROGRAMMATIC_MAX_PAIRS` (row, value head) pairs; only where the device has it
-    (`_triton_common.launches_programmatically`)."""
+    """Launch the KDA kernel without the contract checks (for callers that ran them, e.g. before CUDA-graph
+    capture); ``guard`` and ``programmatic`` as for GDN (`gdn.launch_packed_decode`)."""
     B = mixed_qkv.shape[0]
     HV, V, K = initial_state.shape[-3:]
     key = launch_key(engine, (bool(use_qk_l2norm_in_kernel), lower_bound is None, programmatic), config,
