@@ -252,6 +252,80 @@ def test_a_recording_named_to_check_is_pointed_at_call(tmp_path, capsys):
                                           "model config; help: ")
 
 
+def _edited(tmp_path, *entries: dict, **top) -> str:
+    path = tmp_path / "rec.json"
+    path.write_text(dump_recording({"schema_version": 1, "kind": "gdr-check-capture", "calls": list(entries), **top}))
+    return str(path)
+
+
+@pytest.mark.parametrize("indices, line", [
+    ([-5], "`calls[0].index` must be a whole number >= 0 (got -5)"),
+    ([1.5], "`calls[0].index` must be a whole number >= 0 (got 1.5)"),
+    (["0"], "`calls[0].index` must be a whole number >= 0 (got '0')"),
+    ([True], "`calls[0].index` must be a whole number >= 0 (got True)"),
+    ([None], "`calls[0].index` must be a whole number >= 0 (got None)"),
+    ([0, 1, 0], "`calls[2].index` is 0, as is `calls[0].index`: each call's index must be unique"),
+    ([..., 0], "`calls[1].index` is 0, as is the position of `calls[0]` (it has no `index`): each call's index must "
+               "be unique"),
+    ([1, ...], "the position of `calls[1]` (it has no `index`) is 1, as is `calls[0].index`: each call's index "
+               "must be unique"),
+])
+def test_an_edited_calls_index_must_be_a_unique_whole_number(tmp_path, capsys, indices, line):
+    """It names the call in the report and for --index: `call #-5` or two `#0`s used to be printed."""
+    call = expected_call().to_dict()
+    path = _edited(tmp_path, *({"call": call} if i is ... else {"index": i, "call": call} for i in indices))
+    assert run(capsys, "call", path) == (2, "", f"error: {path}: {line}\n")
+
+
+@pytest.mark.parametrize("seen", ["x", -1, 2.5, True])
+def test_calls_seen_must_be_a_whole_number(tmp_path, capsys, seen):
+    path = _edited(tmp_path, {"index": 0, "call": expected_call().to_dict()}, calls_seen=seen)
+    assert run(capsys, "call", path) == (2, "", f"error: {path}: `calls_seen` must be a whole number >= 0 "
+                                                f"(got {seen!r})\n")
+
+
+def test_a_gdn_call_carrying_lower_bound_is_refused(tmp_path, capsys):
+    path = _edited(tmp_path, {"index": 0, "call": {**expected_call().to_dict(), "lower_bound": -5.0}})
+    assert run(capsys, "call", path) == (2, "", f"error: {path}: `calls[0].call.lower_bound` is -5.0, but the call "
+                                                "is a GDN call: the GDN kernel has no lower_bound (only KDA calls "
+                                                "take one)\n")
+
+
+@pytest.mark.parametrize("index, shown", [("1", "'1' (a str)"), (True, "True (a bool)"), (1.0, "1.0 (a float)")])
+def test_check_recording_refuses_an_index_that_is_no_whole_number(tmp_path, index, shown):
+    """`index=True` used to check call 1, `index="1"` to raise a TypeError from `<=`."""
+    from gdr_check.api import CallIndexError, check_recording
+
+    path = write_recording(tmp_path / "rec.json", expected_call(), expected_call())
+    with pytest.raises(CallIndexError) as refused:
+        check_recording(path, index=index)
+    assert isinstance(refused.value, TypeError)
+    assert str(refused.value) == (f"index is {shown}: must be a whole number (a call's position in the "
+                                  "recording), or None for every call")
+    assert [c.recorded.index for c in check_recording(path, index=1).results[0].details.calls] == [1]
+
+
+def test_a_recorded_scale_is_read_in_magnitude_and_judged_by_gdr245(tmp_path, capsys):
+    """docs/limits.md's scale range is GDR245's: a negative recorded scale is the call's error, not the file's."""
+    path = _edited(tmp_path, {"index": 0, "call": {**expected_call().to_dict(), "scale": -1.0}})
+    code, document = run_json(capsys, "call", path)
+    assert code == 1 and [d["message"] for d in document["calls"][0]["diagnostics"] if d["code"] == "GDR245"] == [
+        "`scale` is -1.0; not positive: the kernel needs a positive float (typically K**-0.5 = 0.08838834764831845)"]
+    path = _edited(tmp_path, {"index": 0, "call": {**expected_call().to_dict(), "scale": -1e31}})
+    assert run(capsys, "call", path) == (2, "", f"error: {path}: `calls[0].call.scale` is -1e+31: must be a finite "
+                                                "number of at most 1e+30 in magnitude\n")
+
+
+def test_every_format_counts_the_calls_checked(tmp_path, capsys):
+    """The concise summary said `1 checked` (the one recording) where the full one says 3 calls."""
+    path = write_recording(tmp_path / "rec.json", expected_call(), expected_call(), expected_call())
+    line = "summary: 3 call(s) checked: 0 error(s), 3 warning(s), 0 note(s)"
+    assert run(capsys, "call", path)[1].splitlines()[-1] == line
+    assert run(capsys, "call", path, "--output-format", "concise")[2].splitlines()[-1] == line
+    assert run(capsys, "call", path, "--output-format", "concise", "--index", "2")[2].splitlines()[-1] == (
+        "summary: 1 call(s) checked: 0 error(s), 1 warning(s), 0 note(s)")
+
+
 def test_malformed_tensor_fields_exit_2(tmp_path, capsys):
     document = json.loads(dump_recording({"schema_version": 1, "calls": [
         {"index": 0, "call": expected_call().to_dict()}]}))
@@ -297,7 +371,8 @@ def test_recorded_values_must_fill_their_shape(tmp_path, capsys):
     path.write_text(json.dumps(document))
     code, _, err = run(capsys, "call", str(path))
     count = len(indices["values"])
-    assert code == 2 and (f"`calls[0].call.ssm_state_indices.values` holds {count} values for shape "
+    assert count == 1  # B = 2
+    assert code == 2 and (f"`calls[0].call.ssm_state_indices.values` holds 1 value for shape "
                           f"{indices['shape']} ({count + 1} elements)") in err
 
 

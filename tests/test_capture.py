@@ -286,6 +286,36 @@ def test_explicit_targets_that_do_not_resolve_fail_on_enter(engine, tmp_path):
     assert not (tmp_path / "rec.json").exists()
 
 
+def test_a_guards_explicit_targets_that_do_not_resolve_are_refused_on_enter_in_the_captures_words(monkeypatch):
+    """Not only the "found no ... function to guard" warning: that is for the engine's default locations."""
+    from gdr_check.guard import GuardError, GuardTargetError
+
+    monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", ("gdr_check_absent_engine.ops:f",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(GuardTargetError) as raised:
+            with gdr_check.guard(targets=["nomod_xyz:f"]):
+                pass
+        assert isinstance(raised.value, GuardError) and isinstance(raised.value, ValueError)
+        assert str(raised.value) == ("cannot import 'nomod_xyz' for guard target 'nomod_xyz:f': No module named "
+                                     "'nomod_xyz'")
+        with pytest.raises(GuardTargetError) as raised:
+            with gdr_check.guard(targets=["gdr_check.tensors:no_such_function"]):
+                pass
+        assert str(raised.value) == ("guard target 'gdr_check.tensors:no_such_function': gdr_check.tensors has no "
+                                     "function 'no_such_function'")
+    with pytest.warns(RuntimeWarning, match="found no sglang packed-decode function to guard"):
+        with gdr_check.guard():  # a default location this version lacks: a warning, as before
+            pass
+
+
+def test_a_captures_explicit_target_refusal_is_exact(tmp_path):
+    with pytest.raises(CaptureError) as raised:
+        with gdr_check.capture(tmp_path / "rec.json", targets=["nomod_q:fn"]):
+            pass
+    assert str(raised.value) == "cannot import 'nomod_q' for capture target 'nomod_q:fn': No module named 'nomod_q'"
+
+
 def test_nothing_to_patch_warns_and_still_writes(tmp_path, monkeypatch):
     monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", ("gdr_check_absent_engine.ops:f",))
     with pytest.warns(RuntimeWarning, match="no packed-decode function"):
@@ -295,6 +325,7 @@ def test_nothing_to_patch_warns_and_still_writes(tmp_path, monkeypatch):
 
 
 def test_path_placeholders(engine, tmp_path):
+    (tmp_path / "sub").mkdir()
     with gdr_check.capture(tmp_path / "sub" / "rec-{pid}.json") as session:
         pass
     assert session.path == tmp_path / "sub" / f"rec-{os.getpid()}.json" and session.path.exists()
@@ -305,6 +336,55 @@ def test_path_placeholders(engine, tmp_path):
         with pytest.raises(CaptureError) as refused:
             gdr_check.capture(template)
         assert str(refused.value) == f"bad placeholder in capture path {template!r}: use {{pid}} or {{rank}} ({why})"
+
+
+@pytest.mark.parametrize("relative", ["missing/rec.json", "missing/{pid}/rec.json", "sub/{rank}-missing/rec.json"])
+def test_a_missing_folder_is_refused_on_entry_not_created(engine, tmp_path, monkeypatch, relative):
+    """As `-o` refuses it, after the placeholders are filled in; nothing is created (it used to make the tree)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    session = gdr_check.capture(relative)
+    folder = str(tmp_path / relative.format(pid=os.getpid(), rank=0)).rsplit("/", 1)[0]
+    with pytest.raises(CaptureError) as refused:
+        with session:
+            pytest.fail("entered")
+    assert str(refused.value) == (f"cannot record to `{folder}/rec.json`: folder `{folder}` does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"] and not any((tmp_path / "sub").iterdir())
+
+
+def test_a_folder_removed_inside_the_block_is_refused_when_writing(engine, tmp_path):
+    (tmp_path / "gone").mkdir()
+    with pytest.raises(CaptureError) as refused:
+        with gdr_check.capture(tmp_path / "gone" / "rec.json"):
+            (tmp_path / "gone").rmdir()
+    assert str(refused.value) == (f"cannot write the recording to `{tmp_path}/gone/rec.json`: folder "
+                                  f"`{tmp_path}/gone` does not exist")
+    assert not (tmp_path / "gone").exists()
+
+
+@pytest.mark.parametrize("path, shown", [(3, "3 (an int)"), (None, "None"), (2.5, "2.5 (a float)")])
+def test_a_path_that_is_no_path_is_a_capture_error_naming_path(path, shown):
+    """Not os.fspath's "expected str, bytes or os.PathLike object, not int"."""
+    with pytest.raises(CaptureError) as refused:
+        gdr_check.capture(path)
+    assert isinstance(refused.value, TypeError)
+    assert str(refused.value) == f"path is {shown}: must be the recording's file path (a str, bytes or os.PathLike)"
+
+
+@pytest.mark.parametrize("path", ["a\x00b.json", b"a\x00b.json"])
+def test_a_null_byte_in_the_path_is_a_capture_error_showing_it_escaped(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CaptureError) as refused:
+        gdr_check.capture(path)
+    assert str(refused.value) == "cannot record to `a\\x00b.json`: a path cannot hold a null byte"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_guard_model_that_is_no_path_is_a_type_error_naming_model():
+    with pytest.raises(TypeError) as refused:
+        gdr_check.guard(model=3)
+    assert str(refused.value) == ("model is 3 (an int): must be a model id or checkpoint path (a str or "
+                                  "os.PathLike), or None")
 
 
 def test_a_path_ending_with_a_slash_is_refused(tmp_path):

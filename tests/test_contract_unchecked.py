@@ -291,12 +291,21 @@ def test_kda_grid_limit_is_on_B_alone():
 
 # -- U11: scale -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("scale, shown", [(None, "None"), (0.0, "0.0"), (-1, "-1"), (float("nan"), "nan"),
-                                          (float("inf"), "inf"), ("0.35", "'0.35'"), (True, "True")])
-def test_invalid_scales_are_errors(variant, scale, shown):
+@pytest.mark.parametrize("scale, shown, problem", [
+    (None, "None", "not a number: the kernel needs a positive float"),
+    ("0.35", "'0.35'", "not a number: the kernel needs a positive float"),
+    (True, "True", "not a number: the kernel needs a positive float"),
+    (float("nan"), "nan", "not a number: the kernel needs a positive float"),
+    (0.0, "0.0", "not positive: the kernel needs a positive float"),
+    (-1, "-1", "not positive: the kernel needs a positive float"),
+    (-1e300, "-1e+300", "not positive: the kernel needs a positive float"),
+    # positive, but out of docs/limits.md's range (it used to say "needs a positive float" of 1e300)
+    (1e300, "1e+300", "above 1e+30, the largest scale docs/limits.md allows"),
+    (float("inf"), "inf", "above 1e+30, the largest scale docs/limits.md allows"),
+])
+def test_invalid_scales_are_errors(variant, scale, shown, problem):
     report = check(variant, with_(call_for(variant), scale=scale))
-    assert errors(report) == [
-        ("GDR245", f"`scale` is {shown}; the kernel needs a positive float (typically K**-0.5 = {EXPECTED_SCALE})")]
+    assert errors(report) == [("GDR245", f"`scale` is {shown}; {problem} (typically K**-0.5 = {EXPECTED_SCALE})")]
     assert report.errors[0].fixes == [f"pass `scale={EXPECTED_SCALE}` (head_k_dim ** -0.5)"]
     assert not only(report, "GDR255")  # one problem, one diagnostic
 

@@ -104,6 +104,19 @@ def test_each_bad_index_class_is_recorded_with_row_slot_and_layer_and_nothing_ou
     assert buffer.take() == ([], 0)  # each fault is handed out once
 
 
+@pytest.mark.parametrize("faults, shown", [("x", "'x' (a str)"), (3, "3 (an int)")])
+def test_faults_that_is_no_fault_buffer_is_a_type_error_naming_it(faults, shown):
+    """Not `'str' object has no attribute 'host_flag'` from inside the launch."""
+    call = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, seed=5)
+    for run, args in ((packed_decode, call.clone().args()),
+                      (kda_packed_decode, make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, kda=True,
+                                                    seed=5).args())):
+        with pytest.raises(TypeError) as raised:
+            run(*args, faults=faults)
+        assert str(raised.value) == (f"faults is {shown}: must be a gdr_check.kernel.FaultBuffer, or None for the "
+                                     "device's buffer")
+
+
 def test_vllm_skips_slot_zero_so_only_range_and_duplicates_are_faults():
     call = bad_call()
     buffer = FaultBuffer(DEVICE)
@@ -739,7 +752,7 @@ def test_the_checked_kernel_judges_a_new_scale_or_bound_value(monkeypatch):
     kda_packed_decode(*call.clone().args())
     args = list(call.clone().args())
     args[5] = float("nan")
-    with pytest.raises(ValueError, match=r"^`scale` is nan; the kernel needs a positive float"):
+    with pytest.raises(ValueError, match=r"^`scale` is nan; not a number: the kernel needs a positive float"):
         kda_packed_decode(*args)
     args = list(call.clone().args())
     args[10] = [-5.0]  # unhashable: keyed by its bounded repr

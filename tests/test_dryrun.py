@@ -77,7 +77,7 @@ def passing_runs(checkpoints) -> dict[str, tuple[int, str, str]]:
                                         "--output-format", "json"]
                 for variant in ("gdn", "kda") for engine in ("sglang", "vllm")}
     commands["full"] = [str(checkpoints["gdn"]), *common, "--output-format", "full"]
-    env = {**os.environ}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # the CPU path, also on a machine with a GPU
     if _sglang_source():
         env["GDR_CHECK_SGLANG_PATH"] = _sglang_source()  # type: ignore[assignment]
         commands["sglang-backend"] = [str(checkpoints["gdn"]), *common, "--backend", "sglang",

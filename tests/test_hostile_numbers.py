@@ -194,7 +194,8 @@ def test_a_huge_negative_integer_says_it_is_negative():
 
 
 def test_a_float_limit_shows_its_range_as_a_float():
-    assert LIMITS["scale"].range_text == "-1e+30..1e+30"
+    assert LIMITS["scale"].range_text == "0..1e+30"  # GDR245's range: a scale must be positive
+    assert LIMITS["lower_bound"].range_text == "-1e+30..1e+30"
 
 
 def test_dry_run_check_refuses_absurd_numbers_before_running():

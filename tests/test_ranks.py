@@ -211,6 +211,28 @@ def test_bad_ranks_value_is_a_usage_error(capsys, checkpoints):
     assert "expected one or all, got 'some'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("ranks", "weights", "message"), [
+    ("some", False, "ranks: expected one or all, got 'some'"),
+    ("one", True, "weights: --weights is read by --ranks all"),
+    ("all", "yes", "weights: expected True or False, got 'yes'"),
+])
+def test_library_dry_run_refuses_what_the_cli_refuses(checkpoints, monkeypatch, ranks, weights, message):
+    """In the CLI's words, before anything runs (it used to run the one-rank dry-run, `weights` ignored)."""
+    from gdr_check import api
+    from gdr_check.runner import api as runner_api
+
+    monkeypatch.setattr(runner_api, "dry_run_check", lambda *args, **kwargs: pytest.fail("ran"))
+    with pytest.raises(api.DryRunOptionError) as raised:
+        api.dry_run(str(checkpoints["gdn"]), tp=4, batch=2, steps=1, device="cpu", ranks=ranks, weights=weights)
+    assert isinstance(raised.value, ValueError)
+    assert str(raised.value) == message
+
+
+def test_cli_refuses_weights_without_ranks_all(capsys, checkpoints):
+    assert main(["dry-run", str(checkpoints["gdn"]), "--weights"]) == 2
+    assert "--weights is read by --ranks all" in capsys.readouterr().err
+
+
 # -- the launcher's stop paths, with a stand-in worker (no torch) --------------------------------------------------
 STAND_IN = '''
 import json, os, sys, time
@@ -280,6 +302,27 @@ def test_weights_are_read_from_the_header_offsets(checkpoints):
     assert _real_parameter(dt_bias, 32, torch.float32).tolist() == [float(i) / 8 for i in range(32)]
     with pytest.raises(ValueError, match="holds 4 values; the layer needs 8"):
         _real_parameter(a_log, 8, torch.float32)
+
+
+@needs_kernel_extra
+@pytest.mark.parametrize(("parameter", "bad", "what"), [("A_log", float("nan"), "NaN"),
+                                                        ("dt_bias", float("-inf"), "inf")])
+def test_weights_that_are_not_finite_are_refused_before_launching(capsys, tmp_path, monkeypatch, parameter, bad,
+                                                                 what):
+    """Every rank used to return NaN and GDR331 hinted at mis-sharding; now one line names the tensor and file."""
+    from gdr_check.runner import ranks_api
+    from gdr_check.runner.weights import layer_parameters
+
+    config = qwen3_next_config(layers=4, H=2, HV=4, K=16, V=16)
+    root = write_checkpoint(tmp_path / "gdn", config, qwen_tensors(config))
+    located = layer_parameters(check_model(str(root), Deployment(tp=2)))["tensors"][parameter]
+    count = located["shape"][0]
+    _fill(located, [0.5] * (count - 2) + [bad, 0.5])
+    monkeypatch.setattr(ranks_api, "run_ranks", lambda *args, **kwargs: pytest.fail("launched"))
+    code = main(["dry-run", str(root), "--tp", "2", "--ranks", "all", "--weights", "--device", "cpu"])
+    assert (code, capsys.readouterr().err) == (2, (
+        f"error: --weights: `{located['name']}` in model.safetensors holds {what} (entry {count - 2}): the dry-run "
+        "needs finite A_log and dt_bias; check or download the checkpoint again\n"))
 
 
 def test_weights_need_a_checkpoint(capsys):

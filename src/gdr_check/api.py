@@ -19,7 +19,7 @@ from .checks.compare import Comparison, ModelGeometry, compare_call, contract_ar
 from .checks.contract import run_contract
 from .config import Config
 from .engines import DEFAULT_ENGINE
-from .errors import InputError
+from .errors import InputError, described
 from .limits import LimitError, SizeError, counted, parse_size
 from .models.adapters import attention_head_dim
 from .models.check import ModelCheck, check_model
@@ -63,6 +63,12 @@ class EmptyRecording(InputError):
             why = f": {held}: the file is inconsistent (edited after the capture wrote it?)"
         super().__init__(f"{recording.path}: no recorded calls{why}")
         self.path = recording.path
+
+
+class CallIndexError(InputError, TypeError):
+    """`index` that is no whole number (a string, a bool, a float): exit 2."""
+
+    code = "usage"
 
 
 class NoSuchCall(InputError):
@@ -279,6 +285,9 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     """Check every call of a recording made by `gdr_check.capture()` (or the one at `index`) against the contract
     and, with `target`, compare it with the call the engine makes for that model at `tp`. One result, whose
     `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
+    if index is not None and (not isinstance(index, int) or isinstance(index, bool)):  # True is no call 1
+        raise CallIndexError(f"index is {described(index)}: must be a whole number (a call's position in the "
+                             f"recording), or None for every call")
     recording = load_recording(path)
     if not recording.calls:
         raise EmptyRecording(recording)
@@ -348,6 +357,35 @@ def _in_recording(diagnostic: Diagnostic, path: str, spans: Mapping[tuple[int, s
 
 
 # -- dry-run ---------------------------------------------------------------------------------------------------------
+RANKS = ("one", "all")
+
+
+class DryRunOptionError(DeploymentError, ValueError):
+    """A dry-run option the run cannot use (`ranks` not one or all, `weights` without `ranks="all"`): exit 2."""
+
+
+def ranks_problem(ranks: object) -> str | None:
+    """Why `ranks` is no `--ranks` value, or None when it is one (the CLI's and the library's words)."""
+    return None if isinstance(ranks, str) and ranks in RANKS else f"expected one or all, got {ranks!r}"
+
+
+def weights_problem(weights: object, ranks: object) -> str | None:
+    """Why `weights` cannot be used with `ranks`, or None when it can (the CLI's and the library's words)."""
+    if not isinstance(weights, bool):
+        return f"expected True or False, got {weights!r}"
+    return "--weights is read by --ranks all" if weights and ranks != "all" else None
+
+
+def dry_run_options(ranks: object, weights: object) -> None:
+    """DryRunOptionError (a ValueError) naming `ranks` or `weights` when the dry-run cannot use them."""
+    problem = ranks_problem(ranks)
+    if problem is not None:
+        raise DryRunOptionError(f"ranks: {problem}")
+    problem = weights_problem(weights, ranks)
+    if problem is not None:
+        raise DryRunOptionError(f"weights: {problem}")
+
+
 def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = None, state_dtype: str | None = None,
             engine: str = DEFAULT_ENGINE, backend: str = "builtin", device: str = "auto", steps: int = 3,
             seed: int = 0, timeout: float = 1800.0, selection: Selection | None = None,
@@ -358,9 +396,11 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
     target that cannot be read is a FatalError result (exit 2), a dry-run that did not launch or failed
     fails the run even when selection hides its diagnostics. `ranks="all"` runs one process per TP rank
     (`runner.ranks_api.ranks_dry_run`, whose `RanksResult` is then the `details`); `weights` reads one layer's
-    real `A_log` and `dt_bias` for it."""
+    real `A_log` and `dt_bias` for it (DryRunOptionError, a ValueError, for any other `ranks` or for `weights`
+    without `ranks="all"`)."""
     from .runner.api import dry_run_check
 
+    dry_run_options(ranks, weights)  # refused as `--ranks`/`--weights` are, before the model is read
     deployment = _deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine)
     try:
         check = check_model(target, deployment)

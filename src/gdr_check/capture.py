@@ -39,11 +39,12 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from .engines import UnknownEngineError, profile_for
-from .errors import printable
+from .errors import described, printable
 from .files import (
     cache_refusal,
     empty_path_refusal,
     folder_name_refusal,
+    missing_folder_refusal,
     reserved_name_refusal,
     write_problem,
     write_whole,
@@ -103,6 +104,10 @@ class CaptureError(ValueError):
     """A capture that cannot start (a bad target, engine or path) or cannot write its recording."""
 
 
+class CapturePathTypeError(CaptureError, TypeError):
+    """`path` is no path (an int, None): a CaptureError and a TypeError, naming `path`."""
+
+
 # -- writing ---------------------------------------------------------------------------------------------------
 def _tool() -> dict[str, str]:
     from . import __version__
@@ -152,7 +157,7 @@ def _destination_problem(path: Path) -> str | None:
         return refusal
     if os.path.isdir(path):
         return "it is a directory"
-    return write_problem(path)
+    return missing_folder_refusal(path) or write_problem(path)  # a missing folder is refused, not created
 
 
 # -- what one call looks like ------------------------------------------------------------------------------------
@@ -377,6 +382,18 @@ def _split_target(target: str) -> tuple[str, str]:
     return module, attribute
 
 
+def unimportable_target(kind: str, target: str, error: BaseException) -> str:
+    """Why an explicit `targets` entry of a capture or a guard (`kind`) was refused: its module fails to import."""
+    return f"cannot import {_split_target(target)[0]!r} for {kind} target {target!r}: {error}"
+
+
+def missing_function(kind: str, target: str) -> str:
+    """Why an explicit `targets` entry of a capture or a guard (`kind`) was refused: its module has no such
+    function."""
+    module_name, attribute = _split_target(target)
+    return f"{kind} target {target!r}: {module_name} has no function {attribute!r}"
+
+
 class _RecordingWrapper(Protocol):
     """A capture's recording wrapper: the function it wraps and the capture that installed it."""
 
@@ -417,7 +434,8 @@ def _engines_to_search(engine: str | None) -> list[str]:
 class Capture:
     """A context manager and decorator that records packed-decode calls to `path` (see the module docs).
 
-    `path` may hold `{pid}` and `{rank}`. `targets` adds import paths ("package.module:function_name") to the
+    `path` may hold `{pid}` and `{rank}`; its folder must exist (none is created: CaptureError on entry, as
+    `-o` refuses a missing folder). `targets` adds import paths ("package.module:function_name") to the
     engines' own; `engine` ("sglang" or "vllm") limits the search to one engine and labels every call with it.
     At most `max_calls` calls are recorded; later ones run unrecorded and are counted. Re-entering (a decorated
     function that recurses, or the same object used again) keeps one recording that grows across uses and is
@@ -437,7 +455,13 @@ class Capture:
             max_calls = checked("max_calls", max_calls)
         except LimitError as error:
             raise CaptureError(str(error)) from None
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise CapturePathTypeError(f"path is {described(path)}: must be the recording's file path (a str, bytes "
+                                       f"or os.PathLike)")
         self.path_template = os.fsdecode(path)  # (bytes too, as os.fspath gives them)
+        if "\0" in self.path_template:  # (os calls would raise "embedded null byte")
+            raise CaptureError(printable(f"cannot record to `{self.path_template}`: a path cannot hold a null byte",
+                                         _MAX_MESSAGE))
         empty = empty_path_refusal(self.path_template, "a recording")
         if empty is not None:
             raise CaptureError(empty)
@@ -553,7 +577,7 @@ class Capture:
             module = importlib.import_module(module_name)
         except Exception as error:  # an engine that fails to import is skipped, not fatal
             if explicit:
-                raise CaptureError(f"cannot import {module_name!r} for capture target {target!r}: {error}") from error
+                raise CaptureError(unimportable_target("capture", target, error)) from error
             # A path this engine version does not have is expected; a module that exists but fails is news,
             # except for the target's own optional dependency (sglang's Helion decode without `helion`): the
             # engine cannot take that path either.
@@ -566,7 +590,7 @@ class Capture:
         function: object = getattr(module, attribute, None)
         if function is None or not callable(function):
             if explicit:
-                raise CaptureError(f"capture target {target!r}: {module_name} has no function {attribute!r}")
+                raise CaptureError(missing_function("capture", target))
             return None
         return function
 

@@ -93,6 +93,14 @@ def printable(value: Any, limit: int = _MAX_VALUE_CHARS) -> str:
     )
 
 
+def described(value: Any) -> str:
+    """`value` as a wrong-type refusal shows it: short and printable, with its type ("3 (an int)"; None alone)."""
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{printable(repr(value), 80)} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
+
+
 class SourceError(InputError):
     """The checkpoint cannot be read. `str(e)` is one line: the file, the rule's message, and the fix.
 

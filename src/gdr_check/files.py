@@ -98,6 +98,22 @@ def unwritable_folder(path: Path) -> str | None:
     return None
 
 
+def missing_folder_refusal(path: Path) -> str | None:
+    """Why a file at `path` cannot be written because its folder is missing or is no directory (none is created,
+    as a shell's `>` creates none), or None. The words of `-o`'s and `gdr_check.capture`'s refusals."""
+    # A link is followed: the file it names is written, in its own folder.
+    parent = Path(os.path.realpath(path)).parent
+    if parent.exists() and not parent.is_dir():
+        return f"`{path.parent}` is not a directory"
+    if not parent.exists():
+        blocking = next((p for p in parent.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            return f"`{blocking}` is not a directory"
+        shown = path.parent if os.path.realpath(path.parent) == os.fspath(parent) else parent
+        return f"folder `{shown}` does not exist"
+    return None
+
+
 def empty_path_refusal(given: str, what: str) -> str | None:
     """Why `given` names no file for `what` ("a report") because it is empty (a whole sentence), or None."""
     return None if given else f"an empty path names no {what.split()[-1]} file"
@@ -218,7 +234,7 @@ def write_whole(path: Path, data: bytes) -> None:
     """Write `data` to `path` whole or not at all, as readers expect of a report or a recording. Raises OSError.
 
     - A link is followed: the file it names is written and the link stays.
-    - A regular (or new) file is written to a temporary file in its folder (created if missing), flushed and
+    - A regular (or new) file is written to a temporary file in its folder (which must exist), flushed and
       renamed over it, keeping its mode (and, for root, its owner): a full disk or an interrupted run leaves the
       old file as it was.
     - A read-only file is refused, as a shell's `>` would refuse it. A file the rename cannot replace although
@@ -242,7 +258,6 @@ def write_whole(path: Path, data: bytes) -> None:
     if existing is not None and (existing.st_nlink > 1 or not os.access(target.parent, os.W_OK | os.X_OK)):
         _write_in_place(target, data, os.O_TRUNC)
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
     try:
         _write_replacing(target, data, existing)
     except (PermissionError, FileNotFoundError):

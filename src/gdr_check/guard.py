@@ -68,6 +68,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
 import reprlib
 import sys
 import threading
@@ -78,11 +79,20 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .call import ARGUMENTS, Variant
-from .capture import ENGINE_TARGETS, PARAMETERS, _split_target, install_wrappers, restore_wrappers
+from .capture import (
+    ENGINE_TARGETS,
+    PARAMETERS,
+    _split_target,
+    install_wrappers,
+    missing_function,
+    restore_wrappers,
+    unimportable_target,
+)
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
 from .checks.hotpath import address_errors, out_overlaps, run_contract
 from .engines import profile_for
+from .errors import described
 from .limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from .models.check import check_model
 from .models.deployment import Deployment
@@ -108,6 +118,16 @@ class GuardError(ValueError):
         super().__init__(text)
         self.diagnostics = diagnostics
         self.unlisted = unlisted  # faults the device counted but its ring of fault records no longer held
+
+
+class GuardTargetError(GuardError):
+    """An explicit `targets` entry whose module cannot be imported or has no such function: refused on entry, in
+    the words `gdr_check.capture` refuses its own with (the engine's default locations only warn)."""
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.diagnostics: list[Any] = []
+        self.unlisted = 0
 
 
 def _layer_label(state: Any, ordinal: int) -> str:
@@ -366,20 +386,23 @@ _CAPTURE = _CaptureHooks()
 class Guard:
     """Context manager and decorator installing the runtime guard (see the module docs)."""
 
-    def __init__(self, engine: str = "sglang", model: str | None = None, *, tp: int = 1, mode: Mode = "raise",
-                 targets: Sequence[str] | None = None, state_dtype: str | None = None, hook_graphs: bool = True,
-                 max_records: int = DEFAULT_MAX_RECORDS) -> None:
+    def __init__(self, engine: str = "sglang", model: str | os.PathLike[str] | None = None, *, tp: int = 1,
+                 mode: Mode = "raise", targets: Sequence[str] | None = None, state_dtype: str | None = None,
+                 hook_graphs: bool = True, max_records: int = DEFAULT_MAX_RECORDS) -> None:
         # "sglang", "vllm" or name@version (UnknownEngineError, a ValueError, names the choices): the profile
         # decides the contract's checks; the name, which functions to wrap.
         self._engine_name = profile_for(engine).name
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of: {', '.join(MODES)}")
+        if model is not None and not isinstance(model, (str, os.PathLike)):  # not os.fspath's words on entry
+            raise TypeError(f"model is {described(model)}: must be a model id or checkpoint path (a str or "
+                            f"os.PathLike), or None")
         if isinstance(targets, str):
             targets = [targets]
         # Built now so that a bad `tp` or `state_dtype` is refused here, not inside the engine's first decode call.
         self._deployment = Deployment(tp=tp, engine=engine, state_dtype=state_dtype)
         self.engine = engine
-        self.model = model
+        self.model = None if model is None else os.fspath(model)
         self.tp = tp
         self.mode = mode
         self.state_dtype = state_dtype
@@ -616,22 +639,29 @@ class Guard:
             self._act(pending.diagnostics, pending.total - len(pending.diagnostics))
 
     # -- patching -------------------------------------------------------------------------------------------------
-    def _resolve(self, target: str) -> Callable[..., Any] | None:
+    def _resolve(self, target: str, explicit: bool = False) -> Callable[..., Any] | None:
+        """The function `target` names, or None; GuardTargetError for an `explicit` one (from `targets`) that
+        cannot be imported or has no such function (a default location this engine version lacks is normal)."""
         module_name, attribute = _split_target(target)
         module = sys.modules.get(module_name)
         if module is None:
             try:
                 module = importlib.import_module(module_name)
-            except Exception:  # noqa: BLE001 - a path this engine version lacks, or an engine that fails to import
+            except Exception as error:
+                if explicit:
+                    raise GuardTargetError(unimportable_target("guard", target, error)) from error
                 return None
         function = getattr(module, attribute, None)
+        if explicit and not callable(function):
+            raise GuardTargetError(missing_function("guard", target))
         return function if callable(function) else None
 
     def _patch(self) -> None:
         by_id: dict[int, _Site] = {}
         self.sites = []
-        for target in [*ENGINE_TARGETS[self._engine_name], *self.extra_targets]:
-            function = self._resolve(target)
+        targets = [(t, False) for t in ENGINE_TARGETS[self._engine_name]] + [(t, True) for t in self.extra_targets]
+        for target, explicit in targets:
+            function = self._resolve(target, explicit)
             if function is None or id(function) in by_id:
                 continue
             function = getattr(function, "__gdr_check_guard_original__", function)
@@ -789,9 +819,9 @@ class Guard:
 # `gdr_check.guard(...)` must work however `gdr_check.guard` was reached (see the same device in capture.py):
 # importing this submodule binds the package attribute to the module, so the module itself is callable.
 class _CallableModule(types.ModuleType):
-    def __call__(self, engine: str = "sglang", model: str | None = None, *, tp: int = 1, mode: Mode = "raise",
-                 targets: Sequence[str] | None = None, state_dtype: str | None = None, hook_graphs: bool = True,
-                 max_records: int = DEFAULT_MAX_RECORDS) -> Guard:
+    def __call__(self, engine: str = "sglang", model: str | os.PathLike[str] | None = None, *, tp: int = 1,
+                 mode: Mode = "raise", targets: Sequence[str] | None = None, state_dtype: str | None = None,
+                 hook_graphs: bool = True, max_records: int = DEFAULT_MAX_RECORDS) -> Guard:
         """Guard the engine's packed-decode calls inside a `with` block or a decorated function."""
         return Guard(engine, model, tp=tp, mode=mode, targets=targets, state_dtype=state_dtype,
                      hook_graphs=hook_graphs, max_records=max_records)

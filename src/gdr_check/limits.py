@@ -46,6 +46,10 @@ class Limit:
     def range_text(self) -> str:
         return f"{_number(self.minimum)}..{_number(self.maximum)}"
 
+    @property
+    def maximum_text(self) -> str:
+        return _number(self.maximum)
+
 
 def _number(value: float) -> str:
     if isinstance(value, float) and abs(value) >= 1e16:  # 1e+30, not the float's 31 digits
@@ -86,7 +90,10 @@ LIMITS: dict[str, Limit] = {
     "timeout": Limit(0.001, 604_800.0, "seconds before the child is killed", "dry-run --timeout", whole=False),
     # recorded kernel calls (`gdr-check call FILE`)
     "dim": Limit(0, 2**40, "one dimension of a recorded tensor", "recording"),
-    "scale": Limit(-1e30, 1e30, "a recorded or passed scale (finite)", "recording, guard argument", whole=False),
+    # GDR245 judges a scale by this range (0 itself, and below, is not positive: GDR245 too); a recording holds
+    # any finite scale of at most the maximum in magnitude, judged by GDR245 like a passed one.
+    "scale": Limit(0, 1e30, "a recorded or passed scale: positive and finite (GDR245 otherwise)",
+                   "recording, guard argument", whole=False),
     "lower_bound": Limit(-1e30, 1e30, "a recorded or passed KDA `lower_bound` (finite)", "recording, guard argument",
                          whole=False),
     # the runtime guard and the capture of calls

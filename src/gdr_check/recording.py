@@ -113,10 +113,39 @@ def _optional_number(data: dict[str, Any], key: str, where: str) -> float | None
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"`{where}.{key}` must be a number or null")
-    if not LIMITS["scale"].allows(value):  # NaN, inf, 1e400 or an integer too large for a float
-        raise ValueError(f"`{where}.{key}` is {shorten(value)}: must be a finite number in "
-                         f"{LIMITS['scale'].range_text}")
+    # NaN, inf, 1e400 or an integer too large for a float. A finite scale <= 0 is read: GDR245 judges it, as it
+    # judges a passed one; so does GDR254/GDR257 a lower bound.
+    limit = LIMITS[key]
+    if not limit.allows(abs(value)):
+        raise ValueError(f"`{where}.{key}` is {shorten(value)}: must be a finite number of at most "
+                         f"{limit.maximum_text} in magnitude")
     return float(value)
+
+
+def _shown(value: Any) -> str:
+    """A value of the file as a message shows it: short, printable, a string quoted."""
+    return printable(shorten(repr(value) if isinstance(value, str) else value))
+
+
+def _count(value: Any, where: str) -> int:
+    """`value` when it is a whole number >= 0 (a call's `index`, `calls_seen`), else ValueError naming `where`."""
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"`{where}` must be a whole number >= 0 (got {_shown(value)})")
+    return value
+
+
+def _unique_indices(entries: list[Any], recorded: list[RecordedCall]) -> None:
+    """ValueError naming the first call whose index (its `index`, else its position) an earlier call has: a
+    call's index is how the report and `--index` name it."""
+    first: dict[int, int] = {}
+    for position, call in enumerate(recorded):
+        earlier = first.setdefault(call.index, position)
+        if earlier != position:
+            given = "index" in entries[earlier]
+            other = f"`calls[{earlier}].index`" if given else f"the position of `calls[{earlier}]` (it has no `index`)"
+            mine = (f"`calls[{position}].index` is {call.index}" if "index" in entries[position] else
+                    f"the position of `calls[{position}]` (it has no `index`) is {call.index}")
+            raise ValueError(f"{mine}, as is {other}: each call's index must be unique")
 
 
 def _call_entry(entry: Any, index: int) -> RecordedCall:
@@ -136,6 +165,11 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
     missing = [name for name in (*TENSOR_ARGUMENTS, "scale") if name not in data]
     if missing:
         raise ValueError(f"`{where}.call` has no `{missing[0]}`")
+    if variant == "gdn" and data.get("lower_bound") is not None:
+        raise ValueError(f"`{where}.call.lower_bound` is {_shown(data['lower_bound'])}, but the call is a GDN call: "
+                         f"the GDN kernel has no lower_bound (only KDA calls take one)")
+    if "index" in entry:
+        _count(entry["index"], f"{where}.index")
     tensors = {name: _tensor(data[name], f"{where}.call.{name}") for name in TENSOR_ARGUMENTS}
     flag = data.get("use_qk_l2norm_in_kernel", False)
     if not isinstance(flag, bool):
@@ -198,9 +232,12 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(shown, "`calls` must be a list")
     try:
         recorded = [_call_entry(entry, i) for i, entry in enumerate(calls)]
+        _unique_indices(calls, recorded)
+        seen = document.get("calls_seen")
+        if seen is not None:
+            _count(seen, "calls_seen")
     except (ValueError, TypeError) as error:
         raise RecordingError(shown, str(error)) from None
-    seen = document.get("calls_seen")
     dropped = document.get("calls_dropped")
     skipped = document.get("skipped_targets")
     max_calls = document.get("max_calls")

@@ -214,12 +214,13 @@ def grid_limit(ctx: CallContext) -> Finding | None:
 
 @rule(
     "GDR245", "invalid-scales",
-    summary="`scale` is missing, not a number, or not positive",
-    message="`scale` is {value!r}; the kernel needs a positive float (typically K**-0.5 = {expected})",
+    summary="`scale` is missing, not a number, not positive, or out of range",
+    message="`scale` is {value!r}; {problem} (typically K**-0.5 = {expected})",
     explanation=(
         "The wrapper does not validate `scale`: None fails inside Triton's compiler, 0.0 gives an all-zero "
         "`out`, and negative or non-finite values are accepted and give wrong output (docs/kernel-contract.md "
-        "U11). The neighbouring wrappers assert `scale > 0`."
+        "U11). The neighbouring wrappers assert `scale > 0`. gdr-check takes a scale in "
+        f"{LIMITS['scale'].range_text} (docs/limits.md): above that, it is reported here too."
     ),
     fixes=("pass `scale = head_k_dim ** -0.5`",),
     engines="sglang 0.5.23 and vLLM.",
@@ -229,9 +230,17 @@ def scale_valid(ctx: CallContext) -> Finding | None:
     scale = ctx.call.scale
     expected = ctx.K ** -0.5 if ctx.K else "K**-0.5"
     # LIMITS: a number, finite, at most 1e30 (10**400 and 1e308 are not scales; no float() of a huge int).
-    if not LIMITS["scale"].allows(scale) or scale <= 0:
+    limit = LIMITS["scale"]
+    if not limit.allows(scale) or scale <= 0:
         shown = shorten(scale) if isinstance(scale, int) and scale.bit_length() > 128 else scale
-        return Finding({"value": shown, "expected": expected},
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or (isinstance(scale, float)
+                                                                                and math.isnan(scale)):
+            problem = "not a number: the kernel needs a positive float"
+        elif scale <= 0:
+            problem = "not positive: the kernel needs a positive float"
+        else:  # inf, 1e300, 10**400
+            problem = f"above {limit.maximum_text}, the largest scale docs/limits.md allows"
+        return Finding({"value": shown, "problem": problem, "expected": expected},
                        [f"pass `scale={expected}` (head_k_dim ** -0.5)" if ctx.K else "pass head_k_dim ** -0.5"],
                        argument="scale")
     return None

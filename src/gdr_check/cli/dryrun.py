@@ -100,7 +100,7 @@ def dry_run_command(
                                                      "torch.distributed, compared with the unsharded layer)."),
 ) -> int:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process and verify every step."""
-    from ..api import dry_run
+    from ..api import dry_run, ranks_problem, weights_problem
     from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
@@ -109,10 +109,12 @@ def dry_run_command(
         state_dtype_option(state_dtype)
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
         checked(name, value)  # negative, inf, or a number of thousands of digits
-    if ranks not in ("one", "all"):
-        raise typer.BadParameter(f"expected one or all, got {ranks!r}", param_hint="--ranks")
-    if weights and ranks != "all":
-        raise typer.BadParameter("--weights is read by --ranks all", param_hint="--weights")
+    problem = ranks_problem(ranks)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--ranks")
+    problem = weights_problem(weights, ranks)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--weights")
     out = Output(fmt, output_file)
     out.check_destination()  # before the run (minutes on a GPU), not after it
     options = RunOptions(target, out, select=select, extend_select=extend_select, ignore=ignore,

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..files import cache_refusal, reserved_name_refusal, write_problem, write_whole
+from ..files import cache_refusal, missing_folder_refusal, reserved_name_refusal, write_problem, write_whole
 from ..sources.discover import checkpoint_inputs
 from .errors import ReportWriteError
 
@@ -42,19 +42,13 @@ def _refuse_destination(path: Path, protected: Iterable[str]) -> None:
     folder must exist (none is created)."""
     # A link is followed: the report replaces the file it names, and the link stays.
     target = Path(os.path.realpath(path))
-    parent = target.parent
     in_cache = cache_refusal(path, "a report")
     if in_cache is not None:
         raise _failure(path, in_cache)
-    if parent.exists() and not parent.is_dir():
-        raise _failure(path, f"`{path.parent}` is not a directory")
-    if not parent.exists():
-        blocking = next((p for p in parent.parents if p.exists() and not p.is_dir()), None)
-        if blocking is not None:
-            raise _failure(path, f"`{blocking}` is not a directory")
-        # As a shell's `>`: a mistyped folder is an error, not a tree made anywhere (the Action makes its own).
-        shown = path.parent if os.path.realpath(path.parent) == os.fspath(parent) else parent
-        raise _failure(path, f"folder `{shown}` does not exist")
+    # As a shell's `>`: a mistyped folder is an error, not a tree made anywhere (the Action makes its own).
+    missing = missing_folder_refusal(path)
+    if missing is not None:
+        raise _failure(path, missing)
     try:
         existing: os.stat_result | None = os.stat(target)
     except FileNotFoundError:

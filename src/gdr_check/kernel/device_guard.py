@@ -33,6 +33,7 @@ from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.hotpath import address_errors, address_rules, byte_extents, out_overlaps
 from ..checks.rules_guard import meta_report
+from ..errors import described
 from ..limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
 from ..registry import Finding
 from ..report import Diagnostic, Severity
@@ -539,6 +540,9 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
     device and raised by `raise_pending` or by the next eager call that finds them (no sync is forced)."""
     if context not in CONTEXTS:
         raise ValueError(f"unknown context {context!r}; expected one of: {', '.join(CONTEXTS)}")
+    if buffer is not None and not isinstance(buffer, FaultBuffer):
+        raise TypeError(f"faults is {described(buffer)}: must be a gdr_check.kernel.FaultBuffer, or None for the "
+                        f"device's buffer")
     verdict = cached_verdict(variant, engine, args)
     if verdict.errors:
         raise ValueError(verdict.errors[0].message)

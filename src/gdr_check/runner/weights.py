@@ -34,6 +34,27 @@ def _span(path: Path, name: str) -> tuple[int, int]:
     return 8 + length + int(begin), int(end) - int(begin)
 
 
+# Per float dtype: (bytes per entry, the exponent bits, all set in an inf or a NaN only), little-endian as
+# safetensors stores them. Other dtypes are not checked.
+_EXPONENTS = {"float64": (8, 0x7FF0_0000_0000_0000), "float32": (4, 0x7F80_0000), "float16": (2, 0x7C00),
+              "bfloat16": (2, 0x7F80)}
+
+
+def _not_finite(path: Path, offset: int, nbytes: int, dtype: str) -> tuple[int, str] | None:
+    """(position, "NaN" or "inf") of the first entry of the tensor at `offset` that is not finite, or None."""
+    if dtype not in _EXPONENTS:
+        return None
+    width, exponent = _EXPONENTS[dtype]
+    with open(path, "rb") as handle:  # one layer's A_log or dt_bias: a few hundred bytes
+        handle.seek(offset)
+        data = handle.read(nbytes)
+    for position in range(len(data) // width):
+        bits = int.from_bytes(data[position * width:(position + 1) * width], "little")
+        if bits & exponent == exponent:  # a mantissa bit set: NaN, none: +-inf
+            return position, "NaN" if bits & ((exponent & -exponent) - 1) else "inf"
+    return None
+
+
 def layer_parameters(check: ModelCheck) -> dict[str, Any]:
     """{"layer": i, "tensors": {"A_log": {path, offset, nbytes, dtype, shape, name}, ...}} for the first linear
     layer whose `A_log` and `dt_bias` the checkpoint holds."""
@@ -60,6 +81,14 @@ def layer_parameters(check: ModelCheck) -> dict[str, Any]:
                 offset, nbytes = _span(path, info.name)
             except (OSError, ValueError, KeyError, struct.error) as error:
                 raise WeightsError(f"--weights: cannot locate `{info.name}` in {path.name}: {error}") from None
+            try:
+                bad = _not_finite(path, offset, nbytes, info.dtype)
+            except OSError as error:
+                raise WeightsError(f"--weights: cannot read `{info.name}` in {path.name}: {error}") from None
+            if bad is not None:  # every rank would return NaN, and the sharding be blamed: say it before launching
+                raise WeightsError(f"--weights: `{info.name}` in {path.name} holds {bad[1]} (entry {bad[0]}): "
+                                   f"the dry-run needs finite A_log and dt_bias; check or download the checkpoint "
+                                   f"again")
             result[parameter] = {"name": info.name, "path": str(path), "offset": offset, "nbytes": nbytes,
                                  "dtype": info.dtype, "shape": list(info.shape)}
         return {"layer": layer, "tensors": result}

@@ -14,6 +14,7 @@ from ...report import Diagnostic
 from ...tensors import TensorSpec, short_dtype
 from ..escape import markup, neutralise_log
 from ..escape import markup as escape
+from .common import calls_checked, severity_counts
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
@@ -79,8 +80,7 @@ def _call_table(console: Console, call: CheckedCall, tp: int) -> None:
 
 
 def _counts(diagnostics: list[Diagnostic]) -> str:
-    counts = {s: sum(d.severity == s for d in diagnostics) for s in ("error", "warning", "info")}
-    return f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    return severity_counts({s: sum(d.severity == s for d in diagnostics) for s in ("error", "warning", "info")})
 
 
 def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) -> str:
@@ -91,7 +91,7 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
     for call in run.calls:
         groups.setdefault(_signature(call), []).append(call)
     compared = f"; compared with {run.target} at tp={run.tp}" if run.target else ""
-    console.print(f"[bold]{escape(run.recording.path)}[/bold]: {len(run.calls)} call(s) checked, "
+    console.print(f"[bold]{escape(run.recording.path)}[/bold]: {calls_checked(len(run.calls))}, "
                   f"{len(groups)} distinct{escape(compared)}", soft_wrap=True)
     for note in run.notes:
         console.print(f"  [dim]note[/dim]  {escape(note)}", soft_wrap=True)
@@ -114,5 +114,5 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
         console.print()
         for diagnostic in first.diagnostics:
             render_diagnostic(console, diagnostic)
-    console.print(f"summary: {len(run.calls)} call(s) checked: {_counts(run.all_diagnostics())}", soft_wrap=True)
+    console.print(f"summary: {calls_checked(len(run.calls))}: {_counts(run.all_diagnostics())}", soft_wrap=True)
     return neutralise_log(buffer.getvalue())

@@ -93,12 +93,25 @@ def counts(run: Run) -> dict[str, int]:
     return found
 
 
+def severity_counts(found: dict[str, int]) -> str:
+    return f"{found['error']} error(s), {found['warning']} warning(s), {found['info']} note(s)"
+
+
+def calls_checked(count: int) -> str:
+    """What a `call` run checked, as every format's summary says it: its calls, not its one recording."""
+    return f"{count} call(s) checked"
+
+
 def summary_line(run: Run) -> str:
     found = counts(run)
     unreadable = sum(r.error is not None for r in run.results)
-    checked = len(run.results) - unreadable
-    parts = [f"{found['error']} error(s)", f"{found['warning']} warning(s)", f"{found['info']} note(s)"]
-    text = f"summary: {checked} checked: " + ", ".join(parts)
+    readable = [r for r in run.results if r.error is None]
+    calls = [len(r.details.calls) for r in readable if r.kind == "call" and hasattr(r.details, "calls")]
+    if readable and len(calls) == len(readable):  # a recording's calls, as the full format counts them
+        checked = calls_checked(sum(calls))
+    else:
+        checked = f"{len(readable)} checked"
+    text = f"summary: {checked}: " + severity_counts(found)
     if unreadable:
         text += f"; {unreadable} could not be read"
     return text
