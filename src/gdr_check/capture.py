@@ -44,7 +44,6 @@ from .files import (
     cache_refusal,
     empty_path_refusal,
     folder_name_refusal,
-    missing_folder_refusal,
     reserved_name_refusal,
     write_problem,
     write_whole,
@@ -157,7 +156,7 @@ def _destination_problem(path: Path) -> str | None:
         return refusal
     if os.path.isdir(path):
         return "it is a directory"
-    return missing_folder_refusal(path) or write_problem(path)  # a missing folder is refused, not created
+    return write_problem(path)  # (a missing folder among them: refused, not created)
 
 
 # -- what one call looks like ------------------------------------------------------------------------------------

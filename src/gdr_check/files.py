@@ -86,13 +86,12 @@ def reserved_name_refusal(path: Path, what: str) -> str | None:
 
 
 def unwritable_folder(path: Path) -> str | None:
-    """Why a new file at `path` could not be created because of its folder, or None: the nearest folder that
-    exists (those below it are created on the way) is no directory, or cannot be written or searched."""
-    folder = Path(os.path.abspath(path)).parent
-    while not os.path.lexists(folder) and folder != folder.parent:
-        folder = folder.parent
-    if not os.path.isdir(folder):
-        return f"`{folder}` is not a directory"
+    """Why a new file at `path` (a link followed) could not be created because of its folder, or None: the folder
+    is missing or no directory (`missing_folder_refusal`: none is created), or cannot be written or searched."""
+    missing = missing_folder_refusal(path)
+    if missing is not None:
+        return missing
+    folder = Path(os.path.realpath(path)).parent
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"`{folder}` is not writable"
     return None
@@ -133,7 +132,7 @@ def write_problem(path: Path) -> str | None:
     it."""
     if os.path.exists(path):
         return None if os.access(path, os.W_OK) else "permission denied"
-    return unwritable_folder(Path(os.path.realpath(path)))
+    return unwritable_folder(path)
 
 
 def new_file_mode(existing: os.stat_result | None) -> int:

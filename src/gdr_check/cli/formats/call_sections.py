@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from ...report import Diagnostic
 from ...tensors import TensorSpec, short_dtype
 from ..escape import markup, neutralise_log
 from ..escape import markup as escape
-from .common import calls_checked, severity_counts
+from .common import calls_checked, diagnostics_tally
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
@@ -79,10 +78,6 @@ def _call_table(console: Console, call: CheckedCall, tp: int) -> None:
     console.print(table)
 
 
-def _counts(diagnostics: list[Diagnostic]) -> str:
-    return severity_counts({s: sum(d.severity == s for d in diagnostics) for s in ("error", "warning", "info")})
-
-
 def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) -> str:
     """The `full` report of a call run: each distinct call with its table and diagnostics, then the summary."""
     buffer = io.StringIO()
@@ -114,5 +109,6 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
         console.print()
         for diagnostic in first.diagnostics:
             render_diagnostic(console, diagnostic)
-    console.print(f"summary: {calls_checked(len(run.calls))}: {_counts(run.all_diagnostics())}", soft_wrap=True)
+    console.print(f"summary: {calls_checked(len(run.calls))}: {diagnostics_tally(run.all_diagnostics())}",
+                  soft_wrap=True)
     return neutralise_log(buffer.getvalue())

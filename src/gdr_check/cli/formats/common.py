@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ...report import Diagnostic
@@ -95,6 +95,14 @@ def counts(run: Run) -> dict[str, int]:
 
 def severity_counts(found: dict[str, int]) -> str:
     return f"{found['error']} error(s), {found['warning']} warning(s), {found['info']} note(s)"
+
+
+def diagnostics_tally(diagnostics: Iterable[Diagnostic]) -> str:
+    """'1 error(s), 2 warning(s), 0 note(s)' of `diagnostics`, as every summary line says it."""
+    found = {"error": 0, "warning": 0, "info": 0}
+    for diagnostic in diagnostics:
+        found[diagnostic.severity] += 1
+    return severity_counts(found)
 
 
 def calls_checked(count: int) -> str:

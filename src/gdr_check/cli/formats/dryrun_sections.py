@@ -13,6 +13,7 @@ from ...limits import counted
 from ...runner.diagnose import KERNEL_NAMES, fmt, number
 from ...tensors import short_dtype
 from ..escape import markup as escape
+from .common import diagnostics_tally
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
@@ -154,8 +155,7 @@ def _timing_lines(console: Console, result: DryRunResult) -> None:
 
 
 def _summary(result: DryRunResult) -> str:
-    counts = {level: sum(d.severity == level for d in result.diagnostics) for level in ("error", "warning", "info")}
-    tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    tally = diagnostics_tally(result.diagnostics)
     if result.unavailable is not None and result.plan is not None:  # refused after planning, so a plan is set
         return f"dry-run not launched: backend `{result.plan.backend}` is not available; {tally}"
     if not result.launched and not result.refused_because:
@@ -250,9 +250,8 @@ def render_ranks(target: str, result: RanksResult, *, color: bool, ascii_only: b
     console.print()
     for diagnostic in result.diagnostics:
         render_diagnostic(console, diagnostic)
-    counts = {level: sum(d.severity == level for d in result.diagnostics) for level in ("error", "warning", "info")}
-    errors = counts["error"]
-    tally = f"{errors} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    errors = sum(d.severity == "error" for d in result.diagnostics)
+    tally = diagnostics_tally(result.diagnostics)
     decode = result.check.decode
     if result.outcome is None and result.unavailable:
         verdict = f"dry-run --ranks all not launched: backend unavailable ({result.unavailable})"
