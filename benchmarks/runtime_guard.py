@@ -12,11 +12,15 @@ For GDN (H=16, HV=32) and KDA (H=HV=32), K = V = 128, bf16 activations, fp32 sta
   case); and *guard host per step* (`guard_host_step_us`), decode steps of STEP_LAYERS layers, each layer with
   its own pool, all passing one indices tensor that is a new object every step (eager decode): one check per
   step, the other layers reuse its sanitised indices; the step's guard cost divided by its calls;
-- CUDA-graph replay: a graph of 16 calls of each: unchecked launch and checked kernel (16 calls on one pool),
-  and sglang's wrapper and sglang's wrapper under the guard as a decode step (16 layers, each with its own
-  pool, one indices tensor: the guard captures one check and 16 engine kernels); time per call from the
-  median replay. `guarded_graph_every_call_us` is the same step under a guard without graph hooks
-  (`hook_graphs=False`: no reuse, a check per layer), the guard's cost before it checked once per step;
+- CUDA-graph replay: graphs of 16 calls: the unchecked launch and the checked kernel, each as 16 calls on one
+  pool (one slot set, hot in L2, every call reading the previous call's write: `*_graph_us`) and as a decode
+  step (16 layers, each with its own pool, one indices tensor: `*_step_graph_us`, as an engine calls them);
+  sglang's wrapper and sglang's wrapper under the guard as that decode step (the guard captures one check and
+  16 engine kernels). The six graphs take turns
+  over 7 rounds of 20 replays; time per call is the median of the rounds' medians, with the spread (`*_spread`:
+  half the rounds' range, relative) and every round's figure. `guarded_graph_every_call_us` is the same step
+  under a guard without graph hooks (`hook_graphs=False`: no reuse, a check per layer), the guard's cost
+  before it checked once per step;
 - faults: a graph of the checked kernel, one of the guarded sglang wrapper, and one of a guarded decode step
   (4 layers with canaried pools of their own sharing the indices, the graph hooks on: one captured check) are
   replayed with slot tables holding every bad-index class (past the pool, far past it, a repeated slot, a live
@@ -28,6 +32,7 @@ For GDN (H=16, HV=32) and KDA (H=HV=32), K = V = 128, bf16 activations, fp32 sta
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -188,9 +193,12 @@ def checks_per_step(fn: Callable[..., Any], calls: list[dict[str, Any]], indices
     return count / 2
 
 
-def graph_us(fn: Callable[[], Any], repeat: int = GRAPH_CALLS) -> float:
-    """Median replay time per call of a graph of GRAPH_CALLS calls: `fn` captured `repeat` times (a call, or
-    with repeat=1 a decode step of GRAPH_CALLS layers)."""
+GRAPH_ROUNDS = 7  # interleaved rounds of REPLAYS replays per graph
+
+
+def capture_graph(fn: Callable[[], Any], repeat: int = GRAPH_CALLS) -> torch.cuda.CUDAGraph:
+    """A graph of GRAPH_CALLS calls: `fn` captured `repeat` times (a call, or with repeat=1 a decode step of
+    GRAPH_CALLS layers), after three eager warm-up calls."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -201,6 +209,11 @@ def graph_us(fn: Callable[[], Any], repeat: int = GRAPH_CALLS) -> float:
         for _ in range(repeat):
             fn()
     torch.cuda.synchronize()
+    return graph
+
+
+def replay_round_us(graph: torch.cuda.CUDAGraph) -> float:
+    """The median of REPLAYS replays' time per call (µs), each replay timed by events."""
     times = []
     for _ in range(REPLAYS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -210,6 +223,21 @@ def graph_us(fn: Callable[[], Any], repeat: int = GRAPH_CALLS) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / GRAPH_CALLS)
     return statistics.median(times)
+
+
+def graphs_us(*graphs: torch.cuda.CUDAGraph) -> list[dict[str, float]]:
+    """Each graph's replay time per call over GRAPH_ROUNDS rounds in which the graphs take turns (a clock or
+    a neighbour's slow spell lands on every side alike): the median of the rounds' medians, and the spread
+    (half the range of the rounds, relative to that median)."""
+    rounds: list[list[float]] = [[] for _ in graphs]
+    for _ in range(GRAPH_ROUNDS):
+        for position, graph in enumerate(graphs):
+            rounds[position].append(replay_round_us(graph))
+    summary = []
+    for times in rounds:
+        middle = statistics.median(times)
+        summary.append({"us": middle, "spread": (max(times) - min(times)) / 2 / middle, "rounds": times})
+    return summary
 
 
 class _NoLaunch:
@@ -292,11 +320,23 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
         finally:
             setattr(module, SGLANG_KERNEL[variant], kernel)
         row["checked_host_us"] = host_us(lambda: checked(*args, context="engine"))
-        row["unchecked_graph_us"] = graph_us(lambda: unchecked(*args))
-        row["checked_graph_us"] = graph_us(lambda: checked(*args, context="engine"))
+        # The six graphs replayed in turn: the unchecked and checked launches as GRAPH_CALLS calls on one pool
+        # (one slot set, its state hot in L2, each call reading the previous call's write) and as a decode
+        # step of GRAPH_CALLS layers with pools of their own (as an engine calls them), then sglang's wrapper
+        # and the guarded wrapper, each as that decode step.
+        checked_engine = functools.partial(checked, context="engine")
+        graphs = [capture_graph(lambda: unchecked(*args)), capture_graph(lambda: checked(*args, context="engine")),
+                  capture_graph(lambda: run_step(unchecked, layers, indices), repeat=1),
+                  capture_graph(lambda: run_step(checked_engine, layers, indices), repeat=1),
+                  capture_graph(lambda: run_step(sglang, layers, indices), repeat=1),
+                  capture_graph(lambda: run_step(guarded, layers, indices), repeat=1)]
+        names = ("unchecked_graph", "checked_graph", "unchecked_step_graph", "checked_step_graph", "sglang_graph",
+                 "guarded_graph")
+        for name, timing in zip(names, graphs_us(*graphs), strict=True):
+            row[f"{name}_us"], row[f"{name}_spread"], row[f"{name}_rounds_us"] = (
+                timing["us"], timing["spread"], timing["rounds"])
         row["graph_layers"] = GRAPH_CALLS
-        row["sglang_graph_us"] = graph_us(lambda: run_step(sglang, layers, indices), repeat=1)
-        row["guarded_graph_us"] = graph_us(lambda: run_step(guarded, layers, indices), repeat=1)
+        del graphs
         if B == 32 and os.environ.get("RUNTIME_GUARD_PROFILE"):
             profile_calls(f"{variant} B={B} guarded sglang wrapper", lambda: guarded(**kwargs))
             profile_calls(f"{variant} B={B} checked kernel", lambda: checked(*args, context="engine"))
@@ -304,7 +344,8 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
                                  hook_graphs=False)  # no capture hooks: no reuse, a check per layer
     with every_call:
         guarded = getattr(module, SGLANG[variant])
-        row["guarded_graph_every_call_us"] = graph_us(lambda: run_step(guarded, layers, indices), repeat=1)
+        row["guarded_graph_every_call_us"] = graphs_us(
+            capture_graph(lambda: run_step(guarded, layers, indices), repeat=1))[0]["us"]
     errors = [d for d in guard.diagnostics + every_call.diagnostics if d.severity == "error"]
     row["guard_errors_on_valid_calls"] = len(errors)
     print(f"{variant:4} {B:>4} | {row['checked_eager_us']:9.1f} {row['sglang_eager_us']:9.1f} "
@@ -313,7 +354,9 @@ def measure_row(module: Any, variant: str, B: int) -> dict[str, Any]:
           f"{row['guard_host_step_us']:10.1f} {row['sglang_checks_step_us']:10.1f} "
           f"{row['guard_host_step_us'] / row['sglang_checks_step_us']:6.2f} {row['checks_per_step']:6g} | "
           f"{row['unchecked_graph_us']:11.2f} {row['checked_graph_us']:9.2f} "
-          f"{row['checked_graph_us'] / row['unchecked_graph_us']:6.3f} | {row['sglang_graph_us']:9.2f} "
+          f"{row['checked_graph_us'] / row['unchecked_graph_us']:6.3f} | {row['unchecked_step_graph_us']:9.2f} "
+          f"{row['checked_step_graph_us']:9.2f} {row['checked_step_graph_us'] / row['unchecked_step_graph_us']:6.3f} | "
+          f"{row['sglang_graph_us']:9.2f} "
           f"{row['guarded_graph_us']:9.2f} {row['guarded_graph_us'] / row['sglang_graph_us']:6.3f} "
           f"{row['guarded_graph_every_call_us']:9.2f}",
           flush=True)
@@ -339,11 +382,13 @@ def main() -> int:
                                "sglang_source": str(source), "rows": [], "faults": []}
     print(f"{'var':4} {'B':>4} | {'chk eager':>9} {'sgl eager':>9} {'ratio':>6} | {'guard host':>10} "
           f"{'sgl checks':>10} {'ratio':>6} | {'guard/step':>10} {'sgl checks':>10} {'ratio':>6} {'checks':>6} | "
-          f"{'unchk graph':>11} {'chk graph':>9} {'ratio':>6} | {'sgl graph':>9} {'guarded':>9} {'ratio':>6} "
+          f"{'unchk graph':>11} {'chk graph':>9} {'ratio':>6} | {'unchk step':>9} {'chk step':>9} {'ratio':>6} | "
+          f"{'sgl graph':>9} {'guarded':>9} {'ratio':>6} "
           f"{'every call':>9}")
     print(f"guard/step: per call over decode steps of {STEP_LAYERS} layers (pools of their own, one indices tensor "
           f"per step, a new object each step); 'checks' per step; sgl/guarded graph: a step of {GRAPH_CALLS} "
-          f"layers; 'every call': the guarded graph without reuse (hook_graphs=False)")
+          f"layers; unchk/chk graph: {GRAPH_CALLS} calls on one pool; unchk/chk step: that decode step; "
+          f"'every call': the guarded graph without reuse (hook_graphs=False)")
     for variant in ("gdn", "kda"):
         for B in BATCHES:
             results["rows"].append(measure_row(module, variant, B))

@@ -651,11 +651,15 @@ def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(m
     assert [d.code for d in guard.diagnostics if d.severity == "error"] == ["GDR245"]
 
 
-def test_the_guard_compares_with_the_last_plan_and_still_tells_every_term_apart(monkeypatch):
-    # Steady state compares the call with the site's last plan term by term; a call that differs from it in any
-    # one term must be judged as the new signature it is, and the base call then finds its own plan again.
+@pytest.mark.parametrize("implementation", ["torch", "python"])
+def test_the_guard_compares_with_the_last_plan_and_still_tells_every_term_apart(monkeypatch, implementation):
+    # Steady state compares the call with the site's last plan (its tensors by `hotpath.tensor_matcher`: torch's
+    # C++ check, or Python where a torch has none); a call that differs from it in any one term must be judged
+    # as the new signature it is, and the base call then finds its own plan again.
     from fake_engine import install
 
+    if implementation == "python":
+        monkeypatch.setattr(torch._C._dynamo.guards, "TensorGuards", None)  # calling it fails: the Python test
     engine = install(monkeypatch)
     verdicts = _counting_verdicts(monkeypatch)
     _, arguments = engine_arguments(slots=[1, 2, 3])
@@ -684,6 +688,35 @@ def test_the_guard_compares_with_the_last_plan_and_still_tells_every_term_apart(
         engine.gdn_caller.forward_decode(**arguments)
         [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
         assert len(verdicts) == 8 and len(site.plans) == 8 and site.recent is site.plans[site.recent.key]
+
+
+def test_a_call_the_stricter_tensor_test_refuses_finds_its_plan_and_makes_the_test_again(monkeypatch):
+    # torch's tensor check also compares requires_grad (and the exact type, the dispatch keys): a call that
+    # differs from the plan's first call there has the same signature, so it finds the same plan by the full
+    # lookup, with no new verdict, and the plan's test is made again from its tensors, so that the next such
+    # calls take the steady path.
+    from fake_engine import install
+    from gdr_check import guard as guard_module
+
+    engine = install(monkeypatch)
+    verdicts = _counting_verdicts(monkeypatch)
+    made = []
+    real_matcher = guard_module.tensor_matcher
+    monkeypatch.setattr(guard_module, "tensor_matcher", lambda tensors: made.append(1) or real_matcher(tensors))
+    _, arguments = engine_arguments(slots=[1, 2, 3])
+    trained = dict(arguments, A_log=arguments["A_log"].clone().requires_grad_())
+    with gdr_check.guard(engine="sglang", mode="record") as guard:
+        for _ in range(2):
+            engine.gdn_caller.forward_decode(**arguments)
+        assert (len(verdicts), len(made)) == (1, 1)
+        for _ in range(3):
+            engine.gdn_caller.forward_decode(**trained)
+        assert (len(verdicts), len(made)) == (1, 2)  # the same plan; its test made again once
+        [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
+        [plan] = site.plans.values()
+        order = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "ssm_state_indices")
+        assert plan.matches(*(trained[name] for name in order))
+    assert not [d for d in guard.diagnostics if d.severity == "error"]
 
 
 def test_an_omitted_flag_is_keyed_as_the_functions_default_and_its_type_counts(monkeypatch):

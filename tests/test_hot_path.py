@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,55 @@ def test_the_per_call_overlap_test_meets_gdr246_at_the_byte():
         assert extents is not None and extents[0] == extent and extents[6] == 128
         assert out_overlaps(args, extents) is overlaps
     assert byte_extents([*inputs[:7], [1.0], inputs[8]]) is None  # `out` not a tensor: nothing kept
+
+
+def _python_matcher_only(monkeypatch, torch):
+    """Make `tensor_matcher` fall back to its Python comparison, as on a torch without dynamo's guards."""
+    def missing(*tensors, **dims):
+        raise AttributeError("no TensorGuards in this torch")
+
+    monkeypatch.setattr(torch._C._dynamo.guards, "TensorGuards", missing)
+
+
+@pytest.mark.parametrize("implementation", ["torch", "python"])
+def test_the_guards_tensor_test_tells_every_signature_term_apart(monkeypatch, implementation):
+    # The guard's steady state asks one test whether a call's eight tensors have its plan's shapes, strides,
+    # dtypes and devices (`_signature`'s tensor terms): torch's C++ check where it exists, else Python. Each
+    # implementation accepts fresh tensors of the same metadata and refuses a change in any one term.
+    torch = pytest.importorskip("torch")
+    from gdr_check.checks.hotpath import tensor_matcher
+
+    if implementation == "python":
+        _python_matcher_only(monkeypatch, torch)
+
+    def tensors():
+        return [torch.zeros(3, 40, dtype=torch.bfloat16), torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(4),
+                torch.zeros(4), torch.zeros(5, 4, 2, 2)[1:], torch.zeros(3, 1, 4, 2),
+                torch.arange(3, dtype=torch.int32)]
+
+    example = tensors()
+    matches = tensor_matcher(example)
+    assert (type(matches).__name__ == "builtin_function_or_method") is (implementation == "torch")
+    assert matches(*example) and matches(*tensors())
+    changed = {
+        "shape": (0, torch.zeros(3, 41, dtype=torch.bfloat16)),
+        "strides": (6, torch.zeros(3, 4, 2, 1).transpose(1, 3)),
+        "dtype": (1, torch.zeros(3, 4, dtype=torch.float64)),
+        "device": (4, torch.zeros(4, device="meta")),
+        "indices' dtype": (7, torch.arange(3)),
+        "not a tensor": (7, [1, 2, 3]),
+    }
+    for term, (position, replacement) in changed.items():
+        call = tensors()
+        call[position] = replacement
+        assert not matches(*call), term
+    call = tensors()
+    call[5].data = torch.zeros(6, 4, 2, 2)  # `.data` swapped without a version bump: another shape
+    assert not matches(*call)
+    references = [weakref.ref(tensor) for tensor in example]
+    del example, call  # the test keeps no reference to the tensors it was made from (a pool stays freeable)
+    gc.collect()
+    assert all(reference() is None for reference in references)
 
 
 def _spec_call(**changes):

@@ -90,7 +90,7 @@ from .capture import (
 )
 from .checks.compare import ModelGeometry, compare_call
 from .checks.contract import describe_call
-from .checks.hotpath import address_errors, out_overlaps, run_contract
+from .checks.hotpath import address_errors, out_overlaps, run_contract, tensor_matcher
 from .engines import profile_for
 from .errors import described
 from .limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
@@ -245,7 +245,7 @@ class _Plan:
     or launch the slot check on `launch` with the pool's size and the tag of each pool seen (by address)."""
 
     __slots__ = ("key", "errors", "pool_slots", "launch", "tags", "batch", "stride", "host_flag", "last",
-                 "stream", "on_host", "extents", "overlaps_seen")
+                 "stream", "on_host", "extents", "overlaps_seen", "matches")
 
     def __init__(self, key: tuple[Any, ...], errors: list[Any], pool_slots: int, launch: Any, batch: int = 0,
                  stride: int = 0, on_host: bool = False, extents: tuple[int, ...] | None = None) -> None:
@@ -254,6 +254,9 @@ class _Plan:
         # The tensors' byte extents, for the per-call overlap test (`hotpath.out_overlaps`: GDR246 depends on
         # where `out` lies, which no signature holds); None for a loose signature or a non-tensor argument.
         self.extents = extents
+        # Whether a call's eight tensors have the signature's metadata (`hotpath.tensor_matcher`, made from the
+        # first call's tensors by `Guard._plan`; never for a loose signature, whose calls take the full lookup).
+        self.matches: Callable[..., bool] = _never
         self.overlaps_seen: set[str] = set()  # the overlap messages recorded already (warn and record modes)
         self.pool_slots = pool_slots
         self.launch = launch
@@ -268,6 +271,18 @@ class _Plan:
         device_index = getattr(launch, "device_index", None)
         self.stream: Callable[[], int] | None = (
             None if device_index is None else functools.partial(_raw_stream(), device_index))
+
+
+def _never(*tensors: Any) -> bool:
+    return False
+
+
+def _tensors_of(values: dict[str, Any]) -> tuple[Any, ...]:
+    """A call's eight tensors in the order the wrapper passes them to `_Plan.matches`."""
+    return tuple(values[name] for name in _MATCHED)
+
+
+_MATCHED = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "ssm_state_indices")
 
 
 @dataclass(slots=True)
@@ -541,6 +556,8 @@ class Guard:
                 batch, stride = int(indices.shape[0]), int(indices.stride(0))
             plan = _Plan(key, verdict.errors, verdict.pool_slots, launch, batch, stride, on_host,
                          verdict.extents if strict else None)
+            if strict:
+                plan.matches = tensor_matcher(_tensors_of(values))
             if len(site.plans) >= _PLAN_CACHE_SIZE:
                 site.plans.clear()
             site.plans[key] = plan
@@ -698,8 +715,9 @@ class Guard:
 
         @functools.wraps(original)
         def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
-            # The steady state (a signature seen before, a pool seen before): the call compared term by term
-            # with the site's last plan, a tag lookup, one read of the fault flag, then either the step's check
+            # The steady state (a signature seen before, a pool seen before): the call compared with the site's
+            # last plan (`_Plan.matches`, the scalars), a tag lookup, the overlap test, one read of the fault
+            # flag, then either the step's check
             # served again or the slot check's launch.
             if guard._depth <= 0:
                 return original(*args, **kwargs)
@@ -719,28 +737,21 @@ class Guard:
                 # pool was not served from it yet (a pool served twice means a new step, whose indices may have
                 # been refilled without a version bump: a Triton kernel's write, a graph's input buffer), and the
                 # indices are that object, unwritten since (version), in the same capture epoch and on the same
-                # stream (another stream could read them before the check wrote them). Such indices are the
-                # checked object: their shape and dtype are read again (an inference tensor has no version to
-                # see a resize_, and `.data` can be reassigned without one), their strides and device are the
-                # check's (the kernel gets the checked copy, never them).
+                # stream (another stream could read them before the check wrote them).
                 last = None if plan is None else plan.last
                 pool = h.data_ptr()
                 tag: Any = None if plan is None else plan.tags.get(pool)
                 reuse = last is not None and tag is not None and tag not in last.served and last.indices is i \
                     and last.epoch == capture.epoch and (last.version is None or last.version == i._version) \
                     and (last.stream is None or last.stream == plan.stream())  # type: ignore[union-attr, misc]
-                # `_signature`, inlined, compared with the last plan's key (no tuple built or hashed), else
-                # looked up in full; the three must stay the same.
+                # `_signature` compared with the last plan's: the eight tensors by the plan's test (torch's C++
+                # check: `hotpath.tensor_matcher`; it reads the indices' shape and dtype again when they are the
+                # checked object, as an inference tensor has no version to see a resize_, and `.data` can be
+                # reassigned without one), the scalars term by term with its key; else the signature looked up
+                # in full, and the test made again from this call's tensors if it refused them (a stricter test:
+                # requires_grad, an inference tensor). The key and the lookup must stay `_signature`.
                 if plan is None or tag is None or not (
-                        q.shape == k[0] and q.stride() == k[1] and q.dtype == k[2] and q.device == k[3]
-                        and a.shape == k[4] and a.stride() == k[5] and a.dtype == k[6] and a.device == k[7]
-                        and b.shape == k[8] and b.stride() == k[9] and b.dtype == k[10] and b.device == k[11]
-                        and g.shape == k[12] and g.stride() == k[13] and g.dtype == k[14] and g.device == k[15]
-                        and d.shape == k[16] and d.stride() == k[17] and d.dtype == k[18] and d.device == k[19]
-                        and h.shape == k[20] and h.stride() == k[21] and h.dtype == k[22] and h.device == k[23]
-                        and o.shape == k[24] and o.stride() == k[25] and o.dtype == k[26] and o.device == k[27]
-                        and i.shape == k[28] and i.dtype == k[30]
-                        and (reuse or (i.stride() == k[29] and i.device == k[31]))
+                        plan.matches(q, a, b, g, d, h, o, i)
                         and type(scale) is k[33] and scale == k[32]
                         and type(l2norm) is k[35] and l2norm == k[34]
                         and type(bound) is k[37] and bound == k[36]):
@@ -750,6 +761,8 @@ class Guard:
                         d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
                         o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
                         scale, type(scale), l2norm, type(l2norm), bound, type(bound))]
+                    if not plan.matches(q, a, b, g, d, h, o, i):
+                        plan.matches = tensor_matcher((q, a, b, g, d, h, o, i))
                     tag = plan.tags[pool]
                     last = plan.last  # another plan: its own last check may serve (its terms were all read)
                     reuse = _reusable(last, i, tag, capture.epoch, plan.stream)
