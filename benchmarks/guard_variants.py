@@ -242,6 +242,10 @@ VARIANTS["no_pdl"] = [(COMMON, "    if requested is False or (requested is None 
 VARIANTS["pdl_all_sizes"] = [("kernel/tiling.py", "PROGRAMMATIC_MAX_PAIRS = 256\n",
                                "PROGRAMMATIC_MAX_PAIRS = 1 << 62\n")]
 VARIANTS["pdl_all_sizes_no_release"] = VARIANTS["pdl_all_sizes"] + VARIANTS["no_release"]
+# the guarded kernel as compiled, without the register cap that keeps it as resident as the unguarded one
+VARIANTS["no_register_cap"] = [(COMMON, '        if plain is not None and "maxnreg" not in options and '
+                                        'residency_model_applies(device_index):\n',
+                                '        if False:\n')]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
