@@ -242,6 +242,20 @@ VARIANTS["no_pdl"] = [(COMMON, "    if requested is False or (requested is None 
 VARIANTS["pdl_all_sizes"] = [("kernel/tiling.py", "PROGRAMMATIC_MAX_PAIRS = 256\n",
                                "PROGRAMMATIC_MAX_PAIRS = 1 << 62\n")]
 VARIANTS["pdl_all_sizes_no_release"] = VARIANTS["pdl_all_sizes"] + VARIANTS["no_release"]
+# the fault record issued right after the guard's verdict, before the tile loop, instead of last: where no scan
+# runs (one row, or the separate check's launches) and everywhere
+_VERDICT = "                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)\n    else:\n"
+_EARLY_RECORD = ("{condition}            record_fault(fault_counter, fault_records, fault_flag, "
+                 "tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n, given_slot, fault_tag, slots, "
+                 "stride_index, MAX_RECORDS, SCAN_BLOCK)\n")
+VARIANTS["record_early_unscanned"] = [p for k in KERNELS for p in (
+    (k, "        record_fault(fault_counter", "        if SCAN_BLOCK != 0:\n          record_fault(fault_counter"),
+    (k, _VERDICT, _VERDICT.replace("    else:\n", _EARLY_RECORD.format(condition="        if SCAN_BLOCK == 0:\n")
+                                   + "    else:\n")))]
+VARIANTS["record_early"] = [p for k in KERNELS for p in (
+    (k, "        record_fault(fault_counter", "        if False:\n          record_fault(fault_counter"),
+    (k, _VERDICT, _VERDICT.replace("    else:\n", _EARLY_RECORD.format(condition="        if True:\n")
+                                   + "    else:\n")))]
 # the guarded kernel as compiled, without the register cap that keeps it as resident as the unguarded one
 VARIANTS["no_register_cap"] = [(COMMON, '        if plain is not None and "maxnreg" not in options and '
                                         'residency_model_applies(device_index):\n',
