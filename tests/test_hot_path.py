@@ -180,6 +180,25 @@ def test_the_guards_tensor_test_tells_every_signature_term_apart(monkeypatch, im
     assert all(reference() is None for reference in references)
 
 
+def test_a_torch_check_that_does_not_tell_every_term_apart_is_not_used(monkeypatch):
+    # The C++ check is a private torch API whose constructor has changed across releases (torch 2.0's could leave
+    # sizes dynamic): it is asked once per process whether it refuses another shape, strides, dtype, device
+    # and a non-tensor, and a check that does not is never used.
+    torch = pytest.importorskip("torch")
+    from gdr_check.checks import hotpath
+
+    hotpath._torch_check_is_exact.cache_clear()
+    try:
+        assert hotpath._torch_check_is_exact()  # this torch's check tells every term apart
+        hotpath._torch_check_is_exact.cache_clear()
+        monkeypatch.setattr(hotpath, "_torch_check", lambda tensors: lambda *given: len(given) == len(tensors))
+        assert not hotpath._torch_check_is_exact()
+        matches = hotpath.tensor_matcher([torch.zeros(2, 3)])
+        assert matches.__name__ == "same_metadata" and not matches(torch.zeros(3, 2))
+    finally:
+        hotpath._torch_check_is_exact.cache_clear()
+
+
 def _spec_call(**changes):
     """A valid GDN call (B=4, H=2, HV=4, K=V=16, 9 slots) of hand-built TensorSpecs, with `changes`."""
     B, H, HV, K, V, S = 4, 2, 4, 16, 16, 9

@@ -94,18 +94,16 @@ def tensor_matcher(tensors: Sequence[Any]) -> Callable[..., bool]:
     tuple, a stride tuple and a device per tensor. It is stricter (the exact Python type, the dispatch keys,
     which hold the device type and whether it is an inference tensor, and requires_grad), so a call it refuses
     may still have the signature: the wrapper then looks the signature up in full and makes a new test from that
-    call's tensors. Where it is missing or cannot be built, the same comparison in Python. Neither keeps a
-    reference to `tensors`."""
+    call's tensors. Where it is missing, cannot be built, or does not tell apart what the signature does
+    (`_torch_check_is_exact`), the same comparison in Python. Neither keeps a reference to `tensors`."""
     expected = tuple((tensor.shape, tensor.stride(), tensor.dtype, tensor.device) for tensor in tensors)
-    try:
-        guards = sys.modules["torch"]._C._dynamo.guards.TensorGuards(
-            *tensors, dynamic_dims_sizes=[list(shape) for shape, *_ in expected],
-            dynamic_dims_strides=[list(stride) for _, stride, *_ in expected])
-        check: Callable[..., bool] = guards.check
-        if check(*tensors):
-            return check
-    except Exception:  # noqa: BLE001 - a torch without dynamo's guards, or with another constructor
-        pass
+    if _torch_check_is_exact():
+        try:
+            check = _torch_check(tensors)
+            if check(*tensors):
+                return check
+        except Exception:  # noqa: BLE001 - a tensor this torch's check cannot describe: the Python test below
+            pass
 
     def same_metadata(*given: Any) -> bool:
         try:
@@ -117,6 +115,34 @@ def tensor_matcher(tensors: Sequence[Any]) -> Callable[..., bool]:
             return False
 
     return same_metadata
+
+
+def _torch_check(tensors: Sequence[Any]) -> Callable[..., bool]:
+    """Dynamo's C++ check of `tensors`, every size and stride static (a private torch API: see
+    `_torch_check_is_exact`)."""
+    guards = sys.modules["torch"]._C._dynamo.guards.TensorGuards(
+        *tensors, dynamic_dims_sizes=[list(tensor.shape) for tensor in tensors],
+        dynamic_dims_strides=[list(tensor.stride()) for tensor in tensors])
+    check: Callable[..., bool] = guards.check
+    return check
+
+
+@functools.cache
+def _torch_check_is_exact() -> bool:
+    """Whether this torch's check (`_torch_check`) can be built and tells apart every term the signature does,
+    asked once per process on small CPU tensors: another shape, other strides, another dtype, another device,
+    not a tensor. (Its constructor has taken other arguments across torch releases, and torch 2.0's could leave
+    the sizes dynamic.)"""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        check = _torch_check([torch.zeros(2, 3)])
+        others = (torch.zeros(3, 2), torch.zeros(3, 2).t(), torch.zeros(2, 3, dtype=torch.float64),
+                  torch.zeros(2, 3, device="meta"), [[0.0] * 3] * 2)
+        return bool(check(torch.ones(2, 3))) and not any(check(other) for other in others)
+    except Exception:  # noqa: BLE001 - no dynamo in this torch, or another constructor
+        return False
 
 
 def address_errors(variant: str, args: Sequence[Any], engine: Engine) -> list[Diagnostic]:
