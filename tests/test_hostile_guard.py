@@ -96,7 +96,7 @@ def test_a_meta_tensor_is_gdr228_for_a_call_about_to_run(argument):
     verdict = device_guard.shape_verdict("kda", tuple(call.get(n) for n in names), "sglang")
     assert [(d.code, d.message) for d in verdict.errors] == [
         ("GDR228", f"`{argument}` is a meta tensor (shapes only, no data to run on), not a dense strided tensor")]
-    assert verdict.pool_slots == 0  # refused: nothing is launched
+    assert verdict.pool_slots is None  # refused: no pool, nothing is launched
     # `check_packed_decode` runs nothing: there a meta tensor is a shape-only stand-in (on another device than
     # the rest: the wrapper's device check).
     assert [d.code for d in check_kda_packed_decode(**call).diagnostics if d.severity == "error"] == ["GDR209"]

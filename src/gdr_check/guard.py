@@ -68,6 +68,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
+import numbers
 import os
 import reprlib
 import sys
@@ -158,18 +160,26 @@ def _signature(values: dict[str, Any], l2norm_default: Any = False, bound_defaul
     l2norm = values.get("use_qk_l2norm_in_kernel", l2norm_default)
     bound = values.get("lower_bound", bound_default)
     # NaN is not equal to itself: a fresh NaN per call would never find its plan (the wrapper's inlined key then
-    # misses, and this one finds the plan by the NaN's name). The types are taken first, so a float NaN and
-    # the string "nan" keep apart.
+    # misses, and this one finds the plan by the NaN's name), nor would a tensor, hashed by identity (a
+    # contract error: keyed by what it is). The types are taken first, so a float NaN and the string "nan"
+    # keep apart.
     scale_type, bound_type = type(scale), type(bound)
-    if scale_type is float and scale != scale:
-        scale = "nan"
-    if bound_type is float and bound != bound:
-        bound = "nan"
+    scale, bound = _keyed_scalar(scale), _keyed_scalar(bound)
     return (q.shape, q.stride(), q.dtype, q.device, a.shape, a.stride(), a.dtype, a.device,
             b.shape, b.stride(), b.dtype, b.device, g.shape, g.stride(), g.dtype, g.device,
             d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
             o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
             scale, scale_type, l2norm, type(l2norm), bound, bound_type)
+
+
+def _keyed_scalar(value: Any) -> Any:
+    """A scalar argument as the signature keys it: "nan" for a NaN of any real type (a NumPy float too), a
+    tensor by its shape and dtype, anything else as it is."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | int):
+        return "nan" if math.isnan(value) else value
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return ("tensor", tuple(value.shape), value.dtype)
+    return value
 
 
 def _loose_signature(values: dict[str, Any]) -> tuple[Any, ...]:
@@ -212,6 +222,21 @@ class _Site:
             if parameter.kind not in positional:
                 break
             self.positional.append(name)
+        # The parameters a call must give (a call without one gets the original's own TypeError, unchecked).
+        self.required = frozenset(name for name, parameter in parameters.items()
+                                  if parameter.default is inspect.Parameter.empty and parameter.kind not in (
+                                      inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
+        only_positional = [name for name, parameter in parameters.items()
+                           if parameter.kind is inspect.Parameter.POSITIONAL_ONLY]
+        # The original called with the call's arguments by name (the wrapper's form): the original itself, or
+        # for a function with positional-only parameters, one that passes those by position.
+        self.call_by_name: Callable[..., Any] = original
+        if only_positional:
+            def by_name(**values: Any) -> Any:
+                leading = [values.pop(name) for name in only_positional if name in values]
+                return original(*leading, **values)
+
+            self.call_by_name = by_name
         self.l2norm_default = parameters["use_qk_l2norm_in_kernel"].default \
             if "use_qk_l2norm_in_kernel" in parameters else False
         if self.l2norm_default is inspect.Parameter.empty:
@@ -225,10 +250,12 @@ class _Site:
         # mostly share it, and comparing against its key costs less than building and hashing a new one.
         self.recent: _Plan | None = None
 
-    def keywords(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The call's arguments by name (a positional call made keyword: the original is called that way)."""
-        if len(args) > len(self.positional):
-            raise TypeError(f"{self.target} takes {len(self.positional)} positional arguments, got {len(args)}")
+    def keywords(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The call's arguments by name (a positional call made keyword: the original is called that way), or
+        None where Python would refuse the binding (too many positional arguments, or one given both ways): the
+        wrapper then calls the original as it was called, for its own TypeError."""
+        if len(args) > len(self.positional) or any(name in kwargs for name in self.positional[:len(args)]):
+            return None
         values = dict(zip(self.positional, args, strict=False))
         values.update(kwargs)
         return values
@@ -288,11 +315,13 @@ _MATCHED = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "
 @dataclass(slots=True)
 class _LastCheck:
     """A plan's last slot check: the indices it checked (the object itself, kept alive), their `_version` (None
-    for an inference tensor, which has none), the capture epoch and the stream (None on the CPU) it ran in, the
-    sanitised indices it produced, and the pool tags served from it."""
+    for an inference tensor, which has none) and data pointer (`.data = ...` moves it without a version bump),
+    the capture epoch and the stream (None on the CPU) it ran in, the sanitised indices it produced, and the
+    pool tags served from it."""
 
     indices: Any
     version: int | None
+    pointer: int
     epoch: int
     stream: int | None
     safe: Any
@@ -305,7 +334,7 @@ def _reusable(last: _LastCheck | None, indices: Any, tag: int, epoch: int, strea
     on its fast path): a pool not served from it yet, the same object, unwritten since, in the same capture
     epoch, on the same stream."""
     return last is not None and tag not in last.served and last.indices is indices and last.epoch == epoch \
-        and (last.version is None or last.version == indices._version) \
+        and (last.version is None or last.version == indices._version) and last.pointer == indices.data_ptr() \
         and (last.stream is None or (stream is not None and last.stream == stream()))
 
 
@@ -546,7 +575,7 @@ class Guard:
                                     extra=self._compare_with_model if self.model else None)
             refused = bool(verdict.errors)
             launch, batch, stride, on_host = None, 0, 0, False
-            if not refused and verdict.pool_slots:
+            if not refused and verdict.pool_slots is not None:  # an empty pool too: every live row is a fault
                 device = values["initial_state"].device
                 if device.type == "cpu" and not INTERPRETED:  # Triton has no CPU driver: no check can launch
                     on_host = True
@@ -554,7 +583,7 @@ class Guard:
                     launch = self._buffer(device).check_launch(self.engine, device)
                 indices = values["ssm_state_indices"]
                 batch, stride = int(indices.shape[0]), int(indices.stride(0))
-            plan = _Plan(key, verdict.errors, verdict.pool_slots, launch, batch, stride, on_host,
+            plan = _Plan(key, verdict.errors, verdict.pool_slots or 0, launch, batch, stride, on_host,
                          verdict.extents if strict else None)
             if strict:
                 plan.matches = tensor_matcher(_tensors_of(values))
@@ -707,7 +736,7 @@ class Guard:
             raise
 
     def _wrapper_for(self, site: _Site) -> Callable[..., Any]:
-        original = site.original
+        original, call_by_name = site.original, site.call_by_name
         plans = site.plans
         guard = self
         capture = _CAPTURE
@@ -717,12 +746,14 @@ class Guard:
         def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
             # The steady state (a signature seen before, a pool seen before): the call compared with the site's
             # last plan (`_Plan.matches`, the scalars), a tag lookup, the overlap test, one read of the fault
-            # flag, then either the step's check
-            # served again or the slot check's launch.
+            # flag, then either the step's check served again or the slot check's launch.
             if guard._depth <= 0:
                 return original(*args, **kwargs)
             if args:  # engines pass keywords; a positional call is bound by the function's own order
-                kwargs = site.keywords(args, kwargs)
+                bound = site.keywords(args, kwargs)
+                if bound is None:  # a binding Python refuses: the original's own TypeError
+                    return original(*args, **kwargs)
+                kwargs = bound
             guard.calls += 1
             try:
                 q, a, b = kwargs["mixed_qkv"], kwargs["a"], kwargs["b"]
@@ -743,6 +774,7 @@ class Guard:
                 tag: Any = None if plan is None else plan.tags.get(pool)
                 reuse = last is not None and tag is not None and tag not in last.served and last.indices is i \
                     and last.epoch == capture.epoch and (last.version is None or last.version == i._version) \
+                    and last.pointer == i.data_ptr() \
                     and (last.stream is None or last.stream == plan.stream())  # type: ignore[union-attr, misc]
                 # `_signature` compared with the last plan's: the eight tensors by the plan's test (torch's C++
                 # check: `hotpath.tensor_matcher`; it reads the indices' shape and dtype again when they are the
@@ -769,6 +801,8 @@ class Guard:
             except Exception:  # noqa: BLE001 - a new signature or pool, or an argument that is not a tensor
                 plan = None
             if plan is None:  # outside the handler: what the first call raises is not chained to a KeyError
+                if not site.required <= kwargs.keys():  # an argument missing: the original's own TypeError
+                    return call_by_name(**kwargs)
                 plan, tag = guard._plan(site, kwargs)
                 i, last = kwargs["ssm_state_indices"], plan.last
                 reuse = _reusable(last, i, tag, capture.epoch, plan.stream)  # (`_plan` judged the overlap)
@@ -792,19 +826,19 @@ class Guard:
                     raise GuardError(plan.errors)
                 if plan.on_host:
                     guard._check_on_host(site, kwargs)
-                return original(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
+                return call_by_name(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
             if plan.host_flag[0]:  # a kernel has recorded a fault: read it (one host load when none has)
                 guard._look(launch.buffer)
             if reuse:
                 last.served.add(tag)  # type: ignore[union-attr]
                 kwargs["ssm_state_indices"] = last.safe  # type: ignore[union-attr]
-                return original(**kwargs)
+                return call_by_name(**kwargs)
             safe = kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
             if guard._reuse:  # an inference tensor (vLLM decodes in inference mode) has no version counter
                 stream = plan.stream
-                plan.last = _LastCheck(i, None if i.is_inference() else i._version, capture.epoch,
+                plan.last = _LastCheck(i, None if i.is_inference() else i._version, i.data_ptr(), capture.epoch,
                                        None if stream is None else stream(), safe, {tag})
-            return original(**kwargs)
+            return call_by_name(**kwargs)
 
         # Marker attributes on the wrapper function (functools.wraps types it without them): what it wraps, and
         # the guard it belongs to (a wrapper whose guard has left passes calls through: see capture.py).

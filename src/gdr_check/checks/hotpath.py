@@ -64,6 +64,8 @@ def byte_extents(args: Sequence[Any]) -> tuple[int, ...] | None:
     extents = []
     for position in (OUT_POSITION, *OVERLAP_POSITIONS):
         tensor = args[position]
+        if str(getattr(tensor, "layout", "torch.strided")) != "torch.strided":
+            return None  # a sparse tensor has strides in torch 2.13 but no storage to take a pointer of
         try:
             shape, stride, itemsize = tensor.shape, tensor.stride(), tensor.element_size()
         except (AttributeError, TypeError, RuntimeError, NotImplementedError):

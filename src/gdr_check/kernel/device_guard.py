@@ -412,7 +412,7 @@ class Verdict:
 
     errors: list[Diagnostic]
     others: list[Diagnostic]
-    pool_slots: int
+    pool_slots: int | None  # None: no pool to check slots against (a refused call); 0 for an empty pool
     extents: tuple[int, ...] | None = None
 
 
@@ -430,7 +430,7 @@ def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
     errors = [d for d in diagnostics if d.severity == "error"]
     others = [d for d in diagnostics if d.severity != "error"]
     state = args[6]
-    pool_slots = int(state.shape[0]) if not errors and getattr(state, "ndim", 0) == 4 else 0
+    pool_slots = int(state.shape[0]) if not errors and getattr(state, "ndim", 0) == 4 else None
     return Verdict(errors, others, pool_slots, byte_extents(args))
 
 
@@ -557,7 +557,8 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
     buffer = buffer if buffer is not None else default_buffer(state.device)
     if buffer.host_flag[0] and not is_capturing():
         buffer.look(context, engine)
-    guard = buffer.guard_launch(label or f"{variant} packed decode", verdict.pool_slots, context)
+    # (a call the contract accepted has a 4-D pool: `pool_slots` is its size, 0 for an empty one)
+    guard = buffer.guard_launch(label or f"{variant} packed decode", verdict.pool_slots or 0, context)
     indices = args[8]
     batch = indices.shape[0]
     if batch > GUARD_CHUNK and batch * args[6].shape[1] >= SEPARATE_CHECK_MIN_PAIRS:

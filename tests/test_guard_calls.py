@@ -1,0 +1,158 @@
+"""How `gdr_check.guard`'s wrapper takes a call: the same bindings and TypeErrors as the function it wraps,
+every mode's promise kept for arguments the contract refuses (a sparse tensor), an empty pool's rows checked, a
+scale that is no plain float keyed so that it is judged once, and a check served again only for the same
+indices' memory."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+import gdr_check
+
+torch = pytest.importorskip("torch")
+
+from contract_calls import gdn_call  # noqa: E402
+
+TARGET = "gdr_check_test_calls_target:fused_recurrent_gated_delta_rule_packed_decode"
+NAMES = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices")
+
+
+def _engine(monkeypatch, function):
+    """A module holding `function` under sglang's name, and a list of the slots each call's kernel was given."""
+    module = types.ModuleType(TARGET.split(":")[0])
+    seen: list[list[int]] = []
+
+    def recording(*args, **kwargs):
+        indices = kwargs.get("ssm_state_indices", args[8] if len(args) > 8 else None)
+        if indices is not None:
+            seen.append(indices.tolist())
+        return function(*args, **kwargs)
+
+    recording.__signature__ = __import__("inspect").signature(function)  # the guard recognises the API by it
+    recording.__name__ = function.__name__
+    module.fused_recurrent_gated_delta_rule_packed_decode = recording
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module, seen
+
+
+def sglang_like(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+                use_qk_l2norm_in_kernel=False):
+    return "ran"
+
+
+def _decode(module):
+    return module.fused_recurrent_gated_delta_rule_packed_decode
+
+
+def _unguarded_type_error(call):
+    with pytest.raises(TypeError) as caught:
+        call()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("mode", ["raise", "warn", "record"])
+def test_a_missing_argument_gets_the_wrapped_functions_own_type_error_in_every_mode(monkeypatch, mode):
+    module, seen = _engine(monkeypatch, sglang_like)
+    for missing in ("out", "ssm_state_indices"):
+        call = gdn_call()
+        del call[missing]
+        expected = _unguarded_type_error(lambda: sglang_like(**call))
+        with gdr_check.guard(engine="sglang", mode=mode, targets=[TARGET]):
+            with pytest.raises(TypeError) as caught:
+                _decode(module)(**call)
+        assert str(caught.value) == expected  # e.g. "... missing 1 required positional argument: 'out'"
+
+
+def test_a_binding_python_refuses_is_refused_as_python_refuses_it(monkeypatch):
+    module, _ = _engine(monkeypatch, sglang_like)
+    call = gdn_call()
+    args = [call[name] for name in NAMES]
+    twice = _unguarded_type_error(lambda: sglang_like(*args, mixed_qkv=call["mixed_qkv"]))
+    too_many = _unguarded_type_error(lambda: sglang_like(*args, True, 1))
+    with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]):
+        with pytest.raises(TypeError) as caught:
+            _decode(module)(*args, mixed_qkv=call["mixed_qkv"])  # given twice: it used to run
+        assert str(caught.value) == twice
+        with pytest.raises(TypeError) as caught:
+            _decode(module)(*args, True, 1)
+        assert str(caught.value) == too_many
+
+
+def test_a_function_with_positional_only_parameters_is_called_by_position(monkeypatch):
+    def positional_only(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, /,
+                        use_qk_l2norm_in_kernel=False):
+        return "ran"
+
+    module, seen = _engine(monkeypatch, positional_only)
+    call = gdn_call()
+    args = [call[name] for name in NAMES]
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
+        for _ in range(3):  # the first call, then the steady state
+            assert _decode(module)(*args, use_qk_l2norm_in_kernel=True) == "ran"
+    assert len(seen) == 3 and not [d for d in guard.diagnostics if d.severity == "error"]
+
+
+@pytest.mark.parametrize("mode", ["raise", "record"])
+@pytest.mark.parametrize("argument", ["mixed_qkv", "initial_state", "out"])
+def test_a_sparse_tensor_is_gdr228_in_every_mode_not_a_pointer_error(monkeypatch, mode, argument):
+    # torch 2.13 gives a sparse COO tensor strides but no storage: the per-call overlap test must not ask it for a
+    # data pointer (it raised "Cannot access data pointer of Tensor that doesn't have storage" in every mode).
+    module, _ = _engine(monkeypatch, sglang_like)
+    with gdr_check.guard(engine="sglang", mode=mode, targets=[TARGET]) as guard:
+        _decode(module)(**gdn_call())
+        call = gdn_call()
+        call[argument] = call[argument].to_sparse()
+        if mode == "raise":
+            with pytest.raises(gdr_check.GuardError, match="GDR228"):
+                _decode(module)(**call)
+        else:
+            assert _decode(module)(**call) == "ran"
+    assert [d.code for d in guard.diagnostics if d.severity == "error"] == ["GDR228"]
+
+
+def test_an_empty_pool_has_every_live_row_checked(monkeypatch):
+    # An empty pool (0 slots) was taken for "no pool": no slot check ran and the kernel got every row.
+    module, seen = _engine(monkeypatch, sglang_like)
+    call = gdn_call(slots=[1, 2, 3, 4])
+    call["initial_state"] = call["initial_state"][:0]
+    with pytest.raises(gdr_check.GuardError) as caught:
+        with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]) as guard:
+            _decode(module)(**call)
+            guard.raise_pending()
+    assert {d.code for d in caught.value.diagnostics} == {"GDR241"}
+    assert seen == [[-1, -1, -1, -1]]  # no row reaches the kernel
+
+
+@pytest.mark.parametrize("make", [lambda: __import__("numpy").float64("nan"), lambda: torch.tensor(0.25)],
+                         ids=["numpy-nan", "tensor"])
+def test_a_scale_that_is_no_plain_float_is_judged_once(monkeypatch, make):
+    # A NumPy NaN (not equal to itself) and a tensor (hashed by identity) made a new plan, and new diagnostics,
+    # on every call.
+    module, _ = _engine(monkeypatch, sglang_like)
+    base = gdn_call()
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
+        for _ in range(20):
+            _decode(module)(**dict(base, scale=make()))
+    [site] = [site for site in guard.sites if site.plans]
+    assert len(site.plans) == 1
+    assert len(guard.diagnostics) == len({d.message for d in guard.diagnostics}) >= 1
+
+
+def test_indices_moved_by_data_assignment_are_checked_again(monkeypatch):
+    # `.data = ...` gives the same indices object new memory without a version bump: the next layer of the step
+    # must not be served the check of the old values.
+    module, seen = _engine(monkeypatch, sglang_like)
+    indices = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
+    base = gdn_call(slots=[1, 2, 3, 4])
+    pools = [torch.zeros_like(base["initial_state"]) for _ in range(2)]
+    with pytest.raises(gdr_check.GuardError) as caught:
+        with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]) as guard:
+            _decode(module)(**dict(base, initial_state=pools[0], ssm_state_indices=indices))
+            indices.data = torch.tensor([1, 2, 3, 99], dtype=torch.int32)
+            _decode(module)(**dict(base, initial_state=pools[1], ssm_state_indices=indices))
+            guard.raise_pending()
+    assert [(d.code, d.message.split(":")[0]) for d in caught.value.diagnostics][0][0] == "GDR241"
+    assert seen == [[1, 2, 3, 4], [1, 2, 3, -1]]
