@@ -59,7 +59,7 @@ def test_a_missing_argument_gets_the_wrapped_functions_own_type_error_in_every_m
     for missing in ("out", "ssm_state_indices"):
         call = gdn_call()
         del call[missing]
-        expected = _unguarded_type_error(lambda: sglang_like(**call))
+        expected = _unguarded_type_error(lambda call=call: sglang_like(**call))
         with gdr_check.guard(engine="sglang", mode=mode, targets=[TARGET]):
             with pytest.raises(TypeError) as caught:
                 _decode(module)(**call)
