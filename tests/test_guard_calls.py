@@ -156,3 +156,31 @@ def test_indices_moved_by_data_assignment_are_checked_again(monkeypatch):
             guard.raise_pending()
     assert [(d.code, d.message.split(":")[0]) for d in caught.value.diagnostics][0][0] == "GDR241"
     assert seen == [[1, 2, 3, 4], [1, 2, 3, -1]]
+
+
+def test_naming_a_new_pools_layer_keeps_no_tensor_of_the_caller_alive(monkeypatch):
+    # The guard names a new pool's layer from a `layer_id` or `layer` up the stack. Before Python 3.13 reading a
+    # function's `f_locals` leaves a snapshot of its locals on the frame, which held the caller's tensors until
+    # it returned: only frames whose code has one of those names are read.
+    import gc
+    import weakref
+
+    module, _ = _engine(monkeypatch, sglang_like)
+
+    def step():
+        call = gdn_call()
+        pool = weakref.ref(call["initial_state"])
+        _decode(module)(**call)
+        del call
+        gc.collect()
+        return pool() is None
+
+    def layer_forward(layer_id):
+        call = gdn_call()
+        _decode(module)(**call)
+
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
+        assert step()
+        layer_forward(5)  # a frame with `layer_id` is still read: its pool is named after it
+    assert not [d for d in guard.diagnostics if d.severity == "error"]
+    assert [label for buffer in guard._buffers.values() for label, *_ in buffer._labels] == ["pool #0", "layer 5"]

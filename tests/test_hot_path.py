@@ -157,7 +157,7 @@ def test_the_guards_tensor_test_tells_every_signature_term_apart(monkeypatch, im
 
     example = tensors()
     matches = tensor_matcher(example)
-    assert (type(matches).__name__ == "builtin_function_or_method") is (implementation == "torch")
+    assert matches.__name__ == ("matches" if implementation == "torch" else "same_metadata")
     assert matches(*example) and matches(*tensors())
     changed = {
         "shape": (0, torch.zeros(3, 41, dtype=torch.bfloat16)),
@@ -174,6 +174,13 @@ def test_the_guards_tensor_test_tells_every_signature_term_apart(monkeypatch, im
     call = tensors()
     call[5].data = torch.zeros(6, 4, 2, 2)  # `.data` swapped without a version bump: another shape
     assert not matches(*call)
+    # Stricter terms of torch's check that the signature does not hold: accepted all the same (by Python).
+    call = tensors()
+    call[3] = torch.nn.Parameter(call[3])  # a Parameter, requiring grad
+    assert matches(*call)
+    with torch.inference_mode():
+        assert matches(*tensors())  # inference tensors
+    assert not matches(*tensors()[:7])  # fewer tensors than the plan's
     references = [weakref.ref(tensor) for tensor in example]
     del example, call  # the test keeps no reference to the tensors it was made from (a pool stays freeable)
     gc.collect()

@@ -134,18 +134,26 @@ class GuardTargetError(GuardError):
 
 def _layer_label(state: Any, ordinal: int) -> str:
     """A name for the layer whose pool is `state`: the caller's `layer_id` (sglang and vLLM layers carry one)
-    when a frame up the stack has it, else the order in which the guard first saw the pool."""
+    when a frame up the stack has it, else the order in which the guard first saw the pool. A function's
+    locals are read only where its code has one of the two names: before Python 3.13, reading `f_locals`
+    leaves a snapshot of every local on the frame, which keeps the caller's tensors alive until it returns."""
     frame: types.FrameType | None = sys._getframe(2)
     for _ in range(_LAYER_SEARCH_DEPTH):
         if frame is None:
             break
-        local = frame.f_locals
-        layer = local.get("layer")
-        layer_id = local.get("layer_id", getattr(layer, "layer_id", None))
-        if isinstance(layer_id, int) and not isinstance(layer_id, bool):
-            return f"layer {layer_id}"
+        code = frame.f_code
+        if not code.co_flags & inspect.CO_OPTIMIZED or not _LAYER_NAMES.isdisjoint(
+                code.co_varnames + code.co_cellvars + code.co_freevars):
+            local = frame.f_locals
+            layer = local.get("layer")
+            layer_id = local.get("layer_id", getattr(layer, "layer_id", None))
+            if isinstance(layer_id, int) and not isinstance(layer_id, bool):
+                return f"layer {layer_id}"
         frame = frame.f_back
     return f"pool #{ordinal}"
+
+
+_LAYER_NAMES = frozenset({"layer", "layer_id"})
 
 
 def _signature(values: dict[str, Any], l2norm_default: Any = False, bound_default: Any = None
@@ -282,7 +290,7 @@ class _Plan:
         # where `out` lies, which no signature holds); None for a loose signature or a non-tensor argument.
         self.extents = extents
         # Whether a call's eight tensors have the signature's metadata (`hotpath.tensor_matcher`, made from the
-        # first call's tensors by `Guard._plan`; never for a loose signature, whose calls take the full lookup).
+        # tensors of the call that planned it; never for a loose signature, whose calls take the full lookup).
         self.matches: Callable[..., bool] = _never
         self.overlaps_seen: set[str] = set()  # the overlap messages recorded already (warn and record modes)
         self.pool_slots = pool_slots
@@ -776,12 +784,11 @@ class Guard:
                     and last.epoch == capture.epoch and (last.version is None or last.version == i._version) \
                     and last.pointer == i.data_ptr() \
                     and (last.stream is None or last.stream == plan.stream())  # type: ignore[union-attr, misc]
-                # `_signature` compared with the last plan's: the eight tensors by the plan's test (torch's C++
-                # check: `hotpath.tensor_matcher`; it reads the indices' shape and dtype again when they are the
-                # checked object, as an inference tensor has no version to see a resize_, and `.data` can be
-                # reassigned without one), the scalars term by term with its key; else the signature looked up
-                # in full, and the test made again from this call's tensors if it refused them (a stricter test:
-                # requires_grad, an inference tensor). The key and the lookup must stay `_signature`.
+                # `_signature` compared with the last plan's: the eight tensors by the plan's test
+                # (`hotpath.tensor_matcher`: torch's C++ check, Python where it refuses; it reads the indices'
+                # metadata again when they are the checked object, as an inference tensor has no version to see
+                # a resize_, and `.data` can be reassigned without one), the scalars term by term with its key;
+                # else the signature looked up in full. The key and the lookup must stay `_signature`.
                 if plan is None or tag is None or not (
                         plan.matches(q, a, b, g, d, h, o, i)
                         and type(scale) is k[33] and scale == k[32]
@@ -793,8 +800,6 @@ class Guard:
                         d.shape, d.stride(), d.dtype, d.device, h.shape, h.stride(), h.dtype, h.device,
                         o.shape, o.stride(), o.dtype, o.device, i.shape, i.stride(), i.dtype, i.device,
                         scale, type(scale), l2norm, type(l2norm), bound, type(bound))]
-                    if not plan.matches(q, a, b, g, d, h, o, i):
-                        plan.matches = tensor_matcher((q, a, b, g, d, h, o, i))
                     tag = plan.tags[pool]
                     last = plan.last  # another plan: its own last check may serve (its terms were all read)
                     reuse = _reusable(last, i, tag, capture.epoch, plan.stream)

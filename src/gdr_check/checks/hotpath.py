@@ -7,9 +7,9 @@ Two paths run per kernel launch, each with a budget against the reference wrappe
    `guard.py`, `Guard._wrapper_for`: the reuse test on the site's last plan's `_LastCheck` (the indices object
    by identity, its `_version`, the capture epoch, the CUDA stream), then `_signature`'s terms compared with
    that plan's: the shapes, strides, dtypes and devices of the eight tensors by one call of the plan's
-   `tensor_matcher` below (torch's C++ tensor check), the scalars one by one with its key, no tuple built or
-   hashed (no data pointer, no index value; a full lookup only when another signature came last), whether
-   `out` overlaps an input
+   `tensor_matcher` below (torch's C++ tensor check, Python where it refuses), the scalars one by one with its
+   key, no tuple built or hashed (no data pointer, no index value; a full lookup only when the call differs
+   from that plan), whether `out` overlaps an input
    (`out_overlaps` below: eight data pointers against the byte extents kept with the plan; GDR246 is the one
    rule that depends on where the tensors lie), the pool's tag by address, one read of the fault flag
    (`FaultBuffer.host_flag`, host memory the kernels set: no CUDA call), and either the step's sanitised
@@ -90,32 +90,44 @@ def out_overlaps(args: Sequence[Any], extents: tuple[int, ...]) -> bool:
 
 def tensor_matcher(tensors: Sequence[Any]) -> Callable[..., bool]:
     """A test that tensors passed in the same order have the shapes, strides, dtypes and devices of `tensors` (what
-    `guard._signature` keeps of each), run by the guard's wrapper on every call. Where this torch has it, torch's
-    own C++ tensor check (dynamo's `TensorGuards`, the check compiled graphs run on their inputs): 0.55 µs for
-    eight tensors on the CPU machine against 2.5 µs for the 32 attribute reads in Python, which allocate a size
-    tuple, a stride tuple and a device per tensor. It is stricter (the exact Python type, the dispatch keys,
-    which hold the device type and whether it is an inference tensor, and requires_grad), so a call it refuses
-    may still have the signature: the wrapper then looks the signature up in full and makes a new test from that
-    call's tensors. Where it is missing, cannot be built, or does not tell apart what the signature does
-    (`_torch_check_is_exact`), the same comparison in Python. Neither keeps a reference to `tensors`."""
+    `guard._signature` keeps of each), run by the guard's wrapper on every call; it keeps no reference to them.
+
+    Where this torch has it, torch's own C++ tensor check (dynamo's `TensorGuards`, the check compiled graphs run
+    on their inputs) answers first: 0.55 µs for eight tensors on the CPU machine against 2.5 µs for the 32
+    attribute reads in Python, which allocate a size tuple, a stride tuple and a device per tensor. It is
+    stricter than the signature (the exact Python type, requires_grad, the dispatch keys, which hold the device
+    type and whether a tensor is an inference tensor, read through the thread's dispatch state: inference mode,
+    autocast), so where it refuses, the Python comparison decides: a plan whose layers pass, say, a Parameter
+    in one layer and a plain tensor in the next pays both, never a rebuild per call. Python alone where the
+    check is missing, cannot be built, does not tell apart what the signature does (`_torch_check_is_exact`),
+    or refuses its own example (it refuses one tensor object passed twice: dynamo's aliasing rule).
+
+    One gap is left to the C++ check: the device type is seen through the thread's dispatch key set, so a test
+    made under a private `torch._C._IncludeDispatchKeyGuard` for one backend and run under one for another could
+    accept a tensor of the other device type. Nothing in torch's public API sets those."""
     expected = tuple((tensor.shape, tensor.stride(), tensor.dtype, tensor.device) for tensor in tensors)
+
+    def same_metadata(*given: Any) -> bool:
+        try:
+            return all(tensor.shape == shape and tensor.stride() == stride and tensor.dtype == dtype
+                       and tensor.device == device
+                       for tensor, (shape, stride, dtype, device) in zip(given, expected, strict=True))
+        except (AttributeError, TypeError, ValueError):  # not a tensor, or not as many as the plan's
+            return False
+
     if _torch_check_is_exact():
         try:
             check = _torch_check(tensors)
             if check(*tensors):
-                return check
-        except Exception:  # noqa: BLE001 - a tensor this torch's check cannot describe: the Python test below
+                def matches(*given: Any) -> bool:
+                    try:
+                        return bool(check(*given)) or same_metadata(*given)
+                    except TypeError:  # not as many tensors as the plan's
+                        return False
+
+                return matches
+        except Exception:  # noqa: BLE001 - a tensor this torch's check cannot describe: the Python test alone
             pass
-
-    def same_metadata(*given: Any) -> bool:
-        try:
-            return len(given) == len(expected) and all(
-                tensor.shape == shape and tensor.stride() == stride and tensor.dtype == dtype
-                and tensor.device == device
-                for tensor, (shape, stride, dtype, device) in zip(given, expected, strict=True))
-        except (AttributeError, TypeError):  # not a tensor
-            return False
-
     return same_metadata
 
 
