@@ -176,7 +176,7 @@ def test_naming_a_new_pools_layer_keeps_no_tensor_of_the_caller_alive(monkeypatc
         return pool() is None
 
     def layer_forward(layer_id):
-        call = gdn_call()
+        call = gdn_call(S=10)  # another pool size: a pool of its own even at the freed pool's address
         _decode(module)(**call)
 
     with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
