@@ -242,7 +242,7 @@ def replay_round_us(graph: torch.cuda.CUDAGraph) -> float:
     return statistics.median(times)
 
 
-def graphs_us(*graphs: torch.cuda.CUDAGraph) -> list[dict[str, float]]:
+def graphs_us(*graphs: torch.cuda.CUDAGraph) -> list[dict[str, Any]]:
     """Each graph's replay time per call over GRAPH_ROUNDS rounds in which the graphs take turns (a clock or
     a neighbour's slow spell lands on every side alike): the median of the rounds' medians, and the spread
     (half the range of the rounds, relative to that median)."""
