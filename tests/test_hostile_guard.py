@@ -56,6 +56,10 @@ def test_every_bad_argument_is_named_at_once():
     (float("nan"), "nan", "not a number"), (float("inf"), "inf", "above 1e+30"), (1e308, "1e+308", "above 1e+30"),
     (10**400, "'an integer of at least 400 digits'", "above 1e+30"), (-1.0, "-1.0", "not positive"),
     ("0.5", "'0.5'", "not a number"), (None, "None", "not a number"),
+    # (NumPy's own repr: `np.float32(0.25)` from NumPy 2, `0.25` before)
+    (np.float32(0.25), repr(np.float32(0.25)), "a numpy.float32, not a Python float"),
+    (np.int64(1), repr(np.int64(1)), "a numpy.int64, not a Python float"),
+    (np.float32("nan"), repr(np.float32("nan")), "not a number"),
 ])
 def test_absurd_scales_are_gdr245(scale, shown, problem):
     call = gdn_call()

@@ -8,6 +8,7 @@ checks, by code. Fixes are computed from the numbers in the call (kernel_causes)
 from __future__ import annotations
 
 import math
+import numbers
 
 from ..call import GRID_DIM_LIMIT, CallContext, next_power_of_2
 from ..engines import PROFILES
@@ -233,8 +234,13 @@ def scale_valid(ctx: CallContext) -> Finding | None:
     limit = LIMITS["scale"]
     if not limit.allows(scale) or scale <= 0:
         shown = shorten(scale) if isinstance(scale, int) and scale.bit_length() > 128 else scale
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or (isinstance(scale, float)
-                                                                                and math.isnan(scale)):
+        if isinstance(scale, numbers.Real) and not isinstance(scale, (bool, int, float)) \
+                and not math.isnan(scale):
+            # (a NumPy float32 or int64: a number, but Triton binds only Python numbers as scalar arguments)
+            kind = f"{type(scale).__module__}.{type(scale).__name__}"
+            problem = f"a {kind}, not a Python float: the kernel needs a positive float"
+        elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or (isinstance(scale, float)
+                                                                                  and math.isnan(scale)):
             problem = "not a number: the kernel needs a positive float"
         elif scale <= 0:
             problem = "not positive: the kernel needs a positive float"
