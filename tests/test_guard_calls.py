@@ -199,3 +199,101 @@ def test_naming_a_new_pools_layer_keeps_no_tensor_of_the_caller_alive(monkeypatc
         layer_forward(5)  # a frame with `layer_id` is still read: its pool is named after it
     assert not [d for d in guard.diagnostics if d.severity == "error"]
     assert [label for buffer in guard._buffers.values() for label, *_ in buffer._labels] == ["pool #0", "layer 5"]
+
+
+def test_positional_only_parameters_passed_by_name_are_refused_as_python_refuses_them(monkeypatch):
+    def positional_only(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+                        use_qk_l2norm_in_kernel=False, /):
+        return a.shape, ssm_state_indices
+
+    module, _ = _engine(monkeypatch, positional_only)
+    call = gdn_call()
+    rest = {name: call[name] for name in NAMES[2:]}
+    expected = _unguarded_type_error(lambda: positional_only(call["mixed_qkv"], call["a"], **rest))
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]):
+        with pytest.raises(TypeError) as caught:  # it ran with the arguments shifted into other slots
+            _decode(module)(call["mixed_qkv"], call["a"], **rest)
+    assert str(caught.value) == expected
+
+
+def test_extra_positional_arguments_taken_by_a_star_args_are_still_checked(monkeypatch):
+    def with_rest(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, *rest,
+                  use_qk_l2norm_in_kernel=False):
+        return rest
+
+    module, seen = _engine(monkeypatch, with_rest)
+    call = gdn_call(slots=[1, 2, 3, 99])
+    with pytest.raises(gdr_check.GuardError) as caught:
+        with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]) as guard:
+            assert _decode(module)(*[call[name] for name in NAMES], "extra") == ("extra",)
+            guard.raise_pending()
+    assert [d.code for d in caught.value.diagnostics] == ["GDR241"]
+
+
+def test_an_unknown_keyword_gets_the_type_error_even_on_a_call_the_contract_refuses(monkeypatch):
+    module, _ = _engine(monkeypatch, sglang_like)
+    call = dict(gdn_call(), a=gdn_call()["a"][:, :1], use_qk_l2norm=True)  # a typo, and a narrowed `a`
+    expected = _unguarded_type_error(lambda: sglang_like(**call))
+    with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]):
+        for _ in range(2):  # the first call, then the signature's plan
+            with pytest.raises(TypeError) as caught:
+                _decode(module)(**call)
+            assert str(caught.value) == expected
+
+
+def test_contract_arguments_left_out_are_judged_with_the_functions_defaults(monkeypatch):
+    def defaults(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices=None, scale=0.125,
+                 use_qk_l2norm_in_kernel=False):
+        return "ran"
+
+    module, _ = _engine(monkeypatch, defaults)
+    call = gdn_call()
+    del call["scale"]
+    with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]) as guard:
+        assert _decode(module)(**call) == "ran"  # its own scale, 0.125: no GDR245 for a missing one
+    assert "GDR245" not in {d.code for d in guard.diagnostics}
+    del call["ssm_state_indices"]
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
+        assert _decode(module)(**call) == "ran"  # no KeyError: judged with its default, None (GDR228)
+    assert [d.code for d in guard.diagnostics if d.severity == "error"] == ["GDR228"]
+
+
+def test_scalars_keyed_alike_are_judged_with_their_own_words(monkeypatch):
+    import decimal
+
+    module, _ = _engine(monkeypatch, sglang_like)
+    base = gdn_call()
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
+        for _ in range(10):
+            _decode(module)(**dict(base, scale=decimal.Decimal("NaN")))
+    assert len([d for d in guard.diagnostics if d.code == "GDR245"]) == 1
+    np = pytest.importorskip("numpy")
+    messages = []
+    with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]):  # one guard: their plans side by side
+        for scale in (torch.tensor(0.35), torch.tensor(float("nan"), device="meta"), np.True_, np.False_):
+            with pytest.raises(gdr_check.GuardError) as caught:
+                _decode(module)(**dict(base, scale=scale))
+            messages.append(next(d.message for d in caught.value.diagnostics if d.code == "GDR245"))
+    shown = [message.split(";")[0] for message in messages]
+    assert shown == [f"`scale` is {value!r}" for value in (torch.tensor(0.35), torch.tensor(float("nan"),
+                                                                                             device="meta"),
+                                                           np.True_, np.False_)]
+
+
+def test_a_callers_property_that_raises_does_not_stop_the_engines_call(monkeypatch):
+    from gdr_check.kernel import _triton_common
+
+    if not _triton_common.INTERPRETED:
+        pytest.skip("Triton's interpreter is off (a GPU run): CPU tensors' pools are checked on the host, unnamed")
+    module, _ = _engine(monkeypatch, sglang_like)
+
+    class Layer:
+        @property
+        def layer_id(self):
+            raise RuntimeError("boom")
+
+    def forward(layer):
+        return _decode(module)(**gdn_call())
+
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]):
+        assert forward(Layer()) == "ran"

@@ -68,7 +68,6 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import math
 import numbers
 import os
 import reprlib
@@ -145,10 +144,12 @@ def _layer_label(state: Any, ordinal: int) -> str:
         if not code.co_flags & inspect.CO_OPTIMIZED or not _LAYER_NAMES.isdisjoint(
                 code.co_varnames + code.co_cellvars + code.co_freevars):
             local = frame.f_locals
-            layer = local.get("layer")
-            layer_id = local.get("layer_id", getattr(layer, "layer_id", None))
-            if isinstance(layer_id, int) and not isinstance(layer_id, bool):
-                return f"layer {layer_id}"
+            try:  # a caller's property may raise: a name is not worth the engine's call
+                layer_id = local.get("layer_id", getattr(local.get("layer"), "layer_id", None))
+            except Exception:  # noqa: BLE001
+                layer_id = None
+            if isinstance(layer_id, numbers.Integral) and not isinstance(layer_id, bool):
+                return f"layer {int(layer_id)}"
         frame = frame.f_back
     return f"pool #{ordinal}"
 
@@ -181,12 +182,18 @@ def _signature(values: dict[str, Any], l2norm_default: Any = False, bound_defaul
 
 
 def _keyed_scalar(value: Any) -> Any:
-    """A scalar argument as the signature keys it: "nan" for a NaN of any real type (a NumPy float too), a
-    tensor by its shape and dtype, anything else as it is."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool | int):
-        return "nan" if math.isnan(value) else value
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return ("tensor", tuple(value.shape), value.dtype)
+    """A scalar argument as the signature keys it: a tensor (hashed by identity) by its shape, dtype and device,
+    and on the CPU by its value's text when it holds one (reading a GPU tensor's would wait for the device);
+    "nan" for a NaN of any type (a NumPy float, a Decimal); anything else as it is."""
+    if hasattr(value, "data_ptr"):
+        device = value.device
+        shown = repr(value) if device.type == "cpu" and value.numel() <= 1 else None
+        return ("tensor", tuple(value.shape), value.dtype, str(device), shown)
+    try:
+        if value != value:
+            return "nan"
+    except Exception:  # noqa: BLE001 - a signalling NaN, an array: keyed as it is (or loosely, if unhashable)
+        pass
     return value
 
 
@@ -214,37 +221,24 @@ def _tensors(args: tuple[Any, ...]) -> dict[str, Any]:
 
 
 class _Site:
-    """One engine function being guarded, with its parameter order for binding positional calls."""
+    """One engine function being guarded, with its signature for binding positional calls."""
 
     def __init__(self, original: Callable[..., Any], target: str, variant: str) -> None:
         self.original = original
         self.target = target
         self.variant = variant
         self.holders: list[str] = []
-        parameters = inspect.signature(original).parameters
+        self.signature = inspect.signature(original)
+        parameters = self.signature.parameters
         self.names = [name for name in parameters if name in PARAMETERS]
-        # Positional arguments bind by the function's own order (up to a *args, which ends positional binding).
-        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        self.positional: list[str] = []
-        for name, parameter in parameters.items():
-            if parameter.kind not in positional:
-                break
-            self.positional.append(name)
-        # The parameters a call must give (a call without one gets the original's own TypeError, unchecked).
-        self.required = frozenset(name for name, parameter in parameters.items()
-                                  if parameter.default is inspect.Parameter.empty and parameter.kind not in (
-                                      inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
-        only_positional = [name for name, parameter in parameters.items()
-                           if parameter.kind is inspect.Parameter.POSITIONAL_ONLY]
-        # The original called with the call's arguments by name (the wrapper's form): the original itself, or
-        # for a function with positional-only parameters, one that passes those by position.
-        self.call_by_name: Callable[..., Any] = original
-        if only_positional:
-            def by_name(**values: Any) -> Any:
-                leading = [values.pop(name) for name in only_positional if name in values]
-                return original(*leading, **values)
-
-            self.call_by_name = by_name
+        self.kinds = {name: parameter.kind for name, parameter in parameters.items()}
+        # A function with positional-only parameters or a *args cannot take a call by name alone: its calls
+        # are bound by its signature (`bind`) and it is called with the bound arguments.
+        positional_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)
+        self.binds_positionally = any(kind in positional_kinds for kind in self.kinds.values())
+        # The contract's arguments the function gives a default, for a call that leaves them out.
+        self.defaults = {name: parameter.default for name, parameter in parameters.items()
+                         if name in PARAMETERS and parameter.default is not inspect.Parameter.empty}
         self.l2norm_default = parameters["use_qk_l2norm_in_kernel"].default \
             if "use_qk_l2norm_in_kernel" in parameters else False
         if self.l2norm_default is inspect.Parameter.empty:
@@ -258,14 +252,24 @@ class _Site:
         # mostly share it, and comparing against its key costs less than building and hashing a new one.
         self.recent: _Plan | None = None
 
-    def keywords(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        """The call's arguments by name (a positional call made keyword: the original is called that way), or
-        None where Python would refuse the binding (too many positional arguments, or one given both ways): the
-        wrapper then calls the original as it was called, for its own TypeError."""
-        if len(args) > len(self.positional) or any(name in kwargs for name in self.positional[:len(args)]):
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments | None:
+        """The call bound by the function's signature, or None where Python would refuse it (an argument
+        missing, given twice or unknown, too many positional ones, a positional-only one by name): the wrapper
+        then calls the original as it was called, for its own TypeError, and checks nothing."""
+        try:
+            return self.signature.bind(*args, **kwargs)
+        except TypeError:
             return None
-        values = dict(zip(self.positional, args, strict=False))
-        values.update(kwargs)
+
+    def named(self, bound: inspect.BoundArguments) -> dict[str, Any]:
+        """A bound call's arguments by name (a **kwargs catch-all's entries among them, a *args' left out)."""
+        values: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            kind = self.kinds[name]
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                values.update(value)
+            elif kind is not inspect.Parameter.VAR_POSITIONAL:
+                values[name] = value
         return values
 
     def ordered(self, values: dict[str, Any]) -> tuple[Any, ...]:
@@ -310,6 +314,13 @@ class _Plan:
 
 def _never(*tensors: Any) -> bool:
     return False
+
+
+def _call_bound(original: Callable[..., Any], bound: inspect.BoundArguments, **values: Any) -> Any:
+    """`original` called with a bound call's arguments, the indices the guard passes in their place."""
+    if "ssm_state_indices" in bound.arguments:
+        bound.arguments["ssm_state_indices"] = values["ssm_state_indices"]
+    return original(*bound.args, **bound.kwargs)
 
 
 def _tensors_of(values: dict[str, Any]) -> tuple[Any, ...]:
@@ -744,7 +755,7 @@ class Guard:
             raise
 
     def _wrapper_for(self, site: _Site) -> Callable[..., Any]:
-        original, call_by_name = site.original, site.call_by_name
+        original = site.original
         plans = site.plans
         guard = self
         capture = _CAPTURE
@@ -757,11 +768,12 @@ class Guard:
             # flag, then either the step's check served again or the slot check's launch.
             if guard._depth <= 0:
                 return original(*args, **kwargs)
-            if args:  # engines pass keywords; a positional call is bound by the function's own order
-                bound = site.keywords(args, kwargs)
+            call = original  # called with the call's arguments by name (engines pass keywords)
+            if args or site.binds_positionally:  # bound by the function's signature, and called that way
+                bound = site.bind(args, kwargs)
                 if bound is None:  # a binding Python refuses: the original's own TypeError
                     return original(*args, **kwargs)
-                kwargs = bound
+                kwargs, call = site.named(bound), functools.partial(_call_bound, original, bound)
             guard.calls += 1
             try:
                 q, a, b = kwargs["mixed_qkv"], kwargs["a"], kwargs["b"]
@@ -806,10 +818,11 @@ class Guard:
             except Exception:  # noqa: BLE001 - a new signature or pool, or an argument that is not a tensor
                 plan = None
             if plan is None:  # outside the handler: what the first call raises is not chained to a KeyError
-                if not site.required <= kwargs.keys():  # an argument missing: the original's own TypeError
-                    return call_by_name(**kwargs)
-                plan, tag = guard._plan(site, kwargs)
-                i, last = kwargs["ssm_state_indices"], plan.last
+                if call is original and site.bind((), kwargs) is None:  # missing, unknown: its own TypeError
+                    return original(**kwargs)
+                values = {**site.defaults, **kwargs} if site.defaults else kwargs  # what the function runs with
+                plan, tag = guard._plan(site, values)
+                i, last = values["ssm_state_indices"], plan.last
                 reuse = _reusable(last, i, tag, capture.epoch, plan.stream)  # (`_plan` judged the overlap)
             elif (extents := plan.extents) is not None:
                 # Where `out` lies is each call's own (GDR246): `hotpath.out_overlaps`, inlined with the pool's
@@ -828,22 +841,24 @@ class Guard:
             launch = plan.launch
             if launch is None:
                 if plan.errors and guard.mode == "raise":
+                    if call is original and site.bind((), kwargs) is None:  # e.g. an unknown keyword too
+                        return original(**kwargs)
                     raise GuardError(plan.errors)
                 if plan.on_host:
                     guard._check_on_host(site, kwargs)
-                return call_by_name(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
+                return call(**kwargs)  # refused in another mode (the engine's own checks decide), or no pool
             if plan.host_flag[0]:  # a kernel has recorded a fault: read it (one host load when none has)
                 guard._look(launch.buffer)
             if reuse:
                 last.served.add(tag)  # type: ignore[union-attr]
                 kwargs["ssm_state_indices"] = last.safe  # type: ignore[union-attr]
-                return call_by_name(**kwargs)
+                return call(**kwargs)
             safe = kwargs["ssm_state_indices"] = launch(i, plan.batch, plan.stride, plan.pool_slots, tag)
             if guard._reuse:  # an inference tensor (vLLM decodes in inference mode) has no version counter
                 stream = plan.stream
                 plan.last = _LastCheck(i, None if i.is_inference() else i._version, i.data_ptr(), capture.epoch,
                                        None if stream is None else stream(), safe, {tag})
-            return call_by_name(**kwargs)
+            return call(**kwargs)
 
         # Marker attributes on the wrapper function (functools.wraps types it without them): what it wraps, and
         # the guard it belongs to (a wrapper whose guard has left passes calls through: see capture.py).
