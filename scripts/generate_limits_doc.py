@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gdr_check.limits import LIMITS, MAX_RECORDING_BYTES, MAX_SMALL_FILE_BYTES
+from gdr_check.limits import KEPT_DIAGNOSTICS, LIMITS, MAX_RECORDING_BYTES, MAX_SMALL_FILE_BYTES
 
 
 def render() -> str:
@@ -49,6 +49,12 @@ def render() -> str:
         "tensor; `dtype` must name a dtype.",
         "- `config.json` and `model.safetensors.index.json`: 16 MiB (GDR0xx).",
         "- JSON and TOML nested too deeply for the parser are an error naming the file, not a crash.",
+        "",
+        "## Kept in memory",
+        "",
+        f"- a runtime guard's `guard.diagnostics`: the first {KEPT_DIAGNOSTICS}, so that a guard left on while calls",
+        "  keep faulting stays bounded; later ones are counted in `guard.dropped_diagnostics` (the mode still acts",
+        "  on each).",
         "",
     ]
     return "\n".join(lines)

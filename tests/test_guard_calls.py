@@ -297,3 +297,27 @@ def test_a_callers_property_that_raises_does_not_stop_the_engines_call(monkeypat
 
     with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]):
         assert forward(Layer()) == "ran"
+
+
+def test_a_guard_left_on_while_calls_keep_faulting_keeps_a_bounded_list(monkeypatch):
+    # 200 faulty calls in record mode held 200+ diagnostics, and an engine's would grow without end: past
+    # KEPT_DIAGNOSTICS they are counted, not kept (the mode still acts on each).
+    from gdr_check import guard as guard_module
+
+    module, _ = _engine(monkeypatch, sglang_like)
+    call = gdn_call(slots=[1, 2, 3, 4])
+    call["initial_state"] = call["initial_state"][:0]  # every live row a fault, on every call
+
+    def ten_calls():
+        with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
+            for _ in range(10):
+                _decode(module)(**call)
+        return guard
+
+    everything = ten_calls()
+    assert everything.dropped_diagnostics == 0 and len(everything.diagnostics) > 10
+    monkeypatch.setattr(guard_module, "KEPT_DIAGNOSTICS", 5)
+    bounded = ten_calls()
+    assert len(bounded.diagnostics) == 5
+    assert bounded.diagnostics == everything.diagnostics[:5]
+    assert 5 + bounded.dropped_diagnostics == len(everything.diagnostics)

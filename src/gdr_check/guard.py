@@ -4,7 +4,8 @@
 
     with gdr_check.guard(engine="sglang", model="Qwen/Qwen3-Next-80B-A3B-Instruct", tp=4) as guard:
         engine.generate(prompts)        # every packed-decode call is checked, eager or under CUDA graphs
-    guard.diagnostics                   # what was found (mode="record"); mode="raise" raises, "warn" warns
+    guard.diagnostics                   # what was found (mode="record"), up to 4096, the rest counted in
+                                        # guard.dropped_diagnostics; mode="raise" raises, "warn" warns
 
     @gdr_check.guard(engine="vllm", mode="warn")   # or as a decorator
     def decode_step(...): ...
@@ -94,7 +95,7 @@ from .checks.contract import describe_call
 from .checks.hotpath import address_errors, out_overlaps, run_contract, tensor_matcher
 from .engines import profile_for
 from .errors import described
-from .limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
+from .limits import DEFAULT_MAX_RECORDS, KEPT_DIAGNOSTICS, UNLISTED_FAULTS, checked, counted
 from .models.check import check_model
 from .models.deployment import Deployment
 
@@ -474,6 +475,7 @@ class Guard:
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.diagnostics: list[Any] = []
         self.unlisted_faults = 0  # faults the device counted past what its ring of max_records records still held
+        self.dropped_diagnostics = 0  # diagnostics found past the KEPT_DIAGNOSTICS that `diagnostics` holds
         self._unservable: list[Any] = []  # the model's errors where the deployment has no per-rank call
         self.calls = 0
         self.sites: list[_Site] = []
@@ -550,7 +552,9 @@ class Guard:
         """Keep `diagnostics`, and `unlisted` faults counted but no longer held, and raise or warn per the mode."""
         if not diagnostics and not unlisted:
             return
-        self.diagnostics.extend(diagnostics)
+        room = max(KEPT_DIAGNOSTICS - len(self.diagnostics), 0)  # (the mode still acts on all of them)
+        self.diagnostics.extend(diagnostics[:room])
+        self.dropped_diagnostics += max(len(diagnostics) - room, 0)
         self.unlisted_faults += unlisted
         errors = [d for d in diagnostics if d.severity == "error"]
         if self.mode == "raise" and (errors or unlisted):  # (every slot fault is an error in the engine's context)

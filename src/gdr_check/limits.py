@@ -62,6 +62,9 @@ def _number(value: float) -> str:
 
 
 DEFAULT_MAX_RECORDS = 64  # fault records a runtime guard's buffer keeps unless told otherwise
+# Diagnostics a runtime guard keeps in `guard.diagnostics`: a guard left on in an engine whose calls keep
+# faulting would otherwise grow without end; past this, diagnostics are counted (`guard.dropped_diagnostics`).
+KEPT_DIAGNOSTICS = 4096
 # What a report of device faults says of those its ring of max_records no longer held when it was read.
 UNLISTED_FAULTS = "counted on the device but not kept (a ring of the last max_records): raise max_records"
 _CONFIG = "config.json"
