@@ -27,7 +27,7 @@ def _engine(monkeypatch, function):
 
     def recording(*args, **kwargs):
         indices = kwargs.get("ssm_state_indices", args[8] if len(args) > 8 else None)
-        if indices is not None:
+        if type(indices) is torch.Tensor:  # (a subclass may refuse tolist)
             seen.append(indices.tolist())
         return function(*args, **kwargs)
 
@@ -321,3 +321,33 @@ def test_a_guard_left_on_while_calls_keep_faulting_keeps_a_bounded_list(monkeypa
     assert len(bounded.diagnostics) == 5
     assert bounded.diagnostics == everything.diagnostics[:5]
     assert 5 + bounded.dropped_diagnostics == len(everything.diagnostics)
+
+
+class _NoStorage(torch.Tensor):
+    """A wrapper subclass: shapes and strides, no storage (as tensor subclasses built on another tensor are)."""
+
+    @staticmethod
+    def __new__(cls, like):
+        return torch.Tensor._make_wrapper_subclass(cls, like.shape, dtype=like.dtype, device=like.device,
+                                                   strides=like.stride())
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(f"{func} on a tensor without storage")
+
+
+@pytest.mark.parametrize("mode", ["raise", "record"])
+def test_a_tensor_without_storage_is_gdr228_not_a_launch_error(monkeypatch, mode):
+    # Its data pointer raises: the slot check's launch raised "Cannot access data pointer" in every mode.
+    module, _ = _engine(monkeypatch, sglang_like)
+    call = gdn_call()
+    call["ssm_state_indices"] = _NoStorage(call["ssm_state_indices"])
+    with gdr_check.guard(engine="sglang", mode=mode, targets=[TARGET]) as guard:
+        if mode == "raise":
+            with pytest.raises(gdr_check.GuardError, match="GDR228"):
+                _decode(module)(**call)
+        else:
+            assert _decode(module)(**call) == "ran"  # the engine's own call, given the tensor as it was
+    assert [(d.code, d.message) for d in guard.diagnostics if d.severity == "error"] == [
+        ("GDR228", "`ssm_state_indices` is a tensor without storage (a wrapper subclass: no data pointer to run on), "
+                   "not a dense strided tensor")]

@@ -60,16 +60,26 @@ def argument_report(arguments: Mapping[str, Any], rules: RuleSet = RULE_SET) -> 
 
 
 META_KIND = "a meta tensor (shapes only, no data to run on)"
+STORAGELESS_KIND = "a tensor without storage (a wrapper subclass: no data pointer to run on)"
 
 
 def meta_report(arguments: Mapping[str, Any], rules: RuleSet = RULE_SET) -> Report | None:
-    """GDR228 for each tensor argument on the meta device, for a call that is about to run (the runtime guard,
+    """GDR228 for each tensor argument on the meta device, or strided with elements but no storage (a wrapper
+    subclass: its data pointer is 0, or reading it raises), for a call that is about to run (the runtime guard,
     the checked kernels); None when there is none. `check_packed_decode` takes meta tensors as shape-only
     stand-ins and never calls this."""
-    kinds = {}
+    kinds: dict[str, str | None] = {}
     for name in TENSOR_ARGUMENTS:
-        device = getattr(arguments.get(name), "device", None)
+        value = arguments.get(name)
+        device = getattr(value, "device", None)
         kinds[name] = META_KIND if str(getattr(device, "type", device)) == "meta" else None
+        if kinds[name] is None and str(getattr(value, "layout", None)) == "torch.strided":
+            try:
+                storageless = value.numel() > 0 and value.data_ptr() == 0  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001 - RuntimeError in torch 2.13; another torch may raise otherwise
+                storageless = True
+            if storageless:
+                kinds[name] = STORAGELESS_KIND
     return _report(kinds, rules)
 
 
