@@ -699,6 +699,7 @@ def test_calls_the_c_check_refuses_but_the_signature_accepts_stay_on_the_steady_
     # new verdict, no full lookup and no new test; a test made anew per call cost 15 µs per call.
     from fake_engine import install
     from gdr_check import guard as guard_module
+    from gdr_check.call import TENSOR_ARGUMENTS
 
     engine = install(monkeypatch)
     verdicts = _counting_verdicts(monkeypatch)
@@ -718,7 +719,7 @@ def test_calls_the_c_check_refuses_but_the_signature_accepts_stay_on_the_steady_
         assert (len(verdicts), len(made), len(slow)) == (1, 1, 0)
         [site] = [s for s in guard.sites if s.variant == "gdn" and s.plans]
         [plan] = site.plans.values()
-        assert plan.matches(*(trained[name] for name in guard_module._MATCHED))
+        assert plan.matches(*(trained[name] for name in TENSOR_ARGUMENTS))
     assert not [d for d in guard.diagnostics if d.severity == "error"]
 
 

@@ -80,7 +80,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .call import ARGUMENTS, Variant
+from .call import ARGUMENTS, TENSOR_ARGUMENTS, Variant
 from .capture import (
     ENGINE_TARGETS,
     PARAMETERS,
@@ -322,14 +322,6 @@ def _call_bound(original: Callable[..., Any], bound: inspect.BoundArguments, **v
     if "ssm_state_indices" in bound.arguments:
         bound.arguments["ssm_state_indices"] = values["ssm_state_indices"]
     return original(*bound.args, **bound.kwargs)
-
-
-def _tensors_of(values: dict[str, Any]) -> tuple[Any, ...]:
-    """A call's eight tensors in the order the wrapper passes them to `_Plan.matches`."""
-    return tuple(values[name] for name in _MATCHED)
-
-
-_MATCHED = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "ssm_state_indices")
 
 
 @dataclass(slots=True)
@@ -609,7 +601,7 @@ class Guard:
             plan = _Plan(key, verdict.errors, verdict.pool_slots or 0, launch, batch, stride, on_host,
                          verdict.extents if strict else None)
             if strict:
-                plan.matches = tensor_matcher(_tensors_of(values))
+                plan.matches = tensor_matcher(tuple(values[name] for name in TENSOR_ARGUMENTS))  # (the wrapper's order)
             if len(site.plans) >= _PLAN_CACHE_SIZE:
                 site.plans.clear()
             site.plans[key] = plan

@@ -88,6 +88,7 @@ def out_overlaps(args: Sequence[Any], extents: tuple[int, ...]) -> bool:
             return True
     return False
 
+
 def tensor_matcher(tensors: Sequence[Any]) -> Callable[..., bool]:
     """A test that tensors passed in the same order have the shapes, strides, dtypes and devices of `tensors` (what
     `guard._signature` keeps of each), run by the guard's wrapper on every call; it keeps no reference to them.
