@@ -256,10 +256,35 @@ VARIANTS["record_early"] = [p for k in KERNELS for p in (
     (k, "        record_fault(fault_counter", "        if False:\n          record_fault(fault_counter"),
     (k, _VERDICT, _VERDICT.replace("    else:\n", _EARLY_RECORD.format(condition="        if True:\n")
                                    + "    else:\n")))]
+
+def record_body(body: str) -> Callable[[str], str]:
+    """A patch of `record_fault`: its branch's body replaced by `body` (lines at the branch's indentation + 4)."""
+    def patch(text: str) -> str:
+        start = text.index("    if fault != 0:", text.index("def record_fault("))
+        end = text.index("\n\n\n", start)
+        return f"{text[:start]}    if fault != 0:\n{body}{text[end:]}"
+    return patch
+
+
+# What kind of instruction in the record's branch costs the clean path (experiments: the records are not usable):
+# plain stores only (the fields at the row's place in the ring and the flag: no atomic, no barrier), the flag's
+# store alone, the counter's atomic alone
+VARIANTS["record_plain_stores"] = [(COMMON, record_body(
+    "        fields = tl.arange(0, 4)\n"
+    "        values = tl.where(fields == 0, fault.to(tl.int64), tl.where(fields == 1, i_n.to(tl.int64), "
+    "tl.where(fields == 2, slot, tag)))\n"
+    "        tl.store(records + (i_n % MAX_RECORDS) * 5 + fields, values)\n"
+    "        tl.store(flag, 1)\n"))]
+VARIANTS["record_flag_only"] = [(COMMON, record_body("        tl.store(flag, 1)\n"))]
+VARIANTS["record_atomic_only"] = [(COMMON, record_body("        tl.atomic_add(counter, 1)\n"))]
+
 # the guarded kernel as compiled, without the register cap that keeps it as resident as the unguarded one
 VARIANTS["no_register_cap"] = [(COMMON, '        if plain is not None and "maxnreg" not in options and '
                                         'residency_model_applies(device_index):\n',
                                 '        if False:\n')]
+# the guarded kernel's small grids compiled under ptxas's own register target, not the lifted cap
+VARIANTS["no_register_lift"] = [(COMMON, "            lifted = one_wave_register_cap(",
+                                 "            lifted = None and one_wave_register_cap(")]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
@@ -318,11 +343,15 @@ def parse_point(text: str) -> tuple[str, int, int, str]:
 
 
 def measure(point: tuple[str, int, int, str], modules: dict[str, Any], unchecked: list[str], rounds: int,
-            checked: bool = True) -> dict[str, Any]:
+            checked: bool = True, step: int = 0) -> dict[str, Any]:
+    """One point's figures. `step`: a graph of that many layers instead, as a decode step (runtime_guard.py's
+    `*_step_graph_us`): every layer passes the same B indices (slots 1..B) into a pool of its own of B + 1
+    slots, so each layer's state is cold and consecutive launches overlap as an engine's layers do."""
     model, tp, B, state = point
     g = bench.geometry(model, tp)
     itemsize = bench.STATE_DTYPES[state].itemsize
-    sets = max(2, min(bench.MAX_SETS, math.ceil(bench.ROTATION_BYTES / (B * g.HV * g.V * g.K * itemsize))))
+    sets = 1 if step else max(2, min(bench.MAX_SETS,
+                                     math.ceil(bench.ROTATION_BYTES / (B * g.HV * g.V * g.K * itemsize))))
     x = bench.make_inputs(g, B, state, sets * B + 1, sets, seed=B * 1000 + g.HV)
     impls: dict[str, bench.Impl] = {}
     for name in unchecked:
@@ -334,16 +363,22 @@ def measure(point: tuple[str, int, int, str], modules: dict[str, Any], unchecked
         impls[f"{name}:checked"] = lambda x, i, p, o, fn=fn: (fn(*x.args(i, p, o), engine="sglang",
                                                                   context="engine"), o)[1]
     verified = {name: bench.verify(x, impl)["ok"] for name, impl in impls.items()}
-    graphs = {name: capture(lambda idx, impl=impl: impl(x, idx, x.pool, x.out), x.index_sets)
-              for name, impl in impls.items()}
+    if step:  # capture() launches once per item of its list: here one pool per layer, the indices fixed
+        pools = [x.pool.clone() for _ in range(step)]
+        graphs = {name: capture(lambda pool, impl=impl: impl(x, x.index_sets[0], pool, x.out), pools)
+                  for name, impl in impls.items()}
+    else:
+        graphs = {name: capture(lambda idx, impl=impl: impl(x, idx, x.pool, x.out), x.index_sets)
+                  for name, impl in impls.items()}
+    launches = step or len(x.index_sets)
     times: dict[str, list[float]] = {name: [] for name in graphs}
     for _ in range(rounds):  # interleaved, so drift hits every variant alike
         for name, graph in graphs.items():
-            times[name].append(replay_us(graph, len(x.index_sets)))
+            times[name].append(replay_us(graph, launches))
     median = {name: statistics.median(values) for name, values in times.items()}
     spread = {name: (max(values) - min(values)) / statistics.median(values) for name, values in times.items()}
-    return {"model": model, "tp": tp, "variant": g.variant, "HV": g.HV, "B": B, "state": state, "us": median,
-            "spread": spread, "verified": verified}
+    return {"model": model, "tp": tp, "variant": g.variant, "HV": g.HV, "B": B, "state": state, "step": step,
+            "us": median, "spread": spread, "verified": verified}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ours", action="store_true", help="time every variant's unchecked launch too "
                         "(kernel experiments), not only tree's and base's")
     parser.add_argument("--no-checked", action="store_true", help="leave the checked launches out")
+    parser.add_argument("--step", type=int, default=0, metavar="LAYERS",
+                        help="time a decode step of LAYERS layers (a pool each, the same indices) instead of one "
+                        "layer over rotating slot sets")
     parser.add_argument("--json", default=os.path.join(os.environ["OUT"], "guard_variants.json")
                         if os.environ.get("OUT") else None)
     args = parser.parse_args(argv)
@@ -371,9 +409,10 @@ def main(argv: list[str] | None = None) -> int:
     unchecked = [name for name in names if args.ours or name in ("tree", "base")]
     results = []
     for point in points:
-        row = measure(point, modules, unchecked, args.rounds, not args.no_checked)
+        row = measure(point, modules, unchecked, args.rounds, not args.no_checked, args.step)
         reference = row["us"]["tree:ours"]
-        print(f"{row['variant']} tp{row['tp']} HV={row['HV']} B={row['B']} {row['state']}: " + "  ".join(
+        print(f"{row['variant']} tp{row['tp']} HV={row['HV']} B={row['B']} {row['state']}"
+              + (f" step of {args.step}" if args.step else "") + ": " + "  ".join(
             f"{name} {us:.2f} ({us / reference:.3f})" for name, us in row["us"].items())
             + ("" if all(row["verified"].values()) else f"  NOT VERIFIED: {row['verified']}"), flush=True)
         results.append(row)

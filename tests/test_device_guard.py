@@ -35,7 +35,12 @@ from gdr_check.kernel._triton_common import DirectLauncher  # noqa: E402
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
 from gdr_check.kernel.gdn import launch_packed_decode as gdn_launch  # noqa: E402
 from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
-from gdr_check.kernel.tiling import TileConfig, register_cap, resident_programs  # noqa: E402
+from gdr_check.kernel.tiling import (  # noqa: E402
+    TileConfig,
+    one_wave_register_cap,
+    register_cap,
+    resident_programs,
+)
 from gdr_check.report import LIMITS_DOCS_URL  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
@@ -208,6 +213,26 @@ def test_the_guarded_kernel_holds_as_many_programs_per_sm_as_the_plain_one(kda):
     warps = compiled[True].metadata.num_warps
     assert resident_programs(compiled[False].n_regs, warps) >= resident_programs(compiled[True].n_regs, warps)
     assert compiled[False].n_regs <= max(compiled[True].n_regs, register_cap(compiled[True].n_regs, warps))
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="register counts of compiled kernels")
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+def test_a_guarded_launch_smaller_than_the_sms_hold_is_compiled_under_the_lifted_cap(kda):
+    # One row at HV = 32: 1024 single-warp programs. Under ptxas's own target (64 registers, full residency) the
+    # guarded kernel issued 4 of its 16 state loads early and the rest after the q/k loads had returned.
+    launcher = (kda_module if kda else gdn_module)._LAUNCHER
+    call = make_call(B=1, H=32, HV=32, K=128, V=128, slots=[1], pool_slots=3, kda=kda, seed=6)
+    launcher.variants.clear()
+    (kda_packed_decode if kda else packed_decode)(*call.clone().args(), context="engine", faults=FaultBuffer(DEVICE))
+    (launch_kda_packed_decode if kda else gdn_launch)(*call.clone().args())
+    entries = {key[3] is None: entry for key, entry in launcher.variants.items()}
+    (guarded, grid, device_index, _), plain = entries[False], entries[True][0]
+    cap = one_wave_register_cap(grid, guarded.metadata.num_warps, triton_common.multiprocessors(device_index))
+    if not triton_common.residency_model_applies(device_index) or cap is None:
+        pytest.skip("the residency model does not describe this device, or it has too few SMs for one wave")
+    assert guarded.metadata.maxnreg == cap
+    assert plain.metadata.maxnreg is None  # the unguarded kernel keeps ptxas's own target
+    assert guarded.n_regs <= cap
 
 
 @pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])

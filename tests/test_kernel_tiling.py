@@ -11,6 +11,7 @@ from gdr_check.kernel import tiling
 from gdr_check.kernel.tiling import (
     TileConfig,
     choose_config,
+    one_wave_register_cap,
     pick_config,
     record_tuning,
     register_cap,
@@ -144,6 +145,16 @@ def test_the_register_cap_keeps_the_plain_variants_residency_and_no_more():
     assert register_cap(128, 1) == 128
     assert register_cap(168, 1) == 168  # 169 * 32 rounds up to 5632 registers a warp: 11 programs
     assert register_cap(200, 4) == 255
+
+
+def test_a_launch_smaller_than_the_sms_hold_lifts_ptxas_register_target():
+    # An H200 has 132 SMs. One row of Qwen3-Next at tp 1 is 1024 single-warp programs: with a programmatic
+    # successor as large, 16 per SM, which hold at up to 128 registers each.
+    assert one_wave_register_cap(1024, 1, 132) == 128
+    assert one_wave_register_cap(256, 1, 132) == 255  # 4 per SM: anything ptxas likes
+    assert one_wave_register_cap(1100, 1, 132) == 120  # 17 per SM: 120 registers hold 17, 128 only 16
+    assert one_wave_register_cap(2048, 1, 132) is None  # 32 per SM: every slot, ptxas's own target
+    assert one_wave_register_cap(200, 4, 132) == 128  # 4 warps a program: 4 per SM at 128 registers
 
 
 def test_launch_options_carry_the_register_cap_and_the_programmatic_launch():

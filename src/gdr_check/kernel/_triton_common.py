@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .tiling import PROGRAMMATIC_MAX_PAIRS, register_cap, resident_programs
+from .tiling import PROGRAMMATIC_MAX_PAIRS, one_wave_register_cap, register_cap, resident_programs
 
 try:  # the launch option of programmatic dependent launch (Triton 3.4+ for NVIDIA)
     from triton.backends.nvidia.compiler import CUDAOptions
@@ -110,6 +110,12 @@ def residency_model_applies(device_index: int) -> bool:
     if torch.version.hip is not None:
         return False
     return torch.cuda.get_device_capability(device_index) in ((8, 0), (9, 0))
+
+
+@functools.lru_cache(maxsize=16)
+def multiprocessors(device_index: int) -> int:
+    """The device's SM count."""
+    return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
 
 
 @triton.jit
@@ -332,7 +338,14 @@ class DirectLauncher:
         variant would hold fewer programs per SM than the plain one, the variant kept for later launches is
         recompiled with a register cap that holds as many (`register_cap`); the record's branch spills at
         worst. Where the count costs no residency the variant stays uncapped: a cap makes ptxas
-        schedule the main path differently, measured up to 4 % slower where it was not needed."""
+        schedule the main path differently, measured up to 4 % slower where it was not needed. A guarded launch
+        with fewer programs than the SMs hold goes the other way: its cap is lifted (`one_wave_register_cap`),
+        so that ptxas does not split the state's loads to stay within full residency's count."""
+        if (plain is not None and device_index is not None and "maxnreg" not in options
+                and residency_model_applies(device_index)):
+            lifted = one_wave_register_cap(grid, int(options.get("num_warps", 4)), multiprocessors(device_index))
+            if lifted is not None:
+                options = {**options, "maxnreg": lifted}
         compiled = self.kernel[(grid,)](*args, **constants, **options)
         if key is None or device_index is None or not self.enabled:
             return

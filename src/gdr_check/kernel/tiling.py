@@ -103,6 +103,23 @@ def resident_programs(registers: int, num_warps: int) -> int:
     return max(0, min(_SM_PROGRAMS, _SM_WARPS // num_warps, _SM_REGISTERS // (per_warp * num_warps)))
 
 
+def one_wave_register_cap(programs: int, num_warps: int, multiprocessors: int) -> int | None:
+    """The register cap (ptxas maxnreg) for a launch of `programs` programs so small that it and a programmatic
+    successor as large are resident at once on `multiprocessors` SMs however many registers each takes up to the
+    cap; None where the SMs need every program slot (the cap would be full residency's count).
+
+    Without a cap ptxas keeps a program within full residency's count (64 registers for one warp on sm_90), and
+    where the guard's live values push a kernel past it ptxas issues the state's loads in two groups, the second
+    after the q/k loads have returned: a whole memory latency on every row at small B (the guarded GDN kernel at
+    Qwen3-Next tp 1, B = 1: 4 of its 16 loads early; under a cap of 80 or more it takes 72 registers and issues
+    all 16 together, as the unguarded kernel does at 64). With fewer programs than the SMs hold, the count costs
+    nothing, so such launches lift ptxas's target rather than lose the latency."""
+    needed = -(-2 * programs // max(1, multiprocessors))  # programs per SM, this launch and its successor
+    if needed >= resident_programs(1, num_warps):
+        return None
+    return next(cap for cap in range(255, 0, -1) if resident_programs(cap, num_warps) >= needed)
+
+
 def register_cap(plain_registers: int, num_warps: int) -> int:
     """The most registers per thread (at most 255, ptxas's limit) that hold as many programs per SM as
     `plain_registers` do: the cap that costs a guarded variant no residency."""
