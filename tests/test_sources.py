@@ -504,6 +504,18 @@ CASES = {
         "help: fetch the file `model.safetensors` stands for (`git annex get`, `dvc pull`, a re-download) or fix the "
         "link",
     ),
+    "named-link-loop": (
+        lambda t: (os.symlink("y.safetensors", t / "x.safetensors"), os.symlink("x.safetensors", t / "y.safetensors"),
+                   "x.safetensors")[2],
+        "GDR014", "`x.safetensors` is a link to `y.safetensors`, and the links from there lead back to it; "
+        "help: replace a link on the way with the real file, or point `x.safetensors` at it",
+    ),
+    "link-loop-in-plain-directory": (
+        lambda t: ((t / "ck").mkdir(), os.symlink("y", t / "ck" / "config.json"),
+                   os.symlink("config.json", t / "ck" / "y"), "ck")[3],
+        "GDR014", "ck/config.json: `config.json` is a link to `y`, and the links from there lead back to it; "
+        "help: replace a link on the way with the real file, or point `config.json` at it",
+    ),
     "git-lfs-pointer": (
         lambda t: (_lfs_pointer(t / "ck" / "model.safetensors"), "ck")[1],
         "GDR011", "ck/model.safetensors: is a Git LFS pointer, not the weights; help: run `git lfs pull` in the clone",

@@ -7,6 +7,7 @@ counts every byte taken from disk.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from .errors import display_path
 from .rules import (
     DanglingLinks,
     IncompleteDownloads,
+    LinkLoops,
     LinksOutsideHfCacheBlobs,
     OversizedJsonFiles,
     UnreadableFiles,
@@ -63,11 +65,7 @@ class MetadataReader:
         blobs = Path(os.path.realpath(self.cache_repo / "blobs")) if self.cache_repo is not None else None
         if real.parent != blobs:
             if not exists(real):
-                raise DanglingLinks(
-                    path, file=path.name, link_target=link_target,
-                    fix=f"fetch the file `{path.name}` stands for (`git annex get`, `dvc pull`, a re-download) "
-                        "or fix the link",
-                )
+                raise broken_link(path)
             if self.follow_links:
                 return
             allowed = ("a Hugging Face cache snapshot (files inside a checkpoint must not be links)"
@@ -136,6 +134,21 @@ class MetadataReader:
         if len(data) > limit:  # the file grew after the size check
             raise OversizedJsonFiles(path, what=what, size=len(data), limit=limit)
         return data
+
+
+def broken_link(path: Path) -> DanglingLinks | LinkLoops:
+    """The error for a link at `path` that reaches no file: a loop of links (the system's ELOOP), or a link to
+    a missing file."""
+    link_target = os.readlink(path)
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return LinkLoops(path, file=path.name, link_target=link_target,
+                             fix=f"replace a link on the way with the real file, or point `{path.name}` at it")
+    return DanglingLinks(path, file=path.name, link_target=link_target,
+                         fix=f"fetch the file `{path.name}` stands for (`git annex get`, `dvc pull`, a re-download) "
+                             "or fix the link")
 
 
 def permission_denied(probe: Callable[[Path], object], path: Path) -> bool:

@@ -18,7 +18,7 @@ from ..files import (
 )
 from .checkpoint import Checkpoint
 from .errors import SourceError, display_path, printable
-from .files import MetadataReader, permission_denied
+from .files import MetadataReader, broken_link, permission_denied
 from .hf_cache import (
     CacheEntry,
     enclosing_cache_repo,
@@ -30,7 +30,6 @@ from .hf_cache import (
 from .jsonfile import load_json_file
 from .jsonpos import LazyKeyLocations, dotted_keys, member_spans
 from .rules import (
-    DanglingLinks,
     DuplicateTensors,
     IndexWithoutShards,
     InvalidConfigJson,
@@ -91,12 +90,8 @@ def _open_checkpoint(
             return checkpoint
         raise MissingPaths(None, path=text)
     cache_repo = enclosing_cache_repo(path)
-    if path.is_symlink() and not path.exists() and cache_repo is None:
-        raise DanglingLinks(
-            path, file=path.name, link_target=os.readlink(path),
-            fix=f"fetch the file `{path.name}` stands for (`git annex get`, `dvc pull`, a re-download) or fix "
-                "the link",
-        )
+    if path.is_symlink() and not os.path.exists(path) and cache_repo is None:
+        raise broken_link(path)
     if path.is_dir():
         if is_cache_repo_dir(path):
             reader = MetadataReader(path, follow_links=follow_links)

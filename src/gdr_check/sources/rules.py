@@ -11,7 +11,7 @@ The rules live here, beside the readers that raise them, so that no reader impor
 layer; their examples are data (`sources.examples`), run by `gdr_check.example_runner`.
 
 Numbering, stable once released:
-    GDR001-GDR013  locating the input (paths, pickle files, the Hugging Face cache, links, Git LFS pointers)
+    GDR001-GDR014  locating the input (paths, pickle files, the Hugging Face cache, links, Git LFS pointers)
     GDR020-GDR021  config.json
     GDR030-GDR038  safetensors headers
     GDR040-GDR045  the sharded-checkpoint index and its shards
@@ -206,6 +206,27 @@ class DanglingLinks(SourceError):
         causes=["a cache cleaned by hand", "an interrupted download", "`git annex get` or `dvc pull` not run"],
         fixes=["re-download the file the link stands for (`git annex get`, `dvc pull`), or fix the link"],
         example=CheckpointExample({"x.safetensors": Link("gone.safetensors")}, "x.safetensors"),
+    )
+
+    file: object
+    link_target: str
+
+
+class LinkLoops(SourceError):
+    rule = declare(
+        "GDR014", "link-loops", scope=_SOURCE,
+        summary="links that lead back to themselves",
+        message="`{file}` is a link to `{link_target}`, and the links from there lead back to it",
+        explanation=(
+            "Following the checkpoint file's symbolic link and the links after it comes back to a link already "
+            "passed, so no file is ever reached: the operating system gives up with \"too many levels of symbolic "
+            "links\". Nothing is missing; the links themselves are wrong."
+        ),
+        causes=["a link made relative to the wrong folder", "two files linked to each other by a sync or "
+                "deduplication tool"],
+        fixes=["replace one of the links with the real file, or point it at the real file"],
+        example=CheckpointExample({"x.safetensors": Link("y.safetensors"), "y.safetensors": Link("x.safetensors")},
+                                  "x.safetensors"),
     )
 
     file: object
