@@ -610,6 +610,19 @@ CASES = {
         "GDR032", "x.safetensors: malformed safetensors header: not valid UTF-8 (byte 0xc3 at header offset 2); "
         "help: re-download the file, or re-save it with the `safetensors` library",
     ),
+    # The length field 16 bytes past the JSON, into the tensor data: zeros (not JSON), or bytes not even UTF-8.
+    "header-length-into-zero-data": (
+        lambda t: _header_file(t, b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}' + bytes(16), 8),
+        "GDR032", "x.safetensors: malformed safetensors header: the length field gives 77 bytes, but the JSON ends "
+        "after 61: the length runs into the tensor data, or bytes follow the JSON; help: re-download the file, or "
+        "re-save it with the `safetensors` library",
+    ),
+    "header-length-into-binary-data": (
+        lambda t: _header_file(t, b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}  \xc8\x01', 8),
+        "GDR032", "x.safetensors: malformed safetensors header: the length field gives 65 bytes, but the JSON ends "
+        "after 61: the length runs into the tensor data, or bytes follow the JSON; help: re-download the file, or "
+        "re-save it with the `safetensors` library",
+    ),
     "header-not-object": (
         lambda t: _header_file(t, b"[1, 2]", 0),
         "GDR032", "x.safetensors: malformed safetensors header: the header is a JSON array, not an object; help: "

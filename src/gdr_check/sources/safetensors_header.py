@@ -165,8 +165,27 @@ def _text(raw: bytes | bytearray, path: Path | str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        reason = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at header offset {exc.start})"
+        overrun = _length_overrun(raw[:exc.start].decode("utf-8"), len(raw), more=True)
+        reason = overrun or f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at header offset {exc.start})"
         raise MalformedSafetensorsHeaders(path, reason=reason) from None
+
+
+_PADDING = " \t\n\r"  # JSON's whitespace: the format pads a header with spaces, and the parser takes any
+
+
+def _length_overrun(text: str, length: int, more: bool = False) -> str | None:
+    """Where the header's text starts with a whole JSON object followed by more than the whitespace the format
+    allows as padding (`more`: by bytes that are not even UTF-8): the length field names more bytes than the
+    header has, so the header runs into the tensor data. None where the text does not start so."""
+    start = len(text) - len(text.lstrip(_PADDING))
+    try:
+        document, end = json.JSONDecoder().raw_decode(text, start)
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        return None
+    if not isinstance(document, dict) or not (more or text[end:].strip(_PADDING)):
+        return None
+    return (f"the length field gives {length} bytes, but the JSON ends after {len(text[:end].encode('utf-8'))}: "
+            "the length runs into the tensor data, or bytes follow the JSON")
 
 
 def _loads(text: str, path: Path | str, object_pairs_hook: Any = None) -> dict[str, Any]:
@@ -174,6 +193,8 @@ def _loads(text: str, path: Path | str, object_pairs_hook: Any = None) -> dict[s
         document = json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON at line {exc.lineno}, column {exc.colno} of the header: {json_error_reason(exc)}"
+        if exc.msg == "Extra data":
+            reason = _length_overrun(text, len(text.encode("utf-8"))) or reason
         raise MalformedSafetensorsHeaders(path, reason=reason) from None
     except _DuplicateName as exc:
         raise MalformedSafetensorsHeaders(path, reason=f"duplicate name `{exc.name}`") from None
