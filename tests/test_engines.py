@@ -107,6 +107,26 @@ def test_deployment_reports_the_profile_its_engine_selected():
         Deployment(engine="vllm@0.1")
 
 
+@pytest.mark.parametrize(("engine", "note"), [
+    ("vllm@0.30", "vLLM 0.30 has no profile of its own: checked as vLLM 0.29, the newest profile at or below it "
+                  "(behaviour carries forward until a profile records a change)"),
+    ("vllm@0.28.1", "vLLM 0.28.1 has no profile of its own: checked as vLLM 0.28, the newest profile at or below it "
+                    "(behaviour carries forward until a profile records a change)"),
+    ("sglang@0.6.0", "sglang 0.6.0 has no profile of its own: checked as sglang 0.5.23, the newest profile at or "
+                     "below it (behaviour carries forward until a profile records a change)"),
+])
+def test_a_version_checked_as_an_older_profile_says_so(engine, note):
+    # A user who typed 0.30 and read "vLLM 0.29" in the header was given no reason (user test of the wheel).
+    notes = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine=engine)).source_dict()["notes"]
+    assert note in notes
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm@0.29", "sglang@0.5.23"])
+def test_a_name_or_a_profiles_own_version_adds_no_note(engine):
+    notes = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine=engine)).source_dict()["notes"]
+    assert not [note for note in notes if "has no profile of its own" in note]
+
+
 @pytest.mark.parametrize("name", ["check_packed_decode", "check_kda_packed_decode"])
 def test_an_unknown_engine_raises_whatever_the_arguments(name):
     """docs/engines.md: the library raises UnknownEngineError for an engine it has no profile of; arguments that

@@ -235,6 +235,17 @@ def profile_for(engine: str | EngineProfile) -> EngineProfile:
     return found if found is not None else _parse(engine)
 
 
+def substitution_note(engine: str | EngineProfile) -> str | None:
+    """For `name@version` that selects an older profile (`vllm@0.30` -> the 0.29 profile), a note saying so;
+    None for a name, a profile, or a profile's own version."""
+    profile = profile_for(engine)
+    if not isinstance(engine, str) or "@" not in engine or engine == profile.spec:
+        return None
+    version = engine.partition("@")[2]
+    return (f"{profile.display_name} {version} has no profile of its own: checked as {profile.label}, the newest "
+            "profile at or below it (behaviour carries forward until a profile records a change)")
+
+
 @functools.lru_cache(maxsize=64)
 def _parse(engine: str) -> EngineProfile:
     name, at, version = engine.partition("@")

@@ -185,6 +185,8 @@ def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
         result.notes.append("no weights were read: shapes come from the config alone and nothing was cross-checked")
     settings = resolve(model, deployment)
     result.settings = settings
+    if deployment.profile_note is not None:
+        result.notes.append(deployment.profile_note)
     result.notes.extend(settings.notes)
     if model.complete:
         result.heads = per_rank_heads(model, deployment.tp)

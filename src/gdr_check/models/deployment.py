@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for, state_dtype_problem
+from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for, state_dtype_problem, substitution_note
 from ..limits import checked
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
 from .description import LinearAttentionModel
@@ -70,6 +70,11 @@ class Deployment:
     @property
     def profile(self) -> EngineProfile:
         return profile_for(self.engine)
+
+    @property
+    def profile_note(self) -> str | None:
+        """What a version with no profile of its own was checked as (`vllm@0.30` -> vLLM 0.29); None otherwise."""
+        return substitution_note(self.engine)
 
     @property
     def num_slots(self) -> int:
