@@ -16,7 +16,7 @@ from typing import Any
 
 Tensors = dict[str, tuple[str, tuple[int, ...]]]  # name -> (safetensors dtype, shape)
 
-_ITEMSIZE = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "BOOL": 1}
+_ITEMSIZE = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1}
 
 
 def write_safetensors(path: Path, tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> Path:

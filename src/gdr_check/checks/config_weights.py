@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..models.adapters import GEOMETRY_FIELDS, SHAPE_FIELDS, Geometry, split_layer_name
+from ..models.adapters import GEOMETRY_FIELDS, SHAPE_FIELDS, Geometry, TensorLike, split_layer_name
 from ..models.description import (
     LinearAttentionModel,
     Source,
-    TensorLike,
     layer_is_full,
     layer_is_linear,
     solve_layer,

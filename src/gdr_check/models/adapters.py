@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from ..limits import LIMITS
 
@@ -31,6 +31,19 @@ QUANTITIES: dict[str, str] = {
     "conv_kernel": "conv taps",
     "hidden_size": "hidden channels",
 }
+
+
+class TensorLike(Protocol):
+    """What the model stage reads from `gdr_check.sources.TensorInfo` (read-only)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def shard(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,7 @@ def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
         return result
 
     result.model = model
+    result.notes.extend(model.notes)  # what the description had to read specially (packed weights)
     # A config-only checkpoint already says so (the reader's note); other sources may still lack linear weights.
     if model.unplaced_tensors:  # (said whatever the rule selection: GDR116 may be ignored)
         result.notes.append("no tensor lies under the layer names this family loads: shapes come from the config "

@@ -32,24 +32,13 @@ from .adapters import (
     Identity,
     LayerMap,
     Layout,
+    TensorLike,
     layers_by_namespace,
     with_field,
 )
+from .quantized import Quantization, UnpackedWeight, quantization_of, unpacked_layer
 
 SourceKind = Literal["config", "tensor", "assumed", "default"]
-
-
-class TensorLike(Protocol):
-    """What the description reads from `gdr_check.sources.TensorInfo` (read-only)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def dtype(self) -> str: ...
-    @property
-    def shape(self) -> tuple[int, ...]: ...
-    @property
-    def shard(self) -> str: ...
 
 
 class CheckpointLike(Protocol):
@@ -127,8 +116,11 @@ class Locator:
         return display_path(os.path.join(root, shard)) if root is not None and shard else shard
 
     def tensor(self, info: TensorLike) -> Source:
+        detail = f"{canonical_dtype(info.dtype)}{list(info.shape)}"
+        if isinstance(info, UnpackedWeight):  # its shape is the unpacked one: say how it is stored
+            detail = f"{list(info.shape)} unpacked ({info.detail})"
         return Source("tensor", tensor=info.name, shard=info.shard, location=self.tensor_location(info),
-                      detail=f"{canonical_dtype(info.dtype)}{list(info.shape)}")
+                      detail=detail)
 
 
 # -- evidence ------------------------------------------------------------------------------------------------
@@ -284,6 +276,8 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
             if rule.required:
                 evidence.missing.append(name)
             continue
+        if isinstance(info, UnpackedWeight) and info.logical is None:
+            continue  # a packed weight whose shape the header cannot tell: present, not measured
         if local is not geometry and rule.matching(tuple(info.shape), geometry) is not None:
             local = geometry  # the config's values hold again for the tensors after it
             continue
@@ -391,6 +385,8 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     namespace = _pick_namespace(set(by_namespace), adapter.namespaces)
     layers: dict[int, dict[str, TensorLike]] = by_namespace[namespace] if namespace is not None else {}
     have_weights = bool(layers)
+    quantization = quantization_of(checkpoint.config)
+    layers = {index: unpacked_layer(rests, quantization) for index, rests in layers.items()}
 
     num_layers = values.get("num_hidden_layers")
     if num_layers is None and layers:
@@ -445,11 +441,28 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     model.locator = locate
 
     _fill_from_tensors(values, sources, layers, layouts, locate)
+    model.notes.extend(_quantization_notes(layers, linear_with_tensors, quantization))
     for name in SHAPE_FIELDS:
         setattr(model, name, values.get(name))
     model.beta_scale_flag = _beta_scale_flag(view, identity, locate)
     model.identity = identity
     return model
+
+
+def _quantization_notes(layers: Mapping[int, Mapping[str, TensorLike]], linear: list[int],
+                        quantization: Quantization | None) -> list[str]:
+    """What the linear-attention layers' packed weights were read as (`quantized.unpacked_layer`)."""
+    packed = [info for index in linear for info in layers[index].values() if isinstance(info, UnpackedWeight)]
+    if not packed:
+        return []
+    label = quantization.label if quantization is not None else "no `quantization_config`"
+    notes = [f"quantized checkpoint ({label}): {len(packed)} packed projection weight(s) of the linear-attention "
+             "layers read as their unpacked [out, in] shapes"]
+    unmeasured = [info for info in packed if info.logical is None]
+    if unmeasured:
+        notes.append(f"{len(unmeasured)} of them not measured ({unmeasured[0].detail}): present, shape not "
+                     "cross-checked")
+    return notes
 
 
 def dtype_problems(view: ConfigView, locate: Locator) -> list[InvalidValue]:
