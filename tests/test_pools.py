@@ -6,9 +6,11 @@ layers of 16 key / 32 value heads, K = V = 128, W = 4; sglang keeps the SSM stat
 
 from __future__ import annotations
 
+import pytest
+
 from gdr_check.cli.main import main
 from gdr_check.models import Deployment, check_builtin
-from gdr_check.models.pools import tracking_slots
+from gdr_check.models.deployment import tracking_slots
 
 QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 L, H, HV, K, V, W = 36, 16, 32, 128, 128, 4
@@ -54,9 +56,12 @@ def test_extra_buffer_with_draft_tokens_per_request():
 def test_extra_buffer_in_a_budget_that_holds_no_request_offers_no_batch_of_0():
     result = check_builtin(QWEN3_NEXT, Deployment(batch=8, mamba_strategy="extra_buffer", gpu_memory=100))
     error = only(result, "GDR136")
+    # 8 requests of 3 slots and row 0 (one slot): 25 slots of 73.6875 MiB = 1.799 GiB; one request and row 0:
+    # 4 slots, 294.75 MiB (the wheel counted row 0 as a whole request: 27 slots and 6).
+    assert 25 * SLOT / 2**30 == pytest.approx(1.799, abs=5e-4) and 4 * SLOT / 2**20 == 294.75
     assert error.fixes[:2] == [
-        "raise `--mamba-full-memory-ratio` until the state pool gets 1.943 GiB per rank",
-        "not even one request fits: one needs 442.125 MiB per rank (a request and the reserved row 0): raise the "
+        "raise `--mamba-full-memory-ratio` until the state pool gets 1.799 GiB per rank",
+        "not even one request fits: one needs 294.75 MiB per rank (a request and the reserved row 0): raise the "
         "budget to at least that"]
     # no_buffer holds none either (100 B < 2 slots): it is not offered as a fix
     assert not any("lower the batch to" in fix or "no_buffer" in fix for fix in error.fixes)
@@ -123,3 +128,23 @@ def test_the_header_budget_line_counts_as_the_pool_plan(capsys):
 def test_an_empty_batch_pool_is_one_slot():
     note = only(check_builtin(QWEN3_NEXT, Deployment(batch=0)), "GDR131").notes[-1]
     assert note == "the pool of 1 slot takes 73.688 MiB per rank"
+
+
+def test_the_pool_of_a_batch_under_extra_buffer_has_its_ping_pong_rows():
+    # The wheel showed a 9-row pool (GDR131: 9 slots) for 8 requests of 3 slots each and counted row 0 as a whole
+    # request (GDR135: 9 rows x 3 slots): 8 x 3 slots and row 0 are 25 rows; the verify buffers keep 8 + 1 rows.
+    T = 3
+    result = check_builtin(QWEN3_NEXT, Deployment(batch=8, mamba_strategy="extra_buffer", speculative_tokens=T))
+    assert result.deployment.num_slots == 25
+    assert result.call.initial_state.shape == (25, HV, V, K)
+    assert result.pools["ssm_pool"].shape == (L, 25, HV, V, K)
+    speculative = L * (T * SSM_SLOT + (2 * H * K + HV * V) * (T + W - 2) * 2)
+    assert result.pool.bytes_for_batch == 8 * (3 * SLOT + speculative) + SLOT + speculative
+    info = only(result, "GDR135")
+    needed = (8 * (3 * SLOT + speculative) + SLOT + speculative) / 2**30
+    assert f"a batch of 8 needs {needed:.3f} GiB per rank (25 pool rows, row 0 reserved; verify state for 9 rows)" \
+        in info.notes
+    assert f"the pool of 25 slots takes {25 * SLOT / 2**30:.3f} GiB per rank" in only(result, "GDR131").notes
+    # vLLM's strategies are not modelled: one slot per request, B + 1 rows
+    assert check_builtin(QWEN3_NEXT, Deployment(engine="vllm", batch=8, mamba_strategy="extra_buffer")
+                         ).deployment.num_slots == 9

@@ -778,10 +778,12 @@ def state_budget(ctx: ModelContext) -> Finding | None:
                    fixes=_budget_fixes(ctx, memory.requests_that_fit, memory.bytes_per_request))
 
 
-def _budget_fixes(ctx: ModelContext, fit: int, per_request: int) -> list[str]:
-    # A batch of 0 serves nothing: when no request fits, name the budget that holds one (its rows and row 0).
+def _budget_fixes(ctx: ModelContext, fit: int, per_request: int, reserved: int | None = None) -> list[str]:
+    # A batch of 0 serves nothing: when no request fits, name the budget that holds one (its rows and row 0, which
+    # holds one slot: `reserved`, a request's worth where each request is one slot).
+    one = per_request + (per_request if reserved is None else reserved)
     first = (f"lower the batch to {fit}" if fit else
-             f"not even one request fits: one needs {format_bytes(2 * per_request)} per rank (a request and the "
+             f"not even one request fits: one needs {format_bytes(one)} per rank (a request and the "
              f"reserved row 0): raise the budget to at least that")
     fixes = [first, "raise TP to split the state across more ranks"]
     profile, settings = ctx.deployment.profile, ctx.settings
@@ -1070,8 +1072,10 @@ def pool_plan_info(ctx: ModelContext) -> Finding | None:
     if plan.speculative_tokens:
         notes.append(f"verify state: {format_bytes(plan.speculative_bytes_per_request)} per request "
                      f"({plan.speculative_tokens} SSM states and the conv windows of every linear layer)")
-    notes.append(f"a batch of {plan.batch} needs {format_bytes(plan.bytes_for_batch)} per rank "
-                 f"({plan.batch + 1} rows, row 0 reserved)")
+    rows = f"{plan.batch * plan.slots_per_request + 1} pool rows, row 0 reserved"
+    if plan.speculative_tokens:
+        rows += f"; verify state for {plan.batch + 1} rows"
+    notes.append(f"a batch of {plan.batch} needs {format_bytes(plan.bytes_for_batch)} per rank ({rows})")
     if plan.budget is not None:
         notes.append(f"a {format_bytes(plan.budget)} budget holds {plan.requests_that_fit} requests")
     return Finding({"what": _plan_text(plan), "per_request": format_bytes(plan.bytes_per_request)}, notes=notes)
@@ -1108,7 +1112,8 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
                if extra else "Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
                              "--max-mamba-cache-size.")
     notes = [f"{plan.batch} requests need {format_bytes(plan.bytes_for_batch)} per rank "
-             f"({plan.batch + 1} rows x {format_bytes(plan.bytes_per_request)})",
+             f"({plan.batch} x {format_bytes(plan.bytes_per_request)}, and {format_bytes(plan.reserved_bytes)} for "
+             "the reserved row 0)",
              f"sglang 0.5.23 fails at allocation: `AssertionError: {message}`"]
     fixes = [f"raise `--mamba-full-memory-ratio` until the state pool gets {format_bytes(plan.bytes_for_batch)} "
              "per rank"]
@@ -1120,7 +1125,7 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     if plan.speculative_tokens:
         fixes.append("fewer draft tokens (`--speculative-num-draft-tokens`)")
     # the batch, TP, a bf16 state: as GDR132, which it replaces
-    fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request)
+    fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request, plan.reserved_bytes)
     return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
                     "batch": plan.batch},
                    severity="error" if extra else "warning", notes=notes, fixes=fixes)

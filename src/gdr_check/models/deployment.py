@@ -21,6 +21,16 @@ EngineName = str
 MAMBA_STRATEGIES = ("no_buffer", "extra_buffer")  # sglang's `--mamba-radix-cache-strategy` values
 
 
+def tracking_slots(strategy: str, *, overlap: bool = True, lazy: bool = False) -> int:
+    """sglang's `get_mamba_tracking_slots` (`mem_cache/allocation_sizing.py`): the ping-pong slots a request holds
+    beside its own under `extra_buffer`, 2 with the overlap scheduler (the default), 1 without it or lazily."""
+    if strategy != "extra_buffer":
+        return 0
+    if lazy:
+        return 1
+    return 2 if overlap else 1
+
+
 def mamba_strategy_problem(value: object) -> str | None:
     """Why `value` is no sglang mamba radix cache strategy, or None when it is one."""
     if value in MAMBA_STRATEGIES:
@@ -77,10 +87,18 @@ class Deployment:
         return substitution_note(self.engine)
 
     @property
+    def slots_per_request(self) -> int:
+        """State slots one running request holds: 1, plus sglang's ping-pong tracking slots under `extra_buffer`
+        (vLLM's strategies are not modelled: one)."""
+        if not self.profile.models_pool_strategies:
+            return 1
+        return 1 + tracking_slots(self.mamba_strategy)
+
+    @property
     def num_slots(self) -> int:
         # Both engines keep row 0 out of use (sglang: the dummy slot padding rows write; vLLM: the null
-        # block), so B live requests need B+1 rows.
-        return self.slots if self.slots is not None else self.batch + 1
+        # block), so B live requests need B * (slots per request) + 1 rows.
+        return self.slots if self.slots is not None else self.batch * self.slots_per_request + 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

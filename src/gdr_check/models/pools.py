@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .deployment import EngineSettings
+from .deployment import EngineSettings, tracking_slots
 from .description import LinearAttentionModel
 from .expected import per_rank_heads
 
@@ -34,21 +34,13 @@ class PoolPlan:
     speculative_bytes_per_request: int
     bytes_per_request: int
     batch: int
-    bytes_for_batch: int  # the batch plus the reserved row 0
+    bytes_for_batch: int  # the batch, and row 0 of the pool and of the speculative buffers
+    reserved_bytes: int  # row 0: one slot, and one request's verify state
     budget: int | None = None
     requests_that_fit: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def tracking_slots(strategy: str, *, overlap: bool = True, lazy: bool = False) -> int:
-    """sglang's `get_mamba_tracking_slots`."""
-    if strategy != "extra_buffer":
-        return 0
-    if lazy:
-        return 1
-    return 2 if overlap else 1
 
 
 def plan_pool(model: LinearAttentionModel, settings: EngineSettings) -> PoolPlan | None:
@@ -68,13 +60,14 @@ def plan_pool(model: LinearAttentionModel, settings: EngineSettings) -> PoolPlan
         speculative = L * (T * ssm_slot + heads.width * (T + heads.W - 2) * settings.conv_itemsize)
     per_request = (1 + tracking) * slot_bytes + speculative
     batch = deployment.batch
-    # Row 0 of the pool and of the speculative buffers is reserved (size + 1 rows).
-    for_batch = per_request * (batch + 1)
+    # Row 0 of the pool (one slot) and of the speculative buffers (one request's verify state) is reserved.
+    reserved = slot_bytes + speculative
+    for_batch = per_request * batch + reserved
     budget = deployment.gpu_memory
-    fit = max(budget // per_request - 1, 0) if budget is not None and per_request else None
+    fit = max((budget - reserved) // per_request, 0) if budget is not None and per_request else None
     return PoolPlan(
         strategy=deployment.mamba_strategy, speculative_tokens=T, tracking_slots=tracking,
         slots_per_request=1 + tracking, slot_bytes=slot_bytes, speculative_bytes_per_request=speculative,
-        bytes_per_request=per_request, batch=batch, bytes_for_batch=for_batch, budget=budget,
+        bytes_per_request=per_request, batch=batch, bytes_for_batch=for_batch, reserved_bytes=reserved, budget=budget,
         requests_that_fit=fit,
     )
