@@ -162,9 +162,42 @@ def test_unknown_architecture_inferred_from_tensors(tmp_path: Path):
     assert model.linear_layers == [0, 1, 2, 4, 5, 6] and model.num_hidden_layers == 8
     warning = only(result, "GDR102")
     assert warning.severity == "warning"
-    assert warning.message == ("`unknown` is not a known GDN/KDA architecture: "
+    assert warning.message == ("the unnamed architecture (no config.json) is not a known GDN/KDA architecture: "
                                "its geometry is inferred from tensor shapes")
+    assert "head_k_dim = 16 (assumed equal to head_v_dim: no tensor holds K alone)" in warning.notes
     assert result.call is not None
+
+
+def test_a_tp_error_resting_on_the_assumed_key_head_dim_is_a_warning(tmp_path: Path):
+    # H = 2 key heads of K = 8: the tensors measure only H*K = 16, and with K = V = 16 assumed, H = 1 would not
+    # split at TP 2. The model runs at TP 2; the wheel said so as an error (exit 1) on a guessed value.
+    reference = qwen3_5_config(text_only=True, H=2, HV=4, K=8, V=16)
+    write_safetensors(tmp_path / "model.safetensors", qwen_tensors(reference, namespace="model."))
+    result = check_model(str(tmp_path / "model.safetensors"), Deployment(tp=2))
+    assert (result.model.num_k_heads, result.model.head_k_dim) == (1, 16)
+    warning = only(result, "GDR121")
+    assert warning.severity == "warning"
+    assert warning.message == "tp=2 does not divide `num_k_heads`=1; TP sizes that work: 1"
+    assert warning.notes[0] == ("only H*K = 16 is measured: H = 1 rests on head_k_dim = head_v_dim = 16, an "
+                                "assumption (no config field and no tensor gives K alone)")
+    assert warning.fixes[0] == "pass the checkpoint with its config.json (its head_k_dim settles H)"
+    assert not [d for d in result.report if d.severity == "error"]
+
+
+def test_a_tp_error_on_measured_value_heads_stays_an_error_without_a_config(tmp_path: Path):
+    reference = qwen3_5_config(text_only=True, H=2, HV=6, K=16, V=16)
+    write_safetensors(tmp_path / "model.safetensors", qwen_tensors(reference, namespace="model."))
+    result = check_model(str(tmp_path / "model.safetensors"), Deployment(tp=4))
+    assert only(result, "GDR121").severity == "error"  # HV = 6 comes from A_log itself
+
+
+@pytest.mark.parametrize(("config", "subject"), [
+    ({"hidden_size": 64}, "the unnamed architecture (its config.json names none)"),
+    ({"architectures": ["LlamaForCausalLM"], "hidden_size": 64}, "`LlamaForCausalLM`"),
+])
+def test_a_config_without_linear_attention_is_named_as_it_names_itself(config, subject):
+    result = check_checkpoint(config_only(config), DEFAULT)
+    assert only(result, "GDR101").message == f"{subject} has no GDN or KDA layers: nothing to check"
 
 
 def test_unknown_kda_architecture_inferred():
@@ -496,7 +529,8 @@ def test_model_rules_metadata():
     assert len(model_rules) >= 15
     for rule in model_rules:
         assert rule.summary and (rule.summary[0].islower() or rule.summary[0] == "`")
-        assert not rule.message.endswith(".") and (rule.message[0].islower() or rule.message[0] in "`")
+        # (a message may open with a field: GDR101/GDR102's subject is a name in backticks or "the unnamed ...")
+        assert not rule.message.endswith(".") and (rule.message[0].islower() or rule.message[0] in "`{")
         assert rule.explanation and rule.scope == "model"
     json.dumps([r.name for r in model_rules])
 

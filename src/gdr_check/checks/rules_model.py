@@ -95,6 +95,8 @@ def _source_note(source: Source) -> str:
     if source.kind == "tensor":
         shard = f" in `{source.shard}`" if source.shard else ""
         return f"from tensor `{source.tensor}` {source.detail or ''}{shard}".replace("  ", " ")
+    if source.kind == "assumed":  # the detail says what was assumed: "assumed equal to ..."
+        return f"({source.detail or 'assumed'})"
     return f"from {source.detail or source.kind}"
 
 
@@ -158,7 +160,7 @@ class NoLinearLayers(Violation):
     rule = declare(
         "GDR101", "models-without-linear-attention", severity="info", scope=MODEL,
         summary="the model has no GDN or KDA layers",
-        message="`{architecture}` has no GDN or KDA layers: nothing to check",
+        message="{subject} has no GDN or KDA layers: nothing to check",
         explanation=(
             "gdr-check checks the packed recurrent decode kernels of Gated DeltaNet (GDN) and Kimi Delta "
             "Attention (KDA) layers. This model has none: its config names no linear-attention layers and its "
@@ -174,13 +176,13 @@ class NoLinearLayers(Violation):
                               "num_hidden_layers": 2, "num_attention_heads": 4}, "a model without linear attention"),
     )
 
-    architecture: object
+    subject: object  # the architecture in backticks, or what the config lacks where it names none
 
 
 @rule(
     "GDR102", "unknown-architectures", severity="warning", scope=MODEL,
     summary="unknown architecture: geometry inferred from tensors",
-    message="`{architecture}` is not a known GDN/KDA architecture: its geometry is inferred from tensor shapes",
+    message="{subject} is not a known GDN/KDA architecture: its geometry is inferred from tensor shapes",
     explanation=(
         "The checkpoint carries GDN or KDA parameters under a layer namespace gdr-check recognises, but its "
         "architecture has no adapter. The head counts and dims are read off the tensor shapes (`A_log` gives "
@@ -202,7 +204,8 @@ def unknown_architecture(ctx: ModelContext) -> Finding | None:
     notes = [f"{name} = {getattr(model, name)} {_source_note(model.sources[name])}"
              for name in ("num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim", "conv_kernel")
              if name in model.sources]
-    return Finding({"architecture": model.architecture}, notes=notes,
+    subject = model.identity.subject if model.identity is not None else f"`{model.architecture}`"
+    return Finding({"architecture": model.architecture, "subject": subject}, notes=notes,
                    fixes=["if the engine serves this architecture, check which config fields it reads for "
                           "the linear-attention heads"])
 
@@ -583,7 +586,16 @@ def tp_linear_heads(ctx: ModelContext) -> Finding | None:
         return None
     name, value = failing[0]
     key = model.field_name(name) if name in ("num_k_heads", "num_v_heads") else name
-    notes = [f"{_quantity_text(model, n)} = {v} is not divisible by {tp} either" for n, v in failing[1:]]
+    notes = [f"{_quantity_text(model, n)} = {v} is not divisible by {tp} either" for n, v in failing[1:]
+             if _quantity_text(model, n) != _quantity_text(model, name)]  # (KDA: H and HV are one field)
+    assumed = model.sources.get("head_k_dim")
+    guessed = (assumed is not None and assumed.kind == "assumed" and K is not None
+               and all(n not in ("num_v_heads", "value width HV*V") for n, _ in failing))
+    if guessed:
+        # Only H*K is measured (the conv's key block): H rests on K = V, and a K that makes H divisible may be
+        # the real one. An error needs the config's head_k_dim.
+        notes.insert(0, f"only H*K = {H * (K or 0)} is measured: H = {H} rests on head_k_dim = head_v_dim = {K}, an "
+                        "assumption (no config field and no tensor gives K alone)")
     if model.kind == "kda":
         notes.append(f"sglang 0.5.23 raises `ValueError: KDA num_heads ({H}) must be divisible by shard "
                      f"tp_size ({tp})`; vLLM fails a bare assertion")
@@ -595,8 +607,11 @@ def tp_linear_heads(ctx: ModelContext) -> Finding | None:
             notes.append(f"{profile.display_name} checks the attention heads first and stops there (GDR122)")
     working = working_tp_sizes(model)
     fixes = [f"use tp={t}" for t in _nearest(working, tp)] or ["no TP size > 1 splits these heads"]
+    if guessed:
+        fixes.insert(0, "pass the checkpoint with its config.json (its head_k_dim settles H)")
     return Finding({"tp": tp, "key": key, "value": value, "working": _sizes_text(working)},
-                   location=_where(model.sources.get(name)), notes=notes, fixes=fixes)
+                   location=_where(model.sources.get(name)), notes=notes, fixes=fixes,
+                   severity="warning" if guessed else None)
 
 
 def _quantity_text(model: LinearAttentionModel, name: str) -> str:

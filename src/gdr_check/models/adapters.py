@@ -876,6 +876,8 @@ class Identity:
     architecture: str
     model_types: tuple[str, ...]
     root_model_type: str | None = None
+    # How messages name it: `architecture` in backticks, or what the config lacks where it names none.
+    subject: str = ""
 
 
 def identify(config: Mapping[str, Any] | None) -> Identity:
@@ -890,7 +892,12 @@ def identify(config: Mapping[str, Any] | None) -> Identity:
     model_types = tuple(t for t in types if isinstance(t, str))
     name = architecture if isinstance(architecture, str) else (model_types[0] if model_types else "unknown")
     root = types[0] if isinstance(types[0], str) else None
-    return Identity(architecture=name, model_types=model_types, root_model_type=root)
+    if isinstance(architecture, str) or model_types:
+        subject = f"`{name}`"
+    else:
+        subject = ("the unnamed architecture (its config.json names none)" if config
+                   else "the unnamed architecture (no config.json)")
+    return Identity(architecture=name, model_types=model_types, root_model_type=root, subject=subject)
 
 
 def adapter_serving(architecture: str | None = None, model_type: str | None = None) -> Adapter | None:

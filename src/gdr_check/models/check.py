@@ -172,7 +172,7 @@ def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
             notes.append("no layer is a GDN/KDA layer by the config, and no tensor is a GDN/KDA parameter")
         # the `architectures` line of config.json, as for every diagnostic about a config key
         location = Locator(checkpoint).config("architectures").location if checkpoint.config_file else None
-        violation = rules_model.NoLinearLayers(architecture=selection.identity.architecture)
+        violation = rules_model.NoLinearLayers(subject=selection.identity.subject)
         result.report = Report([*reading, violation.diagnostic(notes=notes, location=location)])
         return result
 

@@ -592,7 +592,7 @@ def _fill_from_tensors(values: dict[str, int | None], sources: dict[str, Source]
                 progressed = True
         if values.get("head_k_dim") is None and values.get("head_v_dim") is not None:
             values["head_k_dim"] = values["head_v_dim"]
-            sources["head_k_dim"] = Source("assumed", detail="assumed equal to head_v_dim (no tensor holds K alone)")
+            sources["head_k_dim"] = Source("assumed", detail="assumed equal to head_v_dim: no tensor holds K alone")
             progressed = True
         if not progressed:
             return
