@@ -351,3 +351,51 @@ def test_a_tensor_without_storage_is_gdr228_not_a_launch_error(monkeypatch, mode
     assert [(d.code, d.message) for d in guard.diagnostics if d.severity == "error"] == [
         ("GDR228", "`ssm_state_indices` is a tensor without storage (a wrapper subclass: no data pointer to run on), "
                    "not a dense strided tensor")]
+
+
+def _interpreted(monkeypatch):
+    from gdr_check.kernel import _triton_common
+
+    if not _triton_common.INTERPRETED:
+        pytest.skip("Triton's interpreter is off (a GPU run): no slot check launches on CPU tensors")
+
+
+def test_cpu_tensors_under_the_interpreter_are_not_said_to_be_unable_to_run(monkeypatch):
+    # Under TRITON_INTERPRET=1 the kernels run on CPU tensors; the wheel's guard recorded GDR251 ("cannot run
+    # there outside the interpreter") on every signature while its slot check ran in that interpreter.
+    _interpreted(monkeypatch)
+    module, seen = _engine(monkeypatch, sglang_like)
+    with gdr_check.guard(engine="sglang", mode="record", targets=[TARGET]) as guard:
+        _decode(module)(**gdn_call(slots=[1, 2, 3, 4]))
+    assert seen == [[1, 2, 3, 4]]
+    assert "GDR251" not in {d.code for d in guard.diagnostics}
+
+
+def test_an_earlier_calls_faults_come_before_a_refused_calls_errors(monkeypatch):
+    # A call with a repeated slot, then one the contract refuses (a/b of the wrong width): the wheel raised the
+    # second call's GDR214 and held the first call's fault until the guard's exit.
+    _interpreted(monkeypatch)
+    module, _ = _engine(monkeypatch, sglang_like)
+    refused = gdn_call(slots=[1, 2, 3, 4])
+    refused["a"] = refused["b"] = torch.zeros(4, 8)
+    with pytest.raises(gdr_check.GuardError) as caught:
+        with gdr_check.guard(engine="sglang", mode="raise", targets=[TARGET]):
+            _decode(module)(**gdn_call(slots=[1, 1, 3, 4]))
+            _decode(module)(**refused)
+    assert [d.code for d in caught.value.diagnostics] == ["GDR242"]
+
+
+def test_a_warning_names_the_line_of_the_call_that_finds_it(monkeypatch):
+    # The faults found at the refused call were warned about at a line inside the guard (guard.py) in the wheel.
+    _interpreted(monkeypatch)
+    module, _ = _engine(monkeypatch, sglang_like)
+    refused = gdn_call(slots=[1, 2, 3, 4])
+    refused["a"] = refused["b"] = torch.zeros(4, 8)
+    with pytest.warns(RuntimeWarning) as caught:
+        with gdr_check.guard(engine="sglang", mode="warn", targets=[TARGET]):
+            _decode(module)(**gdn_call(slots=[1, 1, 3, 4]))
+            line = sys._getframe().f_lineno + 1
+            _decode(module)(**refused)
+    found = {w.message.args[0].split(":")[1].strip(): (w.filename, w.lineno) for w in caught}
+    assert found["GDR242"] == (__file__, line)
+    assert found["GDR214"] == (__file__, line)
