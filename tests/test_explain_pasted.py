@@ -345,3 +345,166 @@ def test_an_exception_in_its_repr_form_is_found_with_clean_values(text):
 def test_a_rule_name_in_any_case_and_with_underscores_is_found(capsys):
     assert main(["explain", "State_Pool_Not_4D"]) == 0
     assert capsys.readouterr().out.startswith("GDR212 state-pool-not-4d (error)")
+
+
+# -- the numbers of the wrapper's per-head messages and of reshapes, with the model (first user test) -----------
+QWEN = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+QWEN3_NEXT_HEAD_DIMS = {"head_k_dim (K)": 128, "head_v_dim (V)": 128}
+
+
+def _numbers(out: str) -> list[str]:
+    """The sentences under `numbers:` in `explain`'s full output."""
+    lines = out.splitlines()
+    start = lines.index("numbers:") + 1
+    return [line.removeprefix("  - ") for line in lines[start:lines.index("", start)]]
+
+
+def test_a_reshape_of_out_with_the_global_heads_names_the_head_count_not_the_head_size(capsys):
+    """`out` = [B, 1, HV, V] reshaped with the global HV=32 on a rank holding 8: dim 2 is the split one, not the
+    head size 128 that the last dim is (which tensor parallelism never splits)."""
+    text = "RuntimeError: shape '[8, 1, 32, 128]' is invalid for input of size 8192"
+    assert main(["explain", text, "--model", QWEN, "--tp", "4"]) == 0
+    out = capsys.readouterr().out
+    assert _numbers(out) == [
+        "8192 elements are 0.25 × 32768 (the product of the known sizes): not a whole number",
+        "8192 = 8 × 1 × 8 × 128: the input is per-rank for tp=4 while the shape's dim 2 is the full 32 (the model's "
+        "num_v_heads (HV)); reshape with the rank's 32/4 = 8",
+        "128 is the model's head_k_dim (K) and head_v_dim (V): tensor parallelism never splits a head's size"]
+    assert "while the shape uses the full width 128" not in out
+    # Without the model or the TP size: a middle dim (the heads of [tokens, heads, head size]) before the last.
+    for context in (Context(), Context(tp=4)):
+        [found] = find_all(text, context)
+        assert found.reasons == [
+            "8192 elements are 0.25 × 32768 (the product of the known sizes): not a whole number",
+            "8192 = 8 × 1 × 8 × 128: the input is per-rank for tp=4 while the shape's dim 2 is the full 32; reshape "
+            "with the rank's 32/4 = 8"]
+
+
+def test_a_reshape_of_the_unsharded_input_with_a_ranks_heads_names_the_head_count():
+    [found] = find_all("RuntimeError: shape '[8, 1, 8, 128]' is invalid for input of size 32768",
+                       Context(tp=4, widths=QWEN3_NEXT, head_dims=QWEN3_NEXT_HEAD_DIMS))
+    assert found.reasons == [
+        "32768 elements are 4 × 8192 (the product of the shape's sizes): without a -1 the shape must hold all 32768",
+        "32768 = 8 × 1 × 32 × 128: the input is unsharded while the shape's dim 2 is a rank's 8 of the full 32 (the "
+        "model's num_v_heads (HV)) at tp=4; reshape this rank's shard, or with the full 32",
+        "128 is the model's head_k_dim (K) and head_v_dim (V): tensor parallelism never splits a head's size"]
+
+
+def test_a_reshape_never_blames_the_models_head_size_or_the_token_count():
+    # Only the head size (128) and the tokens (8) divide by 4: no TP split explains it; the rows disagree.
+    [found] = find_all("RuntimeError: shape '[8, 128]' is invalid for input of size 256",
+                       Context(tp=4, widths=QWEN3_NEXT, head_dims=QWEN3_NEXT_HEAD_DIMS))
+    assert found.reasons == [
+        "256 elements are 0.25 × 1024 (the product of the known sizes): not a whole number",
+        "256 = 2 × 128: the input holds 2 rows of the shape's width 128, and 2 is not a multiple of the leading size "
+        "(8): the width fits; the row count (tokens, or sequences × tokens each) disagrees with the leading size",
+        "128 is the model's head_k_dim (K) and head_v_dim (V): tensor parallelism never splits a head's size"]
+    # The first dim is the split one when the model names it as a head count: [HV, V].
+    [heads] = find_all("RuntimeError: shape '[32, 128]' is invalid for input of size 1024",
+                       Context(tp=4, widths=QWEN3_NEXT, head_dims=QWEN3_NEXT_HEAD_DIMS))
+    assert heads.reasons[1] == ("1024 = 8 × 128: the input is per-rank for tp=4 while the shape's dim 0 is the full "
+                                "32 (the model's num_v_heads (HV)); reshape with the rank's 32/4 = 8")
+
+
+@pytest.mark.parametrize("text,title,numbers", [
+    ("`A_log` and `dt_bias` must have 8 elements (got A_log.numel()=32, dt_bias.numel()=32).",
+     "GDR215 decay-param-sizes-mismatch-value-heads (error): `A_log`/`dt_bias` do not have HV elements",
+     ["32 = 4 × 8: `A_log` and `dt_bias` are unsharded while the pool is sharded for tp=4; pass this rank's 8 "
+      "elements (the slice [rank*8:(rank+1)*8])",
+      "32 is the model's num_v_heads (HV) (unsharded, 32)",
+      "8 is the model's num_v_heads (HV) per rank at tp=4 (32/4)"]),
+    ("`out` must have shape (8, 1, 8, 128) (got out.shape=(8, 1, 32, 128)).",
+     "GDR216 out-shape-mismatch (error): `out` is not [B, 1, HV, V]",
+     ["32 = 4 × 8: `out` has the full 32 value heads while the pool is sharded for tp=4; allocate `out` as "
+      "(8, 1, 8, 128)",
+      "32 is the model's num_v_heads (HV) (unsharded, 32)",
+      "8 is the model's num_v_heads (HV) per rank at tp=4 (32/4)"]),
+    ("Invalid packed `mixed_qkv` last dim=4096 for HV=32, V=128.",
+     "GDR217 packed-width-invalid (error): `mixed_qkv`'s last dim minus the pool's HV*V is not a positive, even q+k "
+     "width",
+     ["4096 - HV*V = 4096 - 32*128 = 0: `mixed_qkv` is exactly HV*V wide (the v block alone): no width is left for q "
+      "and k",
+      "32 = 4 × 8: the pool holds the model's full 32 value heads, unsharded for tp=4; a rank's pool holds 8",
+      "at tp=4 a rank's `mixed_qkv` is 2048 wide (8192/4) with 8 value heads in its pool",
+      "4096 is the model's out/v width (HV*V) (unsharded, 4096)",
+      "32 is the model's num_v_heads (HV) (unsharded, 32)"]),
+], ids=["GDR215", "GDR216", "GDR217"])
+def test_the_per_head_messages_get_the_numbers_with_the_model(capsys, text, title, numbers):
+    assert main(["explain", text, "--model", QWEN, "--tp", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == title
+    assert _numbers(out) == numbers
+
+
+def test_the_gates_name_the_models_head_counts_too():
+    [found] = find_all("`a`/`b` must have shape [B, HV] with HV=8 (got a.shape=(8, 32), b.shape=(8, 32)).",
+                       Context(tp=4, widths=QWEN3_NEXT))
+    assert found.reasons == [
+        "32 = 4 × 8: the gates are unsharded while the pool is sharded for tp=4; pass this rank's 8 gate columns "
+        "(the column slice [rank*8:(rank+1)*8])",
+        "32 is the model's num_v_heads (HV) (unsharded, 32)",
+        "8 is the model's num_v_heads (HV) per rank at tp=4 (32/4)"]
+
+
+def test_decay_sizes_without_a_model_and_apart():
+    [shard] = find_all("`A_log` and `dt_bias` must have 32 elements (got A_log.numel()=16, dt_bias.numel()=16).")
+    assert shard.reasons == [
+        "32 = 2 × 16: `A_log` and `dt_bias` are this rank's shard for tp=2 while the pool, the gates and `out` are "
+        "sized with the full 32 value heads; size them with HV_l = 16"]
+    [apart] = find_all("`A_log` and `dt_bias` must have 8 elements (got A_log.numel()=32, dt_bias.numel()=1024).",
+                       Context(tp=4, head_dims=QWEN3_NEXT_HEAD_DIMS))
+    assert apart.reasons == [
+        "32 = 4 × 8: `A_log` is unsharded while the pool is sharded for tp=4; pass this rank's 8 elements (the "
+        "slice [rank*8:(rank+1)*8])",
+        "1024 = 8 × 128: `dt_bias` is HV*K long, KDA's per-channel layout: a KDA model decodes with the KDA kernel"]
+    # Without the model: a factor of 128 is more values per head than any TP split gives, not "tp=128".
+    [kda] = find_all("`A_log` and `dt_bias` must have 32 elements (got A_log.numel()=32, dt_bias.numel()=4096).")
+    assert kda.reasons == [
+        "4096 = 32 × 128: `dt_bias` is HV*K long, KDA's per-channel layout: a KDA model decodes with the KDA kernel"]
+
+
+@pytest.mark.parametrize("got,reasons", [
+    ("(8, 1, 16, 128)", ["32 = 2 × 16: `out` has this rank's 16 value heads for tp=2 (you said --tp 4) while the "
+                         "pool, the gates and `A_log` are sized with the full 32; size them with HV_l = 16"]),
+    ("(8, 1, 32, 64)", ["dim 3 (V): 64 where the pool gives 128"]),
+    ("(1, 8, 32, 128)", ["`out` is [1, B, HV, V] = (1, 8, 32, 128), the layout after `out.transpose(0, 1)`: pass "
+                         "the [B, 1, HV, V] buffer before transposing"]),
+    ("(8, 32, 128)", ["`out` has 3 dimensions, the kernel writes 4: [B, 1, HV, V] = (8, 1, 32, 128) (`out` lacks "
+                      "the token axis: `out.unsqueeze(1)`)"]),
+])
+def test_out_shape_numbers(got, reasons):
+    [found] = find_all(f"`out` must have shape (8, 1, 32, 128) (got out.shape={got}).", Context(tp=4))
+    assert found.reasons == reasons
+
+
+@pytest.mark.parametrize("width,reason", [
+    (2048, "2048 - HV*V = 2048 - 32*128 = -2048: `mixed_qkv` is narrower than the pool's HV*V (4096): no width is "
+           "left for q and k"),
+    (8193, "8193 - HV*V = 8193 - 32*128 = 4097: `mixed_qkv` is wider than HV*V, but q and k are two blocks of H*K: "
+           "the rest must be even"),
+])
+def test_the_packed_width_says_narrower_or_wider_as_the_numbers_do(width, reason):
+    [found] = find_all(f"Invalid packed `mixed_qkv` last dim={width} for HV=32, V=128.")
+    assert found.reasons == [reason]
+
+
+@pytest.mark.parametrize("text", [
+    "`` `out` must be contiguous. ``",
+    "``  `out` must be contiguous.``",
+    "```` `out` must be contiguous. ````",
+    "ValueError: `` `out` must be contiguous. ``",
+    "it raised `` ValueError: `out` must be contiguous. `` on every rank",
+])
+def test_a_double_backtick_code_span_around_a_message_is_read(text):
+    [found] = find_all(text)
+    assert (found.rule.code, found.matched_message) == ("GDR208", "`out` must be contiguous.")
+
+
+def test_a_double_backtick_code_span_keeps_the_values_of_a_message_with_fields(capsys):
+    text = "`` `initial_state` must be a 4D tensor (got ndim=5). ``"
+    [found] = find_all(text)
+    assert (found.rule.code, found.values) == ("GDR212", {"ndim": "5"})
+    assert main(["explain", "`` `out` must be contiguous. ``"]) == 0
+    assert capsys.readouterr().out.startswith("GDR208 out-not-contiguous (error): ")
+    # A run of backticks that never closes is no span; the message after it is still found by its own text.
+    assert [f.rule.code for f in find_all("`` `out` must be contiguous.")] == ["GDR208"]

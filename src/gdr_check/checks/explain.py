@@ -11,7 +11,9 @@ earliest position after the previous one is the assignment a lazy regex (`.+?`) 
 only leaves less room for the rest), so matching is a few `str.find` calls: no backtracking, time linear in
 the line. A template that repeats a field takes that first placement and requires the repeats to agree.
 When the template does not match as written, it is tried again with trailing periods, quotes and backticks
-ignored on both sides (users quote messages in Markdown, or drop the final period).
+ignored on both sides (users quote messages in Markdown, or drop the final period). A Markdown code span of two
+or more backticks (`` `out` must be contiguous. ``, the form for a message that starts with a backtick) is read
+for the message inside it.
 
 A template with less than `_MIN_LITERAL` characters of fixed text (gdr-check's own `` `{key}` {problem}``,
 `vLLM {statement}`) would read ordinary log lines (`` `torch_dtype` is deprecated! ``, `vLLM API server version
@@ -93,12 +95,14 @@ class Context:
     """What the user knows about the deployment (`--model/--tp/--engine/--batch`), for reasoning on numbers.
 
     `widths` names the model's full (unsharded) widths and head counts: {"num_v_heads (HV)": 32, ...};
+    `head_dims` its head sizes ({"head_v_dim (V)": 128, ...}), which tensor parallelism never splits;
     `profile` is the engine's (`engines.profile_for`), whose flags and limits the remedies name."""
 
     tp: int | None = None
     batch: int | None = None
     profile: EngineProfile | None = None
     widths: Mapping[str, int] = field(default_factory=dict)
+    head_dims: Mapping[str, int] = field(default_factory=dict)
 
 
 # Code -> a function of (values, context) giving sentences about the message's numbers. Rule modules add
@@ -249,10 +253,41 @@ def _repr_messages(line: str) -> list[str]:
     return found
 
 
+def _run_end(line: str, at: int) -> int:
+    """The end of the run of backticks that starts at `at`."""
+    while at < len(line) and line[at] == "`":
+        at += 1
+    return at
+
+
+def _code_spans(line: str) -> list[str]:
+    """The text inside the first Markdown code spans of two or more backticks in `line` (`` `out` must be
+    contiguous. ``), without the spaces that pad it; by scanning. A span closes with a run of its opening run's
+    length (a longer or shorter run is part of the text)."""
+    found: list[str] = []
+    position = 0
+    for _ in range(_MAX_STARTS):
+        start = line.find("``", position)
+        if start < 0:
+            break
+        opened = _run_end(line, start)
+        run = opened - start
+        close = line.find("`" * run, opened)
+        while close >= 0 and (ended := _run_end(line, close)) - close != run:
+            close = line.find("`" * run, ended)
+        if close < 0:
+            break
+        if line[opened:close].strip():
+            found.append(line[opened:close].strip())
+        position = close + run
+    return found
+
+
 def _message_starts(line: str) -> list[str]:
-    """Where the message may start in `line`: after the known prefixes, and after each of the first separators
-    (`] `, `) `, `| `, `: `) for prefixes nobody listed (docker compose's `svc  | `, torchrun's `[rank4]: `)."""
-    starts = [message_of(line), *_repr_messages(line)]
+    """Where the message may start in `line`: after the known prefixes, inside a Markdown code span, and after
+    each of the first separators (`] `, `) `, `| `, `: `) for prefixes nobody listed (docker compose's `svc  | `,
+    torchrun's `[rank4]: `)."""
+    starts = [message_of(line), *_repr_messages(line), *(message_of(span) for span in _code_spans(line))]
     position = 0
     for _ in range(_MAX_STARTS):
         cut = min((at + len(sep) for sep in _SEPARATORS if (at := line.find(sep, position)) >= 0), default=-1)
@@ -383,6 +418,44 @@ def named_widths(value: int, context: Context) -> list[str]:
     return out
 
 
+def named_head_dims(value: int, context: Context) -> list[str]:
+    """Which of the model's head sizes `value` is: a size tensor parallelism never splits."""
+    names = [name for name, size in context.head_dims.items() if size == value]
+    if not names:
+        return []
+    return [f"{value} is the model's {' and '.join(names)}: tensor parallelism never splits a head's size"]
+
+
+def _named(values: Iterable[int], context: Context) -> list[str]:
+    """`named_widths` of each value, once."""
+    return [sentence for value in dict.fromkeys(values) for sentence in named_widths(value, context)]
+
+
+def _you_said(k: int, context: Context) -> str:
+    return "" if context.tp in (None, k) else f" (you said --tp {context.tp})"
+
+
+# The largest factor read as a TP split when the user gave no --tp of that size: a larger one is a head size
+# (KDA's `dt_bias` [HV*K] has K values per head), not a number of ranks.
+_MAX_SPLIT = 64
+
+
+def _tp_split(got: int, want: int, context: Context) -> int | None:
+    k = tp_factor(got, want)
+    return k if k is not None and (k <= _MAX_SPLIT or k == context.tp) else None
+
+
+def _shard_sentences(got: int, HV: int, context: Context, *, unsharded: str, sharded: str) -> list[str]:
+    """The TP factor between a per-value-head size `got` and the pool's HV: `unsharded` and `sharded` end the
+    sentence for got = k × HV (the tensor is whole while the pool is a rank's) and HV = k × got (the reverse),
+    with {k} and {got} and {HV} filled in."""
+    if (k := _tp_split(got, HV, context)) is not None:
+        return [f"{got} = {k} × {HV}: " + unsharded.format(k=k, got=got, HV=HV, said=_you_said(k, context))]
+    if (k := _tp_split(HV, got, context)) is not None:
+        return [f"{HV} = {k} × {got}: " + sharded.format(k=k, got=got, HV=HV, said=_you_said(k, context))]
+    return []
+
+
 @reasoner("GDR214")
 def _gate_heads(values: Mapping[str, str], context: Context) -> list[str]:
     HV = int(values["HV"])
@@ -390,13 +463,91 @@ def _gate_heads(values: Mapping[str, str], context: Context) -> list[str]:
     if not got:
         return []
     width = got[0]
-    out = []
-    if (k := tp_factor(width, HV)) is not None:
-        note = "" if context.tp in (None, k) else f" (you said --tp {context.tp})"
-        out.append(f"{width} = {k} × {HV}: the gates are unsharded while the pool is sharded for tp={k}{note}; "
-                   f"pass this rank's {HV} gate columns (the column slice [rank*{HV}:(rank+1)*{HV}])")
-    elif (k := tp_factor(HV, width)) is not None:
-        out.append(f"{HV} = {k} × {width}: the gates are this rank's shard for tp={k} while the pool, `A_log` "
-                   f"and `out` are sized with the full {HV} value heads; size them with HV_l = {width}")
-    out += named_widths(width, context)
+    out = _shard_sentences(
+        width, HV, context,
+        unsharded=("the gates are unsharded while the pool is sharded for tp={k}{said}; pass this rank's {HV} gate "
+                   "columns (the column slice [rank*{HV}:(rank+1)*{HV}])"),
+        sharded=("the gates are this rank's shard for tp={k}{said} while the pool, `A_log` and `out` are sized with "
+                 "the full {HV} value heads; size them with HV_l = {got}"))
+    return out + _named((width, HV), context)
+
+
+@reasoner("GDR215")
+def _decay_sizes(values: Mapping[str, str], context: Context) -> list[str]:
+    HV = int(values["HV"])
+    sizes = {"A_log": int(values["A_log_numel"]), "dt_bias": int(values["dt_bias_numel"])}
+    if sizes["A_log"] == sizes["dt_bias"]:  # one sentence for both, as the wrapper's message gives them
+        wrong = {"`A_log` and `dt_bias` are": sizes["A_log"]}
+    else:
+        wrong = {f"`{name}` is": got for name, got in sizes.items() if got != HV}
+    K = next((size for name, size in context.head_dims.items() if name.startswith("head_k")), None)
+    out: list[str] = []
+    for what, got in wrong.items():
+        per_head = got // HV if HV > 0 and got % HV == 0 else None
+        # KDA's `dt_bias` holds one value per key channel, [HV*K]: K (the model's, or more per head than any TP)
+        if what.startswith("`dt_bias`") and per_head is not None and (per_head == K or per_head > _MAX_SPLIT):
+            out.append(f"{got} = {HV} × {per_head}: `dt_bias` is HV*K long, KDA's per-channel layout: a KDA model "
+                       f"decodes with the KDA kernel")
+            continue
+        out += _shard_sentences(
+            got, HV, context,
+            unsharded=(what + " unsharded while the pool is sharded for tp={k}{said}; pass this rank's {HV} "
+                       "elements (the slice [rank*{HV}:(rank+1)*{HV}])"),
+            sharded=(what + " this rank's shard for tp={k}{said} while the pool, the gates and `out` are sized "
+                     "with the full {HV} value heads; size them with HV_l = {got}"))
+    return out + _named((*wrong.values(), HV), context)
+
+
+@reasoner("GDR216")
+def _out_shape(values: Mapping[str, str], context: Context) -> list[str]:
+    expected, got = ints(values["expected"]), ints(values["shape"])
+    if len(expected) != 4:
+        return []
+    B, _, HV, V = expected
+    if len(got) != 4:
+        missing = " (`out` lacks the token axis: `out.unsqueeze(1)`)" if got == [B, HV, V] else ""
+        return [f"`out` has {len(got)} dimensions, the kernel writes 4: [B, 1, HV, V] = ({B}, 1, {HV}, {V})"
+                + missing]
+    if got == [1, B, HV, V] and B != 1:
+        return [f"`out` is [1, B, HV, V] = (1, {B}, {HV}, {V}), the layout after `out.transpose(0, 1)`: pass the "
+                f"[B, 1, HV, V] buffer before transposing"]
+    out: list[str] = []
+    for axis, (name, g, e) in enumerate(zip(("B", "1", "HV", "V"), got, expected, strict=True)):
+        if g == e:
+            continue
+        heads = _shard_sentences(  # ({B}, 1, {HV}, {V}): B and V now, the pool's HV by `_shard_sentences`
+            g, e, context,
+            unsharded="`out` has the full {got} value heads while the pool is sharded for tp={k}{said}; allocate "
+                      f"`out` as ({B}, 1, {{HV}}, {V})",
+            sharded="`out` has this rank's {got} value heads for tp={k}{said} while the pool, the gates and `A_log` "
+                    "are sized with the full {HV}; size them with HV_l = {got}") if name == "HV" else []
+        out += heads or [f"dim {axis} ({name}): {g} where the pool gives {e}"]
+        if name == "HV":
+            out += _named((g, e), context)
     return out
+
+
+@reasoner("GDR217")
+def _packed_width(values: Mapping[str, str], context: Context) -> list[str]:
+    width, HV, V = int(values["qkv_dim"]), int(values["HV"]), int(values["V"])
+    qk = width - HV * V
+    left = f"{width} - HV*V = {width} - {HV}*{V} = {qk}: "
+    if qk < 0:
+        out = [left + f"`mixed_qkv` is narrower than the pool's HV*V ({HV * V}): no width is left for q and k"]
+    elif qk == 0:
+        out = [left + "`mixed_qkv` is exactly HV*V wide (the v block alone): no width is left for q and k"]
+    elif qk % 2:
+        out = [left + "`mixed_qkv` is wider than HV*V, but q and k are two blocks of H*K: the rest must be even"]
+    else:
+        out = [left + "q and k get (width - HV*V) / 2 each"]
+    full_heads = next((v for k, v in context.widths.items() if k.startswith("num_v_heads")), None)
+    tp = context.tp
+    if tp and tp > 1 and full_heads is not None and full_heads % tp == 0:
+        if HV == full_heads:
+            out.append(f"{HV} = {tp} × {HV // tp}: the pool holds the model's full {HV} value heads, unsharded for "
+                       f"tp={tp}; a rank's pool holds {HV // tp}")
+        full_width = next((v for k, v in context.widths.items() if k.startswith("mixed_qkv")), None)
+        if full_width is not None and full_width % tp == 0:
+            out.append(f"at tp={tp} a rank's `mixed_qkv` is {full_width // tp} wide ({full_width}/{tp}) with "
+                       f"{full_heads // tp} value heads in its pool")
+    return out + _named((width, HV), context)

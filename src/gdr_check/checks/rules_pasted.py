@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..registry import Finding, declare
-from .explain import Context, find_all, ints, named_widths, reasoner, tp_factor
+from .explain import Context, find_all, ints, named_head_dims, named_widths, reasoner, tp_factor
 
 if TYPE_CHECKING:
     from ..registry import RuleSet
@@ -153,15 +153,16 @@ def _illegal_access(values: Mapping[str, str], context: Context) -> list[str]:
 
 declare(
     "GDR404", "reshape-invalid-for-size",
-    summary="a view/reshape whose width does not divide the input: a per-rank vs full width mix-up",
+    summary="a view/reshape whose sizes do not fit the input: a per-rank vs full width or head count mix-up",
     message="shape '[{shape}]' is invalid for input of size {size}",
     explanation=(
         "PyTorch's view/reshape fails when the product of the known sizes does not divide the input's element "
-        "count. Next to the GDN layer the widths in the shape are the model's (q/k/v head widths, HV*V) and the "
-        "input's size is tokens × a per-rank or full width: a factor of tp between them names the mix-up."),
-    causes=("a tensor sharded for --tp reshaped with the unsharded width (or the reverse)",
+        "count (without a -1: differs from it). Next to the GDN layer the sizes in the shape are the model's "
+        "(head counts, head sizes, q/k/v widths, HV*V) and the input holds tokens × a per-rank or full width: a "
+        "factor of tp between them names the mix-up, in a head count or a width (TP never splits a head's size)."),
+    causes=("a tensor sharded for --tp reshaped with the unsharded width or head count (or the reverse)",
             "the `qkvz` projection output (z included) reshaped as `mixed_qkv`"),
-    fixes=("reshape with the per-rank width (head counts divided by tp) on every rank",),
+    fixes=("reshape with the per-rank width and head counts (divided by tp) on every rank",),
     example=PastedExample("RuntimeError: shape '[4, -1, 8192]' is invalid for input of size 16384"),
     engines="any (PyTorch's message)",
     scope="pasted",
@@ -172,22 +173,81 @@ def _dims(shape: str) -> list[int]:
     return [int(part.strip()) for part in shape.split(",") if part.strip()]
 
 
+def _head_counts(context: Context) -> set[int]:
+    return {width for name, width in context.widths.items() if name.startswith("num_")}
+
+
+def _split_dim(dims: list[int], tp: int, full: list[int], context: Context) -> int | None:
+    """Which dim of a shape TP split by `tp` (`full` holds each dim's unsplit size): the product alone cannot tell,
+    so the model's head counts come first, then its other widths, then by place: a middle dim (the heads of
+    [tokens, heads, head size]) before the last (a flattened width). The first of several dims (tokens, which TP
+    never splits) is one only when the model names it, and a model's head size never: TP splits heads, not their
+    size."""
+    widths, heads, sizes = set(context.widths.values()), _head_counts(context), set(context.head_dims.values())
+    last = len(dims) - 1
+
+    def rank(index: int) -> tuple[int, int, int]:
+        size = full[index]
+        place = 0 if 0 < index < last else 1 if index == last else 2
+        return 0 if size in heads else 1 if size in widths else 2, place, index
+
+    candidates = [index for index, size in enumerate(dims) if size > 1 and full[index] % tp == 0
+                  and (size not in sizes or full[index] in widths)
+                  and (0 < index or index == last or full[index] in widths)]
+    return min(candidates, key=rank, default=None)
+
+
+def _field(size: int, context: Context) -> str:
+    name = next((name for name, width in context.widths.items() if width == size), None)
+    return f" (the model's {name})" if name else ""
+
+
+def _split(dims: list[int], size: int, known: int, tp: int, context: Context) -> list[str]:
+    """The sentence naming the dim a TP split of `tp` explains: the input per-rank while the shape is full, or
+    (a shape without -1) the reverse; the shape's last dim in the words of a width."""
+    free = -1 in dims
+    if known % tp == 0 and (size % (known // tp) == 0 if free else size == known // tp):
+        index = _split_dim(dims, tp, dims, context)
+        if index is None:
+            return []
+        full = dims[index]
+        if index == len(dims) - 1:  # a flattened width: rows × the rank's width
+            return [f"{size} = {size // (full // tp)} × {full // tp}: the input is per-rank for tp={tp} (width "
+                    f"{full // tp}) while the shape uses the full width {full}"]
+        inferred = size // (known // tp)  # the -1's size, at the rank's shape
+        rank = [full // tp if at == index else inferred if dim == -1 else dim for at, dim in enumerate(dims)]
+        return [f"{size} = {' × '.join(map(str, rank))}: the input is per-rank for tp={tp} while the shape's dim "
+                f"{index} is the full {full}{_field(full, context)}; reshape with the rank's {full}/{tp} = "
+                f"{full // tp}"]
+    if not free and size == known * tp:
+        index = _split_dim(dims, tp, [dim * tp for dim in dims], context)
+        if index is None:
+            return []
+        part = dims[index]
+        whole = [part * tp if at == index else dim for at, dim in enumerate(dims)]
+        return [f"{size} = {' × '.join(map(str, whole))}: the input is unsharded while the shape's dim {index} is a "
+                f"rank's {part} of the full {part * tp}{_field(part * tp, context)} at tp={tp}; reshape this rank's "
+                f"shard, or with the full {part * tp}"]
+    return []
+
+
 @reasoner("GDR404", numeric=("size",))
 def _reshape(values: Mapping[str, str], context: Context) -> list[str]:
     dims, size = _dims(values["shape"]), int(values["size"])
     known = math.prod(d for d in dims if d != -1)
     if known <= 0:
         return []
-    out = [f"{size} elements are {size / known:g} × {known} (the product of the known sizes): not a whole number"]
+    if -1 not in dims and size % known == 0:  # a whole multiple still fails: without -1 the sizes must agree
+        out = [f"{size} elements are {size // known} × {known} (the product of the shape's sizes): without a -1 "
+               f"the shape must hold all {size}"]
+    else:
+        out = [f"{size} elements are {size / known:g} × {known} (the product of the known sizes): not a whole "
+               f"number"]
     width = dims[-1]
+    split: list[str] = []
     for tp in (context.tp,) if context.tp else (2, 4, 8, 16):
-        if tp and tp > 1 and width % tp == 0 and size % (known // tp) == 0:
-            out.append(f"{size} = {size // (width // tp)} × {width // tp}: the input is per-rank for tp={tp} "
-                       f"(width {width // tp}) while the shape uses the full width {width}")
-            break
-        if tp and tp > 1 and (size * tp) % known == 0 and size % known:
-            out.append(f"{size} × {tp} = {size * tp} is a multiple of {known}: the shape uses a per-rank width "
-                       f"while the input holds 1/{tp} of it")
+        if tp > 1 and (split := _split(dims, size, known, tp, context)):
+            out += split
             break
     lead = known // width if width > 0 else 0
     if len(out) == 1 and width > 0 and size % width == 0 and lead > 1 and (size // width) % lead:
@@ -196,8 +256,10 @@ def _reshape(values: Mapping[str, str], context: Context) -> list[str]:
         out.append(f"{size} = {rows} × {width}: the input holds {rows} rows of the shape's width {width}, and {rows} "
                    f"is not a multiple of the leading size ({lead}): the width fits; the row count (tokens, or "
                    f"sequences × tokens each) disagrees with the leading size")
-    for value in (width, size):
+    # Once a split explains the size as the product of the rank's sizes, naming it as a width would mislead.
+    for value in (width,) if split else (width, size):
         out += named_widths(value, context)
+    out += named_head_dims(width, context)
     return out
 
 

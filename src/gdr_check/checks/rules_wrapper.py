@@ -465,7 +465,7 @@ def out_shape(ctx: CallContext) -> Finding | None:
 @rule(
     "GDR217", "packed-width-invalid",
     clear='qk_dim > 0 and qk_dim % 2 == 0',
-    summary="`mixed_qkv` is too narrow for the pool's HV*V",
+    summary="`mixed_qkv`'s last dim minus the pool's HV*V is not a positive, even q+k width",
     message="Invalid packed `mixed_qkv` last dim={qkv_dim} for HV={HV}, V={V}.",
     explanation=(
         "`mixed_qkv` rows are [q (H*K) | k (H*K) | v (HV*V)]. The wrapper subtracts HV*V (from the pool) and "

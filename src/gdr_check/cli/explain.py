@@ -6,6 +6,8 @@ import difflib
 import os
 import re
 import sys
+from dataclasses import dataclass
+from typing import NoReturn
 
 import typer
 
@@ -48,8 +50,9 @@ def _profile(engine: str) -> EngineProfile:
         raise typer.BadParameter(str(error), param_hint="--engine") from None
 
 
-def _model_widths(model: str) -> dict[str, int]:
-    """The full widths of a built-in model's linear-attention layer, by the names `explain` reports."""
+def _model_widths(model: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The full widths and head counts of a built-in model's linear-attention layer, and its head sizes, by the
+    names `explain` reports."""
     from ..models.builtin import get_builtin
 
     builtin = get_builtin(model)
@@ -69,7 +72,7 @@ def _model_widths(model: str) -> dict[str, int]:
     heads = config.get("num_attention_heads")
     if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0:
         widths["num_attention_heads (full attention)"] = heads
-    return widths
+    return widths, {"head_k_dim (K)": K, "head_v_dim (V)": V}
 
 
 def _cut(query: str) -> str:
@@ -125,33 +128,92 @@ def _suggestion(token: str) -> str:
 
 
 def _explain_format(given: str | None) -> str:
-    """The format asked for on the command line, which must be one `explain` writes; else json when the
-    environment asks for json. Another format in the environment (set for `check` in CI) gives full."""
+    """The format asked for on the command line (`_refuse_format` checked it); else json when the environment
+    asks for json. Another format in the environment (set for `check` in CI) gives full."""
     if given is None:
         return "json" if os.environ.get(FORMAT_ENV) == "json" else "full"
-    if given not in EXPLAIN_FORMATS:
-        raise typer.BadParameter(f"explain writes full or json, not {safe(given)!r}", param_hint="--output-format")
     return given
 
 
-def _read_stdin() -> tuple[str, int]:
-    """The paste piped into `explain -`: its last `MAX_PASTE` characters from a line start (a log ends with its
-    error), read in chunks so that a log of any size takes bounded memory (bytes that are not UTF-8 replaced),
-    and how many lines before it were dropped."""
+def _refuse_format(given: str | None) -> str | None:
+    """--output-format's callback, run before the other options are read (it is eager): a format `explain` does
+    not write is one error line and exit 2, with nothing on stdout, whatever else the command line holds. (As a
+    usage error it would get a record in that format from `main`: a SARIF log for `sarif`.)"""
+    if given is not None and given not in EXPLAIN_FORMATS:
+        Output().error_line(f"Invalid value for --output-format: explain writes full or json, not {safe(given)!r}")
+        raise typer.Exit(2)
+    return given
+
+
+# The size of the paste that is read, in the words of the notes.
+_CAP = f"{MAX_PASTE // 1024} KiB"
+
+
+@dataclass(frozen=True)
+class _Unread:
+    """What the paste's cap left unread: `read` names the part that was read, `lines` its lines, `missed` where an
+    error is missed."""
+
+    read: str
+    lines: str
+    missed: str
+
+    def note(self) -> str:
+        """The note of the report (full and json)."""
+        return f"only {self.read} were read ({self.lines}): {self.missed} is not explained"
+
+    def scope(self) -> str:
+        """The same, for the error line of a paste in which no known error is found."""
+        return f"{self.read} ({self.lines}; {self.missed} is not read)"
+
+
+@dataclass(frozen=True)
+class _Stdin:
+    """What `explain -` read: the text of the tail that is matched, the lines before it, and the size of the
+    whole input in bytes."""
+
+    text: str
+    dropped: int
+    size: int
+
+    def unread(self) -> _Unread | None:
+        if self.size <= MAX_PASTE or not self.text:
+            return None
+        first, last = self.dropped + 1, self.dropped + len(self.text.splitlines())
+        return _Unread(f"the last {_CAP} of the {self.size} bytes of standard input", f"lines {first}-{last}",
+                       f"an error before line {first}")
+
+
+def _read_stdin() -> _Stdin:
+    """The paste piped into `explain -`: its last `MAX_PASTE` bytes from a line start (a log ends with its error),
+    read in chunks so that a log of any size takes bounded memory (bytes that are not UTF-8 replaced), and how
+    many lines before it were dropped."""
     binary = getattr(sys.stdin, "buffer", None)
-    tail, dropped, cut = "", 0, False
+    tail, size, dropped, starts_line = b"", 0, 0, True
     while True:
-        chunk = binary.read(1 << 16).decode("utf-8", "replace") if binary is not None else sys.stdin.read(1 << 16)
+        chunk = binary.read(1 << 16) if binary is not None else sys.stdin.read(1 << 16).encode("utf-8", "replace")
         if not chunk:
             break
+        size += len(chunk)
         tail += chunk
         if len(tail) > MAX_PASTE:
-            dropped += tail.count("\n", 0, len(tail) - MAX_PASTE)
-            tail, cut = tail[-MAX_PASTE:], True
-    if cut and "\n" in tail:
-        _, tail = tail.split("\n", 1)  # the first line was cut: it is not a whole message
+            cut = len(tail) - MAX_PASTE
+            dropped += tail.count(b"\n", 0, cut)
+            tail, starts_line = tail[cut:], tail[cut - 1:cut] == b"\n"
+    if not starts_line:  # the first line was cut: it is not a whole message (nor, cut there, whole UTF-8)
+        end = tail.find(b"\n")
+        tail = tail[end + 1:] if end >= 0 else b""
         dropped += 1
-    return tail, dropped
+    return _Stdin(tail.decode("utf-8", "replace"), dropped, size)
+
+
+def _argument_unread(query: str) -> _Unread | None:
+    """What `find_all` leaves unread of a pasted argument: all past its first `MAX_PASTE` characters."""
+    if len(query) <= MAX_PASTE:
+        return None
+    last = len(query[:MAX_PASTE].splitlines())
+    return _Unread(f"the first {_CAP} of the {len(query)} characters given", f"lines 1-{last}",
+                   f"an error after line {last}")
 
 
 @app.command("explain")
@@ -161,7 +223,7 @@ def explain_command(
                                       "- reads the paste from standard input (its last 64 KiB).")),
     all_rules: bool = typer.Option(False, "--all", help="Explain every rule."),
     output_format: str = typer.Option(
-        None, "--output-format",
+        None, "--output-format", callback=_refuse_format, is_eager=True,
         help=f"full or json (default: json when {FORMAT_ENV} is json, else full)."),
     model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
     tp: int = typer.Option(None, "--tp", parser=whole_number("--tp"),
@@ -182,12 +244,21 @@ def explain_command(
     output_format = _explain_format(output_format)
     out = Output(output_format)
     dropped = 0
+    unread = None  # what the paste's cap left unread
     model_source = None  # the pyproject.toml that named the model, when no --model did
     if query == "-" and not all_rules:
-        query, dropped = _read_stdin()
-        if not query.strip():
+        piped = _read_stdin()
+        if not piped.size:
             out.error_line("standard input is empty: pipe a log into `gdr-check explain -`")
             raise typer.Exit(2)
+        if not piped.text:  # no line ends inside the tail that was kept: nothing whole to match
+            reason = (f"the last {_CAP} of the {piped.size} bytes of standard input hold no complete line (its last "
+                      f"line is longer than {_CAP})")
+            _no_match(out, output_format, f"no rule matches: {reason}: pass the lines that name the error", "", reason)
+        query, dropped, unread = piped.text, piped.dropped, piped.unread()
+    elif query and not all_rules:
+        unread = _argument_unread(query)
+    note = unread.note() if unread else None
     if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
         from ..config import discover, load_config
 
@@ -201,41 +272,50 @@ def explain_command(
             batch = batch if batch is not None else (config.batch or None)
             tp = tp if tp is not None else (config.tp[0] if config.tp and len(config.tp) == 1 else None)
     try:
-        widths = _model_widths(model) if model else {}
+        widths, head_dims = _model_widths(model) if model else ({}, {})
     except typer.BadParameter as refused:  # the model named in the config, not by --model: say where it is
         if model_source is None:
             raise
         from ..config import TABLE, ConfigError
 
         raise ConfigError(model_source, f"{TABLE}.model", refused.message) from None
-    context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None, widths=widths)
+    context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None, widths=widths,
+                      head_dims=head_dims)
     if all_rules:
         found = [entry for code in sorted(RULES) if (entry := explain(code)) is not None]
     elif query:
         found = explain_all(query, context)
         for entry in found:  # line numbers of the whole log, not of the tail that was read
             entry.line = entry.line + dropped if entry.line is not None else None
+        if not found and _RULE_ID.match(query.strip()):
+            token = query.strip()
+            suggestion = _suggestion(token) if len(token) <= 64 else ""
+            _no_match(out, output_format, f"unknown rule `{_cut(token)}`{suggestion}", query, None, "unknown rule")
         if not found:
-            # Exit 2 like any other bad input (ruff's `rule` does the same): 1 means "problems found".
-            if _RULE_ID.match(query.strip()):
-                error = "unknown rule"
-                token = query.strip()
-                suggestion = _suggestion(token) if len(token) <= 64 else ""
-                out.error_line(f"unknown rule `{_cut(token)}`{suggestion}")
-            else:
-                error = "no rule matches"
-                # One line, as README promises for bad input: the hint rides on the error line.
-                out.error_line(f"no rule matches {_quoted(query)}: pass a code (GDR212), a rule name, "
-                               "or the whole error message as printed")
-            if output_format == "json":
-                out.write(dump_json({"tool": tool_info(), "query": query[:MAX_PASTE], "error": error}))
-            raise typer.Exit(2)
+            # One line, as README promises for bad input: the hint rides on the error line. A paste cut at the
+            # cap is named by the part that was read, not quoted.
+            _no_match(out, output_format, f"no rule matches {unread.scope() if unread else _quoted(query)}: pass a "
+                      "code (GDR212), a rule name, or the whole error message as printed", query, note)
     else:
         raise typer.BadParameter("give a code, a rule name or an error message, or --all", param_hint="QUERY")
     if output_format == "json":
-        docs = [f.to_dict() for f in found]
+        docs = [f.to_dict() | ({"note": note} if note else {}) for f in found]
         # One error: its document (as before); several: the list, in order of appearance.
         out.write(dump_json(docs if all_rules or len(docs) > 1 else docs[0], indent=2))
     else:
-        out.write("\n\n".join(_render_full(f) for f in found))
+        parts = [_render_full(f) for f in found]
+        if note:  # first: it says which part of the paste the explanations come from
+            parts.insert(0, f"note: {note}")
+        out.write("\n\n".join(parts))
     return 0
+
+
+def _no_match(out: Output, output_format: str, line: str, query: str, note: str | None,
+              error: str = "no rule matches") -> NoReturn:
+    """A query that names no rule, or a paste in which no known error is found: one `error:` line, a JSON document
+    in json, and exit 2 like any other bad input (ruff's `rule` does the same): 1 means "problems found"."""
+    out.error_line(line)
+    if output_format == "json":
+        document = {"tool": tool_info(), "query": query[:MAX_PASTE], "error": error}
+        out.write(dump_json(document | ({"note": note} if note else {})))
+    raise typer.Exit(2)
