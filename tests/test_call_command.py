@@ -401,3 +401,17 @@ def test_usage_and_input_errors_exit_2_with_one_line(tmp_path, capsys, argv, fra
     names = {"rec": rec, "missing": str(tmp_path / "missing")}
     code, out, err = run(capsys, *[arg.format(**names) for arg in argv])
     assert code == 2 and err.count("\n") <= 2 and fragment in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--tp", "4"], "error: Invalid value for --tp: --tp describes the model's deployment: pass --model too"),
+    (["--state-dtype", "float32"],
+     "error: Invalid value for --state-dtype: --state-dtype describes the model's deployment: pass --model too"),
+    (["--tp", "4", "--state-dtype", "float32"], "error: Invalid value for --tp/--state-dtype: --tp and --state-dtype "
+                                                 "describe the model's deployment: pass --model too"),
+])
+def test_a_deployment_option_without_a_model_names_the_option_given(tmp_path, capsys, options, message):
+    # The wheel said "Invalid value: --tp and --state-dtype ..." to a user who had passed --tp alone.
+    rec = write_recording(tmp_path / "rec.json", expected_call())
+    code, out, err = run(capsys, "call", rec, *options)
+    assert (code, out, err) == (2, "", message + "\n")

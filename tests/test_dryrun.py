@@ -220,7 +220,8 @@ def test_broken_environment_is_one_line_and_exit_2(capsys, checkpoints, tmp_path
     code, out, err = dry_run(capsys, str(checkpoints["gdn"]), "--batch", "2")
     assert code == 2 and out == ""
     assert err.splitlines() == [
-        "error: torch is not importable (simulated: no torch here); the dry-run needs `pip install gdr-check[kernel]`"
+        "error: torch is not importable (simulated: no torch here); the dry-run needs "
+        "`pip install 'gdr-check[kernel]'`"
     ]
     code, out, _ = dry_run(capsys, str(checkpoints["gdn"]), "--output-format", "json")
     assert code == 2 and json.loads(out)["error"]["code"] == "environment"

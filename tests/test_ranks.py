@@ -203,7 +203,7 @@ def test_ranks_without_torch_is_one_environment_error_not_a_ranks_failure(capsys
     monkeypatch.setattr(ranks_api, "run_ranks", lambda *args, **kwargs: pytest.fail("launched"))
     assert main(["dry-run", str(checkpoints["gdn"]), "--tp", "2", "--ranks", "all"]) == 2
     assert capsys.readouterr().err == ("error: torch is not importable (No module named 'torch'); the dry-run needs "
-                                       "`pip install gdr-check[kernel]`\n")
+                                       "`pip install 'gdr-check[kernel]'`\n")
 
 
 def test_bad_ranks_value_is_a_usage_error(capsys, checkpoints):

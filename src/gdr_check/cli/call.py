@@ -69,7 +69,9 @@ def call_command(
     if state_dtype is not None:
         state_dtype_option(state_dtype)
     if (state_dtype is not None or tp != 1) and model is None:
-        raise typer.BadParameter("--tp and --state-dtype describe the model's deployment: pass --model too")
+        given = "--tp" if state_dtype is None else "--state-dtype" if tp == 1 else "--tp and --state-dtype"
+        raise typer.BadParameter(f"{given} describe{'s' if ' and ' not in given else ''} the model's deployment: "
+                                 "pass --model too", param_hint=given.replace(" and ", "/"))
     out = Output(fmt, output_file)
     options = RunOptions(model or str(recording), out, select=select, extend_select=extend_select, ignore=ignore,
                          exit_zero=exit_zero, error_on_warning=error_on_warning, isolated=isolated)

@@ -147,7 +147,7 @@ def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[s
     if deployment.state_dtype is not None:
         return deployment.state_dtype, "set by the deployment", notes
     if model.kind == "kda":
-        return profile.kda_state_dtype, f"{engine}'s KDA default (the config is not consulted)", notes
+        return profile.kda_state_dtype, f"{engine}'s KDA default; the config is not consulted", notes
     families = profile.config_ssm_dtype_families
     reads_config = families is None or model.family in families
     if reads_config and configured in STATE_DTYPES:

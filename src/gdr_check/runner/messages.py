@@ -12,7 +12,7 @@ from typing import Any, Literal, TypedDict, final
 
 def not_importable(package: str, error: object) -> str:
     """Why the dry-run cannot run without `package` (torch or triton): the child's and the parent's words."""
-    return f"{package} is not importable ({error}); the dry-run needs `pip install gdr-check[kernel]`"
+    return f"{package} is not importable ({error}); the dry-run needs `pip install 'gdr-check[kernel]'`"
 
 
 class RaisedError(TypedDict):
