@@ -285,6 +285,10 @@ VARIANTS["no_register_cap"] = [(COMMON, '        if plain is not None and "maxnr
 # the guarded kernel's small grids compiled under ptxas's own register target, not the lifted cap
 VARIANTS["no_register_lift"] = [(COMMON, "            lifted = one_wave_register_cap(",
                                  "            lifted = None and one_wave_register_cap(")]
+# KDA's fp32 tile at 129-256 (row, value head) pairs under a 128-register cap: 16 resident one-warp programs per SM
+# instead of 12 at ptxas's 168, so 2048 programs (Kimi-Linear tp 1 B = 8, tp 4 B = 32) fit in one wave
+VARIANTS["kda_256_cap_128"] = [("kernel/tiling.py", "    (256, TileConfig(16, evict_first=_E, prefetch=False), ",
+                                "    (256, TileConfig(16, evict_first=_E, prefetch=False, max_registers=128), ")]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
