@@ -240,6 +240,14 @@ def main() -> int:
         outputs = read_outputs(temp / "output-check")
         expect(outputs.get("sarif-file") == "reports/gdr check.sarif", f"step outputs: {outputs}")
 
+        print("-- args with an unbalanced quote: exit 2 with one error line, nothing checked", flush=True)
+        code, log, _ = run_action(action, runner, {"paths": "models/broken", "tp": "2", "args": '--select "GDR1'},
+                                  scratch / "summary-6.md", installed)
+        expect(code == 2, f"exit {code}, expected 2:\n{log}")
+        expect("Traceback" not in log and "::error " not in log and "summary:" not in log, log)
+        expect("error: the `args` input cannot be split as a shell would (No closing quotation): "
+               "'--select \"GDR1'" in log.splitlines(), log)
+
         print("-- a missing path: exit 2 with one error line, no traceback", flush=True)
         code, log, _ = run_action(action, runner, {"paths": "no such model dir/x"}, scratch / "summary-5.md", installed)
         expect(code == 2, f"exit {code}, expected 2:\n{log}")
