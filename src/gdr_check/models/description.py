@@ -386,7 +386,8 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
     layers: dict[int, dict[str, TensorLike]] = by_namespace[namespace] if namespace is not None else {}
     have_weights = bool(layers)
     quantization = quantization_of(checkpoint.config)
-    layers = {index: unpacked_layer(rests, quantization) for index, rests in layers.items()}
+    prefixes = tuple({layout.prefix for layout in adapter.layouts})
+    layers = {index: unpacked_layer(rests, quantization, prefixes) for index, rests in layers.items()}
 
     num_layers = values.get("num_hidden_layers")
     if num_layers is None and layers:

@@ -10,7 +10,7 @@ that name with its unpacked shape, read from the header alone:
 - compressed-tensors `pack-quantized`: `weight_packed` int32 [out, in / pack]; its `nvfp4-pack-quantized`:
   `weight_packed` uint8 [out, in / 2];
 - 4-bit floats packed two to a byte under `weight` itself (NVFP4, MXFP4): uint8 [out, in / 2] beside a
-  `weight_scale`;
+  `weight_scale` (8 / bits to a byte where the config gives other bits);
 - bitsandbytes 4-bit: `weight` uint8 [out * in / 2, 1] with a `quant_state`: the shape lives in tensor data,
   which is never read, so such a weight counts as present and its shape is not checked.
 
@@ -39,6 +39,7 @@ class Quantization:
 
     method: str | None
     bits: int | None
+    version: str | None = None  # AWQ's kernel layout: "gemm" (what the engines load), "gemv", ...
 
     @property
     def label(self) -> str:
@@ -59,7 +60,9 @@ def quantization_of(config: Mapping[str, Any] | None) -> Quantization | None:
                  if isinstance(group, Mapping) and isinstance(group.get("weights"), Mapping)} \
             if isinstance(groups, Mapping) else set()
         bits = found.pop() if len(found) == 1 else None
-    return Quantization(method if isinstance(method, str) else None, bits)
+    version = block.get("version")
+    return Quantization(method if isinstance(method, str) else None, bits,
+                        version.lower() if isinstance(version, str) else None)
 
 
 def _whole(value: object) -> int | None:
@@ -82,12 +85,15 @@ class UnpackedWeight:
         return self.logical if self.logical is not None else ()
 
 
-def unpacked_layer(tensors: Mapping[str, TensorLike], quantization: Quantization | None
-                   ) -> dict[str, TensorLike | UnpackedWeight]:
-    """One layer's tensors (in-layer name -> tensor) with each packed weight standing in for `<projection>.weight`
-    (the packed tensor itself is kept too). A layer with nothing packed is returned as it is."""
+def unpacked_layer(tensors: Mapping[str, TensorLike], quantization: Quantization | None,
+                   prefixes: tuple[str, ...]) -> dict[str, TensorLike | UnpackedWeight]:
+    """One layer's tensors (in-layer name -> tensor) with each packed weight under one of `prefixes` (the
+    linear-attention mixers' `linear_attn.`, `self_attn.`: not the MoE experts beside them, thousands per layer)
+    standing in for `<projection>.weight`; the packed tensor itself is kept too."""
     out: dict[str, TensorLike | UnpackedWeight] = dict(tensors)
-    for rest, info in tensors.items():
+    mixer = [(rest, info) for rest, info in tensors.items() if rest.startswith(prefixes)]
+    bnb_states = {rest[: rest.index(BNB_STATE)] for rest, _ in mixer if BNB_STATE in rest}
+    for rest, info in mixer:
         unpacked: UnpackedWeight | None = None
         if rest.endswith(QWEIGHT) and rest[: -len(QWEIGHT)] + WEIGHT not in tensors:
             base = rest[: -len(QWEIGHT)]
@@ -97,14 +103,15 @@ def unpacked_layer(tensors: Mapping[str, TensorLike], quantization: Quantization
             unpacked = _rows_packed(info, quantization, "compressed-tensors")
         elif rest.endswith(WEIGHT) and info.dtype == "uint8":
             base = rest[: -len(WEIGHT)]
-            if any(name.startswith(base + BNB_STATE) for name in tensors):
+            if base in bnb_states:
                 unpacked = UnpackedWeight(info.name, info.dtype, None, info.shard,
                                           f"bitsandbytes 4-bit, {_stored(info)}: its shape is kept in tensor data, "
                                           "which is not read")
             elif base + ".weight_scale" in tensors and len(info.shape) == 2:  # NVFP4 / MXFP4: two to a byte
                 rows, columns = info.shape
-                unpacked = UnpackedWeight(info.name, info.dtype, (rows, columns * 2), info.shard,
-                                          f"4-bit floats two to a byte, {_stored(info)}")
+                bits = quantization.bits if quantization is not None and quantization.bits in (1, 2, 4) else 4
+                unpacked = UnpackedWeight(info.name, info.dtype, (rows, columns * (8 // bits)), info.shard,
+                                          f"{bits}-bit values {8 // bits} to a byte, {_stored(info)}")
         if unpacked is not None:
             out[base + WEIGHT] = unpacked
     return out
@@ -131,6 +138,9 @@ def _gptq_or_awq(qweight: TensorLike, scales: TensorLike | None, g_idx: TensorLi
             first * pack if pack is not None else None)
         logical = (second, columns) if columns is not None else None
         label = "gptq"
+    elif quantization is not None and quantization.version not in (None, "gemm"):
+        # AWQ's GEMV layouts pack another way, and neither engine loads them: present, not measured.
+        logical, label = None, f"awq {quantization.version}"
     else:
         rows = out_by_scales if out_by_scales is not None else (second * pack if pack is not None else None)
         logical = (rows, first) if rows is not None else None
