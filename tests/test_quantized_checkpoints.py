@@ -182,5 +182,5 @@ def test_awq_in_a_gemv_layout_counts_as_present_unmeasured(tmp_path):
     result = run(tmp_path, gemv, lambda name, out, inp: {f"{name}.qweight": ("I32", (out, inp // 8)),
                                                           f"{name}.scales": ("F16", (out, inp // GROUP))})
     assert result.report.ok, [(d.code, d.message) for d in result.report if d.severity == "error"]
-    assert "12 of them not measured (awq gemv, stored int32[12288, 256]): present, shape not cross-checked" \
+    assert "12 of them not measured (awq gemv 4-bit, stored int32[12288, 256]): present, shape not cross-checked" \
         in result.notes
