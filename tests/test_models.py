@@ -179,9 +179,18 @@ def test_a_tp_error_resting_on_the_assumed_key_head_dim_is_a_warning(tmp_path: P
     assert warning.severity == "warning"
     assert warning.message == "tp=2 does not divide `num_k_heads`=1; TP sizes that work: 1"
     assert warning.notes[0] == ("only H*K = 16 is measured: H = 1 rests on head_k_dim = head_v_dim = 16, an "
-                                "assumption (no config field and no tensor gives K alone)")
+                                "assumption (no config field and no tensor gives K alone); the TP sizes listed rest on "
+                                "it too")
     assert warning.fixes[0] == "pass the checkpoint with its config.json (its head_k_dim settles H)"
     assert not [d for d in result.report if d.severity == "error"]
+
+
+def test_a_tp_error_on_the_measured_key_width_stays_an_error_without_a_config(tmp_path: Path):
+    # H*K = 3*6 = 18 (measured) does not split at TP 4 whatever K is.
+    reference = qwen3_5_config(text_only=True, H=3, HV=12, K=6, V=6)
+    write_safetensors(tmp_path / "model.safetensors", qwen_tensors(reference, namespace="model."))
+    result = check_model(str(tmp_path / "model.safetensors"), Deployment(tp=4))
+    assert only(result, "GDR121").severity == "error"
 
 
 def test_a_tp_error_on_measured_value_heads_stays_an_error_without_a_config(tmp_path: Path):

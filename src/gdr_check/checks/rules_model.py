@@ -589,13 +589,14 @@ def tp_linear_heads(ctx: ModelContext) -> Finding | None:
     notes = [f"{_quantity_text(model, n)} = {v} is not divisible by {tp} either" for n, v in failing[1:]
              if _quantity_text(model, n) != _quantity_text(model, name)]  # (KDA: H and HV are one field)
     assumed = model.sources.get("head_k_dim")
-    guessed = (assumed is not None and assumed.kind == "assumed" and K is not None
+    # Only H*K is measured where K is assumed: a failure that holds for every K (H*K itself, or HV) stays an error.
+    guessed = (assumed is not None and assumed.kind == "assumed" and K is not None and (H * K) % tp == 0
                and all(n not in ("num_v_heads", "value width HV*V") for n, _ in failing))
     if guessed:
         # Only H*K is measured (the conv's key block): H rests on K = V, and a K that makes H divisible may be
         # the real one. An error needs the config's head_k_dim.
         notes.insert(0, f"only H*K = {H * (K or 0)} is measured: H = {H} rests on head_k_dim = head_v_dim = {K}, an "
-                        "assumption (no config field and no tensor gives K alone)")
+                        "assumption (no config field and no tensor gives K alone); the TP sizes listed rest on it too")
     if model.kind == "kda":
         notes.append(f"sglang 0.5.23 raises `ValueError: KDA num_heads ({H}) must be divisible by shard "
                      f"tp_size ({tp})`; vLLM fails a bare assertion")
