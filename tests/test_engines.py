@@ -121,7 +121,20 @@ def test_a_version_checked_as_an_older_profile_says_so(engine, note):
     assert note in notes
 
 
-@pytest.mark.parametrize("engine", ["vllm", "vllm@0.29", "sglang@0.5.23"])
+@pytest.mark.parametrize(("engine", "profile"), [
+    ("sglang@0.5.23.post1", "sglang@0.5.23"), ("vllm@0.30.0rc1", "vllm@0.29"), ("vllm@v0.30", "vllm@0.29"),
+    ("vllm@0.29.1+cu130", "vllm@0.29"), ("vllm@0.29.0", "vllm@0.29"), ("vllm@0.29rc1", "vllm@0.28")])
+def test_released_version_strings_select_a_profile(engine, profile):
+    # The wheel refused `sglang@0.5.23.post1` and `vllm@0.30.0rc1`, real release names, while its error offered
+    # "or a later release" (second user test). A pre-release comes before its release.
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine=engine))
+    document = result.to_dict()
+    assert document["deployment"]["engine_profile"] == profile
+    schema = json.loads((SRC / "schema" / "report-v1.json").read_text())
+    assert re.fullmatch(schema["$defs"]["deployment"]["properties"]["engine"]["pattern"], engine)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm@0.29", "sglang@0.5.23", "vllm@0.29.0", "sglang@0.5.23.post1"])
 def test_a_name_or_a_profiles_own_version_adds_no_note(engine):
     notes = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine=engine)).source_dict()["notes"]
     assert not [note for note in notes if "has no profile of its own" in note]

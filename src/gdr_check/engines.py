@@ -21,6 +21,7 @@ Sources of the facts (read in the engines' own code):
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, replace
 
 from .tensors import canonical_dtype
@@ -216,8 +217,22 @@ class UnknownEngineError(ValueError):
         self.code = code  # "unknown-engine" or "unknown-engine-version"
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
+# A release as engines publish it: an optional `v`, numbers, then a pre-release (a, b, rc, dev: before the release),
+# a post-release or a local label (after it, or the release itself).
+_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc|dev|post)\d*)*(?:\+[0-9a-z.]+)?", re.IGNORECASE)
+
+
+def _version_key(version: str) -> tuple[tuple[int, ...], int] | None:
+    """A release's place in order ("0.29.0" == "0.29"; "0.30.0rc1" before "0.30"; "0.5.23.post1" after "0.5.23");
+    None for text that is no version."""
+    found = _VERSION.fullmatch(version.strip())
+    if found is None:
+        return None
+    numbers = [int(part) for part in found.group(1).split(".")]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    pre = re.search(r"(?:a|b|rc|dev)\d*", version[found.end(1):], re.IGNORECASE)
+    return tuple(numbers), -1 if pre else 0
 
 
 def profile_for(engine: str | EngineProfile) -> EngineProfile:
@@ -239,9 +254,11 @@ def substitution_note(engine: str | EngineProfile) -> str | None:
     """For `name@version` that selects an older profile (`vllm@0.30` -> the 0.29 profile), a note saying so;
     None for a name, a profile, or a profile's own version."""
     profile = profile_for(engine)
-    if not isinstance(engine, str) or "@" not in engine or engine == profile.spec:
+    if not isinstance(engine, str) or "@" not in engine:
         return None
     version = engine.partition("@")[2]
+    if _version_key(version) == _version_key(profile.version):
+        return None  # the profile's own version, however written ("0.29.0")
     return (f"{profile.display_name} {version} has no profile of its own: checked as {profile.label}, the newest "
             "profile at or below it (behaviour carries forward until a profile records a change)")
 
@@ -256,10 +273,11 @@ def _parse(engine: str) -> EngineProfile:
     if not at:
         return named[-1]
     wanted = _version_key(version)
-    if version and -1 not in wanted:
-        at_or_below = [p for p in named if _version_key(p.version) <= wanted]
+    if wanted is not None:
+        keyed = [(_version_key(p.version), p) for p in named]
+        at_or_below = [(key, p) for key, p in keyed if key is not None and key <= wanted]
         if at_or_below:
-            return max(at_or_below, key=lambda p: _version_key(p.version))
+            return max(at_or_below, key=lambda item: item[0])[1]
     versions = ", ".join(p.version for p in named)
     raise UnknownEngineError(
         "unknown-engine-version",
