@@ -202,6 +202,7 @@ def test_a_tp_error_on_measured_value_heads_stays_an_error_without_a_config(tmp_
 
 @pytest.mark.parametrize(("config", "subject"), [
     ({"hidden_size": 64}, "the unnamed architecture (its config.json names none)"),
+    ({}, "the unnamed architecture (its config.json names none)"),
     ({"architectures": ["LlamaForCausalLM"], "hidden_size": 64}, "`LlamaForCausalLM`"),
 ])
 def test_a_config_without_linear_attention_is_named_as_it_names_itself(config, subject):

@@ -507,14 +507,21 @@ CASES = {
     "named-link-loop": (
         lambda t: (os.symlink("y.safetensors", t / "x.safetensors"), os.symlink("x.safetensors", t / "y.safetensors"),
                    "x.safetensors")[2],
-        "GDR014", "`x.safetensors` is a link to `y.safetensors`, and the links from there lead back to it; "
-        "help: replace a link on the way with the real file, or point `x.safetensors` at it",
+        "GDR014", "`x.safetensors` is a link to `y.safetensors`, and following the links from there reaches no "
+        "file; help: replace a link on the way with the real file, or point `x.safetensors` at it",
     ),
     "link-loop-in-plain-directory": (
         lambda t: ((t / "ck").mkdir(), os.symlink("y", t / "ck" / "config.json"),
                    os.symlink("config.json", t / "ck" / "y"), "ck")[3],
-        "GDR014", "ck/config.json: `config.json` is a link to `y`, and the links from there lead back to it; "
-        "help: replace a link on the way with the real file, or point `config.json` at it",
+        "GDR014", "ck/config.json: `config.json` is a link to `y`, and following the links from there reaches no "
+        "file; help: replace a link on the way with the real file, or point `config.json` at it",
+    ),
+    "link-chain-past-the-systems-limit": (  # 60 links in a row to a real file: no loop, still no file reached
+        lambda t: ((t / "real.safetensors").write_bytes(b""), [os.symlink(
+            "real.safetensors" if i == 59 else f"l{i + 1}", t / f"l{i}") for i in range(60)],
+                   os.symlink("l0", t / "x.safetensors"), "x.safetensors")[3],
+        "GDR014", "`x.safetensors` is a link to `l0`, and following the links from there reaches no file; "
+        "help: replace a link on the way with the real file, or point `x.safetensors` at it",
     ),
     "git-lfs-pointer": (
         lambda t: (_lfs_pointer(t / "ck" / "model.safetensors"), "ck")[1],

@@ -881,6 +881,7 @@ class Identity:
 
 
 def identify(config: Mapping[str, Any] | None) -> Identity:
+    has_config = config is not None
     config = config or {}
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
@@ -895,7 +896,7 @@ def identify(config: Mapping[str, Any] | None) -> Identity:
     if isinstance(architecture, str) or model_types:
         subject = f"`{name}`"
     else:
-        subject = ("the unnamed architecture (its config.json names none)" if config
+        subject = ("the unnamed architecture (its config.json names none)" if has_config
                    else "the unnamed architecture (no config.json)")
     return Identity(architecture=name, model_types=model_types, root_model_type=root, subject=subject)
 

@@ -215,12 +215,13 @@ class DanglingLinks(SourceError):
 class LinkLoops(SourceError):
     rule = declare(
         "GDR014", "link-loops", scope=_SOURCE,
-        summary="links that lead back to themselves",
-        message="`{file}` is a link to `{link_target}`, and the links from there lead back to it",
+        summary="links that never reach a file",
+        message="`{file}` is a link to `{link_target}`, and following the links from there reaches no file",
         explanation=(
-            "Following the checkpoint file's symbolic link and the links after it comes back to a link already "
-            "passed, so no file is ever reached: the operating system gives up with \"too many levels of symbolic "
-            "links\". Nothing is missing; the links themselves are wrong."
+            "Following the checkpoint file's symbolic link and the links after it never reaches a file: they come "
+            "back to a link already passed (a loop, here or in a folder on the way), or run longer than the "
+            "operating system follows, which gives up with \"too many levels of symbolic links\". Nothing is "
+            "missing; the links themselves are wrong."
         ),
         causes=["a link made relative to the wrong folder", "two files linked to each other by a sync or "
                 "deduplication tool"],
