@@ -148,3 +148,11 @@ def test_the_pool_of_a_batch_under_extra_buffer_has_its_ping_pong_rows():
     # vLLM's strategies are not modelled: one slot per request, B + 1 rows
     assert check_builtin(QWEN3_NEXT, Deployment(engine="vllm", batch=8, mamba_strategy="extra_buffer")
                          ).deployment.num_slots == 9
+
+
+def test_the_one_slot_footprint_says_how_many_slots_a_request_holds_under_extra_buffer():
+    # GDR131's figure is one slot; beside GDR135's it read as a second, smaller per-request number (review).
+    result = check_builtin(QWEN3_NEXT, Deployment(batch=8, mamba_strategy="extra_buffer"))
+    assert f"under extra_buffer a request holds 3 such slots, {3 * SLOT / 2**20:.3f} MiB (GDR135)" \
+        in only(result, "GDR131").notes
+    assert not any("such slots" in note for note in only(check_builtin(QWEN3_NEXT, Deployment()), "GDR131").notes)

@@ -759,12 +759,17 @@ def state_footprint(ctx: ModelContext) -> Finding | None:
     if memory is None:
         return None
     settings = ctx.settings
+    notes = [f"SSM state {settings.state_dtype} ({settings.state_dtype_reason}); conv state "
+             f"{settings.conv_dtype} ({settings.conv_dtype_reason})",
+             f"the pool of {counted(memory.num_slots, 'slot')} takes {format_bytes(memory.pool_bytes)} per rank"]
+    slots = ctx.deployment.slots_per_request
+    if slots > 1:  # the figure is one slot; GDR135 counts the request's ping-pong slots (and any verify state)
+        notes.append(f"under {ctx.deployment.mamba_strategy} a request holds {slots} such slots, "
+                     f"{format_bytes(slots * memory.bytes_per_request)} (GDR135)")
     return Finding(
         {"per_request": format_bytes(memory.bytes_per_request), "layers": memory.linear_layers,
          "conv": format_bytes(memory.conv_bytes_per_layer), "ssm": format_bytes(memory.ssm_bytes_per_layer)},
-        notes=[f"SSM state {settings.state_dtype} ({settings.state_dtype_reason}); conv state "
-               f"{settings.conv_dtype} ({settings.conv_dtype_reason})",
-               f"the pool of {counted(memory.num_slots, 'slot')} takes {format_bytes(memory.pool_bytes)} per rank"])
+        notes=notes)
 
 
 @rule(

@@ -194,7 +194,8 @@ def check_command(
     batch: int | None = typer.Option(None, "--batch", parser=whole_number("--batch"),
                                      help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
     slots: int | None = typer.Option(None, "--slots", parser=whole_number("--slots"),
-                                     help="State pool rows (default: batch+1, slot 0 reserved)."),
+                                     help="State pool rows (default: batch + 1, slot 0 reserved; batch x 3 + 1 "
+                                          "under sglang's extra_buffer)."),
     state_dtype: str | None = typer.Option(
         None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     engine: str | None = typer.Option(None, "--engine", help=engine_help("sglang")),

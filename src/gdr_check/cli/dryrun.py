@@ -69,7 +69,8 @@ def dry_run_command(
                            help="Tensor-parallel size: the call of one rank runs."),
     batch: int = typer.Option(8, "--batch", parser=whole_number("--batch"), help="Decode batch B (rows of the call)."),
     slots: int | None = typer.Option(None, "--slots", parser=whole_number("--slots"),
-                                     help="State pool rows (default: batch+1, slot 0 reserved)."),
+                                     help="State pool rows (default: batch + 1, slot 0 reserved; batch x 3 + 1 "
+                                          "under sglang's extra_buffer)."),
     state_dtype: str | None = typer.Option(
         None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
     steps: int = typer.Option(3, "--steps", parser=whole_number("--steps"), help="Decode steps to run and verify."),
