@@ -33,7 +33,7 @@ def _log(lines: int, last: str = ERROR) -> bytes:
     return ("".join(NOISE.format(i) for i in range(lines)) + last + "\n").encode()
 
 
-# -- F2: standard input that is not empty is never called empty ------------------------------------------------
+# -- standard input that is not empty is never called empty ------------------------------------------------
 def test_stdin_whose_last_line_is_longer_than_the_cap_says_so(cwd: Path, monkeypatch):
     _stdin(monkeypatch, b"x" * 70000 + b"\n")
     result = run_cli("explain", "-")
@@ -65,7 +65,7 @@ def test_blank_stdin_is_read_as_the_same_argument_would_be(cwd: Path, monkeypatc
     assert (run_cli("explain", "\n\n").exit_code, run_cli("explain", "\n\n").stderr) == (2, piped.stderr)
 
 
-# -- F3: a paste cut at the cap says what was read -----------------------------------------------------------
+# -- a paste cut at the cap says what was read -----------------------------------------------------------
 def test_a_log_cut_at_the_cap_notes_the_lines_read(cwd: Path, monkeypatch):
     data = _log(3000)
     _stdin(monkeypatch, data)
@@ -139,7 +139,7 @@ def test_an_argument_over_the_cap_notes_the_lines_read(cwd: Path):
                              f"1-1; an error after line 1 is not read): {NO_MATCH_HINT}\n")
 
 
-# -- F7: a format explain does not write leaves stdout empty ---------------------------------------------------
+# -- a format explain does not write leaves stdout empty ---------------------------------------------------
 @pytest.mark.parametrize("fmt", ["sarif", "junit", "gitlab", "github", "json-lines", "concise"])
 @pytest.mark.parametrize("args", [("GDR212",), ("GDR212", "--tp", "x"), ("--all",), ("-",)],
                          ids=["code", "bad-tp", "all", "stdin"])
@@ -148,3 +148,18 @@ def test_a_refused_format_writes_nothing_to_stdout(cwd: Path, monkeypatch, fmt: 
     result = run_cli("explain", *args, "--output-format", fmt)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"error: Invalid value for --output-format: explain writes full or json, not '{fmt}'\n"
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "json"])
+def test_an_option_explain_does_not_take_leaves_no_report_file(cwd: Path, fmt: str):
+    # `-o` is not an explain option: the usage error wrote a SARIF document to x.sarif all the same (user test).
+    result = run_cli("explain", "GDR212", "--output-format", fmt, "-o", "x.report")
+    assert (result.exit_code, result.stderr) == (2, "error: No such option: -o\n")
+    assert not (cwd / "x.report").exists()
+
+
+def test_an_explain_usage_error_ignores_a_report_format_explain_does_not_write(cwd: Path, monkeypatch):
+    monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "sarif")
+    result = run_cli("explain", "GDR212", "--tp", "0")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: tp is 0: must be in 1..4_096")

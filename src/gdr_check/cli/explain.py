@@ -19,10 +19,8 @@ from .escape import dump_json
 from .escape import text as safe
 from .main import app
 from .numbers import whole_number
-from .output import FORMAT_ENV, Output, tool_info
+from .output import EXPLAIN_FORMATS, FORMAT_ENV, Output, tool_info
 
-# The formats `explain` writes.
-EXPLAIN_FORMATS = ("full", "json")
 # How much of an unmatched paste the error line quotes.
 _QUOTED = 120
 

@@ -44,6 +44,9 @@ def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
     return chosen
 
 
+EXPLAIN_FORMATS = ("full", "json")  # what `explain` writes
+
+
 def output_format_from_argv(argv: Sequence[str]) -> str:
     """The requested format, read before parsing so that usage errors honour it too."""
     chosen = _option_value(argv, ("--output-format",)) or os.environ.get(FORMAT_ENV, "full")
@@ -118,6 +121,12 @@ class Output:
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Output:
+        """Where a run that fails before its command parses its options reports: the format and file the command
+        line asks for. `explain` takes no report file and writes full or json only: its usage errors write
+        nothing else (a `-o` it refuses left a SARIF file behind)."""
+        if next((arg for arg in argv if not arg.startswith("-")), None) == "explain":
+            chosen = output_format_from_argv(argv)
+            return cls(chosen if chosen in EXPLAIN_FORMATS else "full", None)
         return cls(output_format_from_argv(argv), output_file_from_argv(argv))
 
     def write(self, text: str) -> None:
