@@ -399,3 +399,6 @@ def test_a_warning_names_the_line_of_the_call_that_finds_it(monkeypatch):
     found = {w.message.args[0].split(":")[1].strip(): (w.filename, w.lineno) for w in caught}
     assert found["GDR242"] == (__file__, line)
     assert found["GDR214"] == (__file__, line)
+    texts = {w.message.args[0].split(":")[1].strip(): w.message.args[0] for w in caught}
+    assert texts["GDR242"].endswith("(recorded by an earlier call)")  # the line is the later call's
+    assert "earlier" not in texts["GDR214"]

@@ -545,7 +545,7 @@ class Guard:
             faults, total = buffer.take()
             found += diagnostics_of(faults, "engine", self.engine)
             unlisted += total - len(faults)
-        self._act(found, unlisted)
+        self._act(found, unlisted, earlier=True)
         return found
 
     def poll(self) -> None:
@@ -554,8 +554,10 @@ class Guard:
         for buffer in list(self._buffers.values()):
             self._look(buffer)
 
-    def _act(self, diagnostics: list[Any], unlisted: int = 0) -> None:
-        """Keep `diagnostics`, and `unlisted` faults counted but no longer held, and raise or warn per the mode."""
+    def _act(self, diagnostics: list[Any], unlisted: int = 0, earlier: bool = False) -> None:
+        """Keep `diagnostics`, and `unlisted` faults counted but no longer held, and raise or warn per the mode.
+        `earlier`: faults a kernel recorded during an earlier call, read now (a warning says so, as it points at
+        the line that read them)."""
         if not diagnostics and not unlisted:
             return
         room = max(KEPT_DIAGNOSTICS - len(self.diagnostics), 0)  # (the mode still acts on all of them)
@@ -567,11 +569,12 @@ class Guard:
             raise GuardError(errors, unlisted)
         if self.mode == "warn":
             level = _stacklevel_outside_package()
+            when = " (recorded by an earlier call)" if earlier else ""
             for d in diagnostics:
                 key = f"{d.code}:{d.message}"
                 if key not in self._warned:
                     self._warned.add(key)
-                    warnings.warn(f"gdr_check.guard: {d.code}: {d.message}", RuntimeWarning, stacklevel=level)
+                    warnings.warn(f"gdr_check.guard: {d.code}: {d.message}{when}", RuntimeWarning, stacklevel=level)
             if unlisted:
                 warnings.warn(f"gdr_check.guard: {counted(unlisted, 'fault')} {UNLISTED_FAULTS}", RuntimeWarning,
                               stacklevel=level)
@@ -716,7 +719,7 @@ class Guard:
         try:
             buffer.look("engine", self.engine)
         except PendingFaults as pending:
-            self._act(pending.diagnostics, pending.total - len(pending.diagnostics))
+            self._act(pending.diagnostics, pending.total - len(pending.diagnostics), earlier=True)
 
     # -- patching -------------------------------------------------------------------------------------------------
     def _resolve(self, target: str, explicit: bool = False) -> Callable[..., Any] | None:
