@@ -604,3 +604,14 @@ def test_one_foreign_tensor_beside_a_config_is_counted_in_the_singular(tmp_path:
     assert [d.message for d in result.report if d.code == "GDR116"] == [
         "the weights hold 1 tensor, none under the layer names `Qwen3NextForCausalLM` loads "
         "(`model.layers.<i>.linear_attn.*`)"]
+
+
+def test_kimi_with_a_wrong_head_count_is_one_error(tmp_path: Path):
+    # `num_heads` is KDA's key and value head count at once: the wheel reported it twice (value heads from A_log,
+    # key heads from q_proj), and a norm [D] in between put the config's count back, so dt_bias and g_b_proj were
+    # read as 64 channels per head: four errors whose fixes, applied, matched no tensor (second user test).
+    config = kimi_config(H=8, D=16)
+    write_checkpoint(tmp_path, config, kimi_tensors(kimi_config(H=4, D=16)))
+    result = check_model(str(tmp_path), DEFAULT)
+    errors = [(d.code, d.message) for d in result.report if d.severity == "error"]
+    assert errors == [("GDR111", "config says 8 value heads but `model.layers.0.self_attn.A_log` holds 4")]

@@ -184,3 +184,11 @@ def test_awq_in_a_gemv_layout_counts_as_present_unmeasured(tmp_path):
     assert result.report.ok, [(d.code, d.message) for d in result.report if d.severity == "error"]
     assert "12 of them not measured (awq gemv 4-bit, stored int32[12288, 256]): present, shape not cross-checked" \
         in result.notes
+
+
+def test_a_wrong_value_head_count_under_unmeasured_projections_is_one_error(tmp_path):
+    # bitsandbytes hides in_proj_ba's shape: the norm [V] after A_log put the config's HV back, and the conv was then
+    # solved against it, for a second, wrong GDR111 on the key heads (16 -> 8) with a fix that broke the model.
+    result = run(tmp_path, BNB, _bnb_nf4, weights={**QWEN3_NEXT, "HV": 16})
+    errors = [(d.code, d.message) for d in result.report if d.severity == "error"]
+    assert errors == [("GDR111", "config says 32 value heads but `model.layers.0.linear_attn.A_log` holds 16")]

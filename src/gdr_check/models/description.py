@@ -263,9 +263,12 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
 
     An axis that disagrees is solved for the field it measures, and that value holds for the rest of the
     layer: a wrong head count shows up once (at the tensor that measures it alone), not once per tensor. A
-    tensor that fits `geometry` itself sides with the config against what an earlier tensor measured: it adds
-    nothing, and the tensors after it are read against the config again (else one odd tensor would make the
-    layer's right ones look wrong, their expected shapes their own, and hide a wrong one after them).
+    tensor that fits `geometry` and not the values solved so far sides with the config against what an earlier
+    tensor measured: it adds nothing, and the tensors after it are read against the config again (else one odd
+    tensor would make the layer's right ones look wrong, their expected shapes their own, and hide a wrong one
+    after them). A tensor that fits both (a norm [V] after the value heads were solved) settles nothing: the
+    solved values hold on, so a projection the header cannot measure (bitsandbytes) does not leave the next
+    tensor to be solved against the config's wrong head count.
     """
     evidence = _LayerEvidence()
     local = geometry
@@ -279,8 +282,9 @@ def solve_layer(tensors: Mapping[str, TensorLike], layout: Layout, geometry: Geo
         if isinstance(info, UnpackedWeight) and info.logical is None:
             continue  # a packed weight whose shape the header cannot tell: present, not measured
         if local is not geometry and rule.matching(tuple(info.shape), geometry) is not None:
-            local = geometry  # the config's values hold again for the tensors after it
-            continue
+            if rule.matching(tuple(info.shape), local) is None:
+                local = geometry  # it tells the two apart and sides with the config: its values hold again
+            continue  # (one that fits both, a norm [V] after a head count was solved, settles nothing)
         dims = rule.shape_for(tuple(info.shape), local)
         if dims is None:
             evidence.residuals.append((info, _expected_shape(rule.shapes[0], local)))
