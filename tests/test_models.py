@@ -328,6 +328,10 @@ def test_one_layer_disagrees_with_config(tmp_path: Path):
     assert diagnostic.message == (
         "config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` holds 32")
     assert any("only in layer 5" in note for note in diagnostic.notes)
+    # The other five layers agree with the config: the fix is the tensor, not the config (second user test).
+    assert diagnostic.fixes == ["re-download or re-export `model.safetensors` holding "
+                                "`model.layers.5.linear_attn.norm.weight`: the other layers hold 16, as the config "
+                                "says"]
 
 
 def test_one_odd_tensor_leaves_the_rest_of_its_layer_alone(tmp_path: Path):

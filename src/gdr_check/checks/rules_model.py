@@ -399,12 +399,19 @@ def config_weight_mismatches(ctx: ModelContext) -> list[Finding]:
             _layers_note(item.layers, total),
         ]
         key = item.expected_source.leaf or item.field
+        if 2 * len(item.layers) < len(ctx.model.layer_layouts):
+            # Fewer than half the layers that hold tensors: the rest agree with the config, which is then not what
+            # to change (a config set to these layers' value would break the others).
+            shard = item.actual_source.shard
+            fixes = [f"re-download or re-export `{shard or 'the shard'}` holding `{item.actual_source.tensor}`: "
+                     f"the other layers hold {item.expected}, as the config says"]
+        else:
+            fixes = [f"if the weights are right, set `{key}` to {item.actual}; otherwise use weights made for "
+                     f"`{key}` = {item.expected}"]
         findings.append(Finding(
             {"expected": item.expected, "quantity": _quantity(item.field), "tensor": item.actual_source.tensor,
              "actual": item.actual},
-            location=_mismatch_location(item.expected_source, item.actual_source), notes=notes,
-            fixes=[f"if the weights are right, set `{key}` to {item.actual}; otherwise use weights made for "
-                   f"`{key}` = {item.expected}"]))
+            location=_mismatch_location(item.expected_source, item.actual_source), notes=notes, fixes=fixes))
     return findings
 
 
