@@ -508,3 +508,18 @@ def test_a_double_backtick_code_span_keeps_the_values_of_a_message_with_fields(c
     assert capsys.readouterr().out.startswith("GDR208 out-not-contiguous (error): ")
     # A run of backticks that never closes is no span; the message after it is still found by its own text.
     assert [f.rule.code for f in find_all("`` `out` must be contiguous.")] == ["GDR208"]
+
+
+def test_gates_and_out_sized_for_another_tp_are_named_with_the_models_head_count():
+    # With the model (HV = 32) and --tp 4, 16 heads are neither whole nor this rank's: sized for tp = 2. The wheel
+    # called them "the full 16 value heads" (second user test); for the gates, 2 x 8 is first b and a unsplit.
+    context = Context(tp=4, widths=QWEN3_NEXT, head_dims=QWEN3_NEXT_HEAD_DIMS)
+    [out] = find_all("`out` must have shape [8, 1, 8, 128] (got out.shape=[8, 1, 16, 128]).", context)
+    assert out.reasons[0] == ("16 = 32/2: sized for tp=2 (the model's 32 value heads over 2 ranks) while the pool "
+                              "holds this rank's 8 at tp=4; allocate `out` as (8, 1, 8, 128)")
+    [gates] = find_all("`a`/`b` must have shape [B, HV] with HV=8 (got a.shape=(8, 16), b.shape=(8, 16)).", context)
+    assert gates.reasons[:2] == [
+        "16 = 2 × 8: b and a together, as the fused `in_proj_ba` projection gives them for 8 value heads; split "
+        "its output into `b` and `a`, 8 columns each",
+        "16 = 32/2: sized for tp=2 (the model's 32 value heads over 2 ranks) while the pool holds this rank's 8 at "
+        "tp=4; pass this rank's 8 gate columns (the column slice [rank*8:(rank+1)*8])"]

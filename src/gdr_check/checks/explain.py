@@ -449,6 +449,13 @@ def _shard_sentences(got: int, HV: int, context: Context, *, unsharded: str, sha
     """The TP factor between a per-value-head size `got` and the pool's HV: `unsharded` and `sharded` end the
     sentence for got = k × HV (the tensor is whole while the pool is a rank's) and HV = k × got (the reverse),
     with {k} and {got} and {HV} filled in."""
+    full = context.widths.get("num_v_heads (HV)")
+    if full and context.tp and got != full and got > HV and full % got == 0 and full // got < context.tp:
+        # Neither whole nor this rank's: the model's HV split for another TP size (HV/j with j < the one given).
+        j = full // got
+        fix = unsharded.format(k=j, got=got, HV=HV, said="").split("; ", 1)[-1]
+        return [f"{got} = {full}/{j}: sized for tp={j} (the model's {full} value heads over {j} ranks) while the "
+                f"pool holds this rank's {HV} at tp={context.tp}; {fix}"]
     if (k := _tp_split(got, HV, context)) is not None:
         return [f"{got} = {k} × {HV}: " + unsharded.format(k=k, got=got, HV=HV, said=_you_said(k, context))]
     if (k := _tp_split(HV, got, context)) is not None:
@@ -469,6 +476,10 @@ def _gate_heads(values: Mapping[str, str], context: Context) -> list[str]:
                    "columns (the column slice [rank*{HV}:(rank+1)*{HV}])"),
         sharded=("the gates are this rank's shard for tp={k}{said} while the pool, `A_log` and `out` are sized with "
                  "the full {HV} value heads; size them with HV_l = {got}"))
+    if width == 2 * HV and "in_proj_ba width (2*HV)" in context.widths:
+        # A GDN model's fused in_proj_ba gives b and a together: the likeliest cause, before any split
+        out.insert(0, f"{width} = 2 × {HV}: b and a together, as the fused `in_proj_ba` projection gives them for "
+                      f"{HV} value heads; split its output into `b` and `a`, {HV} columns each")
     return out + _named((width, HV), context)
 
 
