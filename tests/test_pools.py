@@ -156,3 +156,15 @@ def test_the_one_slot_footprint_says_how_many_slots_a_request_holds_under_extra_
     assert f"under extra_buffer a request holds 3 such slots, {3 * SLOT / 2**20:.3f} MiB (GDR135)" \
         in only(result, "GDR131").notes
     assert not any("such slots" in note for note in only(check_builtin(QWEN3_NEXT, Deployment()), "GDR131").notes)
+
+
+def test_vllms_conv_state_window_holds_the_draft_tokens():
+    # vLLM's `gated_delta_net_state_shape(..., num_spec)` gives (W - 1 + num_spec, conv dim / tp); the wheel showed
+    # W - 1 rows whatever the draft tokens (second user test). sglang keeps the drafts' windows apart.
+    width = (2 * H * K + HV * V) // 4
+    drafted = check_builtin(QWEN3_NEXT, Deployment(engine="vllm", tp=4, speculative_tokens=2))
+    assert drafted.pools["conv_state"].shape == (9, W - 1 + 2, width)
+    assert drafted.memory.conv_bytes_per_layer == (W - 1 + 2) * width * 2
+    assert check_builtin(QWEN3_NEXT, Deployment(engine="vllm", tp=4)).pools["conv_state"].shape == (9, W - 1, width)
+    sglang = check_builtin(QWEN3_NEXT, Deployment(tp=4, speculative_tokens=2))
+    assert sglang.pools["conv_pool"].shape == (L, 9, width, W - 1)

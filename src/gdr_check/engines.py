@@ -90,6 +90,9 @@ class EngineProfile:
     kda_state_dtype_fixed: bool  # True: the engine ignores a requested KDA state dtype
     conv_dtype: str  # conv state default: a dtype or MODEL_DTYPE
     gdn_conv_channel_first: bool  # GDN conv state per slot is (conv_dim/tp, W-1) rather than (W-1, conv_dim/tp)
+    # The conv state's window grows by the speculative draft tokens: W-1+num_spec rows (vLLM's
+    # `gated_delta_net_state_shape` / `kda_state_shape`); False: W-1, with the draft tokens' windows kept apart.
+    conv_window_holds_drafts: bool
     stacked_state_pool: bool  # one [layers, slots, ...] tensor per kind (sglang) vs one tensor per layer (vLLM)
 
     # --- flags and environment users set ------------------------------------------------------------------
@@ -144,7 +147,7 @@ SGLANG_0_5_23 = EngineProfile(
     gdn_beta_rounding=B_DTYPE, grid_dim_limit=GRID_DIM_LIMIT,
     default_state_dtype="float32", config_ssm_dtype_families=None,
     kda_state_dtype="float32", kda_state_dtype_fixed=False,
-    conv_dtype="bfloat16", gdn_conv_channel_first=True, stacked_state_pool=True,
+    conv_dtype="bfloat16", gdn_conv_channel_first=True, conv_window_holds_drafts=False, stacked_state_pool=True,
     state_dtype_flag="--mamba-ssm-dtype", conv_dtype_flag=None,
     cache_size_flag="--max-mamba-cache-size", memory_ratio_flag="--mamba-full-memory-ratio",
     scheduler_strategy_flag="--mamba-radix-cache-strategy", state_dtype_env="SGLANG_MAMBA_SSM_DTYPE",
@@ -168,7 +171,7 @@ VLLM_0_29 = EngineProfile(
     gdn_beta_rounding=None, grid_dim_limit=None,
     default_state_dtype=MODEL_DTYPE, config_ssm_dtype_families=("qwen3.5", "qwen3.5-moe"),
     kda_state_dtype="float32", kda_state_dtype_fixed=True,
-    conv_dtype=MODEL_DTYPE, gdn_conv_channel_first=False, stacked_state_pool=False,
+    conv_dtype=MODEL_DTYPE, gdn_conv_channel_first=False, conv_window_holds_drafts=True, stacked_state_pool=False,
     state_dtype_flag="--mamba-ssm-cache-dtype", conv_dtype_flag="--mamba-cache-dtype",
     cache_size_flag=None, memory_ratio_flag=None, scheduler_strategy_flag="--mamba-cache-mode",
     state_dtype_env=None, packed_decode_opt_in_env="VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE",

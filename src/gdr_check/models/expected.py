@@ -71,11 +71,14 @@ def expected_call(model: LinearAttentionModel, settings: EngineSettings) -> Pack
     )
 
 
-def _conv_shape(model: LinearAttentionModel, heads: RankHeads, profile: EngineProfile) -> tuple[int, int]:
-    # sglang GDN keeps the conv state channel-first (conv_dim/tp, W-1); sglang KDA and vLLM window-first.
+def _conv_shape(model: LinearAttentionModel, heads: RankHeads, profile: EngineProfile, drafts: int = 0
+                ) -> tuple[int, int]:
+    # sglang GDN keeps the conv state channel-first (conv_dim/tp, W-1); sglang KDA and vLLM window-first, vLLM's
+    # window W-1 plus the speculative draft tokens.
+    window = heads.W - 1 + (drafts if profile.conv_window_holds_drafts else 0)
     if profile.gdn_conv_channel_first and model.kind == "gdn":
-        return (heads.width, heads.W - 1)
-    return (heads.W - 1, heads.width)
+        return (heads.width, window)
+    return (window, heads.width)
 
 
 def engine_pools(model: LinearAttentionModel, settings: EngineSettings) -> dict[str, TensorSpec]:
@@ -91,7 +94,7 @@ def engine_pools(model: LinearAttentionModel, settings: EngineSettings) -> dict[
     L, S = len(model.linear_layers), settings.num_slots
     state = (heads.HV, heads.V, heads.K)
     profile = settings.deployment.profile
-    conv = _conv_shape(model, heads, profile)
+    conv = _conv_shape(model, heads, profile, settings.deployment.speculative_tokens)
     if profile.stacked_state_pool:
         pool_shape = (L, S, *state)
         return {
@@ -128,7 +131,9 @@ def state_memory(model: LinearAttentionModel, settings: EngineSettings) -> State
     if heads is None:
         return None
     L = len(model.linear_layers)
-    conv = (heads.W - 1) * heads.width * settings.conv_itemsize
+    deployment = settings.deployment
+    window = _conv_shape(model, heads, deployment.profile, deployment.speculative_tokens)
+    conv = window[0] * window[1] * settings.conv_itemsize
     ssm = heads.HV * heads.V * heads.K * settings.state_itemsize
     per_request = (conv + ssm) * L
     budget = settings.deployment.gpu_memory
