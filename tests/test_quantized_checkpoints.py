@@ -192,3 +192,16 @@ def test_a_wrong_value_head_count_under_unmeasured_projections_is_one_error(tmp_
     result = run(tmp_path, BNB, _bnb_nf4, weights={**QWEN3_NEXT, "HV": 16})
     errors = [(d.code, d.message) for d in result.report if d.severity == "error"]
     assert errors == [("GDR111", "config says 32 value heads but `model.layers.0.linear_attn.A_log` holds 16")]
+
+
+def test_a_packed_weight_no_field_explains_says_how_it_was_read(tmp_path):
+    # GDR113 names the stored `.qweight` with its unpacked shape: a note says so and gives the stored form (review).
+    config = qwen3_next_config(**QWEN3_NEXT)
+    config["quantization_config"] = AWQ
+    tensors = quantized(config, PROJECTIONS, _awq)
+    tensors.update(_awq("model.layers.0.linear_attn.in_proj_qkvz", 12288 + 8, 2048))
+    write_checkpoint(tmp_path, config, tensors)
+    [error] = [d for d in check_model(str(tmp_path), Deployment(tp=4)).report if d.severity == "error"]
+    assert (error.code, error.message) == ("GDR113", "`model.layers.0.linear_attn.in_proj_qkvz.qweight` has shape "
+                                                     "[12296, 2048], expected [12288, 2048]")
+    assert "read as [12296, 2048] unpacked (awq 4-bit, stored int32[2048, 1537])" in error.notes

@@ -465,7 +465,9 @@ def unexpected_shapes(ctx: ModelContext) -> list[Finding]:
         findings.append(Finding(
             {"tensor": item.source.tensor, "actual": list(item.actual), "expected": expected},
             location=item.source.location,
-            notes=[f"layers {format_layers(item.layers)}", f"in `{item.source.shard}`" if item.source.shard else ""],
+            notes=[f"layers {format_layers(item.layers)}", f"in `{item.source.shard}`" if item.source.shard else "",
+                   # a packed weight's shape is its unpacked one: the source says how it is stored
+                   f"read as {item.source.detail}" if "unpacked" in (item.source.detail or "") else ""],
             fixes=["compare with the same tensor in a released checkpoint of this architecture"]))
     for finding in findings:
         finding.notes = [n for n in finding.notes if n]
