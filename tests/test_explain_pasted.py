@@ -523,3 +523,12 @@ def test_gates_and_out_sized_for_another_tp_are_named_with_the_models_head_count
         "its output into `b` and `a`, 8 columns each",
         "16 = 32/2: sized for tp=2 (the model's 32 value heads over 2 ranks) while the pool holds this rank's 8 at "
         "tp=4; pass this rank's 8 gate columns (the column slice [rank*8:(rank+1)*8])"]
+
+
+def test_a_reshape_of_full_rows_to_a_ranks_width_names_the_width_not_the_tokens():
+    # [8, 2048] for 65536: 8 full 8192-wide mixed_qkv rows, not 8 of 32 value heads in dim 0 (second user test).
+    [found] = find_all("RuntimeError: shape '[8, 2048]' is invalid for input of size 65536",
+                       Context(tp=4, widths=QWEN3_NEXT, head_dims=QWEN3_NEXT_HEAD_DIMS))
+    assert found.reasons[1] == (
+        "65536 = 8 × 8192: the input is unsharded while the shape's dim 1 is a rank's 2048 of the full 8192 (the "
+        "model's mixed_qkv width (2*H*K + HV*V)) at tp=4; reshape this rank's shard, or with the full 8192")

@@ -189,7 +189,10 @@ def _split_dim(dims: list[int], tp: int, full: list[int], context: Context) -> i
     def rank(index: int) -> tuple[int, int, int]:
         size = full[index]
         place = 0 if 0 < index < last else 1 if index == last else 2
-        return 0 if size in heads else 1 if size in widths else 2, place, index
+        named = 0 if size in heads else 1 if size in widths else 2
+        # The first of several dims (the tokens of [tokens, width]) comes after any other dim the model names: a
+        # [8, 2048] reshape of 8 full 8192-wide rows is the width's split, not 8 of 32 heads.
+        return named + (3 if index == 0 < last else 0), place, index
 
     candidates = [index for index, size in enumerate(dims) if size > 1 and full[index] % tp == 0
                   and (size not in sizes or full[index] in widths)
