@@ -532,3 +532,12 @@ def test_a_reshape_of_full_rows_to_a_ranks_width_names_the_width_not_the_tokens(
     assert found.reasons[1] == (
         "65536 = 8 × 8192: the input is unsharded while the shape's dim 1 is a rank's 2048 of the full 8192 (the "
         "model's mixed_qkv width (2*H*K + HV*V)) at tp=4; reshape this rank's shard, or with the full 8192")
+
+
+def test_a_tensor_sized_for_a_larger_tp_is_read_against_the_models_head_count():
+    # At --tp 2 the rank holds 16 of 32 value heads; `out` with 8 was sized for tp=4. The pool is right: the fix is
+    # `out`, not "size them with HV_l = 8" (third user test).
+    context = Context(tp=2, widths=QWEN3_NEXT, head_dims=QWEN3_NEXT_HEAD_DIMS)
+    [out] = find_all("`out` must have shape [8, 1, 16, 128] (got out.shape=[8, 1, 8, 128]).", context)
+    assert out.reasons[0] == ("8 = 32/4: sized for tp=4 (the model's 32 value heads over 4 ranks) while the pool "
+                              "holds this rank's 16 at tp=2; allocate `out` as (8, 1, 16, 128)")

@@ -329,9 +329,22 @@ def test_one_layer_disagrees_with_config(tmp_path: Path):
         "config says 16 channels per value head but `model.layers.5.linear_attn.norm.weight` holds 32")
     assert any("only in layer 5" in note for note in diagnostic.notes)
     # The other five layers agree with the config: the fix is the tensor, not the config (second user test).
-    assert diagnostic.fixes == ["re-download or re-export `model.safetensors` holding "
-                                "`model.layers.5.linear_attn.norm.weight`: the other layers hold 16, as the config "
-                                "says"]
+    assert diagnostic.fixes == ["re-download or re-export `model.safetensors` (layer 5): the other layers hold 16, "
+                                "as the config says"]
+
+
+def test_half_the_layers_disagreeing_in_two_shards_name_both_and_leave_the_config(tmp_path: Path):
+    # Layers 0-2 of 6 hold another norm size, in two shards: changing the config to them would make the other half
+    # disagree and the fix flip back (third user test); the fix names both shards.
+    config = qwen3_5_config(text_only=True)
+    tensors = qwen_tensors(config)
+    for layer in (0, 1, 2):
+        tensors[f"model.layers.{layer}.linear_attn.norm.weight"] = ("F32", (32,))
+    write_checkpoint(tmp_path, config, tensors, shards=4)
+    diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR111")
+    assert len(diagnostic.fixes) == 1 and diagnostic.fixes[0].startswith("re-download or re-export `model-0000")
+    assert diagnostic.fixes[0].endswith(" (layers 0-2): the other layers hold 16, as the config says")
+    assert diagnostic.fixes[0].count(".safetensors`") == 2
 
 
 def test_one_odd_tensor_leaves_the_rest_of_its_layer_alone(tmp_path: Path):

@@ -37,6 +37,7 @@ class Disagreement:
     actual_source: Source  # the first tensor that shows `actual`
     actual_shape: tuple[int, ...]
     layers: tuple[int, ...]
+    shards: tuple[str, ...] = ()  # the files holding the tensors that show `actual`, in order
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def _verify_tensors(model: LinearAttentionModel, found: TensorFindings) -> None:
         found.disagreements.append(Disagreement(
             field=name, expected=values[name], expected_source=model.sources[name], actual=value,
             actual_source=locate.tensor(info), actual_shape=tuple(info.shape),
-            layers=layer_ranges(i for i, _ in hits)))
+            layers=layer_ranges(i for i, _ in hits), shards=tuple(dict.fromkeys(hit.shard for _, hit in hits))))
     for (_suffix, actual, expected), hits in shapes.items():
         found.shape_mismatches.append(ShapeMismatch(locate.tensor(hits[0][1]), actual, expected,
                                                     layer_ranges(i for i, _ in hits)))

@@ -450,9 +450,10 @@ def _shard_sentences(got: int, HV: int, context: Context, *, unsharded: str, sha
     sentence for got = k × HV (the tensor is whole while the pool is a rank's) and HV = k × got (the reverse),
     with {k} and {got} and {HV} filled in."""
     full = context.widths.get("num_v_heads (HV)")
-    if full and context.tp and got != full and got > HV and full % got == 0 and full // got < context.tp:
-        # Neither whole nor this rank's: the model's HV split for another TP size (HV/j with j < the one given).
+    if full and context.tp and got not in (full, HV) and full % got == 0 and full // got != context.tp:
+        # Neither whole nor this rank's: the model's HV split for another TP size (HV/j, j not the one given).
         j = full // got
+        # (the fix to this rank's HV, whichever way the tensor is off: the pool is the one the TP size gives)
         fix = unsharded.format(k=j, got=got, HV=HV, said="").split("; ", 1)[-1]
         return [f"{got} = {full}/{j}: sized for tp={j} (the model's {full} value heads over {j} ranks) while the "
                 f"pool holds this rank's {HV} at tp={context.tp}; {fix}"]

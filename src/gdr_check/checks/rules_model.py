@@ -399,12 +399,13 @@ def config_weight_mismatches(ctx: ModelContext) -> list[Finding]:
             _layers_note(item.layers, total),
         ]
         key = item.expected_source.leaf or item.field
-        if 2 * len(item.layers) < len(ctx.model.layer_layouts):
-            # Fewer than half the layers that hold tensors: the rest agree with the config, which is then not what
-            # to change (a config set to these layers' value would break the others).
-            shard = item.actual_source.shard
-            fixes = [f"re-download or re-export `{shard or 'the shard'}` holding `{item.actual_source.tensor}`: "
-                     f"the other layers hold {item.expected}, as the config says"]
+        if 2 * len(item.layers) <= len(ctx.model.layer_layouts):
+            # At most half the layers that hold tensors: the rest agree with the config, which is then not what to
+            # change (a config set to these layers' value would break the others, and then say the reverse).
+            shards = ", ".join(f"`{shard}`" for shard in item.shards if shard) or "the shards"
+            layers = f"layer{'s' if len(item.layers) > 1 else ''} {format_layers(item.layers)}"
+            fixes = [f"re-download or re-export {shards} ({layers}): the other layers hold {item.expected}, as the "
+                     "config says"]
         else:
             fixes = [f"if the weights are right, set `{key}` to {item.actual}; otherwise use weights made for "
                      f"`{key}` = {item.expected}"]
