@@ -228,7 +228,7 @@ _VERSION = re.compile(r"v?(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc|dev|post)\d*)*(?:\+[0-9
 def _version_key(version: str) -> tuple[tuple[int, ...], int] | None:
     """A release's place in order ("0.29.0" == "0.29"; "0.30.0rc1" before "0.30"; "0.5.23.post1" after "0.5.23");
     None for text that is no version."""
-    found = _VERSION.fullmatch(version.strip())
+    found = _VERSION.fullmatch(version)
     if found is None:
         return None
     numbers = [int(part) for part in found.group(1).split(".")]
