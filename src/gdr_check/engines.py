@@ -222,7 +222,7 @@ class UnknownEngineError(ValueError):
 
 # A release as engines publish it: an optional `v`, numbers, then a pre-release (a, b, rc, dev: before the release),
 # a post-release or a local label (after it, or the release itself).
-_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc|dev|post)\d*)*(?:\+[0-9a-z.]+)?", re.IGNORECASE)
+_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)((?:[.-]?(?:a|b|rc|dev|post)\d*)*)(?:\+[0-9a-z.]+)?", re.IGNORECASE)
 
 
 def _version_key(version: str) -> tuple[tuple[int, ...], int] | None:
@@ -234,7 +234,7 @@ def _version_key(version: str) -> tuple[tuple[int, ...], int] | None:
     numbers = [int(part) for part in found.group(1).split(".")]
     while len(numbers) > 1 and numbers[-1] == 0:
         numbers.pop()
-    pre = re.search(r"(?:a|b|rc|dev)\d*", version[found.end(1):], re.IGNORECASE)
+    pre = re.search(r"a|b|rc|dev", found.group(2), re.IGNORECASE)  # (a local label, `+...`, is not read)
     return tuple(numbers), -1 if pre else 0
 
 

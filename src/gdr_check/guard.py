@@ -103,9 +103,6 @@ Mode = Literal["raise", "warn", "record"]
 MODES = ("raise", "warn", "record")
 _LAYER_SEARCH_DEPTH = 8  # frames searched (once per pool) for the caller's `layer_id`
 _PLAN_CACHE_SIZE = 4096  # signatures kept per guarded function; engines use a handful (one per batch-size bucket)
-
-
-
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -118,6 +115,7 @@ def _stacklevel_outside_package() -> int:
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     return level
+
 
 class GuardError(ValueError):
     """A guarded call broke the contract (mode="raise"): the first error's message, every diagnostic kept."""

@@ -135,11 +135,10 @@ def _explain_format(given: str | None) -> str:
 
 def _refuse_format(given: str | None) -> str | None:
     """--output-format's callback, run before the other options are read (it is eager): a format `explain` does
-    not write is one error line and exit 2, with nothing on stdout, whatever else the command line holds. (As a
-    usage error it would get a record in that format from `main`: a SARIF log for `sarif`.)"""
+    not write is the usage error, whatever else the command line holds (`Output.from_argv` keeps its record to
+    the formats `explain` writes: nothing on stdout for `sarif`)."""
     if given is not None and given not in EXPLAIN_FORMATS:
-        Output().error_line(f"Invalid value for --output-format: explain writes full or json, not {safe(given)!r}")
-        raise typer.Exit(2)
+        raise typer.BadParameter(f"explain writes full or json, not {safe(given)!r}", param_hint="--output-format")
     return given
 
 

@@ -116,9 +116,9 @@ class Locator:
         return display_path(os.path.join(root, shard)) if root is not None and shard else shard
 
     def tensor(self, info: TensorLike) -> Source:
-        detail = f"{canonical_dtype(info.dtype)}{list(info.shape)}"
-        if isinstance(info, UnpackedWeight):  # its shape is the unpacked one: say how it is stored
-            detail = f"{list(info.shape)} unpacked ({info.detail})"
+        # A packed weight's shape is its unpacked one: say how it is stored.
+        detail = (f"{list(info.shape)} unpacked ({info.detail})" if isinstance(info, UnpackedWeight)
+                  else f"{canonical_dtype(info.dtype)}{list(info.shape)}")
         return Source("tensor", tensor=info.name, shard=info.shard, location=self.tensor_location(info),
                       detail=detail)
 

@@ -136,7 +136,7 @@ def state_memory(model: LinearAttentionModel, settings: EngineSettings) -> State
     conv = window[0] * window[1] * settings.conv_itemsize
     ssm = heads.HV * heads.V * heads.K * settings.state_itemsize
     per_request = (conv + ssm) * L
-    budget = settings.deployment.gpu_memory
+    budget = deployment.gpu_memory
     fit = max(budget // per_request - 1, 0) if budget is not None and per_request else None
     return StateMemory(
         linear_layers=L, conv_bytes_per_layer=conv, ssm_bytes_per_layer=ssm, bytes_per_request=per_request,

@@ -85,12 +85,13 @@ class UnpackedWeight:
         return self.logical if self.logical is not None else ()
 
 
-def unpacked_layer(tensors: Mapping[str, TensorLike], quantization: Quantization | None,
-                   prefixes: tuple[str, ...]) -> dict[str, TensorLike | UnpackedWeight]:
+def unpacked_layer(tensors: dict[str, TensorLike], quantization: Quantization | None,
+                   prefixes: tuple[str, ...]) -> dict[str, TensorLike]:
     """One layer's tensors (in-layer name -> tensor) with each packed weight under one of `prefixes` (the
     linear-attention mixers' `linear_attn.`, `self_attn.`: not the MoE experts beside them, thousands per layer)
-    standing in for `<projection>.weight`; the packed tensor itself is kept too."""
-    out: dict[str, TensorLike | UnpackedWeight] = dict(tensors)
+    standing in for `<projection>.weight`; the packed tensor itself is kept too. A layer with nothing packed is
+    returned as it is."""
+    found: dict[str, TensorLike] = {}
     mixer = [(rest, info) for rest, info in tensors.items() if rest.startswith(prefixes)]
     bnb_states = {rest[: rest.index(BNB_STATE)] for rest, _ in mixer if BNB_STATE in rest}
     for rest, info in mixer:
@@ -113,8 +114,8 @@ def unpacked_layer(tensors: Mapping[str, TensorLike], quantization: Quantization
                 unpacked = UnpackedWeight(info.name, info.dtype, (rows, columns * (8 // bits)), info.shard,
                                           f"{bits}-bit values {8 // bits} to a byte, {_stored(info)}")
         if unpacked is not None:
-            out[base + WEIGHT] = unpacked
-    return out
+            found[base + WEIGHT] = unpacked
+    return {**tensors, **found} if found else tensors
 
 
 def _stored(info: TensorLike) -> str:
