@@ -289,6 +289,17 @@ VARIANTS["no_register_lift"] = [(COMMON, "            lifted = one_wave_register
 # instead of 12 at ptxas's 168, so 2048 programs (Kimi-Linear tp 1 B = 8, tp 4 B = 32) fit in one wave
 VARIANTS["kda_256_cap_128"] = [("kernel/tiling.py", "    (256, TileConfig(16, evict_first=_E, prefetch=False), ",
                                 "    (256, TileConfig(16, evict_first=_E, prefetch=False, max_registers=128), ")]
+# the guarded kernel's single tile where the table puts it, not forced ahead of the gates by the duplicate scan
+VARIANTS["scan_tile_unforced"] = [("kernel/tiling.py",
+                                   "    if scanned and config.tiles_per_program == 1 and not config.prefetch:",
+                                   "    if False:")]
+# KDA's fp32 state at 129-256 pairs in 8-row tiles (4096 programs of fewer registers) or two warps per 16 rows
+KDA_256_FP32 = "    (256, TileConfig(16, evict_first=_E, prefetch=False), "
+VARIANTS["kda_256_block8"] = [("kernel/tiling.py", KDA_256_FP32,
+                               "    (256, TileConfig(8, evict_first=_E, prefetch=False), ")]
+VARIANTS["kda_256_block8_prefetch"] = [("kernel/tiling.py", KDA_256_FP32, "    (256, TileConfig(8, evict_first=_E), ")]
+VARIANTS["kda_256_two_warps"] = [("kernel/tiling.py", KDA_256_FP32,
+                                  "    (256, TileConfig(16, num_warps=2, evict_first=_E, prefetch=False), ")]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
