@@ -464,6 +464,42 @@ def test_qwen3_next_explicit_layer_types_preferred():
     assert only(result, "GDR105").message.endswith("disagree on layers 3")
 
 
+@pytest.mark.parametrize("types", [interval_layer_types(8)[:6], interval_layer_types(8) + ["linear_attention"] * 2],
+                         ids=["short", "long"])
+def test_layer_types_of_another_length_is_one_gdr104_not_also_gdr105(types):
+    """The layers one of `layer_types` and the interval rule names and the other does not are the list's length
+    (GDR104), not a disagreement between the two (GDR105: it used to name layer 6 of a 6-entry list as well)."""
+    result = check_checkpoint(config_only(qwen3_next_config(layer_types=types)), DEFAULT)
+    assert [(d.code, d.message) for d in result.report if d.code in ("GDR104", "GDR105")] == [
+        ("GDR104", f"`layer_types` has {len(types)} entries but `num_hidden_layers` is 8")]
+
+
+@pytest.mark.parametrize("types", [interval_layer_types(8)[:6], interval_layer_types(8) + ["linear_attention"] * 2],
+                         ids=["short", "long"])
+def test_layer_types_of_another_length_with_weights_is_one_gdr104(tmp_path: Path, types):
+    """With the weights read, the layers the list does not name are not a layer-kind mismatch (GDR114: "makes layers
+    6 full-attention layers") nor layers without tensors (GDR115: layers 8-9 of an 8-layer model): the model has
+    `num_hidden_layers` layers, of which the list names the kinds of those it reaches."""
+    config = qwen3_5_config(text_only=True)
+    tensors = qwen_tensors(config)
+    config["layer_types"] = types
+    write_checkpoint(tmp_path, config, tensors)
+    result = check_model(str(tmp_path), DEFAULT)
+    assert [(d.code, d.message) for d in result.report if d.severity != "info" and d.code != "GDR253"] == [
+        ("GDR104", f"`layer_types` has {len(types)} entries but `num_hidden_layers` is 8")]
+    assert result.model.linear_layers == ([0, 1, 2, 4, 5] if len(types) < 8 else [0, 1, 2, 4, 5, 6])
+
+
+def test_a_short_layer_types_still_disagrees_on_the_layers_it_names():
+    types = interval_layer_types(8)[:6]
+    types[1] = "full_attention"
+    result = check_checkpoint(config_only(qwen3_next_config(layer_types=types)), DEFAULT)
+    assert [d.code for d in result.report if d.code in ("GDR104", "GDR105")] == ["GDR104", "GDR105"]
+    diagnostic = only(result, "GDR105")
+    assert diagnostic.message == "`layer_types` and `full_attention_interval`=4 disagree on layers 1"
+    assert "`layer_types` has 6 entries for 8 layers (GDR104): layers 6-7 are not compared" in diagnostic.notes
+
+
 def test_missing_config_field_taken_from_tensors(tmp_path: Path):
     config = qwen3_next_config()
     del config["linear_num_value_heads"]

@@ -91,7 +91,9 @@ def _layer_kinds(model: LinearAttentionModel, found: TensorFindings) -> None:
         found.layer_kind_mismatches.append(LayerKindMismatch(
             "linear-attention", kind, layer_ranges(no_linear), source,
             f"{namespace}layers.{no_linear[0]}.{example}" if example else None))
-    extra = [i for i in tensor_linear if i not in config_linear]
+    # A layer past a short `layer_types` is GDR104's (the list's length): the config names no kind for it.
+    listed = model.layer_map.listed
+    extra = [i for i in tensor_linear if i not in config_linear and (listed is None or i < listed)]
     if extra:
         rests = layers[extra[0]]
         example = next((r for r in sorted(rests) if layer_is_linear([r], adapter)), None)

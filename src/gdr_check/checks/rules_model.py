@@ -292,7 +292,8 @@ def _config_location(ctx: ModelContext) -> Callable[[str], Location]:
         "and make layer i full attention iff (i+1) % `full_attention_interval` == 0. Where the two disagree, "
         "sglang builds a different model than the weights hold: it looks for `linear_attn` weights in a "
         "full-attention layer or the reverse, and the state pool has a different number of layers. "
-        "vLLM's rule was not verified."
+        "vLLM's rule was not verified. Only the layers both name are compared: the rest of a `layer_types` of "
+        "another length than `num_hidden_layers` is that length's error (GDR104)."
     ),
     causes=("a checkpoint with a custom layer pattern served by sglang",),
     fixes=("make `layer_types` follow the interval rule, or serve with an engine that reads `layer_types`",),
@@ -310,6 +311,13 @@ def layer_types_vs_interval(ctx: ModelContext) -> Finding | None:
         return None
     by_types, by_interval = set(layer_map.linear), set(layer_map.interval_linear)
     differ = sorted(by_types ^ by_interval)
+    listed, count = layer_map.listed, model.num_hidden_layers
+    length = None  # a list of another length than the model: the layers only one of the two names are GDR104's
+    if listed is not None and count is not None and listed != count:
+        differ = [layer for layer in differ if layer < min(listed, count)]
+        beyond = (f"layers {format_layers(range(listed, count))}" if listed < count
+                  else f"entries {format_layers(range(count, listed))}")
+        length = f"`layer_types` has {listed} entries for {count} layers (GDR104): {beyond} are not compared"
     if not differ:
         return None
     notes = [
@@ -317,6 +325,8 @@ def layer_types_vs_interval(ctx: ModelContext) -> Finding | None:
         f"the interval rule makes layers {format_layers(by_interval)} linear attention ({len(by_interval)} layers)",
         "sglang 0.5.23 follows the interval rule; transformers and this report follow `layer_types`",
     ]
+    if length is not None:
+        notes.append(length)
     profile = ctx.deployment.profile
     if profile.layer_kinds_follow_interval is None:
         notes.append(f"how {profile.display_name} derives the layer kinds was not verified")

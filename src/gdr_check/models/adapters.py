@@ -342,6 +342,7 @@ class LayerMap:
     interval_key: str | None = None
     interval: int | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)  # (dotted key, what is wrong)
+    listed: int | None = None  # `layer_types`: how many layers the list names (its length, whatever the model's)
 
 
 class ConfigView:
@@ -417,7 +418,9 @@ def _from_layer_types(view: ConfigView, linear_names: frozenset[str], known: fro
     count = _num_layers(view)
     if count is not None and len(types) != count:
         result.problems.append((key, f"has {len(types)} entries but `num_hidden_layers` is {count}"))
-    result.linear = [i for i, t in enumerate(types) if t in linear_names]
+    # The model has `num_hidden_layers` layers: entries past them (GDR104) name no layer.
+    result.linear = [i for i, t in enumerate(types[:count] if count is not None else types) if t in linear_names]
+    result.listed = len(types)
     return result
 
 
