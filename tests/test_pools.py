@@ -168,3 +168,41 @@ def test_vllms_conv_state_window_holds_the_draft_tokens():
     assert check_builtin(QWEN3_NEXT, Deployment(engine="vllm", tp=4)).pools["conv_state"].shape == (9, W - 1, width)
     sglang = check_builtin(QWEN3_NEXT, Deployment(tp=4, speculative_tokens=2))
     assert sglang.pools["conv_pool"].shape == (L, 9, width, W - 1)
+
+
+def test_slots_too_few_for_the_ping_pong_rows_of_extra_buffer():
+    # 8 requests of 1 + 2 slots and slot 0 need 25 rows; --slots 9 was silent (the decode call's slots 1..8 fit).
+    result = check_builtin(QWEN3_NEXT, Deployment(batch=8, slots=9, mamba_strategy="extra_buffer"))
+    error = only(result, "GDR137")
+    assert error.severity == "error"
+    assert error.message == ("a batch of 8 needs 25 slots under extra_buffer (3 per request and slot 0), but the "
+                             "pool has 9 slots (0..8)")
+    assert error.notes[:2] == [
+        "sglang 0.5.23 gives each request 1 + 2 ping-pong slots under extra_buffer: 8 x 3 + 1 = 25 slots",
+        "the pool of 9 slots holds 2 such requests; sglang 0.5.23 stops at allocation with `AssertionError: Not "
+        "enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.` (GDR405)"]
+    assert error.fixes == ["grow the pool to at least 25 slots (`--slots 25`, or no `--slots`: under extra_buffer "
+                           "the default is batch x 3 + 1)",
+                           "lower the batch to 2",
+                           "`--mamba-radix-cache-strategy no_buffer`: one slot per request, so 9 slots hold the batch "
+                           "of 8"]
+    assert "GDR241" not in result.report.codes()  # the decode call's slots fit: GDR137 is the only report
+    # enough rows, the default, no_buffer and vLLM (whose strategies are not modelled): nothing
+    for deployment in (Deployment(batch=8, slots=25, mamba_strategy="extra_buffer"),
+                       Deployment(batch=8, mamba_strategy="extra_buffer"), Deployment(batch=8, slots=9),
+                       Deployment(engine="vllm", batch=8, slots=9, mamba_strategy="extra_buffer")):
+        assert "GDR137" not in check_builtin(QWEN3_NEXT, deployment).report.codes(), deployment
+
+
+def test_slots_fewer_than_the_batch_under_extra_buffer_are_said_once(capsys):
+    """The decode call's slots past a 4-slot pool (GDR241 on rows 3-7) are the same too-small pool: GDR137 replaces
+    them in the report, with the rows extra_buffer needs (25), not the 9 the call alone needs."""
+    args = [QWEN3_NEXT, "--batch", "8", "--slots", "4", "--mamba-strategy", "extra_buffer", "--output-format",
+            "concise"]
+    assert main(args) == 1
+    errors = [line for line in capsys.readouterr().out.splitlines() if "error[" in line]
+    assert errors == [f"{QWEN3_NEXT}: error[GDR137] a batch of 8 needs 25 slots under extra_buffer (3 per request "
+                      "and slot 0), but the pool has 4 slots (0..3)"]
+    error = only(check_builtin(QWEN3_NEXT, Deployment(batch=8, slots=4, mamba_strategy="extra_buffer")), "GDR137")
+    assert error.fixes == ["grow the pool to at least 25 slots (`--slots 25`, or no `--slots`: under extra_buffer "
+                           "the default is batch x 3 + 1)", "lower the batch to 1"]

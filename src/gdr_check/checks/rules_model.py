@@ -8,7 +8,7 @@ Numbering, stable once released:
     GDR101-GDR106  family, config fields and layer map
     GDR111-GDR116  config vs weights
     GDR121-GDR125  tensor parallelism and head grouping
-    GDR131-GDR133  state memory and engine support
+    GDR131-GDR137  state memory, engine support and the pool under sglang's strategy
 """
 
 from __future__ import annotations
@@ -1170,3 +1170,50 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
                     "batch": plan.batch},
                    severity="error" if extra else "warning", notes=notes, fixes=fixes)
+
+
+@rule(
+    "GDR137", "slot-counts-too-small-for-the-strategy", scope=MODEL,
+    summary="the pool has fewer slots than the batch needs under the pool strategy",
+    message=("a batch of {batch} needs {needed} under {strategy} ({per_request} per request and slot 0), but the "
+             "pool has {slots} (0..{last})"),
+    explanation=(
+        "With `--mamba-radix-cache-strategy extra_buffer` each running request holds 1 + 2 slots of the "
+        "linear-attention state pool (its own and two ping-pong tracking slots, `get_mamba_tracking_slots`), and "
+        "slot 0 is reserved: a batch of B takes B x 3 + 1 rows, the pool's size when `--slots` is left out. A "
+        "`--slots` below that fits the decode call (slots 1..B) but not the requests: when the pool cannot give a "
+        "request its ping-pong slots, sglang 0.5.23 stops at allocation with `AssertionError: Not enough space for "
+        "mamba ping pong idx, try to increase --mamba-full-memory-ratio.` (GDR405). A pool too small for the call "
+        "itself is the same cause: this rule replaces the decode call's out-of-range slots (GDR241) then."
+    ),
+    causes=("`--slots batch + 1`, the size without extra_buffer", "a pool size taken from a no_buffer deployment"),
+    fixes=("grow the pool to batch x 3 + 1 slots, or leave `--slots` out",
+           "lower the batch, or use `--mamba-radix-cache-strategy no_buffer`"),
+    example=ModelExample(qwen3_next_config(), "8 requests of 3 slots in a 9-slot pool",
+                         deployment={"mamba_strategy": "extra_buffer", "batch": 8, "slots": 9}),
+    engines="sglang 0.5.23.",
+    # The model check's decode call holds slots 1..B: past a pool this small it is the same pool, said once.
+    supersedes=("GDR241",),
+)
+def slot_count_for_strategy(ctx: ModelContext) -> Finding | None:
+    deployment = ctx.deployment
+    per_request, slots, batch = deployment.slots_per_request, deployment.slots, deployment.batch
+    if per_request == 1 or slots is None or slots >= batch * per_request + 1:
+        return None  # one slot a request (no_buffer, vLLM): GDR241 on the decode call says a pool too small
+    needed = batch * per_request + 1
+    fit = (slots - 1) // per_request
+    notes = [f"sglang 0.5.23 gives each request 1 + {per_request - 1} ping-pong slots under "
+             f"{deployment.mamba_strategy}: {batch} x {per_request} + 1 = {counted(needed, 'slot')}",
+             f"the pool of {counted(slots, 'slot')} holds {fit} such request{'' if fit == 1 else 's'}; sglang 0.5.23 "
+             "stops at allocation with `AssertionError: Not enough space for mamba ping pong idx, try to increase "
+             "--mamba-full-memory-ratio.` (GDR405)"]
+    fixes = [f"grow the pool to at least {counted(needed, 'slot')} (`--slots {needed}`, or no `--slots`: under "
+             f"{deployment.mamba_strategy} the default is batch x {per_request} + 1)"]
+    if fit:  # a batch of 0 serves nothing
+        fixes.append(f"lower the batch to {fit}")
+    if slots - 1 >= batch:  # a strategy under which the batch does not fit either is no fix
+        fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: one slot per request, so {counted(slots, 'slot')} "
+                     f"hold the batch of {batch}")
+    return Finding({"batch": batch, "needed": counted(needed, "slot"), "strategy": deployment.mamba_strategy,
+                    "per_request": per_request, "slots": counted(slots, "slot"), "last": slots - 1},
+                   notes=notes, fixes=fixes)
