@@ -9,6 +9,7 @@ The child-crash and timeout tests use the test-only hook GDR_CHECK_DRYRUN_TEST_F
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -225,6 +226,129 @@ def test_broken_environment_is_one_line_and_exit_2(capsys, checkpoints, tmp_path
     ]
     code, out, _ = dry_run(capsys, str(checkpoints["gdn"]), "--output-format", "json")
     assert code == 2 and json.loads(out)["error"]["code"] == "environment"
+
+
+SGLANG_FILE = "sglang/kernels/ops/attention/fla/fused_recurrent.py"
+NO_SGLANG = ("error: sglang's packed-decode kernel is not available (sglang is not installed and GDR_CHECK_SGLANG_PATH "
+             "is not set); `--backend sglang` needs `pip install sglang`, or GDR_CHECK_SGLANG_PATH set to an sglang "
+             "wheel or source tree")
+
+
+class _FakeSglang:
+    """An installed sglang distribution (its metadata) whose files are under `root`."""
+
+    version = "0.4.9"
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def locate_file(self, path: str) -> Path:
+        return self.root / path
+
+
+def _sglang_installed(monkeypatch, root: Path | None) -> None:
+    """sglang's metadata as `runner.backends` reads it: none (`root` None), or a distribution with its files under
+    `root`; GDR_CHECK_SGLANG_PATH unset."""
+    from gdr_check.runner import backends
+
+    real = importlib.metadata.distribution
+
+    def distribution(name):
+        if name != "sglang":
+            return real(name)
+        if root is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return _FakeSglang(root)
+
+    monkeypatch.setattr(backends.importlib.metadata, "distribution", distribution)
+    monkeypatch.delenv("GDR_CHECK_SGLANG_PATH", raising=False)
+
+
+def _no_vllm(monkeypatch) -> None:
+    from gdr_check.runner import backends
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(backends.importlib.util, "find_spec", lambda name, *rest: None if name == "vllm" else
+                        real(name, *rest))
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    from gdr_check.runner import api as runner_api
+    from gdr_check.runner import ranks_api
+
+    monkeypatch.setattr(runner_api, "run_child", lambda *args, **kwargs: pytest.fail("the child was launched"))
+    monkeypatch.setattr(ranks_api, "run_ranks", lambda *args, **kwargs: pytest.fail("the ranks were launched"))
+
+
+@pytest.mark.parametrize("ranks", ["one", "all"])
+def test_an_engine_backend_that_is_not_installed_is_one_line_and_exit_2(capsys, checkpoints, monkeypatch, no_launch,
+                                                                        ranks):
+    """As a missing torch says it (one line naming what is missing and how to get it, exit 2), before anything is
+    launched: it was GDR313 and exit 1, a finding about the deployment rather than about this machine (user test)."""
+    _sglang_installed(monkeypatch, None)
+    _no_vllm(monkeypatch)
+    common = [str(checkpoints["gdn"]), "--batch", "2", "--tp", "2", "--ranks", ranks]
+    assert dry_run(capsys, *common, "--backend", "sglang") == (2, "", NO_SGLANG + "\n")
+    assert dry_run(capsys, *common, "--backend", "vllm") == (
+        2, "", "error: vllm is not importable (No module named 'vllm'); `--backend vllm` needs `pip install vllm`\n")
+    code, out, err = dry_run(capsys, *common, "--backend", "sglang", "--output-format", "json")
+    assert code == 2 and json.loads(out)["error"]["code"] == "environment" and err == NO_SGLANG + "\n"
+
+
+def test_a_sglang_path_that_holds_no_kernel_is_one_line_and_exit_2(capsys, checkpoints, monkeypatch, no_launch,
+                                                                   tmp_path):
+    """GDR_CHECK_SGLANG_PATH wins over an installed sglang (the child never falls back to another copy): a path
+    without the file is the environment's error, whatever is installed."""
+    _sglang_installed(monkeypatch, tmp_path / "site-packages")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other.whl").write_bytes(b"not a zip")
+    for given, problem in (("nowhere", "does not exist"), ("empty", f"holds no {SGLANG_FILE}"),
+                           ("other.whl", "is not a readable wheel: File is not a zip file")):
+        monkeypatch.setenv("GDR_CHECK_SGLANG_PATH", str(tmp_path / given))
+        assert dry_run(capsys, str(checkpoints["gdn"]), "--batch", "2", "--backend", "sglang") == (
+            2, "", f"error: sglang's packed-decode kernel is not available (GDR_CHECK_SGLANG_PATH=`{tmp_path / given}` "
+                   f"{problem}); `--backend sglang` needs GDR_CHECK_SGLANG_PATH set to an sglang wheel or source tree "
+                   "(or unset, to use an installed sglang)\n")
+
+
+def test_an_installed_sglang_without_the_kernel_file_is_still_gdr313(capsys, checkpoints, monkeypatch, no_launch,
+                                                                     tmp_path):
+    """The case GDR313 keeps: the engine is here, but has no packed decode to run (exit 1, nothing launched)."""
+    _sglang_installed(monkeypatch, tmp_path)
+    code, document = dry_run_json(capsys, str(checkpoints["gdn"]), "--batch", "2", "--backend", "sglang")
+    assert code == 1 and document["launched"] is False and document["refused_because"] == ["GDR313"]
+    assert document["diagnostics"][0]["message"] == (
+        f"backend `sglang` is not available: sglang 0.4.9 is installed but has no {SGLANG_FILE}")
+
+
+def test_the_parent_finds_sglangs_kernel_where_the_child_loads_it(monkeypatch, tmp_path):
+    """`runner.backends` (torch-free, in the parent) looks where `kernel.engines.find_sglang_source` (the child's
+    loader, which imports triton) looks: a file, an unpacked wheel, a git checkout, a wheel; a path without it."""
+    import zipfile
+
+    from gdr_check.runner import backends
+
+    _sglang_installed(monkeypatch, None)
+    for root in ("tree", "checkout/python"):
+        (tmp_path / root / SGLANG_FILE).parent.mkdir(parents=True)
+        (tmp_path / root / SGLANG_FILE).write_text("")
+    with zipfile.ZipFile(tmp_path / "sglang.whl", "w") as wheel:
+        wheel.writestr(SGLANG_FILE, "")
+    found = [tmp_path / "tree" / SGLANG_FILE, tmp_path / "tree", tmp_path / "checkout", tmp_path / "sglang.whl"]
+    for path in found + [tmp_path / "nowhere", tmp_path / "checkout" / "python" / "sglang"]:
+        monkeypatch.setenv("GDR_CHECK_SGLANG_PATH", str(path))
+        parent = backends.missing_backend("sglang", "gdn")
+        assert (parent is None) == (path in found), (path, parent)
+        if KERNEL_EXTRA:
+            from gdr_check.kernel import engines
+
+            assert (backends.SGLANG_PATH_ENV, backends.SGLANG_FILE) == (engines.SGLANG_PATH_ENV, engines.SGLANG_FILE)
+            try:
+                child = engines.find_sglang_source()
+            except FileNotFoundError:
+                child = None
+            assert (child is not None) == (parent is None), (path, child, parent)
 
 
 def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(capsys, checkpoints, tmp_path, monkeypatch):

@@ -271,21 +271,29 @@ class KernelRaised(Violation):
 class BackendUnavailable(Violation):
     rule = declare(
         "GDR313", "unavailable-backends", scope=DRYRUN,
-        summary="the requested engine kernel cannot be loaded",
+        summary="the requested engine is installed but cannot run this packed-decode call",
         message="backend `{backend}` is not available: {reason}",
         explanation=(
-            "`--backend sglang` loads sglang's own `fused_recurrent.py` (from an installed sglang, or from "
-            "GDR_CHECK_SGLANG_PATH: a wheel, an unpacked tree or the file itself) without importing the sglang "
+            "`--backend sglang` loads sglang's own `fused_recurrent.py` (from GDR_CHECK_SGLANG_PATH: a wheel, an "
+            "unpacked tree or the file itself; else from the installed sglang) without importing the sglang "
             "server. `--backend vllm` imports vLLM's FLA `fused_recurrent` module, which has a GDN packed decode "
-            "only (vLLM's KDA packed op has another API). Nothing ran."
+            "only (vLLM's KDA packed op has another API). This rule is an engine that is here but cannot run the "
+            "call; nothing ran. An engine that is not here at all (vLLM not importable; sglang not installed and "
+            "GDR_CHECK_SGLANG_PATH not set, or set to a path without the file) is no finding but an unusable "
+            "environment, as a missing torch is: one `error:` line naming what is missing and how to get it, "
+            "exit 2."
         ),
-        causes=("the engine is not installed in this environment", "a vLLM build without the packed decode op"),
+        causes=("an installed sglang without `sglang/kernels/ops/attention/fla/fused_recurrent.py`",
+                "a vLLM build without the packed decode op, or whose FLA module fails to import"),
         fixes=(
-            "set GDR_CHECK_SGLANG_PATH to an sglang wheel or source tree",
-            "install the engine, or use `--backend builtin` to verify gdr-check's kernel alone",
+            "install an engine release that has the packed decode, or set GDR_CHECK_SGLANG_PATH to an sglang "
+            "0.5.23 wheel or source tree",
+            "use `--backend builtin` to verify gdr-check's kernel alone",
         ),
-        example=DryRunExample({"backend_unavailable": {"backend": "vllm", "reason": "vllm is not installed"}},
-                              backend="vllm"),
+        example=DryRunExample({"backend_unavailable": {
+            "backend": "vllm",
+            "reason": "vLLM's FLA module has no fused_recurrent_gated_delta_rule_packed_decode (or does not import)"}},
+            backend="vllm"),
     )
 
     backend: object

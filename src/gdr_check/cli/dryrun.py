@@ -2,7 +2,8 @@
 
 The kernel runs in a child process (`gdr_check.runner`); this process never imports torch or triton.
 Exit codes: 0 passed, 1 refused (the deployment has errors) or a GDR3xx error, 2 usage, unreadable input or
-a broken environment (torch/triton missing, `--device cuda` without a device). Every output format renders the
+a broken environment (torch/triton missing, `--device cuda` without a device, the engine `--backend` names not
+installed: `runner.backends`). Every output format renders the
 `Run` that `gdr_check.api.dry_run` returns; `full` adds the step table and timing (`cli/formats/dryrun_sections.py`).
 """
 

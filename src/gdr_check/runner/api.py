@@ -14,7 +14,7 @@ from ..limits import checked
 from ..models.check import ModelCheck, check_model
 from ..models.deployment import Deployment
 from ..report import Diagnostic
-from .backends import known_unavailable
+from .backends import known_unavailable, missing_backend
 from .diagnose import dryrun_diagnostics
 from .launch import DEFAULT_TIMEOUT_S, ChildOutcome, run_child
 from .plan import DryRunPlan, plan_for
@@ -26,7 +26,8 @@ SCHEMA_VERSION = 1
 
 
 class DryRunEnvironmentError(InputError, RuntimeError):
-    """The child cannot run at all (torch or triton missing, no CUDA device for `--device cuda`): exit 2."""
+    """The child cannot run at all (torch or triton missing, no CUDA device for `--device cuda`, the engine that
+    `--backend` names not installed): exit 2."""
 
     code = "environment"
 
@@ -98,13 +99,17 @@ def _shown(check: ModelCheck) -> list[Diagnostic]:
 
 def dry_run_check(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
                   timeout: float = DEFAULT_TIMEOUT_S, timing: bool = True) -> DryRunResult:
-    """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError, and
-    LimitError (a ValueError) for steps, seed or timeout outside docs/limits.md."""
+    """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError (also for an
+    engine backend that is not installed), and LimitError (a ValueError) for steps, seed or timeout outside
+    docs/limits.md."""
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
         checked(name, value)
     if not check.report.ok or check.call is None:
         return DryRunResult(check=check, diagnostics=_shown(check))
     plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=timing)
+    absent = missing_backend(backend, plan.variant)
+    if absent is not None:  # an engine that is not here: an unusable environment, as a missing torch
+        raise DryRunEnvironmentError(absent)
     reason = known_unavailable(backend, plan.variant)
     if reason is not None:
         missing = rules_dryrun.BackendUnavailable(backend=backend, reason=reason).diagnostic()

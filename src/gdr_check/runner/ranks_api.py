@@ -13,7 +13,7 @@ from ..checks import rules_dryrun, rules_ranks
 from ..models.sharding import model_layout, ranges
 from ..report import Diagnostic
 from .api import DryRunEnvironmentError
-from .backends import known_unavailable
+from .backends import known_unavailable, missing_backend
 from .diagnose import KERNEL_NAMES, fmt, interpreter_diagnostics, number
 from .messages import not_importable
 from .plan import plan_for
@@ -158,6 +158,9 @@ def ranks_dry_run(check: ModelCheck, *, backend: str = "builtin", device: str = 
     if not check.report.ok or check.call is None or check.model is None:
         return RanksResult(check=check, tp=tp, diagnostics=shown)
     plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=False)
+    absent = missing_backend(backend, plan.variant)
+    if absent is not None:  # an engine that is not here: exit 2, as the one-rank dry-run and a missing torch
+        raise DryRunEnvironmentError(absent)
     reason = known_unavailable(backend, plan.variant)
     if reason is not None:
         missing = rules_dryrun.BackendUnavailable(backend=backend, reason=reason).diagnostic()
