@@ -3,6 +3,7 @@ syslog escapes) and the numbers it reads from each error, with and without the d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from gdr_check.checks import RULES
 from gdr_check.checks.explain import Context, find_all
 from gdr_check.cli.main import main
+from gdr_check.models import builtin
 from pasted_corpus import CASES, PastedCase
 from pasted_corpus import QWEN3_NEXT as QWEN3_NEXT_CORPUS
 
@@ -284,12 +286,19 @@ def test_an_unknown_built_in_model_in_pyproject_names_the_file_and_key(tmp_path,
 
 def test_a_built_in_model_explain_cannot_read_named_in_pyproject_names_the_file_and_key(tmp_path, monkeypatch,
                                                                                        capsys):
+    # explain reads every built-in model (Qwen-style GDN, Kimi-Linear KDA): one whose config lost its linear-attention
+    # table stands in for a model it cannot read.
+    kimi = builtin.get_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct")
+    assert kimi is not None
+    unreadable = dataclasses.replace(kimi, config={key: value for key, value in kimi.config.items()
+                                                   if key != "linear_attn_config"})
+    monkeypatch.setattr(builtin, "get_builtin", lambda repo_id: unreadable)
     (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "moonshotai/Kimi-Linear-48B-A3B-Instruct"\n')
     monkeypatch.chdir(tmp_path)
     assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "error: pyproject.toml: `tool.gdr-check.model`: moonshotai/Kimi-Linear-48B-A3B-Instruct: explain reads the "
-        "numbers of Qwen-style GDN configs only")
+        "numbers of Qwen-style GDN and Kimi-Linear-style KDA configs only")
 
 
 def test_cli_reads_a_posted_vllm_log_with_the_models_numbers(capsys):

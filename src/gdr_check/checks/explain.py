@@ -90,6 +90,19 @@ class Explanation:
         }
 
 
+# The names `explain` gives a model's numbers in a Context (cli/explain.py fills it from a built-in model).
+H_HEADS = "num_k_heads (H)"
+HV_HEADS = "num_v_heads (HV)"
+KDA_HEADS = "num_heads (H = HV)"  # a KDA model whose key and value head counts are one (Kimi-Linear)
+QKV_WIDTH = "mixed_qkv width (2*H*K + HV*V)"
+QKVZ_WIDTH = "in_proj_qkvz width (2*H*K + 2*HV*V)"
+V_WIDTH = "out/v width (HV*V)"
+BA_WIDTH = "in_proj_ba width (2*HV)"
+KDA_GATE_WIDTH = "a/dt_bias width (HV*K)"  # KDA's per-key-channel gate input and time-step bias
+K_DIM = "head_k_dim (K)"
+V_DIM = "head_v_dim (V)"
+
+
 @dataclass(frozen=True)
 class Context:
     """What the user knows about the deployment (`--model/--tp/--engine/--batch`), for reasoning on numbers.
@@ -404,12 +417,26 @@ def tp_factor(got: int, want: int) -> int | None:
     return None
 
 
-def named_widths(value: int, context: Context) -> list[str]:
-    """Which of the model's widths `value` is, in full or per rank at some tp (tp = context's first)."""
+def full_value_heads(context: Context) -> int | None:
+    """The model's (unsharded) value head count, HV, when the context names a model."""
+    return context.widths.get(HV_HEADS, context.widths.get(KDA_HEADS))
+
+
+def head_k_dim(context: Context) -> int | None:
+    """The model's key head size, K, when the context names a model."""
+    return context.head_dims.get(K_DIM)
+
+
+def named_widths(value: int, context: Context, only: Iterable[str] | None = None) -> list[str]:
+    """Which of the model's widths `value` is, in full or per rank at some tp (tp = context's first); `only`
+    keeps the widths of those names."""
     out = []
     # With a known tp, only the full and that rank's widths: other splits are coincidences.
     tps = [context.tp, 1] if context.tp else [1, 2, 4, 8, 16]
+    kept = None if only is None else set(only)
     for name, full in context.widths.items():
+        if kept is not None and name not in kept:
+            continue
         for tp in tps:
             if full % tp == 0 and full // tp == value:
                 out.append(f"{value} is the model's {name}" + (f" per rank at tp={tp} ({full}/{tp})" if tp > 1
@@ -426,9 +453,10 @@ def named_head_dims(value: int, context: Context) -> list[str]:
     return [f"{value} is the model's {' and '.join(names)}: tensor parallelism never splits a head's size"]
 
 
-def _named(values: Iterable[int], context: Context) -> list[str]:
+def _named(values: Iterable[int], context: Context, only: Iterable[str] | None = None) -> list[str]:
     """`named_widths` of each value, once."""
-    return [sentence for value in dict.fromkeys(values) for sentence in named_widths(value, context)]
+    kept = None if only is None else tuple(only)
+    return [sentence for value in dict.fromkeys(values) for sentence in named_widths(value, context, kept)]
 
 
 def _you_said(k: int, context: Context) -> str:
@@ -440,6 +468,11 @@ def _you_said(k: int, context: Context) -> str:
 _MAX_SPLIT = 64
 
 
+# The largest TP size a factor is read as without the model's head size to tell (KDA's `dt_bias` of 32 per-head
+# values where 1024 = 8 heads × K=128 are due is a factor of 32: K over the TP size, not tp=32).
+_LIKELY_TP = 16
+
+
 def _tp_split(got: int, want: int, context: Context) -> int | None:
     k = tp_factor(got, want)
     return k if k is not None and (k <= _MAX_SPLIT or k == context.tp) else None
@@ -449,7 +482,7 @@ def _shard_sentences(got: int, HV: int, context: Context, *, unsharded: str, sha
     """The TP factor between a per-value-head size `got` and the pool's HV: `unsharded` and `sharded` end the
     sentence for got = k × HV (the tensor is whole while the pool is a rank's) and HV = k × got (the reverse),
     with {k} and {got} and {HV} filled in."""
-    full = context.widths.get("num_v_heads (HV)")
+    full = full_value_heads(context)
     if full and context.tp and got not in (full, HV) and full % got == 0 and full // got != context.tp:
         # Neither whole nor this rank's: the model's HV split for another TP size (HV/j, j not the one given).
         j = full // got
@@ -477,7 +510,7 @@ def _gate_heads(values: Mapping[str, str], context: Context) -> list[str]:
                    "columns (the column slice [rank*{HV}:(rank+1)*{HV}])"),
         sharded=("the gates are this rank's shard for tp={k}{said} while the pool, `A_log` and `out` are sized with "
                  "the full {HV} value heads; size them with HV_l = {got}"))
-    if width == 2 * HV and "in_proj_ba width (2*HV)" in context.widths:
+    if width == 2 * HV and BA_WIDTH in context.widths:
         # A GDN model's fused in_proj_ba gives b and a together: the likeliest cause, before any split
         out.insert(0, f"{width} = 2 × {HV}: b and a together, as the fused `in_proj_ba` projection gives them for "
                       f"{HV} value heads; split its output into `b` and `a`, {HV} columns each")
@@ -492,7 +525,7 @@ def _decay_sizes(values: Mapping[str, str], context: Context) -> list[str]:
         wrong = {"`A_log` and `dt_bias` are": sizes["A_log"]}
     else:
         wrong = {f"`{name}` is": got for name, got in sizes.items() if got != HV}
-    K = next((size for name, size in context.head_dims.items() if name.startswith("head_k")), None)
+    K = head_k_dim(context)
     out: list[str] = []
     for what, got in wrong.items():
         per_head = got // HV if HV > 0 and got % HV == 0 else None
@@ -552,14 +585,152 @@ def _packed_width(values: Mapping[str, str], context: Context) -> list[str]:
         out = [left + "`mixed_qkv` is wider than HV*V, but q and k are two blocks of H*K: the rest must be even"]
     else:
         out = [left + "q and k get (width - HV*V) / 2 each"]
-    full_heads = next((v for k, v in context.widths.items() if k.startswith("num_v_heads")), None)
+    full_heads = full_value_heads(context)
     tp = context.tp
     if tp and tp > 1 and full_heads is not None and full_heads % tp == 0:
         if HV == full_heads:
             out.append(f"{HV} = {tp} × {HV // tp}: the pool holds the model's full {HV} value heads, unsharded for "
                        f"tp={tp}; a rank's pool holds {HV // tp}")
-        full_width = next((v for k, v in context.widths.items() if k.startswith("mixed_qkv")), None)
+        full_width = context.widths.get(QKV_WIDTH)
         if full_width is not None and full_width % tp == 0:
             out.append(f"at tp={tp} a rank's `mixed_qkv` is {full_width // tp} wide ({full_width}/{tp}) with "
                        f"{full_heads // tp} value heads in its pool")
     return out + _named((width, HV), context)
+
+
+# -- KDA (GDR221-GDR224): `a` and `dt_bias` hold K values per value head, [HV*K]; `b` and `A_log` one, [HV] -------
+
+# The model's numbers a KDA message's are named by (not `out`'s HV*V, which equals HV*K when K = V).
+_KDA_NAMES = (HV_HEADS, KDA_HEADS, KDA_GATE_WIDTH)
+
+
+def _per_channel(got: int, HV: int, K: int | None) -> int | None:
+    """got / HV when `got` holds K values for each of HV heads (the model's K, or, without a model, more values per
+    head than any TP split gives)."""
+    if HV <= 0 or got <= HV or got % HV:
+        return None
+    per = got // HV
+    return per if per == K or (K is None and per > _MAX_SPLIT) else None
+
+
+@reasoner("GDR221", numeric=("HV", "K"))
+def _kda_gate_width(values: Mapping[str, str], context: Context) -> list[str]:
+    HV, K = int(values["HV"]), int(values["K"])
+    shape = ints(values["a_shape"])
+    if len(shape) != 2 or HV <= 0 or K <= 0:
+        return []
+    B, width = shape
+    want = HV * K
+    out = [f"`a` must be [B, HV*K] = ({B}, {HV}*{K}) = ({B}, {want}): one gate input per key channel of each of the "
+           f"pool's {HV} value heads (Kimi-Linear's `f_b_proj` output)"]
+    if width == HV:
+        out.append(f"{width} = HV: one value per head, the layout of `b` (the `b_proj` output) and of GDN's gate: pass "
+                   f"the `f_b_proj` output, ({B}, {want}) (if `b` holds {want} columns, `a` and `b` are swapped)")
+    elif width == K:
+        out.append(f"{width} = K: one head's channels, the width of Kimi-Linear's low-rank `f_a_proj` output: `a` is "
+                   f"`f_b_proj` applied to it, ({B}, {want})")
+    elif width % K == 0:
+        heads = width // K
+        out.append(f"{width} = {heads} × {K}: `a` holds the channels of {heads} value heads where the pool has {HV}")
+        out += _shard_sentences(
+            heads, HV, context,
+            unsharded=("`a` is unsharded while the pool is sharded for tp={k}{said}; pass this rank's {HV} heads' "
+                       f"channels, {want} columns (the column slice [rank*{want}:(rank+1)*{want}])"),
+            sharded=("`a` is this rank's shard for tp={k}{said} while the pool holds the full {HV} value heads; at "
+                     "tp={k} size the pool (and `b`, `A_log`, `dt_bias`, `out`) with HV_l = {got}"))
+    elif (k := _tp_split(width, HV, context)) is not None:
+        out.append(f"{width} = {k} × {HV}: one value per head of {width} heads, a per-head gate (`b`'s or GDN's "
+                   f"layout) unsharded for tp={k}{_you_said(k, context)}: pass this rank's `f_b_proj` output, "
+                   f"({B}, {want})")
+    else:
+        out.append(f"{width} is not a multiple of K = {K}: `a` holds no whole heads' channels; pass the `f_b_proj` "
+                   f"output, ({B}, {want})")
+    return out + _named((width, HV), context, _KDA_NAMES)
+
+
+@reasoner("GDR222", numeric=("HV",))
+def _kda_beta_heads(values: Mapping[str, str], context: Context) -> list[str]:
+    HV = int(values["HV"])
+    shape = ints(values["b_shape"])
+    if len(shape) != 2 or HV <= 0:
+        return []
+    B, width = shape
+    out = [f"`b` must be [B, HV] = ({B}, {HV}): one beta logit per value head (the `b_proj` output)"]
+    if (per := _per_channel(width, HV, head_k_dim(context))) is not None:
+        out.append(f"{width} = {HV} × {per}: `b` holds one value per key channel (HV*K), the width of `a` and of the "
+                   f"output gate (`g_b_proj`): pass the per-head `b_proj` output, ({B}, {HV})")
+    else:
+        out += _shard_sentences(
+            width, HV, context,
+            unsharded=("`b` is unsharded while the pool is sharded for tp={k}{said}; pass this rank's {HV} columns "
+                       "(the column slice [rank*{HV}:(rank+1)*{HV}])"),
+            sharded=("`b` is this rank's shard for tp={k}{said} while the pool and `a` hold the full {HV} value "
+                     "heads; at tp={k} size them (and `A_log`, `dt_bias`, `out`) with HV_l = {got}"))
+    return out + _named((width, HV), context, _KDA_NAMES)
+
+
+@reasoner("GDR223", numeric=("HV", "numel"))
+def _kda_a_log(values: Mapping[str, str], context: Context) -> list[str]:
+    HV, got = int(values["HV"]), int(values["numel"])
+    if HV <= 0:
+        return []
+    out = [f"`A_log` must be [HV] = ({HV},): one decay rate per value head (Kimi-Linear's parameter is "
+           f"[1, 1, H, 1]: `A_log.reshape(-1)`)"]
+    if (per := _per_channel(got, HV, head_k_dim(context))) is not None:
+        out.append(f"{got} = {HV} × {per}: HV*K values, the size of KDA's `dt_bias`: `A_log` and `dt_bias` look "
+                   f"swapped (`dt_bias` holds one value per key channel, `A_log` one per head)")
+    else:
+        out += _shard_sentences(
+            got, HV, context,
+            unsharded=("`A_log` is unsharded while the pool is sharded for tp={k}{said}; pass this rank's {HV} "
+                       "values (`A_log.reshape(-1)[rank*{HV}:(rank+1)*{HV}]`)"),
+            sharded=("`A_log` is this rank's shard for tp={k}{said} while the pool, `a` and `b` hold the full {HV} "
+                     "value heads; at tp={k} size them (and `dt_bias`, `out`) with HV_l = {got}"))
+    return out + _named((got, HV), context, _KDA_NAMES)
+
+
+@reasoner("GDR224", numeric=("HVK", "numel"))
+def _kda_dt_bias(values: Mapping[str, str], context: Context) -> list[str]:
+    want, got = int(values["HVK"]), int(values["numel"])
+    if want <= 0 or got <= 0:
+        return []
+    K = head_k_dim(context)
+    HV = want // K if K and want % K == 0 else None
+    pool = f"each of the pool's {HV} value heads" if HV else "each value head"
+    out = [f"`dt_bias` must be [HV*K] = ({HV}*{K},) = ({want},)" if HV else f"`dt_bias` must be [HV*K] = ({want},)"]
+    out[0] += f": one time-step bias per key channel of {pool}"
+    slice_ = f"pass this rank's {want} values (the slice [rank*{want}:(rank+1)*{want}])"
+    if K is None:
+        if (per := want // got if want % got == 0 else 0) > _MAX_SPLIT:  # more per head than a TP split: K
+            out.append(f"{want} = {got} × {per}: `dt_bias` holds one value per head ({got} heads, GDN's layout) "
+                       f"where KDA's holds K = {per} per head: pass the KDA layer's [HV*K] `dt_bias` (a GDN model "
+                       f"decodes with the GDN kernel)")
+        elif (k := tp_factor(want, got)) is not None and k > _LIKELY_TP and k != context.tp:
+            # K over the TP size (a per-head bias of the model's heads) or a shard for a TP this large: K tells
+            out.append(f"{want} = {k} × {got}: one value per head ({got} heads, GDN's layout) or a shard for "
+                       f"tp={k}; with --model gdr-check reads it against the model's K and head count")
+        else:  # in elements: without the model's K, the heads are unknown
+            out += _shard_sentences(
+                got, want, context,
+                unsharded="`dt_bias` is unsharded while the pool is sharded for tp={k}{said}; " + slice_,
+                sharded=("`dt_bias` is this rank's shard for tp={k}{said} while the pool holds the full heads; at "
+                         "tp={k} size the pool (and `a`, `b`, `A_log`, `out`) with HV/{k} heads"))
+        return out + _named((got, want), context, _KDA_NAMES)
+    if HV is None:
+        return out + _named((got, want), context, _KDA_NAMES)
+    unsharded = "`dt_bias` is unsharded while the pool is sharded for tp={k}{said}; " + slice_
+    if got % K:  # not whole heads' channels: one value per head
+        out.append(f"{got} is not a multiple of K = {K}: one value per head ({got} heads), GDN's per-head layout, "
+                   f"where KDA's `dt_bias` holds K = {K} per head: pass the KDA layer's [HV*K] `dt_bias` (a GDN "
+                   f"model decodes with the GDN kernel)")
+        heads = got
+    else:
+        heads = got // K
+        out.append(f"{got} = {heads} × {K}: `dt_bias` holds the channels of {heads} value heads where the pool has "
+                   f"{HV}")
+    if heads != HV:
+        out += _shard_sentences(
+            heads, HV, context, unsharded=unsharded,
+            sharded=("`dt_bias` is this rank's shard for tp={k}{said} while the pool, `a`, `b` and `A_log` hold "
+                     "the full {HV} value heads; at tp={k} size them (and `out`) with HV_l = {got}"))
+    return out + _named((got, want, HV), context, _KDA_NAMES)

@@ -11,10 +11,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from ..registry import Finding, declare
-from .explain import Context, find_all, ints, named_head_dims, named_widths, reasoner, tp_factor
+from .explain import (
+    QKV_WIDTH,
+    QKVZ_WIDTH,
+    Context,
+    find_all,
+    full_value_heads,
+    ints,
+    named_head_dims,
+    named_widths,
+    reasoner,
+    tp_factor,
+)
 
 if TYPE_CHECKING:
     from ..registry import RuleSet
@@ -84,7 +96,7 @@ declare(
 
 
 def _value_heads(context: Context) -> int | None:
-    heads = next((v for k, v in context.widths.items() if k.startswith("num_v_heads")), None)
+    heads = full_value_heads(context)
     if heads is None:
         return None
     return heads // context.tp if context.tp and heads % context.tp == 0 else heads
@@ -177,27 +189,188 @@ def _head_counts(context: Context) -> set[int]:
     return {width for name, width in context.widths.items() if name.startswith("num_")}
 
 
-def _split_dim(dims: list[int], tp: int, full: list[int], context: Context) -> int | None:
+def _flat_widths(context: Context) -> set[int]:
+    """The model's widths that are no head count (q/k/v, qkvz, HV*V, ...), whole."""
+    return {width for name, width in context.widths.items() if not name.startswith("num_")}
+
+
+def _tokens_index(dims: list[int]) -> int | None:
+    """The dim of a shape that holds the rows (tokens): the first before the last that is not 1, as a leading 1 is
+    a batch of one ([1, T, W], [1, T, H, D]); None when every dim before the last is 1 ([W], [1, W])."""
+    return next((index for index in range(len(dims) - 1) if dims[index] != 1), None)
+
+
+def _split_dim(dims: list[int], tp: int, full: list[int], context: Context, tokens: int | None) -> int | None:
     """Which dim of a shape TP split by `tp` (`full` holds each dim's unsplit size): the product alone cannot tell,
     so the model's head counts come first, then its other widths, then by place: a middle dim (the heads of
-    [tokens, heads, head size]) before the last (a flattened width). The first of several dims (tokens, which TP
-    never splits) is one only when the model names it, and a model's head size never: TP splits heads, not their
-    size."""
+    [tokens, heads, head size]) before the last (a flattened width). A last dim that is one of the model's
+    flattened widths comes before all: it holds every head, so the dims before it are rows, not heads. The tokens
+    (dim `tokens`, which TP never splits) are one only when the model names them, and a model's head size never:
+    TP splits heads, not their size."""
     widths, heads, sizes = set(context.widths.values()), _head_counts(context), set(context.head_dims.values())
+    flat = _flat_widths(context)
     last = len(dims) - 1
 
     def rank(index: int) -> tuple[int, int, int]:
         size = full[index]
         place = 0 if 0 < index < last else 1 if index == last else 2
         named = 0 if size in heads else 1 if size in widths else 2
-        # The first of several dims (the tokens of [tokens, width]) comes after any other dim the model names: a
-        # [8, 2048] reshape of 8 full 8192-wide rows is the width's split, not 8 of 32 heads.
-        return named + (3 if index == 0 < last else 0), place, index
+        if index == last and size in flat and dims[index] not in sizes:  # [1, 8, 2048]: 8 tokens of 2048, not heads
+            named = -1
+        # The tokens (of [tokens, width], [1, tokens, width]) come after any other dim the model names: a [8, 2048]
+        # reshape of 8 full 8192-wide rows is the width's split, not 8 of 32 heads. A head count of the model there
+        # is level with a dim it does not name, and the place decides: [1, 4, 768] is one token's 4 of 16 key heads.
+        return named + (2 if index == tokens else 0), place, index
 
     candidates = [index for index, size in enumerate(dims) if size > 1 and full[index] % tp == 0
                   and (size not in sizes or full[index] in widths)
-                  and (0 < index or index == last or full[index] in widths)]
+                  and (index != tokens or full[index] in widths)]
     return min(candidates, key=rank, default=None)
+
+
+def _linear_tps(context: Context) -> list[int]:
+    """The TP sizes a width may be split by: the one given first, then whole, then each power of two that divides
+    the model's linear-attention head counts (a TP size must divide them)."""
+    heads = [width for name, width in context.widths.items()
+             if name.startswith(("num_k_heads", "num_v_heads", "num_heads"))]
+    tps = [tp for tp in (1, 2, 4, 8, 16, 32, 64) if all(count % tp == 0 for count in heads)]
+    return list(dict.fromkeys([*([context.tp] if context.tp else []), *tps]))
+
+
+def _width_names(width: int, context: Context) -> list[tuple[str, int]]:
+    """(name, tp) of each of the model's flattened widths that `width` is, whole (tp=1) or a rank's, in the order
+    of `_linear_tps`."""
+    return [(name, tp) for tp in _linear_tps(context) for name, full in context.widths.items()
+            if not name.startswith("num_") and full % tp == 0 and full // tp == width]
+
+
+def _number(value: Fraction) -> str:
+    """1.5, 6, 0.75; a ratio a decimal would round (2/3) as a fraction."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    decimal = value.denominator
+    while decimal % 2 == 0:
+        decimal //= 2
+    while decimal % 5 == 0:
+        decimal //= 5
+    return f"{float(value):g}" if decimal == 1 else f"{value.numerator}/{value.denominator}"
+
+
+def _sized(width: int, tp: int) -> str:
+    return "(unsharded)" if tp == 1 else f"per rank at tp={tp} ({width * tp}/{tp})"
+
+
+def _tp_clause(row_tp: int, shape_tp: int, context: Context, factors: str = "") -> str:
+    """What the TP sizes of the input's rows and of the shape say, when they differ; `factors` (`× 1.5 for z`) and
+    the TP size the user gave, when the shape's is another, in parentheses."""
+    if row_tp == shape_tp:
+        return ""
+    notes = [note for note in (factors, f"you said --tp {context.tp}" if context.tp not in (None, shape_tp) else "")
+             if note]
+    rows = "unsharded" if row_tp == 1 else f"sized for tp={row_tp}"
+    return f"{rows} while the shape is sized for tp={shape_tp}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _row_widths(lead: int, row: int, per: int, shown: list[int], tokens: int | None, size: int) -> str:
+    """The first words of a per-row reading: the rows that fit and the factor between their width and the shape's."""
+    shape = f"the shape's width {per}" if len(shown) == 1 else \
+        f"the shape's {' × '.join(map(str, shown))} = {per} per row"
+    ratio = _number(Fraction(row, per))
+    if lead == 1:
+        return f"{size} elements are one row of {row} = {ratio} × {shape}"
+    return (f"{size} = {lead} × {row}: the shape's {lead} rows (dim {tokens}) fit, and each holds {row} = {ratio} × "
+            f"{shape}")
+
+
+def _z_reading(row: int, per: int, context: Context) -> str | None:
+    """Why the input's rows are `row` wide where the shape gives `per`: the model's qkvz and [q | k | v] widths (either
+    way round, at one TP size or two), or one width at two TP sizes; None when no such pair of the model's widths
+    explains them."""
+    rows, shapes = _width_names(row, context), _width_names(per, context)
+    pairs = [(0 if r == s else 1, at, r, rt, st) for at, (s, st) in enumerate(shapes) for r, rt in rows
+             if r == s or {r, s} == {QKV_WIDTH, QKVZ_WIDTH}]
+    if not pairs:
+        return None
+    kind, _, name, row_tp, shape_tp = min(pairs, key=lambda pair: pair[:2])
+    target = context.tp or shape_tp  # the rank's TP size: the shape's, unless the user said another
+    if kind == 0:
+        tp_clause = _tp_clause(row_tp, shape_tp, context)
+        full = context.widths[name]
+        fix = (f"at tp={target} a rank's is {full // target}: size both with it" if full % target == 0 else
+               "size both for the TP size the rank runs at")
+        return (f"{row} is the model's {name} {_sized(row, row_tp)} and {per} the same width {_sized(per, shape_tp)}: "
+                f"the input is {tp_clause}; {fix}")
+    full_qkv, full_qkvz = context.widths[QKV_WIDTH], context.widths[QKVZ_WIDTH]
+    qkv_tp, qkvz_tp = (shape_tp, row_tp) if name == QKVZ_WIDTH else (row_tp, shape_tp)
+    z_ratio = Fraction(full_qkvz, full_qkv) if name == QKVZ_WIDTH else Fraction(full_qkv, full_qkvz)
+    tp_clause = _tp_clause(row_tp, shape_tp, context, f"× {_number(z_ratio)} for z, × "
+                                                      f"{_number(Fraction(shape_tp, row_tp))} from the TP sizes")
+    split = f", and {tp_clause}" if tp_clause else ""
+    names = (f"{row} is the model's {QKVZ_WIDTH} {_sized(row, qkvz_tp)} and {per} its {QKV_WIDTH} "
+             f"{_sized(per, qkv_tp)}" if name == QKVZ_WIDTH else
+             f"{per} is the model's {QKVZ_WIDTH} {_sized(per, qkvz_tp)} and {row} its {QKV_WIDTH} "
+             f"{_sized(row, qkv_tp)}")
+    width = f"{full_qkv // target} wide" if full_qkv % target == 0 else "the rank's width"
+    if name == QKVZ_WIDTH:  # the rows hold z; the shape is [q | k | v]
+        z_cols = (full_qkvz - full_qkv) // row_tp
+        take = f"take this rank's {full_qkvz // target} columns, " if row_tp != target and full_qkvz % target == 0 \
+            else ""
+        return (f"{names}: the input is the `in_proj_qkvz` output, z included (HV*V = {z_cols} of each {row}-wide "
+                f"row){split}; {take}split z off and reshape [q | k | v], {width} (Qwen3-Next interleaves q, k, v "
+                f"and z per key head: `fix_query_key_value_ordering` separates them)")
+    z_cols = (full_qkvz - full_qkv) // shape_tp
+    return (f"{names}: the shape is written for the `in_proj_qkvz` output, z included (HV*V = {z_cols} more per row), "
+            f"while the input is [q | k | v] only{split}; reshape the qkvz projection's output, or the input with its "
+            f"[q | k | v] width, {width}")
+
+
+def _z_hint(row: int, per: int) -> str | None:
+    """Without the model: the factor between a qkvz row and a [q | k | v] one when HV = 2·H and K = V (1.5), alone
+    or times a TP size."""
+    ratio = Fraction(row, per)
+    if ratio == Fraction(2, 3):
+        return (f"a row of the qkvz projection is 1.5 × one of [q | k | v] when HV = 2·H and K = V (Qwen3-Next, "
+                f"Qwen3.5): the shape may be written for the qkvz output (z included, {per - row} more per row) "
+                f"while the input is [q | k | v]; --model names the model's widths")
+    for tp in (1, 2, 4, 8, 16):
+        if ratio == Fraction(3, 2) * tp:
+            split = "" if tp == 1 else (f", and hold {tp} × the shape's TP share (unsharded where the shape is a "
+                                        f"rank's at tp={tp}, or sized for a TP size {tp} × smaller)")
+            return (f"a row of the qkvz projection is 1.5 × one of [q | k | v] when HV = 2·H and K = V (Qwen3-Next, "
+                    f"Qwen3.5): the input may include z (× 1.5){split}; --model names the model's widths")
+    return None
+
+
+# Rows of q, k, v or z hold whole heads, and head sizes are multiples of this.
+_HEAD_MULTIPLE = 64
+
+
+def _rows(dims: list[int], size: int, context: Context) -> list[str]:
+    """A failed reshape read by rows: the shape's dims up to its tokens (the first dim that is not 1) fit the input,
+    and each row holds another width than the shape's dims after the tokens give: the model's qkvz width for its
+    [q | k | v] width (or the reverse), or one width at two TP sizes; without the model, their factor of 1.5."""
+    last = len(dims) - 1
+    tokens = _tokens_index(dims)
+    lead = 1 if tokens is None else math.prod(dims[:tokens + 1])
+    after = dims[last:] if tokens is None else dims[tokens + 1:]
+    shown = [dim for dim in after if dim != -1]
+    per = math.prod(shown)
+    if lead <= 0 or per <= 0 or size % lead:
+        return []
+    row = size // lead
+    if row == per or (-1 in after and row % per == 0):  # the rows fit the shape: something else disagrees
+        return []
+    first = _row_widths(lead, row, per, shown, tokens, size)
+    if not context.widths:
+        # q, k, v and z rows are whole heads (a multiple of 64 channels): smaller sizes are gates or head counts
+        hint = _z_hint(row, per) if row % _HEAD_MULTIPLE == 0 and per % _HEAD_MULTIPLE == 0 else None
+        return [f"{first}: {hint}"] if hint else []
+    counts = {count // tp for name, count in context.widths.items() if name.startswith("num_")
+              for tp in _linear_tps(context) if count % tp == 0}
+    if row in counts or per in counts:  # a head count ([T, HV_l] gates), not a width: no width pair explains it
+        return []
+    reading = _z_reading(row, per, context)
+    return [first, reading] if reading else []
 
 
 def _field(size: int, context: Context) -> str:
@@ -205,12 +378,13 @@ def _field(size: int, context: Context) -> str:
     return f" (the model's {name})" if name else ""
 
 
-def _split(dims: list[int], size: int, known: int, tp: int, context: Context) -> list[str]:
+def _split(dims: list[int], size: int, known: int, tp: int, context: Context, tokens: int | None) -> list[str]:
     """The sentence naming the dim a TP split of `tp` explains: the input per-rank while the shape is full, or
-    (a shape without -1) the reverse; the shape's last dim in the words of a width."""
+    (a shape without -1) the reverse; the shape's last dim in the words of a width; `tokens` is the dim that holds
+    the tokens."""
     free = -1 in dims
     if known % tp == 0 and (size % (known // tp) == 0 if free else size == known // tp):
-        index = _split_dim(dims, tp, dims, context)
+        index = _split_dim(dims, tp, dims, context, tokens)
         if index is None:
             return []
         full = dims[index]
@@ -223,7 +397,7 @@ def _split(dims: list[int], size: int, known: int, tp: int, context: Context) ->
                 f"{index} is the full {full}{_field(full, context)}; reshape with the rank's {full}/{tp} = "
                 f"{full // tp}"]
     if not free and size == known * tp:
-        index = _split_dim(dims, tp, [dim * tp for dim in dims], context)
+        index = _split_dim(dims, tp, [dim * tp for dim in dims], context, tokens)
         if index is None:
             return []
         part = dims[index]
@@ -248,19 +422,31 @@ def _reshape(values: Mapping[str, str], context: Context) -> list[str]:
                f"number"]
     width = dims[-1]
     split: list[str] = []
+    tokens = _tokens_index(dims)  # the first dim that is not 1: [1, T, W] and [1, T, H, D] are a batch of one
     for tp in (context.tp,) if context.tp else (2, 4, 8, 16):
-        if tp > 1 and (split := _split(dims, size, known, tp, context)):
+        if tp > 1 and (split := _split(dims, size, known, tp, context, tokens)):
+            # Without the model to name the dims, a leading 1 may also be one token's row ([1, HV, V]): both readings
+            if not context.widths and tokens not in (None, 0):
+                other = _split(dims, size, known, tp, context, 0)
+                if other and other != split:
+                    split = [split[0], f"or, if dim {tokens} is not the tokens (one token: [1, heads, head size]), "
+                                       f"{other[0]}"]
             out += split
             break
+    # No TP factor of the shape's own sizes: the rows may fit while their width is another of the model's (z).
+    rows = [] if split else _rows(dims, size, context)
+    out += rows
     lead = known // width if width > 0 else 0
     if len(out) == 1 and width > 0 and size % width == 0 and lead > 1 and (size // width) % lead:
         # No TP factor: the width fits the input, and the leading sizes are what disagree.
-        rows = size // width
-        out.append(f"{size} = {rows} × {width}: the input holds {rows} rows of the shape's width {width}, and {rows} "
-                   f"is not a multiple of the leading size ({lead}): the width fits; the row count (tokens, or "
-                   f"sequences × tokens each) disagrees with the leading size")
-    # Once a split explains the size as the product of the rank's sizes, naming it as a width would mislead.
-    for value in (width,) if split else (width, size):
+        count = size // width
+        out.append(f"{size} = {count} × {width}: the input holds {count} rows of the shape's width {width}, and "
+                   f"{count} is not a multiple of the leading size ({lead}): the width fits; the row count (tokens, "
+                   f"or sequences × tokens each) disagrees with the leading size")
+    # Once a split or the rows explain the size, naming it as a width would mislead; so would naming a size of
+    # several rows (the tokens' dim known) as one row's width.
+    one_row = tokens is None or dims[tokens] == -1
+    for value in () if rows else (width,) if split or not one_row else (width, size):
         out += named_widths(value, context)
     out += named_head_dims(width, context)
     return out
@@ -403,7 +589,7 @@ def _attention_heads(values: Mapping[str, str], context: Context) -> list[str]:
     valid, remainder = _remainder(heads, tp, "powers of two")
     out = [remainder]
     linear = [(name, width) for name, width in context.widths.items()
-              if name.startswith(("num_k_heads", "num_v_heads"))]
+              if name.startswith(("num_k_heads", "num_v_heads", "num_heads"))]
     if linear and valid:
         both = [size for size in valid if all(width % size == 0 for _, width in linear)]
         out.append(f"the linear-attention heads ({', '.join(f'{n} = {w}' for n, w in linear)}) must divide too: "

@@ -6,12 +6,28 @@ import difflib
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
-from ..checks.explain import MAX_PASTE, Context, Explanation, find_all
+from ..checks.explain import (
+    BA_WIDTH,
+    H_HEADS,
+    HV_HEADS,
+    K_DIM,
+    KDA_GATE_WIDTH,
+    KDA_HEADS,
+    MAX_PASTE,
+    QKV_WIDTH,
+    QKVZ_WIDTH,
+    V_DIM,
+    V_WIDTH,
+    Context,
+    Explanation,
+    find_all,
+)
 from ..engines import EngineProfile
 from ..limits import checked
 from ..registry import get
@@ -48,9 +64,17 @@ def _profile(engine: str) -> EngineProfile:
         raise typer.BadParameter(str(error), param_hint="--engine") from None
 
 
+def _kda_geometry(config: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """H, HV, K, V of a Kimi-Linear-style config (`linear_attn_config`: `num_heads`, `head_dim`, and the key
+    head count and size where they differ); KeyError, TypeError or ValueError when it holds none."""
+    linear = config["linear_attn_config"]
+    HV, V = int(linear["num_heads"]), int(linear["head_dim"])
+    return int(linear.get("num_k_heads", HV)), HV, int(linear.get("head_k_dim", V)), V
+
+
 def _model_widths(model: str) -> tuple[dict[str, int], dict[str, int]]:
     """The full widths and head counts of a built-in model's linear-attention layer, and its head sizes, by the
-    names `explain` reports."""
+    names `explain` reports: a Qwen-style GDN config, or a Kimi-Linear-style KDA one."""
     from ..models.builtin import get_builtin
 
     builtin = get_builtin(model)
@@ -58,19 +82,24 @@ def _model_widths(model: str) -> tuple[dict[str, int], dict[str, int]]:
         raise typer.BadParameter(f"unknown built-in model {model!r} (`gdr-check --list-models` lists them)",
                                  param_hint="--model")
     config = builtin.config
+    kda = "linear_attn_config" in config
     try:
-        H, HV = int(config["linear_num_key_heads"]), int(config["linear_num_value_heads"])
-        K, V = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
-    except (KeyError, TypeError, ValueError):
-        raise typer.BadParameter(f"{model}: explain reads the numbers of Qwen-style GDN configs only",
-                                 param_hint="--model") from None
-    widths = {"num_k_heads (H)": H, "num_v_heads (HV)": HV, "mixed_qkv width (2*H*K + HV*V)": 2 * H * K + HV * V,
-              "out/v width (HV*V)": HV * V, "in_proj_qkvz width (2*H*K + 2*HV*V)": 2 * H * K + 2 * HV * V,
-              "in_proj_ba width (2*HV)": 2 * HV}
+        if kda:
+            H, HV, K, V = _kda_geometry(config)
+        else:
+            H, HV = int(config["linear_num_key_heads"]), int(config["linear_num_value_heads"])
+            K, V = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise typer.BadParameter(f"{model}: explain reads the numbers of Qwen-style GDN and Kimi-Linear-style KDA "
+                                 f"configs only", param_hint="--model") from None
+    widths = {KDA_HEADS: HV} if kda and H == HV else {H_HEADS: H, HV_HEADS: HV}
+    widths |= {QKV_WIDTH: 2 * H * K + HV * V, V_WIDTH: HV * V}
+    # Kimi-Linear has separate q/k/v projections (no z in them) and a per-channel gate; Qwen's GDN fuses both.
+    widths |= {KDA_GATE_WIDTH: HV * K} if kda else {QKVZ_WIDTH: 2 * H * K + 2 * HV * V, BA_WIDTH: 2 * HV}
     heads = config.get("num_attention_heads")
     if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0:
         widths["num_attention_heads (full attention)"] = heads
-    return widths, {"head_k_dim (K)": K, "head_v_dim (V)": V}
+    return widths, {K_DIM: K, V_DIM: V}
 
 
 def _cut(query: str) -> str:
