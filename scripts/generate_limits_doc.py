@@ -9,7 +9,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from gdr_check.limits import KEPT_DIAGNOSTICS, LIMITS, MAX_RECORDING_BYTES, MAX_SMALL_FILE_BYTES
+from gdr_check.limits import (
+    INDEX_CAP_WHY,
+    KEPT_DIAGNOSTICS,
+    LIMITS,
+    MAX_CONFIG_BYTES,
+    MAX_INDEX_BYTES,
+    MAX_RECORDING_BYTES,
+    MAX_SMALL_FILE_BYTES,
+)
 from gdr_check.sources.safetensors_header import MAX_HEADER_BYTES
 
 
@@ -48,7 +56,8 @@ def render() -> str:
         "(`refs/*`: 256 bytes; a larger ref is ignored).",
         f"- a recording (`gdr-check call FILE`): {MAX_RECORDING_BYTES // 2**20} MiB; at most 16 dimensions per "
         "tensor; `dtype` must name a dtype.",
-        "- `config.json` and `model.safetensors.index.json`: 16 MiB (GDR0xx).",
+        f"- `config.json`: {MAX_CONFIG_BYTES // 2**20} MiB (GDR005).",
+        f"- `model.safetensors.index.json`: {MAX_INDEX_BYTES // 2**20} MiB (GDR005). {INDEX_CAP_WHY}",
         f"- a safetensors header: {MAX_HEADER_BYTES:_} bytes, the length its 8-byte prefix gives (GDR031); only the "
         "header is read, never the tensor data.",
         "- JSON and TOML nested too deeply for the parser are an error naming the file, not a crash.",

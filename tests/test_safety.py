@@ -38,7 +38,7 @@ from fixtures_sources import (
     write_safetensors,
     write_sharded,
 )
-from gdr_check.sources.jsonfile import MAX_JSON_BYTES
+from gdr_check.limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from gdr_check.sources.safetensors_header import MAX_HEADER_BYTES
 from test_fuzz_cli import check_outcome, run_cli
 
@@ -226,7 +226,7 @@ def test_follow_links_reads_what_the_links_point_at_read_only_and_header_only(tm
     (tmp_path / "pickled").mkdir()
     os.symlink(pickled, tmp_path / "pickled" / "pytorch_model.bin")
     (tmp_path / "oversized").mkdir()
-    os.symlink(_sparse(tmp_path / "big" / "config.json", MAX_JSON_BYTES + 1), tmp_path / "oversized" / "config.json")
+    os.symlink(_sparse(tmp_path / "big" / "config.json", MAX_CONFIG_BYTES + 1), tmp_path / "oversized" / "config.json")
     records, stderr = audited_runs([["annexed", "--follow-links"], ["pickled", "--follow-links"],
                                     ["oversized", "--follow-links"]], cwd=tmp_path)
     followed, pickle_run, oversized = records
@@ -254,11 +254,11 @@ def test_size_caps_refuse_before_reading(tmp_path, what):
     stays far below the file, which is a sparse hole of real size."""
     directory = tmp_path / "ck"
     if what == "config":
-        _sparse(directory / "config.json", MAX_JSON_BYTES + 1)
+        _sparse(directory / "config.json", MAX_CONFIG_BYTES + 1)
         name = "config.json"
     elif what == "index":
         write_json(directory / "config.json", qwen3_next_config())
-        _sparse(directory / INDEX_NAME, MAX_JSON_BYTES + 1)
+        _sparse(directory / INDEX_NAME, MAX_INDEX_BYTES + 1)
         name = INDEX_NAME
     else:
         write_json(directory / "config.json", qwen3_next_config())
@@ -273,10 +273,10 @@ def test_size_caps_refuse_before_reading(tmp_path, what):
 
 
 def test_a_file_just_under_the_json_cap_is_read(tmp_path):
-    """The other side of the cap: a real (if odd) config of MAX_JSON_BYTES is parsed, not refused."""
+    """The other side of the cap: a real (if odd) config of MAX_CONFIG_BYTES is parsed, not refused."""
     config = json.dumps(qwen3_next_config()).encode()
-    padded = config[:-1] + b"," + b'"pad": "' + b"x" * (MAX_JSON_BYTES - len(config) - 10) + b'"}'
-    assert len(padded) == MAX_JSON_BYTES
+    padded = config[:-1] + b"," + b'"pad": "' + b"x" * (MAX_CONFIG_BYTES - len(config) - 10) + b'"}'
+    assert len(padded) == MAX_CONFIG_BYTES
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "config.json").write_bytes(padded)
     run = run_cli([str(tmp_path / "ck"), "--output-format", "json"])

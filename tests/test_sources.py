@@ -25,6 +25,7 @@ from fixtures_sources import (
     write_safetensors,
     write_sharded,
 )
+from gdr_check.limits import MAX_INDEX_BYTES
 from gdr_check.registry import RULES
 from gdr_check.sources import (
     KeyLocation,
@@ -777,11 +778,11 @@ def test_shard_names_must_be_plain_file_names(tmp_path, shard):
 
 def test_json_file_caps(tmp_path, monkeypatch):
     write_json(tmp_path / "ck" / "config.json", qwen3_next_config())
-    monkeypatch.setattr(jsonfile, "MAX_JSON_BYTES", 100)
+    monkeypatch.setattr(jsonfile, "MAX_CONFIG_BYTES", 100)
     size = (tmp_path / "ck" / "config.json").stat().st_size
     assert str(error_of("ck")) == (
         f"ck/config.json: `config.json` is {size} bytes, over the 100-byte limit; "
-        "help: check that the file is the model's real `config.json` or index"
+        "help: check that the file is the model's real `config.json`"
     )
 
 
@@ -899,6 +900,65 @@ def test_an_index_without_its_shards_is_checked_from_the_config(tmp_path):
     assert note.location.file == f"hub/models--Org--Tiny-GDN/snapshots/{'beef' * 10}/{INDEX_NAME}"
 
 
+def _awq_moe_index(path: Path) -> int:
+    """A Qwen3-Next-80B AWQ index as transformers writes it (`json.dump(indent=2)`): every one of the 512 experts x
+    48 layers stores its 3 projections apart, as qweight/qzeros/scales, ~222k tensors and ~20 MB. Returns the
+    tensor count."""
+    quant = ("qweight", "qzeros", "scales")
+    names = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]
+    for layer in range(48):
+        prefix = f"model.layers.{layer}."
+        names += [prefix + "input_layernorm.weight", prefix + "post_attention_layernorm.weight"]
+        if (layer + 1) % 4 == 0:
+            names += [f"{prefix}self_attn.{proj}.{q}" for proj in ("q_proj", "k_proj", "v_proj", "o_proj")
+                      for q in quant]
+            names += [prefix + "self_attn.q_norm.weight", prefix + "self_attn.k_norm.weight"]
+        else:
+            names += [f"{prefix}linear_attn.{proj}.{q}" for proj in ("in_proj_qkvz", "in_proj_ba", "out_proj")
+                      for q in quant]
+            names += [prefix + "linear_attn." + name for name in ("A_log", "dt_bias", "conv1d.weight", "norm.weight")]
+        names += [prefix + "mlp.gate.weight", prefix + "mlp.shared_expert_gate.weight"]
+        names += [f"{prefix}mlp.shared_expert.{proj}.{q}" for proj in ("gate_proj", "up_proj", "down_proj")
+                  for q in quant]
+        names += [f"{prefix}mlp.experts.{expert}.{proj}.{q}" for expert in range(512)
+                  for proj in ("gate_proj", "up_proj", "down_proj") for q in quant]
+    per_shard = -(-len(names) // 41)
+    weight_map = {name: f"model-{n // per_shard + 1:05d}-of-00041.safetensors" for n, name in enumerate(names)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"metadata": {"total_size": 48_000_000_000}, "weight_map": weight_map}, handle, indent=2)
+    return len(names)
+
+
+def test_the_index_of_a_quantized_moe_with_per_expert_tensors_is_read(tmp_path):
+    """A quantized MoE release that stores each expert apart has an index of tens of MB (Qwen3-Next-80B AWQ ~20 MB,
+    GPTQ ~27 MB): over the config's 16 MiB cap, well under the index's own."""
+    write_json(tmp_path / "ck" / "config.json", qwen3_next_config())
+    tensors = _awq_moe_index(tmp_path / "ck" / INDEX_NAME)
+    size = (tmp_path / "ck" / INDEX_NAME).stat().st_size
+    assert tensors == 222_447 and 20_000_000 < size < MAX_INDEX_BYTES and size > jsonfile.MAX_CONFIG_BYTES
+    ckpt = open_checkpoint("ck")
+    assert len(ckpt.index_tensors) == tensors
+    [note] = ckpt.diagnostics
+    assert note.message == (
+        "none of the 41 shard(s) listed in `model.safetensors.index.json` is present: checked from `config.json` "
+        "alone (222447 tensor names in the index, no shapes read)")
+
+
+def test_an_index_over_its_cap_is_refused_as_too_big_not_as_fake(tmp_path, monkeypatch):
+    """The index's cap keeps a corrupt or hostile file from using unbounded memory; the help says so without
+    taking a big index for a fake one."""
+    write_json(tmp_path / "ck" / "config.json", qwen3_next_config())
+    write_json(tmp_path / "ck" / INDEX_NAME, {"weight_map": {"w": "s.safetensors"}})
+    size = (tmp_path / "ck" / INDEX_NAME).stat().st_size
+    monkeypatch.setattr(jsonfile, "MAX_INDEX_BYTES", size - 1)
+    assert str(error_of("ck")) == (
+        f"ck/{INDEX_NAME}: `{INDEX_NAME}` is {size} bytes, over the {size - 1}-byte limit; help: the cap is ten "
+        "times the largest released index (docs/limits.md); if this one is genuine, check a folder holding only its "
+        "`config.json` and report the index's size in a gdr-check issue"
+    )
+
+
 def test_an_index_with_some_shards_missing_is_still_an_incomplete_download(tmp_path):
     write_sharded(tmp_path / "ck", {"a.safetensors": SMALL, "b.safetensors": {"x": ("F32", [1])}},
                   config=qwen3_next_config())
@@ -914,7 +974,7 @@ def test_follow_links_reads_linked_files_under_the_same_caps(tmp_path, monkeypat
     assert error_of("ck").code == "GDR010"
     ckpt = open_checkpoint("ck", follow_links=True)
     assert set(ckpt.tensors) == set(SMALL) and ckpt.config is not None
-    monkeypatch.setattr(jsonfile, "MAX_JSON_BYTES", 100)
+    monkeypatch.setattr(jsonfile, "MAX_CONFIG_BYTES", 100)
     assert error_of("ck", follow_links=True).code == "GDR005"
 
 

@@ -124,15 +124,16 @@ class MetadataReader:
         self.bytes_read += done
         return buffer
 
-    def read_small_file(self, path: Path, limit: int, what: str) -> bytearray:
-        """The whole of a JSON metadata file, refusing files over `limit` bytes before reading them."""
+    def read_small_file(self, path: Path, limit: int, what: str, *, fix: str | None = None) -> bytearray:
+        """The whole of a JSON metadata file, refusing files over `limit` bytes before reading them (GDR005, with
+        `fix` as its help when given)."""
         handle, size = self.open(path)
         with handle:
             if size > limit:
-                raise OversizedJsonFiles(path, what=what, size=size, limit=limit)
+                raise OversizedJsonFiles(path, what=what, size=size, limit=limit, fix=fix)
             data = self.read(handle, path, size + 1)  # +1 notices a file that grew since the size check
         if len(data) > limit:  # the file grew after the size check
-            raise OversizedJsonFiles(path, what=what, size=len(data), limit=limit)
+            raise OversizedJsonFiles(path, what=what, size=len(data), limit=limit, fix=fix)
         return data
 
 

@@ -8,15 +8,20 @@ from typing import Any
 
 from ..errors import SourceError
 from ..files import bounded_int, json_error_reason
+from ..limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from .files import MetadataReader
-from .rules import GitLfsPointers
+from .rules import GitLfsPointers, OversizedJsonFiles
 from .safetensors_header import LFS_POINTER_PREFIX
 
-# Real configs and indexes are kilobytes to a few megabytes (a 41-shard index is ~60 KB).
-MAX_JSON_BYTES = 16 * 1024 * 1024
-def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: type[SourceError]) -> tuple[Any, str]:
-    """(parsed value, text) of the JSON file at `path`; `invalid` (a rule's error) is raised for unparseable content."""
-    raw = reader.read_small_file(path, MAX_JSON_BYTES, what)
+
+def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: type[SourceError],
+                   index: bool = False) -> tuple[Any, str]:
+    """(parsed value, text) of the JSON file at `path`, a config or (`index`) a safetensors index, each under its
+    own cap (limits.py); `invalid` (a rule's error) is raised for unparseable content."""
+    if index:  # the help for a big index does not take it for a fake one
+        raw = reader.read_small_file(path, MAX_INDEX_BYTES, what, fix=OversizedJsonFiles.rule.fixes[1])
+    else:
+        raw = reader.read_small_file(path, MAX_CONFIG_BYTES, what)
     if raw.startswith(LFS_POINTER_PREFIX):
         raise GitLfsPointers.at(path, reader.cache_repo)
     try:

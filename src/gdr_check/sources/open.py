@@ -225,7 +225,8 @@ class _Builder:
         return names
 
     def _sharded(self, index_path: Path) -> None:
-        value, text = load_json_file(self.reader, index_path, what=f"`{index_path.name}`", invalid=InvalidIndexJson)
+        value, text = load_json_file(self.reader, index_path, what=f"`{index_path.name}`", invalid=InvalidIndexJson,
+                                     index=True)
         if not isinstance(value, dict):
             raise MalformedIndexes(index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
         weight_map = value.get("weight_map")

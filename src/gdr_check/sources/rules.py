@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import SourceError
+from ..limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from ..registry import declare
 from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tensor_entry
 
@@ -120,13 +121,20 @@ class OversizedJsonFiles(SourceError):
         summary="JSON metadata file over the size limit",
         message="{what} is {size} bytes, over the {limit}-byte limit",
         explanation=(
-            "`config.json` and `model.safetensors.index.json` are small in every real checkpoint (kilobytes to a "
-            "few megabytes). gdr-check caps how much it reads from them so that a hostile or corrupt file cannot "
-            "make it use unbounded memory."
+            "gdr-check caps how much it reads from `config.json` and `model.safetensors.index.json`, so that a "
+            "hostile or corrupt file cannot make it use unbounded memory; a file over its cap is refused from its "
+            f"size, unread. A real `config.json` is kilobytes (cap: {MAX_CONFIG_BYTES // 2**20} MiB). An index lists "
+            "every tensor, and a quantized MoE that stores each expert apart has hundreds of thousands (tens of "
+            f"MB): its cap, {MAX_INDEX_BYTES // 2**20} MiB, is ten times the largest released index "
+            "(docs/limits.md)."
         ),
-        causes=["a weights file renamed to `config.json`", "a corrupt or hostile index file"],
-        fixes=["check that the file is the model's real `config.json` or index"],
-        example=CheckpointExample({"ck/config.json": Sparse(16 * 1024 * 1024 + 1)}, "ck", "a 16 MiB + 1 byte config"),
+        causes=["a weights file renamed to `config.json`", "a corrupt or hostile index file",
+                "an index of millions of tensors, far past any released checkpoint"],
+        fixes=["check that the file is the model's real `config.json`",
+               "the cap is ten times the largest released index (docs/limits.md); if this one is genuine, check a "
+               "folder holding only its `config.json` and report the index's size in a gdr-check issue"],
+        example=CheckpointExample({"ck/config.json": Sparse(MAX_CONFIG_BYTES + 1)}, "ck",
+                                  f"a {MAX_CONFIG_BYTES // 2**20} MiB + 1 byte config"),
     )
 
     what: object
