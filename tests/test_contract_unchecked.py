@@ -281,12 +281,36 @@ def test_gdn_grid_limit_under_sglang_only():
     assert check("gdn", big, engine="vllm").ok  # vLLM splits the grid
 
 
-def test_kda_grid_limit_is_on_B_alone():
-    assert check("kda", qwen_kda_call(B=2048)).ok  # (NV, B, HV): B*HV is not a grid dimension
-    report = check("kda", qwen_kda_call(B=65536))
+def _triton_kda_call(B: int) -> dict:
+    """A KDA call sglang runs on Triton: without the in-kernel l2norm, its CUDA kernel is never tried."""
+    return {**qwen_kda_call(B=B), "use_qk_l2norm_in_kernel": False}
+
+
+def test_kda_grid_limit_on_triton_is_on_B_alone():
+    assert check("kda", _triton_kda_call(2048)).ok  # (NV, B, HV): B*HV is not a grid dimension
+    report = check("kda", _triton_kda_call(65536))
     assert errors(report) == [
         ("GDR244", "the launch grid needs B = 65536 > 65535, the CUDA grid limit: the launch fails")]
-    assert check("kda", qwen_kda_call(B=65535)).ok
+    assert check("kda", _triton_kda_call(65535)).ok
+
+
+def test_kda_grid_limit_on_sglangs_cuda_kernel_is_gridDim_x():
+    """With `use_qk_l2norm_in_kernel=True` and a covered call, sglang runs its CUDA KDA kernel: one 1-D grid of
+    B*HV blocks (kda_packed_decode.cuh), counted in uint32, under gridDim.x's 2**31 - 1."""
+    assert check("kda", qwen_kda_call(B=65536)).ok  # 2**21 blocks
+    bf16 = qwen_kda_call(B=65536)
+    bf16["initial_state"] = bf16["initial_state"].to(torch.bfloat16)  # Triton's (NV, B, HV) grid
+    assert errors(check("kda", bf16)) == [
+        ("GDR244", "the launch grid needs B = 65536 > 65535, the CUDA grid limit: the launch fails")]
+    report = check("kda", qwen_kda_call(B=65536, HV=32768, S=2))
+    assert errors(report) == [("GDR244", "the launch grid needs B*HV = 65536*32768 = 2147483648 > 2147483647, the "
+                                         "CUDA grid limit: the launch fails")]
+    assert report.errors[0].fixes == [
+        "cap the decode batch at 65535 (2147483647 // HV=32768), or raise TP so that each rank has fewer value heads"]
+    wrapped = check("kda", qwen_kda_call(B=65540, HV=65536, S=2))
+    assert errors(wrapped) == [("GDR244", "the launch grid needs B*HV = 65540*65536 = 4295229440 > 2147483647, the "
+                                          "CUDA grid limit: the kernel counts blocks in 32 bits, so it launches "
+                                          "262144: requests from row 4 on are not decoded")]
 
 
 # -- U11: scale -----------------------------------------------------------------------------------------------

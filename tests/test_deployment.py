@@ -185,6 +185,21 @@ def test_grid_limit_from_contract():
     assert "GDR244" not in vllm.report.codes()
 
 
+def test_kda_grid_limit_follows_the_kernel_sglang_dispatches_to():
+    """sglang's CUDA KDA kernel (GDR226: l2norm on, B >= 8, K = V = 128, fp32 state, ...) launches a 1-D grid of
+    B*HV blocks, so Triton's (NV, B, HV) limit of 65535 on B does not apply; with a bf16 state Triton runs."""
+    name = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
+    cuda = check_builtin(name, Deployment(batch=70000))
+    assert [(d.code, d.message) for d in cuda.report if d.code in ("GDR226", "GDR244")] == [
+        ("GDR226", "with `use_qk_l2norm_in_kernel=True`, sglang runs its CUDA KDA decode kernel (Triton is skipped)")]
+    assert not cuda.report.errors
+    triton = check_builtin(name, Deployment(batch=70000, state_dtype="bfloat16"))
+    assert [(d.code, d.message) for d in triton.report if d.code in ("GDR226", "GDR244")] == [
+        ("GDR226", "with `use_qk_l2norm_in_kernel=True`, sglang skips its CUDA KDA decode kernel: `initial_state` "
+                   "is bfloat16"),
+        ("GDR244", "the launch grid needs B = 70000 > 65535, the CUDA grid limit: the launch fails")]
+
+
 def test_too_few_slots():
     result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=8, slots=8))
     assert result.call.initial_state.shape[0] == 8

@@ -16,6 +16,8 @@ Origin = Literal["engine", "direct"]
 ENGINES: tuple[str, ...] = ENGINE_NAMES
 # CUDA caps grid dimensions 1 and 2 at 65535; sglang's GDN launch puts B*HV there.
 GRID_DIM_LIMIT: Final = engines.GRID_DIM_LIMIT
+# ... and grid dimension 0 at 2**31 - 1: sglang's CUDA KDA kernel puts B*HV there.
+GRID_X_LIMIT: Final = engines.GRID_X_LIMIT
 ARGUMENTS: tuple[str, ...] = (
     "mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices",
 )
@@ -175,6 +177,35 @@ class CallContext:
             return None
         heads = qk_dim // 2 // self.K
         return heads if heads > 0 and hv % heads == 0 else None
+
+    def kda_cuda_misses(self) -> list[str] | None:
+        """What keeps the engine's CUDA KDA decode kernel from taking this call (sglang 0.5.23's `covered()`):
+        [] when it takes it (Triton is skipped), None when the question does not arise (a GDN call, an engine
+        whose KDA wrapper always runs Triton, the switch off: `use_qk_l2norm_in_kernel=False`, unknown dims)."""
+        fast = self.profile.kda_fast_path
+        if self.variant != "kda" or fast is None or self.HV is None or self.V is None or self.K is None:
+            return None
+        c = self.call
+        if fast.requires_l2norm and not c.use_qk_l2norm_in_kernel:
+            return None  # only the l2norm path has the switch
+        misses = []
+        if (self.B or 0) < fast.min_batch:
+            misses.append(f"B={self.B} < {fast.min_batch}")
+        if (self.K, self.V) != fast.head_dims:
+            misses.append(f"K, V = {self.K}, {self.V} (needs {fast.head_dims[0]}, {fast.head_dims[1]})")
+        for names, want in ((("mixed_qkv", "a", "b", "out"), fast.activation_dtype),
+                            (("A_log", "dt_bias"), fast.param_dtype), (("initial_state",), fast.state_dtype)):
+            for name in names:
+                if getattr(c, name).dtype != want:
+                    misses.append(f"`{name}` is {getattr(c, name).dtype}")
+        if c.ssm_state_indices.dtype != fast.index_dtype:
+            misses.append(f"`ssm_state_indices` is {c.ssm_state_indices.dtype}")
+        if fast.requires_contiguous_indices and not c.ssm_state_indices.is_contiguous():
+            misses.append("`ssm_state_indices` is not contiguous")
+        if (fast.requires_dense_state and c.initial_state.ndim == 4
+                and c.initial_state.stride[1:] != (self.V * self.K, self.K, 1)):
+            misses.append("the inner state is not dense")
+        return misses
 
     @property
     def G(self) -> int | None:

@@ -28,6 +28,8 @@ from .tensors import canonical_dtype
 
 # The CUDA limit on gridDim.y and gridDim.z.
 GRID_DIM_LIMIT = 65535
+# The CUDA limit on gridDim.x (compute capability 3.0 and later).
+GRID_X_LIMIT = 2**31 - 1
 
 # The SSM state dtypes both engines' flags accept (sglang `--mamba-ssm-dtype`, vLLM `--mamba-ssm-cache-dtype`).
 STATE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
@@ -60,6 +62,9 @@ class KdaFastPath:
     requires_l2norm: bool = True  # only the `use_qk_l2norm_in_kernel=True` path has the switch
     requires_contiguous_indices: bool = True
     requires_dense_state: bool = True  # inner [HV, V, K] strides (V*K, K, 1)
+    # Its launch: a 1-D grid of B*HV blocks, the count computed in uint32 (`LaunchKernel(B * HV, ...)` in
+    # kda_packed_decode.cuh), so gridDim.x's limit holds, not Triton's (NV, B, HV) limits on B and HV.
+    grid_blocks_bits: int = 32
 
 
 @dataclass(frozen=True, slots=True)

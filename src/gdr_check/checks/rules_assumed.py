@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..call import GRID_DIM_LIMIT, CallContext, next_power_of_2
+from ..call import GRID_DIM_LIMIT, GRID_X_LIMIT, CallContext, next_power_of_2
 from ..engines import PROFILES
 from ..limits import LIMITS, counted, shorten
 from ..registry import Finding, rule
@@ -181,17 +181,20 @@ def index_dtype(ctx: CallContext) -> Finding | None:
 
 @rule(
     "GDR244", "grid-limit-exceeded",
-    summary="the launch grid exceeds CUDA's 65535 limit",
-    message="the launch grid needs {what} = {value} > 65535, the CUDA grid limit: the launch fails",
+    summary="the launch grid exceeds a CUDA grid limit",
+    message="the launch grid needs {what} = {value} > {limit}, the CUDA grid limit: {outcome}",
     explanation=(
         "sglang's GDN packed decode launches a (NV, B*HV) grid; CUDA caps grid dimension 1 at 65535, so "
         "B*HV > 65535 fails at launch with `Triton Error [CUDA]: invalid argument` (docs/kernel-contract.md U7). "
-        "That is B >= 2048 at HV = 32 and B >= 1024 at HV = 64. The KDA kernel launches (NV, B, HV): B and HV "
-        "must each be <= 65535. vLLM splits the GDN grid when needed."
+        "That is B >= 2048 at HV = 32 and B >= 1024 at HV = 64. The Triton KDA kernel launches (NV, B, HV): B "
+        "and HV must each be <= 65535. When sglang's CUDA KDA kernel takes the call instead (GDR226: "
+        "`use_qk_l2norm_in_kernel=True`, B >= 8, K = V = 128, a float32 state, ...), it launches a 1-D grid of "
+        "B*HV blocks, counted in 32 bits: only CUDA's gridDim.x limit, 2**31 - 1, applies (a count of 2**32 or "
+        "more wraps and launches too few blocks). vLLM splits the GDN grid when needed."
     ),
     causes=("a large decode batch on a rank with many value heads",),
     fixes=("cap the decode batch below 65536 // HV", "raise TP to lower HV per rank"),
-    engines="sglang 0.5.23 (GDN and KDA); vLLM splits the GDN grid.",
+    engines="sglang 0.5.23 (GDN, and KDA on the Triton or the CUDA kernel); vLLM splits the GDN grid.",
     example=CallExample({"mixed_qkv": tensor(16384, 64), "a": tensor(16384, 4), "b": tensor(16384, 4),
                          "out": tensor(16384, 1, 4, 8), "ssm_state_indices": tensor(16384)},
                         "B=16384 rows of HV=4 heads: B*HV = 65536"),
@@ -200,16 +203,33 @@ def grid_limit(ctx: CallContext) -> Finding | None:
     if ctx.B is None or ctx.HV is None:
         return None
     B, HV = ctx.B, ctx.HV
+    fails = "the launch fails"
     if ctx.variant == "gdn":
         limit = ctx.profile.grid_dim_limit  # None: the engine splits the grid itself
         if limit is None or B * HV <= limit:
             return None
-        return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV},
-                       [f"cap the decode batch at {limit // HV} ({limit} // HV={HV}), or raise TP so "
-                        f"that each rank has fewer value heads"], argument="mixed_qkv")
+        return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV, "limit": limit, "outcome": fails},
+                       [f"cap the decode batch at {limit // HV} ({limit} // HV={HV}), or raise TP so that each "
+                        f"rank has fewer value heads"], argument="mixed_qkv")
+    if B <= GRID_DIM_LIMIT and HV <= GRID_DIM_LIMIT and B * HV <= GRID_X_LIMIT:
+        return None  # fits either kernel's grid, whichever runs
+    fast = ctx.profile.kda_fast_path
+    if fast is not None and ctx.kda_cuda_misses() == []:  # the CUDA kernel: B*HV blocks on grid x
+        blocks = B * HV
+        if blocks <= GRID_X_LIMIT:
+            return None
+        wrapped = blocks % 2**fast.grid_blocks_bits
+        outcome = fails
+        if 0 < wrapped <= GRID_X_LIMIT:
+            outcome = (f"the kernel counts blocks in {fast.grid_blocks_bits} bits, so it launches {wrapped}: "
+                       f"requests from row {wrapped // HV} on are not decoded")
+        return Finding({"what": f"B*HV = {B}*{HV}", "value": blocks, "limit": GRID_X_LIMIT, "outcome": outcome},
+                       [f"cap the decode batch at {GRID_X_LIMIT // HV} ({GRID_X_LIMIT} // HV={HV}), or raise TP "
+                        f"so that each rank has fewer value heads"], argument="mixed_qkv")
     for what, value in (("B", B), ("HV", HV)):
         if value > GRID_DIM_LIMIT:
-            return Finding({"what": what, "value": value}, [f"keep {what} <= 65535"], argument="mixed_qkv")
+            return Finding({"what": what, "value": value, "limit": GRID_DIM_LIMIT, "outcome": fails},
+                           [f"keep {what} <= {GRID_DIM_LIMIT}"], argument="mixed_qkv")
     return None
 
 

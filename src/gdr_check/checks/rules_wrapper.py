@@ -688,29 +688,9 @@ def kda_q_size(ctx: CallContext) -> Finding | None:
     example=CallExample({}, "B=4 < 8: sglang skips its CUDA kernel", variant="kda"),
 )
 def kda_cuda_fast_path(ctx: CallContext) -> Finding | None:
-    fast = ctx.profile.kda_fast_path  # None: the engine's KDA wrapper always runs Triton
-    if ctx.variant != "kda" or fast is None or ctx.HV is None or ctx.V is None or ctx.K is None:
+    misses = ctx.kda_cuda_misses()
+    if misses is None:
         return None
-    c = ctx.call
-    if fast.requires_l2norm and not c.use_qk_l2norm_in_kernel:
-        return None  # only the l2norm path has the switch
-    misses = []
-    if (ctx.B or 0) < fast.min_batch:
-        misses.append(f"B={ctx.B} < {fast.min_batch}")
-    if (ctx.K, ctx.V) != fast.head_dims:
-        misses.append(f"K, V = {ctx.K}, {ctx.V} (needs {fast.head_dims[0]}, {fast.head_dims[1]})")
-    for names, want in ((("mixed_qkv", "a", "b", "out"), fast.activation_dtype),
-                        (("A_log", "dt_bias"), fast.param_dtype), (("initial_state",), fast.state_dtype)):
-        for name in names:
-            if getattr(c, name).dtype != want:
-                misses.append(f"`{name}` is {getattr(c, name).dtype}")
-    if c.ssm_state_indices.dtype != fast.index_dtype:
-        misses.append(f"`ssm_state_indices` is {c.ssm_state_indices.dtype}")
-    if fast.requires_contiguous_indices and not c.ssm_state_indices.is_contiguous():
-        misses.append("`ssm_state_indices` is not contiguous")
-    if (fast.requires_dense_state and c.initial_state.ndim == 4
-            and c.initial_state.stride[1:] != (ctx.V * ctx.K, ctx.K, 1)):
-        misses.append("the inner state is not dense")
     engine = ctx.profile.display_name
     if misses:
         return Finding({"engine": engine, "verdict": "skips", "reason": ": " + "; ".join(misses)})
