@@ -242,6 +242,7 @@ def test_the_guarded_kernel_requests_its_single_tile_before_the_duplicate_scan(m
     # latency. With one row there is no scan, and the table's tiling stays.
     module = kda_module if kda else gdn_module
     monkeypatch.setattr(module._LAUNCHER, "variants", {})  # no cached variant: every launch reaches `launch`
+    monkeypatch.setattr(module, "INTERPRETED", False)  # the table's choice (the interpreter takes one tiling)
     launched = []  # the constants of each launch; the kernel itself is not run (the test is about the choice)
     monkeypatch.setattr(module._LAUNCHER, "launch", lambda key, grid, device, args, constants, *rest: (
         launched.append(constants)))
@@ -276,6 +277,28 @@ def test_shape_verdicts_are_cached_per_signature(monkeypatch):
         with pytest.raises(ValueError, match=r"^`mixed_qkv` must be a 2D tensor \(got ndim=3\)\.$"):
             packed_decode(*broken)
     assert len(calls) == 3
+
+
+def test_every_call_site_passes_its_tag_as_a_cell_of_one_alignment_and_faults_name_their_site(monkeypatch):
+    # An int tag took part in Triton's specialization (1 a constant, multiples of 16 marked), so call sites ran
+    # different binaries; a cell's address has the same alignment for every tag.
+    buffer = FaultBuffer(DEVICE)
+    launches = [buffer.guard_launch(f"layer {n}", 9 + n, "engine") for n in range(20)]
+    assert [launch.tag for launch in launches] == list(range(20))
+    assert [int(launch.tag_cell[0]) for launch in launches] == list(range(20))
+    assert {launch.tag_cell.data_ptr() % 16 for launch in launches} == {0}
+    grown = buffer.tag_cell(device_guard.INITIAL_TAG_CELLS + 5)  # the table doubles; earlier cells stay valid
+    assert int(grown[0]) == device_guard.INITIAL_TAG_CELLS + 5 and grown.data_ptr() % 16 == 0
+    assert buffer.tag_cells.shape[0] == 2 * device_guard.INITIAL_TAG_CELLS and int(launches[19].tag_cell[0]) == 19
+    # A fault of the 20th call site is recorded with its tag, read from the cell.
+    call = bad_call()
+    packed_decode(*call.clone().args(), context="engine", faults=buffer, label="layer 19")
+    faults, _ = buffer.take()
+    assert {f.layer for f in faults} == {"layer 19"}
+    # While a stream captures, a tag past the table gets the overflow cell instead of a write to the device.
+    monkeypatch.setattr(device_guard, "is_capturing", lambda: True)
+    past = buffer.tag_cell(10 * device_guard.INITIAL_TAG_CELLS)
+    assert int(past[0]) == device_guard.OVERFLOW_TAG and buffer.tag_cells.shape[0] == 2 * device_guard.INITIAL_TAG_CELLS
 
 
 def test_nothing_touches_the_host_while_a_stream_is_capturing(monkeypatch):

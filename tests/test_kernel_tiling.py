@@ -120,14 +120,15 @@ def test_the_l2_hints_reach_the_kernels_as_constants():
 def test_the_plain_variant_of_a_guarded_launch_drops_exactly_the_guards_arguments_and_constants():
     # What the guarded variant's register cap is measured on: the same kernel, the same data, no guard.
     guard = tiling.GuardLaunch(counter="counter", records="records", flag="flag", max_records=64, tag=3,
-                               pool_slots=9)  # type: ignore[arg-type]  # only passed through
+                               pool_slots=9, tag_cell="cell")  # type: ignore[arg-type]  # only passed through
     head = ("mixed_qkv", "a", 0.5, 128)
     args = head + tiling.guard_arguments(guard, 40)
+    assert args == head + (9, 40, "counter", "records", "flag", "cell")  # the tag as its cell, not as an int
     profile = type("Profile", (), {"reserved_slot_zero": True})  # sglang's: slot 0 reserved
     constants = {"K": 128, "BV": 16, **tiling.guard_constants(guard, profile, 40)}
     assert (constants["GUARD"], constants["SCAN_BLOCK"], constants["RESERVED_ZERO"]) == (True, 64, True)
     plain_args, plain_constants = tiling.plain_variant(args, constants, profile, 40)
-    assert plain_args == head + (0, 40, None, None, None, 0)
+    assert plain_args == head + (0, 40, None, None, None, None)
     assert plain_constants == {"K": 128, "BV": 16, "GUARD": False, "RESERVED_ZERO": True, "SCAN_BLOCK": 0,
                                "SCAN_LOOP": False, "MAX_RECORDS": 1}
 

@@ -259,7 +259,7 @@ def load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW: t
 
 @triton.jit
 def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
-                 SCAN_BLOCK: tl.constexpr):
+                 SCAN_BLOCK: tl.constexpr, TAG_IN_CELL: tl.constexpr = False):
     """Write (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag, stamp) into the fault records when
     `fault` is non-zero. `counter` (int64) numbers every fault ever recorded and is never reset: fault i lands
     in row i % MAX_RECORDS, a ring holding the last MAX_RECORDS, so the host reads what is new since its last
@@ -267,7 +267,8 @@ def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_in
     (`device_guard.FaultBuffer.take`). The stamp, i + 1, is written last, released after the other fields: the
     host takes a row only once it holds the stamp of the fault it expects there (a row still being written
     holds an older one). `flag` (host memory) is set so that the host notices without a copy. Nothing is
-    written on a clean row."""
+    written on a clean row. TAG_IN_CELL: `tag` is the address of a cell holding it (`tiling.GuardLaunch.tag_cell`),
+    read only here."""
     if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
         code = fault.to(tl.int64)
         if SCAN_BLOCK != 0:
@@ -276,9 +277,11 @@ def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_in
         index = tl.atomic_add(counter, 1)
         record = records + (index % MAX_RECORDS) * 5
         fields = tl.arange(0, 4)
+        if TAG_IN_CELL:
+            tag = tl.load(tag)
         values = tl.where(fields == 0, code,
                           tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
-        # (no `.to` on tag: Triton passes an int argument equal to 1 as a constexpr)
+        # (no `.to` on tag: an int64 read from its cell, or the slot check's int argument, widened by tl.where)
         tl.store(record + fields, values)
         # The fields' stores (several threads') are ordered before the stamp's release by the barrier; `fault`
         # is the program's own, so all of its threads take this branch.

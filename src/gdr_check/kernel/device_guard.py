@@ -111,6 +111,16 @@ class Fault:
     context: Context | None = None  # whose call recorded it (the call site's), when known
 
 
+INITIAL_TAG_CELLS = 1024  # call sites (layer, pool size, context) before the tag table first grows: 16 KiB
+OVERFLOW_TAG = -1  # in a record: a call site whose tag got no cell (read as "call -1")
+
+
+def _tag_cells(count: int, device: torch.device) -> torch.Tensor:
+    """`count` tags as int64 cells 16 bytes apart (row t holds t): a cell's address has the same alignment for
+    every tag, so the kernels that read one compile to one binary."""
+    return (torch.arange(2 * count, dtype=torch.int64, device=device) // 2).view(count, 2)
+
+
 class FaultBuffer:
     """A device buffer of fault records: `counter` int64[1] numbers every fault recorded (never reset),
     `records` int64[max_records, 5] is a ring of (code, row, slot, tag, stamp) holding the last `max_records`
@@ -123,6 +133,8 @@ class FaultBuffer:
         self.device = torch.device(device)
         self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.records = torch.zeros(self.max_records, 5, dtype=torch.int64, device=self.device)
+        self.tag_cells = _tag_cells(INITIAL_TAG_CELLS, self.device)
+        self.overflow_cell = torch.full((2,), OVERFLOW_TAG, dtype=torch.int64, device=self.device)[:1]
         self._labels: list[tuple[str, int | None, Context | None]] = []
         self._tags: dict[tuple[str, int | None, Context | None], int] = {}
         self._lock = threading.Lock()
@@ -153,10 +165,24 @@ class FaultBuffer:
         key = (label, pool_slots, context)
         launch = self._guard_launches.get(key)
         if launch is None:
+            tag = self.tag_for(label, pool_slots, context)
             launch = self._guard_launches.setdefault(key, GuardLaunch(
-                self.counter, self.records, self.flag, self.max_records, self.tag_for(label, pool_slots, context),
-                pool_slots))
+                self.counter, self.records, self.flag, self.max_records, tag, pool_slots, self.tag_cell(tag)))
         return launch
+
+    def tag_cell(self, tag: int) -> torch.Tensor:
+        """The device cell holding `tag` (16-byte aligned, as every cell: `tiling.GuardLaunch.tag_cell`). The table
+        doubles when a tag outgrows it, except while a stream is capturing (nothing may be written to the device
+        from the host then): that tag's cell is the overflow cell, whose faults name no call site."""
+        with self._lock:
+            if tag >= self.tag_cells.shape[0] and not is_capturing():
+                cells = self.tag_cells.shape[0]
+                while cells <= tag:
+                    cells *= 2
+                self.tag_cells = _tag_cells(cells, self.device)  # earlier launches keep their views of the old one
+            if tag >= self.tag_cells.shape[0]:
+                return self.overflow_cell
+            return self.tag_cells[tag, :1]
 
     def tag_for(self, label: str, pool_slots: int | None = None, context: Context | None = None) -> int:
         """The tag of a call site: its label, pool size and whose calls it makes (`context`: a fault's severity is

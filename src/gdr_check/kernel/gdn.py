@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from ._triton_common import (
+    INTERPRETED,
     DirectLauncher,
     device_name,
     guard_row,
@@ -46,11 +47,13 @@ from .tiling import (
 )
 
 
-@triton.jit
+# The guard's ints as plain ints whatever their values (no specialization on 1 or multiples of 16): one binary
+# for every call site and pool (see tiling.GuardLaunch.tag_cell).
+@triton.jit(do_not_specialize=["pool_slots", "batch"])
 def gdn_packed_decode_kernel(
     mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale,
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
-    pool_slots, batch, fault_counter, fault_records, fault_flag, fault_tag,  # the device guard's (unused without GUARD)
+    pool_slots, batch, fault_counter, fault_records, fault_flag, fault_tag_cell,  # the guard's (unused without GUARD)
     H: tl.constexpr, HV: tl.constexpr,  # head counts as constants: see locate_program
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
@@ -129,7 +132,7 @@ def gdn_packed_decode_kernel(
         # The row's first program records the fault, last: the record is a branch holding an atomic, which no
         # load may be moved above, so anywhere earlier it would hold the `v` loads back until the scan is done.
         record_fault(fault_counter, fault_records, fault_flag, tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n,
-                     given_slot, fault_tag, slots, stride_index, MAX_RECORDS, SCAN_BLOCK)
+                     given_slot, fault_tag_cell, slots, stride_index, MAX_RECORDS, SCAN_BLOCK, True)
 
 
 _LAUNCHER = DirectLauncher(gdn_packed_decode_kernel)
@@ -174,7 +177,7 @@ def launch_packed_decode(
     profile = check_engine(engine)
     tiling = (config.fitted(V, K) if config is not None
               else choose_config("gdn", device_name(mixed_qkv.device), B * HV, V, K, initial_state.element_size(),
-                                 has_duplicate_scan(guard, B)))
+                                 has_duplicate_scan(guard, B), INTERPRETED))
     if B == 0:
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)

@@ -261,10 +261,17 @@ def tuned_config(variant: str, device: str, head_rows: int, V: int, K: int, stat
     return chosen
 
 
+# Under Triton's CPU interpreter a program costs the same Python work whatever its tile, so the fewest programs win:
+# a whole head per program (four warps give the register budget of 128 rows at K = 128). The table's small-B
+# tilings, 1024 programs of 4 rows at Qwen3-Next tp 4 B = 4, took 20 s per launch on a 2-core CPU; this one 0.8 s.
+INTERPRETER_CONFIG = TileConfig(128, num_warps=4)
+
+
 @functools.lru_cache(maxsize=4096)
 def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: int, state_itemsize: int,
-                  scanned: bool = False) -> TileConfig:
+                  scanned: bool = False, interpreted: bool = False) -> TileConfig:
     """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K).
+    `interpreted`: the kernels run in Triton's CPU interpreter, which takes `INTERPRETER_CONFIG`.
 
     `scanned`: for a kernel that runs the device guard's duplicate scan (`has_duplicate_scan`), which always
     requests a single tile first (prefetch), where the table loads it after the gate arithmetic (faster unguarded
@@ -272,6 +279,8 @@ def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: i
     18:47 run), against 1.01-1.04x with the tile first (18:56 run); with the scan's slots requested early
     (`load_scan_block`) the unprefetched form was still 0.2-6.4 points slower than the tile first at all seven
     such points (20:59 A/B, docs/data/guard_variants/h200_9_scan_early.json)."""
+    if interpreted:
+        return INTERPRETER_CONFIG.fitted(V, K)
     tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
     config = (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
     if scanned and config.tiles_per_program == 1 and not config.prefetch:
@@ -314,13 +323,18 @@ class GuardLaunch:
     max_records: int
     tag: int
     pool_slots: int
+    # The tag as the kernel reads it, only when it records a fault: a 16-byte-aligned device cell holding `tag`
+    # (FaultBuffer.tag_cell). Passed as an int, the tag took part in Triton's specialization (1 is a constant, a
+    # multiple of 16 is marked so), so call sites compiled to different binaries that ptxas scheduled up to 5 %
+    # apart on clean calls (docs/performance.md); as a cell every call site runs one binary.
+    tag_cell: torch.Tensor | None = None
 
 
 def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
     """The kernel's run-time guard arguments; without a guard, the pointers are never read (GUARD=False)."""
     if guard is None:
-        return 0, batch, None, None, None, 0
-    return guard.pool_slots, batch, guard.counter, guard.records, guard.flag, guard.tag
+        return 0, batch, None, None, None, None
+    return guard.pool_slots, batch, guard.counter, guard.records, guard.flag, guard.tag_cell
 
 
 GUARD_CHUNK = 128  # rows compared per step of the duplicate scan (one vector load of slots per step)
