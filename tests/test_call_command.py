@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 import gdr_check
+from checkpoint_builders import qwen3_5_config, write_json
 from fake_engine import install
 from gdr_check.call import PackedDecodeCall
 from gdr_check.capture import SCHEMA_VERSION, dump_recording
 from gdr_check.cli.main import main
-from gdr_check.models import Deployment, check_builtin
+from gdr_check.models import Deployment, check_builtin, check_model
 from gdr_check.tensors import TensorSpec
 
 QWEN = "Qwen/Qwen3-Next-80B-A3B-Instruct"
@@ -190,6 +191,39 @@ def test_kimi_a_log_in_its_checkpoint_shape(tmp_path, capsys):
     assert messages["GDR165"] == ("`A_log` has shape [1, 1, 32, 1] instead of [8] (the checkpoint shape "
                                   "[1, 1, H, 1] of Kimi's `A_log`, not flattened)")
     assert messages["GDR162"] == "`A_log` not sharded (32 value heads, the global HV; at tp=4 a rank holds HV_l=8)"
+
+
+def _small_qwen3_5(tmp_path) -> tuple[str, dict[int, PackedDecodeCall]]:
+    """A Qwen3.5-0.8B-like config (H = HV = 16, K = V = 128: [q | k | v] 3072 wide at tp=2, 1536 at tp=4; with z
+    4096 and 2048) and its expected calls at tp 2 and 4."""
+    directory = write_json(tmp_path / "ck" / "config.json", qwen3_5_config(
+        hidden=1024, layers=24, H=16, HV=16, K=128, V=128, heads=8, kv_heads=2)).parent
+    return str(directory), {tp: check_model(str(directory), Deployment(tp=tp, batch=B)).call for tp in (2, 4)}
+
+
+def test_qkvz_is_named_only_for_the_width_of_the_call_s_own_tp(tmp_path, capsys):
+    """GDR164 names the qkvz projection only when the width is [q | k | v] plus z of the TP the other arguments
+    fit, and gives that TP's [q | k | v] width. The qkvz width of another TP (2048: tp=4's, against tp=2's
+    3072) is that TP's shard (GDR161), said in those words, not 'z included' beside a width of neither TP."""
+    model, calls = _small_qwen3_5(tmp_path)
+    other = write_recording(tmp_path / "other.json", replace(calls[2], mixed_qkv=T((B, 2048))))
+    code, document = run_json(capsys, "call", other, "--model", model, "--tp", "2")
+    found = {d["code"]: d for d in document["calls"][0]["diagnostics"] if d["code"].startswith("GDR16")}
+    assert code == 1 and list(found) == ["GDR161"]
+    assert found["GDR161"]["message"] == (
+        "`mixed_qkv` sharded by a different TP than the pool (it fits tp=4, pool fits tp=2)")
+    assert found["GDR161"]["notes"][0] == (
+        "`mixed_qkv` has width 2048 = 2*H_l*K + 2*HV_l*V at tp=4: q, k, v and z of tp=4 (its [q | k | v] is 1536)")
+    assert found["GDR161"]["fixes"] == [
+        "size every per-head argument for the TP the layer runs at (tp=2: H_l=8, HV_l=8)",
+        "pass the conv1d output of [q | k | v] only, z split off: width 3072 at tp=2"]
+    own = write_recording(tmp_path / "own.json", replace(calls[2], mixed_qkv=T((B, 4096))))
+    code, document = run_json(capsys, "call", own, "--model", model, "--tp", "2")
+    [qkvz] = [d for d in document["calls"][0]["diagnostics"] if d["code"] == "GDR164"]
+    assert code == 1 and "GDR161" not in codes_of(document)
+    assert qkvz["message"] == "qkvz passed instead of qkv (width 4096 includes z; the wrapper rejects the width)"
+    assert qkvz["notes"][0] == ("width 4096 = 2*8*128 + 2*8*128: q, k, v and z of tp=2; the kernel needs "
+                                "[q | k | v], width 3072")
 
 
 # -- the command's edges ---------------------------------------------------------------------------------------------

@@ -118,7 +118,9 @@ QKVZ_AS_QKV = declare(
         "(width − HV·V)/2/K = H + HV·V/(2K). On a model with G = HV/H = 2 and K = V (Qwen3-Next, Qwen3.5-4B/9B/"
         "35B-A3B) that is exactly 2·H, and HV % 2H == 0, so every wrapper check passes: the kernel reads q, k "
         "and v at wrong offsets and returns garbage (docs/kernel-contract.md §7.1). Only a comparison with the "
-        "model's H catches it."
+        "model's H catches it. Reported when the width is [q | k | v] plus z of the TP the call's other "
+        "arguments are sized for; the qkvz width of another TP is that TP's shard, reported as GDR161 (or GDR162) "
+        "with a note that it includes z."
     ),
     causes=("the projection output passed to the kernel instead of the conv output",
             "z not split off before the conv (Qwen3-Next's fused, interleaved qkvz)"),
@@ -355,6 +357,7 @@ class _Comparer:
         self.contract_flagged = contract_flagged
         self.diagnostics: list[Diagnostic] = []
         self.explained: set[str] = set()
+        self.width_with_z = False  # `mixed_qkv` is another TP's qkvz: its GDR161/GDR162 says so
         self.causes: dict[str, list[str]] = {}
 
     # -- output helpers ------------------------------------------------------------------------------------------
@@ -428,7 +431,8 @@ class _Comparer:
         return None
 
     def interpret_width(self, width: int, reference: int) -> tuple[str, int] | None:
-        """("qkv" | "qkvz" | "v", tp) that explains a `mixed_qkv` width, preferring the reference TP."""
+        """("qkv" | "qkvz" | "v", tp) that explains a `mixed_qkv` width, preferring the reference TP (then [q | k | v]
+        of another TP before its qkvz)."""
         model = self.model
         forms = ["qkv", "qkvz"] if model.kind == "gdn" else ["qkv"]  # Kimi has no fused z projection
         others = [t for t in model.tp_sizes() if t != reference]
@@ -509,8 +513,10 @@ class _Comparer:
                                        f"(or z) block, without q and k"])
         elif meaning is not None and width is not None:  # a meaning is only found for a known width
             form, t = meaning
-            if form == "qkvz":
-                self.qkvz(width, t, reference)
+            if form == "qkvz" and t == reference:  # z included, and nothing else: GDR164
+                self.qkvz(width, reference)
+            elif form == "qkvz":  # another TP's shard (GDR161/GDR162), which that rank's z widens: said there
+                self.width_with_z = True
             fits["mixed_qkv"] = t  # the width still tells which rank's heads it holds
             heads["mixed_qkv"] = model.HV // t
 
@@ -558,20 +564,26 @@ class _Comparer:
                 notes.append(f"the other per-head arguments fit tp={reference}")
             elif fits.get("initial_state") is not None:
                 notes.append(self.carry_note("initial_state", heads["initial_state"], reference))
-            fix = (f"size every per-head argument for the TP the layer runs at (tp={self.tp}: "
-                   f"H_l={model.H // self.tp}, HV_l={model.HV // self.tp})")
+            fixes = [f"size every per-head argument for the TP the layer runs at (tp={self.tp}: "
+                     f"H_l={model.H // self.tp}, HV_l={model.HV // self.tp})"]
+            if members == ["mixed_qkv"] and self.width_with_z:
+                fixes.append(f"pass the conv1d output of [q | k | v] only, z split off: width "
+                             f"{model.width(self.tp)} at tp={self.tp}")
             if t == 1 and reference != 1:
                 self.emit(NOT_SHARDED, {"arguments": arguments,
                                         "detail": self.unsharded_detail(members, heads, reference, at_reference)},
-                          argument=members[0], notes=notes[len(members):], fixes=[fix], covers=members)
+                          argument=members[0], notes=notes[len(members):], fixes=fixes, covers=members)
             else:
                 self.emit(SHARDED_BY_OTHER_TP, {"arguments": arguments, "reference": ref_label, "group_fits": plural,
                                                 "group_tp": t, "reference_fits": ref_fits,
                                                 "reference_tp": reference},
-                          argument=members[0], notes=notes, fixes=[fix], covers=members)
+                          argument=members[0], notes=notes, fixes=fixes, covers=members)
             self.explained.update(members)
 
     def carry_note(self, name: str, count: int | None, t: int) -> str:
+        if name == "mixed_qkv" and self.width_with_z:
+            return (f"`mixed_qkv` has width {self.ctx.qkv_dim} = 2*H_l*K + 2*HV_l*V at tp={t}: q, k, v and z of "
+                    f"tp={t} (its [q | k | v] is {self.model.width(t)})")
         if name == "mixed_qkv":
             note = f"`mixed_qkv` has width {self.ctx.qkv_dim} = 2*H_l*K + HV_l*V at tp={t}"
             pool_heads = self.value_heads("initial_state")
@@ -584,7 +596,8 @@ class _Comparer:
                          at_reference: str) -> str:
         model = self.model
         if members == ["mixed_qkv"]:
-            return (f"width {self.ctx.qkv_dim} is the global width; at tp={reference} a rank's width is "
+            what = "the global width of q, k, v and z" if self.width_with_z else "the global width"
+            return (f"width {self.ctx.qkv_dim} is {what}; at tp={reference} a rank's width is "
                     f"{model.width(reference)}")
         return f"{heads[members[0]]} value heads, the global HV; {at_reference}"
 
@@ -609,15 +622,16 @@ class _Comparer:
             notes.append("HV_l*K columns: a KDA per-channel gate")
         return notes
 
-    def qkvz(self, width: int, t: int, reference: int) -> None:
+    def qkvz(self, width: int, t: int) -> None:
+        """GDR164: `width` is [q | k | v] plus z of tp=`t`, the TP the call's other arguments fit."""
         model = self.model
         H_l, HV_l = model.H // t, model.HV // t
         inferred = self.ctx.H
         pool_hv = self.ctx.HV
-        if inferred is not None and inferred == 2 * (model.H // reference):
+        if inferred is not None and inferred == 2 * H_l:
             inference = f"inferred H = {inferred} = 2*H_l"
         elif inferred is not None:
-            inference = f"inferred H = {inferred}, not H_l = {model.H // reference}"
+            inference = f"inferred H = {inferred}, not H_l = {H_l}"
         else:
             inference = "the wrapper rejects the width"
         notes = [f"width {width} = 2*{H_l}*{model.K} + 2*{HV_l}*{model.V}: q, k, v and z of tp={t}; the kernel "
