@@ -278,10 +278,12 @@ def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_in
         record = records + (index % MAX_RECORDS) * 5
         fields = tl.arange(0, 4)
         if TAG_IN_CELL:
-            tag = tl.load(tag)
+            site = tl.load(tag)
+        else:
+            site = tag
         values = tl.where(fields == 0, code,
-                          tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, tag)))
-        # (no `.to` on tag: an int64 read from its cell, or the slot check's int argument, widened by tl.where)
+                          tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, site)))
+        # (no `.to` on site: an int64 read from its cell, or the slot check's int argument, widened by tl.where)
         tl.store(record + fields, values)
         # The fields' stores (several threads') are ordered before the stamp's release by the barrier; `fault`
         # is the program's own, so all of its threads take this branch.
