@@ -18,6 +18,7 @@ from checkpoint_builders import (
     _full_attention,
     _norms,
     kda_layer,
+    kimi_config,
     mla_layer,
     qwen3_5_config,
     qwen3_5_layer,
@@ -25,6 +26,7 @@ from checkpoint_builders import (
     qwen_tensors,
     write_checkpoint,
 )
+from cli_checkpoints import run_cli
 from gdr_check.models import Deployment, check_checkpoint, check_model
 from gdr_check.models.adapters import select_adapter
 from gdr_check.sources import Checkpoint
@@ -366,6 +368,30 @@ def test_an_out_of_range_layer_count_is_gdr108_with_or_without_weights(with_weig
     assert errors(result) == (["GDR108"] if with_weights else ["GDR108", "GDR107"])  # (see the test above)
     assert only(result, "GDR108").message == ("`num_hidden_layers` is 1000000000000000000000000000000: outside the "
                                               "allowed range 1..65_536 (decoder layers)")
+
+
+@pytest.mark.parametrize("make", ["qwen3.5", "kimi"])
+def test_the_header_of_a_model_with_an_unusable_layer_count_shows_it_unknown(make: str, tmp_path: Path, monkeypatch):
+    """The layers come from `layer_types` (or Kimi's layer lists) while `num_hidden_layers` is GDR108: the model
+    line said '18 of None layers linear'; it says '?' as the heads line does for an unusable dimension."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    if make == "qwen3.5":
+        config = qwen3_5_config(layers=24)
+        config["text_config"]["num_hidden_layers"] = 10**12
+        line = ("Qwen3_5ForConditionalGeneration (qwen3.5), GDN: 18 of ? layers linear [0-2, 4-6, 8-10, 12-14, 16-18, "
+                "20-22]")
+    else:
+        config = kimi_config(layers=8)
+        config["num_hidden_layers"] = 10**12
+        line = "KimiLinearForCausalLM (kimi-linear), KDA: 6 of ? layers linear [0-2, 4-6]"
+    path = tmp_path / "ck" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config, indent=2))
+    run = run_cli(str(path.parent))
+    assert run.exit_code == 1 and "GDR108" in run.stdout
+    [model] = [row for row in run.stdout.splitlines() if row.lstrip().startswith("model ")]
+    assert model.split(None, 1)[1] == line
 
 
 @pytest.mark.parametrize("config,key", [

@@ -62,7 +62,7 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     model = check.model
     if model is not None:
         layers = model.linear_layers
-        total = model.num_hidden_layers
+        total = "?" if model.num_hidden_layers is None else model.num_hidden_layers  # unusable: its GDR108 says why
         rows.append(("model", f"{model.architecture} ({model.family}), {model.kind.upper()}: "
                               f"{len(layers)} of {total} layers linear [{_ranges(layers)}]"))
         dims = {"H": model.num_k_heads, "HV": model.num_v_heads, "K": model.head_k_dim, "V": model.head_v_dim,
