@@ -237,6 +237,34 @@ def test_identical_calls_are_shown_once_and_index_selects_one(tmp_path, capsys):
     assert code == 0 and [c["index"] for c in document["calls"]] == [1]
 
 
+def _with_slots(call: PackedDecodeCall, *slots: int) -> PackedDecodeCall:
+    spec = call.ssm_state_indices
+    return replace(call, ssm_state_indices=replace(spec, shape=(len(slots),), values=slots))
+
+
+def test_calls_are_identical_only_when_everything_shown_is(tmp_path, capsys):
+    """A section stands for the calls it lists: 'identical' ones agree in everything it shows (the slot values
+    too), and calls that differ only in recorded values are listed as alike, with what differs. Calls #2 and #3
+    below (slots [1, 2, -1, 4] and [1, 2, 3, 4]) were 'identical'."""
+    call = check_builtin(QWEN, Deployment(tp=4, batch=4)).call
+    same, padded = _with_slots(call, 1, 2, 3, 4), _with_slots(call, 1, 2, -1, 4)
+    path = write_recording(tmp_path / "rec.json", same, same, padded, same)
+    code, out, _ = run(capsys, "call", path)
+    assert code == 0 and ("4 call(s) checked, 2 distinct, shown in 1 section (calls that differ only in recorded "
+                          "values share one)") in out
+    assert "call #0 (and 3 alike: #1, #3 identical; #2 with other values of `ssm_state_indices`)" in out
+    path = write_recording(tmp_path / "rec.json", same, same)
+    code, out, _ = run(capsys, "call", path)
+    assert "call #0 (and 1 identical: #1)" in out
+    path = write_recording(tmp_path / "rec.json", same, padded, padded)
+    code, out, _ = run(capsys, "call", path)
+    assert "call #0 (and 2 alike: #1, #2 with other values of `ssm_state_indices`)" in out
+    out_of_range = _with_slots(call, 1, 2, 3, 9)  # slot 9 of a 5-slot pool: other diagnostics, its own section
+    path = write_recording(tmp_path / "rec.json", same, out_of_range)
+    code, out, _ = run(capsys, "call", path)
+    assert code == 1 and "2 call(s) checked, 2 distinct" in out and "call #1 " in out
+
+
 @pytest.mark.parametrize("content, fragment", [
     ("{", "not valid JSON"),
     ('["calls"]', "top level is a list"),

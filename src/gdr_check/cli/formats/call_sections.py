@@ -1,5 +1,7 @@
 """The `full` report of `gdr-check call`: each distinct recorded call with its table and diagnostics, then the
-summary (the `call` command renders through the formats like every command)."""
+summary (the `call` command renders through the formats like every command). Calls alike in everything a section
+shows but their recorded values share one section, whose title lists which are identical and which values differ
+(`_signature`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from ...limits import counted
 from ...tensors import TensorSpec, short_dtype
 from ..escape import markup, neutralise_log
 from ..escape import markup as escape
@@ -38,18 +41,48 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _signature(call: CheckedCall) -> str:
-    """Calls that look alike and give the same diagnostics are shown once."""
+def _signature(call: CheckedCall, *, values: bool) -> str:
+    """What a call's section shows, as one comparable string: the function, engine, caller and whether index
+    values were read; every argument's dtype, shape and strides, with its recorded values when `values`; the
+    scalars; each diagnostic's severity, message, notes, fixes and bound dims. Not compared: where each
+    diagnostic points in the recording (every call's own lines) and the buffers the tensors live in (`storage`,
+    `offset`: not shown; GDR246 reports an overlap they make)."""
     data = call.recorded.call.to_dict()
+    hidden = ("storage", "offset") if values else ("values", "storage", "offset")
     for name, value in data.items():
         if isinstance(value, dict):
-            data[name] = {k: v for k, v in value.items() if k not in ("values", "storage", "offset")}
-    diagnostics = [(d.code, d.message) for d in call.diagnostics]
-    return json.dumps([call.recorded.function, call.engine, data, diagnostics], sort_keys=True, default=str)
+            data[name] = {k: v for k, v in value.items() if k not in hidden}
+    diagnostics = [(d.severity, d.code, d.message, d.notes, d.fixes, d.bindings) for d in call.diagnostics]
+    recorded = call.recorded
+    return json.dumps([recorded.function, call.engine, recorded.caller, recorded.values_read, data, diagnostics],
+                      sort_keys=True, default=str)
 
 
 def _index_list(indices: list[int]) -> str:
     return ", ".join(f"#{i}" for i in indices[:6]) + (", ..." if len(indices) > 6 else "")
+
+
+def _values_differ(first: CheckedCall, other: CheckedCall) -> list[str]:
+    """The arguments whose recorded values differ between two calls of one section (alike in all else)."""
+    mine, theirs = first.recorded.call.tensors(), other.recorded.call.tensors()
+    return [name for name, spec in mine.items() if spec.values != theirs[name].values]
+
+
+def _alike(members: list[CheckedCall]) -> str:
+    """' (and 3 alike: #1, #3 identical; #2 with other values of `ssm_state_indices`)' for a section's calls after
+    the first; '' for a call alone."""
+    if len(members) < 2:
+        return ""
+    first, others = members[0], members[1:]
+    kinds: dict[tuple[str, ...], list[int]] = {}
+    for member in others:
+        kinds.setdefault(tuple(_values_differ(first, member)), []).append(member.recorded.index)
+    if list(kinds) == [()]:
+        return f" (and {len(others)} identical: {_index_list(kinds[()])})"
+    parts = [f"{_index_list(indices)} identical" if not names else
+             f"{_index_list(indices)} with other values of {', '.join(f'`{n}`' for n in names)}"
+             for names, indices in sorted(kinds.items(), key=lambda kind: kind[1][0])]
+    return f" (and {len(others)} alike: {'; '.join(parts)})"
 
 
 def _add_row(table: Table, *cells: str) -> None:
@@ -82,12 +115,16 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
     """The `full` report of a call run: each distinct call with its table and diagnostics, then the summary."""
     buffer = io.StringIO()
     console = make_console(buffer, color, ascii_only)
+    # One section per group of calls alike in all it shows but recorded values; its title says which differ.
     groups: dict[str, list[CheckedCall]] = {}
     for call in run.calls:
-        groups.setdefault(_signature(call), []).append(call)
+        groups.setdefault(_signature(call, values=False), []).append(call)
+    distinct = len({_signature(call, values=True) for call in run.calls})
+    sections = "" if distinct == len(groups) else (
+        f", shown in {counted(len(groups), 'section')} (calls that differ only in recorded values share one)")
     compared = f"; compared with {run.target} at tp={run.tp}" if run.target else ""
     console.print(f"[bold]{escape(run.recording.path)}[/bold]: {calls_checked(len(run.calls))}, "
-                  f"{len(groups)} distinct{escape(compared)}", soft_wrap=True)
+                  f"{distinct} distinct{escape(sections)}{escape(compared)}", soft_wrap=True)
     for note in run.notes:
         console.print(f"  [dim]note[/dim]  {escape(note)}", soft_wrap=True)
     console.print()
@@ -96,8 +133,7 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
     for members in groups.values():
         first = members[0]
         recorded = first.recorded
-        alike = f" (and {len(members) - 1} identical: {_index_list([m.recorded.index for m in members[1:]])})" \
-            if len(members) > 1 else ""
+        alike = _alike(members)
         origin = f"  from {recorded.caller}" if recorded.caller else ""
         console.print(f"[bold]call #{recorded.index}[/bold]{escape(alike)}  "
                       f"{escape(recorded.function or 'packed decode')} ({first.engine}, "
