@@ -12,6 +12,7 @@ import pytest
 
 from gdr_check.checks.compare import ModelGeometry, compare_call
 from gdr_check.checks.contract import run_contract
+from gdr_check.cli.main import main
 from gdr_check.engines import (
     PROFILES,
     SGLANG_0_5_23,
@@ -192,10 +193,25 @@ def test_state_budget_has_no_dtype_fix_when_the_state_is_already_16_bit():
     assert warning.fixes == ["lower the batch to 26", "raise TP to split the state across more ranks"]
 
 
+def test_a_budget_that_holds_some_requests_but_not_the_batch_stays_a_warning(capsys):
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=64, gpu_memory=1024 * MiB))
+    assert next(d for d in result.report if d.code == "GDR132").severity == "warning" and result.ok
+    assert main(["Qwen/Qwen3-Next-80B-A3B-Instruct", "--gpu-memory", "1MiB", "--output-format", "concise"]) == 1
+    assert "error[GDR132] a 1 MiB budget holds the state of 0 requests per rank" in capsys.readouterr().out
+    # sglang's no_buffer pool with draft tokens counts the budget as GDR136, which replaces GDR132: the same
+    no_room = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(gpu_memory=100, speculative_tokens=2))
+    assert next(d for d in no_room.report if d.code == "GDR136").severity == "error"
+    some = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct",
+                         Deployment(batch=64, gpu_memory=1024 * MiB, speculative_tokens=2))
+    assert next(d for d in some.report if d.code == "GDR136").severity == "warning"
+
+
 def test_a_budget_that_holds_no_request_names_the_budget_for_one_not_a_batch_of_0():
-    # 100 bytes: a batch of 0 serves nothing; one request needs its 73.688 MiB slot plus the reserved row 0
+    # 100 bytes: a batch of 0 serves nothing; one request needs its 73.688 MiB slot plus the reserved row 0.
+    # A deployment that cannot hold one request cannot run: an error (a warning, exit 0, in the wheel).
     result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(gpu_memory=100))
     warning = next(d for d in result.report if d.code == "GDR132")
+    assert warning.severity == "error" and not result.ok
     assert warning.message == "a 100 B budget holds the state of 0 requests per rank, fewer than the batch of 8"
     assert warning.fixes == [
         "not even one request fits: one needs 147.375 MiB per rank (a request and the reserved row 0): raise the "

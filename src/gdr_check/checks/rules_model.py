@@ -799,11 +799,13 @@ def state_footprint(ctx: ModelContext) -> Finding | None:
     explanation=(
         "The linear-attention state pool needs one slot per running request (plus the reserved row 0) in "
         "every linear-attention layer. When the budget holds fewer requests than the decode batch, the "
-        "engine caps the running requests below the batch, or fails to start."
+        "engine caps the running requests below the batch, or fails to start. When it holds not even one "
+        "request the deployment cannot run at all: then this is an error."
     ),
     causes=("a large batch at low TP", "an fp32 SSM state on a small GPU"),
     fixes=("raise TP, lower the batch, or use a bf16 SSM state",),
-    example=ModelExample(qwen3_next_config(), "a 1000-byte state budget", deployment={"gpu_memory": 1000}),
+    example=ModelExample(qwen3_next_config(), "a budget of 3 requests for a batch of 16",
+                         deployment={"batch": 16, "gpu_memory": 140_000}),
 )
 def state_budget(ctx: ModelContext) -> Finding | None:
     memory = ctx.memory
@@ -816,7 +818,8 @@ def state_budget(ctx: ModelContext) -> Finding | None:
                     "batch": ctx.deployment.batch},
                    notes=[f"{ctx.deployment.batch} requests need {format_bytes(needed)} per rank "
                           f"({ctx.deployment.batch + 1} slots x {format_bytes(memory.bytes_per_request)})"],
-                   fixes=_budget_fixes(ctx, memory.requests_that_fit, memory.bytes_per_request))
+                   fixes=_budget_fixes(ctx, memory.requests_that_fit, memory.bytes_per_request),
+                   severity=None if memory.requests_that_fit else "error")  # no request fits: nothing runs
 
 
 def _budget_fixes(ctx: ModelContext, fit: int, per_request: int, reserved: int | None = None) -> list[str]:
@@ -1169,7 +1172,7 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request, plan.reserved_bytes)
     return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
                     "batch": plan.batch},
-                   severity="error" if extra else "warning", notes=notes, fixes=fixes)
+                   severity="error" if extra or not plan.requests_that_fit else "warning", notes=notes, fixes=fixes)
 
 
 @rule(
