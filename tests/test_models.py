@@ -412,10 +412,28 @@ def test_missing_tensor_in_one_layer(tmp_path: Path):
     del tensors["model.layers.4.linear_attn.dt_bias"]
     write_checkpoint(tmp_path, config, tensors)
     diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR115")
-    assert diagnostic.message == "linear-attention layers 4 lack `linear_attn.dt_bias`"
+    assert diagnostic.message == "linear-attention layer 4 lacks `linear_attn.dt_bias`"  # it said "layers 4 lack"
+    assert diagnostic.fixes == ["check that every shard of the index is present and complete"]
     # the shard as every report path is shown: from the working directory (absolute when outside it)
     assert diagnostic.location.file == display_path(tmp_path / "model.safetensors")
     assert diagnostic.location.tensor == "model.layers.4.linear_attn.dt_bias"
+
+
+def test_missing_tensor_in_several_layers_is_plural(tmp_path: Path):
+    config = qwen3_next_config()
+    tensors = qwen_tensors(config)
+    for layer in (0, 1, 2, 4):
+        del tensors[f"model.layers.{layer}.linear_attn.dt_bias"]
+    write_checkpoint(tmp_path, config, tensors)
+    diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR115")
+    assert diagnostic.message == "linear-attention layers 0-2, 4 lack `linear_attn.dt_bias`"
+
+
+def test_one_layer_is_counted_in_the_singular():
+    types = ["linear_attention"] + ["full_attention"] * 3
+    result = check_checkpoint(config_only(qwen3_5_config(layers=4, layer_types=types)), DEFAULT)
+    assert only(result, "GDR131").message.endswith("per rank: 1 layer x (768 B conv + 4 KiB SSM)")
+    assert only(result, "GDR105").message == "`layer_types` and `full_attention_interval`=4 disagree on layers 1-2"
 
 
 def test_layer_kind_mismatch_against_layer_types(tmp_path: Path):
@@ -424,7 +442,8 @@ def test_layer_kind_mismatch_against_layer_types(tmp_path: Path):
     write_checkpoint(tmp_path, config, tensors)
     diagnostic = only(check_model(str(tmp_path), DEFAULT), "GDR114")
     assert diagnostic.message == (
-        "`layer_types` makes layers 7 full-attention layers but their tensors are linear-attention")
+        "`layer_types` makes layer 7 full-attention, but its tensors are linear-attention")
+    assert diagnostic.fixes == ["fix `layer_types` so that layer 7 is linear-attention"]
 
 
 def test_kimi_zero_based_kda_layers_mistake(tmp_path: Path):
@@ -437,10 +456,10 @@ def test_kimi_zero_based_kda_layers_mistake(tmp_path: Path):
     assert messages == [
         ("GDR104", "`linear_attn_config.kda_layers` names layers [0] outside 1..8 (the list is 1-based)"),
         ("GDR104", "`linear_attn_config.kda_layers` and `full_attn_layers` both name layers [4]"),
-        ("GDR114", "`linear_attn_config.kda_layers` makes layers 3 linear-attention layers but their tensors "
-                   "are full-attention"),
-        ("GDR114", "`linear_attn_config.kda_layers` makes layers 2, 6 full-attention layers but their tensors "
-                   "are linear-attention"),
+        ("GDR114", "`linear_attn_config.kda_layers` makes layer 3 linear-attention, but its tensors are "
+                   "full-attention"),
+        ("GDR114", "`linear_attn_config.kda_layers` makes layers 2, 6 full-attention, but their tensors are "
+                   "linear-attention"),
     ]
     assert any("1-based" in note for d in result.report if d.code == "GDR114" for note in d.notes)
 
@@ -461,7 +480,7 @@ def test_qwen3_next_explicit_layer_types_preferred():
     types = ["linear_attention"] * 7 + ["full_attention"]
     result = check_checkpoint(config_only(qwen3_next_config(layer_types=types)), DEFAULT)
     assert result.model.linear_layers == list(range(7))
-    assert only(result, "GDR105").message.endswith("disagree on layers 3")
+    assert only(result, "GDR105").message.endswith("disagree on layer 3")
 
 
 @pytest.mark.parametrize("types", [interval_layer_types(8)[:6], interval_layer_types(8) + ["linear_attention"] * 2],
@@ -496,7 +515,7 @@ def test_a_short_layer_types_still_disagrees_on_the_layers_it_names():
     result = check_checkpoint(config_only(qwen3_next_config(layer_types=types)), DEFAULT)
     assert [d.code for d in result.report if d.code in ("GDR104", "GDR105")] == ["GDR104", "GDR105"]
     diagnostic = only(result, "GDR105")
-    assert diagnostic.message == "`layer_types` and `full_attention_interval`=4 disagree on layers 1"
+    assert diagnostic.message == "`layer_types` and `full_attention_interval`=4 disagree on layer 1"
     assert "`layer_types` has 6 entries for 8 layers (GDR104): layers 6-7 are not compared" in diagnostic.notes
 
 

@@ -285,7 +285,7 @@ def test_layers_without_any_tensor_are_named_by_their_namespace(cwd: Path):
     write_checkpoint(cwd / "ckpt", config, tensors)
     result = run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "concise")
     assert result.exit_code == 1
-    assert "error[GDR115] linear-attention layers 5 lack `model.layers.<n>.*`\n" in result.stdout
+    assert "error[GDR115] linear-attention layer 5 lacks `model.layers.<n>.*`\n" in result.stdout
 
 
 # -- a tensor's location in a checkpoint without an index is its shard's path from the working directory -----
@@ -297,7 +297,7 @@ def test_a_tensor_diagnostic_without_an_index_points_at_the_shard_from_the_worki
     del tensors["model.layers.4.linear_attn.A_log"]
     write_checkpoint(cwd / "ckpt", config, tensors)
     concise = run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "concise")
-    assert concise.stdout == ("ckpt/model.safetensors:1:1: error[GDR115] linear-attention layers 4 lack "
+    assert concise.stdout == ("ckpt/model.safetensors:1:1: error[GDR115] linear-attention layer 4 lacks "
                               "`linear_attn.A_log`\n")
     sarif = json.loads(run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "sarif").stdout)
     location = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]

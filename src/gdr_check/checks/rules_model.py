@@ -83,6 +83,13 @@ def format_layers(layers: Iterable[int]) -> str:
     return ", ".join(runs)
 
 
+def layer_word(layers: Iterable[int] | int) -> str:
+    """"layer" for one layer (a list of one, or a count of 1), "layers" otherwise: a message's noun for its
+    `layers` value, which stays the plain list or count."""
+    count = layers if isinstance(layers, int) else len(set(layers))
+    return "layer" if count == 1 else "layers"
+
+
 def _where(source: Source | None) -> Location | None:
     return source.location if source is not None else None
 
@@ -285,7 +292,7 @@ def _config_location(ctx: ModelContext) -> Callable[[str], Location]:
 @rule(
     "GDR105", "layer-types-disagreeing-with-interval", severity="warning", scope=MODEL,
     summary="`layer_types` and `full_attention_interval` disagree",
-    message="`layer_types` and `full_attention_interval`={interval} disagree on layers {layers}",
+    message="`layer_types` and `full_attention_interval`={interval} disagree on {layer_word} {layers}",
     explanation=(
         "The checkpoint lists its layer kinds explicitly, and transformers (and gdr-check) follow that list. "
         "sglang 0.5.23 ignores `layer_types` for Qwen3-Next and Qwen3.5/3.6: its config classes discard it "
@@ -330,7 +337,7 @@ def layer_types_vs_interval(ctx: ModelContext) -> Finding | None:
     profile = ctx.deployment.profile
     if profile.layer_kinds_follow_interval is None:
         notes.append(f"how {profile.display_name} derives the layer kinds was not verified")
-    return Finding({"interval": layer_map.interval, "layers": format_layers(differ)},
+    return Finding({"interval": layer_map.interval, "layer_word": layer_word(differ), "layers": format_layers(differ)},
                    location=_config_location(ctx)(layer_map.key), notes=notes,
                    fixes=["set `full_attention_interval` and `layer_types` so that they agree, or check the "
                           "model under an engine that reads `layer_types`"])
@@ -488,7 +495,7 @@ def unexpected_shapes(ctx: ModelContext) -> list[Finding]:
 @rule(
     "GDR114", "layer-kind-mismatches", scope=MODEL,
     summary="the config's layer map and the tensors disagree",
-    message="`{key}` makes layers {layers} {config_kind} layers but their tensors are {tensor_kind}",
+    message="`{key}` makes {layer_word} {layers} {config_kind}, but {their} tensors are {tensor_kind}",
     explanation=(
         "The engines build each decoder layer as the config's layer map says and then load its weights. A "
         "layer the config calls linear attention must hold the linear-attention tensors (Qwen: "
@@ -507,18 +514,20 @@ def layer_kind_mismatches(ctx: ModelContext) -> list[Finding]:
         notes = [f"for example `{item.example}`"] if item.example else []
         if ctx.model.family == "kimi-linear":
             notes.append("Kimi's `kda_layers` is 1-based: layer i is a KDA layer iff i+1 is listed")
+        word, layers = layer_word(item.layers), format_layers(item.layers)
+        one = word == "layer"
         findings.append(Finding(
-            {"key": key, "layers": format_layers(item.layers), "config_kind": item.config_kind,
-             "tensor_kind": item.tensor_kind},
+            {"key": key, "layer_word": word, "layers": layers, "config_kind": item.config_kind,
+             "their": "its" if one else "their", "tensor_kind": item.tensor_kind},
             location=_where(item.source), notes=notes,
-            fixes=[f"fix `{key}` so that layers {format_layers(item.layers)} are {item.tensor_kind} layers"]))
+            fixes=[f"fix `{key}` so that {word} {layers} {'is' if one else 'are'} {item.tensor_kind}"]))
     return findings
 
 
 @rule(
     "GDR115", "missing-layer-tensors", scope=MODEL,
     summary="a linear-attention layer lacks a tensor",
-    message="linear-attention layers {layers} lack `{tensor}`",
+    message="linear-attention {layer_word} {layers} {verb} `{tensor}`",
     explanation=(
         "Every linear-attention layer needs all of its parameters: the projections, the short convolution, "
         "`A_log`, `dt_bias` and the output norm. A missing one fails the engine's weight loading, or leaves "
@@ -535,7 +544,8 @@ def missing_tensors(ctx: ModelContext) -> list[Finding]:
         # a layer with no tensor at all: its namespace, `model.layers.<n>.*` (the example names layer n)
         tensor = item.suffix if item.suffix != "*" or not item.example else item.example.rsplit(".", 2)[0] + ".<n>.*"
         findings.append(Finding(
-            {"layers": format_layers(item.layers), "tensor": tensor},
+            {"layer_word": layer_word(item.layers), "layers": format_layers(item.layers),
+             "verb": "lacks" if layer_word(item.layers) == "layer" else "lack", "tensor": tensor},
             location=Location(file=item.file, tensor=item.example),
             notes=[f"expected `{item.example}`"],
             fixes=["check that every shard of the index is present and complete"]))
@@ -763,7 +773,7 @@ def asymmetric_kda(ctx: ModelContext) -> Finding | None:
 @rule(
     "GDR131", "linear-state-footprints", severity="info", scope=MODEL,
     summary="linear-attention state per request",
-    message=("each request holds {per_request} of linear-attention state per rank: {layers} layers x "
+    message=("each request holds {per_request} of linear-attention state per rank: {layers} {layer_word} x "
              "({conv} conv + {ssm} SSM)"),
     explanation=(
         "A linear-attention layer keeps a fixed-size state per request instead of a KV cache: the short-conv "
@@ -788,6 +798,7 @@ def state_footprint(ctx: ModelContext) -> Finding | None:
                      f"{format_bytes(slots * memory.bytes_per_request)} (GDR135)")
     return Finding(
         {"per_request": format_bytes(memory.bytes_per_request), "layers": memory.linear_layers,
+         "layer_word": layer_word(memory.linear_layers),
          "conv": format_bytes(memory.conv_bytes_per_layer), "ssm": format_bytes(memory.ssm_bytes_per_layer)},
         notes=notes)
 
