@@ -300,23 +300,6 @@ VARIANTS["kda_256_block8"] = [("kernel/tiling.py", KDA_256_FP32,
 VARIANTS["kda_256_block8_prefetch"] = [("kernel/tiling.py", KDA_256_FP32, "    (256, TileConfig(8, evict_first=_E), ")]
 VARIANTS["kda_256_two_warps"] = [("kernel/tiling.py", KDA_256_FP32,
                                   "    (256, TileConfig(16, num_warps=2, evict_first=_E, prefetch=False), ")]
-# Triton specializes int arguments equal to 1 (a constant) or divisible by 16: the call site's tag, the pool size
-# and the batch then select one of several binaries of the guarded kernel, which ptxas schedules differently.
-# tag_one: every guarded launch passes tag 1 (an experiment: its records name the wrong call site);
-# guard_ints_unspecialized: the three compiled as plain ints whatever their values;
-# tag_pointer: the tag read from memory inside the record's branch (experiment: it reads the counter's cell),
-# pool size and batch unspecialized.
-GUARD_ARGUMENTS = "    return guard.pool_slots, batch, guard.counter, guard.records, guard.flag, guard.tag\n"
-UNSPECIALIZED = [(k, f"@triton.jit\ndef {k[7:10]}_packed_decode_kernel(",
-                  "@triton.jit(do_not_specialize=['pool_slots', 'batch', 'fault_tag'])\n"
-                  f"def {k[7:10]}_packed_decode_kernel(") for k in KERNELS]
-VARIANTS["tag_one"] = [("kernel/tiling.py", GUARD_ARGUMENTS, GUARD_ARGUMENTS.replace("guard.tag", "1"))]
-VARIANTS["guard_ints_unspecialized"] = UNSPECIALIZED
-VARIANTS["tag_pointer"] = [
-    ("kernel/tiling.py", GUARD_ARGUMENTS, GUARD_ARGUMENTS.replace("guard.tag", "guard.counter")),
-    (COMMON, "tl.where(fields == 2, slot, tag)))", "tl.where(fields == 2, slot, tl.load(tag))))"),
-    *[(k, "['pool_slots', 'batch', 'fault_tag']", "['pool_slots', 'batch']") for k in KERNELS]]
-VARIANTS["tag_pointer"] = UNSPECIALIZED + VARIANTS["tag_pointer"]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 

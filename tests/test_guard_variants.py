@@ -34,7 +34,7 @@ def test_every_variant_applies_and_imports_as_its_own_package(tmp_path, monkeypa
     assert "    index = tl.atomic_add(counter, 1)\n" in out_of_line and "    tl.store(flag, 1)\n" in out_of_line
     assert common[common.index("def record_fault("):].split("\n\n\n")[0].endswith(
         "    if fault != 0:\n        _record_body(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, "
-        "MAX_RECORDS, SCAN_BLOCK)")
+        "MAX_RECORDS, SCAN_BLOCK, TAG_IN_CELL)")
 
 
 def test_a_replacement_that_no_longer_matches_names_its_variant(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ from gdr_check.kernel.tiling import TileConfig, guard_constants
 
 POINTERS = {"mixed_qkv": "*bf16", "a": "*bf16", "b": "*bf16", "A_log": "*fp32", "dt_bias": "*fp32", "out": "*bf16",
             "state": "*bf16", "slots": "*i32", "safe_slots": "*i32", "fault_counter": "*i64", "counter": "*i64",
-            "fault_records": "*i64", "records": "*i64", "fault_flag": "*i32", "flag": "*i32"}
+            "fault_records": "*i64", "records": "*i64", "fault_flag": "*i32", "flag": "*i32", "fault_tag_cell": "*i64"}
 
 def ptx(kernel, constants):
     names = kernel.arg_names
