@@ -91,7 +91,7 @@ CASES = [
         "https://github.com/vllm-project/vllm/issues/52435",
         "Value error, Total number of attention heads (64) must be divisible by tensor parallel size (3).\n",
         [("GDR408", {"heads": "64", "tp": "3"})],
-        reasons=("64 = 3 × 21 + 1: tp=3 leaves a remainder; powers of two that divide 64: 1, 2, 4, 8, 16, 32, 64",)),
+        reasons=("64 = 3 × 21 + 1: tp=3 leaves a remainder; TP sizes that divide 64: 1, 2, 4, 8, 16, 32, 64",)),
     PastedCase(
         "https://github.com/THU-KEG/AdaptThink/issues/1",
         "ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8)\n",

@@ -111,6 +111,22 @@ def test_the_kda_heads_message_names_the_tp_sizes_that_divide():
     assert find_all('f"KDA num_heads ({num_heads}) must be divisible by shard tp_size ({tp_size})"') == []
 
 
+def test_the_divisibility_messages_name_every_tp_size_that_divides_in_one_wording():
+    # GDR401, GDR408 and GDR410 rest on one fact, `count % tp == 0`: every divisor passes it, not only the powers of
+    # two (24 heads split over 3, 6 or 12 ranks); past 64 the list stops at 64 and says so.
+    every = "TP sizes that divide 24: 1, 2, 3, 4, 6, 8, 12, 24"
+    [divide] = find_all("AssertionError: 24 is not divisible by 5")
+    assert divide.reasons[0] == f"24 = 5 × 4 + 4: tp=5 leaves a remainder; {every} (the nearest: 4)"
+    [heads] = find_all("ValueError: Total number of attention heads (24) must be divisible by tensor parallel "
+                       "size (5).")
+    assert heads.reasons[0] == f"24 = 5 × 4 + 4: tp=5 leaves a remainder; {every}"
+    [kda] = find_all("ValueError: KDA num_heads (24) must be divisible by shard tp_size (5)")
+    assert kda.reasons[0] == f"24 = 5 × 4 + 4: tp=5 leaves a remainder; {every}"
+    [width] = find_all("AssertionError: 12288 is not divisible by 5")
+    assert width.reasons[0] == ("12288 = 5 × 2457 + 3: tp=5 leaves a remainder; TP sizes up to 64 that divide 12288: "
+                                "1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 (the nearest: 4)")
+
+
 def test_a_log_assert_names_the_dtype_and_never_matches_its_source_line():
     [found] = find_all("[2026-03-17 10:00:00 TP0] AssertionError: A_log must be float32, got torch.bfloat16")
     assert (found.rule.code, found.values) == ("GDR409", {"dtype": "torch.bfloat16"})
@@ -122,7 +138,7 @@ def test_attention_heads_with_the_model_names_the_sizes_that_work_for_every_head
     [found] = find_all("Total number of attention heads (16) must be divisible by tensor parallel size (3).",
                        Context(tp=3, widths=QWEN3_NEXT_CORPUS))
     assert found.reasons == [
-        "16 = 3 × 5 + 1: tp=3 leaves a remainder; powers of two that divide 16: 1, 2, 4, 8, 16",
+        "16 = 3 × 5 + 1: tp=3 leaves a remainder; TP sizes that divide 16: 1, 2, 4, 8, 16",
         "the linear-attention heads (num_k_heads (H) = 16, num_v_heads (HV) = 32) must divide too: TP sizes that "
         "work for the whole model: 1, 2, 4, 8, 16",
         "16 is the model's num_k_heads (H) (unsharded, 16)",

@@ -48,6 +48,20 @@ class PastedExample:
         return [rules.rules[found.rule.code].diagnostic(Finding(dict(found.values))) for found in find_all(self.text)]
 
 
+# The largest TP size the divisibility messages list: a width has many divisors, and no deployment splits a layer
+# over more ranks.
+_MAX_LISTED_TP = 64
+
+
+def _remainder(count: int, tp: int) -> tuple[list[int], str]:
+    """The TP sizes up to `_MAX_LISTED_TP` that divide `count` (every divisor: the engines assert `count % tp == 0`,
+    which 3 or 6 passes as well as a power of two), and the line saying what tp={tp} leaves over."""
+    valid = [size for size in range(1, min(count, _MAX_LISTED_TP) + 1) if count % size == 0]
+    sizes = "TP sizes" if count <= _MAX_LISTED_TP else f"TP sizes up to {_MAX_LISTED_TP}"
+    line = f"{count} = {tp} × {count // tp} + {count % tp}: tp={tp} leaves a remainder"
+    return valid, line + (f"; {sizes} that divide {count}: {', '.join(map(str, valid))}" if valid else "")
+
+
 declare(
     "GDR401", "tp-does-not-divide",
     summary="an engine's load-time divisibility assert: a head count or width is not divisible by the TP size",
@@ -69,9 +83,10 @@ declare(
 @reasoner("GDR401", numeric=("numerator", "denominator"))
 def _divisibility(values: Mapping[str, str], context: Context) -> list[str]:
     numerator, denominator = int(values["numerator"]), int(values["denominator"])
-    valid = [tp for tp in (1, 2, 4, 8, 16, 32, 64) if numerator % tp == 0]
-    out = [f"{numerator} = {denominator} × {numerator // denominator} + {numerator % denominator}: tp={denominator} "
-           f"leaves a remainder; TP sizes that divide {numerator}: {', '.join(map(str, valid))}"]
+    if denominator <= 0:
+        return []
+    valid, remainder = _remainder(numerator, denominator)
+    out = [remainder]
     if valid:
         out[0] += f" (the nearest: {min(valid, key=lambda tp: (abs(tp - denominator), tp))})"
     out += named_widths(numerator, context)
@@ -554,13 +569,6 @@ def _weight(values: Mapping[str, str], context: Context) -> list[str]:
     return out
 
 
-def _remainder(heads: int, tp: int, sizes: str) -> tuple[list[int], str]:
-    """The powers of two up to 64 that divide `heads`, and the line saying what tp={tp} leaves over."""
-    valid = [size for size in (1, 2, 4, 8, 16, 32, 64) if heads % size == 0]
-    return valid, (f"{heads} = {tp} × {heads // tp} + {heads % tp}: tp={tp} leaves a remainder; {sizes} that divide "
-                   f"{heads}: {', '.join(map(str, valid))}")
-
-
 declare(
     "GDR408", "tp-does-not-divide-attention-heads",
     summary="vLLM's start-up check: the TP size does not divide the model's full-attention heads",
@@ -586,7 +594,7 @@ def _attention_heads(values: Mapping[str, str], context: Context) -> list[str]:
     heads, tp = int(values["heads"]), int(values["tp"])
     if tp <= 0:
         return []
-    valid, remainder = _remainder(heads, tp, "powers of two")
+    valid, remainder = _remainder(heads, tp)
     out = [remainder]
     linear = [(name, width) for name, width in context.widths.items()
               if name.startswith(("num_k_heads", "num_v_heads", "num_heads"))]
@@ -657,5 +665,5 @@ def _kda_heads(values: Mapping[str, str], context: Context) -> list[str]:
     heads, tp = int(values["heads"]), int(values["tp"])
     if tp <= 0:
         return []
-    return [_remainder(heads, tp, "TP sizes")[1], *named_widths(heads, context)]
+    return [_remainder(heads, tp)[1], *named_widths(heads, context)]
 
