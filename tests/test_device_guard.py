@@ -320,7 +320,8 @@ def test_nothing_touches_the_host_while_a_stream_is_capturing(monkeypatch):
     guard._buffers[torch.device(DEVICE)] = buffer
     assert guard.raise_pending() == []
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-    with pytest.raises(gdr_check.GuardError, match=r"^GDR241: .* slot 9 at row 1, .*\[in gdn packed decode\]$"):
+    with pytest.raises(gdr_check.GuardError, match=r"^GDR241: .* slot 9 at row 1, .*\[in gdn packed decode\] "
+                                                     r"\(and 3 more errors\)$"):
         guard.raise_pending()
 
 
@@ -393,7 +394,9 @@ def test_guard_modes(monkeypatch):
 
     engine = install(monkeypatch)
     _, arguments = engine_arguments()
-    with pytest.raises(gdr_check.GuardError, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1"):
+    # Raise mode names the first error and counts the others (the four faults of the call are all errors).
+    with pytest.raises(gdr_check.GuardError,
+                       match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1.* \(and 3 more errors\)$"):
         with gdr_check.guard(engine="sglang"):
             engine.gdn_caller.forward_decode(**arguments)
     with warnings.catch_warnings(record=True) as caught:
@@ -421,7 +424,8 @@ def test_faults_past_the_guards_ring_are_counted_in_every_mode(monkeypatch):
         engine.gdn_caller.forward_decode(**arguments)
     slot_faults = [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
     assert len(slot_faults) == 2 and guard.unlisted_faults == 2
-    with pytest.raises(gdr_check.GuardError, match=rf"^GDR24[127]: .* \(and 2 more faults {re.escape(unlisted)}\)$"):
+    with pytest.raises(gdr_check.GuardError,
+                       match=rf"^GDR24[127]: .* \(and 1 more error, and 2 more faults {re.escape(unlisted)}\)$"):
         with gdr_check.guard(engine="sglang", max_records=2):
             engine.gdn_caller.forward_decode(**arguments)
     with warnings.catch_warnings(record=True) as caught:

@@ -380,3 +380,26 @@ def test_two_signatures_in_one_step_each_serve_their_layers_from_their_own_check
                 step.arguments["scale"] = scale * (2 if layer_id % 2 else 1)
                 step.layer(layer_id)
     assert len(step.launches) == 2 * 3
+
+
+
+def test_cpu_tensors_checked_on_the_host_are_checked_once_per_step_and_name_the_layer(monkeypatch):
+    """Without Triton's interpreter CPU tensors are checked on the host (no launch): as on the device, the first
+    layer's check covers the step (every GDR241 of two steps of four layers is the first layer's, once per step)."""
+    from gdr_check.kernel import _triton_common as triton_common
+
+    def slot_faults(on_host: bool) -> list[tuple[str, str, str]]:
+        with monkeypatch.context() as patch:
+            step = Step(patch, slots=[1, 9, 2, 3, 4, 5])
+            if on_host:
+                patch.setattr(triton_common, "INTERPRETED", False)
+                patch.setattr(device_guard.CheckLaunch, "__call__", lambda *a, **k: pytest.fail("launched"))
+            with gdr_check.guard(engine="sglang", mode="record") as guard:
+                step.step()
+                step.step()
+            return [(d.code, d.message, d.notes[0]) for d in guard.diagnostics if d.code == "GDR241"]
+
+    on_device = slot_faults(False)
+    assert on_device == [("GDR241", f"`ssm_state_indices` holds slot 9 at row 1, but the pool has {S} slots "
+                                    f"(0..{S - 1})", "in layer 0")] * 2
+    assert slot_faults(True) == on_device

@@ -77,7 +77,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .call import ARGUMENTS, TENSOR_ARGUMENTS, Variant
@@ -118,15 +118,19 @@ def _stacklevel_outside_package() -> int:
 
 
 class GuardError(ValueError):
-    """A guarded call broke the contract (mode="raise"): the first error's message, every diagnostic kept."""
+    """A guarded call broke the contract (mode="raise"): the first error's message and how many more there are,
+    every diagnostic kept."""
 
     def __init__(self, diagnostics: list[Any], unlisted: int = 0) -> None:
         if diagnostics:
             first = diagnostics[0]
             where = next((n for n in first.notes if n.startswith("in ")), None)
             text = f"{first.code}: {first.message}" + (f" [{where}]" if where else "")
+            more = [counted(len(diagnostics) - 1, "more error")] if len(diagnostics) > 1 else []
             if unlisted:
-                text += f" (and {counted(unlisted, 'more fault')} {UNLISTED_FAULTS})"
+                more.append(f"{counted(unlisted, 'more fault')} {UNLISTED_FAULTS}")
+            if more:
+                text += f" (and {', and '.join(more)})"
         else:
             text = f"{counted(unlisted, 'fault')} {UNLISTED_FAULTS}"
         super().__init__(text)
@@ -492,6 +496,10 @@ class Guard:
         self._warned: set[str] = set()
         self._hooked = False  # registered with the process-wide capture hooks (`_CaptureHooks`)
         self._reuse = False  # reuse a check within a decode step: only while capture is seen
+        # The host check's last indices (CPU tensors, `_check_on_host`): the object, its version and the pools
+        # it has served in this step; and each pool's layer label.
+        self._host_last: tuple[Any, int | None, set[int]] | None = None
+        self._host_labels: dict[int, str] = {}
 
     @property
     def epoch(self) -> int:
@@ -660,14 +668,28 @@ class Guard:
         """A call on CPU tensors where Triton cannot run (no `TRITON_INTERPRET`): no slot check can launch, and
         reading the slots costs no device sync, so the contract's slot rules (the device check's: out of range,
         repeated, sglang's slot 0) run on the host, in the guard's mode. Rows are not skipped: the call goes to
-        the engine as given, unless raise mode stops it first."""
+        the engine as given, unless raise mode stops it first. As on the device, the layers of one decode step
+        (calls passing the same indices, unchanged, each to a pool not yet served) are checked once, by the
+        first, and its faults name that layer."""
         from .kernel.device_guard import FAULT_CODES
 
         args = site.ordered(values)
+        pool, indices = args[6].data_ptr(), args[8]
+        version = None if indices.is_inference() else indices._version
+        last = self._host_last
+        if last is not None and last[0] is indices and last[1] == version and pool not in last[2]:
+            last[2].add(pool)  # a later layer of the step whose first layer's check covered these indices
+            return
+        self._host_last = (indices, version, {pool})
+        label = self._host_labels.get(pool)
+        if label is None:
+            label = self._host_labels[pool] = _layer_label(args[6], len(self._host_labels))
         variant: Variant = "kda" if site.variant == "kda" else "gdn"
         call = describe_call(variant, _tensors(args), args[5], bool(args[9]), args[10] if len(args) > 10 else None)
         slot_rules = FAULT_CODES.values()
-        self._act([d for d in run_contract(call, self.engine, "engine") if d.code in slot_rules])
+        found = f"found on the host ({self.engine}: CPU tensors, no Triton interpreter); the call ran as given"
+        self._act([replace(d, notes=[f"in {label}", found, *d.notes])
+                   for d in run_contract(call, self.engine, "engine") if d.code in slot_rules])
 
     def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
