@@ -140,6 +140,21 @@ CASES = [
         [("GDR407", {"weight": "4096, 2560", "parameter": "6144, 2560"})],
         reasons=("dim 0: 4096 vs 6144: no TP factor; the config's head counts or head dims differ from the "
                  "weights",)),
+    # PyTorch's view of a strided tensor, as the first line of a vLLM engine's failure (Gaudi2, not a GDN model), and
+    # behind another tool's prefix.
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/13054",
+        "view size is not compatible with input tensor's size and stride (at least one dimension spans across two "
+        "contiguous subspaces). Use .reshape(...) instead.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm-0.7.2+gaudi000-py3.10.egg/vllm/engine/multiprocessing/'
+        'engine.py", line 380, in run_mp_engine\n',
+        [("GDR411", {})]),
+    PastedCase(
+        "https://github.com/ostris/ai-toolkit/issues/194",
+        "Error running job: view size is not compatible with input tensor's size and stride (at least one dimension "
+        "spans across two contiguous subspaces). Use .reshape(...) instead.\n",
+        [("GDR411", {})]),
     # The FlashInfer `A_log` assert as quoted from the source in the thread: a format string, not an error.
     PastedCase(
         "https://github.com/sgl-project/sglang/pull/20741",

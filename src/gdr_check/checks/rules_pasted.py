@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 
 from ..registry import Finding, declare
 from .explain import (
+    BA_WIDTH,
     QKV_WIDTH,
     QKVZ_WIDTH,
     Context,
     find_all,
     full_value_heads,
+    head_k_dim,
     ints,
     named_head_dims,
     named_widths,
@@ -667,3 +669,68 @@ def _kda_heads(values: Mapping[str, str], context: Context) -> list[str]:
         return []
     return [_remainder(heads, tp)[1], *named_widths(heads, context)]
 
+
+
+_VIEW_ERROR = ("view size is not compatible with input tensor's size and stride (at least one dimension spans across "
+              "two contiguous subspaces). Use .reshape(...) instead.")
+declare(
+    "GDR411", "view-incompatible-with-strides",
+    summary="a `.view()` of a strided tensor: typically `mixed_qkv` or a gate cut as a column slice of a projection",
+    message=_VIEW_ERROR,
+    explanation=(
+        "PyTorch's `Tensor.view` never copies: it needs strides that describe the new shape over the same memory, and "
+        "raises this (`aten/src/ATen/native/TensorShape.cpp`) when a dimension of the new shape would span two blocks "
+        "of the input that are not adjacent in memory. Next to the packed decode kernel the input is usually a column "
+        "slice of a projection's output: `mixed_qkv` taken as the [q | k | v] columns of `in_proj_qkvz`'s rows (z is "
+        "the rest of each row), or `b` and `a` split from `in_proj_ba`'s, keeps the projection's row stride: a "
+        "[B, (2*H*K + HV*V)/tp] view with strides ((2*H*K + 2*HV*V)/tp, 1). Such a slice can be viewed with its last "
+        "dim split, not with its rows merged (`.view(-1)`, `.view(-1, K)`). The kernel takes it as it is: it needs "
+        "`mixed_qkv`, `a` and `b` dense in the last dim only (`stride(-1) == 1`, GDR202, GDR204), whatever their row "
+        "stride; `A_log`/`dt_bias` need `stride(0) == 1` (GDR206), `out` is written as a contiguous block (GDR208), "
+        "and the state pool needs a unit last-dim stride (GDR213) and a dense [HV, V, K] block per slot (GDR240)."),
+    causes=("`mixed_qkv` cut from the `in_proj_qkvz` output (or `b`/`a` from `in_proj_ba`'s) and viewed with a shape "
+            "that merges its rows: the slice keeps the projection's row stride",
+            "a transposed or permuted tensor viewed: a [HV, K, V] state pool transposed to [HV, V, K], a transposed "
+            "gate"),
+    fixes=("pass `mixed_qkv`, `a` and `b` to the kernel without the view: it needs them dense in the last dim only "
+           "(`stride(-1) == 1`, GDR202 and GDR204) and takes any row stride, so a column slice of the projection's "
+           "output needs no copy",
+           "to reshape a strided tensor, use `.reshape(...)` (it copies only when the strides leave no view) or "
+           "`.contiguous().view(...)`; a transposed `mixed_qkv` or gate, or every other column of a fused output "
+           "(`ba[:, 0::2]`), needs `.contiguous()` for the kernel too (GDR202, GDR204)"),
+    example=PastedExample(f"RuntimeError: {_VIEW_ERROR}"),
+    engines="any (PyTorch's message)",
+    scope="pasted",
+)
+
+
+@reasoner("GDR411")
+def _view(values: Mapping[str, str], context: Context) -> list[str]:
+    qkvz, qkv = context.widths.get(QKVZ_WIDTH), context.widths.get(QKV_WIDTH)
+    if qkvz is None or qkv is None:  # no model, or one without a fused qkvz projection (KDA: q, k, v apart)
+        return [] if context.widths else [
+            "with --model (and --tp, --batch) gdr-check gives the width and strides of `mixed_qkv` cut from the "
+            "`in_proj_qkvz` output"]
+    tp = context.tp or 1
+    if qkvz % tp or qkv % tp:
+        return []
+    rows = str(context.batch) if context.batch else "B"
+    K = head_k_dim(context)
+    split = f"`.view({rows}, -1, {K})`" if K else f"`.view({rows}, heads, -1)`"
+    merge = f"`.view(-1)`, `.view(-1, {K})`" if K else "`.view(-1)`"
+
+    def sized(full: int) -> str:
+        return f"{full // tp} wide ({full}/{tp})" if tp > 1 else f"{full} wide"
+
+    where = f"at tp={tp} a rank's" if tp > 1 else "unsharded,"
+    columns = f"{qkv // tp} [q | k | v] columns" + (f" ({qkv}/{tp})" if tp > 1 else "")
+    out = [f"{where} `in_proj_qkvz` rows are {sized(qkvz)}: `mixed_qkv`, their {columns}, is a view of shape "
+           f"[{rows}, {qkv // tp}] and strides ({qkvz // tp}, 1); `.view` can split its last dim ({split}) but not "
+           f"merge its rows ({merge})"]
+    ba = context.widths.get(BA_WIDTH)
+    if ba is not None and ba % (2 * tp) == 0:
+        out.append(f"`b` and `a` split from `in_proj_ba`'s rows, {sized(ba)}, as two column blocks are views too: "
+                   f"shape [{rows}, {ba // tp // 2}], strides ({ba // tp}, 1)")
+    out.append("the kernel takes these slices as they are: it needs only stride(-1) == 1 of `mixed_qkv` (GDR202) and "
+               "of `a`/`b` (GDR204)")
+    return out
