@@ -27,7 +27,7 @@ from .engine_option import engine_help, engine_option, mamba_strategy_option, st
 from .main import app
 from .numbers import MAX_DIGITS, whole_number
 from .output import Output, format_option_name, report_path
-from .run_options import OUTPUT_FILE_HELP, QUIET_HELP, check_format
+from .run_options import ISOLATED_HELP, OUTPUT_FILE_HELP, QUIET_HELP, check_format
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
@@ -225,7 +225,7 @@ def check_command(
         help=OUTPUT_FILE_HELP),
     config_file: Path | None = typer.Option(
         None, "--config", help="Read the tool.gdr-check table of this pyproject.toml instead of searching for one."),
-    isolated: bool = typer.Option(False, "--isolated", help="Ignore every pyproject.toml."),
+    isolated: bool = typer.Option(False, "--isolated", help=ISOLATED_HELP),
     list_models_flag: bool = typer.Option(
         False, "--list-models", help="List the built-in model geometries and exit (text, or a JSON document with "
                                      "--output-format json)."),

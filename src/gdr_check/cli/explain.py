@@ -36,6 +36,7 @@ from .escape import text as safe
 from .main import app
 from .numbers import whole_number
 from .output import EXPLAIN_FORMATS, FORMAT_ENV, Output, tool_info
+from .run_options import ISOLATED_HELP
 
 # How much of an unmatched paste the error line quotes.
 _QUOTED = 120
@@ -257,6 +258,7 @@ def explain_command(
     batch: int = typer.Option(None, "--batch", parser=whole_number("--batch"),
                               help="The decode batch size of the deployment."),
     engine: str = typer.Option(None, "--engine", help="sglang or vllm (name@version selects a version)."),
+    isolated: bool = typer.Option(False, "--isolated", help=ISOLATED_HELP),
 ) -> int:
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
     from ..checks import RULES
@@ -285,7 +287,7 @@ def explain_command(
     elif query and not all_rules:
         unread = _argument_unread(query)
     note = unread.note() if unread else None
-    if query and not all_rules and (model is None or tp is None or batch is None or engine is None):
+    if query and not all_rules and not isolated and (model is None or tp is None or batch is None or engine is None):
         from ..config import discover, load_config
 
         found_config = discover([])  # the working directory's `[tool.gdr-check]` gives the context's defaults

@@ -18,6 +18,7 @@ ERROR_ON_WARNING_HELP = "Warnings fail the run too (exit 1)."
 FORMAT_HELP = f"One of: {', '.join(FORMATS)}; default full."
 OUTPUT_FILE_HELP = "Write the report here instead of stdout (`-`: stdout)."
 QUIET_HELP = "Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."
+ISOLATED_HELP = "Ignore every pyproject.toml."
 
 
 def check_format(output_format: str | None) -> str:
