@@ -13,8 +13,8 @@ import json
 
 import pytest
 
+from gdr_check.api import model_numbers
 from gdr_check.checks.explain import Context, find_all
-from gdr_check.cli.explain import _model_widths
 from gdr_check.cli.main import main
 
 KIMI = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
@@ -54,7 +54,7 @@ def test_the_messages_are_the_wrappers():
 
 
 def test_explain_reads_kimi_linears_geometry():
-    assert _model_widths(KIMI) == (
+    assert model_numbers(KIMI) == (
         {"num_heads (H = HV)": 32, "mixed_qkv width (2*H*K + HV*V)": 12288, "out/v width (HV*V)": 4096,
          "a/dt_bias width (HV*K)": 4096, "num_attention_heads (full attention)": 32},
         {"head_k_dim (K)": 128, "head_v_dim (V)": 128})
@@ -319,7 +319,7 @@ def test_qkvz_rows_of_another_tp_than_the_one_given():
 
 
 def _qwen() -> dict[str, dict[str, int]]:
-    widths, head_dims = _model_widths(QWEN)
+    widths, head_dims = model_numbers(QWEN)
     return {"widths": widths, "head_dims": head_dims}
 
 

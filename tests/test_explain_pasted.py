@@ -12,6 +12,7 @@ from gdr_check.checks import RULES
 from gdr_check.checks.explain import Context, find_all
 from gdr_check.cli.main import main
 from gdr_check.models import builtin
+from gdr_check.models import check as models_check
 from pasted_corpus import CASES, PastedCase
 from pasted_corpus import QWEN3_NEXT as QWEN3_NEXT_CORPUS
 
@@ -302,19 +303,21 @@ def test_an_unknown_built_in_model_in_pyproject_names_the_file_and_key(tmp_path,
 
 def test_a_built_in_model_explain_cannot_read_named_in_pyproject_names_the_file_and_key(tmp_path, monkeypatch,
                                                                                        capsys):
-    # explain reads every built-in model (Qwen-style GDN, Kimi-Linear KDA): one whose config lost its linear-attention
-    # table stands in for a model it cannot read.
+    # explain reads every built-in model (Qwen-style GDN, Kimi-Linear KDA) as `call` does: one whose config lost its
+    # linear-attention table stands in for a model it cannot read, and the check's own message says why.
     kimi = builtin.get_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct")
     assert kimi is not None
     unreadable = dataclasses.replace(kimi, config={key: value for key, value in kimi.config.items()
                                                    if key != "linear_attn_config"})
-    monkeypatch.setattr(builtin, "get_builtin", lambda repo_id: unreadable)
+    monkeypatch.setattr(models_check, "get_builtin", lambda repo_id: unreadable)  # the uncached repo id's fallback
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-cache"))
     (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "moonshotai/Kimi-Linear-48B-A3B-Instruct"\n')
     monkeypatch.chdir(tmp_path)
     assert main(["explain", "RuntimeError: Triton Error [CUDA]: invalid argument"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "error: pyproject.toml: `tool.gdr-check.model`: moonshotai/Kimi-Linear-48B-A3B-Instruct: explain reads the "
-        "numbers of Qwen-style GDN and Kimi-Linear-style KDA configs only")
+        "error: pyproject.toml: `tool.gdr-check.model`: moonshotai/Kimi-Linear-48B-A3B-Instruct: "
+        "`KimiLinearForCausalLM` has linear attention (routed to the engines' KDA backend) but "
+        "`linear_attn_config.full_attn_layers` is missing: sglang 0.5.23 asserts that it is set")
 
 
 def test_cli_reads_a_posted_vllm_log_with_the_models_numbers(capsys):

@@ -5,6 +5,8 @@ one line, exit 2).
 - `check_targets`: checkpoints at one or several TP sizes (`gdr-check check`, the TP matrix);
 - `check_recording`: recorded kernel calls, optionally compared with the call a model needs (`gdr-check call`);
 - `dry_run`: the deployment's per-rank call run on synthetic tensors in a child process (`gdr-check dry-run`).
+
+`model_numbers` gives the widths `gdr-check explain --model` reads a paste's numbers with (not a run).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 from .checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments
 from .checks.contract import run_contract
+from .checks.explain import ModelNumbers, model_widths
+from .checks.rules_model import NoLinearLayers
 from .config import Config
 from .engines import DEFAULT_ENGINE
 from .errors import InputError, described
@@ -354,6 +358,41 @@ def _in_recording(diagnostic: Diagnostic, path: str, spans: Mapping[tuple[int, s
     return replace(diagnostic, location=replace(location, file=path, json_key=key, line=span.line,
                                                 column=span.column, end_line=span.end_line,
                                                 end_column=span.end_column))
+
+
+# -- explain ---------------------------------------------------------------------------------------------------------
+class ExplainModelError(InputError):
+    """A model `explain` cannot read numbers with: no GDN/KDA layer, or head counts and sizes not all known (exit 2)."""
+
+    code = "usage"
+
+
+def model_numbers(target: str) -> ModelNumbers:
+    """The widths and head sizes `explain` reads a paste's numbers with (`checks.explain.model_widths`), of the model
+    `target` names, read as `check_recording` reads its target: a checkpoint directory or one of its files, a repo
+    id from the local Hugging Face cache, else a built-in description (`models.check.check_model`). SourceError
+    when it cannot be read; ExplainModelError when it has no GDN/KDA layer or its head counts and sizes are not all
+    known (the check's own message says why)."""
+    check = check_model(target, _deployment())
+    model = check.model
+    diagnostics = list(check.report)
+    if model is None:
+        none = next((d for d in diagnostics if d.code == NoLinearLayers.rule.code), None)
+        if none is not None:
+            raise ExplainModelError(f"{target}: {none.bindings.get('subject')} has no GDN or KDA layers, so explain "
+                                    f"has no linear-attention widths to read the numbers with")
+        first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0] if diagnostics else None)
+        raise ExplainModelError(f"{target}: " + (first.message if first is not None else
+                                                 "its linear-attention layers could not be described"))
+    H, HV, K, V = (size or 0 for size in (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim))
+    if not (H and HV and K and V):
+        error = next((d for d in diagnostics if d.severity == "error" and d.code < "GDR2"), None)
+        unknown = [f"`{model.field_name(name)}`" for name, size in
+                   (("num_k_heads", H), ("num_v_heads", HV), ("head_k_dim", K), ("head_v_dim", V)) if not size]
+        why = error.message if error is not None else f"{', '.join(unknown)} unknown"
+        raise ExplainModelError(f"{target}: the model's head counts and sizes are not all known ({why}), so explain "
+                                f"has no widths to read the numbers with")
+    return model_widths(model.kind, H, HV, K, V, model.num_attention_heads)
 
 
 # -- dry-run ---------------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..registry import RULES, Rule, get
 
@@ -90,7 +90,8 @@ class Explanation:
         }
 
 
-# The names `explain` gives a model's numbers in a Context (cli/explain.py fills it from a built-in model).
+# The names `explain` gives a model's numbers in a Context (`model_widths`; `api.model_numbers` reads them from a
+# checkpoint, a cached repo id or a built-in description).
 H_HEADS = "num_k_heads (H)"
 HV_HEADS = "num_v_heads (HV)"
 KDA_HEADS = "num_heads (H = HV)"  # a KDA model whose key and value head counts are one (Kimi-Linear)
@@ -101,6 +102,26 @@ BA_WIDTH = "in_proj_ba width (2*HV)"
 KDA_GATE_WIDTH = "a/dt_bias width (HV*K)"  # KDA's per-key-channel gate input and time-step bias
 K_DIM = "head_k_dim (K)"
 V_DIM = "head_v_dim (V)"
+
+
+class ModelNumbers(NamedTuple):
+    """A model's full (unsharded) widths and head counts, and its head sizes, by the names `explain` reports."""
+
+    widths: dict[str, int]
+    head_dims: dict[str, int]
+
+
+def model_widths(kind: str, H: int, HV: int, K: int, V: int, attention_heads: int | None = None) -> ModelNumbers:
+    """The numbers of a linear-attention layer with H key and HV value heads of sizes K and V: a GDN layer (`kind`
+    "gdn"), whose fused projections are qkvz and ba, or a KDA one, with separate q/k/v projections (no z) and a
+    per-key-channel gate; `attention_heads`, the full-attention layers' head count, when the model has one."""
+    kda = kind == "kda"
+    widths = {KDA_HEADS: HV} if kda and H == HV else {H_HEADS: H, HV_HEADS: HV}
+    widths |= {QKV_WIDTH: 2 * H * K + HV * V, V_WIDTH: HV * V}
+    widths |= {KDA_GATE_WIDTH: HV * K} if kda else {QKVZ_WIDTH: 2 * H * K + 2 * HV * V, BA_WIDTH: 2 * HV}
+    if attention_heads:
+        widths["num_attention_heads (full attention)"] = attention_heads
+    return ModelNumbers(widths, {K_DIM: K, V_DIM: V})
 
 
 @dataclass(frozen=True)

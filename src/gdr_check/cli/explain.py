@@ -6,29 +6,17 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import typer
 
-from ..checks.explain import (
-    BA_WIDTH,
-    H_HEADS,
-    HV_HEADS,
-    K_DIM,
-    KDA_GATE_WIDTH,
-    KDA_HEADS,
-    MAX_PASTE,
-    QKV_WIDTH,
-    QKVZ_WIDTH,
-    V_DIM,
-    V_WIDTH,
-    Context,
-    Explanation,
-    find_all,
-)
-from ..engines import EngineProfile
+from ..api import model_numbers
+from ..checks import RULES
+from ..checks.explain import MAX_PASTE, Context, Explanation, find_all
+from ..config import TABLE, ConfigError, discover, load_config
+from ..engines import EngineProfile, UnknownEngineError, profile_for
+from ..errors import InputError
 from ..limits import checked
 from ..registry import get
 from .escape import dump_json
@@ -57,50 +45,10 @@ def explain(query: str, context: Context | None = None) -> Explanation | None:
 
 
 def _profile(engine: str) -> EngineProfile:
-    from ..engines import UnknownEngineError, profile_for
-
     try:
         return profile_for(engine)
     except UnknownEngineError as error:
         raise typer.BadParameter(str(error), param_hint="--engine") from None
-
-
-def _kda_geometry(config: Mapping[str, Any]) -> tuple[int, int, int, int]:
-    """H, HV, K, V of a Kimi-Linear-style config (`linear_attn_config`: `num_heads`, `head_dim`, and the key
-    head count and size where they differ); KeyError, TypeError or ValueError when it holds none."""
-    linear = config["linear_attn_config"]
-    HV, V = int(linear["num_heads"]), int(linear["head_dim"])
-    return int(linear.get("num_k_heads", HV)), HV, int(linear.get("head_k_dim", V)), V
-
-
-def _model_widths(model: str) -> tuple[dict[str, int], dict[str, int]]:
-    """The full widths and head counts of a built-in model's linear-attention layer, and its head sizes, by the
-    names `explain` reports: a Qwen-style GDN config, or a Kimi-Linear-style KDA one."""
-    from ..models.builtin import get_builtin
-
-    builtin = get_builtin(model)
-    if builtin is None:
-        raise typer.BadParameter(f"unknown built-in model {model!r} (`gdr-check --list-models` lists them)",
-                                 param_hint="--model")
-    config = builtin.config
-    kda = "linear_attn_config" in config
-    try:
-        if kda:
-            H, HV, K, V = _kda_geometry(config)
-        else:
-            H, HV = int(config["linear_num_key_heads"]), int(config["linear_num_value_heads"])
-            K, V = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise typer.BadParameter(f"{model}: explain reads the numbers of Qwen-style GDN and Kimi-Linear-style KDA "
-                                 f"configs only", param_hint="--model") from None
-    widths = {KDA_HEADS: HV} if kda and H == HV else {H_HEADS: H, HV_HEADS: HV}
-    widths |= {QKV_WIDTH: 2 * H * K + HV * V, V_WIDTH: HV * V}
-    # Kimi-Linear has separate q/k/v projections (no z in them) and a per-channel gate; Qwen's GDN fuses both.
-    widths |= {KDA_GATE_WIDTH: HV * K} if kda else {QKVZ_WIDTH: 2 * H * K + 2 * HV * V, BA_WIDTH: 2 * HV}
-    heads = config.get("num_attention_heads")
-    if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0:
-        widths["num_attention_heads (full attention)"] = heads
-    return widths, {K_DIM: K, V_DIM: V}
 
 
 def _cut(query: str) -> str:
@@ -139,8 +87,6 @@ _RULE_ID = re.compile(r"^(?:[A-Za-z]{3}[0-9]+|[a-z0-9]+(?:-[a-z0-9]+)+)$")
 
 
 def _suggestion(token: str) -> str:
-    from ..checks import RULES
-
     listed = " (`gdr-check explain --all` lists every rule)"
     prefix = token.upper()
     started = sorted(code for code in RULES if code.startswith(prefix)) if prefix.startswith("GDR") else []
@@ -252,7 +198,8 @@ def explain_command(
     output_format: str = typer.Option(
         None, "--output-format", callback=_refuse_format, is_eager=True,
         help=f"full or json (default: json when {FORMAT_ENV} is json, else full)."),
-    model: str = typer.Option(None, "--model", help="A built-in model whose widths the numbers are compared with."),
+    model: str = typer.Option(None, "--model", help=("The model whose widths the numbers are compared with: a "
+                                                     "checkpoint path or a repo id (as `call --model`).")),
     tp: int = typer.Option(None, "--tp", parser=whole_number("--tp"),
                            help="The tensor-parallel size of the deployment."),
     batch: int = typer.Option(None, "--batch", parser=whole_number("--batch"),
@@ -261,8 +208,6 @@ def explain_command(
     isolated: bool = typer.Option(False, "--isolated", help=ISOLATED_HELP),
 ) -> int:
     """Explain a rule, or find every known error in pasted text (a message, log lines, a traceback)."""
-    from ..checks import RULES
-
     if all_rules and query:
         raise typer.BadParameter(f"it explains every rule, so it takes no query (got {_quoted(query)})",
                                  param_hint="--all")
@@ -288,8 +233,6 @@ def explain_command(
         unread = _argument_unread(query)
     note = unread.note() if unread else None
     if query and not all_rules and not isolated and (model is None or tp is None or batch is None or engine is None):
-        from ..config import discover, load_config
-
         found_config = discover([])  # the working directory's `[tool.gdr-check]` gives the context's defaults
         if found_config is not None:
             config = load_config(found_config)
@@ -299,14 +242,12 @@ def explain_command(
             engine = engine or config.engine
             batch = batch if batch is not None else (config.batch or None)
             tp = tp if tp is not None else (config.tp[0] if config.tp and len(config.tp) == 1 else None)
-    try:
-        widths, head_dims = _model_widths(model) if model else ({}, {})
-    except typer.BadParameter as refused:  # the model named in the config, not by --model: say where it is
+    try:  # the model read as `call --model` reads it: a checkpoint path, a cached repo id, a built-in description
+        widths, head_dims = model_numbers(model) if model else ({}, {})
+    except InputError as refused:  # unreadable, or no GDN/KDA layers: named by the option or the file that gave it
         if model_source is None:
-            raise
-        from ..config import TABLE, ConfigError
-
-        raise ConfigError(model_source, f"{TABLE}.model", refused.message) from None
+            raise typer.BadParameter(str(refused), param_hint="--model") from None
+        raise ConfigError(model_source, f"{TABLE}.model", str(refused)) from None
     context = Context(tp=tp, batch=batch, profile=_profile(engine) if engine else None, widths=widths,
                       head_dims=head_dims)
     if all_rules:
