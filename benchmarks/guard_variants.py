@@ -246,8 +246,8 @@ VARIANTS["pdl_all_sizes_no_release"] = VARIANTS["pdl_all_sizes"] + VARIANTS["no_
 # runs (one row, or the separate check's launches) and everywhere
 _VERDICT = "                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)\n    else:\n"
 _EARLY_RECORD = ("{condition}            record_fault(fault_counter, fault_records, fault_flag, "
-                 "tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n, given_slot, fault_tag, slots, "
-                 "stride_index, MAX_RECORDS, SCAN_BLOCK)\n")
+                 "tl.where((i_hv == 0) & (v_start == 0), fault, 0), i_n, given_slot, fault_tag_cell, slots, "
+                 "stride_index, MAX_RECORDS, SCAN_BLOCK, True)\n")
 VARIANTS["record_early_unscanned"] = [p for k in KERNELS for p in (
     (k, "        record_fault(fault_counter", "        if SCAN_BLOCK != 0:\n          record_fault(fault_counter"),
     (k, _VERDICT, _VERDICT.replace("    else:\n", _EARLY_RECORD.format(condition="        if SCAN_BLOCK == 0:\n")
@@ -271,8 +271,12 @@ def record_body(body: str) -> Callable[[str], str]:
 # store alone, the counter's atomic alone
 VARIANTS["record_plain_stores"] = [(COMMON, record_body(
     "        fields = tl.arange(0, 4)\n"
+    "        if TAG_IN_CELL:\n"
+    "            site = tl.load(tag)\n"
+    "        else:\n"
+    "            site = tag\n"
     "        values = tl.where(fields == 0, fault.to(tl.int64), tl.where(fields == 1, i_n.to(tl.int64), "
-    "tl.where(fields == 2, slot, tag)))\n"
+    "tl.where(fields == 2, slot, site)))\n"
     "        tl.store(records + (i_n % MAX_RECORDS) * 5 + fields, values)\n"
     "        tl.store(flag, 1)\n"))]
 VARIANTS["record_flag_only"] = [(COMMON, record_body("        tl.store(flag, 1)\n"))]

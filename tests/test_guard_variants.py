@@ -14,6 +14,9 @@ pytest.importorskip("triton")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 guard_variants = importlib.import_module("guard_variants")
 
+from gdr_check.kernel._triton_common import INTERPRETED  # noqa: E402
+from kernel_helpers import DEVICE, make_call  # noqa: E402
+
 
 def test_every_variant_applies_and_imports_as_its_own_package(tmp_path, monkeypatch):
     names = guard_variants.build(sorted(guard_variants.VARIANTS), None, tmp_path)
@@ -41,3 +44,21 @@ def test_a_replacement_that_no_longer_matches_names_its_variant(tmp_path, monkey
     monkeypatch.setitem(guard_variants.VARIANTS, "stale", [("kernel/gdn.py", "no such line", "")])
     with pytest.raises(SystemExit, match=r"^variant gdr_check_stale: its replacement no longer matches kernel/gdn.py$"):
         guard_variants.build(["stale"], None, tmp_path)
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="runs the variants' kernels in Triton's CPU interpreter")
+def test_every_variant_runs_a_faulty_call_through_its_guarded_kernels(tmp_path, monkeypatch):
+    # A variant that patches the fault record's branch only fails when a fault takes that branch (a name the
+    # kernel no longer has, an argument list that changed): every variant runs a call with an out-of-range slot,
+    # GDN and KDA, through the checked kernels.
+    names = guard_variants.build(sorted(guard_variants.VARIANTS), None, tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in names:
+        checked = importlib.import_module(f"gdr_check_{name}.kernel.checked")
+        faults = importlib.import_module(f"gdr_check_{name}.kernel.device_guard")
+        for kda in (False, True):
+            call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[1, 7, 2], pool_slots=4, kda=kda, seed=5)
+            run = checked.kda_packed_decode if kda else checked.packed_decode
+            buffer = faults.FaultBuffer(DEVICE)
+            run(*call.args(), context="engine", faults=buffer, label=f"{name} layer")
+            assert int(buffer.counter[0]) in (0, 1), name  # (variants without a record count none)
