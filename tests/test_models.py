@@ -519,6 +519,37 @@ def test_a_short_layer_types_still_disagrees_on_the_layers_it_names():
     assert "`layer_types` has 6 entries for 8 layers (GDR104): layers 6-7 are not compared" in diagnostic.notes
 
 
+@pytest.mark.parametrize(("types", "note"), [
+    (interval_layer_types(8)[:7], "`layer_types` has 7 entries for 8 layers (GDR104): layer 7 is not compared"),
+    (interval_layer_types(8) + ["linear_attention"],
+     "`layer_types` has 9 entries for 8 layers (GDR104): entry 8 is not compared"),
+], ids=["one-short", "one-long"])
+def test_a_layer_types_one_off_names_the_one_layer_or_entry_in_the_singular(types, note):
+    """It said "layers 7 are not compared" and "entries 8 are not compared" (review)."""
+    types[1] = "full_attention"
+    diagnostic = only(check_checkpoint(config_only(qwen3_next_config(layer_types=types)), DEFAULT), "GDR105")
+    assert note in diagnostic.notes
+
+
+def test_layer_types_making_one_layer_linear_says_layer():
+    """One linear-attention layer by `layer_types`: "makes layers 0 linear attention (1 layers)" (review)."""
+    types = ["linear_attention"] + ["full_attention"] * 7
+    diagnostic = only(check_checkpoint(config_only(qwen3_next_config(layer_types=types)), DEFAULT), "GDR105")
+    assert diagnostic.notes[0] == "`layer_types` makes layer 0 linear attention (1 layer)"
+    assert diagnostic.notes[1] == "the interval rule makes layers 0-2, 4-6 linear attention (6 layers)"
+
+
+def test_one_odd_layer_note_says_layer_holds():
+    """GDR112's note for one layer said "layers 6 hold 8"; GDR113's said "layers 1" (review)."""
+    reference = qwen3_5_config(text_only=True)
+    tensors = qwen_tensors(reference)
+    tensors["model.layers.6.linear_attn.A_log"] = ("F32", (8,))
+    tensors["model.layers.1.linear_attn.in_proj_qkvz.weight"] = ("BF16", (193, 64))
+    result = check_checkpoint(config_only({"architectures": ["Mystery"], "num_hidden_layers": 8}, tensors), DEFAULT)
+    assert only(result, "GDR112").notes[0] == "layer 6 holds 8"
+    assert only(result, "GDR113").notes[0] == "layer 1"
+
+
 def test_missing_config_field_taken_from_tensors(tmp_path: Path):
     config = qwen3_next_config()
     del config["linear_num_value_heads"]

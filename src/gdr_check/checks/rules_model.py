@@ -322,14 +322,18 @@ def layer_types_vs_interval(ctx: ModelContext) -> Finding | None:
     length = None  # a list of another length than the model: the layers only one of the two names are GDR104's
     if listed is not None and count is not None and listed != count:
         differ = [layer for layer in differ if layer < min(listed, count)]
-        beyond = (f"layers {format_layers(range(listed, count))}" if listed < count
-                  else f"entries {format_layers(range(count, listed))}")
-        length = f"`layer_types` has {listed} entries for {count} layers (GDR104): {beyond} are not compared"
+        beyond = range(listed, count) if listed < count else range(count, listed)
+        noun = layer_word(beyond) if listed < count else ("entry" if len(beyond) == 1 else "entries")
+        length = (f"`layer_types` has {listed} {'entry' if listed == 1 else 'entries'} for {count} "
+                  f"{layer_word(count)} (GDR104): {noun} {format_layers(beyond)} "
+                  f"{'is' if len(beyond) == 1 else 'are'} not compared")
     if not differ:
         return None
     notes = [
-        f"`layer_types` makes layers {format_layers(by_types)} linear attention ({len(by_types)} layers)",
-        f"the interval rule makes layers {format_layers(by_interval)} linear attention ({len(by_interval)} layers)",
+        f"`layer_types` makes {layer_word(by_types)} {format_layers(by_types)} linear attention "
+        f"({len(by_types)} {layer_word(by_types)})",
+        f"the interval rule makes {layer_word(by_interval)} {format_layers(by_interval)} linear attention "
+        f"({len(by_interval)} {layer_word(by_interval)})",
         "sglang 0.5.23 follows the interval rule; transformers and this report follow `layer_types`",
     ]
     if length is not None:
@@ -420,7 +424,7 @@ def config_weight_mismatches(ctx: ModelContext) -> list[Finding]:
             # At most half the layers that hold tensors: the rest agree with the config, which is then not what to
             # change (a config set to these layers' value would break the others, and then say the reverse).
             shards = ", ".join(f"`{shard}`" for shard in item.shards if shard) or "the shards"
-            layers = f"layer{'s' if len(item.layers) > 1 else ''} {format_layers(item.layers)}"
+            layers = f"{layer_word(item.layers)} {format_layers(item.layers)}"
             fixes = [f"re-download or re-export {shards} ({layers}): the other layers hold {item.expected}, as the "
                      "config says"]
         else:
@@ -457,7 +461,8 @@ def layer_weight_mismatches(ctx: ModelContext) -> list[Finding]:
             {"tensor": item.actual_source.tensor, "actual": item.actual, "quantity": _quantity(item.field),
              "other": item.expected_source.tensor, "expected": item.expected},
             location=item.actual_source.location,
-            notes=[f"layers {format_layers(item.layers)} hold {item.actual}",
+            notes=[f"{layer_word(item.layers)} {format_layers(item.layers)} "
+                   f"{'holds' if layer_word(item.layers) == 'layer' else 'hold'} {item.actual}",
                    f"{item.field} = {item.expected} {_source_note(item.expected_source)}"],
             fixes=["make every linear-attention layer come from the same checkpoint"]))
     return findings
@@ -483,7 +488,8 @@ def unexpected_shapes(ctx: ModelContext) -> list[Finding]:
         findings.append(Finding(
             {"tensor": item.source.tensor, "actual": list(item.actual), "expected": expected},
             location=item.source.location,
-            notes=[f"layers {format_layers(item.layers)}", f"in `{item.source.shard}`" if item.source.shard else "",
+            notes=[f"{layer_word(item.layers)} {format_layers(item.layers)}",
+                   f"in `{item.source.shard}`" if item.source.shard else "",
                    # a packed weight's shape is its unpacked one: the source says how it is stored
                    f"read as {item.source.detail}" if "unpacked" in (item.source.detail or "") else ""],
             fixes=["compare with the same tensor in a released checkpoint of this architecture"]))
