@@ -448,6 +448,19 @@ def head_k_dim(context: Context) -> int | None:
     return context.head_dims.get(K_DIM)
 
 
+def head_v_dim(context: Context) -> int | None:
+    """The model's value head size, V, when the context names a model."""
+    return context.head_dims.get(V_DIM)
+
+
+def model_kind(context: Context) -> str | None:
+    """"kda" or "gdn" for the model the context names (`model_widths` gives a KDA model the per-channel gate width,
+    a GDN one the fused ba width), None without a model."""
+    if KDA_GATE_WIDTH in context.widths:
+        return "kda"
+    return "gdn" if BA_WIDTH in context.widths else None
+
+
 def named_widths(value: int, context: Context, only: Iterable[str] | None = None) -> list[str]:
     """Which of the model's widths `value` is, in full or per rank at some tp (tp = context's first); `only`
     keeps the widths of those names."""

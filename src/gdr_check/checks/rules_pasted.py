@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from ..call import GRID_X_LIMIT, CallContext, PackedDecodeCall
+from ..engines import DEFAULT_ENGINE, EngineProfile, profile_for
 from ..registry import Finding, declare
+from ..tensors import TensorSpec
 from .explain import (
     BA_WIDTH,
     QKV_WIDTH,
@@ -23,7 +26,9 @@ from .explain import (
     find_all,
     full_value_heads,
     head_k_dim,
+    head_v_dim,
     ints,
+    model_kind,
     named_head_dims,
     named_widths,
     reasoner,
@@ -102,10 +107,15 @@ declare(
     explanation=(
         "CUDA rejects a launch whose grid dimension 1 or 2 exceeds 65535, and Triton reports it as "
         "`RuntimeError: Triton Error [CUDA]: invalid argument`. sglang's GDN packed decode launches a "
-        "(NV, B*HV) grid, so a decode batch B with B*HV_l > 65535 fails (GDR244, docs/kernel-contract.md U7)."),
-    causes=("a decode batch (or a CUDA-graph capture size) with B * HV_l > 65535",
+        "(NV, B*HV) grid, so a decode batch B with B*HV_l > 65535 fails (GDR244, docs/kernel-contract.md U7). "
+        "Its Triton KDA packed decode launches (NV, B, HV), so a KDA model fails at B > 65535 (not B*HV_l); "
+        "its CUDA KDA kernel, which takes the call instead when GDR226 says so (B >= 8, K = V = 128, a float32 "
+        "state, ...), launches a 1-D grid of B*HV_l blocks, limited only by 2**31 - 1."),
+    causes=("a GDN decode batch (or a CUDA-graph capture size) with B * HV_l > 65535, or a KDA one with B > 65535 "
+            "on the Triton kernel",
             "an unrelated bad launch argument (shared memory past the device's limit)"),
-    fixes=("keep B * HV_l <= 65535: lower the maximum running requests / CUDA-graph batch sizes, or raise --tp",),
+    fixes=("keep B * HV_l <= 65535 (GDN) or B <= 65535 (KDA on Triton): lower the maximum running requests / "
+           "CUDA-graph batch sizes, or raise --tp (GDN)",),
     example=PastedExample("RuntimeError: Triton Error [CUDA]: invalid argument"),
     engines="sglang 0.5.23 (GDN and KDA packed decode); vLLM splits the GDN grid",
     scope="pasted",
@@ -119,13 +129,77 @@ def _value_heads(context: Context) -> int | None:
     return heads // context.tp if context.tp and heads % context.tp == 0 else heads
 
 
+def _kda_cuda_misses(profile: EngineProfile, batch: int, heads: int, K: int, V: int) -> list[str] | None:
+    """`CallContext.kda_cuda_misses` of the call the engine's KDA layer makes for `batch` rows of `heads` value heads
+    per rank: the engine's default KDA state dtype, with the activations and parameters in the dtypes its CUDA kernel
+    takes (a bf16 model's), dense state, int32 indices."""
+    fast = profile.kda_fast_path
+    if fast is None:
+        return None
+    act, param = fast.activation_dtype, fast.param_dtype
+    call = PackedDecodeCall(
+        mixed_qkv=TensorSpec.of((batch, 2 * heads * K + heads * V), act), a=TensorSpec.of((batch, heads * K), act),
+        b=TensorSpec.of((batch, heads), act), A_log=TensorSpec.of((heads,), param),
+        dt_bias=TensorSpec.of((heads * K,), param), scale=K ** -0.5,
+        initial_state=TensorSpec.of((batch + 1, heads, V, K), profile.kda_state_dtype),
+        out=TensorSpec.of((batch, 1, heads, V), act), ssm_state_indices=TensorSpec.of((batch,), fast.index_dtype),
+        use_qk_l2norm_in_kernel=True, variant="kda")
+    return CallContext.build(call, profile).kda_cuda_misses()
+
+
+def _kda_grid(context: Context, heads: int) -> list[str]:
+    """GDR402 for a KDA model: Triton's (NV, B, HV) grid limits B and HV_l; the CUDA kernel's 1-D grid, B*HV_l."""
+    profile = context.profile or profile_for(DEFAULT_ENGINE)
+    if profile.kda_decode_kernel is not None:
+        return [f"{profile.label} decodes KDA layers with `{profile.kda_decode_kernel}`, not the packed KDA kernel: "
+                f"gdr-check knows no grid limit of it; look for another bad launch argument"]
+    out = [f"a KDA model: {profile.label}'s Triton KDA decode launches a (NV, B, HV) grid, so B <= {GRID_LIMIT} and "
+           f"HV_l <= {GRID_LIMIT} (HV_l = {heads} value heads per rank), not B*HV_l: the largest batch that launches "
+           f"on Triton is {GRID_LIMIT}"]
+    K, V = head_k_dim(context), head_v_dim(context)
+    fast = profile.kda_fast_path
+    cuda = None if fast is None or K is None or V is None else \
+        _kda_cuda_misses(profile, max(context.batch or 0, fast.min_batch), heads, K, V)
+    if fast is not None and cuda == []:
+        out.append(f"with {profile.label}'s default {profile.kda_state_dtype} KDA state ({fast.activation_dtype} "
+                   f"activations), its CUDA KDA kernel takes every call of B >= {fast.min_batch} (GDR226): a 1-D "
+                   f"grid of B*HV_l blocks, limited only by 2**31 - 1 = {GRID_X_LIMIT} (B <= {GRID_X_LIMIT // heads}"
+                   f" at HV_l = {heads}), so the batch does not cross Triton's limit unless the state is another "
+                   f"dtype ({profile.state_dtype_flag})")
+    elif cuda:
+        out.append(f"{profile.label}'s CUDA KDA kernel does not take this model's calls ({'; '.join(cuda)}): Triton "
+                   f"runs")
+    if context.batch:
+        batch = context.batch
+        crosses = batch > GRID_LIMIT or heads > GRID_LIMIT
+        if fast is not None and cuda == [] and batch >= fast.min_batch:
+            blocks = batch * heads
+            if blocks > GRID_X_LIMIT:
+                verdict = "crosses the limit: this is the cause"
+            elif crosses:
+                verdict = (f"is within the limit: with the {profile.kda_state_dtype} state the grid is not the cause; "
+                           f"with another state dtype Triton runs, and B = {batch} > {GRID_LIMIT} is the cause")
+            else:
+                verdict = (f"is within the limit, and B = {batch} is within Triton's: look for another bad launch "
+                           f"argument")
+            out.append(f"--batch {batch}: the CUDA kernel launches B*HV_l = {batch}*{heads} = {blocks} blocks, "
+                       f"which {verdict}")
+        else:
+            verdict = "crosses the limit: this is the cause" if crosses else \
+                "is within the limit: look for another bad launch argument"
+            out.append(f"--batch {batch}: the Triton grid needs B = {batch} and HV_l = {heads}, which {verdict}")
+    return out
+
+
 @reasoner("GDR402")
 def _grid(values: Mapping[str, str], context: Context) -> list[str]:
+    heads = _value_heads(context)
+    if heads is not None and model_kind(context) == "kda":
+        return _kda_grid(context, heads)
     profile = context.profile
     if profile is not None and profile.grid_dim_limit is None:
         return [f"{profile.label} splits the GDN decode grid: this launch failure is not the B*HV grid limit; "
                 f"look for another bad launch argument (shared memory, a kernel of another layer)"]
-    heads = _value_heads(context)
     if heads is None:
         return ["with --model (and --tp, --batch) gdr-check computes the grid B*HV_l and the largest batch "
                 f"that fits {GRID_LIMIT}"]
