@@ -142,11 +142,35 @@ KDA_WITH_THE_MODEL = [
         DT_BIAS_EXPECTED_TP4,
         "32 is not a multiple of K = 128: one value per head (32 heads), GDN's per-head layout, where KDA's `dt_bias` "
         "holds K = 128 per head: pass the KDA layer's [HV*K] `dt_bias` (a GDN model decodes with the GDN kernel)",
-        "32 = 4 × 8: `dt_bias` is unsharded while the pool is sharded for tp=4; pass this rank's 1024 values (the "
-        "slice [rank*1024:(rank+1)*1024])",
+        # the slice is of the layer's [HV*K] `dt_bias`, not of the 32 per-head values (it said "pass this rank's 1024
+        # values" of them: user test)
+        "32 = 4 × 8: the per-head values are unsharded for tp=4 while the pool holds this rank's 8 heads; this rank's "
+        "KDA `dt_bias` is HV_l*K = 8*128 = 1024 values (the slice [rank*1024:(rank+1)*1024] of the layer's [HV*K] "
+        "`dt_bias`, not of these 32)",
         HEADS_FULL,
         "1024 is the model's a/dt_bias width (HV*K) per rank at tp=4 (4096/4)",
         HEADS_TP4]),
+    # per-head values sized for tp=2 on a tp=4 rank
+    (dt_bias_message(8, 128, 16), 4, [
+        DT_BIAS_EXPECTED_TP4,
+        "16 is not a multiple of K = 128: one value per head (16 heads), GDN's per-head layout, where KDA's `dt_bias` "
+        "holds K = 128 per head: pass the KDA layer's [HV*K] `dt_bias` (a GDN model decodes with the GDN kernel)",
+        "16 = 32/2: sized for tp=2 (the model's 32 value heads over 2 ranks) while the pool holds this rank's 8 at "
+        "tp=4; this rank's KDA `dt_bias` is HV_l*K = 8*128 = 1024 values (the slice [rank*1024:(rank+1)*1024] of the "
+        "layer's [HV*K] `dt_bias`, not of these 16)",
+        "1024 is the model's a/dt_bias width (HV*K) per rank at tp=4 (4096/4)",
+        HEADS_TP4]),
+    # a rank's per-head values where the pool holds all 32 heads
+    (dt_bias_message(32, 128, 8), 4, [
+        "`dt_bias` must be [HV*K] = (32*128,) = (4096,): one time-step bias per key channel of each of the pool's 32 "
+        "value heads",
+        "8 is not a multiple of K = 128: one value per head (8 heads), GDN's per-head layout, where KDA's `dt_bias` "
+        "holds K = 128 per head: pass the KDA layer's [HV*K] `dt_bias` (a GDN model decodes with the GDN kernel)",
+        "32 = 4 × 8: the per-head values are this rank's shard for tp=4 while the pool, `a`, `b` and `A_log` hold the "
+        "full 32 value heads; at tp=4 size them (and `out`) with HV_l = 8",
+        HEADS_TP4,
+        "4096 is the model's a/dt_bias width (HV*K) (unsharded, 4096)",
+        HEADS_FULL]),
     (dt_bias_message(32, 128, 32), 1, [
         "`dt_bias` must be [HV*K] = (32*128,) = (4096,): one time-step bias per key channel of each of the pool's 32 "
         "value heads",

@@ -752,19 +752,26 @@ def _kda_dt_bias(values: Mapping[str, str], context: Context) -> list[str]:
         return out + _named((got, want), context, _KDA_NAMES)
     if HV is None:
         return out + _named((got, want), context, _KDA_NAMES)
-    unsharded = "`dt_bias` is unsharded while the pool is sharded for tp={k}{said}; " + slice_
     if got % K:  # not whole heads' channels: one value per head
         out.append(f"{got} is not a multiple of K = {K}: one value per head ({got} heads), GDN's per-head layout, "
                    f"where KDA's `dt_bias` holds K = {K} per head: pass the KDA layer's [HV*K] `dt_bias` (a GDN "
                    f"model decodes with the GDN kernel)")
-        heads = got
-    else:
-        heads = got // K
-        out.append(f"{got} = {heads} × {K}: `dt_bias` holds the channels of {heads} value heads where the pool has "
-                   f"{HV}")
+        if got != HV:  # the per-head count's split, and this rank's slice of the KDA `dt_bias` (not of these values)
+            out += _shard_sentences(
+                got, HV, context,
+                unsharded=(f"the per-head values are unsharded for tp={{k}}{{said}} while the pool holds this rank's "
+                           f"{{HV}} heads; this rank's KDA `dt_bias` is HV_l*K = {{HV}}*{K} = {want} values (the "
+                           f"slice [rank*{want}:(rank+1)*{want}] of the layer's [HV*K] `dt_bias`, not of these "
+                           f"{{got}})"),
+                sharded=("the per-head values are this rank's shard for tp={k}{said} while the pool, `a`, `b` and "
+                         "`A_log` hold the full {HV} value heads; at tp={k} size them (and `out`) with HV_l = {got}"))
+        return out + _named((got, want, HV), context, _KDA_NAMES)
+    heads = got // K
+    out.append(f"{got} = {heads} × {K}: `dt_bias` holds the channels of {heads} value heads where the pool has {HV}")
     if heads != HV:
         out += _shard_sentences(
-            heads, HV, context, unsharded=unsharded,
+            heads, HV, context,
+            unsharded="`dt_bias` is unsharded while the pool is sharded for tp={k}{said}; " + slice_,
             sharded=("`dt_bias` is this rank's shard for tp={k}{said} while the pool, `a`, `b` and `A_log` hold "
                      "the full {HV} value heads; at tp={k} size them (and `out`) with HV_l = {got}"))
     return out + _named((got, want, HV), context, _KDA_NAMES)
