@@ -352,8 +352,8 @@ def test_qkv_rows_reshaped_as_qkvz_say_the_input_has_no_z(shape):
     # sglang's `mixed_qkvz.view(T, H/tp, 2*K + 2*V*HV/H)` at tp=4 of a [q | k | v]-only projection: 2048 per token.
     [found] = find_all(reshape_error(shape, 8 * 2048), Context(tp=4, **_qwen()))
     per_row = "4 × 768 = 3072 per row" if len(shape) == 3 else "width 3072"
-    assert found.reasons == [
-        "16384 elements are 0.666667 × 24576 (the product of the known sizes): not a whole number",
+    assert found.reasons == [  # one form for the ratio on both lines (it was 0.666667 above 2/3: user test)
+        "16384 elements are 2/3 × 24576 (the product of the known sizes): not a whole number",
         f"16384 = 8 × 2048: the shape's 8 rows (dim 0) fit, and each holds 2048 = 2/3 × the shape's {per_row}",
         "3072 is the model's in_proj_qkvz width (2*H*K + 2*HV*V) per rank at tp=4 (12288/4) and 2048 its mixed_qkv "
         "width (2*H*K + HV*V) per rank at tp=4 (8192/4): the shape is written for the `in_proj_qkvz` output, z "

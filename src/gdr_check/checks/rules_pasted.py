@@ -509,8 +509,9 @@ def _reshape(values: Mapping[str, str], context: Context) -> list[str]:
         out = [f"{size} elements are {size // known} × {known} (the product of the shape's sizes): without a -1 "
                f"the shape must hold all {size}"]
     else:
-        out = [f"{size} elements are {size / known:g} × {known} (the product of the known sizes): not a whole "
-               f"number"]
+        # the ratio as `_number` writes the rows' ratio below it (2/3, not 0.666667)
+        out = [f"{size} elements are {_number(Fraction(size, known))} × {known} (the product of the known sizes): "
+               f"not a whole number"]
     width = dims[-1]
     split: list[str] = []
     tokens = _tokens_index(dims)  # the first dim that is not 1: [1, T, W] and [1, T, H, D] are a batch of one
