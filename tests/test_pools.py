@@ -181,11 +181,12 @@ def test_slots_too_few_for_the_ping_pong_rows_of_extra_buffer():
         "sglang 0.5.23 gives each request 1 + 2 ping-pong slots under extra_buffer: 8 x 3 + 1 = 25 slots",
         "the pool of 9 slots holds 2 such requests; sglang 0.5.23 stops at allocation with `AssertionError: Not "
         "enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.` (GDR405)"]
-    assert error.fixes == ["grow the pool to at least 25 slots (`--slots 25`, or no `--slots`: under extra_buffer "
-                           "the default is batch x 3 + 1)",
+    # each flag names its CLI: `--slots` is gdr-check's, `--mamba-radix-cache-strategy` sglang's (review)
+    assert error.fixes == ["grow the pool to at least 25 slots (gdr-check `--slots 25`, or no `--slots`: under "
+                           "extra_buffer the default is batch x 3 + 1)",
                            "lower the batch to 2",
-                           "`--mamba-radix-cache-strategy no_buffer`: one slot per request, so 9 slots hold the batch "
-                           "of 8"]
+                           "serve with sglang `--mamba-radix-cache-strategy no_buffer` (in gdr-check `--mamba-strategy "
+                           "no_buffer`): one slot per request, so 9 slots hold the batch of 8"]
     assert "GDR241" not in result.report.codes()  # the decode call's slots fit: GDR137 is the only report
     # enough rows, the default, no_buffer and vLLM (whose strategies are not modelled): nothing
     for deployment in (Deployment(batch=8, slots=25, mamba_strategy="extra_buffer"),
@@ -204,5 +205,5 @@ def test_slots_fewer_than_the_batch_under_extra_buffer_are_said_once(capsys):
     assert errors == [f"{QWEN3_NEXT}: error[GDR137] a batch of 8 needs 25 slots under extra_buffer (3 per request "
                       "and slot 0), but the pool has 4 slots (0..3)"]
     error = only(check_builtin(QWEN3_NEXT, Deployment(batch=8, slots=4, mamba_strategy="extra_buffer")), "GDR137")
-    assert error.fixes == ["grow the pool to at least 25 slots (`--slots 25`, or no `--slots`: under extra_buffer "
-                           "the default is batch x 3 + 1)", "lower the batch to 1"]
+    assert error.fixes == ["grow the pool to at least 25 slots (gdr-check `--slots 25`, or no `--slots`: under "
+                           "extra_buffer the default is batch x 3 + 1)", "lower the batch to 1"]

@@ -1198,17 +1198,18 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     message=("a batch of {batch} needs {needed} under {strategy} ({per_request} per request and slot 0), but the "
              "pool has {slots} (0..{last})"),
     explanation=(
-        "With `--mamba-radix-cache-strategy extra_buffer` each running request holds 1 + 2 slots of the "
+        "With sglang's `--mamba-radix-cache-strategy extra_buffer` each running request holds 1 + 2 slots of the "
         "linear-attention state pool (its own and two ping-pong tracking slots, `get_mamba_tracking_slots`), and "
-        "slot 0 is reserved: a batch of B takes B x 3 + 1 rows, the pool's size when `--slots` is left out. A "
-        "`--slots` below that fits the decode call (slots 1..B) but not the requests: when the pool cannot give a "
-        "request its ping-pong slots, sglang 0.5.23 stops at allocation with `AssertionError: Not enough space for "
-        "mamba ping pong idx, try to increase --mamba-full-memory-ratio.` (GDR405). A pool too small for the call "
-        "itself is the same cause: this rule replaces the decode call's out-of-range slots (GDR241) then."
+        "slot 0 is reserved: a batch of B takes B x 3 + 1 rows, the pool's size when gdr-check's `--slots` is left "
+        "out. A `--slots` below that fits the decode call (slots 1..B) but not the requests: when the pool cannot "
+        "give a request its ping-pong slots, sglang 0.5.23 stops at allocation with `AssertionError: Not enough "
+        "space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.` (GDR405). A pool too small for "
+        "the call itself is the same cause: this rule replaces the decode call's out-of-range slots (GDR241) then."
     ),
     causes=("`--slots batch + 1`, the size without extra_buffer", "a pool size taken from a no_buffer deployment"),
-    fixes=("grow the pool to batch x 3 + 1 slots, or leave `--slots` out",
-           "lower the batch, or use `--mamba-radix-cache-strategy no_buffer`"),
+    fixes=("grow the pool to batch x 3 + 1 slots, or leave gdr-check's `--slots` out",
+           "lower the batch, or serve with sglang `--mamba-radix-cache-strategy no_buffer` (in gdr-check "
+           "`--mamba-strategy no_buffer`)"),
     example=ModelExample(qwen3_next_config(), "8 requests of 3 slots in a 9-slot pool",
                          deployment={"mamba_strategy": "extra_buffer", "batch": 8, "slots": 9}),
     engines="sglang 0.5.23.",
@@ -1227,13 +1228,13 @@ def slot_count_for_strategy(ctx: ModelContext) -> Finding | None:
              f"the pool of {counted(slots, 'slot')} holds {fit} such request{'' if fit == 1 else 's'}; sglang 0.5.23 "
              "stops at allocation with `AssertionError: Not enough space for mamba ping pong idx, try to increase "
              "--mamba-full-memory-ratio.` (GDR405)"]
-    fixes = [f"grow the pool to at least {counted(needed, 'slot')} (`--slots {needed}`, or no `--slots`: under "
-             f"{deployment.mamba_strategy} the default is batch x {per_request} + 1)"]
+    fixes = [f"grow the pool to at least {counted(needed, 'slot')} (gdr-check `--slots {needed}`, or no `--slots`: "
+             f"under {deployment.mamba_strategy} the default is batch x {per_request} + 1)"]
     if fit:  # a batch of 0 serves nothing
         fixes.append(f"lower the batch to {fit}")
     if slots - 1 >= batch:  # a strategy under which the batch does not fit either is no fix
-        fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: one slot per request, so {counted(slots, 'slot')} "
-                     f"hold the batch of {batch}")
+        fixes.append(f"serve with sglang `--mamba-radix-cache-strategy no_buffer` (in gdr-check `--mamba-strategy "
+                     f"no_buffer`): one slot per request, so {counted(slots, 'slot')} hold the batch of {batch}")
     return Finding({"batch": batch, "needed": counted(needed, "slot"), "strategy": deployment.mamba_strategy,
                     "per_request": per_request, "slots": counted(slots, "slot"), "last": slots - 1},
                    notes=notes, fixes=fixes)
