@@ -19,6 +19,7 @@ import gdr_check
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from gdr_check.kernel import _triton_common as triton_common  # noqa: E402
 from gdr_check.kernel import device_guard  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
@@ -386,8 +387,6 @@ def test_two_signatures_in_one_step_each_serve_their_layers_from_their_own_check
 def test_cpu_tensors_checked_on_the_host_are_checked_once_per_step_and_name_the_layer(monkeypatch):
     """Without Triton's interpreter CPU tensors are checked on the host (no launch): as on the device, the first
     layer's check covers the step (every GDR241 of two steps of four layers is the first layer's, once per step)."""
-    from gdr_check.kernel import _triton_common as triton_common
-
     def slot_faults(on_host: bool) -> list[tuple[str, str, str]]:
         with monkeypatch.context() as patch:
             step = Step(patch, slots=[1, 9, 2, 3, 4, 5])
@@ -403,3 +402,15 @@ def test_cpu_tensors_checked_on_the_host_are_checked_once_per_step_and_name_the_
     assert on_device == [("GDR241", f"`ssm_state_indices` holds slot 9 at row 1, but the pool has {S} slots "
                                     f"(0..{S - 1})", "in layer 0")] * 2
     assert slot_faults(True) == on_device
+
+
+def test_in_raise_mode_every_layer_checked_on_the_host_raises_for_a_faulty_step(monkeypatch):
+    # The host path skips no row: a later layer of the step is not covered by a check that raised.
+    step = Step(monkeypatch, slots=[1, 9, 2, 3, 4, 5])
+    monkeypatch.setattr(triton_common, "INTERPRETED", False)
+    monkeypatch.setattr(device_guard.CheckLaunch, "__call__", lambda *a, **k: pytest.fail("launched"))
+    with gdr_check.guard(engine="sglang", mode="raise"):
+        for layer_id in range(2):
+            with pytest.raises(gdr_check.GuardError, match=r"^GDR241: `ssm_state_indices` holds slot 9 at row 1"):
+                step.layer(layer_id)
+    assert step.got == []  # neither layer's call reached the engine

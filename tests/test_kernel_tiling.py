@@ -103,6 +103,17 @@ def test_launch_key_separates_every_constexpr_flag_and_specialization() -> None:
     misaligned = torch.zeros(2 * 64 + 1)[1:].view(2, 64)
     assert key != launch_key("sglang", (True, True), None, None, *tensors(mixed=misaligned))
     assert launch_key(["unhashable"], (True,), None, None, *tensors()) is None
+    # Guarded launches of every call site share one entry: the pool size and the tag (passed as a cell) are not
+    # specialized, so they are no part of the key; the guard's presence and its ring size are.
+    cells = torch.zeros(8, 2, dtype=torch.int64)
+
+    def guard(tag: int, pool_slots: int, max_records: int = 64) -> tiling.GuardLaunch:
+        return tiling.GuardLaunch(torch.zeros(1, dtype=torch.int64), torch.zeros(max_records, 5, dtype=torch.int64),
+                                  torch.zeros(1, dtype=torch.int32), max_records, tag, pool_slots, cells[tag, :1])
+
+    guarded = launch_key("sglang", (True, True), None, guard(0, 3), *tensors())
+    assert guarded != key and guarded == launch_key("sglang", (True, True), None, guard(5, 17), *tensors())
+    assert guarded != launch_key("sglang", (True, True), None, guard(0, 3, max_records=32), *tensors())
 
 
 def test_the_l2_hints_reach_the_kernels_as_constants():
@@ -177,7 +188,8 @@ def test_a_guarded_launch_requests_a_single_tile_first_and_keeps_pipelined_loops
 
 
 def test_only_a_guarded_launch_of_more_than_one_row_runs_the_duplicate_scan() -> None:
-    guard = tiling.GuardLaunch(counter=None, records=None, flag=None, max_records=4, tag=1, pool_slots=9)  # type: ignore[arg-type]
+    guard = tiling.GuardLaunch(counter=None, records=None, flag=None, max_records=4, tag=1, pool_slots=9,  # type: ignore[arg-type]
+                               tag_cell=None)  # type: ignore[arg-type]
     assert [tiling.has_duplicate_scan(guard, batch) for batch in (0, 1, 2, 129)] == [False, False, True, True]
     assert not tiling.has_duplicate_scan(None, 129)
 

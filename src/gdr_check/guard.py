@@ -117,6 +117,9 @@ def _stacklevel_outside_package() -> int:
     return level
 
 
+HOST_POOL_LABELS = 4096  # pools the host check names (`_check_on_host`) before it starts over
+
+
 class GuardError(ValueError):
     """A guarded call broke the contract (mode="raise"): the first error's message and how many more there are,
     every diagnostic kept."""
@@ -676,20 +679,25 @@ class Guard:
         args = site.ordered(values)
         pool, indices = args[6].data_ptr(), args[8]
         version = None if indices.is_inference() else indices._version
-        last = self._host_last
-        if last is not None and last[0] is indices and last[1] == version and pool not in last[2]:
-            last[2].add(pool)  # a later layer of the step whose first layer's check covered these indices
-            return
-        self._host_last = (indices, version, {pool})
-        label = self._host_labels.get(pool)
-        if label is None:
-            label = self._host_labels[pool] = _layer_label(args[6], len(self._host_labels))
+        with self._lock:
+            last = self._host_last
+            if last is not None and last[0] is indices and last[1] == version and pool not in last[2]:
+                last[2].add(pool)  # a later layer of the step whose first layer's check covered these indices
+                return
+            self._host_last = None  # set once this check has acted: in raise mode a later layer checks again
+            label = self._host_labels.get(pool)
+            if label is None:
+                if len(self._host_labels) >= HOST_POOL_LABELS:  # a stand-in engine allocating pools anew
+                    self._host_labels.clear()
+                label = self._host_labels[pool] = _layer_label(args[6], len(self._host_labels))
         variant: Variant = "kda" if site.variant == "kda" else "gdn"
         call = describe_call(variant, _tensors(args), args[5], bool(args[9]), args[10] if len(args) > 10 else None)
         slot_rules = FAULT_CODES.values()
         found = f"found on the host ({self.engine}: CPU tensors, no Triton interpreter); the call ran as given"
         self._act([replace(d, notes=[f"in {label}", found, *d.notes])
                    for d in run_contract(call, self.engine, "engine") if d.code in slot_rules])
+        with self._lock:
+            self._host_last = (indices, version, {pool})
 
     def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""

@@ -166,8 +166,10 @@ class FaultBuffer:
         launch = self._guard_launches.get(key)
         if launch is None:
             tag = self.tag_for(label, pool_slots, context)
-            launch = self._guard_launches.setdefault(key, GuardLaunch(
-                self.counter, self.records, self.flag, self.max_records, tag, pool_slots, self.tag_cell(tag)))
+            cell = self.tag_cell(tag)
+            launch = GuardLaunch(self.counter, self.records, self.flag, self.max_records, tag, pool_slots, cell)
+            if cell is not self.overflow_cell:  # (a site first seen during a capture gets its own cell later)
+                launch = self._guard_launches.setdefault(key, launch)
         return launch
 
     def tag_cell(self, tag: int) -> torch.Tensor:
@@ -179,7 +181,10 @@ class FaultBuffer:
                 cells = self.tag_cells.shape[0]
                 while cells <= tag:
                     cells *= 2
-                self.tag_cells = _tag_cells(cells, self.device)  # earlier launches keep their views of the old one
+                grown = _tag_cells(cells, self.device)  # earlier launches keep their views of the old table
+                if self.device.type == "cuda":  # written on this thread's stream: done before any stream reads it
+                    torch.cuda.synchronize(self.device)
+                self.tag_cells = grown
             if tag >= self.tag_cells.shape[0]:
                 return self.overflow_cell
             return self.tag_cells[tag, :1]

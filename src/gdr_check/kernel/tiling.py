@@ -327,7 +327,7 @@ class GuardLaunch:
     # (FaultBuffer.tag_cell). Passed as an int, the tag took part in Triton's specialization (1 is a constant, a
     # multiple of 16 is marked so), so call sites compiled to different binaries that ptxas scheduled up to 5 %
     # apart on clean calls (docs/performance.md); as a cell every call site runs one binary.
-    tag_cell: torch.Tensor | None = None
+    tag_cell: torch.Tensor
 
 
 def guard_arguments(guard: GuardLaunch | None, batch: int) -> tuple[Any, ...]:
@@ -378,16 +378,18 @@ def launch_key(engine: object, flags: tuple[bool | None, ...], config: TileConfi
     """What a decode launch's compiled variant depends on, for the kernels' direct launcher: the engine, the
     launch's ``flags`` (each a bool, or None for a default), config and guard, and per tensor its dtype and
     16-byte alignment, plus the shapes and leading strides that become the kernel's int arguments (Triton
-    specializes ints equal to 1 or divisible by 16, so the values themselves are in the key). Tensors in the
-    order mixed_qkv, a, b, A_log, dt_bias, state, out, indices. None (no direct launch) for an unhashable engine."""
+    specializes ints equal to 1 or divisible by 16, so the values themselves are in the key). The guard's pool
+    size and tag are not: the kernels take them unspecialized (the tag as its cell), so every call site shares
+    one entry. Tensors in the order mixed_qkv, a, b, A_log, dt_bias, state, out, indices. None (no direct
+    launch) for an unhashable engine."""
     try:
         hash(engine)
     except TypeError:
         return None
     mixed, a, b, A_log, dt_bias, state, out, indices = tensors
     guard_key = None if guard is None else (
-        guard.pool_slots, guard.tag, guard.max_records,
-        guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0, guard.flag.data_ptr() % 16 == 0)
+        guard.max_records, guard.counter.data_ptr() % 16 == 0, guard.records.data_ptr() % 16 == 0,
+        guard.flag.data_ptr() % 16 == 0, guard.tag_cell.data_ptr() % 16 == 0)
     return (
         engine, flags, config, guard_key, mixed.device, mixed.shape[0], mixed.shape[1],
         state.shape[-3:], mixed.stride(0), a.stride(0), b.stride(0), state.stride(0), indices.stride(0),
