@@ -384,6 +384,7 @@ def test_two_signatures_in_one_step_each_serve_their_layers_from_their_own_check
 
 
 
+@pytest.mark.skipif(DEVICE != "cpu", reason="the host path is for CPU tensors")
 def test_cpu_tensors_checked_on_the_host_are_checked_once_per_step_and_name_the_layer(monkeypatch):
     """Without Triton's interpreter CPU tensors are checked on the host (no launch): as on the device, the first
     layer's check covers the step (every GDR241 of two steps of four layers is the first layer's, once per step)."""
@@ -404,6 +405,7 @@ def test_cpu_tensors_checked_on_the_host_are_checked_once_per_step_and_name_the_
     assert slot_faults(True) == on_device
 
 
+@pytest.mark.skipif(DEVICE != "cpu", reason="the host path is for CPU tensors")
 def test_in_raise_mode_every_layer_checked_on_the_host_raises_for_a_faulty_step(monkeypatch):
     # The host path skips no row: a later layer of the step is not covered by a check that raised.
     step = Step(monkeypatch, slots=[1, 9, 2, 3, 4, 5])

@@ -499,9 +499,10 @@ class Guard:
         self._warned: set[str] = set()
         self._hooked = False  # registered with the process-wide capture hooks (`_CaptureHooks`)
         self._reuse = False  # reuse a check within a decode step: only while capture is seen
-        # The host check's last indices (CPU tensors, `_check_on_host`): the object, its version and the pools
-        # it has served in this step; and each pool's layer label.
-        self._host_last: tuple[Any, int | None, set[int]] | None = None
+        # The host check's last indices (CPU tensors, `_check_on_host`): the object, its version, its memory
+        # (`.data =` moves it without a version bump) and the pools it has served in this step; and each pool's
+        # layer label.
+        self._host_last: tuple[Any, int | None, int, set[int]] | None = None
         self._host_labels: dict[int, str] = {}
 
     @property
@@ -678,11 +679,12 @@ class Guard:
 
         args = site.ordered(values)
         pool, indices = args[6].data_ptr(), args[8]
-        version = None if indices.is_inference() else indices._version
+        version, memory = None if indices.is_inference() else indices._version, indices.data_ptr()
         with self._lock:
             last = self._host_last
-            if last is not None and last[0] is indices and last[1] == version and pool not in last[2]:
-                last[2].add(pool)  # a later layer of the step whose first layer's check covered these indices
+            if (last is not None and last[0] is indices and last[1] == version and last[2] == memory
+                    and pool not in last[3]):
+                last[3].add(pool)  # a later layer of the step whose first layer's check covered these indices
                 return
             self._host_last = None  # set once this check has acted: in raise mode a later layer checks again
             label = self._host_labels.get(pool)
@@ -697,7 +699,7 @@ class Guard:
         self._act([replace(d, notes=[f"in {label}", found, *d.notes])
                    for d in run_contract(call, self.engine, "engine") if d.code in slot_rules])
         with self._lock:
-            self._host_last = (indices, version, {pool})
+            self._host_last = (indices, version, memory, {pool})
 
     def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
