@@ -313,6 +313,24 @@ def test_kda_grid_limit_on_sglangs_cuda_kernel_is_gridDim_x():
                                           "262144: requests from row 4 on are not decoded")]
 
 
+def test_kda_grid_wrapped_mid_row_names_the_heads_of_the_partly_decoded_row():
+    """B = 89478496 rows of HV = 48: B*HV = 4294967808 = 2**32 + 512 blocks, so 512 launch. Block i decodes value
+    head i % 48 of row i // 48: rows 0-9 whole (480 blocks), row 10's heads 0-31 (32 blocks), nothing after. It said
+    "requests from row 10 on are not decoded", though row 10 is partly decoded (review)."""
+    wrapped = check("kda", qwen_kda_call(B=89478496, HV=48, S=2))
+    assert errors(wrapped) == [("GDR244", "the launch grid needs B*HV = 89478496*48 = 4294967808 > 2147483647, the "
+                                          "CUDA grid limit: the kernel counts blocks in 32 bits, so it launches 512: "
+                                          "row 10 is decoded only in value heads 0-31 (heads 32-47 are not), and "
+                                          "requests from row 11 on are not decoded")]
+    # 6700417*641 = 2**32 + 1: one block, row 0's head 0; 1431655766*3 = 2**32 + 2: row 0's heads 0-1, not head 2
+    assert errors(check("kda", qwen_kda_call(B=6700417, HV=641, S=2)))[0][1].endswith(
+        "so it launches 1: row 0 is decoded only in value head 0 (heads 1-640 are not), and requests from row 1 on "
+        "are not decoded")
+    assert errors(check("kda", qwen_kda_call(B=1431655766, HV=3, S=2)))[0][1].endswith(
+        "so it launches 2: row 0 is decoded only in value heads 0-1 (head 2 is not), and requests from row 1 on are "
+        "not decoded")
+
+
 # -- U11: scale -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("scale, shown, problem", [

@@ -221,8 +221,16 @@ def grid_limit(ctx: CallContext) -> Finding | None:
         wrapped = blocks % 2**fast.grid_blocks_bits
         outcome = fails
         if 0 < wrapped <= GRID_X_LIMIT:
+            # block i decodes value head i % HV of row i // HV: the first `wrapped` blocks cover rows
+            # 0..row-1 whole and the first `heads` value heads of row `row`
+            row, heads = divmod(wrapped, HV)
+            partial = ""
+            if heads:
+                done = "value head 0" if heads == 1 else f"value heads 0-{heads - 1}"
+                left = f"head {HV - 1} is" if heads == HV - 1 else f"heads {heads}-{HV - 1} are"
+                partial, row = f"row {row} is decoded only in {done} ({left} not), and ", row + 1
             outcome = (f"the kernel counts blocks in {fast.grid_blocks_bits} bits, so it launches {wrapped}: "
-                       f"requests from row {wrapped // HV} on are not decoded")
+                       f"{partial}requests from row {row} on are not decoded")
         return Finding({"what": f"B*HV = {B}*{HV}", "value": blocks, "limit": GRID_X_LIMIT, "outcome": outcome},
                        [f"cap the decode batch at {GRID_X_LIMIT // HV} ({GRID_X_LIMIT} // HV={HV}), or raise TP "
                         f"so that each rank has fewer value heads"], argument="mixed_qkv")
