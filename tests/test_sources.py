@@ -25,7 +25,7 @@ from fixtures_sources import (
     write_safetensors,
     write_sharded,
 )
-from gdr_check.limits import MAX_INDEX_BYTES
+from gdr_check.limits import INDEX_CAP_WHY, MAX_INDEX_BYTES
 from gdr_check.registry import RULES
 from gdr_check.sources import (
     KeyLocation,
@@ -957,6 +957,20 @@ def test_an_index_over_its_cap_is_refused_as_too_big_not_as_fake(tmp_path, monke
         "times the largest released index (docs/limits.md); if this one is genuine, check a folder holding only its "
         "`config.json` and report the index's size in a gdr-check issue"
     )
+
+
+def test_the_index_caps_reason_is_written_once():
+    """"ten times the largest released index" was written three times: GDR005's explanation, its fix and
+    limits.INDEX_CAP_WHY (review). The rule now prints limits.py's words, and no other source file has them."""
+    rule = RULES["GDR005"]
+    assert rule.explanation.endswith("\n\nThe index's cap is 256 MiB. " + INDEX_CAP_WHY)
+    assert "The cap is ten times the largest released index and twice the largest plausible one" in INDEX_CAP_WHY
+    assert rule.fixes[1] == ("the cap is ten times the largest released index (docs/limits.md); if this one is "
+                             "genuine, check a folder holding only its `config.json` and report the index's size in "
+                             "a gdr-check issue")
+    package = Path(gdr_check.sources.__file__).parent.parent
+    assert [path.name for path in sorted(package.rglob("*.py"))
+            if "ten times the largest" in path.read_text()] == ["limits.py"]
 
 
 def test_an_index_with_some_shards_missing_is_still_an_incomplete_download(tmp_path):

@@ -199,15 +199,18 @@ MAX_SMALL_FILE_BYTES = 16 * 1024 * 1024
 # text and vision parts, tens of KB).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_INDEX_BYTES = 256 * 1024 * 1024
-# Why the index's cap is what it is (docs/limits.md prints it).
+# What the index's cap is measured against, in words: GDR005's fix says it, INDEX_CAP_WHY gives the numbers.
+INDEX_CAP_BASIS = "ten times the largest released index"
+# Why the index's cap is what it is (docs/limits.md and GDR005's explanation print it).
 INDEX_CAP_WHY = (
     "An index holds one line per tensor, about 90 to 125 bytes as transformers writes it (`json.dump(indent=2)`), "
     "and a quantized MoE release that stores each expert apart lists hundreds of thousands: Qwen3-Next-80B AWQ "
     "(512 experts x 48 layers x 3 projections x qweight/qzeros/scales, ~222k tensors) is ~20 MB, its GPTQ (with "
-    "g_idx) ~27 MB, Qwen3.5-397B-A17B-FP8 with its experts one by one ~21 MB. The cap is ten times the largest of "
-    "these and twice the largest plausible one: a 1T-parameter MoE of 1,024 experts x 64 layers with 5 tensors per "
-    "projection (compressed-tensors) and long names, ~1 million tensors, ~120 MB. An index at the cap (~2.5 million "
-    "tensors) is parsed in about 8 s and 1.2 GB of memory; one over it is refused unread."
+    "g_idx) ~27 MB, Qwen3.5-397B-A17B-FP8 with its experts one by one ~21 MB. "
+    f"The cap is {INDEX_CAP_BASIS} and twice the largest plausible one: a 1T-parameter MoE of 1,024 experts x "
+    "64 layers with 5 tensors per projection (compressed-tensors) and long names, ~1 million tensors, ~120 MB. An "
+    "index at the cap (~2.5 million tensors) is parsed in about 8 s and 1.2 GB of memory; one over it is refused "
+    "unread."
 )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import SourceError
-from ..limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from ..limits import INDEX_CAP_BASIS, INDEX_CAP_WHY, MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from ..registry import declare
 from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tensor_entry
 
@@ -123,15 +123,13 @@ class OversizedJsonFiles(SourceError):
         explanation=(
             "gdr-check caps how much it reads from `config.json` and `model.safetensors.index.json`, so that a "
             "hostile or corrupt file cannot make it use unbounded memory; a file over its cap is refused from its "
-            f"size, unread. A real `config.json` is kilobytes (cap: {MAX_CONFIG_BYTES // 2**20} MiB). An index lists "
-            "every tensor, and a quantized MoE that stores each expert apart has hundreds of thousands (tens of "
-            f"MB): its cap, {MAX_INDEX_BYTES // 2**20} MiB, is ten times the largest released index "
-            "(docs/limits.md)."
+            f"size, unread. A real `config.json` is kilobytes (cap: {MAX_CONFIG_BYTES // 2**20} MiB).\n\n"
+            f"The index's cap is {MAX_INDEX_BYTES // 2**20} MiB. {INDEX_CAP_WHY}"
         ),
         causes=["a weights file renamed to `config.json`", "a corrupt or hostile index file",
                 "an index of millions of tensors, far past any released checkpoint"],
         fixes=["check that the file is the model's real `config.json`",
-               "the cap is ten times the largest released index (docs/limits.md); if this one is genuine, check a "
+               f"the cap is {INDEX_CAP_BASIS} (docs/limits.md); if this one is genuine, check a "
                "folder holding only its `config.json` and report the index's size in a gdr-check issue"],
         example=CheckpointExample({"ck/config.json": Sparse(MAX_CONFIG_BYTES + 1)}, "ck",
                                   f"a {MAX_CONFIG_BYTES // 2**20} MiB + 1 byte config"),
