@@ -9,21 +9,31 @@ The child-crash and timeout tests use the test-only hook GDR_CHECK_DRYRUN_TEST_F
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+import gdr_check.api
 from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.call import PackedDecodeCall
+from gdr_check.checks import rules_dryrun
 from gdr_check.cli.main import main
-from gdr_check.models import Deployment, check_builtin
+from gdr_check.models import Deployment, check_builtin, check_model
+from gdr_check.runner import api as runner_api
+from gdr_check.runner import backends, ranks_api
+from gdr_check.runner.diagnose import dryrun_diagnostics
 from gdr_check.runner.geometry import launch_geometry, restrided
+from gdr_check.runner.kernels import KernelUnderTest
+from gdr_check.runner.launch import ChildOutcome
+from gdr_check.runner.plan import DryRunPlan, plan_for
 from gdr_check.tensors import TensorSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -249,8 +259,6 @@ class _FakeSglang:
 def _sglang_installed(monkeypatch, root: Path | None) -> None:
     """sglang's metadata as `runner.backends` reads it: none (`root` None), or a distribution with its files under
     `root`; GDR_CHECK_SGLANG_PATH unset."""
-    from gdr_check.runner import backends
-
     real = importlib.metadata.distribution
 
     def distribution(name):
@@ -265,8 +273,6 @@ def _sglang_installed(monkeypatch, root: Path | None) -> None:
 
 
 def _no_vllm(monkeypatch) -> None:
-    from gdr_check.runner import backends
-
     real = importlib.util.find_spec
     monkeypatch.setattr(backends.importlib.util, "find_spec", lambda name, *rest: None if name == "vllm" else
                         real(name, *rest))
@@ -274,9 +280,6 @@ def _no_vllm(monkeypatch) -> None:
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    from gdr_check.runner import api as runner_api
-    from gdr_check.runner import ranks_api
-
     monkeypatch.setattr(runner_api, "run_child", lambda *args, **kwargs: pytest.fail("the child was launched"))
     monkeypatch.setattr(ranks_api, "run_ranks", lambda *args, **kwargs: pytest.fail("the ranks were launched"))
 
@@ -325,10 +328,6 @@ def test_an_installed_sglang_without_the_kernel_file_is_still_gdr313(capsys, che
 def test_the_parent_finds_sglangs_kernel_where_the_child_loads_it(monkeypatch, tmp_path):
     """`runner.backends` (torch-free, in the parent) looks where `kernel.engines.find_sglang_source` (the child's
     loader, which imports triton) looks: a file, an unpacked wheel, a git checkout, a wheel; a path without it."""
-    import zipfile
-
-    from gdr_check.runner import backends
-
     _sglang_installed(monkeypatch, None)
     for root in ("tree", "checkout/python"):
         (tmp_path / root / SGLANG_FILE).parent.mkdir(parents=True)
@@ -341,7 +340,7 @@ def test_the_parent_finds_sglangs_kernel_where_the_child_loads_it(monkeypatch, t
         parent = backends.missing_backend("sglang", "gdn")
         assert (parent is None) == (path in found), (path, parent)
         if KERNEL_EXTRA:
-            from gdr_check.kernel import engines
+            from gdr_check.kernel import engines  # imports triton: here only when the kernel extra is installed
 
             assert (backends.SGLANG_PATH_ENV, backends.SGLANG_FILE) == (engines.SGLANG_PATH_ENV, engines.SGLANG_FILE)
             try:
@@ -353,8 +352,6 @@ def test_the_parent_finds_sglangs_kernel_where_the_child_loads_it(monkeypatch, t
 
 def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(capsys, checkpoints, tmp_path, monkeypatch):
     """The dry-run takes minutes on a GPU: an --output-file it could not write at the end is refused first."""
-    import gdr_check.api
-
     monkeypatch.setattr(gdr_check.api, "dry_run", lambda *args, **kwargs: pytest.fail("the dry-run ran"))
     (tmp_path / "file").write_text("")
     for target, reason in ((tmp_path / "file" / "report.json", f"`{tmp_path / 'file'}` is not a directory"),
@@ -387,6 +384,27 @@ def test_the_cli_process_never_imports_torch(checkpoints):
 
 
 # -- torch-free parts -------------------------------------------------------------------------------------------------
+def test_the_only_function_level_imports_are_the_kernel_extras():
+    """torch, triton and the modules that import them stay inside the tests that skip without the kernel extra, so
+    the torch-free runs collect this file; every other import is at module level (zipfile, runner.backends,
+    runner.api and ranks_api were imported inside functions: review)."""
+    local = set()
+    for function in ast.walk(ast.parse(Path(__file__).read_text())):
+        if isinstance(function, ast.FunctionDef):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import):
+                    local.update((function.name, alias.name) for alias in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    local.update((function.name, f"{node.module}.{alias.name}") for alias in node.names)
+    assert sorted(local) == [
+        ("_session", "gdr_check.runner.session"), ("_session", "torch"),
+        ("_stand_in", "gdr_check.kernel.naive.naive_packed_decode"),
+        ("test_step_indices_are_distinct_live_slots_with_padding", "gdr_check.runner.tensors.live_rows"),
+        ("test_step_indices_are_distinct_live_slots_with_padding", "gdr_check.runner.tensors.step_indices"),
+        ("test_step_indices_are_distinct_live_slots_with_padding", "torch"),
+        ("test_the_parent_finds_sglangs_kernel_where_the_child_loads_it", "gdr_check.kernel.engines")]
+
+
 def test_interpreter_geometry_keeps_group_size_and_layouts():
     check = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=1, batch=16))
     geometry = launch_geometry(check.call, check.pools, interpreter=True)
@@ -424,6 +442,7 @@ def test_restrided_keeps_each_axis_padding():
 
 @needs_kernel_extra
 def test_step_indices_are_distinct_live_slots_with_padding():
+    # torch and runner.tensors (which imports it) are the kernel extra's: local, so the torch-free runs collect
     import torch
 
     from gdr_check.runner.tensors import live_rows, step_indices
@@ -443,8 +462,6 @@ def test_step_indices_are_distinct_live_slots_with_padding():
 
 
 def test_plan_round_trips_through_json():
-    from gdr_check.runner.plan import DryRunPlan
-
     check = check_builtin("Qwen/Qwen3.5-4B", Deployment(tp=2, batch=4))
     plan = DryRunPlan(call=check.call, pools=check.pools, backend="sglang", device="cpu", steps=2, seed=7)
     again = DryRunPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
@@ -455,8 +472,7 @@ def test_plan_round_trips_through_json():
 # -- the checks catch broken kernels (in-process session, float64 stand-in kernels: no Triton) ------------------------
 def _stand_in(flaw: str | None):
     """The float64 reference written back in the kernel's dtypes, with one deliberate flaw."""
-
-    from gdr_check.kernel.naive import naive_packed_decode
+    from gdr_check.kernel.naive import naive_packed_decode  # imports torch: the kernel extra's, as its callers skip
 
     def kernel(*args, **_):
         if flaw == "raise":
@@ -483,14 +499,10 @@ def _stand_in(flaw: str | None):
 
 
 def _session(monkeypatch, checkpoints, ours: str | None, engine: str | None = None) -> list[str]:
+    # torch and runner.session (which imports it) are the kernel extra's: local, so the torch-free runs collect
     import torch
 
-    from gdr_check.models import check_model
     from gdr_check.runner import session
-    from gdr_check.runner.diagnose import dryrun_diagnostics
-    from gdr_check.runner.kernels import KernelUnderTest
-    from gdr_check.runner.launch import ChildOutcome
-    from gdr_check.runner.plan import plan_for
 
     def kernel(name: str, flaw: str | None) -> KernelUnderTest:
         return KernelUnderTest(name=name, label=f"stand-in ({flaw})", checked=_stand_in(flaw), fast=_stand_in(flaw))
@@ -521,8 +533,6 @@ def test_engine_and_ours_disagreeing(monkeypatch, checkpoints):
 
 @needs_kernel_extra
 def test_diagnostics_name_the_worst_step(monkeypatch, checkpoints):
-    from gdr_check.checks import rules_dryrun
-
     message = rules_dryrun.StateMismatch(
         kernel="gdr-check", step=2, error="0.02", tolerance="1e-05", dtype="float32", slot=3, head=1,
     ).diagnostic().message
