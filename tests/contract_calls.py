@@ -45,8 +45,12 @@ def gdn_call(B: int = B, H: int = H, HV: int = HV, K: int = K, V: int = V, S: in
              index_dtype: torch.dtype = torch.int32, slots=None) -> dict[str, Any]:
     """A plain, valid GDN call: every tensor freshly allocated and contiguous."""
     kw = dict(device=device)
-    if slots is None:
-        slots = SLOTS if (B, S) == (4, 8) else [1 + i % max(S - 1, 1) for i in range(B)]
+    if slots is None and (B, S) == (4, 8):
+        slots = SLOTS
+    # Rows cycle through the live slots 1..S-1; built by torch, so a meta call of a billion rows allocates nothing
+    # (a Python list of B ints took 22 GB at B = 1431655766).
+    slot_of_row = (torch.tensor(list(slots), dtype=index_dtype, device=device) if slots is not None else
+                   (torch.arange(B, dtype=index_dtype, device=device) % max(S - 1, 1) + 1).to(index_dtype))
     return dict(
         mixed_qkv=torch.zeros(B, width(H, HV, K, V), dtype=act_dtype, **kw),
         a=torch.zeros(B, HV, dtype=act_dtype, **kw),
@@ -56,7 +60,7 @@ def gdn_call(B: int = B, H: int = H, HV: int = HV, K: int = K, V: int = V, S: in
         scale=K**-0.5 if K else 1.0,
         initial_state=torch.zeros(S, HV, V, K, dtype=state_dtype, **kw),
         out=torch.empty(B, 1, HV, V, dtype=act_dtype, **kw),
-        ssm_state_indices=torch.tensor(list(slots), dtype=index_dtype, device=device),
+        ssm_state_indices=slot_of_row,
         use_qk_l2norm_in_kernel=True,
     )
 
