@@ -16,6 +16,7 @@ import pytest
 
 from checkpoint_builders import qwen3_next_config, write_json
 from cli_checkpoints import clean_output_env, run_cli, write_good
+from fixtures_sources import make_hf_cache_repo
 from gdr_check.api import ExplainModelError, model_numbers
 from gdr_check.errors import InputError
 
@@ -105,3 +106,28 @@ def test_the_readme_shows_the_line_a_model_without_linear_attention_gets(cwd: Pa
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     assert f"``{result.stderr.strip()}``" in readme
     assert "`--model` takes what `call --model` takes, read the same way" in readme
+
+
+def test_a_model_path_in_pyproject_is_relative_to_the_file(cwd: Path, monkeypatch):
+    """`model = "ckpt"` names the checkpoint beside pyproject.toml, from any folder below it, as its globs do; a
+    repo id is taken when the local Hugging Face cache holds it (user test: only built-in ids were accepted)."""
+    write_good(cwd / "ckpt")
+    (cwd / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "ckpt"\n')
+    (cwd / "sub").mkdir()
+    monkeypatch.chdir(cwd / "sub")
+    result = run_cli("explain", DIVIDE, "--tp", "3", "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["reasons"][1] == "4 is the model's num_v_heads (HV) (unsharded, 4)"
+    make_hf_cache_repo(cwd / "no-cache", "acme/small-next",
+                       {"config.json": json.dumps(qwen3_next_config()).encode()})
+    (cwd / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "acme/small-next"\n')
+    result = run_cli("explain", DIVIDE, "--tp", "3", "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["reasons"][1] == "4 is the model's num_v_heads (HV) (unsharded, 4)"
+    (cwd / "pyproject.toml").write_text('[tool.gdr-check]\nmodel = "ckpt2"\n')
+    result = run_cli("explain", DIVIDE)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: {cwd / 'pyproject.toml'}: `tool.gdr-check.model`: 'ckpt2' is not a built-in model (`gdr-check "
+        f"--list-models` lists them), a repo in the local Hugging Face cache or a path that exists "
+        f"({cwd / 'ckpt2'})\n")

@@ -297,8 +297,9 @@ def test_an_unknown_built_in_model_in_pyproject_names_the_file_and_key(tmp_path,
     assert main(args) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.splitlines()[-1] == ("error: pyproject.toml: `tool.gdr-check.model`: unknown built-in model "
-                                             "'nope/nope' (`gdr-check --list-models` lists them)")
+    assert captured.err.splitlines()[-1] == (
+        "error: pyproject.toml: `tool.gdr-check.model`: 'nope/nope' is not a built-in model (`gdr-check --list-models` "
+        "lists them), a repo in the local Hugging Face cache or a path that exists (nope/nope)")
 
 
 def test_a_built_in_model_explain_cannot_read_named_in_pyproject_names_the_file_and_key(tmp_path, monkeypatch,

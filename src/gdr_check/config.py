@@ -25,12 +25,13 @@ else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
 from .engines import UnknownEngineError, profile_for, state_dtype_problem
-from .errors import InputError
+from .errors import InputError, display_path
 from .files import PYPROJECT_NAME
 from .limits import LIMITS, LimitError, read_bounded, shorten
 from .models.builtin import get_builtin
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
+from .sources.hf_cache import cache_root, looks_like_repo_id, repo_folder, split_revision
 
 PYPROJECT = PYPROJECT_NAME
 TABLE = "tool.gdr-check"
@@ -78,7 +79,7 @@ class Config:
     tp: list[int] | None = None
     batch: int | None = None
     slots: int | None = None
-    model: str | None = None  # the model `explain` reasons with (a built-in repo id)
+    model: str | None = None  # the model `explain` reasons with: a built-in or cached repo id, or a path
     state_dtype: str | None = None
     gpu_memory: str | None = None
     exit_zero: bool | None = None
@@ -209,6 +210,21 @@ def _has_table(path: Path) -> bool:
 
 
 # -- validation -----------------------------------------------------------------------------------------------
+def _model_source(path: Path, model: str) -> str:
+    """`model` as `explain --model` takes it: a built-in model or a repo id of the local Hugging Face cache as
+    written, a checkpoint path relative to this file (as its globs are)."""
+    if get_builtin(model) is not None:
+        return model
+    relative = path.parent / model
+    if relative.exists():
+        return str(relative)
+    if looks_like_repo_id(model) and (cache_root() / repo_folder(split_revision(model)[0])).is_dir():
+        return model  # read from the local cache when explain runs; its errors name this key
+    raise ConfigError(path, f"{TABLE}.model", f"{shorten(model)!r} is not a built-in model (`gdr-check "
+                                              f"--list-models` lists them), a repo in the local Hugging Face "
+                                              f"cache or a path that exists ({display_path(relative)})")
+
+
 def load_config(path: Path, *, explicit: bool = False) -> Config:
     """Read and validate `[tool.gdr-check]` of `path`. Raises ConfigError, also for a file named on purpose
     (`explicit`: `--config`) that has no such table, whose defaults would pass for its settings."""
@@ -227,10 +243,8 @@ def load_config(path: Path, *, explicit: bool = False) -> Config:
     config.tp = reader.tp_sizes("tp")
     config.batch = reader.integer("batch", minimum=0)
     config.slots = reader.integer("slots", minimum=1)
-    config.model = reader.string("model")
-    if config.model is not None and get_builtin(config.model) is None:  # explain reads a built-in's numbers
-        raise ConfigError(path, f"{TABLE}.model", f"unknown built-in model {shorten(config.model)!r} "
-                                                  "(`gdr-check --list-models` lists them)")
+    model = reader.string("model")
+    config.model = None if model is None else _model_source(path, model)
     config.state_dtype = reader.state_dtype("state-dtype")
     gpu_memory = table.get("gpu-memory")
     if gpu_memory is not None and (isinstance(gpu_memory, bool) or not isinstance(gpu_memory, (int, str))):
