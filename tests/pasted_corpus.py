@@ -149,12 +149,21 @@ CASES = [
         "Traceback (most recent call last):\n"
         '  File "/usr/local/lib/python3.10/dist-packages/vllm-0.7.2+gaudi000-py3.10.egg/vllm/engine/multiprocessing/'
         'engine.py", line 380, in run_mp_engine\n',
-        [("GDR411", {})]),
+        [("GDR411", {"advice": "Use .reshape(...) instead."})]),
     PastedCase(
         "https://github.com/ostris/ai-toolkit/issues/194",
         "Error running job: view size is not compatible with input tensor's size and stride (at least one dimension "
         "spans across two contiguous subspaces). Use .reshape(...) instead.\n",
-        [("GDR411", {})]),
+        [("GDR411", {"advice": "Use .reshape(...) instead."})]),
+    # PyTorch's older TH wording of the same error (GDR411), in a traceback as posted.
+    PastedCase(
+        "https://github.com/geyang/deep-auto-punctuation/issues/3",
+        "    output = self.decoder(gru_output.view(-1, self.hidden_size * self.bi_mul))\n"
+        "RuntimeError: invalid argument 2: view size is not compatible with input tensor's size and stride (at least "
+        "one dimension spans across two contiguous subspaces). Call .contiguous() before .view(). at "
+        "/opt/conda/conda-bld/pytorch_1533672544752/work/aten/src/TH/generic/THTensor.cpp:237\n",
+        [("GDR411", {"advice": "Call .contiguous() before .view(). at /opt/conda/conda-bld/pytorch_1533672544752/work/"
+                               "aten/src/TH/generic/THTensor.cpp:237"})]),
     # The FlashInfer `A_log` assert as quoted from the source in the thread: a format string, not an error.
     PastedCase(
         "https://github.com/sgl-project/sglang/pull/20741",

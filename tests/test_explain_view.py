@@ -45,12 +45,32 @@ def test_the_message_is_torchs_for_a_column_slice_of_the_projection_and_a_transp
 ], ids=["bare", "exception", "sglang", "vllm", "markdown"])
 def test_the_view_error_is_recognised(text):
     [found] = find_all(text)
-    assert (found.rule.code, found.rule.name, found.values) == ("GDR411", "view-incompatible-with-strides", {})
+    assert (found.rule.code, found.rule.name, found.values) == ("GDR411", "view-incompatible-with-strides",
+                                                                {"advice": "Use .reshape(...) instead."})
+
+
+@pytest.mark.parametrize("text, advice", [
+    # PyTorch 0.4's TH backend, as posted (geyang/deep-auto-punctuation#3, 2018; agrimgupta92/sgan#22, 2019)
+    ("RuntimeError: invalid argument 2: view size is not compatible with input tensor's size and stride (at least "
+     "one dimension spans across two contiguous subspaces). Call .contiguous() before .view(). at "
+     "/opt/conda/conda-bld/pytorch_1533672544752/work/aten/src/TH/generic/THTensor.cpp:237",
+     "Call .contiguous() before .view(). at /opt/conda/conda-bld/pytorch_1533672544752/work/aten/src/TH/generic/"
+     "THTensor.cpp:237"),
+    ("obs_traj.view(-1, 2).shape = {RuntimeError}invalid argument 2: view size is not compatible with input tensor's "
+     "size and stride (at least one dimension spans across two contiguous subspaces). Call .contiguous() before "
+     ".view(). at /pytorch/aten/src/TH/generic/THTensor.cpp:213",
+     "Call .contiguous() before .view(). at /pytorch/aten/src/TH/generic/THTensor.cpp:213"),
+], ids=["traceback", "debugger"])
+def test_the_older_wording_is_recognised_too(text, advice):
+    """PyTorch's older advice, "Call .contiguous() before .view().", then the source location (user test: it was
+    "no rule matches")."""
+    [found] = find_all(text)
+    assert (found.rule.code, found.values) == ("GDR411", {"advice": advice})
 
 
 def test_the_rule_names_the_kernels_stride_requirements():
     rule = RULES["GDR411"]
-    assert rule.scope == "pasted" and rule.message == VIEW_ERROR
+    assert rule.scope == "pasted" and rule.message == VIEW_ERROR.replace("Use .reshape(...) instead.", "{advice}")
     assert rule.fixes == (
         "pass `mixed_qkv`, `a` and `b` to the kernel without the view: it needs them dense in the last dim only "
         "(`stride(-1) == 1`, GDR202 and GDR204) and takes any row stride, so a column slice of the projection's "

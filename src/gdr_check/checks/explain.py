@@ -54,6 +54,7 @@ _MIN_LITERAL = 12
 _LEVELS = ("ERROR", "WARNING", "WARN", "INFO", "DEBUG", "CRITICAL", "FATAL")
 # Characters ignored at the end of a message and of a template: a final period, Markdown backticks, quotes.
 _END = ".`'\""
+_QUOTES = "`'\""  # what a Markdown span or a repr closes a message with
 
 
 @dataclass
@@ -356,6 +357,8 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
             if values is None or not _fields_ok(rule, values):
                 values = _fullmatch(literals, fields, text.rstrip(_END))
             if values is not None and _fields_ok(rule, values):
+                if exact[1] and not exact[0][-1]:  # a field ends the template: not the framing's closing quote
+                    values[exact[1][-1]] = values[exact[1][-1]].rstrip(_QUOTES) or values[exact[1][-1]]
                 return rule, {_group(k): v for k, v in values.items()}, text
     return None
 

@@ -746,16 +746,21 @@ def _kda_heads(values: Mapping[str, str], context: Context) -> list[str]:
 
 
 
-_VIEW_ERROR = ("view size is not compatible with input tensor's size and stride (at least one dimension spans across "
-              "two contiguous subspaces). Use .reshape(...) instead.")
+# The message up to PyTorch's advice, which changed: "Use .reshape(...) instead." (ATen, as torch 2.x raises it),
+# "Call .contiguous() before .view()." (the TH backend of PyTorch 0.4-1.x, followed by the source location).
+_VIEW_ERROR_HEAD = ("view size is not compatible with input tensor's size and stride (at least one dimension spans "
+                    "across two contiguous subspaces). ")
+_VIEW_ERROR = f"{_VIEW_ERROR_HEAD}Use .reshape(...) instead."
 declare(
     "GDR411", "view-incompatible-with-strides",
     summary="a `.view()` of a strided tensor: typically `mixed_qkv` or a gate cut as a column slice of a projection",
-    message=_VIEW_ERROR,
+    message=_VIEW_ERROR_HEAD + "{advice}",
     explanation=(
         "PyTorch's `Tensor.view` never copies: it needs strides that describe the new shape over the same memory, and "
         "raises this (`aten/src/ATen/native/TensorShape.cpp`) when a dimension of the new shape would span two blocks "
-        "of the input that are not adjacent in memory. Next to the packed decode kernel the input is usually a column "
+        "of the input that are not adjacent in memory. The advice that ends it is \"Use .reshape(...) instead.\" "
+        "today; PyTorch's older TH backend ended it with \"Call .contiguous() before .view().\" and the source "
+        "location, after `invalid argument 2:`. Next to the packed decode kernel the input is usually a column "
         "slice of a projection's output: `mixed_qkv` taken as the [q | k | v] columns of `in_proj_qkvz`'s rows (z is "
         "the rest of each row), or `b` and `a` split from `in_proj_ba`'s, keeps the projection's row stride: a "
         "[B, (2*H*K + HV*V)/tp] view with strides ((2*H*K + 2*HV*V)/tp, 1). Such a slice can be viewed with its last "
