@@ -169,6 +169,7 @@ def test_a_recording_gets_the_mode_a_plain_write_would(engine, tmp_path):
 def test_the_write_is_atomic(engine, tmp_path):
     path = tmp_path / "rec.json"
     path.write_text("previous recording")
+    arguments = gdn_arguments()  # before the block: without torch the test skips here, not inside the recording
 
     def failing_replace(source, target):
         raise OSError("disk full")
@@ -177,7 +178,7 @@ def test_the_write_is_atomic(engine, tmp_path):
         patch.setattr(capture_module.os, "replace", failing_replace)
         with pytest.raises(CaptureError, match=r"^cannot write the recording to `.*rec\.json`: disk full$"):
             with gdr_check.capture(path):
-                engine.gdn_caller.forward_decode(**gdn_arguments())
+                engine.gdn_caller.forward_decode(**arguments)
     assert path.read_text() == "previous recording"
     assert os.listdir(tmp_path) == ["rec.json"]  # no temporary file left behind
     with gdr_check.capture(path):
