@@ -29,6 +29,7 @@ from checkpoint_builders import (
 from cli_checkpoints import run_cli
 from gdr_check.models import Deployment, check_checkpoint, check_model
 from gdr_check.models.adapters import select_adapter
+from gdr_check.runner.api import nothing_to_run
 from gdr_check.sources import Checkpoint
 
 
@@ -415,19 +416,36 @@ def test_llama_stays_nothing_to_check():
     assert codes(result) == ["GDR101"] and result.ok
 
 
-@pytest.mark.parametrize("config,summary", [
+@pytest.mark.parametrize("config,error", [
     ({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4},
-     "dry-run not launched: the model has no GDN or KDA layers: nothing to run"),
-    (jet_config(), "dry-run not launched: sglang decodes with `fused_recurrent_gated_delta_rule_update`"),
+     "error[GDR314]: nothing to dry-run: `LlamaForCausalLM` has no GDN or KDA layers"),
+    (jet_config(), "error[GDR314]: nothing to dry-run: under sglang 0.5.23 the decode step calls "
+                   "`fused_recurrent_gated_delta_rule_update`, not a packed decode kernel"),
 ])
-def test_dry_run_with_nothing_to_run_exits_1(config: dict, summary: str, tmp_path: Path, capsys):
+def test_dry_run_with_nothing_to_run_exits_1(config: dict, error: str, tmp_path: Path, capsys):
     from gdr_check.cli.main import main
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     code = main(["dry-run", str(path), "--output-format", "full"])
-    out = capsys.readouterr().out
-    assert code == 1 and summary in " ".join(out.split()), out
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1 and error in out, out
+    assert out.endswith("dry-run not launched: nothing to run (GDR314); 1 error(s), 0 warning(s), 0 note(s)"), out
+
+
+def test_a_safe_gate_layer_under_sglang_names_the_switch_and_what_the_dry_run_models():
+    # A KDA layer with a safe-gate lower bound under sglang: GDR314 names the switch, which changes the
+    # deployment's path, not the dry-run's.
+    check = check_checkpoint(config_only(bailing_config(kda_safe_gate=True, kda_lower_bound=-5.0)), Deployment())
+    nothing = nothing_to_run(check)
+    assert nothing is not None and nothing.message == (
+        "nothing to dry-run: under sglang 0.5.23 the decode step calls `KDA decode (unfused)`, not a packed decode "
+        "kernel")
+    assert nothing.fixes[0] == (
+        "in the deployment: a decode backend that supports the safe gate in the packed decode "
+        "(`--linear-attn-decode-backend helion`) takes the packed kernel, with `lower_bound` (the dry-run models the "
+        "default decode kernels, so it does not follow this switch)")
+    assert len(nothing.fixes) == 2  # vLLM decodes KDA with `fused_recurrent_kda`: no engine to dry-run under
 
 
 def test_kimi_linear_ignores_gate_lower_bound():

@@ -10,6 +10,7 @@ The child-crash and timeout tests use the test-only hook GDR_CHECK_DRYRUN_TEST_F
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -103,12 +104,22 @@ def passing_runs(checkpoints) -> dict[str, tuple[int, str, str]]:
     return results
 
 
+KDA_UNDER_VLLM = ("nothing to dry-run: under vLLM 0.29 the decode step calls `fused_recurrent_kda`, not a packed "
+                  "decode kernel")
+
+
 def test_vllm_kda_is_not_run_with_the_packed_kernel(passing_runs):
-    # vLLM decodes KDA with `fused_recurrent_kda`: the packed contract does not apply, nothing runs, exit 1.
+    # vLLM decodes KDA with `fused_recurrent_kda`: the packed contract does not apply, nothing runs, exit 1, and
+    # the error that says so is in the document (GDR314), not only in the `full` verdict.
     code, out, err = passing_runs["kda-vllm"]
     document = json.loads(out)
-    assert code == 1 and not document["launched"] and document["refused_because"] == []
+    assert code == 1 and not document["launched"] and document["refused_because"] == ["GDR314"]
     assert document["decode_path"]["kernel"] == "fused_recurrent_kda" and not document["decode_path"]["packed"]
+    [nothing] = [d for d in document["diagnostics"] if d["code"] == "GDR314"]
+    assert nothing["severity"] == "error" and nothing["message"] == KDA_UNDER_VLLM
+    assert nothing["notes"] == ["vLLM's KDA layer decodes with `fused_recurrent_kda`, not a packed decode kernel"]
+    assert nothing["fixes"][0] == ("dry-run under sglang: `--engine sglang` (its KDA layers decode with "
+                                   "`fused_recurrent_kda_packed_decode`)")
 
 
 @pytest.mark.parametrize("variant,engine", [("gdn", "sglang"), ("gdn", "vllm"), ("kda", "sglang")])
@@ -177,12 +188,90 @@ def test_sglang_backend_runs_the_engine_kernel_and_compares(passing_runs):
     assert all_checks_passed(document)
 
 
-def test_vllm_backend_on_kda_runs_nothing(capsys, checkpoints):
-    # vLLM decodes KDA with `fused_recurrent_kda`, not a packed kernel: no call to compare, exit 1.
+def test_vllm_backend_on_kda_runs_nothing(capsys, checkpoints, monkeypatch):
+    # vLLM decodes KDA with `fused_recurrent_kda`, not a packed kernel: no call to compare, exit 1 (GDR314). The
+    # deployment decides before the environment: whether vLLM is installed is not even looked at, so a missing
+    # vLLM is not the exit 2 of an unusable environment here (installing it would only lead to this refusal).
+    def looked_at(*args):
+        raise AssertionError("the backend's environment was looked at for a deployment with nothing to run")
+
+    monkeypatch.setattr(runner_api, "missing_backend", looked_at)
+    monkeypatch.setattr(runner_api, "known_unavailable", looked_at)
     code, document = dry_run_json(capsys, str(checkpoints["kda"]), "--batch", "2", "--backend", "vllm")
     assert code == 1
     assert document["decode_path"]["kernel"] == "fused_recurrent_kda"
-    assert document["launched"] is False and document["steps"] == []
+    assert document["launched"] is False and document["steps"] == [] and document["refused_because"] == ["GDR314"]
+    [nothing] = document["diagnostics"]
+    assert nothing["code"] == "GDR314" and nothing["message"] == KDA_UNDER_VLLM
+    # `--backend vllm` runs vLLM's kernel with vLLM's semantics: the fix changes both options
+    assert nothing["fixes"] == [
+        "dry-run under sglang: `--engine sglang --backend builtin` (its KDA layers decode with "
+        "`fused_recurrent_kda_packed_decode`); `--engine sglang --backend sglang` also runs sglang's own kernel",
+        "`gdr-check TARGET --engine vllm` with the same deployment options (`--tp`, `--batch`, `--slots`, "
+        "`--state-dtype`) still checks the TP split, the state pools and the shapes; only the kernel contract and "
+        "the dry-run need the packed call",
+    ]
+
+
+def test_vllm_backend_on_kda_without_vllm_is_still_nothing_to_run(capsys, checkpoints, monkeypatch):
+    # With vLLM reported missing, the refusal is still GDR314 (exit 1), not the missing-engine line (exit 2) ...
+    monkeypatch.setattr(runner_api, "missing_backend", lambda backend, variant: "vllm is not importable")
+    code, document = dry_run_json(capsys, str(checkpoints["kda"]), "--batch", "2", "--backend", "vllm")
+    assert code == 1 and document["refused_because"] == ["GDR314"]
+    # ... while a deployment with a call to run still stops at the missing engine: exit 2, one line
+    code, out, err = dry_run(capsys, str(checkpoints["gdn"]), "--batch", "2", "--backend", "vllm")
+    assert code == 2 and err == "error: vllm is not importable\n" and out == ""
+
+
+def test_nothing_to_run_names_the_model_without_linear_layers(capsys, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                                  "num_hidden_layers": 2, "num_attention_heads": 4}))
+    code, document = dry_run_json(capsys, str(tmp_path), "--device", "cpu")
+    assert code == 1 and document["launched"] is False and document["refused_because"] == ["GDR314"]
+    [nothing] = document["diagnostics"]
+    assert nothing["code"] == "GDR314" and nothing["severity"] == "error"
+    assert nothing["message"] == "nothing to dry-run: `LlamaForCausalLM` has no GDN or KDA layers"
+    # GDR101's why and place: the `architectures` line of config.json
+    assert nothing["notes"] == ["no layer is a GDN/KDA layer by the config, and no tensor is a GDN/KDA parameter"]
+    assert nothing["location"]["json_key"] == "architectures"
+    assert nothing["fixes"] == [
+        "if `LlamaForCausalLM` is the model you deploy, it has no packed decode to verify: leave it out of the "
+        "dry-run (`gdr-check TARGET` reports it as GDR101, a note, exit 0)",
+        "if the deployed model has GDN or KDA layers, point the dry-run at its checkpoint: this config describes "
+        "`LlamaForCausalLM`",
+    ]
+    # which is what `gdr-check TARGET` does with it
+    assert main([str(tmp_path)]) == 0 and "info[GDR101]" in capsys.readouterr().out
+    code, out, _ = dry_run(capsys, str(tmp_path), "--device", "cpu", "--ranks", "all", "--tp", "2",
+                           "--output-format", "json")
+    ranks = json.loads(out)
+    assert code == 1 and ranks["refused_because"] == ["GDR314"]
+    assert [d["message"] for d in ranks["diagnostics"]] == [nothing["message"]]
+
+
+def test_kimi_linear_under_vllm_is_nothing_to_run_from_the_library():
+    check = check_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct", Deployment(engine="vllm"))
+    result = runner_api.dry_run_check(check)
+    assert not result.launched and not result.ok and result.refused_because == ["GDR314"]
+    assert result.nothing_to_run is not None and result.nothing_to_run.message == KDA_UNDER_VLLM
+    assert result.diagnostics == [result.nothing_to_run]
+    ranks = ranks_api.ranks_dry_run(check)
+    assert ranks.outcome is None and not ranks.ok and ranks.refused_because == ["GDR314"]
+    assert ranks.diagnostics == [result.nothing_to_run]
+    # under sglang the same model has its packed call: nothing to say
+    assert runner_api.nothing_to_run(check_builtin("moonshotai/Kimi-Linear-48B-A3B-Instruct", Deployment())) is None
+
+
+def test_an_ok_deployment_without_a_per_rank_call_is_said(checkpoints):
+    # An ok report comes with a call; were it not so, the refusal still carries its error (no bare exit 1).
+    check = check_model(str(checkpoints["gdn"]), Deployment())
+    assert check.report.ok and check.call is not None and runner_api.nothing_to_run(check) is None
+    without = dataclasses.replace(check, call=None)
+    result = runner_api.dry_run_check(without)
+    assert result.refused_because == ["GDR314"]
+    assert result.diagnostics[0].message == "nothing to dry-run: the deployment has no per-rank kernel call"
+    assert [d.code for d in result.diagnostics] == ["GDR314", "GDR253"]  # and the deployment's own warning
 
 
 def test_refuses_a_deployment_with_errors(capsys, checkpoints):

@@ -147,10 +147,16 @@ def test_every_rank_matches_the_unsharded_layer(capsys, checkpoints, model, tp, 
 
 
 def test_vllm_kda_runs_nothing(capsys, checkpoints):
+    # The same GDR314 as the one-rank dry-run: exit 1 with the error that says why, in the text and the JSON.
     code = main(["dry-run", str(checkpoints["kda"]), "--tp", "2", "--engine", "vllm", *SMALL])
     out = capsys.readouterr().out
     assert code == 1
-    assert "dry-run --ranks all not launched: vllm decodes with `fused_recurrent_kda`" in out
+    assert ("error[GDR314]: nothing to dry-run: under vLLM 0.29 the decode step calls `fused_recurrent_kda`, not a "
+            "packed decode kernel") in out
+    assert "dry-run --ranks all not launched: nothing to run (GDR314); 1 error(s), 0 warning(s), 0 note(s)" in out
+    code, document = run_json(capsys, str(checkpoints["kda"]), "--tp", "2", "--engine", "vllm")
+    assert code == 1 and document["passed"] is False and document["refused_because"] == ["GDR314"]
+    assert [d["code"] for d in document["diagnostics"]] == ["GDR314"] and document["processes"] is None
 
 
 @needs_kernel_extra

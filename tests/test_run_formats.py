@@ -191,3 +191,47 @@ def test_dry_run_that_cannot_launch_fails_in_every_format(tmp_path: Path, monkey
     document = json.loads(missing.stdout)
     jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(document)
     assert document["error"]["code"].startswith("GDR0")
+
+
+KIMI = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
+
+
+@pytest.mark.parametrize("ranks", [(), ("--ranks", "all", "--tp", "2")], ids=["one-rank", "ranks-all"])
+@pytest.mark.parametrize("case", ["kimi-engine-vllm", "kimi-backend-vllm", "llama"])
+def test_dry_run_with_nothing_to_run_says_why_in_every_format(tmp_path: Path, monkeypatch, case: str,
+                                                             ranks: tuple[str, ...]):
+    """Exit 1 with nothing run is GDR314, an error every format shows (it was an exit 1 with "0 error(s)"), and
+    `--exit-zero` makes it 0 as for any error. `--backend vllm` is GDR314 whether or not vLLM is installed."""
+    clean_output_env(monkeypatch)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-cache"))  # the built-in description, not a cached copy
+    monkeypatch.chdir(tmp_path)
+    if case == "llama":
+        (tmp_path / "llama").mkdir()
+        (tmp_path / "llama" / "config.json").write_text(json.dumps({
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4}))
+        args = ["llama"]
+        message = "nothing to dry-run: `LlamaForCausalLM` has no GDN or KDA layers"
+    else:
+        args = [KIMI, "--engine" if case == "kimi-engine-vllm" else "--backend", "vllm"]
+        message = ("nothing to dry-run: under vLLM 0.29 the decode step calls `fused_recurrent_kda`, not a packed "
+                   "decode kernel")
+    args += ["--device", "cpu", "--isolated", *ranks]
+    for fmt in FORMATS:
+        outcome = run_cli("dry-run", *args, "--output-format", fmt)
+        assert outcome.exit_code == 1, (fmt, outcome.stderr)
+        if fmt in ("full", "concise"):
+            assert "error[GDR314]" in outcome.stdout and message in " ".join(outcome.stdout.split()), outcome.stdout
+            assert "1 error(s)" in outcome.stdout + outcome.stderr
+        else:
+            # (the `--ranks all` document lacks the check's record that report-v1.json asks of a dry-run: its codes
+            # are read without the schema)
+            codes = ([d["code"] for d in json.loads(outcome.stdout)["diagnostics"]] if fmt == "json" and ranks
+                     else codes_in(fmt, outcome.stdout))
+            assert codes == ["GDR314"], (fmt, outcome.stdout)
+            assert message in outcome.stdout.replace("\\`", "`"), (fmt, outcome.stdout)
+        if fmt == "json":
+            document = json.loads(outcome.stdout)
+            assert document["refused_because"] == ["GDR314"] and document["passed"] is False
+            assert [d["message"] for d in document["diagnostics"]] == [message]
+        assert run_cli("dry-run", *args, "--exit-zero", "--output-format", fmt).exit_code == 0

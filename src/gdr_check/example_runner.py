@@ -2,9 +2,10 @@
 
 The examples are data declared with their rules (`Rule.example`): a checkpoint's files for GDR0xx
 (`sources.examples`), a config for GDR1xx, a kernel call for GDR2xx, a dry-run child's result for GDR3xx
-(`checks.examples`), an argument for the runtime guard (`checks.rules_guard`). Running one needs the stage
-that reports its rule, and several of these sit above the rules (the model check, the dry-run's diagnosis), so
-the runner is here, at the diagnostics layer, and the rules import nothing above themselves.
+(or a config the dry-run refuses before any child runs; `checks.examples`), an argument for the runtime guard
+(`checks.rules_guard`). Running one needs the stage that reports its rule, and several of these sit above the
+rules (the model check, the dry-run's diagnosis), so the runner is here, at the diagnostics layer, and the rules
+import nothing above themselves.
 tests/test_rule_examples.py runs every example and asserts that it fires exactly its own rule.
 """
 
@@ -24,6 +25,7 @@ from .checks.examples import (
     DryRunExample,
     ModelExample,
     RanksExample,
+    RefusedDryRunExample,
     base_arguments,
     config_checkpoint,
 )
@@ -33,6 +35,7 @@ from .models.check import check_checkpoint
 from .models.deployment import Deployment
 from .registry import Example, RuleSet
 from .report import Diagnostic
+from .runner.api import dry_run_check, nothing_to_run
 from .runner.diagnose import dryrun_diagnostics
 from .runner.launch import ChildOutcome
 from .runner.ranks import RankOutcome, RanksOutcome
@@ -89,6 +92,15 @@ def _dry_run(example: DryRunExample, rules: RuleSet) -> list[Diagnostic]:
     return dryrun_diagnostics(ChildOutcome(result, example.returncode, example.stderr), example.backend)
 
 
+def _refused(example: RefusedDryRunExample, rules: RuleSet) -> list[Diagnostic]:
+    """The config checked for the deployment, then dry-run as `gdr-check dry-run config.json` does; refused before
+    any child runs (an example that would launch one is a mistake in the example)."""
+    check = check_checkpoint(config_checkpoint(example.config), Deployment(**example.deployment))
+    if nothing_to_run(check, example.backend) is None and check.report.ok:
+        raise ValueError("the example deployment has a packed-decode call: its dry-run would launch a child")
+    return dry_run_check(check, backend=example.backend).diagnostics
+
+
 def _ranks(example: RanksExample, rules: RuleSet) -> list[Diagnostic]:
     if example.result is None:
         failed = RankOutcome(1, 1, [{"event": "failed", **dict(example.failure or {})}], "")
@@ -102,7 +114,7 @@ def _ranks(example: RanksExample, rules: RuleSet) -> list[Diagnostic]:
 
 _RUNNERS: dict[type, Callable[[Any, RuleSet], list[Diagnostic]]] = {
     CallExample: _call, GuardExample: _guard, CheckpointExample: _checkpoint, ModelExample: _model,
-    CompareExample: _compare, DryRunExample: _dry_run, RanksExample: _ranks,
+    CompareExample: _compare, DryRunExample: _dry_run, RanksExample: _ranks, RefusedDryRunExample: _refused,
 }
 
 

@@ -1,7 +1,8 @@
 """Executable examples of the rules, as data: a small input that triggers each one.
 
 Kernel-call rules (GDR2xx): a packed-decode call, `CallExample`. Dry-run rules (GDR3xx): a synthetic result
-of the dry-run child, `DryRunExample` (`RanksExample` for `--ranks all`). Model rules (GDR1xx): a config and
+of the dry-run child, `DryRunExample` (`RanksExample` for `--ranks all`), or a config the dry-run refuses
+before any child runs, `RefusedDryRunExample`. Model rules (GDR1xx): a config and
 its tensors, `ModelExample`; a recorded call against a model (GDR16x): `CompareExample`. Source rules (GDR0xx)
 keep theirs with the readers (`sources.examples.CheckpointExample`).
 
@@ -164,6 +165,29 @@ class DryRunExample:
 
 
 @dataclass(frozen=True)
+class RefusedDryRunExample:
+    """A config dry-run for a deployment (`deployment`: the `Deployment` fields, e.g. engine) with `backend`, as
+    `gdr-check dry-run config.json` does, where the dry-run is refused before any child runs."""
+
+    config: Mapping[str, Any]
+    note: str = ""
+    deployment: Mapping[str, Any] = field(default_factory=dict)
+    backend: str = "builtin"
+
+    @property
+    def text(self) -> str:
+        options = [f"--{key.replace('_', '-')} {value}" for key, value in self.deployment.items()]
+        if self.backend != "builtin":
+            options.append(f"--backend {self.backend}")
+        command = " ".join(["gdr-check dry-run config.json", *options])
+        head = f"# config.json, dry-run with `{command}`" + (f": {self.note}" if self.note else "")
+        return "\n".join([head, f"config = {json.dumps(self.config)}"])
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class RanksExample:
     """What `dry-run --ranks all` gathered at tp=2: rank 0's result (`result`), or, with `result` None, rank 1
     raising `failure` while rank 0 waits; turned into diagnostics as the CLI does."""
@@ -195,6 +219,16 @@ def qwen3_next_config(**changes: Any) -> dict[str, Any]:
     }
     config.update(changes)
     return {key: value for key, value in config.items() if value is not None}
+
+
+def kimi_linear_config() -> dict[str, Any]:
+    """A small, valid Kimi-Linear config: 4 layers, KDA in layers 1-3 (1-based), H=HV=4, K=V=16."""
+    return {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 64,
+            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+            "linear_attn_config": {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
+                                   "kda_layers": [1, 2, 3], "full_attn_layers": [4]},
+            "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+            "torch_dtype": "bfloat16"}
 
 
 def qwen3_next_weights(config: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:

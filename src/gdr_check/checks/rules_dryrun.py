@@ -7,6 +7,7 @@ templates, so `explain` can match a pasted message.
 Numbering, stable once released:
     GDR301-GDR306  verification against the float64 reference and the engine's kernel
     GDR311-GDR313  the child process, kernel launches and engine backends
+    GDR314         nothing to run: no GDN/KDA layer, or a decode step that is not a packed kernel
     GDR321-GDR322  interpreter-mode limits (CPU runs)
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..registry import Violation, declare
-from .examples import DryRunExample
+from .examples import DryRunExample, RefusedDryRunExample, kimi_linear_config
 
 DRYRUN = "dryrun"
 _TOLERANCES = (
@@ -213,7 +214,7 @@ class BackendDisagreement(Violation):
     tolerance: object
 
 
-# -- GDR311-GDR313: the child process, launches, backends ----------------------------------------------------------
+# -- GDR311-GDR314: the child process, launches, backends, nothing to run --------------------------------------
 class ChildCrashed(Violation):
     rule = declare(
         "GDR311", "crashed-dry-runs", scope=DRYRUN,
@@ -298,6 +299,45 @@ class BackendUnavailable(Violation):
 
     backend: object
     reason: object
+
+
+class NothingToDryRun(Violation):
+    rule = declare(
+        "GDR314", "nothing-to-dry-run", scope=DRYRUN,
+        summary="the deployment has no packed-decode call for the dry-run to run",
+        message="nothing to dry-run: {why}",
+        explanation=(
+            "The dry-run runs the packed decode call the deployment's engine makes for one linear-attention layer "
+            "(`fused_recurrent_gated_delta_rule_packed_decode` or `fused_recurrent_kda_packed_decode`). Some "
+            "deployments make none: the model has no GDN or KDA layers (GDR101 for `gdr-check TARGET`, where it is "
+            "a note), or the engine's decode step calls another kernel (GDR134): vLLM decodes KDA layers with "
+            "`fused_recurrent_kda`, Jet-Nemotron's JetBlock calls its own kernel, and sglang takes the packed "
+            "kernel for a KDA layer with a safe-gate lower bound only with a decode backend that supports the "
+            "safe gate. Then nothing runs and nothing is verified, so a CI gate on the dry-run must not pass: this "
+            "is an error, and the exit 1 comes with a diagnostic in every output format (`--ranks all` too). The "
+            "notes say why the engine takes that path; `refused_because` in the JSON document is `[\"GDR314\"]`. "
+            "A deployment with errors is refused for those errors instead, and `refused_because` lists their "
+            "codes.\n\n"
+            "The dry-run models the engine's default decode kernels, so a switch the fixes name (sglang's safe-gate "
+            "decode backend) changes the deployment's path, not the dry-run's. The deployment facts alone decide "
+            "this, before the environment is looked at: with `--backend vllm` and no vLLM installed, this is still "
+            "GDR314 (exit 1), not the missing-engine line (exit 2), since installing vLLM would only lead here."
+        ),
+        causes=(
+            "a KDA model (Kimi-Linear and its kin) dry-run under vLLM (`--engine vllm` or `--backend vllm`)",
+            "Jet-Nemotron, or a KDA layer with a safe-gate lower bound under sglang's default decode backend",
+            "a checkpoint without GDN or KDA layers (a plain transformer, a lightning-attention hybrid)",
+        ),
+        fixes=(
+            "dry-run under an engine whose decode step calls the packed kernel, when the fix names one",
+            "check the rest of the deployment with `gdr-check TARGET`: its TP, pool and shape rules do not need "
+            "the packed call",
+        ),
+        engines="sglang 0.5.23 and vLLM.",
+        example=RefusedDryRunExample(kimi_linear_config(), "a KDA model under vLLM", deployment={"engine": "vllm"}),
+    )
+
+    why: object
 
 
 # -- GDR321-GDR322: interpreter mode ---------------------------------------------------------------------------------

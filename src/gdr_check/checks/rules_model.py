@@ -17,7 +17,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..limits import counted
 from ..models.adapters import QUANTITIES, Selection, adapter_serving
@@ -27,7 +27,7 @@ from ..models.pools import plan_pool
 from ..registry import RULES, Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..report import Diagnostic, Location
 from .config_weights import TensorFindings, tensor_findings
-from .examples import ModelExample, qwen3_next_config
+from .examples import ModelExample, kimi_linear_config, qwen3_next_config
 
 if TYPE_CHECKING:
     from ..models.adapters import Selection
@@ -148,13 +148,7 @@ def run_model_rules(ctx: ModelContext) -> list[Diagnostic]:
 
 
 # Small configs of the families the examples need beside Qwen3-Next (GDR125, GDR126, GDR134).
-_KIMI_LINEAR: dict[str, Any]  # JSON: its values are of any type
-_KIMI_LINEAR = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 64,
-                "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
-                "linear_attn_config": {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
-                                       "kda_layers": [1, 2, 3], "full_attn_layers": [4]},
-                "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
-                "torch_dtype": "bfloat16"}
+_KIMI_LINEAR = kimi_linear_config()
 _JET_NEMOTRON = {"architectures": ["JetNemotronForCausalLM"], "model_type": "jet_nemotron", "hidden_size": 64,
                  "num_hidden_layers": 4, "layer_types": ["attn", "jet", "swa", "jet"], "num_attention_heads": 4,
                  "num_key_value_heads": 2, "intermediate_size": 128, "torch_dtype": "bfloat16",
@@ -175,7 +169,7 @@ class NoLinearLayers(Violation):
             "Ring/Ling-linear (`bailing_moe_linear`), a Bailing hybrid config without `short_conv_kernel_size` "
             "and MiniMax-Text-01/M1 use lightning attention and MiniCPM-SALA uses simple GLA, so they are out of "
             "scope. A config with any linear-attention marker that cannot be described is GDR107, an error, "
-            "never this note."
+            "never this note. `gdr-check dry-run` of such a model has nothing to run: GDR314, an error."
         ),
         causes=("a plain transformer checkpoint", "a lightning-attention hybrid (MiniMax, Ring/Ling-linear)"),
         fixes=("point gdr-check at a Qwen3-Next, Qwen3.5/3.6, Kimi-Linear or other GDN/KDA checkpoint",),
@@ -1063,7 +1057,8 @@ def tp_unsupported(ctx: ModelContext) -> Finding | None:
         "`kda_fused_decode` or the unfused chain. vLLM decodes GDN with the packed kernel when "
         "`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is on and KDA with `fused_recurrent_kda`.\n\n"
         "This note appears where the path is not the packed kernel: the kernel contract is then not run, "
-        "while the TP, pool and shape checks still are. Every report carries the path in `decode_path` (JSON)."
+        "while the TP, pool and shape checks still are, and `gdr-check dry-run` has nothing to run (GDR314, an "
+        "error). Every report carries the path in `decode_path` (JSON)."
     ),
     fixes=("pick the engine flag named in the notes to change the path",),
     engines="sglang 0.5.23 and vLLM.",

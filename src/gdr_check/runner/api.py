@@ -8,10 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..checks import rules_dryrun
+from ..checks import rules_dryrun, rules_model
+from ..engines import ENGINE_NAMES, profile_for
 from ..errors import InputError
 from ..limits import checked
+from ..models.adapters import identify
 from ..models.check import ModelCheck, check_model
+from ..models.decode_path import DecodePath, decode_path
 from ..models.deployment import Deployment
 from ..report import Diagnostic
 from .backends import known_unavailable, missing_backend
@@ -39,6 +42,7 @@ class DryRunResult:
     outcome: ChildOutcome | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     unavailable: str | None = None  # why the backend was refused before a child ran
+    nothing_to_run: Diagnostic | None = None  # GDR314: no packed-decode call to run (kept whatever the selection)
 
     @property
     def launched(self) -> bool:
@@ -54,11 +58,8 @@ class DryRunResult:
 
     @property
     def refused_because(self) -> list[str]:
-        if self.launched:
-            return []
-        if self.unavailable is not None:
-            return [rules_dryrun.BackendUnavailable.rule.code]
-        return [d.code for d in self.check.report if d.severity == "error"]
+        return refused_because(self.check, launched=self.launched, unavailable=self.unavailable,
+                               nothing_to_run=self.nothing_to_run)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document: fields are only ever added."""
@@ -92,6 +93,74 @@ class DryRunResult:
         return document
 
 
+def refused_because(check: ModelCheck, *, launched: bool, unavailable: str | None,
+                    nothing_to_run: Diagnostic | None) -> list[str]:
+    """The codes that kept a dry-run (one rank or `--ranks all`) from launching; [] when it launched."""
+    if launched:
+        return []
+    if unavailable is not None:
+        return [rules_dryrun.BackendUnavailable.rule.code]
+    if nothing_to_run is not None:
+        return [nothing_to_run.code]
+    return [d.code for d in check.report if d.severity == "error"]
+
+
+def nothing_to_run(check: ModelCheck, backend: str = "builtin") -> Diagnostic | None:
+    """GDR314 when a deployment without errors has no packed-decode call for the dry-run to run: the model has no
+    GDN or KDA layers, or the engine's decode step calls another kernel. None when there is a call, or when the
+    deployment's errors are the refusal. `backend` is the one asked for: the fixes name the options to change."""
+    if not check.report.ok:
+        return None
+    if check.model is None:
+        return _no_linear_layers(check)
+    if check.decode is not None and not check.decode.packed:
+        return _not_packed(check, check.decode, backend)
+    if check.call is None:  # an ok report gives a call; said rather than an exit 1 without a diagnostic
+        return rules_dryrun.NothingToDryRun(why="the deployment has no per-rank kernel call").diagnostic(
+            notes=["the geometry is incomplete or TP does not split the heads"])
+    return None
+
+
+def _no_linear_layers(check: ModelCheck) -> Diagnostic:
+    subject = identify(check.checkpoint.config).subject  # as GDR101 names it
+    told = [d for d in check.report if d.code == rules_model.NoLinearLayers.rule.code]
+    fixes = [
+        f"if {subject} is the model you deploy, it has no packed decode to verify: leave it out of the dry-run "
+        "(`gdr-check TARGET` reports it as GDR101, a note, exit 0)",
+        f"if the deployed model has GDN or KDA layers, point the dry-run at its checkpoint: this config describes "
+        f"{subject}",
+    ]
+    return rules_dryrun.NothingToDryRun(why=f"{subject} has no GDN or KDA layers").diagnostic(
+        notes=[note for d in told for note in d.notes], fixes=fixes,
+        location=told[0].location if told else None)
+
+
+def _not_packed(check: ModelCheck, path: DecodePath, backend: str) -> Diagnostic:
+    model = check.model
+    assert model is not None, "a decode path is that of a described model"
+    profile = check.deployment.profile
+    # The switch changes the deployment's path; the dry-run models the engine's default decode kernels.
+    fixes = [f"in the deployment: {path.switch} (the dry-run models the default decode kernels, so it does not "
+             "follow this switch)"] if path.switch else []
+    for name in ENGINE_NAMES:
+        other = decode_path(model, name)
+        if name == profile.name or not other.packed:
+            continue
+        layers = f"its {model.kind.upper()} layers decode with `{other.kernel}`"
+        display = profile_for(name).display_name
+        if backend == "builtin":
+            fixes.append(f"dry-run under {display}: `--engine {name}` ({layers})")
+        else:  # `--backend` runs its engine's kernel, with that engine's semantics: both options change
+            fixes.append(f"dry-run under {display}: `--engine {name} --backend builtin` ({layers}); "
+                         f"`--engine {name} --backend {name}` also runs {display}'s own kernel")
+    engine = profile.name if profile_for(profile.name) is profile else profile.spec
+    fixes.append(f"`gdr-check TARGET --engine {engine}` with the same deployment options (`--tp`, `--batch`, "
+                 "`--slots`, `--state-dtype`) still checks the TP split, the state pools and the shapes; only the "
+                 "kernel contract and the dry-run need the packed call")
+    why = f"under {profile.label} the decode step calls `{path.kernel}`, not a packed decode kernel"
+    return rules_dryrun.NothingToDryRun(why=why).diagnostic(notes=[path.reason], fixes=fixes)
+
+
 def _shown(check: ModelCheck) -> list[Diagnostic]:
     # The deployment's own errors and warnings; its infos belong to `gdr-check PATH`.
     return [d for d in check.report if d.severity in ("error", "warning")]
@@ -99,11 +168,16 @@ def _shown(check: ModelCheck) -> list[Diagnostic]:
 
 def dry_run_check(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
                   timeout: float = DEFAULT_TIMEOUT_S, timing: bool = True) -> DryRunResult:
-    """Run the dry-run for a `ModelCheck`, or refuse when it has errors. Raises DryRunEnvironmentError (also for an
-    engine backend that is not installed), and LimitError (a ValueError) for steps, seed or timeout outside
-    docs/limits.md."""
+    """Run the dry-run for a `ModelCheck`, or refuse when it has errors or nothing to run (GDR314, decided before
+    the environment is looked at). Raises DryRunEnvironmentError (also for an engine backend that is not
+    installed), and LimitError (a ValueError) for steps, seed or timeout outside docs/limits.md."""
     for name, value in (("steps", steps), ("seed", seed), ("timeout", timeout)):
         checked(name, value)
+    # The deployment decides before the environment: with nothing to run (GDR314), a missing `--backend` engine
+    # would not be used either, so it is not asked for (exit 2).
+    nothing = nothing_to_run(check, backend)
+    if nothing is not None:
+        return DryRunResult(check=check, diagnostics=[nothing] + _shown(check), nothing_to_run=nothing)
     if not check.report.ok or check.call is None:
         return DryRunResult(check=check, diagnostics=_shown(check))
     plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=timing)

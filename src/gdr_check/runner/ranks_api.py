@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import rules_dryrun, rules_ranks
 from ..models.sharding import model_layout, ranges
 from ..report import Diagnostic
-from .api import DryRunEnvironmentError
+from .api import DryRunEnvironmentError, nothing_to_run, refused_because
 from .backends import known_unavailable, missing_backend
 from .diagnose import KERNEL_NAMES, fmt, interpreter_diagnostics, number
 from .messages import not_importable
@@ -32,6 +32,7 @@ class RanksResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     unavailable: str | None = None
     weights: dict[str, Any] | None = None  # where the real `A_log`/`dt_bias` came from (--weights)
+    nothing_to_run: Diagnostic | None = None  # GDR314: no packed-decode call to run (kept whatever the selection)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -41,6 +42,11 @@ class RanksResult:
     def ok(self) -> bool:
         return self.outcome is not None and bool(self.result) and \
             not any(d.severity == "error" for d in self.diagnostics)
+
+    @property
+    def refused_because(self) -> list[str]:
+        return refused_because(self.check, launched=self.outcome is not None, unavailable=self.unavailable,
+                               nothing_to_run=self.nothing_to_run)
 
     def slowest(self) -> dict[str, Any] | None:
         """The rank with the longest warm kernel time (GPU), else the longest verified calls (interpreter)."""
@@ -56,7 +62,7 @@ class RanksResult:
         outcome = self.outcome
         return {
             "command": "dry-run", "ranks": "all", "tp": self.tp, "passed": self.ok,
-            "backend_unavailable": self.unavailable,
+            "refused_because": self.refused_because, "backend_unavailable": self.unavailable,
             "transport": result.get("transport"), "environment": result.get("device"),
             "kernels": result.get("kernels", {}), "layer": result.get("layer"), "sharding": result.get("sharding"),
             "geometry": result.get("geometry"), "steps": result.get("steps", []),
@@ -150,11 +156,15 @@ def ranks_diagnostics(outcome: RanksOutcome, tp: int) -> list[Diagnostic]:
 
 def ranks_dry_run(check: ModelCheck, *, backend: str = "builtin", device: str = "auto", steps: int = 3, seed: int = 0,
                   timeout: float = 1800.0, weights: bool = False) -> RanksResult:
-    """Run every rank of the deployment's TP group; refuses (no launch) when the check has errors.
+    """Run every rank of the deployment's TP group; refuses (no launch) when the check has errors or nothing to
+    run (GDR314).
 
     `weights`: use one layer's real `A_log` and `dt_bias` from the checkpoint (raises WeightsError)."""
     tp = check.deployment.tp
     shown = [d for d in check.report if d.severity in ("error", "warning")]
+    nothing = nothing_to_run(check, backend)  # before the environment, as the one-rank dry-run
+    if nothing is not None:
+        return RanksResult(check=check, tp=tp, diagnostics=[nothing] + shown, nothing_to_run=nothing)
     if not check.report.ok or check.call is None or check.model is None:
         return RanksResult(check=check, tp=tp, diagnostics=shown)
     plan = plan_for(check, backend=backend, device=device, steps=steps, seed=seed, timing=False)

@@ -158,12 +158,8 @@ def _summary(result: DryRunResult) -> str:
     tally = diagnostics_tally(result.diagnostics)
     if result.unavailable is not None and result.plan is not None:  # refused after planning, so a plan is set
         return f"dry-run not launched: backend `{result.plan.backend}` is not available; {tally}"
-    if not result.launched and not result.refused_because:
-        check = result.check
-        if check.model is None:
-            return "dry-run not launched: the model has no GDN or KDA layers: nothing to run"
-        if check.decode is not None and not check.decode.packed:
-            return f"dry-run not launched: {check.decode.text()}"
+    if result.nothing_to_run is not None:
+        return f"dry-run not launched: nothing to run ({result.nothing_to_run.code}); {tally}"
     if not result.launched:
         codes = ", ".join(result.refused_because) or "no per-rank call"
         return (f"dry-run not launched: the deployment has {len(result.refused_because)} error(s) ({codes}); "
@@ -252,13 +248,10 @@ def render_ranks(target: str, result: RanksResult, *, color: bool, ascii_only: b
         render_diagnostic(console, diagnostic)
     errors = sum(d.severity == "error" for d in result.diagnostics)
     tally = diagnostics_tally(result.diagnostics)
-    decode = result.check.decode
     if result.outcome is None and result.unavailable:
         verdict = f"dry-run --ranks all not launched: backend unavailable ({result.unavailable})"
-    elif result.outcome is None and result.check.model is None:
-        verdict = "dry-run --ranks all not launched: the model has no GDN or KDA layers: nothing to run"
-    elif result.outcome is None and decode is not None and not decode.packed:
-        verdict = f"dry-run --ranks all not launched: {decode.text()}"
+    elif result.nothing_to_run is not None:
+        verdict = f"dry-run --ranks all not launched: nothing to run ({result.nothing_to_run.code}); {tally}"
     elif result.outcome is None:
         verdict = f"dry-run --ranks all not launched: the deployment has {errors} error(s); fix them first"
     else:
