@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from importlib import resources
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from checkpoint_builders import (
@@ -37,6 +39,7 @@ from gdr_check.runner.plan import plan_for
 
 MISSHARD = "GDR_CHECK_RANKS_TEST_MISSHARD"
 FAULT = "GDR_CHECK_RANKS_TEST_FAULT"
+REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 SMALL = ("--device", "cpu", "--batch", "1", "--steps", "1", "--ranks", "all")
 
 
@@ -118,8 +121,12 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 
 def run_json(capsys, *args: str) -> tuple[int, dict]:
+    """The `--ranks all` JSON document, valid against report-v1.json (it lacked the check's own record: model,
+    deployment, shapes, call, pools, memory)."""
     code = main(["dry-run", *args, *SMALL, "--output-format", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(document)
+    return code, document
 
 
 def messages(document: dict, code: str) -> list[str]:

@@ -58,9 +58,11 @@ class RanksResult:
         return dict(max(ranks, key=lambda r: sum(sum(v) for v in r["seconds"].values())))
 
     def to_dict(self) -> dict[str, Any]:
+        """The stable JSON document: the deployment's check (model, deployment, per-rank call, as the one-rank
+        dry-run's), then what the rank processes did."""
         result = self.result
         outcome = self.outcome
-        return {
+        return self.check.to_dict() | {
             "command": "dry-run", "ranks": "all", "tp": self.tp, "passed": self.ok,
             "refused_because": self.refused_because, "backend_unavailable": self.unavailable,
             "transport": result.get("transport"), "environment": result.get("device"),
