@@ -529,6 +529,19 @@ def test_a_double_backtick_code_span_around_a_message_is_read(text):
     assert (found.rule.code, found.matched_message) == ("GDR208", "`out` must be contiguous.")
 
 
+@pytest.mark.parametrize("text, code, message", [
+    ('"`out` must be contiguous."', "GDR208", "`out` must be contiguous."),
+    ('"AssertionError: 32 is not divisible by 3"', "GDR401", "32 is not divisible by 3"),
+    ("'AssertionError: 32 is not divisible by 3'", "GDR401", "32 is not divisible by 3"),
+    ('log: "A_log must be float32, got torch.bfloat16"', "GDR409", "A_log must be float32, got torch.bfloat16"),
+])
+def test_the_quotes_around_a_paste_are_not_part_of_the_matched_message(text, code, message):
+    """README: quotes around a message do not matter; the closing one was kept in `matched_message` (user test),
+    which the JSON output carries. A message's own backticks stay (`out`)."""
+    [found] = find_all(text)
+    assert (found.rule.code, found.matched_message) == (code, message)
+
+
 def test_a_double_backtick_code_span_keeps_the_values_of_a_message_with_fields(capsys):
     text = "`` `initial_state` must be a 4D tensor (got ndim=5). ``"
     [found] = find_all(text)

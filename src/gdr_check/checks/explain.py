@@ -330,7 +330,7 @@ def _message_starts(line: str) -> list[str]:
             break
         starts.append(_without_exception_prefix(line[cut:].lstrip()))
         position = cut
-    return list(dict.fromkeys(starts))
+    return list(dict.fromkeys(_without_closing_quote(start) for start in starts))
 
 
 def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str] | None:
@@ -349,7 +349,7 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
         if len(literals[0]) >= _MIN_ANCHOR:  # a short first literal (a backtick) anchors anywhere: too loose
             at = line.find(literals[0])
             if at >= 0:
-                texts.append(line[at:])
+                texts.append(_without_closing_quote(line[at:]))
         exact = _pieces(rule.message)
         for text in texts:
             # The template as written first (what a lazy regex would read); then both ends without `_END`.
@@ -357,10 +357,16 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
             if values is None or not _fields_ok(rule, values):
                 values = _fullmatch(literals, fields, text.rstrip(_END))
             if values is not None and _fields_ok(rule, values):
-                if exact[1] and not exact[0][-1]:  # a field ends the template: not the framing's closing quote
-                    values[exact[1][-1]] = values[exact[1][-1]].rstrip(_QUOTES) or values[exact[1][-1]]
                 return rule, {_group(k): v for k, v in values.items()}, text
     return None
+
+
+def _without_closing_quote(text: str) -> str:
+    """`text` without the quotes that close a quoted paste (`"msg"`, a Markdown span) but open nothing in it: a
+    message's own closing backtick stays, a paste's closing `"` goes (it was kept in the matched message)."""
+    while text and text[-1] in _QUOTES and text.count(text[-1]) % 2:
+        text = text[:-1]
+    return text
 
 
 @cache
