@@ -131,3 +131,12 @@ def test_a_model_path_in_pyproject_is_relative_to_the_file(cwd: Path, monkeypatc
         f"error: {cwd / 'pyproject.toml'}: `tool.gdr-check.model`: 'ckpt2' is not a built-in model (`gdr-check "
         f"--list-models` lists them), a repo in the local Hugging Face cache or a path that exists "
         f"({cwd / 'ckpt2'})\n")
+
+
+@pytest.mark.parametrize("model", ["", "  "])
+def test_an_empty_model_is_refused_as_an_empty_target_is(cwd: Path, model: str):
+    """`--model ""` was taken silently (no numbers, exit 0: user test); `gdr-check ""` says this."""
+    result = run_cli("explain", DIVIDE, "--model", model)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "error: Invalid value for --model: an empty path names no checkpoint\n"
+    assert run_cli("").stderr == "error: Invalid value for TARGETS: an empty path names no checkpoint\n"

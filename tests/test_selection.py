@@ -221,8 +221,21 @@ def test_config_applies_and_command_line_wins(project: Path):
     ('"lots"', "not a size: 'lots' (e.g. 80GiB, 141GB or a byte count)")])
 def test_a_bad_gpu_memory_in_the_file_says_what_is_wrong_with_it(project: Path, value: str, problem: str):
     write_pyproject(project, f"[tool.gdr-check]\ngpu-memory = {value}\n")
-    result = run_cli("models/good")
-    assert (result.exit_code, result.stderr) == (2, f"error: pyproject.toml: `tool.gdr-check.gpu-memory`: {problem}\n")
+    # every command that reads the file refuses it, as it refuses any other bad key (explain took it: user test)
+    for args in (["models/good"], ["explain", "GDR121"]):
+        result = run_cli(*args)
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            2, "", f"error: pyproject.toml: `tool.gdr-check.gpu-memory`: {problem}\n")
+
+
+def test_an_empty_model_in_the_file_is_refused_by_every_command(project: Path):
+    """`model = ""` named the file's own folder: explain said it was no checkpoint, check took it (user test)."""
+    write_pyproject(project, '[tool.gdr-check]\nmodel = ""\n')
+    for args in (["models/good"], ["explain", "GDR121"]):
+        result = run_cli(*args)
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            2, "", "error: pyproject.toml: `tool.gdr-check.model`: empty: name a built-in model, a cached repo id or "
+                   "a checkpoint\n")
 
 
 def test_config_found_from_the_checked_path_not_the_cwd(project: Path, monkeypatch):

@@ -27,7 +27,7 @@ else:  # Python 3.10: the same parser, released as tomli
 from .engines import UnknownEngineError, profile_for, state_dtype_problem
 from .errors import InputError, display_path
 from .files import PYPROJECT_NAME
-from .limits import LIMITS, LimitError, read_bounded, shorten
+from .limits import LIMITS, LimitError, SizeError, parse_size, read_bounded, shorten
 from .models.builtin import get_builtin
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
@@ -213,6 +213,8 @@ def _has_table(path: Path) -> bool:
 def _model_source(path: Path, model: str) -> str:
     """`model` as `explain --model` takes it: a built-in model or a repo id of the local Hugging Face cache as
     written, a checkpoint path relative to this file (as its globs are)."""
+    if not model.strip():  # not this file's folder: an empty path names no checkpoint
+        raise ConfigError(path, f"{TABLE}.model", "empty: name a built-in model, a cached repo id or a checkpoint")
     if get_builtin(model) is not None:
         return model
     relative = path.parent / model
@@ -251,6 +253,12 @@ def load_config(path: Path, *, explicit: bool = False) -> Config:
         raise ConfigError(path, f"{TABLE}.gpu-memory", f"expected a size like \"80GiB\" or a byte count, got "
                                                         f"{_toml_type(gpu_memory)}")
     config.gpu_memory = None if gpu_memory is None else str(gpu_memory)
+    if config.gpu_memory is not None:  # refused when the file is read, whichever command reads it
+        try:
+            parse_size(config.gpu_memory)
+        except SizeError as error:  # its own words: not a size, or a size out of range
+            raise ConfigError(path, f"{TABLE}.gpu-memory",
+                              error.in_file if isinstance(error, LimitError) else str(error)) from None
     config.exit_zero = reader.boolean("exit-zero")
     config.error_on_warning = reader.boolean("error-on-warning")
     config.exclude = reader.strings("exclude")

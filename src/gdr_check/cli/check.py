@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 import typer
 
 from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
-from ..config import PYPROJECT, Config, ConfigError, ConfigResolver, discover, load_config
+from ..config import Config, ConfigError, ConfigResolver, discover, load_config
 from ..engines import DEFAULT_ENGINE
 from ..errors import display_path
 from ..limits import LimitError, SizeError, checked, parse_size, shorten
@@ -324,13 +324,7 @@ def check_command(
         return replace(known, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)))
 
     def _settings(target_config: Config) -> TargetSettings:
-        budget = _first(gpu_memory, target_config.gpu_memory)
-        if gpu_memory is None and budget is not None:
-            try:
-                parse_size(budget)
-            except SizeError as error:  # its own words: not a size, or a size out of range
-                raise ConfigError(target_config.path or Path(PYPROJECT), "tool.gdr-check.gpu-memory",
-                                  error.in_file if isinstance(error, LimitError) else str(error)) from None
+        budget = _first(gpu_memory, target_config.gpu_memory)  # a table's value was checked when it was read
         layers = [target_config.selection, cli_layer]
         return TargetSettings(
             config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),

@@ -242,6 +242,8 @@ def explain_command(
             engine = engine or config.engine
             batch = batch if batch is not None else (config.batch or None)
             tp = tp if tp is not None else (config.tp[0] if config.tp and len(config.tp) == 1 else None)
+    if model is not None and not model.strip() and model_source is None:  # as `gdr-check ""` is refused
+        raise typer.BadParameter("an empty path names no checkpoint", param_hint="--model")
     try:  # the model read as `call --model` reads it: a checkpoint path, a cached repo id, a built-in description
         widths, head_dims = model_numbers(model) if model else ({}, {})
     except InputError as refused:  # unreadable, or no GDN/KDA layers: named by the option or the file that gave it
