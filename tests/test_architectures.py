@@ -27,6 +27,7 @@ from checkpoint_builders import (
     write_checkpoint,
 )
 from cli_checkpoints import run_cli
+from gdr_check.api import ExplainModelError, model_numbers
 from gdr_check.models import Deployment, check_checkpoint, check_model
 from gdr_check.models.adapters import select_adapter
 from gdr_check.runner.api import nothing_to_run
@@ -332,6 +333,86 @@ def test_wrong_typed_head_counts_are_errors(value, shown: str, problem: str, tmp
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if '"linear_num_value_heads"' in text)
     assert diagnostic.location.line == line
     assert not result.ok and "GDR103" not in codes(result)
+
+
+# The same bad value in each family's config: Qwen3-Next's root `linear_*`, Qwen3.5's `text_config.linear_*` and
+# Kimi-Linear's `linear_attn_config.*`. Kimi reads `head_dim` (and `num_heads`) for both K and V, so an invalid
+# one was reported twice: GDR108 for K, and a false "the config has no `linear_attn_config.head_dim`" (GDR103)
+# for V (user test). A present but invalid value is one GDR108 in every family; null is such a value.
+_BAD_SIZES = [
+    ("128", '"128": a string, not a whole number'),
+    (-128, "-128: not a positive whole number"),
+    (0, "0: not a positive whole number"),
+    (1e3, "1000.0: a float, not a whole number"),
+    (None, "null: null, not a whole number"),
+    (100000000, "100000000: outside the allowed range 1..65_536 (key head dim)"),
+]
+_FAMILY_KEYS = {  # family -> (config with the value set, the key GDR108 names), for a head dim and a head count
+    "qwen3-next": (lambda size=None, heads=None: qwen3_next_config(
+        **({"linear_key_head_dim": size} if heads is None else {"linear_num_key_heads": heads})),
+        "linear_key_head_dim", "linear_num_key_heads"),
+    "qwen3.5": (lambda size=None, heads=None: qwen3_5_config(
+        **({"linear_key_head_dim": size} if heads is None else {"linear_num_key_heads": heads})),
+        "text_config.linear_key_head_dim", "text_config.linear_num_key_heads"),
+    "kimi-linear": (lambda size=None, heads=None: kimi_config(linear_attn_config={
+        **kimi_config()["linear_attn_config"], **({"head_dim": size} if heads is None else {"num_heads": heads})}),
+        "linear_attn_config.head_dim", "linear_attn_config.num_heads"),
+}
+
+
+def _model_errors(result) -> list[tuple[str, str]]:
+    return [(d.code, d.message) for d in result.report if d.severity == "error" and d.code < "GDR2"]
+
+
+@pytest.mark.parametrize("family", list(_FAMILY_KEYS))
+@pytest.mark.parametrize("value,problem", _BAD_SIZES, ids=[shown.split(":")[0] for _, shown in _BAD_SIZES])
+def test_an_invalid_head_dim_is_one_gdr108_in_every_family(family: str, value, problem: str, tmp_path: Path):
+    make, size_key, _ = _FAMILY_KEYS[family]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(make(size=value), indent=2))
+    result = check_model(str(path), Deployment())
+    assert result.model is not None and result.model.family == family
+    assert _model_errors(result) == [("GDR108", f"`{size_key}` is {problem}")]
+    assert "GDR103" not in codes(result)
+    *sections, leaf = size_key.split(".")
+    lines = path.read_text().splitlines()
+    start = next((n for n, text in enumerate(lines) if f'"{sections[-1]}"' in text), 0) if sections else 0
+    line = next(n for n, text in enumerate(lines[start:], start + 1) if f'"{leaf}"' in text)  # not Kimi's root one
+    assert only(result, "GDR108").location.line == line
+
+
+@pytest.mark.parametrize("family", list(_FAMILY_KEYS))
+def test_an_invalid_head_count_is_one_gdr108_in_every_family(family: str):
+    make, _, heads_key = _FAMILY_KEYS[family]
+    result = check_checkpoint(config_only(make(heads="x")), Deployment())
+    assert _model_errors(result) == [("GDR108", f'`{heads_key}` is "x": a string, not a whole number')]
+    assert "GDR103" not in codes(result)
+
+
+@pytest.mark.parametrize("family", list(_FAMILY_KEYS))
+def test_a_missing_head_dim_is_gdr103_in_every_family(family: str):
+    make, size_key, _ = _FAMILY_KEYS[family]
+    config = make(size=1)
+    text = config["text_config"] if family == "qwen3.5" else config
+    section, _, leaf = size_key.removeprefix("text_config.").rpartition(".")
+    del (text[section] if section else text)[leaf]
+    result = check_checkpoint(config_only(config), Deployment())
+    assert "GDR108" not in codes(result)
+    assert (only(result, "GDR103").message, only(result, "GDR103").severity) == (
+        f"the config has no `{size_key.removeprefix('text_config.')}`", "error")  # the key as the family names it
+
+
+@pytest.mark.parametrize("family", list(_FAMILY_KEYS))
+def test_explain_names_the_invalid_head_dim_in_every_family(family: str, tmp_path: Path):
+    """`explain --model` on a config whose head dim is invalid said, for Kimi-Linear only, "the config has no
+    `linear_attn_config.head_dim`" (the false GDR103): it names the invalid value, as for the GDN families."""
+    make, size_key, _ = _FAMILY_KEYS[family]
+    (tmp_path / "config.json").write_text(json.dumps(make(size="128")))
+    with pytest.raises(ExplainModelError) as raised:
+        model_numbers(str(tmp_path))
+    assert str(raised.value) == (f"{tmp_path}: the model's head counts and sizes are not all known (`{size_key}` is "
+                                 '"128": a string, not a whole number), so explain has no widths to read the numbers '
+                                 "with")
 
 
 def test_unknown_torch_dtype_is_an_error():

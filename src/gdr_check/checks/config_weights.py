@@ -10,7 +10,7 @@ rules of `rules_model` report what it finds.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..models.adapters import GEOMETRY_FIELDS, SHAPE_FIELDS, Geometry, TensorLike, split_layer_name
 from ..models.description import (
@@ -170,13 +170,19 @@ def _missing_fields(model: LinearAttentionModel, found: TensorFindings) -> None:
     adapter = model.adapter
     if adapter is None or not adapter.known:
         return
-    bad = {item.field for item in model.invalid_values}
+    bad = {name for item in model.invalid_values for name in item.fields}
     for name in GEOMETRY_FIELDS:
         source = model.sources.get(name)
         if name in bad and (source is None or source.kind != "config"):
             continue  # reported as an invalid value, with what the tensors say
         if source is None or source.kind != "config":
-            found.missing_fields.append(MissingField(name, adapter.fields[name], source))
+            keys = adapter.fields[name]
+            earlier = next((i for i, item in enumerate(found.missing_fields) if set(item.keys) & set(keys)), None)
+            if earlier is None:
+                found.missing_fields.append(MissingField(name, keys, source))
+            else:  # one key read for two fields (Kimi-Linear's `head_dim` is K and V): one finding, naming that key
+                item = found.missing_fields[earlier]
+                found.missing_fields[earlier] = replace(item, keys=tuple(key for key in item.keys if key in keys))
 
 
 def tensor_findings(model: LinearAttentionModel) -> TensorFindings:

@@ -14,7 +14,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any, Literal, Protocol
 
@@ -133,6 +133,14 @@ class InvalidValue:
     value: Any
     problem: str
     source: Source
+    # The other geometry fields read from the same key (Kimi-Linear's `linear_attn_config.head_dim` is both
+    # head_k_dim and head_v_dim): reported once, as `field`, but none of them is missing from the config.
+    also: tuple[str, ...] = ()
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Every field this value was read for."""
+        return (self.field, *self.also)
 
 
 def value_problem(value: Any, name: str | None = None) -> str | None:
@@ -323,8 +331,14 @@ def read_fields(view: ConfigView, adapter: Adapter, locate: Locator) -> tuple[
         problem = value_problem(value, name)
         if problem is None:
             values[name], sources[name] = value, locate.config(key)
-        elif not any(item.key == key for item in invalid):
+            continue
+        # One key read for two fields (Kimi-Linear's `head_dim`, `num_heads`) is one invalid value: the first
+        # field names it, the others are recorded with it so that none is reported as missing (GDR103).
+        index = next((i for i, item in enumerate(invalid) if item.key == key), None)
+        if index is None:
             invalid.append(InvalidValue(name, key, value, problem, locate.config(key)))
+        else:
+            invalid[index] = replace(invalid[index], also=(*invalid[index].also, name))
     return values, sources, invalid
 
 
