@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
+from checkpoint_builders import kimi_config, qwen3_5_config, qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.models import Deployment, check_builtin, check_model
 from gdr_check.sources import SourceError
 
@@ -125,7 +125,114 @@ def test_sglang_ignores_unknown_mamba_ssm_dtype(tmp_path: Path):
     write_checkpoint(tmp_path, config, qwen_tensors(qwen3_next_config()))
     result = check_model(str(tmp_path), Deployment())
     assert result.settings.state_dtype == "float32"
-    assert any("ignores `mamba_ssm_dtype`" in note for note in result.notes)
+    [diagnostic] = [d for d in result.report if d.code == "GDR108"]
+    assert (diagnostic.severity, diagnostic.message) == ("warning", (
+        '`mamba_ssm_dtype` is "float8": not a state dtype sglang takes (float32, bfloat16, float16); sglang logs a '
+        "warning and keeps its default, float32"))
+
+
+# An invalid `mamba_ssm_dtype` (user test): it gave exit 0, no diagnostic, and "SSM state float32 (sglang's
+# default)", or under vLLM "bfloat16 (vLLM's default: the model dtype (no `mamba_ssm_dtype` hook))" although
+# the key was there. sglang's `mamba2_state_dtype` takes exactly float32/bfloat16/float16 and logs a warning
+# for anything else, keeping float32; vLLM's Qwen3.5 hook copies the value into `mamba_ssm_cache_dtype`, which
+# it cannot look up, so vLLM does not start. `torch_dtype: "bfloat61"` was already GDR108.
+_BAD_SSM_DTYPES = [("float64", '"float64"'), ("garbage", '"garbage"'), (32, "32"), ("fp32", '"fp32"')]
+_SGLANG_FALLBACK = "sglang logs a warning and keeps its default, float32"
+_VLLM_FAILURE = ("its Qwen3.5 hook makes it `mamba_ssm_cache_dtype`, which vLLM's dtype table has no entry for, so "
+                 "vLLM fails at start-up")
+
+
+def _qwen3_5_checkpoint(tmp_path: Path, ssm_dtype) -> Path:
+    config = qwen3_5_config()
+    config["text_config"]["mamba_ssm_dtype"] = ssm_dtype
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=2))
+    return tmp_path
+
+
+def _gdr108(result):
+    found = [d for d in result.report if d.code == "GDR108"]
+    assert len(found) == 1, [(d.code, d.message) for d in result.report]
+    return found[0]
+
+
+@pytest.mark.parametrize("value,shown", _BAD_SSM_DTYPES, ids=[shown for _, shown in _BAD_SSM_DTYPES])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_an_invalid_mamba_ssm_dtype_is_gdr108(engine: str, value, shown: str, tmp_path: Path):
+    path = _qwen3_5_checkpoint(tmp_path, value)
+    result = check_model(str(path), Deployment(engine=engine))
+    diagnostic = _gdr108(result)
+    prefix = f"`text_config.mamba_ssm_dtype` is {shown}: not a state dtype"
+    if engine == "sglang":
+        assert (diagnostic.severity, diagnostic.message) == (
+            "warning", f"{prefix} sglang takes (float32, bfloat16, float16); {_SGLANG_FALLBACK}")
+        assert (result.settings.state_dtype, result.settings.state_dtype_reason) == (
+            "float32", f"sglang's default: it ignores `mamba_ssm_dtype` = {shown}")
+    else:
+        assert (diagnostic.severity, diagnostic.message) == (
+            "error", f"{prefix} vLLM takes (float32, bfloat16, float16); {_VLLM_FAILURE}")
+        assert (result.settings.state_dtype, result.settings.state_dtype_reason) == (
+            "bfloat16", f"assumed: vLLM's default, the model dtype, since vLLM fails at start-up on "
+                        f"`mamba_ssm_dtype` = {shown}")
+        assert not result.ok
+    assert diagnostic.fixes == ['set `mamba_ssm_dtype` to "float32", "bfloat16" or "float16"']
+    assert diagnostic.location.json_key == "text_config.mamba_ssm_dtype"
+    line = next(n for n, text in enumerate((path / "config.json").read_text().splitlines(), 1)
+                if '"mamba_ssm_dtype"' in text)
+    assert diagnostic.location.line == line
+
+
+@pytest.mark.parametrize("engine,expected", [
+    ("sglang", "sglang logs a warning and ignores it (the deployment sets float32)"),
+    ("vllm", "vLLM keeps the deployment's float32 (`--mamba-ssm-cache-dtype` wins over the config) and logs a "
+             "warning"),
+])
+def test_an_invalid_mamba_ssm_dtype_under_a_set_state_dtype_is_a_warning(engine: str, expected: str,
+                                                                          tmp_path: Path):
+    result = check_model(str(_qwen3_5_checkpoint(tmp_path, "garbage")), Deployment(engine=engine,
+                                                                                   state_dtype="float32"))
+    diagnostic = _gdr108(result)
+    assert (diagnostic.severity, diagnostic.message) == ("warning", (
+        f'`text_config.mamba_ssm_dtype` is "garbage": not a state dtype {"sglang" if engine == "sglang" else "vLLM"} '
+        f"takes (float32, bfloat16, float16); {expected}"))
+    assert (result.settings.state_dtype, result.settings.state_dtype_reason) == ("float32", "set by the deployment")
+
+
+@pytest.mark.parametrize("engine,value,expected,reason", [
+    ("sglang", "bfloat16", "bfloat16", '`mamba_ssm_dtype` = "bfloat16" in the config'),
+    ("vllm", "float16", "float16", '`mamba_ssm_dtype` = "float16" in the config'),
+    ("vllm", "half", "float16", '`mamba_ssm_dtype` = "half" in the config'),  # vLLM's table has "half"
+    ("vllm", "auto", "bfloat16", '`mamba_ssm_dtype` = "auto" in the config'),  # the conv dtype: the model dtype
+    ("sglang", None, "float32", "sglang's default"),  # null is unset in both engines
+    ("vllm", None, "bfloat16", "vLLM's default: the model dtype (no `mamba_ssm_dtype` in the config)"),
+])
+def test_a_mamba_ssm_dtype_the_engine_takes_is_no_finding(engine: str, value, expected: str, reason: str,
+                                                          tmp_path: Path):
+    result = check_model(str(_qwen3_5_checkpoint(tmp_path, value)), Deployment(engine=engine))
+    assert "GDR108" not in result.report.codes()
+    assert (result.settings.state_dtype, result.settings.state_dtype_reason) == (expected, reason)
+
+
+def test_sglang_takes_the_mamba_ssm_dtype_names_exactly(tmp_path: Path):
+    # `mamba2_state_dtype` looks the string up as written: "half" is no name it has, unlike vLLM's table.
+    result = check_model(str(_qwen3_5_checkpoint(tmp_path, "half")), Deployment())
+    assert _gdr108(result).message == ('`text_config.mamba_ssm_dtype` is "half": not a state dtype sglang takes '
+                                       f"(float32, bfloat16, float16); {_SGLANG_FALLBACK}")
+    assert result.settings.state_dtype == "float32"
+
+
+def test_an_invalid_mamba_ssm_dtype_the_engine_does_not_read_is_no_finding(tmp_path: Path):
+    # vLLM reads `mamba_ssm_dtype` for Qwen3.5/3.6 only; no engine reads it for KDA.
+    path = tmp_path / "next"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(qwen3_next_config(mamba_ssm_dtype="garbage")))
+    result = check_model(str(path), Deployment(engine="vllm"))
+    assert "GDR108" not in result.report.codes()
+    assert result.settings.state_dtype_reason == "vLLM's default: the model dtype (no `mamba_ssm_dtype` hook)"
+    kimi = tmp_path / "kimi"
+    kimi.mkdir()
+    (kimi / "config.json").write_text(json.dumps(kimi_config(mamba_ssm_dtype="garbage")))
+    for engine in ("sglang", "vllm"):
+        assert "GDR108" not in check_model(str(kimi), Deployment(engine=engine)).report.codes()
 
 
 # -- tensor parallelism -----------------------------------------------------------------------------------------

@@ -91,6 +91,11 @@ class EngineProfile:
     default_state_dtype: str  # GDN SSM state when nothing sets it: a dtype or MODEL_DTYPE
     config_ssm_dtype_families: tuple[str, ...] | None  # GDN families whose config `mamba_ssm_dtype` is read;
     #                                                    None: every GDN family
+    # The config `mamba_ssm_dtype` strings the engine takes, exactly as written, each with the state dtype it gives
+    # (a dtype or MODEL_DTYPE); and what the engine does with any other value when no flag sets the state dtype:
+    # None when it logs a warning and keeps `default_state_dtype`, else how it fails (then it is an error).
+    config_ssm_dtype_names: tuple[tuple[str, str], ...]
+    config_ssm_dtype_failure: str | None
     kda_state_dtype: str  # KDA recurrent state default
     kda_state_dtype_fixed: bool  # True: the engine ignores a requested KDA state dtype
     conv_dtype: str  # conv state default: a dtype or MODEL_DTYPE
@@ -151,6 +156,10 @@ SGLANG_0_5_23 = EngineProfile(
     skip_at_or_below=-1, reserved_slot_zero=True, slot_zero_note="slot 0 reserved",
     gdn_beta_rounding=B_DTYPE, grid_dim_limit=GRID_DIM_LIMIT,
     default_state_dtype="float32", config_ssm_dtype_families=None,
+    # `mamba2_state_dtype` (srt/configs/mamba_utils.py): a dict lookup of the exact string; any other value logs
+    # "Invalid mamba_ssm_dtype ... Using default 'float32'" and keeps float32.
+    config_ssm_dtype_names=(("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float16")),
+    config_ssm_dtype_failure=None,
     kda_state_dtype="float32", kda_state_dtype_fixed=False,
     conv_dtype="bfloat16", gdn_conv_channel_first=True, conv_window_holds_drafts=False, stacked_state_pool=True,
     state_dtype_flag="--mamba-ssm-dtype", conv_dtype_flag=None,
@@ -175,6 +184,16 @@ VLLM_0_29 = EngineProfile(
     skip_at_or_below=0, reserved_slot_zero=False, slot_zero_note="block 0 null",
     gdn_beta_rounding=None, grid_dim_limit=None,
     default_state_dtype=MODEL_DTYPE, config_ssm_dtype_families=("qwen3.5", "qwen3.5-moe"),
+    # The Qwen3.5 hook (`verify_and_update_config`, models/config.py) copies the config value into
+    # `mamba_ssm_cache_dtype` when that is "auto"; `MambaStateDtypeCalculator._mamba_state_dtype`
+    # (layers/mamba/mamba_utils.py, 02d71083) keeps "auto" (the conv dtype, the model dtype by default) and
+    # looks any other name up in `STR_DTYPE_TO_TORCH_DTYPE` (utils/torch_utils.py), whose float entries these
+    # are: a name it lacks ("float64", "garbage", 32) raises there. (Its quantized cache names, "fp8", "int8", ...,
+    # would give an integer state instead; not verified, they are reported the same way.)
+    config_ssm_dtype_names=(("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float16"),
+                            ("half", "float16"), ("float", "float32"), ("auto", MODEL_DTYPE)),
+    config_ssm_dtype_failure=("its Qwen3.5 hook makes it `mamba_ssm_cache_dtype`, which vLLM's dtype table has no "
+                              "entry for, so vLLM fails at start-up"),
     kda_state_dtype="float32", kda_state_dtype_fixed=True,
     conv_dtype=MODEL_DTYPE, gdn_conv_channel_first=False, conv_window_holds_drafts=True, stacked_state_pool=False,
     state_dtype_flag="--mamba-ssm-cache-dtype", conv_dtype_flag="--mamba-cache-dtype",

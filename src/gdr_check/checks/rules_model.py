@@ -997,15 +997,30 @@ def architectures_not_serving(ctx: ModelContext) -> Finding | None:
         "null or list makes the engine's config class fail, or fall back to a default that does not match the "
         "weights. gdr-check does not guess: the value is reported and not used. The value's limits are in "
         "docs/limits.md. When the layers cannot be described without it (the layer count of a config-only "
-        "checkpoint), nothing else is checked."
+        "checkpoint), nothing else is checked.\n\n"
+        "A `mamba_ssm_dtype` the engine reads (sglang: every GDN family; vLLM: Qwen3.5/3.6) must name the state "
+        "dtype: exactly float32, bfloat16 or float16 for sglang, which logs a warning for any other value and "
+        "keeps its float32 state (a warning here); vLLM also takes \"half\", \"float\" and \"auto\", and its "
+        "Qwen3.5 hook passes any other value on as `mamba_ssm_cache_dtype`, which it cannot map to a dtype, so it "
+        "fails at start-up (an error, or a warning when the deployment sets the state dtype, which then wins)."
     ),
-    causes=("a config edited by hand or by a script that wrote numbers as strings", "an unknown `torch_dtype`"),
+    causes=("a config edited by hand or by a script that wrote numbers as strings", "an unknown `torch_dtype`",
+            "a `mamba_ssm_dtype` such as \"float64\" or \"fp32\" that the engine does not take"),
     fixes=("write the value as a JSON integer (or a dtype name)",),
     example=ModelExample(qwen3_next_config(linear_num_value_heads="4"), "a head count written as a string"),
     engines="sglang 0.5.23 and vLLM.",
 )
 def invalid_config_values(ctx: ModelContext) -> list[Finding]:
-    return [_invalid_value_finding(item) for item in ctx.model.invalid_values]
+    findings = [_invalid_value_finding(item) for item in ctx.model.invalid_values]
+    ssm = ctx.settings.ssm_dtype_problem
+    if ssm is not None:
+        key = ssm.source.key if ssm.source is not None and ssm.source.key else "mamba_ssm_dtype"
+        findings.append(Finding(
+            {"key": key, "problem": ssm.problem, "value": _shown(ssm.value)},
+            severity="error" if ssm.fatal else "warning",
+            location=ssm.source.location if ssm.source is not None else None,
+            fixes=['set `mamba_ssm_dtype` to "float32", "bfloat16" or "float16"']))
+    return findings
 
 
 def _invalid_value_finding(item: InvalidValue) -> Finding:

@@ -12,7 +12,7 @@ from typing import Any
 from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for, state_dtype_problem, substitution_note
 from ..limits import checked
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
-from .description import LinearAttentionModel
+from .description import LinearAttentionModel, Source, _shown
 
 # An engine as the user selects it: "sglang", "vllm" or "vllm@0.28" (see `gdr_check.engines`).
 EngineName = str
@@ -105,6 +105,17 @@ class Deployment:
 
 
 @dataclass(frozen=True)
+class SsmDtypeProblem:
+    """A config `mamba_ssm_dtype` the engine reads for this model but does not take (GDR108): the value as written,
+    where it is, what the engine does with it, and whether that stops the engine (an error) or not (a warning)."""
+
+    value: Any
+    source: Source | None
+    problem: str
+    fatal: bool
+
+
+@dataclass(frozen=True)
 class EngineSettings:
     """The dtypes and sizes the engine uses for this model, with the reason for each choice."""
 
@@ -118,6 +129,8 @@ class EngineSettings:
     A_log_dtype: str
     dt_bias_dtype: str
     notes: tuple[str, ...] = ()
+    # The config's `mamba_ssm_dtype` when the engine reads it and does not take it (GDR108).
+    ssm_dtype_problem: SsmDtypeProblem | None = None
 
     @property
     def state_itemsize(self) -> int:
@@ -128,16 +141,38 @@ class EngineSettings:
         return DTYPE_ITEMSIZE[self.conv_dtype]
 
 
-def _config_ssm_dtype(model: LinearAttentionModel) -> str | None:
-    raw = model.dtypes.mamba_ssm_dtype
-    return canonical_dtype(raw) if raw is not None else None
+def _ssm_dtype_problem(model: LinearAttentionModel, deployment: Deployment) -> SsmDtypeProblem | None:
+    """The config's `mamba_ssm_dtype` when the engine reads it for this model and does not take it."""
+    raw, profile = model.dtypes.mamba_ssm_dtype, deployment.profile
+    families = profile.config_ssm_dtype_families
+    if raw is None or model.kind != "gdn" or (families is not None and model.family not in families):
+        return None
+    if isinstance(raw, str) and raw in dict(profile.config_ssm_dtype_names):
+        return None
+    engine = profile.display_name
+    problem = f"not a state dtype {engine} takes ({', '.join(STATE_DTYPES)}); "
+    if deployment.state_dtype is not None:
+        if profile.config_ssm_dtype_failure is None:
+            problem += f"{engine} logs a warning and ignores it (the deployment sets {deployment.state_dtype})"
+        else:
+            problem += (f"{engine} keeps the deployment's {deployment.state_dtype} (`{profile.state_dtype_flag}` "
+                        "wins over the config) and logs a warning")
+        return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, problem, fatal=False)
+    if profile.config_ssm_dtype_failure is None:
+        problem += f"{engine} logs a warning and keeps its default, {profile.default_state_dtype}"
+        return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, problem, fatal=False)
+    problem += profile.config_ssm_dtype_failure
+    return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, problem, fatal=True)
+
+
+def _default_state_dtype(model: LinearAttentionModel, profile: EngineProfile) -> str:
+    return model.dtypes.activation if profile.default_state_dtype == MODEL_DTYPE else profile.default_state_dtype
 
 
 def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[str, str, list[str]]:
     notes: list[str] = []
     profile = deployment.profile
     engine = profile.display_name
-    configured = _config_ssm_dtype(model)
     if model.kind == "kda" and profile.kda_state_dtype_fixed:
         fixed = profile.kda_state_dtype
         if deployment.state_dtype not in (None, fixed):
@@ -149,15 +184,23 @@ def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[s
     if model.kind == "kda":
         return profile.kda_state_dtype, f"{engine}'s KDA default; the config is not consulted", notes
     families = profile.config_ssm_dtype_families
-    reads_config = families is None or model.family in families
-    if reads_config and configured in STATE_DTYPES:
-        return configured, f"`mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} in the config", notes
+    hook = families is None or model.family in families
+    raw = model.dtypes.mamba_ssm_dtype
+    configured = dict(profile.config_ssm_dtype_names).get(raw) if hook and isinstance(raw, str) else None
+    if configured is not None:
+        dtype = model.dtypes.activation if configured == MODEL_DTYPE else configured
+        return dtype, f"`mamba_ssm_dtype` = {_shown(raw)} in the config", notes
+    default = _default_state_dtype(model, profile)
+    if hook and raw is not None:  # a value the engine does not take (GDR108)
+        if profile.config_ssm_dtype_failure is None:
+            return default, f"{engine}'s default: it ignores `mamba_ssm_dtype` = {_shown(raw)}", notes
+        what = "the model dtype" if profile.default_state_dtype == MODEL_DTYPE else "its default"
+        return default, (f"assumed: {engine}'s default, {what}, since {engine} fails at start-up on "
+                         f"`mamba_ssm_dtype` = {_shown(raw)}"), notes
     if profile.default_state_dtype == MODEL_DTYPE:
-        return model.dtypes.activation, f"{engine}'s default: the model dtype (no `mamba_ssm_dtype` hook)", notes
-    if reads_config and configured is not None:
-        notes.append(f"{engine} ignores `mamba_ssm_dtype` = {model.dtypes.mamba_ssm_dtype!r} (not one of "
-                     f"{', '.join(STATE_DTYPES)}) and keeps {profile.default_state_dtype}")
-    return profile.default_state_dtype, f"{engine}'s default", notes
+        why = "no `mamba_ssm_dtype` in the config" if hook else "no `mamba_ssm_dtype` hook"
+        return default, f"{engine}'s default: the model dtype ({why})", notes
+    return default, f"{engine}'s default", notes
 
 
 def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettings:
@@ -175,5 +218,5 @@ def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettin
         deployment=deployment, num_slots=deployment.num_slots,
         state_dtype=state, state_dtype_reason=reason, conv_dtype=conv, conv_dtype_reason=conv_reason,
         activation_dtype=model.dtypes.activation, A_log_dtype="float32", dt_bias_dtype=dt_bias,
-        notes=tuple(notes),
+        notes=tuple(notes), ssm_dtype_problem=_ssm_dtype_problem(model, deployment),
     )

@@ -166,7 +166,9 @@ class ModelDtypes:
     activation_source: Source
     A_log: str | None = None  # checkpoint dtypes; the engines hold A_log as an fp32 parameter
     dt_bias: str | None = None
-    mamba_ssm_dtype: str | None = None  # the config's requested SSM state dtype, verbatim
+    # The config's requested SSM state dtype, verbatim, of whatever JSON type (None: absent or null, which both
+    # engines read as unset); an engine that reads it and does not take it is GDR108 (`deployment.resolve`).
+    mamba_ssm_dtype: Any = None
     mamba_ssm_dtype_source: Source | None = None
 
 
@@ -574,7 +576,7 @@ def _dtypes(view: ConfigView, locate: Locator, layers: dict[int, dict[str, Tenso
     else:
         dtypes = ModelDtypes("bfloat16", Source("default", detail="bfloat16 (no `dtype`/`torch_dtype` in the config)"))
     ssm = view.find("mamba_ssm_dtype")
-    if ssm is not None and isinstance(ssm[0], str):
+    if ssm is not None and ssm[0] is not None:
         dtypes.mamba_ssm_dtype, dtypes.mamba_ssm_dtype_source = ssm[0], locate.config(ssm[1])
     for index in linear:
         for rest, info in layers.get(index, {}).items():
