@@ -25,13 +25,12 @@ else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
 from .engines import UnknownEngineError, profile_for, state_dtype_problem
-from .errors import InputError, display_path
+from .errors import InputError
 from .files import PYPROJECT_NAME
 from .limits import LIMITS, LimitError, SizeError, parse_size, read_bounded, shorten
 from .models.builtin import get_builtin
 from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
-from .sources.hf_cache import cache_root, looks_like_repo_id, repo_folder, split_revision
 
 PYPROJECT = PYPROJECT_NAME
 TABLE = "tool.gdr-check"
@@ -211,20 +210,15 @@ def _has_table(path: Path) -> bool:
 
 # -- validation -----------------------------------------------------------------------------------------------
 def _model_source(path: Path, model: str) -> str:
-    """`model` as `explain --model` takes it: a built-in model or a repo id of the local Hugging Face cache as
-    written, a checkpoint path relative to this file (as its globs are)."""
+    """`model` as `explain --model` takes it: a path that exists relative to this file (as its globs are), else as
+    written (a built-in model, a repo id of the local Hugging Face cache, a path from the working directory).
+    Only `explain` reads it, and names this file and key when it cannot: `check` never fails on it."""
     if not model.strip():  # not this file's folder: an empty path names no checkpoint
         raise ConfigError(path, f"{TABLE}.model", "empty: name a built-in model, a cached repo id or a checkpoint")
     if get_builtin(model) is not None:
         return model
-    relative = path.parent / model
-    if relative.exists():
-        return str(relative)
-    if looks_like_repo_id(model) and (cache_root() / repo_folder(split_revision(model)[0])).is_dir():
-        return model  # read from the local cache when explain runs; its errors name this key
-    raise ConfigError(path, f"{TABLE}.model", f"{shorten(model)!r} is not a built-in model (`gdr-check "
-                                              f"--list-models` lists them), a repo in the local Hugging Face "
-                                              f"cache or a path that exists ({display_path(relative)})")
+    beside = path.parent / os.path.expanduser(model)
+    return str(beside) if beside.exists() else model
 
 
 def load_config(path: Path, *, explicit: bool = False) -> Config:
