@@ -531,11 +531,20 @@ def test_a_double_backtick_code_span_around_a_message_is_read(text):
     assert (found.rule.code, found.matched_message) == ("GDR208", "`out` must be contiguous.")
 
 
+VIEW = ("view size is not compatible with input tensor's size and stride (at least one dimension spans across two "
+        "contiguous subspaces). Use .reshape(...) instead.")
+
+
 @pytest.mark.parametrize("text, code, message", [
     ('"`out` must be contiguous."', "GDR208", "`out` must be contiguous."),
     ('"AssertionError: 32 is not divisible by 3"', "GDR401", "32 is not divisible by 3"),
     ("'AssertionError: 32 is not divisible by 3'", "GDR401", "32 is not divisible by 3"),
     ('log: "A_log must be float32, got torch.bfloat16"', "GDR409", "A_log must be float32, got torch.bfloat16"),
+    ('AssertionError: "32 is not divisible by 3"', "GDR401", "32 is not divisible by 3"),
+    # an apostrophe in the message (tensor's) is not a quote of the paste (review)
+    (f"RuntimeError: '{VIEW}'", "GDR411", VIEW),
+    (f"'RuntimeError: {VIEW}'", "GDR411", VIEW),
+    (f'"{VIEW}"', "GDR411", VIEW),
 ])
 def test_the_quotes_around_a_paste_are_not_part_of_the_matched_message(text, code, message):
     """README: quotes around a message do not matter; the closing one was kept in `matched_message` (user test),

@@ -330,7 +330,7 @@ def _message_starts(line: str) -> list[str]:
             break
         starts.append(_without_exception_prefix(line[cut:].lstrip()))
         position = cut
-    return list(dict.fromkeys(_without_closing_quote(start) for start in starts))
+    return list(dict.fromkeys(_unquoted(start, line) for start in starts))
 
 
 def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str] | None:
@@ -349,7 +349,7 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
         if len(literals[0]) >= _MIN_ANCHOR:  # a short first literal (a backtick) anchors anywhere: too loose
             at = line.find(literals[0])
             if at >= 0:
-                texts.append(_without_closing_quote(line[at:]))
+                texts.append(_unquoted(line[at:], line))
         exact = _pieces(rule.message)
         for text in texts:
             # The template as written first (what a lazy regex would read); then both ends without `_END`.
@@ -361,11 +361,21 @@ def _match_line(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str
     return None
 
 
-def _without_closing_quote(text: str) -> str:
-    """`text` without the quotes that close a quoted paste (`"msg"`, a Markdown span) but open nothing in it: a
-    message's own closing backtick stays, a paste's closing `"` goes (it was kept in the matched message)."""
-    while text and text[-1] in _QUOTES and text.count(text[-1]) % 2:
-        text = text[:-1]
+def _unquoted(text: str, line: str) -> str:
+    """`text`, a candidate message cut from `line`, without the quotes a paste put around it: `"msg"` and `'msg'` as
+    a whole, or a closing quote or backtick whose twin opens the message (`RuntimeError: 'msg'`, a Markdown span)
+    or the whole line (`"RuntimeError: msg"`). A message's own quotes stay: its closing backtick, an apostrophe
+    (`tensor's`)."""
+    while len(text) > 1 and text[-1] in _QUOTES:
+        quote = text[-1]
+        if quote != "`" and text[0] == quote:  # the whole candidate quoted (a message may open with a backtick)
+            text = text[1:-1]
+            continue
+        at = line.find(text)
+        if (at > 0 and line[at - 1] == quote) or line.lstrip()[:1] == quote:  # opened before it, or the whole paste
+            text = text[:-1]
+            continue
+        break
     return text
 
 
