@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..engines import STATE_DTYPES
 from ..limits import counted
 from ..models.adapters import QUANTITIES, Selection, adapter_serving
 from ..models.decode_path import decode_path
@@ -987,6 +988,12 @@ def architectures_not_serving(ctx: ModelContext) -> Finding | None:
     return Finding({"what": what}, fixes=[fix], location=locator.config("architectures").location)
 
 
+def _either(names: Iterable[str]) -> str:
+    """'"a", "b" or "c"'."""
+    quoted = [f'"{name}"' for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
 @rule(
     "GDR108", "invalid-config-values", scope=MODEL,
     summary="a config value has the wrong type or is out of range",
@@ -1019,7 +1026,7 @@ def invalid_config_values(ctx: ModelContext) -> list[Finding]:
             {"key": key, "problem": ssm.problem, "value": _shown(ssm.value)},
             severity="error" if ssm.fatal else "warning",
             location=ssm.source.location if ssm.source is not None else None,
-            fixes=['set `mamba_ssm_dtype` to "float32", "bfloat16" or "float16"']))
+            fixes=[f"set `mamba_ssm_dtype` to {_either(STATE_DTYPES)}"]))
     return findings
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..engines import MODEL_DTYPE, STATE_DTYPES, EngineProfile, profile_for, state_dtype_problem, substitution_note
+from ..engines import MODEL_DTYPE, EngineProfile, profile_for, state_dtype_problem, substitution_note
 from ..limits import checked
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
 from .description import LinearAttentionModel, Source, _shown
@@ -150,13 +150,12 @@ def _ssm_dtype_problem(model: LinearAttentionModel, deployment: Deployment) -> S
     if isinstance(raw, str) and raw in dict(profile.config_ssm_dtype_names):
         return None
     engine = profile.display_name
-    problem = f"not a state dtype {engine} takes ({', '.join(STATE_DTYPES)}); "
+    taken = ", ".join(name for name, _ in profile.config_ssm_dtype_names)
+    problem = f"not a state dtype {engine} takes ({taken}); "
     if deployment.state_dtype is not None:
-        if profile.config_ssm_dtype_failure is None:
-            problem += f"{engine} logs a warning and ignores it (the deployment sets {deployment.state_dtype})"
-        else:
-            problem += (f"{engine} keeps the deployment's {deployment.state_dtype} (`{profile.state_dtype_flag}` "
-                        "wins over the config) and logs a warning")
+        if profile.config_ssm_dtype_failure is not None:
+            return None  # the hook reads the config only when the state dtype flag is left at "auto"
+        problem += f"{engine} logs a warning and ignores it (the deployment sets {deployment.state_dtype})"
         return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, problem, fatal=False)
     if profile.config_ssm_dtype_failure is None:
         problem += f"{engine} logs a warning and keeps its default, {profile.default_state_dtype}"
