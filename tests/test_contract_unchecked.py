@@ -500,22 +500,34 @@ def test_K_256_spills_registers(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype, name", [(torch.bfloat16, "bfloat16"), (torch.float16, "float16")])
-def test_16_bit_state_is_a_warning(variant, dtype, name):
-    report = check(variant, call_for(variant, state_dtype=dtype, device="meta"))
+def test_16_bit_state_is_a_warning_in_an_engines_call_and_a_note_in_a_direct_one(variant, dtype, name):
+    """A pool of the caller's own may be 16-bit (the engines' kernel tests use one: tests/test_upstream_calls.py);
+    in an engine's call it is the deployment's state dtype."""
+    call = call_for(variant, state_dtype=dtype, device="meta")
+    message = f"`initial_state` is {name}: the state is rounded to {name} at every step"
+    report = check(variant, call, origin="engine")
     assert report.ok
-    assert [(d.code, d.message) for d in report.warnings] == [
-        ("GDR249", f"`initial_state` is {name}: the state is rounded to {name} at every step"),
-        *beta_warning(variant)]
-    assert [(d.code, d.message) for d in check(variant, call_for(variant, device="meta")).warnings] == \
-        beta_warning(variant)
+    assert [(d.code, d.message) for d in report.warnings] == [("GDR249", message), *beta_warning(variant)]
+    direct = check(variant, call)
+    assert [(d.code, d.message) for d in direct.warnings] == beta_warning(variant)
+    [note] = [d for d in direct if d.code == "GDR249"]
+    assert (note.severity, note.message, note.notes) == ("info", message, [
+        "a note only: the kernel takes a 16-bit state; in an engine's call (`origin=\"engine\"`) it is the "
+        "deployment's state dtype, a warning"])
+    assert [(d.code, d.message) for d in check(variant, call_for(variant, device="meta"), origin="engine").warnings] \
+        == beta_warning(variant)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_l2norm_off_is_a_warning(variant):
-    report = check(variant, with_(call_for(variant, device="meta"), use_qk_l2norm_in_kernel=False))
-    assert [(d.code, d.message) for d in report.warnings] == [
-        ("GDR250", "`use_qk_l2norm_in_kernel` is False, while sglang and vLLM decode these models with True"),
-        *beta_warning(variant)]
+def test_l2norm_off_is_a_warning_in_an_engines_call_and_a_note_in_a_direct_one(variant):
+    call = with_(call_for(variant, device="meta"), use_qk_l2norm_in_kernel=False)
+    message = "`use_qk_l2norm_in_kernel` is False, while sglang and vLLM decode these models with True"
+    report = check(variant, call, origin="engine")
+    assert [(d.code, d.message) for d in report.warnings] == [("GDR250", message), *beta_warning(variant)]
+    direct = check(variant, call)
+    assert [(d.code, d.message) for d in direct.warnings] == beta_warning(variant)
+    [note] = [d for d in direct if d.code == "GDR250"]
+    assert (note.severity, note.message) == ("info", message)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -369,7 +369,9 @@ def register_spills(ctx: CallContext) -> Finding | None:
     explanation=(
         "The kernel computes in fp32 and stores the state back in the pool's dtype. A bf16 state rounds every "
         "step (rms relative error about 2.6e-3, steady over 256 steps); sglang reported GSM8K 0.955 with fp32 "
-        "against 0.945 with bf16 on Qwen3-Next (docs/kernel-contract.md U8)."
+        "against 0.945 with bf16 on Qwen3-Next (docs/kernel-contract.md U8). A warning for an engine's call "
+        "(deployment checks, recordings, captures, the guard); a direct call on a pool of the caller's own, as the "
+        "engines' kernel tests make, gets it as a note."
     ),
     fixes=("keep the SSM state in float32 (sglang `--mamba-ssm-dtype float32`, vLLM `--mamba-ssm-cache-dtype "
            "float32`)",),
@@ -380,8 +382,12 @@ def state_precision(ctx: CallContext) -> Finding | None:
     dtype = ctx.state.dtype
     if dtype not in ("bfloat16", "float16"):
         return None
-    return Finding({"dtype": dtype}, [f"keep the SSM state in float32 (`{ctx.profile.state_dtype_fix()}`) if "
-                                      "memory allows (2x the state bytes)"], argument="initial_state")
+    fix = f"keep the SSM state in float32 (`{ctx.profile.state_dtype_fix()}`) if memory allows (2x the state bytes)"
+    if ctx.origin == "direct":  # a pool of the caller's own: its dtype is a choice the kernel supports
+        return Finding({"dtype": dtype}, [fix], [
+            "a note only: the kernel takes a 16-bit state; in an engine's call (`origin=\"engine\"`) it is the "
+            "deployment's state dtype, a warning"], argument="initial_state", severity="info")
+    return Finding({"dtype": dtype}, [fix], argument="initial_state")
 
 
 @rule(
@@ -391,7 +397,8 @@ def state_precision(ctx: CallContext) -> Finding | None:
     explanation=(
         "The flag defaults to False but the engines pass True for Qwen3-Next/3.5 and Kimi-Linear. The wrong "
         "value gives silently wrong output: magnitude about 7.6 instead of 0.05 in one test "
-        "(docs/kernel-contract.md U15)."
+        "(docs/kernel-contract.md U15). A warning for an engine's call; a direct call, which has no model behind "
+        "it, gets it as a note."
     ),
     fixes=("pass `use_qk_l2norm_in_kernel=True` unless the model normalises q and k itself",),
     engines="sglang 0.5.23 and vLLM.",
@@ -400,6 +407,10 @@ def state_precision(ctx: CallContext) -> Finding | None:
 def l2norm_flag(ctx: CallContext) -> Finding | None:
     if ctx.call.use_qk_l2norm_in_kernel:
         return None
+    if ctx.origin == "direct":  # no model behind the call: the flag's default is the caller's to choose
+        return Finding(notes=["a note only: a direct call may normalise q and k itself; an engine's call "
+                              "(`origin=\"engine\"`) of these models must pass True"],
+                       argument="mixed_qkv", severity="info")
     return Finding(argument="mixed_qkv")
 
 
