@@ -5,12 +5,13 @@ Torch-free: torch and triton are imported only by the child process.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..checks import rules_dryrun, rules_model
 from ..engines import ENGINE_NAMES, profile_for
-from ..errors import InputError
+from ..errors import InputError, printable
 from ..limits import checked
 from ..models.adapters import identify
 from ..models.check import ModelCheck, check_model
@@ -154,11 +155,14 @@ def _not_packed(check: ModelCheck, path: DecodePath, backend: str) -> Diagnostic
             fixes.append(f"dry-run under {display}: `--engine {name} --backend builtin` ({layers}); "
                          f"`--engine {name} --backend {name}` also runs {display}'s own kernel")
     engine = profile.name if profile_for(profile.name) is profile else profile.spec
-    fixes.append(f"`gdr-check TARGET --engine {engine}` with the same deployment options (`--tp`, `--batch`, "
+    target = shlex.quote(printable(str(getattr(check.checkpoint, "target", None) or "TARGET")))
+    fixes.append(f"`gdr-check {target} --engine {engine}` with the same deployment options (`--tp`, `--batch`, "
                  "`--slots`, `--state-dtype`) still checks the TP split, the state pools and the shapes; only the "
                  "kernel contract and the dry-run need the packed call")
     why = f"under {profile.label} the decode step calls `{path.kernel}`, not a packed decode kernel"
-    return rules_dryrun.NothingToDryRun(why=why).diagnostic(notes=[path.reason], fixes=fixes)
+    # The path's reason, unless it only says what the message says (vLLM's KDA layer)
+    notes = [] if f"`{path.kernel}`, not a packed decode kernel" in path.reason else [path.reason]
+    return rules_dryrun.NothingToDryRun(why=why).diagnostic(notes=notes, fixes=fixes)
 
 
 def _shown(check: ModelCheck) -> list[Diagnostic]:
