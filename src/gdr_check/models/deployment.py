@@ -141,27 +141,32 @@ class EngineSettings:
         return DTYPE_ITEMSIZE[self.conv_dtype]
 
 
+def _reads_config_ssm_dtype(model: LinearAttentionModel, profile: EngineProfile) -> bool:
+    """Whether the engine reads the config's `mamba_ssm_dtype` for this GDN model (its hook's families)."""
+    families = profile.config_ssm_dtype_families
+    return families is None or model.family in families
+
+
 def _ssm_dtype_problem(model: LinearAttentionModel, deployment: Deployment) -> SsmDtypeProblem | None:
     """The config's `mamba_ssm_dtype` when the engine reads it for this model and does not take it."""
     raw, profile = model.dtypes.mamba_ssm_dtype, deployment.profile
-    families = profile.config_ssm_dtype_families
-    if raw is None or model.kind != "gdn" or (families is not None and model.family not in families):
+    if raw is None or model.kind != "gdn" or not _reads_config_ssm_dtype(model, profile):
         return None
     if isinstance(raw, str) and raw in dict(profile.config_ssm_dtype_names):
         return None
+    failure = profile.config_ssm_dtype_failure
+    if deployment.state_dtype is not None and failure is not None:
+        return None  # the hook reads the config only when the state dtype flag is left at "auto"
     engine = profile.display_name
     taken = ", ".join(name for name, _ in profile.config_ssm_dtype_names)
-    problem = f"not a state dtype {engine} takes ({taken}); "
     if deployment.state_dtype is not None:
-        if profile.config_ssm_dtype_failure is not None:
-            return None  # the hook reads the config only when the state dtype flag is left at "auto"
-        problem += f"{engine} logs a warning and ignores it (the deployment sets {deployment.state_dtype})"
-        return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, problem, fatal=False)
-    if profile.config_ssm_dtype_failure is None:
-        problem += f"{engine} logs a warning and keeps its default, {profile.default_state_dtype}"
-        return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, problem, fatal=False)
-    problem += profile.config_ssm_dtype_failure
-    return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, problem, fatal=True)
+        what = f"{engine} logs a warning and ignores it (the deployment sets {deployment.state_dtype})"
+    elif failure is None:
+        what = f"{engine} logs a warning and keeps its default, {profile.default_state_dtype}"
+    else:
+        what = failure
+    return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, f"not a state dtype {engine} takes ({taken}); "
+                           f"{what}", fatal=failure is not None and deployment.state_dtype is None)
 
 
 def _default_state_dtype(model: LinearAttentionModel, profile: EngineProfile) -> str:
@@ -182,8 +187,7 @@ def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[s
         return deployment.state_dtype, "set by the deployment", notes
     if model.kind == "kda":
         return profile.kda_state_dtype, f"{engine}'s KDA default; the config is not consulted", notes
-    families = profile.config_ssm_dtype_families
-    hook = families is None or model.family in families
+    hook = _reads_config_ssm_dtype(model, profile)
     raw = model.dtypes.mamba_ssm_dtype
     configured = dict(profile.config_ssm_dtype_names).get(raw) if hook and isinstance(raw, str) else None
     if configured is not None:
