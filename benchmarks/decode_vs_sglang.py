@@ -14,8 +14,9 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
   backend: fixed compiled configurations, no autotuning), loaded by ``sglang_helion_kda.py`` when the ``helion``
   package imports, and called as that backend calls it (``a``/``b`` 2-D, ``A_log``/``dt_bias`` flattened, the
   l2 norm in the kernel, ``lower_bound`` passed on); otherwise the run's ``paths`` say why it was not run;
-- ``cute``: sglang's CuTe-DSL kernels (``cutedsl_gdn.py`` / ``cutedsl_kda.py``) when ``cutlass`` imports; they
-  take q, k, v as separate tensors, which are split from the packed row once, outside the timing;
+- ``cute`` (with ``--cute``): sglang's CuTe-DSL kernels (``cutedsl_gdn.py`` / ``cutedsl_kda.py``) when ``cutlass``
+  imports, called as sglang's backends call them where the kernel backend has no packed decode: q, k, v as
+  views split from the packed row (see ``cute_impl``);
 - ``copy``: a device-to-device copy that reads and writes as many bytes as the kernel (state rows read and
   written, plus the inputs and the output): the practical limit.
 - ``slot_copy``: the state rows alone, read and written back in place at the slots the kernel is given, each
@@ -56,7 +57,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,6 @@ class Inputs:
     pool: torch.Tensor
     out: torch.Tensor
     index_sets: list[torch.Tensor]
-    split: dict[str, torch.Tensor] = field(default_factory=dict)  # q, k, v, a for the CuTe kernels
 
     @property
     def scale(self) -> float:
@@ -216,14 +216,6 @@ def make_inputs(g: Geometry, B: int, state: str, slots: int, sets: int, seed: in
         out=torch.empty(B, 1, g.HV, g.V, device=dev, dtype=ACTIVATION),
         index_sets=[s.contiguous() for s in order],
     )
-    HK = g.H * g.K
-    inputs.split = {
-        "q": inputs.mixed_qkv[:, :HK].reshape(B, 1, g.H, g.K).contiguous(),
-        "k": inputs.mixed_qkv[:, HK:2 * HK].reshape(B, 1, g.H, g.K).contiguous(),
-        "v": inputs.mixed_qkv[:, 2 * HK:].reshape(B, 1, g.HV, g.V).contiguous(),
-        "a": inputs.a.reshape(B, 1, g.HV, g.K).contiguous() if g.variant == "kda" else inputs.a.unsqueeze(1),
-        "b": inputs.b.unsqueeze(1),
-    }
     return inputs
 
 
@@ -273,13 +265,33 @@ def helion_impl(decode: Callable) -> Impl:
     return run
 
 
-def cute_impl(gdn: Callable | None, kda: Callable | None) -> Impl:
+def cute_impl(gdn: Callable, kda: Callable, compile_caches: list[dict[Any, Any]]) -> Impl:
+    """sglang's CuTe-DSL decode, called as its GDN and KDA backends' ``decode`` calls it (sglang 0.5.23,
+    ``gdn_backend.py`` / ``kda_backend.py`` when the kernel backend has no packed decode): q, k and v split from
+    the packed row as ``[1, N, heads, dim]`` views, not copies (the wrapper makes them contiguous, inside the
+    timed call), ``a`` and ``b`` as the layer has them (2-D), ``cu_seqlens`` the batch's ``query_start_loc``
+    (0..N: one token per request), the l2 norm in the kernel, softplus beta 1 and threshold 20. The wrapper
+    returns a new ``out``. Its compiled kernels are cached by shape and pool size but not by the state's dtype,
+    so `compile_caches` are emptied whenever the dtype changes: otherwise an fp32 binary would run on a bf16
+    pool."""
+    compiled_for: list[torch.dtype | None] = [None]
+    query_start: dict[int, torch.Tensor] = {}
+
     def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        fn = gdn if x.g.variant == "gdn" else kda
-        assert fn is not None
-        s = x.split
-        return fn(x.A_log, x.dt_bias, s["q"], s["k"], s["v"], s["a"], s["b"], pool, indices, scale=x.scale,
-                  use_qk_l2norm_in_kernel=True)
+        if compiled_for[0] != pool.dtype:
+            for cache in compile_caches:
+                cache.clear()
+            compiled_for[0] = pool.dtype
+        g, B = x.g, x.B
+        if B not in query_start:  # made by the first (uncaptured) call, as the engine's metadata is
+            query_start[B] = torch.arange(B + 1, dtype=torch.int32, device=x.mixed_qkv.device)
+        q, k, v = x.mixed_qkv.split([g.H * g.K, g.H * g.K, g.HV * g.V], dim=-1)
+        q, k = (t.unflatten(-1, (g.H, g.K)).unsqueeze(0) for t in (q, k))
+        v = v.unflatten(-1, (g.HV, g.V)).unsqueeze(0)
+        decode = gdn if g.variant == "gdn" else kda
+        return decode(A_log=x.A_log, dt_bias=x.dt_bias, q=q, k=k, v=v, a=x.a, b=x.b, initial_state_source=pool,
+                      initial_state_indices=indices, cu_seqlens=query_start[B], scale=x.scale,
+                      use_qk_l2norm_in_kernel=True, softplus_beta=1.0, softplus_threshold=20.0)
     return run
 
 
@@ -473,7 +485,8 @@ def load_cute(source: str | None, refs: dict[str, Any]) -> str:
             return f"not run: {name}.py does not load ({type(exc).__name__}: {exc})"
         loaded[name] = module
     refs["cute"] = cute_impl(loaded["cutedsl_gdn"].cutedsl_fused_sigmoid_gating_delta_rule_update,
-                             loaded["cutedsl_kda"].cutedsl_fused_sigmoid_gating_kda_update)
+                             loaded["cutedsl_kda"].cutedsl_fused_sigmoid_gating_kda_update,
+                             [module._compiled_kernels for module in loaded.values()])
     return f"CuTe DSL {getattr(cutlass, '__version__', '?')}, sglang's cutedsl_gdn.py / cutedsl_kda.py"
 
 
