@@ -477,3 +477,19 @@ def test_a_deployment_option_without_a_model_names_the_option_given(tmp_path, ca
     rec = write_recording(tmp_path / "rec.json", expected_call())
     code, out, err = run(capsys, "call", rec, *options)
     assert (code, out, err) == (2, "", message + "\n")
+
+
+def test_a_model_without_linear_layers_is_refused_as_explain_refuses_it(tmp_path, capsys):
+    """The recorded calls cannot be a plain transformer's: comparing them with one is a wrong --model, exit 2 with
+    one line, as `explain --model` says of it (not a skipped comparison and exit 0)."""
+    llama = tmp_path / "llama"
+    llama.mkdir()
+    write_json(llama / "config.json", {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                        "num_hidden_layers": 4})
+    path = write_recording(tmp_path / "rec.json", expected_call())
+    code, out, err = run(capsys, "call", path, "--model", str(llama))
+    assert (code, out) == (2, "")
+    assert err == (f"error: Invalid value for --model: {llama}: `LlamaForCausalLM` has no GDN or KDA layers, so it "
+                   f"makes no packed-decode call to compare the recorded calls with\n")
+    with pytest.raises(gdr_check.api.CallModelError):  # the library raises its own error, never a CLI one
+        gdr_check.api.check_recording(path, target=str(llama))

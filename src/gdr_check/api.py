@@ -230,6 +230,20 @@ class CallRun:
         }
 
 
+class CallModelError(InputError):
+    """`call --model` names a model with no GDN or KDA layer: no expected call to compare with (exit 2)."""
+
+    code = "usage"
+
+
+def _without_linear_layers(check: ModelCheck) -> str | None:
+    """The model's name (as GDR101 gives it) when the check found no GDN or KDA layer, else None."""
+    if check.model is not None:
+        return None
+    none = next((d for d in check.report if d.code == NoLinearLayers.rule.code), None)
+    return None if none is None else str(none.bindings.get("subject"))
+
+
 def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) -> ModelCheck:
     """The model check for `engine` (built once per engine); its errors are reported once, at the top."""
     if engine not in run.models:
@@ -237,6 +251,10 @@ def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) 
         check = check_model(target, deployment)
         run.models[engine] = check
         run.notes.extend(note for note in check.source_dict()["notes"] if note not in run.notes)
+        without = _without_linear_layers(check)
+        if without is not None:  # the recorded calls cannot be this model's: there is nothing to compare them with
+            raise CallModelError(f"{target}: {without} has no GDN or KDA layers, so it makes no packed-decode call "
+                                 f"to compare the recorded calls with")
         blocking = [d for d in check.report if d.severity == "error" and d.code < "GDR2"]
         run.model_diagnostics.extend(d for d in blocking if d not in run.model_diagnostics)
         if check.call is None:
@@ -377,10 +395,10 @@ def model_numbers(target: str) -> ModelNumbers:
     model = check.model
     diagnostics = list(check.report)
     if model is None:
-        none = next((d for d in diagnostics if d.code == NoLinearLayers.rule.code), None)
-        if none is not None:
-            raise ExplainModelError(f"{target}: {none.bindings.get('subject')} has no GDN or KDA layers, so explain "
-                                    f"has no linear-attention widths to read the numbers with")
+        without = _without_linear_layers(check)
+        if without is not None:
+            raise ExplainModelError(f"{target}: {without} has no GDN or KDA layers, so explain has no "
+                                    f"linear-attention widths to read the numbers with")
         first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0] if diagnostics else None)
         raise ExplainModelError(f"{target}: " + (first.message if first is not None else
                                                  "its linear-attention layers could not be described"))

@@ -60,7 +60,7 @@ def call_command(
                                             parser=report_path, metavar="PATH", help=OUTPUT_FILE_HELP),
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
-    from ..api import check_recording
+    from ..api import CallModelError, check_recording
     from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
@@ -76,8 +76,12 @@ def call_command(
     out = Output(fmt, output_file)
     options = RunOptions(model or str(recording), out, select=select, extend_select=extend_select, ignore=ignore,
                          exit_zero=exit_zero, error_on_warning=error_on_warning, isolated=isolated)
-    run = check_recording(str(recording), target=model, tp=tp, engine=engine, state_dtype=state_dtype, index=index,
-                          selection=options.selection, failing=options.failing, exit_zero=options.exit_zero)
+    try:
+        run = check_recording(str(recording), target=model, tp=tp, engine=engine, state_dtype=state_dtype,
+                              index=index, selection=options.selection, failing=options.failing,
+                              exit_zero=options.exit_zero)
+    except CallModelError as refused:  # a model without linear-attention layers: named by the option, as explain does
+        raise typer.BadParameter(str(refused), param_hint="--model") from None
     style_for_destination(run, fmt, output_file)
     run.quiet = quiet
     return write_run(run, out)
