@@ -23,7 +23,7 @@ from ..engines import STATE_DTYPES
 from ..limits import counted
 from ..models.adapters import QUANTITIES, Selection, adapter_serving
 from ..models.decode_path import decode_path
-from ..models.description import Locator, _shown, why_undescribed
+from ..models.description import Locator, shown_value, why_undescribed
 from ..models.pools import plan_pool
 from ..registry import RULES, Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..report import Diagnostic, Location
@@ -973,8 +973,9 @@ def architectures_not_serving(ctx: ModelContext) -> Finding | None:
     declared = (locator.checkpoint.config or {})["architectures"]
     by_type = adapter_serving(model_type=identity.root_model_type)
     if not isinstance(declared, list) or not declared or not isinstance(declared[0], str):
-        what = ("is an empty list" if declared == [] else f"is {_shown(declared)}, whose first entry is no class name"
-                if isinstance(declared, list) else f"is {_shown(declared)}, not a list of class names")
+        what = ("is an empty list" if declared == []
+                else f"is {shown_value(declared)}, whose first entry is no class name" if isinstance(declared, list)
+                else f"is {shown_value(declared)}, not a list of class names")
         fix = f"write it as a list: [\"{by_type.architectures[0]}\"]" if by_type else "write it as a list"
     elif adapter_serving(architecture=declared[0]) is None and by_type is not None and model.adapter is by_type:
         # A class gdr-check knows is left alone: it chose the family (Kimi-K3's text-only class reads a
@@ -1023,7 +1024,7 @@ def invalid_config_values(ctx: ModelContext) -> list[Finding]:
     if ssm is not None:
         key = ssm.source.key if ssm.source is not None and ssm.source.key else "mamba_ssm_dtype"
         findings.append(Finding(
-            {"key": key, "problem": ssm.problem, "value": _shown(ssm.value)},
+            {"key": key, "problem": ssm.problem, "value": shown_value(ssm.value)},
             severity="error" if ssm.fatal else "warning",
             location=ssm.source.location if ssm.source is not None else None,
             fixes=[f"set `mamba_ssm_dtype` to {_either(STATE_DTYPES)}"]))
@@ -1031,7 +1032,7 @@ def invalid_config_values(ctx: ModelContext) -> list[Finding]:
 
 
 def _invalid_value_finding(item: InvalidValue) -> Finding:
-    return Finding({"key": item.key, "problem": item.problem, "value": _shown(item.value)},
+    return Finding({"key": item.key, "problem": item.problem, "value": shown_value(item.value)},
                    location=item.source.location,
                    fixes=[f"set `{item.key.rsplit('.', 1)[-1]}` to the value the released config has"])
 

@@ -12,7 +12,7 @@ from typing import Any
 from ..engines import MODEL_DTYPE, EngineProfile, profile_for, state_dtype_problem, substitution_note
 from ..limits import checked
 from ..tensors import DTYPE_ITEMSIZE, canonical_dtype
-from .description import LinearAttentionModel, Source, _shown
+from .description import LinearAttentionModel, Source, shown_value
 
 # An engine as the user selects it: "sglang", "vllm" or "vllm@0.28" (see `gdr_check.engines`).
 EngineName = str
@@ -192,14 +192,14 @@ def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[s
     configured = dict(profile.config_ssm_dtype_names).get(raw) if hook and isinstance(raw, str) else None
     if configured is not None:
         dtype = model.dtypes.activation if configured == MODEL_DTYPE else configured
-        return dtype, f"`mamba_ssm_dtype` = {_shown(raw)} in the config", notes
+        return dtype, f"`mamba_ssm_dtype` = {shown_value(raw)} in the config", notes
     default = _default_state_dtype(model, profile)
     if hook and raw is not None:  # a value the engine does not take (GDR108)
         if profile.config_ssm_dtype_failure is None:
-            return default, f"{engine}'s default: it ignores `mamba_ssm_dtype` = {_shown(raw)}", notes
+            return default, f"{engine}'s default: it ignores `mamba_ssm_dtype` = {shown_value(raw)}", notes
         what = "the model dtype" if profile.default_state_dtype == MODEL_DTYPE else "its default"
         return default, (f"assumed: {engine}'s default, {what}, since {engine} fails at start-up on "
-                         f"`mamba_ssm_dtype` = {_shown(raw)}"), notes
+                         f"`mamba_ssm_dtype` = {shown_value(raw)}"), notes
     if profile.default_state_dtype == MODEL_DTYPE:
         why = "no `mamba_ssm_dtype` in the config" if hook else "no `mamba_ssm_dtype` hook"
         return default, f"{engine}'s default: the model dtype ({why})", notes

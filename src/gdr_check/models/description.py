@@ -524,14 +524,14 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
     readable = any(isinstance(config.get(section), dict) for section in adapter.sections)
     for section in () if readable else adapter.sections:
         if section in config and not isinstance(config[section], dict):
-            found.append(Unreadable(section, f"is {_shown(config[section])}: not an object, so the fields it holds "
-                                    "cannot be read", locate.config(section)))
+            found.append(Unreadable(section, f"is {shown_value(config[section])}: not an object, so the fields it "
+                                    "holds cannot be read", locate.config(section)))
     if found:  # what else is missing follows from it
         return found
     _, _, invalid = read_fields(view, adapter, locate)
     invalid += dtype_problems(view, locate)
     for item in invalid:
-        found.append(Unreadable(item.key, f"is {_shown(item.value)}: {item.problem}", item.source, item))
+        found.append(Unreadable(item.key, f"is {shown_value(item.value)}: {item.problem}", item.source, item))
     layer_map = adapter.layer_map(view)
     for key, problem in layer_map.problems:
         found.append(Unreadable(key, problem, locate.config(key)))
@@ -549,7 +549,7 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
             found.append(Unreadable("num_hidden_layers", "is missing: the layer map needs the layer count",
                                     locate.config("num_hidden_layers")))
         elif interval is not None and value_problem(interval[0]) is not None:  # present but unusable: the problem
-            found.append(Unreadable(interval[1], f"is {_shown(interval[0])}: the layer map needs a positive whole "
+            found.append(Unreadable(interval[1], f"is {shown_value(interval[0])}: the layer map needs a positive whole "
                                     "number (every n-th layer is full attention)", locate.config(interval[1])))
         else:
             found.append(Unreadable("layer_types", "is missing and no other key says which layers are linear "
@@ -557,8 +557,9 @@ def why_undescribed(checkpoint: CheckpointLike, adapter: Adapter | None) -> list
     return found
 
 
-def _shown(value: Any) -> str:
-
+def shown_value(value: Any) -> str:
+    """A config value as a message quotes it: JSON (repr where it is not JSON), at most 60 characters, huge
+    integers shortened before they are formatted."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         return shorten(value)  # never format thousands of digits
     try:
