@@ -68,7 +68,8 @@ def config_label(c: TileConfig) -> str:
     return (f"{c.block_v}x{c.tiles_per_program}/w{c.num_warps}/s{c.num_stages}{'/E' if c.evict_first else ''}"
             f"{'/np' if not c.prefetch else ''}"
             f"{f'/r{c.max_registers}' if c.max_registers else ''}{f'/L{c.loop_stages}' if c.loop_stages > 1 else ''}"
-            f"{'/Lo' if c.evict_first and not c.hint_stores else ''}{'/K' if c.keep_inputs else ''}")
+            f"{'/Lo' if c.evict_first and not c.hint_stores else ''}{'/K' if c.keep_inputs else ''}"
+            f"{'/1w' if c.lift_registers else ''}")
 
 
 def bytes_per_call(B: int, H: int, HV: int, state_itemsize: int, act_itemsize: int = 2) -> int:

@@ -133,6 +133,18 @@ CANDIDATES = (
     _T(1), _T(2, prefetch=False), _T(4, prefetch=False), _T(8, prefetch=False), _T(16, prefetch=False),
     _T(8, evict_first=True, prefetch=False), _T(16, evict_first=True, prefetch=False),
     _T(4, keep_inputs=True, prefetch=False),
+    # ptxas's register target lifted for one-wave launches, as the guarded kernel's are
+    # (`tiling.one_wave_register_cap`): at B = 1 the checked kernel ran 4-9 % faster than the unchecked one with an
+    # fp32 state (the 2026-12-03 01:57 run).
+    _T(2, prefetch=False, max_registers=255), _T(4, prefetch=False, max_registers=255), _T(2, max_registers=255),
+    _T(4, max_registers=255), _T(4, keep_inputs=True, max_registers=255),
+    # The same at 64-128 pairs, where a one-wave launch's cap is 128 (the checked kernel's 8-row bf16 tile, loaded
+    # first, ran 4-5 % faster than the unchecked one at HV = 8, B = 8).
+    _T(8, evict_first=True, max_registers=128), _T(8, evict_first=True, prefetch=False, max_registers=128),
+    _T(4, max_registers=128), _T(4, prefetch=False, max_registers=128), _T(4, keep_inputs=True, max_registers=128),
+    # The built-in table's one-wave rows: the register target each launch's size allows (`TileConfig.lift_registers`).
+    _T(2, prefetch=False, lift_registers=True), _T(2, lift_registers=True),
+    _T(8, evict_first=True, prefetch=False, lift_registers=True), _T(8, evict_first=True, lift_registers=True),
 )
 
 

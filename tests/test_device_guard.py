@@ -939,6 +939,32 @@ class _FakeRegisters:
         return None
 
 
+@pytest.mark.parametrize("lift, grid, guarded, expected", [
+    (True, 512, False, 255),  # 8 pairs of 2-row tiles at V = 128: 8 programs per SM with the successor
+    (True, 1024, False, 128),  # 64 pairs of 8-row tiles: 16 per SM
+    (True, 2048, False, None),  # 32 per SM, every slot: ptxas's own target
+    (False, 512, False, None),  # a tiling that does not ask for it keeps ptxas's own target
+    (False, 512, True, 255),  # a guarded launch lifts it whatever its tiling
+])
+def test_a_one_wave_launch_lifts_the_register_target_when_its_tiling_or_guard_asks(monkeypatch, lift, grid, guarded,
+                                                                                   expected):
+    launches = []
+
+    class Kernel:
+        arg_names = ()
+
+        def __getitem__(self, launch_grid):
+            def launch(*args, **options):
+                launches.append(options)
+            return launch
+
+    monkeypatch.setattr(triton_common, "residency_model_applies", lambda device_index: True)
+    monkeypatch.setattr(triton_common, "multiprocessors", lambda device_index: 132)
+    plain = ((), {}) if guarded else None
+    DirectLauncher(Kernel()).launch(None, grid, 0, (), {}, {"num_warps": 1}, plain, lift_registers=lift)
+    assert launches[-1].get("maxnreg") == expected
+
+
 def test_the_guarded_variant_is_recompiled_under_a_cap_only_where_it_loses_residency(monkeypatch):
     compiles = []
 

@@ -331,7 +331,7 @@ class DirectLauncher:
 
     def launch(self, key: Hashable | None, grid: int, device_index: int | None, args: tuple[Any, ...],
                constants: dict[str, Any], options: dict[str, Any],
-               plain: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> None:
+               plain: tuple[tuple[Any, ...], dict[str, Any]] | None = None, lift_registers: bool = False) -> None:
         """Launch through the JIT and remember the compiled variant under ``key`` (None: don't).
 
         ``plain``: for a guarded launch, the unguarded variant's (args, constants), with the guarded launch's
@@ -345,8 +345,9 @@ class DirectLauncher:
         worst. Where the count costs no residency the variant stays uncapped: a cap makes ptxas
         schedule the main path differently, measured up to 4 % slower where it was not needed. A guarded launch
         with fewer programs than the SMs hold goes the other way: its cap is lifted (`one_wave_register_cap`),
-        so that ptxas does not split the state's loads to stay within full residency's count."""
-        if (plain is not None and device_index is not None and "maxnreg" not in options
+        so that ptxas does not split the state's loads to stay within full residency's count; so is an unguarded
+        one whose tiling asks for it (`TileConfig.lift_registers`)."""
+        if ((plain is not None or lift_registers) and device_index is not None and "maxnreg" not in options
                 and residency_model_applies(device_index)):
             lifted = one_wave_register_cap(grid, int(options.get("num_warps", 4)), multiprocessors(device_index))
             if lifted is not None:

@@ -54,6 +54,9 @@ class TileConfig:
     # Load q, k (and KDA's gate row) with an evict-last L2 policy: every V block of a head, and every value head
     # of a key head, reads the same ones.
     keep_inputs: bool = False
+    # A launch so small that it and a programmatic successor fit in one wave lifts ptxas's register target to what
+    # one wave allows (`one_wave_register_cap`), as guarded launches do; larger launches keep ptxas's own target.
+    lift_registers: bool = False
 
     def constexprs(self, K: int, V: int) -> dict[str, Any]:
         """The decode kernels' tiling constants for a [V, K] state (both kernels take the same ones)."""
@@ -141,12 +144,23 @@ _E = True
 # HV = 8 bf16 B = 1, which stays prefetched (H200, 2026-12-01, `guard_variants.py --ours`, 7 interleaved rounds:
 # docs/data/tuning/small_b_kernel_variants.json). A scheduling barrier that kept the early load ahead of
 # everything else was 0.8-8.9 % slower, and four warps per program 11-30 % slower.
+#
+# One-wave launches (few pairs) lift ptxas's register target (lift_registers), as guarded launches do
+# (`one_wave_register_cap`: 255 registers at 8 pairs of 2-row tiles, 128 at 64 pairs of 8-row ones, K = V = 128):
+# without it ptxas holds a program to full residency's 64 registers, which these launches cannot use. H200,
+# 2026-12-03, `decode_vs_sglang.py --tune` with 5 interleaved rounds at HV = 8, the target set by hand (r255 at up
+# to 16 pairs, r128 at 64; docs/data/tuning/small_b_register_target.json):
+# GDN at up to 16 pairs 1.78 / 1.67 against 1.92 / 1.76 us (Qwen3-Next tp 4, B = 1, fp32 / bf16; B = 2: 2.04 / 1.84
+# against 2.17 / 1.95); GDN bf16 at 64 pairs 2.78 against 2.94 us (B = 8); KDA bf16 at 64 pairs, its tile first,
+# 2.78 against 2.95 us. Not taken: GDN fp32 at 64 pairs (3.69 against 3.87 at tp 4 but 3.75 against 3.76 at
+# Qwen3.5 tp 8), KDA at up to 16 pairs (1-4 % slower with the lifted target at B = 1), HV = 32 at B = 1 (no gain).
 _GDN_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
-    (16, TileConfig(2, prefetch=False), TileConfig(2)),
+    (16, TileConfig(2, prefetch=False, lift_registers=True), TileConfig(2, lift_registers=True)),
     (32, TileConfig(4, prefetch=False), TileConfig(4, prefetch=False)),
     # bf16 up to 128 pairs in 8-row tiles: 3.20 / 3.24 against 3.49 / 3.51 us for 16 rows (Qwen3-Next tp 4 /
     # Qwen3.5 tp 8, B = 8; --tune at 18:42 with 5 interleaved rounds, docs/data/tuning/b8_b32_1842.json), and at
     # 257-2048 pairs too: 19.45 against 20.23 us (Qwen3-Next tp 1, B = 32).
+    (64, TileConfig(4, prefetch=False), TileConfig(8, evict_first=_E, prefetch=False, lift_registers=True)),
     (128, TileConfig(4, prefetch=False), TileConfig(8, evict_first=_E, prefetch=False)),
     (256, TileConfig(16, evict_first=_E), TileConfig(16, evict_first=_E)),
     (2048, TileConfig(8, evict_first=_E), TileConfig(8, evict_first=_E, prefetch=False)),
@@ -168,7 +182,9 @@ _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
     # so keeping them in L2 (keep_inputs: evict-last) pays where blocks are many. Figures below: H200,
     # 2026-12-01, `decode_vs_sglang.py --tune` with 5 interleaved rounds, against sglang's Helion path (its
     # fastest for KDA) in the same run.
-    # 4.67 / 4.73 us, Kimi tp 4 B = 8; bf16's tile loaded after the gates: 3.32 against 3.40 us (small-batch A/B)
+    # 4.67 / 4.73 us, Kimi tp 4 B = 8; bf16's tile loaded after the gates: 3.32 against 3.40 us (small-batch A/B),
+    # and at up to 64 pairs, under the one-wave register target (see _GDN_TABLE), first: 2.78 against 2.95 us.
+    (64, TileConfig(4, keep_inputs=True), TileConfig(8, evict_first=_E, lift_registers=True)),
     (128, TileConfig(4, keep_inputs=True), TileConfig(8, evict_first=_E, prefetch=False)),
     # fp32 at 129-256 pairs with its tile loaded after the gates: 10.28 / 10.33 against 10.46 / 10.53 us (Kimi
     # tp 1 B = 8 / tp 4 B = 32, the 18:42 sweep)
