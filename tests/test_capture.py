@@ -317,12 +317,19 @@ def test_a_captures_explicit_target_refusal_is_exact(tmp_path):
     assert str(raised.value) == "cannot import 'nomod_q' for capture target 'nomod_q:fn': No module named 'nomod_q'"
 
 
-def test_nothing_to_patch_warns_and_still_writes(tmp_path, monkeypatch):
+def test_nothing_to_patch_warns_and_writes_nothing(tmp_path, monkeypatch):
+    """With no function to record, the session writes no file: an earlier recording at the path (a good one, from
+    a run where the engine was installed) is kept, not replaced by an empty one that `gdr-check call` refuses."""
     monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", ("gdr_check_absent_engine.ops:f",))
-    with pytest.warns(RuntimeWarning, match="no packed-decode function"):
-        with gdr_check.capture(tmp_path / "rec.json", engine="sglang"):
-            pass
-    assert read(tmp_path / "rec.json")["calls"] == []
+    kept = tmp_path / "kept.json"
+    kept.write_text("an earlier recording")
+    for path in (tmp_path / "rec.json", kept):
+        with pytest.warns(RuntimeWarning, match="no packed-decode function to record .*, so it writes no "
+                                                "recording \\(an existing file is left as it is\\)"):
+            with gdr_check.capture(path, engine="sglang") as session:
+                pass
+        assert session.path is None
+    assert not (tmp_path / "rec.json").exists() and kept.read_text() == "an earlier recording"
 
 
 def test_path_placeholders(engine, tmp_path):
@@ -520,10 +527,9 @@ def test_a_default_target_missing_only_its_optional_dependency_is_absent_and_any
     monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", (optional, broken))
     monkeypatch.setattr(capture_module, "OPTIONAL_DEPENDENCIES", {optional: ("gdr_missing_optional_dependency",)})
     path = tmp_path / "rec.json"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # nothing to record: the capture warns that it found no function
-        with gdr_check.capture(path, engine="sglang"):
+    with pytest.warns(RuntimeWarning) as warned:  # nothing to record: no file, and the warning names the failure
+        with gdr_check.capture(path, engine="sglang") as session:
             pass
-    assert read(path)["skipped_targets"] == [{
-        "target": broken,
-        "reason": "import failed: ModuleNotFoundError: No module named 'gdr_missing_engine_dependency'"}]
+    reason = "import failed: ModuleNotFoundError: No module named 'gdr_missing_engine_dependency'"
+    assert session.document()["skipped_targets"] == [{"target": broken, "reason": reason}]
+    assert f"; skipped {broken}: {reason}; pass targets=" in str(warned[-1].message) and not path.exists()

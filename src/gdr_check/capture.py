@@ -504,6 +504,8 @@ class Capture:
             if self._depth:
                 return
             self._unpatch()
+            if not self._sites:  # nothing could be recorded (warned at entry): never replace a recording with that
+                return
             try:
                 self.write()
             except Exception as error:
@@ -612,8 +614,10 @@ class Capture:
         if not self._sites:
             searched = _engines_to_search(self.engine)
             where = f"in {' or '.join(searched)}" if searched else "(neither sglang nor vLLM is installed)"
-            warnings.warn(f"gdr_check.capture found no packed-decode function to record {where}; pass "
-                          f"targets=['package.module:function_name'] for another location",
+            skipped = "".join(f"; skipped {entry['target']}: {entry['reason']}" for entry in self._skipped)
+            warnings.warn(printable(f"gdr_check.capture found no packed-decode function to record {where}, so it "
+                                    f"writes no recording (an existing file is left as it is){skipped}; pass "
+                                    f"targets=['package.module:function_name'] for another location", _MAX_MESSAGE),
                           RuntimeWarning, stacklevel=3)
 
     def _new_site(self, target: str, function: Callable[..., Any]) -> _Site | None:
