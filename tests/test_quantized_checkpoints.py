@@ -205,3 +205,15 @@ def test_a_packed_weight_no_field_explains_says_how_it_was_read(tmp_path):
     assert (error.code, error.message) == ("GDR113", "`model.layers.0.linear_attn.in_proj_qkvz.qweight` has shape "
                                                      "[12296, 2048], expected [12288, 2048]")
     assert "read as [12296, 2048] unpacked (awq 4-bit, stored int32[2048, 1537])" in error.notes
+
+
+@pytest.mark.parametrize(("quantization", "pack"), [(AWQ, _awq), (GPTQ, _gptq)], ids=["awq", "gptq"])
+def test_bits_that_disagree_with_the_packing_are_an_error(tmp_path, quantization, pack):
+    """The engines size a packed parameter from the config's bits (sglang 0.5.23's AWQ and AWQ-Marlin configs read
+    `bits`/`w_bit`), so weights packed 4-bit under `bits: 8` do not load: the unpacked shape follows the bits, as the
+    engine's does, and the checkpoint disagrees with the config. (It read AWQ's out from the scales and GPTQ's in
+    from g_idx, which hid the bits, and exit 0.)"""
+    result = run(tmp_path, {**quantization, "bits": 8}, pack)
+    errors = [d for d in result.report if d.severity == "error"]
+    assert errors and not result.report.ok
+    assert any("8-bit, stored int32" in note for d in errors for note in d.notes), [d.notes for d in errors]

@@ -134,16 +134,19 @@ def _gptq_or_awq(qweight: TensorLike, scales: TensorLike | None, g_idx: TensorLi
     out_by_scales = scales.shape[-1] if scales is not None and len(scales.shape) == 2 else None
     method = quantization.method if quantization is not None else None
     gptq = g_idx is not None or method == "gptq" or (method != "awq" and out_by_scales == second)
+    # With the bits known, a dimension is what the engine makes of them (it sizes the packed parameter from the
+    # config's bits, so a checkpoint packed with other bits does not load); `g_idx` and `scales` only stand in
+    # where the bits are unknown.
     if gptq:
-        columns = g_idx.shape[0] if g_idx is not None and len(g_idx.shape) == 1 else (
-            first * pack if pack is not None else None)
+        columns = first * pack if pack is not None else (
+            g_idx.shape[0] if g_idx is not None and len(g_idx.shape) == 1 else None)
         logical = (second, columns) if columns is not None else None
         label = "gptq"
     elif quantization is not None and quantization.version not in (None, "gemm"):
         # AWQ's GEMV layouts pack another way, and neither engine loads them: present, not measured.
         logical, label = None, f"awq {quantization.version}"
     else:
-        rows = out_by_scales if out_by_scales is not None else (second * pack if pack is not None else None)
+        rows = second * pack if pack is not None else out_by_scales
         logical = (rows, first) if rows is not None else None
         label = "awq"
     bits_text = f" {bits}-bit" if bits else ""
