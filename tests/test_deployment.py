@@ -409,3 +409,19 @@ def test_metadata_path_imports_no_torch(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("80GiB", 80 * 2**30), ("141GB", 141 * 10**9), ("1.5TiB", 3 * 2**39), ("1PiB", 2**50), ("1 PB", 10**15),
+    ("1EiB", 2**60), ("1e3k", 10**6), ("4096", 4096)])
+def test_a_size_takes_every_unit_up_to_the_limit(text, size):
+    from gdr_check.limits import parse_size
+
+    # Every size inside 1..2**60 has a unit to write it with: 1PiB was "not a size" (units stopped at tera).
+    assert parse_size(text) == size
+
+
+def test_a_size_past_the_limit_names_the_limit_not_the_unit():
+    from gdr_check.limits import SizeError, parse_size
+    with pytest.raises(SizeError, match=r"^gpu_memory is 2EiB: must be in 1\.\.2\*\*60 "):
+        parse_size("2EiB")

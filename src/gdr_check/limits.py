@@ -168,10 +168,14 @@ class SizeRangeError(LimitError, SizeError):
     """A byte size outside its limit's range, worded as every other number's range is (`LimitError`)."""
 
 
-_SIZE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[0-9]+)?)\s*(?:([kmgt]i?b?|b)\s*)?$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-               "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
-               "gib": 2**30, "ti": 2**40, "tib": 2**40}
+# Every unit up to exa, so that any size up to the limits' 2**60 bytes can be written with one (the range check
+# then refuses what is past a limit, with the limit in its message).
+_SIZE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[0-9]+)?)\s*(?:([kmgtpe]i?b?|b)\s*)?$",
+                   re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, **{f"{prefix}{suffix}": 1000 ** power for power, prefix in enumerate("kmgtpe", 1)
+                                 for suffix in ("", "b")},
+               **{f"{prefix}i{suffix}": 1024 ** power for power, prefix in enumerate("kmgtpe", 1)
+                  for suffix in ("", "b")}}
 
 
 def parse_size(text: str | int, name: str = "gpu_memory") -> int:
