@@ -451,6 +451,36 @@ def test_recorded_slot_values_must_be_whole_numbers_as_a_tensor_specs_must(tmp_p
     assert f"`calls[0].call.ssm_state_indices.values` holds {value!r} (slot indices are whole numbers)" in err
 
 
+@pytest.mark.parametrize("value, expected", [
+    (10**30, "holds 1000000000000000000000000000000, which int32 cannot hold (-2147483648..2147483647)"),
+    (2**31, "holds 2147483648, which int32 cannot hold (-2147483648..2147483647)")])
+def test_recorded_slot_values_must_fit_their_dtype(tmp_path, capsys, value, expected):
+    # (10**30 in an int32 tensor was read, shown and checked as a slot: no capture writes one)
+    document = json.loads(dump_recording({"schema_version": 1, "calls": [
+        {"index": 0, "call": expected_call().to_dict()}]}))
+    document["calls"][0]["call"]["ssm_state_indices"]["values"][-1] = value
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(document))
+    code, out, err = run(capsys, "call", str(path))
+    assert (code, out) == (2, "") and f"`calls[0].call.ssm_state_indices.values` {expected}" in err
+
+
+def test_a_recording_that_is_not_utf8_is_named_so(tmp_path, capsys):
+    path = tmp_path / "rec.json"
+    path.write_bytes(b'{"a": "\xff"}')
+    code, out, err = run(capsys, "call", str(path))
+    assert (code, out) == (2, "") and err == f"error: {path}: not valid UTF-8 (byte 0xff at offset 7)\n"
+
+
+def test_a_skipped_target_without_its_fields_is_noted_in_words(record, capsys, tmp_path):
+    document = json.loads(dump_recording({"schema_version": 1, "skipped_targets": [{"reason": 5}], "calls": [
+        {"index": 0, "call": expected_call().to_dict()}]}))
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(document))
+    code, out, _ = run(capsys, "call", str(path))
+    assert "capture skipped a target it did not name: no reason recorded" in out
+
+
 @pytest.mark.parametrize("argv, fragment", [
     (["call", "{missing}"], "cannot read the recording"),
     (["call", "{rec}", "--index", "5"], "there is no call 5"),

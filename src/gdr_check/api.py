@@ -322,7 +322,9 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     if recording.calls_dropped:
         run.notes.append(f"{recording.calls_dropped} more call(s) ran after `max_calls` and were not recorded")
     for skipped in recording.skipped_targets:
-        run.notes.append(f"capture skipped {skipped.get('target')}: {skipped.get('reason')}")
+        target, reason = skipped.get("target"), skipped.get("reason")
+        run.notes.append(f"capture skipped {target if isinstance(target, str) else 'a target it did not name'}: "
+                         f"{reason if isinstance(reason, str) else 'no reason recorded'}")
     positions = {id(recorded): i for i, recorded in enumerate(recording.calls)}
     spans = call_spans(recording.text)
     for recorded in calls:

@@ -91,14 +91,14 @@ def _tensor(data: Any, where: str) -> TensorSpec:
                              f"{dim.range_text} in magnitude ({dim.what})")
     if not isinstance(data.get("dtype"), str):
         raise ValueError(f"`{where}.dtype` must be a string")
-    known_dtype(data["dtype"], f"{where}.dtype")
+    dtype = known_dtype(data["dtype"], f"{where}.dtype")
     if "device" in data and not isinstance(data["device"], str):
         raise ValueError(f"`{where}.device` must be a string")
     values = data.get("values")
     if values is not None and not isinstance(values, list):
         raise ValueError(f"`{where}.values` must be a list of numbers")
     # a capture records the slot indices' values, every element: what a TensorSpec's must be
-    problem = None if values is None else index_values_problem(values, data["shape"])
+    problem = None if values is None else index_values_problem(values, data["shape"], dtype)
     if problem is not None:
         raise ValueError(f"`{where}.values` {problem}")
     for key in ("storage", "offset"):
@@ -204,9 +204,14 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(shown, "is a directory, not a recording")
     try:
         # Non-blocking and fstat-checked: a FIFO, /dev/zero or a sparse multi-GB file is refused unread.
-        text = read_bounded(path, MAX_RECORDING_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        raw = read_bounded(path, MAX_RECORDING_BYTES)
+    except OSError as error:
         raise RecordingError(shown, f"cannot read the recording: {error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:  # worded as a config's or a pyproject.toml's
+        raise RecordingError(shown, f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})"
+                             ) from None
     try:
         document = json.loads(text, parse_int=bounded_int)
     except json.JSONDecodeError as error:

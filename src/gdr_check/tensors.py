@@ -60,16 +60,27 @@ def check_sizes(shape: Sequence[int], where: str) -> None:
         raise ValueError(f"`{where}` has a negative size")
 
 
-def index_values_problem(values: Sequence[Any], shape: Sequence[int]) -> str | None:
-    """Why `values` are not the slot indices of a tensor of `shape` (one whole number per element), as a verb
-    phrase ("holds 4.5 (...)"), or None when they are."""
+def _integer_range(dtype: str | None) -> tuple[int, int] | None:
+    """The values an integer dtype holds (None for any other dtype, or none given)."""
+    if dtype is None or not dtype.startswith(("int", "uint")) or dtype not in DTYPE_ITEMSIZE:
+        return None
+    bits = 8 * DTYPE_ITEMSIZE[dtype]
+    return (0, 2**bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def index_values_problem(values: Sequence[Any], shape: Sequence[int], dtype: str | None = None) -> str | None:
+    """Why `values` are not the slot indices of a tensor of `shape` (one whole number per element, each one that
+    an integer `dtype` can hold), as a verb phrase ("holds 4.5 (...)"), or None when they are."""
     elements = math.prod(shape)
     if len(values) != elements:
         return f"holds {counted(len(values), 'value')} for shape {list(shape)} ({counted(elements, 'element')})"
+    bounds = _integer_range(dtype)
     for value in values:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 isinstance(value, float) and not value.is_integer()):
             return f"holds {shorten(repr(value))} (slot indices are whole numbers)"
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            return f"holds {shorten(value)}, which {dtype} cannot hold ({bounds[0]}..{bounds[1]})"
     return None
 
 
@@ -212,7 +223,7 @@ class TensorSpec:
         if self.dtype not in DTYPE_ITEMSIZE:
             return f"a TensorSpec of dtype {shorten(str(self.dtype))!r} (no such dtype)"
         if index_values and self.values is not None:
-            problem = index_values_problem(self.values, self.shape)
+            problem = index_values_problem(self.values, self.shape, self.dtype)
             return None if problem is None else f"a TensorSpec that {problem}"
         return None
 
