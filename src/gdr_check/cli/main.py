@@ -83,7 +83,10 @@ class _Typer(typer.Typer):
 app = _Typer(
     cls=DefaultCommandGroup,
     name="gdr-check",
-    help="Shape diagnostics for the GDN/KDA packed recurrent decode kernels (sglang, vLLM).",
+    help=("Shape diagnostics for the GDN/KDA packed recurrent decode kernels (sglang, vLLM).\n\n"
+          "`check` is the default command: `gdr-check TARGET --tp 4` is `gdr-check check TARGET --tp 4`, and its "
+          "options (`--list-models`, `--show-settings`, ...) work without naming it. `gdr-check check -h` lists "
+          "them."),
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=False,
