@@ -53,6 +53,20 @@ def test_unknown_selectors_are_errors_with_a_hint(text: str, expected: str):
     assert expected in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("text,hint", [
+    # a code close in spelling would select something else entirely (GDR9 was offered GDR409)
+    ("GDR9", " (the categories are GDR0 to GDR4; use a code like GDR213"),
+    ("GDR29", "; did you mean `GDR2`? (use a code"),
+    ("GDR299", "; did you mean `GDR2`? (use a code"),
+])
+def test_a_prefix_that_selects_nothing_is_pointed_at_a_shorter_one_or_the_categories(text: str, hint: str):
+    from gdr_check.selection import known_rules
+
+    with pytest.raises(SelectorError) as caught:
+        parse_selector(text, known_rules())
+    assert str(caught.value).startswith(f"`{text}` selects no rule{hint}")
+
+
 def test_comma_separated_and_repeated_values():
     assert split_selectors(["GDR1,GDR2", " GDR3 ", "", "GDR213,"]) == ["GDR1", "GDR2", "GDR3", "GDR213"]
 

@@ -116,12 +116,25 @@ def parse_selector(text: str, rules: Mapping[str, object] | None = None) -> Sele
         # A category with no rule yet (GDR3) is still a valid prefix: new rules will land there.
         if any(code.startswith(upper) for code in rules) or upper in ("GDR", *_categories()):
             return Selector(token, upper, len(upper))
-        raise SelectorError(f"`{token}` selects no rule{_suggestion(token, rules)}")
+        raise SelectorError(f"`{token}` selects no rule{_prefix_suggestion(upper, rules)}")
     by_name = {getattr(rule, "name", ""): code for code, rule in rules.items()}
     code = by_name.get(token.lower())
     if code is not None:
         return Selector(token, code, _FULL_CODE_SPECIFICITY)
     raise SelectorError(f"unknown rule selector `{token}`{_suggestion(token, rules)}")
+
+
+def _prefix_suggestion(prefix: str, rules: Mapping[str, object]) -> str:
+    """For a code prefix that selects nothing: the longest shorter prefix that does (GDR29 -> GDR2), else the
+    categories. (A close code by spelling, GDR409 for GDR9, would select something else entirely.)"""
+    shorter = next((prefix[:end] for end in range(len(prefix) - 1, 3, -1)
+                    if any(code.startswith(prefix[:end]) for code in rules)), None)
+    if shorter is not None:
+        return f"; did you mean `{shorter}`? (use a code like GDR213, a prefix like GDR2, ALL, or a rule name; " \
+               "see `gdr-check explain --all`)"
+    categories = _categories()
+    return (f" (the categories are {categories[0]} to {categories[-1]}; use a code like GDR213, a prefix like GDR2, "
+            "ALL, or a rule name; see `gdr-check explain --all`)")
 
 
 def _suggestion(token: str, rules: Mapping[str, object]) -> str:
