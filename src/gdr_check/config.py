@@ -25,7 +25,7 @@ else:  # Python 3.10: the same parser, released as tomli
     import tomli as tomllib
 
 from .engines import UnknownEngineError, profile_for, state_dtype_problem
-from .errors import InputError
+from .errors import InputError, not_utf8
 from .files import PYPROJECT_NAME
 from .limits import LIMITS, LimitError, SizeError, parse_size, read_bounded, shorten
 from .models.builtin import get_builtin
@@ -187,8 +187,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError(path, None,
-                          f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
+        raise ConfigError(path, None, not_utf8(raw, error)) from None
     try:
         data: dict[str, Any] = tomllib.loads(text)
         return data

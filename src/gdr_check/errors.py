@@ -70,6 +70,13 @@ class InputError(Exception):
     path: str | None = None
 
 
+def not_utf8(raw: bytes | bytearray, error: UnicodeDecodeError, at: str | None = "offset") -> str:
+    """Why `raw` is not text: its first byte that is not UTF-8, and where (`at`: what the offset counts from, as
+    "header offset"; None: no offset, where the caller names a line and column)."""
+    where = f" at {at} {error.start}" if at else ""
+    return f"not valid UTF-8 (byte 0x{raw[error.start]:02x}{where})"
+
+
 def display_path(path: str | os.PathLike[str]) -> str:
     """`path` relative to the working directory when it lies below it, else absolute."""
     absolute = os.path.abspath(os.fspath(path))

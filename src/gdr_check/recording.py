@@ -15,7 +15,7 @@ from typing import Any, TypeGuard
 
 from .call import ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 from .engines import UnknownEngineError, profile_for
-from .errors import InputError, printable
+from .errors import InputError, not_utf8, printable
 from .files import RECORDING_KIND, bounded_int, json_error_reason
 from .limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
 from .tensors import TensorSpec, check_sizes, index_values_problem, known_dtype
@@ -209,9 +209,8 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(shown, f"cannot read the recording: {error}") from None
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:  # worded as a config's or a pyproject.toml's
-        raise RecordingError(shown, f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})"
-                             ) from None
+    except UnicodeDecodeError as error:
+        raise RecordingError(shown, not_utf8(raw, error)) from None
     try:
         document = json.loads(text, parse_int=bounded_int)
     except json.JSONDecodeError as error:

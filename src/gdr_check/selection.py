@@ -124,17 +124,19 @@ def parse_selector(text: str, rules: Mapping[str, object] | None = None) -> Sele
     raise SelectorError(f"unknown rule selector `{token}`{_suggestion(token, rules)}")
 
 
+# What a selector can be, for the hints of a selector that selects nothing.
+_FORMS = "use a code like GDR213, a prefix like GDR2, ALL, or a rule name; see `gdr-check explain --all`"
+
+
 def _prefix_suggestion(prefix: str, rules: Mapping[str, object]) -> str:
     """For a code prefix that selects nothing: the longest shorter prefix that does (GDR29 -> GDR2), else the
     categories. (A close code by spelling, GDR409 for GDR9, would select something else entirely.)"""
     shorter = next((prefix[:end] for end in range(len(prefix) - 1, 3, -1)
                     if any(code.startswith(prefix[:end]) for code in rules)), None)
     if shorter is not None:
-        return f"; did you mean `{shorter}`? (use a code like GDR213, a prefix like GDR2, ALL, or a rule name; " \
-               "see `gdr-check explain --all`)"
+        return f"; did you mean `{shorter}`? ({_FORMS})"
     categories = _categories()
-    return (f" (the categories are {categories[0]} to {categories[-1]}; use a code like GDR213, a prefix like GDR2, "
-            "ALL, or a rule name; see `gdr-check explain --all`)")
+    return f" (the categories are {categories[0]} to {categories[-1]}; {_FORMS})"
 
 
 def _suggestion(token: str, rules: Mapping[str, object]) -> str:
@@ -142,7 +144,7 @@ def _suggestion(token: str, rules: Mapping[str, object]) -> str:
     close = difflib.get_close_matches(token.lower(), names, n=1, cutoff=0.6)
     close = close or difflib.get_close_matches(token.upper(), list(rules), n=1, cutoff=0.8)
     hint = f"; did you mean `{close[0]}`?" if close else ""
-    return hint + " (use a code like GDR213, a prefix like GDR2, ALL, or a rule name; see `gdr-check explain --all`)"
+    return f"{hint} ({_FORMS})"
 
 
 def split_selectors(values: Iterable[str] | None) -> list[str]:

@@ -190,6 +190,5 @@ def launch_packed_decode(
     )
     plain = None if guard is None else plain_variant(args, constants, profile, B)
     _LAUNCHER.launch(key, grid, mixed_qkv.device.index if mixed_qkv.is_cuda else None, args, constants,
-                     tiling.launch_options(programmatic), plain,
-                     tiling.lift_registers)
+                     tiling.launch_options(programmatic), plain, tiling.lift_registers)
     return out, initial_state

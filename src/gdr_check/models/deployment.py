@@ -166,7 +166,7 @@ def _ssm_dtype_problem(model: LinearAttentionModel, deployment: Deployment) -> S
     else:
         what = failure
     return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, f"not a state dtype {engine} takes ({taken}); "
-                           f"{what}", fatal=failure is not None and deployment.state_dtype is None)
+                           f"{what}", fatal=failure is not None)
 
 
 def _default_state_dtype(model: LinearAttentionModel, profile: EngineProfile) -> str:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import SourceError, not_utf8
 from ..files import bounded_int, json_error_reason
 from ..limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from .files import MetadataReader
@@ -29,7 +29,7 @@ def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: ty
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        reason = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+        reason = not_utf8(raw, exc, at=None)
         raise invalid(path, line=line, column=column, reason=reason) from None
     try:
         return json.loads(text, parse_int=bounded_int), text

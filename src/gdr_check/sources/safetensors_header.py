@@ -17,6 +17,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from ..errors import not_utf8
 from ..files import json_error_reason
 from ..tensors import canonical_dtype
 from .checkpoint import TensorInfo
@@ -166,7 +167,7 @@ def _text(raw: bytes | bytearray, path: Path | str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         overrun = _length_overrun(raw[:exc.start].decode("utf-8"), len(raw), more=True)
-        reason = overrun or f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at header offset {exc.start})"
+        reason = overrun or not_utf8(raw, exc, at="header offset")
         raise MalformedSafetensorsHeaders(path, reason=reason) from None
 
 
