@@ -117,7 +117,7 @@ def test_vllm_kda_is_not_run_with_the_packed_kernel(passing_runs):
     assert document["decode_path"]["kernel"] == "fused_recurrent_kda" and not document["decode_path"]["packed"]
     [nothing] = [d for d in document["diagnostics"] if d["code"] == "GDR314"]
     assert nothing["severity"] == "error" and nothing["message"] == KDA_UNDER_VLLM
-    assert nothing["notes"] == []  # the path's reason only repeated the message (review)
+    assert nothing["notes"] == ["vLLM's KDA layer runs its decode batches through it"]
     assert nothing["fixes"][0] == ("dry-run under sglang: `--engine sglang` (its KDA layers decode with "
                                    "`fused_recurrent_kda_packed_decode`)")
 

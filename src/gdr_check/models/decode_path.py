@@ -52,8 +52,7 @@ def decode_path(model: LinearAttentionModel, engine: str | EngineProfile) -> Dec
         return DecodePath(name, own, False, reason)
     if model.kind == "kda" and profile.kda_decode_kernel is not None:
         return DecodePath(name, profile.kda_decode_kernel, False,
-                          f"{profile.display_name}'s KDA layer decodes with `{profile.kda_decode_kernel}`, not a "
-                          "packed decode kernel")
+                          f"{profile.display_name}'s KDA layer runs its decode batches through it")
     if model.kind == "gdn":
         opt_in = profile.packed_decode_opt_in_env
         if opt_in is None:

@@ -160,9 +160,7 @@ def _not_packed(check: ModelCheck, path: DecodePath, backend: str) -> Diagnostic
                  "`--slots`, `--state-dtype`) still checks the TP split, the state pools and the shapes; only the "
                  "kernel contract and the dry-run need the packed call")
     why = f"under {profile.label} the decode step calls `{path.kernel}`, not a packed decode kernel"
-    # The path's reason, unless it only says what the message says (vLLM's KDA layer)
-    notes = [] if f"`{path.kernel}`, not a packed decode kernel" in path.reason else [path.reason]
-    return rules_dryrun.NothingToDryRun(why=why).diagnostic(notes=notes, fixes=fixes)
+    return rules_dryrun.NothingToDryRun(why=why).diagnostic(notes=[path.reason], fixes=fixes)
 
 
 def _shown(check: ModelCheck) -> list[Diagnostic]:
