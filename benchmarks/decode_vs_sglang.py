@@ -70,6 +70,7 @@ from decode_bandwidth import capture, config_label, copy_roofline_tbps, replay_u
 
 from gdr_check.kernel._triton_common import launches_programmatically, release_dependents, wait_for_previous_grid
 from gdr_check.kernel.checked import kda_packed_decode, packed_decode
+from gdr_check.kernel.device_guard import FaultBuffer
 from gdr_check.kernel.gdn import launch_packed_decode
 from gdr_check.kernel.kda import launch_kda_packed_decode
 from gdr_check.kernel.naive import naive_kda_packed_decode, naive_packed_decode
@@ -145,6 +146,10 @@ CANDIDATES = (
     # The built-in table's one-wave rows: the register target each launch's size allows (`TileConfig.lift_registers`).
     _T(2, prefetch=False, lift_registers=True), _T(2, lift_registers=True),
     _T(8, evict_first=True, prefetch=False, lift_registers=True), _T(8, evict_first=True, lift_registers=True),
+    # Guarded launches (--guarded) lift the target anyway; these set it by hand or change the tile.
+    _T(8, evict_first=True, max_registers=96), _T(8, evict_first=True, max_registers=168),
+    _T(8, evict_first=True, max_registers=255), _T(4, lift_registers=True), _T(2, max_registers=128),
+    _T(4, keep_inputs=True, lift_registers=True), _T(16, evict_first=True, lift_registers=True),
 )
 
 
@@ -235,10 +240,23 @@ def make_inputs(g: Geometry, B: int, state: str, slots: int, sets: int, seed: in
 Impl = Callable[[Inputs, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def ours_impl(config: TileConfig | None) -> Impl:
+def ours_impl(config: TileConfig | None, guarded: bool = False) -> Impl:
+    """Our launch with `config` (None: the built-in table's); `guarded`: with the runtime guard's slot checks in
+    the kernel, as the checked kernel launches it at up to 128 rows (`--tune --guarded`: its tiling is the
+    table's with the single tile requested first, `tiling.choose_config`, which a candidate replaces)."""
+    buffers: dict[torch.device, FaultBuffer] = {}
+
     def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         launch = launch_packed_decode if x.g.variant == "gdn" else launch_kda_packed_decode
-        launch(*x.args(indices, pool, out), engine="sglang", config=config)
+        guard = None
+        if guarded:
+            # One buffer, made at the first (warm-up) call: a buffer made inside the graph's capture would put its
+            # zero-fills in the graph (the reverted first form of this option took 6-7 us more per launch so).
+            buffer = buffers.get(pool.device)
+            if buffer is None:
+                buffer = buffers[pool.device] = FaultBuffer(pool.device)
+            guard = buffer.guard_launch("tune", pool.shape[0], "engine")
+        launch(*x.args(indices, pool, out), engine="sglang", config=config, guard=guard)
         return out
     return run
 
@@ -571,7 +589,8 @@ def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argpa
             if config.fitted(g.V, g.K) != config or (args.candidates and label not in args.candidates):
                 continue
             try:
-                tune_graphs[label] = capture(lambda idx, c=config: ours_impl(c)(x, idx, x.pool, x.out), x.index_sets)
+                impl = ours_impl(config, guarded=args.guarded)
+                tune_graphs[label] = capture(lambda idx, impl=impl: impl(x, idx, x.pool, x.out), x.index_sets)
             except Exception as exc:  # noqa: BLE001 - a candidate tiling failing is recorded as NaN
                 tuned[label] = float("nan")
                 point["errors"][f"tune {label}"] = str(exc)[-200:]
@@ -586,7 +605,8 @@ def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argpa
         if finite:
             point["best"], point["best_us"] = min(finite.items(), key=lambda kv: kv[1])
             best = next(c for c in CANDIDATES if config_label(c) == point["best"])
-            point["tuning_record"] = {"variant": g.variant, "device": torch.cuda.get_device_name(), "K": g.K,
+            record = "guarded_best" if args.guarded else "tuning_record"  # a guarded best is not the table's
+            point[record] = {"variant": g.variant, "device": torch.cuda.get_device_name(), "K": g.K,
                                       "V": g.V, "state_bytes": itemsize, "head_rows": B * g.HV,
                                       "config": best.__dict__.copy(), "us": point["best_us"],
                                       "geometry": [g.H, g.HV, B]}
@@ -649,6 +669,9 @@ def summary_line(p: dict[str, Any], roofline: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tune", action="store_true", help="also time every candidate tiling of ours per point")
+    parser.add_argument("--guarded", action="store_true",
+                        help="with --tune, time the candidates as guarded launches (as the checked kernel launches "
+                             "at up to 128 rows); nothing is recorded in the tuning cache")
     parser.add_argument("--candidates", nargs="*", default=[],
                         help="with --tune, only these candidates (labels as printed, e.g. 16x1/w1/s1/E/Lo/K)")
     parser.add_argument("--cute", action="store_true", help="also run sglang's CuTe-DSL kernels (needs cutlass)")

@@ -304,6 +304,24 @@ VARIANTS["kda_256_block8"] = [("kernel/tiling.py", KDA_256_FP32,
 VARIANTS["kda_256_block8_prefetch"] = [("kernel/tiling.py", KDA_256_FP32, "    (256, TileConfig(8, evict_first=_E), ")]
 VARIANTS["kda_256_two_warps"] = [("kernel/tiling.py", KDA_256_FP32,
                                   "    (256, TileConfig(16, num_warps=2, evict_first=_E, prefetch=False), ")]
+# The duplicate scan's slots read for the whole batch, not masked by the row's own slot (a slot-0 row reads past
+# itself under RESERVED_ZERO): a load that need not wait for the slot's, which ptxas may issue with it
+VARIANTS["scan_whole_batch"] = [(COMMON, "        end = tl.where(slot == 0, batch, i_n) if RESERVED_ZERO else i_n\n"
+                                         "        return tl.load(slots + offsets * stride_index, mask=offsets < end, ",
+                                 "        return tl.load(slots + offsets * stride_index, mask=offsets < batch, ")]
+_SCAN_LOAD = "                               SCAN_BLOCK, SCAN_LOOP)\n"
+_LATE_VERDICT = ("    if GUARD:  # after the loads are issued: out-of-range and repeated slots store nothing\n"
+                 "        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, pool_slots, scan, "
+                 "SKIP_AT_OR_BELOW,\n                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)\n"
+                 "    else:\n")
+# the guard's verdict right after the scan's load in program order (before the q/k loads and the gate arithmetic),
+# so that the scan's load is issued with the state's; the stores still the only ones to wait for it
+VARIANTS["verdict_early"] = [p for k in KERNELS for p in (
+    (k, _SCAN_LOAD, _SCAN_LOAD + "        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, "
+                                 "pool_slots, scan, SKIP_AT_OR_BELOW,\n"
+                                 "                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)\n"),
+    (k, _LATE_VERDICT, "    if not GUARD:\n"))]
+VARIANTS["scan_whole_batch_verdict_early"] = VARIANTS["scan_whole_batch"] + VARIANTS["verdict_early"]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
