@@ -605,11 +605,10 @@ def run_point(g: Geometry, B: int, state: str, refs: dict[str, Any], args: argpa
         if finite:
             point["best"], point["best_us"] = min(finite.items(), key=lambda kv: kv[1])
             best = next(c for c in CANDIDATES if config_label(c) == point["best"])
-            record = "guarded_best" if args.guarded else "tuning_record"  # a guarded best is not the table's
-            point[record] = {"variant": g.variant, "device": torch.cuda.get_device_name(), "K": g.K,
-                                      "V": g.V, "state_bytes": itemsize, "head_rows": B * g.HV,
-                                      "config": best.__dict__.copy(), "us": point["best_us"],
-                                      "geometry": [g.H, g.HV, B]}
+            point["tuning_record"] = {"variant": g.variant, "device": torch.cuda.get_device_name(), "K": g.K,
+                                      "V": g.V, "state_bytes": itemsize, "guarded": args.guarded,
+                                      "head_rows": B * g.HV, "config": best.__dict__.copy(),
+                                      "us": point["best_us"], "geometry": [g.H, g.HV, B]}
     for name, values in rounds.items():
         median = statistics.median(values)
         point["graph_us"][name] = median
@@ -671,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tune", action="store_true", help="also time every candidate tiling of ours per point")
     parser.add_argument("--guarded", action="store_true",
                         help="with --tune, time the candidates as guarded launches (as the checked kernel launches "
-                             "at up to 128 rows); nothing is recorded in the tuning cache")
+                             "at up to 128 rows), recorded as the guarded launch's tiling")
     parser.add_argument("--candidates", nargs="*", default=[],
                         help="with --tune, only these candidates (labels as printed, e.g. 16x1/w1/s1/E/Lo/K)")
     parser.add_argument("--cute", action="store_true", help="also run sglang's CuTe-DSL kernels (needs cutlass)")

@@ -224,3 +224,19 @@ def test_a_decode_launch_is_programmatic_by_default_up_to_the_measured_size_and_
     assert not common.launches_programmatically(False, 1, cuda)
     monkeypatch.setattr(common, "programmatic_launch_supported", lambda device: False)  # sm_80, ROCm
     assert not common.launches_programmatically(True, 1, cuda) and not common.launches_programmatically(None, 1, cuda)
+
+
+def test_a_guarded_record_serves_guarded_launches_only(cache: Path) -> None:
+    # `decode_vs_sglang.py --tune --guarded` records the checked kernel's own tiling: the guard changes the binary,
+    # so its fastest tiling is measured apart and never given to an unguarded launch.
+    record_tuning([record(64, TileConfig(4)), {**record(64, TileConfig(8, evict_first=True)), "guarded": True}])
+    assert choose_config("gdn", "GPU X", 64, 128, 128, 4) == TileConfig(4)
+    assert choose_config("gdn", "GPU X", 64, 128, 128, 4, scanned=True, guarded=True) == TileConfig(8, evict_first=True)
+    # used as recorded: the scanned launch's tile-first rule applies to the unguarded choice only
+    record_tuning([{**record(64, TileConfig(8, prefetch=False)), "guarded": True}])
+    assert choose_config("gdn", "GPU X", 64, 128, 128, 4, scanned=True, guarded=True) == TileConfig(8, prefetch=False)
+    assert len(json.loads(cache.read_text())["records"]) == 2  # the guarded record replaced its own key only
+    # A guarded launch on a device without a guarded record takes the unguarded choice (tile first where scanned).
+    record_tuning([record(16, TileConfig(2, prefetch=False), variant="kda")])
+    assert choose_config("kda", "GPU X", 16, 128, 128, 4, scanned=True, guarded=True) == TileConfig(2)
+    assert tuned_config("kda", "GPU X", 16, 128, 128, 4, guarded=True) is None

@@ -177,7 +177,7 @@ def launch_kda_packed_decode(
     profile = check_engine(engine)
     tiling = (config.fitted(V, K) if config is not None
               else choose_config("kda", device_name(mixed_qkv.device), B * HV, V, K, initial_state.element_size(),
-                                 has_duplicate_scan(guard, B), INTERPRETED))
+                                 has_duplicate_scan(guard, B), INTERPRETED, guard is not None))
     if B == 0:
         return out, initial_state
     (grid,) = tiling.grid(B, HV, V)

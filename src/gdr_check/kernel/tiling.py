@@ -219,9 +219,12 @@ def pick_config(head_rows: int, V: int, K: int, state_itemsize: int, variant: st
 
 # -- tuned configs, persisted per device ----------------------------------------------------------------------
 # `benchmarks/decode_vs_sglang.py --tune` times every candidate tiling at each point and records the fastest
-# here, keyed by (variant, device name, K, V, state bytes, B*HV). A launch whose signature was tuned on its
-# device uses that record (the nearest tuned B*HV at or below its own, else the smallest), so a first call
-# on a tuned machine is neither slow nor untuned; everything else uses the built-in table above.
+# here, keyed by (variant, device name, K, V, state bytes, guarded, B*HV). A launch whose signature was tuned on
+# its device uses that record (the nearest tuned B*HV at or below its own, else the smallest), so a first call
+# on a tuned machine is neither slow nor untuned; everything else uses the built-in table above. `--tune
+# --guarded` times the candidates as guarded launches (the checked kernel's, with the device guard in the
+# kernel) and records them apart: the guard changes the binary ptxas schedules, so the fastest tiling of a
+# guarded launch need not be the unguarded one's (docs/performance.md).
 TUNING_CACHE_ENV = "GDR_CHECK_TILING_CACHE"
 _CONFIG_FIELDS = frozenset(TileConfig.__dataclass_fields__)
 
@@ -234,7 +237,7 @@ def tuning_cache_path() -> Path:
     return Path(os.path.expanduser("~")) / ".cache" / "gdr_check" / "tiling.json"
 
 
-TuningKey = tuple[str, str, int, int, int]  # variant, device name, K, V, state bytes
+TuningKey = tuple[str, str, int, int, int, bool]  # variant, device name, K, V, state bytes, guarded
 
 
 @functools.lru_cache(maxsize=8)
@@ -248,7 +251,7 @@ def _load_tuning(path: str) -> dict[TuningKey, tuple[tuple[int, TileConfig], ...
     for record in records if isinstance(records, list) else []:
         try:
             key = (str(record["variant"]), str(record["device"]), int(record["K"]), int(record["V"]),
-                   int(record["state_bytes"]))
+                   int(record["state_bytes"]), record.get("guarded", False) is True)
             fields = {k: v for k, v in dict(record["config"]).items() if k in _CONFIG_FIELDS}
             config = TileConfig(**fields)
             if config.block_v < 1 or config.tiles_per_program < 1 or config.num_warps < 1:
@@ -265,9 +268,9 @@ def reload_tuning_cache() -> None:
     choose_config.cache_clear()
 
 
-def tuned_config(variant: str, device: str, head_rows: int, V: int, K: int, state_itemsize: int
-                 ) -> TileConfig | None:
-    rows = _load_tuning(str(tuning_cache_path())).get((variant, device, K, V, state_itemsize))
+def tuned_config(variant: str, device: str, head_rows: int, V: int, K: int, state_itemsize: int,
+                 guarded: bool = False) -> TileConfig | None:
+    rows = _load_tuning(str(tuning_cache_path())).get((variant, device, K, V, state_itemsize, guarded))
     if not rows:
         return None
     chosen = rows[0][1]
@@ -285,9 +288,11 @@ INTERPRETER_CONFIG = TileConfig(128, num_warps=4)
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: int, state_itemsize: int,
-                  scanned: bool = False, interpreted: bool = False) -> TileConfig:
+                  scanned: bool = False, interpreted: bool = False, guarded: bool = False) -> TileConfig:
     """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K).
-    `interpreted`: the kernels run in Triton's CPU interpreter, which takes `INTERPRETER_CONFIG`.
+    `interpreted`: the kernels run in Triton's CPU interpreter, which takes `INTERPRETER_CONFIG`. `guarded`: a
+    launch with the device guard in the kernel, which takes a config tuned as a guarded launch where the device
+    has one (used as recorded), else the unguarded choice.
 
     `scanned`: for a kernel that runs the device guard's duplicate scan (`has_duplicate_scan`), which always
     requests a single tile first (prefetch), where the table loads it after the gate arithmetic (faster unguarded
@@ -297,6 +302,10 @@ def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: i
     such points (20:59 A/B, docs/data/guard_variants/h200_9_scan_early.json)."""
     if interpreted:
         return INTERPRETER_CONFIG.fitted(V, K)
+    if guarded and device:
+        tuned_guarded = tuned_config(variant, device, head_rows, V, K, state_itemsize, guarded=True)
+        if tuned_guarded is not None:
+            return tuned_guarded.fitted(V, K)
     tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
     config = (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
     if scanned and config.tiles_per_program == 1 and not config.prefetch:
@@ -306,7 +315,8 @@ def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: i
 
 def record_tuning(records: list[dict[str, Any]], path: Path | None = None) -> Path:
     """Merge tuned configs into the cache file (atomically replaced). Each record holds variant, device, K, V,
-    state_bytes, head_rows and config (TileConfig fields); a later record replaces one with the same key."""
+    state_bytes, head_rows and config (TileConfig fields), and `guarded: true` for a guarded launch's; a later
+    record replaces one with the same key."""
     path = path or tuning_cache_path()
     try:
         with open(path, encoding="utf-8") as handle:
@@ -318,7 +328,7 @@ def record_tuning(records: list[dict[str, Any]], path: Path | None = None) -> Pa
         config = record["config"] if isinstance(record["config"], dict) else asdict(record["config"])
         record = {**record, "config": config}
         merged[(record["variant"], record["device"], record["K"], record["V"], record["state_bytes"],
-                record["head_rows"])] = record
+                record.get("guarded", False) is True, record["head_rows"])] = record
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tiling-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
