@@ -240,3 +240,33 @@ def test_a_guarded_record_serves_guarded_launches_only(cache: Path) -> None:
     record_tuning([record(16, TileConfig(2, prefetch=False), variant="kda")])
     assert choose_config("kda", "GPU X", 16, 128, 128, 4, scanned=True, guarded=True) == TileConfig(2)
     assert tuned_config("kda", "GPU X", 16, 128, 128, 4, guarded=True) is None
+
+
+@pytest.mark.parametrize("variant,pairs,itemsize,scanned,expected", [
+    # B = 1 (no scan): the single tile after the gates, two rows per program
+    ("gdn", 8, 2, False, TileConfig(2, prefetch=False, lift_registers=True)),
+    ("kda", 8, 4, False, TileConfig(2, prefetch=False, lift_registers=True)),
+    ("kda", 8, 2, False, TileConfig(2, prefetch=False, lift_registers=True)),
+    # B = 2 at HV = 8 scans: the tile first, as for every scanning launch
+    ("kda", 16, 2, True, TileConfig(2, lift_registers=True)),
+    # 64 pairs with a bf16 state: 8-row tiles under a 96-register cap
+    ("gdn", 64, 2, True, TileConfig(8, evict_first=True, max_registers=96)),
+    ("kda", 64, 2, True, TileConfig(8, evict_first=True, max_registers=96)),
+    # 4096 pairs (B = 128 at HV = 32)
+    ("gdn", 4096, 2, True, TileConfig(8, evict_first=True)),
+    ("kda", 4096, 2, True, TileConfig(16, evict_first=True)),
+])
+def test_guarded_launches_take_the_rows_measured_as_guarded_launches(cache: Path, variant: str, pairs: int,
+                                                                      itemsize: int, scanned: bool,
+                                                                      expected: TileConfig) -> None:
+    assert choose_config(variant, "GPU X", pairs, 128, 128, itemsize, scanned, guarded=True) == expected
+    assert choose_config(variant, "GPU X", pairs, 128, 128, itemsize) == pick_config(pairs, 128, 128, itemsize, variant)
+
+
+def test_without_a_guarded_row_a_guarded_launch_takes_the_table_s_row_tile_first(cache: Path) -> None:
+    table = pick_config(64, 128, 128, 4, "gdn")  # fp32 at 64 pairs: no guarded row (nothing measured faster)
+    assert table == TileConfig(4, prefetch=False)
+    assert choose_config("gdn", "GPU X", 64, 128, 128, 4, True, guarded=True) == TileConfig(4)
+    # A device tuned for unguarded launches: its record, not the built-in guarded row (measured against the table)
+    record_tuning([record(64, TileConfig(16), state=2)])
+    assert choose_config("gdn", "GPU X", 64, 128, 128, 2, True, guarded=True) == TileConfig(16)

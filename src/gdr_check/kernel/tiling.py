@@ -206,15 +206,49 @@ _KDA_TABLE: tuple[tuple[int, TileConfig, TileConfig], ...] = (
 )
 _TABLES = {"gdn": _GDN_TABLE, "kda": _KDA_TABLE}
 
+# Guarded launches (the device guard in the kernel: the checked kernel at up to 128 rows) whose fastest tiling is not
+# the table's row, keyed by (variant, the table row's bound, 2-byte state). The guard changes the binary ptxas
+# schedules, and at these latency-bound sizes schedules differ by up to 10 % (docs/performance.md), so these were
+# measured as guarded launches: H200, 2026-12-03, `decode_vs_sglang.py --tune --guarded` with 5 interleaved rounds,
+# against the table's row as the guarded launch runs it (its single tile first where it scans):
+# - up to 16 pairs, its single tile after the gates (B = 1, HV = 8: no scan; a launch that scans still takes its tile
+#   first): GDN bf16 1.70 against 1.79 us; KDA fp32 1.79 against 1.84 (4 rows), bf16 1.80 against 1.83 (4 rows);
+# - 64 pairs of 8-row tiles under a 96-register cap (21 resident programs per SM, not the one-wave 128): KDA bf16
+#   2.96 against 3.14 us (Kimi-Linear tp 4, B = 8) and 2.83 against 3.05 (tp 1, B = 2); GDN bf16 2.84 against 2.88
+#   (Qwen3-Next tp 4, B = 8) and 2.73 against 2.78 (tp 1, B = 2);
+# - 4096 pairs (B = 128, HV = 32): GDN bf16 in 8-row tiles, 71.8 against 76.7 us; KDA bf16 with the evict-first
+#   hint, 75.0 against 76.3.
+# Where no row is given the table's stands: no candidate was faster (GDN and KDA fp32 at 64 pairs, bf16 at 256
+# pairs, KDA bf16 at 1024).
+_GUARDED_ROWS: dict[tuple[str, int, bool], TileConfig] = {
+    ("gdn", 16, True): TileConfig(2, prefetch=False, lift_registers=True),
+    ("kda", 16, False): TileConfig(2, prefetch=False, lift_registers=True),
+    ("kda", 16, True): TileConfig(2, prefetch=False, lift_registers=True),
+    ("gdn", 64, True): TileConfig(8, evict_first=_E, max_registers=96),
+    ("kda", 64, True): TileConfig(8, evict_first=_E, max_registers=96),
+    ("gdn", 4096, True): TileConfig(8, evict_first=_E),
+    ("kda", 4096, True): TileConfig(16, evict_first=_E),
+}
+
+
+def _table_row(head_rows: int, variant: str) -> tuple[int, TileConfig, TileConfig]:
+    for row in _TABLES.get(variant, _GDN_TABLE):
+        if head_rows <= row[0]:
+            return row
+    raise AssertionError("unreachable: the last bound is unbounded")
+
 
 @functools.lru_cache(maxsize=1024)
 def pick_config(head_rows: int, V: int, K: int, state_itemsize: int, variant: str = "gdn") -> TileConfig:
     """The tiling for a launch of ``variant`` ("gdn" or "kda") with ``head_rows`` = B*HV (row, value head) pairs."""
-    for bound, fp32_config, narrow_config in _TABLES.get(variant, _GDN_TABLE):
-        if head_rows <= bound:
-            config = fp32_config if state_itemsize >= 4 else narrow_config
-            return config.fitted(V, K)
-    raise AssertionError("unreachable: the last bound is unbounded")
+    _, fp32_config, narrow_config = _table_row(head_rows, variant)
+    return (fp32_config if state_itemsize >= 4 else narrow_config).fitted(V, K)
+
+
+def guarded_row(head_rows: int, V: int, K: int, state_itemsize: int, variant: str = "gdn") -> TileConfig | None:
+    """The built-in tiling of a guarded launch where it differs from the table's (`_GUARDED_ROWS`), else None."""
+    config = _GUARDED_ROWS.get((variant, _table_row(head_rows, variant)[0], state_itemsize < 4))
+    return None if config is None else config.fitted(V, K)
 
 
 # -- tuned configs, persisted per device ----------------------------------------------------------------------
@@ -292,7 +326,8 @@ def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: i
     """The tuned config for this device when one is recorded, else the built-in table's; fitted to (V, K).
     `interpreted`: the kernels run in Triton's CPU interpreter, which takes `INTERPRETER_CONFIG`. `guarded`: a
     launch with the device guard in the kernel, which takes a config tuned as a guarded launch where the device
-    has one (used as recorded), else the unguarded choice.
+    has one (as recorded), else the unguarded choice, in which the built-in table's guarded row (`_GUARDED_ROWS`)
+    replaces its row.
 
     `scanned`: for a kernel that runs the device guard's duplicate scan (`has_duplicate_scan`), which always
     requests a single tile first (prefetch), where the table loads it after the gate arithmetic (faster unguarded
@@ -307,7 +342,8 @@ def choose_config(variant: str, device: str | None, head_rows: int, V: int, K: i
         if tuned_guarded is not None:
             return tuned_guarded.fitted(V, K)
     tuned = tuned_config(variant, device, head_rows, V, K, state_itemsize) if device else None
-    config = (tuned or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
+    built_in_guarded = guarded_row(head_rows, V, K, state_itemsize, variant) if guarded and tuned is None else None
+    config = (tuned or built_in_guarded or pick_config(head_rows, V, K, state_itemsize, variant)).fitted(V, K)
     if scanned and config.tiles_per_program == 1 and not config.prefetch:
         return replace(config, prefetch=True)
     return config
