@@ -322,6 +322,9 @@ VARIANTS["verdict_early"] = [p for k in KERNELS for p in (
                                  "                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)\n"),
     (k, _LATE_VERDICT, "    if not GUARD:\n"))]
 VARIANTS["scan_whole_batch_verdict_early"] = VARIANTS["scan_whole_batch"] + VARIANTS["verdict_early"]
+# guarded launches on the table's rows alone (no `_GUARDED_ROWS`): the guarded tilings' A/B
+VARIANTS["no_guarded_rows"] = [("kernel/tiling.py", "_GUARDED_ROWS: dict[tuple[str, int, bool], TileConfig] = {\n",
+                                "_GUARDED_ROWS: dict[tuple[str, int, bool], TileConfig] = {} and {\n")]
 MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
