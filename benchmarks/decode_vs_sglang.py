@@ -241,9 +241,9 @@ Impl = Callable[[Inputs, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor
 
 
 def ours_impl(config: TileConfig | None, guarded: bool = False) -> Impl:
-    """Our launch with `config` (None: the built-in table's); `guarded`: with the runtime guard's slot checks in
-    the kernel, as the checked kernel launches it at up to 128 rows (`--tune --guarded`: its tiling is the
-    table's with the single tile requested first, `tiling.choose_config`, which a candidate replaces)."""
+    """Our launch with `config` (None: `tiling.choose_config`'s); `guarded`: with the runtime guard's slot checks in
+    the kernel, as the checked kernel launches it at up to 128 rows (`--tune --guarded` passes each candidate as
+    `config`, in place of the guarded launch's own choice)."""
     buffers: dict[torch.device, FaultBuffer] = {}
 
     def run(x: Inputs, indices: torch.Tensor, pool: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
