@@ -9,7 +9,7 @@ with the state cold in L2, the method and inputs of `decode_vs_sglang.py`, one p
 
     PYTHONPATH=src python benchmarks/guard_placement.py [--batches 1 8 32 128 256 512 1024]   # JSON under $OUT
 
-`device_guard.SEPARATE_CHECK_MIN_PAIRS` was chosen from this comparison (docs/performance.md, "Runtime guard").
+`device_guard.SEPARATE_CHECK_MIN_PAIRS` was chosen from this comparison (docs/performance-log.md, "Runtime guard").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The runs of docs/performance.md, "Every TP rank". Needs torch, triton and one or more CUDA GPUs.
+# The runs of docs/performance-log.md, "Every TP rank". Needs torch, triton and one or more CUDA GPUs.
 # gdr-check dry-run --ranks all: with one GPU the N rank processes share GPU 0 through gloo; with N GPUs, NCCL.
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1

@@ -1,5 +1,5 @@
 """benchmarks/guard_variants.py: every variant still applies to the package's source, and a copy imports under
-its own name (the experiment behind the checked kernel's figures in docs/performance.md stays runnable)."""
+its own name (the experiment behind the checked kernel's figures in docs/performance-log.md stays runnable)."""
 
 from __future__ import annotations
 

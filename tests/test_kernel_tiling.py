@@ -212,7 +212,7 @@ def test_a_decode_launch_is_programmatic_by_default_up_to_the_measured_size_and_
 
     cuda = torch.device("cuda", 0)
     limit = tiling.PROGRAMMATIC_MAX_PAIRS
-    assert limit == 256  # B = 1 and B = 8 at HV <= 32: measured faster (docs/performance.md)
+    assert limit == 256  # B = 1 and B = 8 at HV <= 32: measured faster (docs/performance-log.md)
     # The interpreter (the CPU test session), a CPU: never, whatever is asked.
     if common.INTERPRETED:
         assert not common.programmatic_launch_supported(cuda)

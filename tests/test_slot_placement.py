@@ -1,5 +1,5 @@
 """benchmarks/slot_placement.py: its four kernels touch exactly the slots the placement names (the experiment
-behind the copy-floor analysis in docs/performance.md measures what it says it measures)."""
+behind the copy-floor analysis in docs/performance-log.md measures what it says it measures)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """benchmarks/tma_state_probe.py: the TMA variant of the GDN kernel computes what the float64 reference does,
 with a plain or a bulk store, and leaves the pool alone outside the named slots (the experiment behind the
-"bulk-copy engine" entry of docs/performance.md timed a correct kernel)."""
+"bulk-copy engine" entry of docs/performance-log.md timed a correct kernel)."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ CONTEXTS: tuple[str, ...] = ("direct", "engine")
 # program's prologue (see checked_launch): past one scan block (B > GUARD_CHUNK) and from this many (row, value
 # head) pairs. In the prologue every program rescans the earlier rows (O(B) loads each), a cost that grows
 # with B; the separate launch costs about one launch under graph replay, a share that shrinks with B * HV.
-# Chosen from benchmarks/guard_placement.py on an H200 (docs/performance.md, "Runtime guard").
+# Chosen from benchmarks/guard_placement.py on an H200 (docs/performance-log.md, "Runtime guard").
 SEPARATE_CHECK_MIN_PAIRS = 4096
 CHECK_SCAN_MAX = 1024  # rows the one-program-per-row check compares in one vector load
 _MAX_BATCH_SHAPES = 4096  # batch sizes whose check constants a CheckLaunch keeps
@@ -596,7 +596,7 @@ def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ..
         # Past one scan block, every program of a row would rescan all earlier rows (O(B) loads each): one
         # program per row checks instead, and the kernel runs on the sanitised indices (each inside the pool,
         # -1, or a skip value passed through as it was: the unguarded kernel reads and writes only live rows'
-        # slots, so it is memory-safe on them). The cost is one more launch (docs/performance.md), whose gap
+        # slots, so it is memory-safe on them). The cost is one more launch (docs/performance-log.md), whose gap
         # programmatic dependent launch hides where the device has it.
         check = buffer.check_launch(engine, indices.device)
         safe = check(indices, batch, indices.stride(0), guard.pool_slots, guard.tag, release=True)

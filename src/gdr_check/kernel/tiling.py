@@ -26,7 +26,7 @@ MAX_TILE_ELEMENTS_PER_THREAD = 128
 MAX_PROGRAMS = 2**31 - 1  # CUDA's limit on grid dimension 0
 # Up to this many (row, value head) pairs a decode launch is programmatic by default (PDL, where the device has it:
 # its launch overlaps the previous grid's end). Measured on an H200 against the plain launch (graph replay,
-# 2026-12-02, docs/performance.md): B = 1 1.16-1.35x faster, B = 8 (64-256 pairs) 1.07-1.13x; from 1024 pairs
+# 2026-12-02, docs/performance-log.md): B = 1 1.16-1.35x faster, B = 8 (64-256 pairs) 1.07-1.13x; from 1024 pairs
 # no gain, and 5 % slower at GDN HV = 8 bf16 B = 128.
 PROGRAMMATIC_MAX_PAIRS = 256
 
@@ -208,7 +208,7 @@ _TABLES = {"gdn": _GDN_TABLE, "kda": _KDA_TABLE}
 
 # Guarded launches (the device guard in the kernel: the checked kernel at up to 128 rows) whose fastest tiling is not
 # the table's row, keyed by (variant, the table row's bound, 2-byte state). The guard changes the binary ptxas
-# schedules, and at these latency-bound sizes schedules differ by up to 10 % (docs/performance.md), so these were
+# schedules, and at these latency-bound sizes schedules differ by up to 10 % (docs/performance-log.md), so these were
 # measured as guarded launches: H200, 2026-12-03, `decode_vs_sglang.py --tune --guarded` with 5 interleaved rounds,
 # against the table's row as the guarded launch runs it (its single tile first where it scans):
 # - up to 16 pairs, its single tile after the gates (B = 1, HV = 8: no scan; a launch that scans still takes its tile
@@ -258,7 +258,7 @@ def guarded_row(head_rows: int, V: int, K: int, state_itemsize: int, variant: st
 # on a tuned machine is neither slow nor untuned; everything else uses the built-in table above. `--tune
 # --guarded` times the candidates as guarded launches (the checked kernel's, with the device guard in the
 # kernel) and records them apart: the guard changes the binary ptxas schedules, so the fastest tiling of a
-# guarded launch need not be the unguarded one's (docs/performance.md).
+# guarded launch need not be the unguarded one's (docs/performance-log.md).
 TUNING_CACHE_ENV = "GDR_CHECK_TILING_CACHE"
 _CONFIG_FIELDS = frozenset(TileConfig.__dataclass_fields__)
 
@@ -388,7 +388,7 @@ class GuardLaunch:
     # The tag as the kernel reads it, only when it records a fault: a 16-byte-aligned device cell holding `tag`
     # (FaultBuffer.tag_cell). Passed as an int, the tag took part in Triton's specialization (1 is a constant, a
     # multiple of 16 is marked so), so call sites compiled to different binaries that ptxas scheduled up to 5 %
-    # apart on clean calls (docs/performance.md); as a cell every call site runs one binary.
+    # apart on clean calls (docs/performance-log.md); as a cell every call site runs one binary.
     tag_cell: torch.Tensor
 
 
