@@ -252,11 +252,10 @@ def test_the_guarded_kernel_requests_its_single_tile_before_the_duplicate_scan(m
         (kda_packed_decode if kda else packed_decode)(*call.clone().args(), context="engine",
                                                       faults=FaultBuffer(DEVICE))
         (launch_kda_packed_decode if kda else gdn_launch)(*call.clone().args())
-    rows = 4 if kda else 2  # the table's rows per tile at 8 and 16 pairs
-    # a guarded launch there takes two rows, KDA's too (`tiling._GUARDED_ROWS`: measured as guarded launches)
+    rows = 4 if kda else 2  # the table's rows per tile at 8 and 16 pairs (KDA has no guarded row there)
     assert [(c["GUARD"], c["SCAN_BLOCK"] > 0, c["PREFETCH"], c["BV"], c["TILES"]) for c in launched] == [
-        (True, True, True, 2, 1), (False, False, False, rows, 1),  # two rows: the guarded tile first
-        (True, False, False, 2, 1), (False, False, False, rows, 1)]  # one row: no scan, after the gates
+        (True, True, True, rows, 1), (False, False, False, rows, 1),  # two rows: the guarded tile first
+        (True, False, False, rows, 1), (False, False, False, rows, 1)]  # one row: no scan, after the gates
 
 
 def test_shape_verdicts_are_cached_per_signature(monkeypatch):

@@ -211,19 +211,20 @@ _TABLES = {"gdn": _GDN_TABLE, "kda": _KDA_TABLE}
 # schedules, and at these latency-bound sizes schedules differ by up to 10 % (docs/performance-log.md), so these were
 # measured as guarded launches: H200, 2026-12-03, `decode_vs_sglang.py --tune --guarded` with 5 interleaved rounds,
 # against the table's row as the guarded launch runs it (its single tile first where it scans):
-# - up to 16 pairs, its single tile after the gates (B = 1, HV = 8: no scan; a launch that scans still takes its tile
-#   first): GDN bf16 1.70 against 1.79 us; KDA fp32 1.79 against 1.84 (4 rows), bf16 1.80 against 1.83 (4 rows);
+# - up to 16 pairs, GDN bf16, its single tile after the gates (B = 1, HV = 8: no scan; a launch that scans still takes
+#   its tile first): 1.70 against 1.79 us;
 # - 64 pairs of 8-row tiles under a 96-register cap (21 resident programs per SM, not the one-wave 128): KDA bf16
 #   2.96 against 3.14 us (Kimi-Linear tp 4, B = 8) and 2.83 against 3.05 (tp 1, B = 2); GDN bf16 2.84 against 2.88
 #   (Qwen3-Next tp 4, B = 8) and 2.73 against 2.78 (tp 1, B = 2);
 # - 4096 pairs (B = 128, HV = 32): GDN bf16 in 8-row tiles, 71.8 against 76.7 us; KDA bf16 with the evict-first
 #   hint, 75.0 against 76.3.
 # Where no row is given the table's stands: no candidate was faster (GDN and KDA fp32 at 64 pairs, bf16 at 256
-# pairs, KDA bf16 at 1024).
+# pairs, KDA bf16 at 1024). KDA up to 16 pairs has none either: the tune's 2-row tile (1.79 against 1.84 us fp32, 1.80
+# against 1.83 bf16) lost to the table's 4 rows as a 16-layer decode step in two same-process A/Bs (7 and 9 rounds,
+# Kimi-Linear tp 4, B = 1: checked / unchecked 1.020 and 0.982 against 0.936 and 0.937 fp32, 1.046 and 1.080 against
+# 1.030 and 1.032 bf16), while gaining at most 1.7 points cold; an engine decodes in steps.
 _GUARDED_ROWS: dict[tuple[str, int, bool], TileConfig] = {
     ("gdn", 16, True): TileConfig(2, prefetch=False, lift_registers=True),
-    ("kda", 16, False): TileConfig(2, prefetch=False, lift_registers=True),
-    ("kda", 16, True): TileConfig(2, prefetch=False, lift_registers=True),
     ("gdn", 64, True): TileConfig(8, evict_first=_E, max_registers=96),
     ("kda", 64, True): TileConfig(8, evict_first=_E, max_registers=96),
     ("gdn", 4096, True): TileConfig(8, evict_first=_E),
