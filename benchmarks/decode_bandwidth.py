@@ -256,7 +256,7 @@ def checked_wrapper_available() -> bool:
 
 def load_sglang() -> tuple[Callable | None, str]:
     try:
-        from gdr_check.kernel.engines import load_sglang_packed_decode
+        from gdr_check.kernel.engine_kernels import load_sglang_packed_decode
 
         gdn, _ = load_sglang_packed_decode()
         return gdn, gdn.source_path

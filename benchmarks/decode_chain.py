@@ -11,7 +11,7 @@ state streams from HBM as in a model), captured in one CUDA graph and replayed (
 each decode kernel: sglang's Triton kernel, ours as launched by default, and ours launched plainly. Figures are
 µs per layer (the three kernels), the median of interleaved rounds; the decode alone is also timed in the same
 way (no neighbours) for reference. The neighbours are sglang's own files, run unmodified from the wheel with
-stand-ins for the two helper modules they import (as `gdr_check.kernel.engines` loads `fused_recurrent.py`).
+stand-ins for the two helper modules they import (as `gdr_check.kernel.engine_kernels` loads `fused_recurrent.py`).
 
     GDR_CHECK_SGLANG_PATH=<sglang 0.5.23 wheel> PYTHONPATH=src python benchmarks/decode_chain.py   # JSON under $OUT
 """
@@ -37,7 +37,12 @@ import triton
 from decode_bandwidth import replay_us
 from decode_vs_sglang import geometry
 
-from gdr_check.kernel.engines import SGLANG_PATH_ENV, extract_from_wheel, load_sglang_packed_decode, modules_restored
+from gdr_check.kernel.engine_kernels import (
+    SGLANG_PATH_ENV,
+    extract_from_wheel,
+    load_sglang_packed_decode,
+    modules_restored,
+)
 from gdr_check.kernel.gdn import launch_packed_decode
 
 CONV_FILE = "sglang/kernels/ops/mamba/causal_conv1d_triton.py"

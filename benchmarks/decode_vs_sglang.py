@@ -7,7 +7,7 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
 - ``checked``: the checked kernel (``packed_decode`` / ``kda_packed_decode``, context="engine": the runtime
   guard's slot checks run in the kernel's prologue, or past 128 rows and from 4096 (row, value head) pairs in
   a separate check before it, captured in the graph);
-- ``sglang``: sglang's Triton wrapper (``fla/fused_recurrent.py``, loaded by ``gdr_check.kernel.engines``);
+- ``sglang``: sglang's Triton wrapper (``fla/fused_recurrent.py``, loaded by ``gdr_check.kernel.engine_kernels``);
 - ``sglang_cuda`` (KDA, fp32 state): sglang's CUDA kernel ``kda_packed_decode.cuh``, built here with nvcc
   (``sglang_cuda_kda.py``); sglang's dispatcher takes it for B >= 8;
 - ``sglang_helion`` (KDA): sglang's Helion KDA decode (``helion/kda_decode.py``, the "helion" KDA decode
@@ -434,7 +434,7 @@ def load_references(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
     refs: dict[str, Any] = {}
     notes: dict[str, str] = {}
     try:
-        from gdr_check.kernel.engines import load_sglang_packed_decode
+        from gdr_check.kernel.engine_kernels import load_sglang_packed_decode
 
         gdn, kda = load_sglang_packed_decode()
         refs["sglang"] = sglang_impl(gdn, kda)

@@ -4,7 +4,7 @@ Both sides run on CPU tensors with their Triton launches replaced by the same no
 nothing), so that only host-side Python is timed:
 
 (a) sglang's `fused_recurrent_gated_delta_rule_packed_decode` / `fused_recurrent_kda_packed_decode`, the real
-    wrapper from the 0.5.23 wheel (its `fused_recurrent.py`, loaded by `gdr_check.kernel.engines`): its argument
+    wrapper from the 0.5.23 wheel (its `fused_recurrent.py`, loaded by `gdr_check.kernel.engine_kernels`): its argument
     checks and grid arithmetic;
 (b) the same wrapper inside `gdr_check.guard(engine="sglang")`, minus (a): what the guard adds per call once the
     call signature has been seen (the signature's comparison with the last plan's, the reuse test, the read of
@@ -54,10 +54,10 @@ from typing import Any
 import torch
 
 import gdr_check
-from gdr_check.guard import _signature
 from gdr_check.kernel import _triton_common as triton_common
 from gdr_check.kernel import device_guard
-from gdr_check.kernel.engines import _load_module, _stand_ins_installed, find_sglang_source
+from gdr_check.kernel.engine_kernels import _load_module, _stand_ins_installed, find_sglang_source
+from gdr_check.pipeline.guard import _signature
 
 K = V = 128
 HEADS = {"gdn": (16, 32), "kda": (8, 8)}

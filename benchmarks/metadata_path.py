@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gdr_check.models import Deployment
+from gdr_check.deployment.settings import Deployment
 from gdr_check.models.builtin import get_builtin
-from gdr_check.models.check import check_builtin
+from gdr_check.pipeline.model_check import check_builtin
 
 REPO = Path(__file__).resolve().parent.parent
 QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
@@ -334,7 +334,7 @@ def guard_timings(repo_id: str, number: int, rounds: int, device: str = "cpu") -
                               "codes": report.codes(), "reference": None, "reference_missing": None,
                               "guard_values": None}
     try:
-        from gdr_check.kernel import engines
+        from gdr_check.kernel import engine_kernels as engines
 
         gdn, kda = engines.load_sglang_packed_decode(sglang_source())
     except FileNotFoundError as missing:

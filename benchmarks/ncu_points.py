@@ -66,7 +66,7 @@ def child() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import decode_vs_sglang as bench
 
-    from gdr_check.kernel.engines import load_sglang_packed_decode
+    from gdr_check.kernel.engine_kernels import load_sglang_packed_decode
 
     gdn, kda = load_sglang_packed_decode()
     sglang = bench.sglang_impl(gdn, kda)

@@ -48,11 +48,7 @@ import torch
 import gdr_check
 from gdr_check.kernel import device_guard
 from gdr_check.kernel.checked import kda_packed_decode, packed_decode
-from gdr_check.kernel.engines import (
-    _load_module,
-    _stand_ins_installed,
-    find_sglang_source,
-)
+from gdr_check.kernel.engine_kernels import _load_module, _stand_ins_installed, find_sglang_source
 from gdr_check.kernel.gdn import launch_packed_decode
 from gdr_check.kernel.kda import launch_kda_packed_decode
 

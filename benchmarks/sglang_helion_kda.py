@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gdr_check.kernel.engines import extract_from_wheel, modules_restored
+from gdr_check.kernel.engine_kernels import extract_from_wheel, modules_restored
 
 PACKAGE = "sglang.kernels.ops.attention.helion"
 FILES = ("sglang/kernels/ops/attention/helion/__init__.py", "sglang/kernels/ops/attention/helion/kda_decode.py")

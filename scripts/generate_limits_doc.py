@@ -1,4 +1,4 @@
-"""Write docs/limits.md from `gdr_check.limits.LIMITS`, the one table the checks use.
+"""Write docs/limits.md from `gdr_check.base.limits.LIMITS`, the one table the checks use.
 
     python scripts/generate_limits_doc.py docs/limits.md [--check]
 """
@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gdr_check.limits import (
+from gdr_check.base.limits import (
     INDEX_CAP_WHY,
     KEPT_DIAGNOSTICS,
     LIMITS,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gdr_check.engines import profile_for
+from gdr_check.engines.profiles import profile_for
 
 DEVICE = "cuda" if os.environ.get("GDR_CHECK_TEST_GPU") else "cpu"
 

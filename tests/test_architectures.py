@@ -27,10 +27,11 @@ from checkpoint_builders import (
     write_checkpoint,
 )
 from cli_checkpoints import run_cli
-from gdr_check.api import ExplainModelError, model_numbers
-from gdr_check.models import Deployment, check_checkpoint, check_model
+from gdr_check.deployment.settings import Deployment
 from gdr_check.models.adapters import select_adapter
-from gdr_check.runner.api import nothing_to_run
+from gdr_check.pipeline.dryrun.driver import nothing_to_run
+from gdr_check.pipeline.library import ExplainModelError, model_numbers
+from gdr_check.pipeline.model_check import check_checkpoint, check_model
 from gdr_check.sources import Checkpoint
 
 

@@ -16,11 +16,12 @@ import pytest
 import gdr_check
 from checkpoint_builders import qwen3_5_config, write_json
 from fake_engine import install
-from gdr_check.call import PackedDecodeCall
-from gdr_check.capture import SCHEMA_VERSION, dump_recording
+from gdr_check.base.tensor_spec import TensorSpec
+from gdr_check.call.packed_call import PackedDecodeCall
 from gdr_check.cli.main import main
-from gdr_check.models import Deployment, check_builtin, check_model
-from gdr_check.tensors import TensorSpec
+from gdr_check.deployment.settings import Deployment
+from gdr_check.pipeline.capture import SCHEMA_VERSION, dump_recording
+from gdr_check.pipeline.model_check import check_builtin, check_model
 
 QWEN = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 KIMI = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
@@ -356,7 +357,7 @@ def test_a_gdn_call_carrying_lower_bound_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("index, shown", [("1", "'1' (a str)"), (True, "True (a bool)"), (1.0, "1.0 (a float)")])
 def test_check_recording_refuses_an_index_that_is_no_whole_number(tmp_path, index, shown):
     """`index=True` used to check call 1, `index="1"` to raise a TypeError from `<=`."""
-    from gdr_check.api import CallIndexError, check_recording
+    from gdr_check.pipeline.library import CallIndexError, check_recording
 
     path = write_recording(tmp_path / "rec.json", expected_call(), expected_call())
     with pytest.raises(CallIndexError) as refused:
@@ -512,5 +513,5 @@ def test_a_model_without_linear_layers_is_refused_as_explain_refuses_it(tmp_path
     assert (code, out) == (2, "")
     assert err == (f"error: Invalid value for --model: {llama}: `LlamaForCausalLM` has no GDN or KDA layers, so it "
                    f"makes no packed-decode call to compare the recorded calls with\n")
-    with pytest.raises(gdr_check.api.CallModelError):  # the library raises its own error, never a CLI one
-        gdr_check.api.check_recording(path, target=str(llama))
+    with pytest.raises(gdr_check.pipeline.library.CallModelError):  # the library raises its own error, never a CLI one
+        gdr_check.pipeline.library.check_recording(path, target=str(llama))

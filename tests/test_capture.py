@@ -16,11 +16,11 @@ import warnings
 import pytest
 
 import gdr_check
-import gdr_check.capture as capture_module
+import gdr_check.pipeline.capture as capture_module
 from fake_engine import SGLANG_GDN_CALLER, install
-from gdr_check.capture import Capture, CaptureError
-from gdr_check.recording import RecordingError, load_recording
-from gdr_check.report import LIMITS_DOCS_URL
+from gdr_check.base.report import LIMITS_DOCS_URL
+from gdr_check.call.recording import RecordingError, load_recording
+from gdr_check.pipeline.capture import Capture, CaptureError
 
 GDN = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA = "fused_recurrent_kda_packed_decode"
@@ -282,14 +282,14 @@ def test_explicit_targets_that_do_not_resolve_fail_on_enter(engine, tmp_path):
         with gdr_check.capture(tmp_path / "rec.json", targets=["gdr_check_no_such_module:f"]):
             pass
     with pytest.raises(CaptureError, match="has no function"):
-        with gdr_check.capture(tmp_path / "rec.json", targets=["gdr_check.tensors:no_such_function"]):
+        with gdr_check.capture(tmp_path / "rec.json", targets=["gdr_check.base.tensor_spec:no_such_function"]):
             pass
     assert not (tmp_path / "rec.json").exists()
 
 
 def test_a_guards_explicit_targets_that_do_not_resolve_are_refused_on_enter_in_the_captures_words(monkeypatch):
     """Not only the "found no ... function to guard" warning: that is for the engine's default locations."""
-    from gdr_check.guard import GuardError, GuardTargetError
+    from gdr_check.pipeline.guard import GuardError, GuardTargetError
 
     monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", ("gdr_check_absent_engine.ops:f",))
     with warnings.catch_warnings():
@@ -301,10 +301,10 @@ def test_a_guards_explicit_targets_that_do_not_resolve_are_refused_on_enter_in_t
         assert str(raised.value) == ("cannot import 'nomod_xyz' for guard target 'nomod_xyz:f': No module named "
                                      "'nomod_xyz'")
         with pytest.raises(GuardTargetError) as raised:
-            with gdr_check.guard(targets=["gdr_check.tensors:no_such_function"]):
+            with gdr_check.guard(targets=["gdr_check.base.tensor_spec:no_such_function"]):
                 pass
-        assert str(raised.value) == ("guard target 'gdr_check.tensors:no_such_function': gdr_check.tensors has no "
-                                     "function 'no_such_function'")
+        assert str(raised.value) == ("guard target 'gdr_check.base.tensor_spec:no_such_function': "
+                                     "gdr_check.base.tensor_spec has no function 'no_such_function'")
     with pytest.warns(RuntimeWarning, match="found no sglang packed-decode function to guard"):
         with gdr_check.guard():  # a default location this version lacks: a warning, as before
             pass
@@ -478,7 +478,7 @@ def test_capture_does_not_import_torch():
     probe = textwrap.dedent("""
         import json, sys, tempfile, warnings, os
         import gdr_check
-        import gdr_check.capture
+        import gdr_check.pipeline.capture
         warnings.simplefilter("ignore")
         with gdr_check.capture(os.path.join(tempfile.mkdtemp(), "rec.json")):
             pass
@@ -490,7 +490,7 @@ def test_capture_does_not_import_torch():
 
 
 def test_the_module_is_the_capture_factory():
-    assert callable(gdr_check.capture) and gdr_check.capture.capture is gdr_check.capture
+    assert callable(gdr_check.capture) and gdr_check.pipeline.capture.capture is gdr_check.capture
     assert isinstance(gdr_check.capture("unused.json"), Capture)
 
 

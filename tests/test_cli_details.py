@@ -15,8 +15,8 @@ import pytest
 
 from cli_checkpoints import clean_output_env, run_cli, write_bad, write_good
 from gdr_check import __version__
+from gdr_check.base.report import LIMITS_DOCS_URL, PROJECT_URL, RULE_DOCS_URL
 from gdr_check.cli import progress
-from gdr_check.report import LIMITS_DOCS_URL, PROJECT_URL, RULE_DOCS_URL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -254,8 +254,8 @@ def test_rule_urls_are_absolute_and_versioned(repo: Path):
 
 
 def test_every_rule_url_names_a_page_of_the_rules_reference():
+    from gdr_check.base.report import rule_url
     from gdr_check.checks import RULES
-    from gdr_check.report import rule_url
 
     for rule in RULES.values():
         page = rule_url(rule.code).split(f"/blob/v{__version__}/", 1)[1]

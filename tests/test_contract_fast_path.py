@@ -1,6 +1,6 @@
 """The contract engine's all-clear fast path for the wrapper checks agrees with running every rule.
 
-`RuleSet.call_plan(variant).clear` is the pass predicates of the variant's error-raising wrapper rules (each
+`call_plan(rules, variant).clear` is the pass predicates of the variant's error-raising wrapper rules (each
 declared beside its check), compiled into one function; when it answers True the engine skips those rules.
 The rules stay the source of truth, so:
 - the fast path covers exactly the variant's error-raising wrapper rules (a rule without a predicate cannot be
@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gdr_check import TensorSpec
-from gdr_check.call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
+from gdr_check.base.registry import RULE_SET, findings_of, rules_in_scope
+from gdr_check.call.packed_call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
+from gdr_check.checks.call_plan import call_plan
 from gdr_check.checks.contract import _diagnostics
-from gdr_check.registry import RULE_SET, findings_of, rules_in_scope
 from test_contract_robust import specs as absurd_specs
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
@@ -28,7 +29,7 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None,
 
 def test_the_fast_path_covers_exactly_the_raising_wrapper_rules():
     for variant in ("gdn", "kda"):
-        plan = RULE_SET.call_plan(variant)
+        plan = call_plan(RULE_SET, variant)
         raising = {r.code for r in rules_in_scope("call") if variant in r.wrapper and r.severity == "error"}
         assert plan.covered == raising
         assert [r.code for r in plan.after_clear] == [r.code for r in plan.rules if r.code not in plan.covered]
@@ -37,7 +38,7 @@ def test_the_fast_path_covers_exactly_the_raising_wrapper_rules():
 def _agree(call: PackedDecodeCall, engine: str) -> bool:
     """Assert that the fast path is sound and changes nothing on this call; return whether it was taken."""
     ctx = CallContext.build(call, engine)
-    plan = RULE_SET.call_plan(call.variant)
+    plan = call_plan(RULE_SET, call.variant)
     clear = plan.clear(ctx)
     if clear:
         for rule in plan.rules:

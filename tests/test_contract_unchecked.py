@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gdr_check.engines import UnknownEngineError
+from gdr_check.engines.profiles import UnknownEngineError
 
 torch = pytest.importorskip("torch")
 

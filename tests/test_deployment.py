@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from checkpoint_builders import kimi_config, qwen3_5_config, qwen3_next_config, qwen_tensors, write_checkpoint
-from gdr_check.models import Deployment, check_builtin, check_model
+from gdr_check.deployment.settings import Deployment
+from gdr_check.pipeline.model_check import check_builtin, check_model
 from gdr_check.sources import SourceError
 
 MiB = 1024 * 1024
@@ -330,8 +331,8 @@ def test_state_footprint_and_budget():
 def test_the_library_s_target_settings_take_the_budget_as_written_and_one_target_as_a_string():
     # `TargetSettings(gpu_memory="1GiB")` was ignored (only `gpu_memory_bytes` was read), and a str of targets
     # was checked letter by letter ("path `Q` does not exist", ...).
-    from gdr_check.api import TargetSettings, check_targets
-    from gdr_check.limits import SizeError
+    from gdr_check.base.limits import SizeError
+    from gdr_check.pipeline.library import TargetSettings, check_targets
 
     settings = TargetSettings(batch=64, gpu_memory="1GiB")
     assert settings.gpu_memory_bytes == 1024 * MiB
@@ -400,7 +401,7 @@ def test_metadata_path_imports_no_torch(tmp_path: Path):
     write_checkpoint(tmp_path, config, qwen_tensors(config))
     script = (
         "import sys\n"
-        "from gdr_check.models import check_model, Deployment\n"
+        "from gdr_check.pipeline.model_check import check_model\nfrom gdr_check.deployment.settings import Deployment\n"
         f"check_model({str(tmp_path)!r}, Deployment(tp=2)).to_dict()\n"
         "heavy = [m for m in ('torch', 'triton', 'numpy') if m in sys.modules]\n"
         "print(heavy)\n"
@@ -415,13 +416,13 @@ def test_metadata_path_imports_no_torch(tmp_path: Path):
     ("80GiB", 80 * 2**30), ("141GB", 141 * 10**9), ("1.5TiB", 3 * 2**39), ("1PiB", 2**50), ("1 PB", 10**15),
     ("1EiB", 2**60), ("1e3k", 10**6), ("4096", 4096)])
 def test_a_size_takes_every_unit_up_to_the_limit(text, size):
-    from gdr_check.limits import parse_size
+    from gdr_check.base.limits import parse_size
 
     # Every size inside 1..2**60 has a unit to write it with: 1PiB was "not a size" (units stopped at tera).
     assert parse_size(text) == size
 
 
 def test_a_size_past_the_limit_names_the_limit_not_the_unit():
-    from gdr_check.limits import SizeError, parse_size
+    from gdr_check.base.limits import SizeError, parse_size
     with pytest.raises(SizeError, match=r"^gpu_memory is 2EiB: must be in 1\.\.2\*\*60 "):
         parse_size("2EiB")

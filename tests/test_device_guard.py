@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 numpy = pytest.importorskip("numpy")  # the kernel extra's (the Triton interpreter needs it)
 
+from gdr_check.base.report import LIMITS_DOCS_URL  # noqa: E402
 from gdr_check.kernel import _triton_common as triton_common  # noqa: E402
 from gdr_check.kernel import (  # noqa: E402
     device_guard,
@@ -35,13 +36,7 @@ from gdr_check.kernel._triton_common import DirectLauncher  # noqa: E402
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
 from gdr_check.kernel.gdn import launch_packed_decode as gdn_launch  # noqa: E402
 from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
-from gdr_check.kernel.tiling import (  # noqa: E402
-    TileConfig,
-    one_wave_register_cap,
-    register_cap,
-    resident_programs,
-)
-from gdr_check.report import LIMITS_DOCS_URL  # noqa: E402
+from gdr_check.kernel.tiling import TileConfig, one_wave_register_cap, register_cap, resident_programs  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
 S = 5  # pool slots seen by the kernel; the backing has one canary slot on each side
@@ -680,7 +675,7 @@ def test_the_guard_decides_once_per_signature_and_looks_up_the_plan_afterwards(m
         for _ in range(3):
             engine.gdn_caller.forward_decode(**arguments)
         assert verdicts == ["gdn"] and slow == [1]  # the wrapper's inlined key is `_signature`'s: no slow path
-        from gdr_check.guard import _signature
+        from gdr_check.pipeline.guard import _signature
 
         keys = [key for s in guard.sites for key in s.plans]
         assert keys == [_signature(dict(arguments, use_qk_l2norm_in_kernel=True))]
@@ -750,8 +745,8 @@ def test_calls_the_c_check_refuses_but_the_signature_accepts_stay_on_the_steady_
     # test accepts both (the Python comparison decides where the C++ check refuses), so alternating calls get no
     # new verdict, no full lookup and no new test; a test made anew per call cost 15 µs per call.
     from fake_engine import install
-    from gdr_check import guard as guard_module
-    from gdr_check.call import TENSOR_ARGUMENTS
+    from gdr_check.call.packed_call import TENSOR_ARGUMENTS
+    from gdr_check.pipeline import guard as guard_module
 
     engine = install(monkeypatch)
     verdicts = _counting_verdicts(monkeypatch)
@@ -1561,8 +1556,8 @@ def test_the_guard_s_inlined_overlap_test_meets_every_input_on_its_fast_path(mon
     names = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out", "ssm_state_indices")
     base = make_call(B=4, H=2, HV=4, K=16, V=16, slots=[1, 2, 3, 4], pool_slots=5, seed=1)
     plans = []
-    real_plan = gdr_check.guard.Guard._plan
-    monkeypatch.setattr(gdr_check.guard.Guard, "_plan", lambda self, site, values: plans.append(
+    real_plan = gdr_check.pipeline.guard.Guard._plan
+    monkeypatch.setattr(gdr_check.pipeline.guard.Guard, "_plan", lambda self, site, values: plans.append(
         [n for n in names if values[n] is not base.args()[names.index(n)]]) or real_plan(self, site, values))
     with gdr_check.guard(engine="sglang", mode="record") as guard:
         engine.gdn_caller.forward_decode(**dict(zip(names, base.args(), strict=False)))

@@ -1,6 +1,6 @@
 """`gdr-check dry-run`: end to end on small checkpoints under the Triton interpreter, plus the torch-free parts.
 
-End-to-end runs start the real child process (`python -m gdr_check.runner.child`), which picks the interpreter
+End-to-end runs start the real child process (`python -m gdr_check.pipeline.dryrun.child`), which picks the interpreter
 because this machine has no CUDA device (or GDR_CHECK_TEST_GPU is unset and conftest set TRITON_INTERPRET).
 Sizes are tiny (H=2, HV=4, K=V=16; batch 2, 2 steps) so each run costs a few seconds.
 
@@ -22,20 +22,22 @@ from pathlib import Path
 
 import pytest
 
-import gdr_check.api
+import gdr_check.pipeline.library
 from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
-from gdr_check.call import PackedDecodeCall
+from gdr_check.base.tensor_spec import TensorSpec
+from gdr_check.call.packed_call import PackedDecodeCall
 from gdr_check.checks import rules_dryrun
 from gdr_check.cli.main import main
-from gdr_check.models import Deployment, check_builtin, check_model
-from gdr_check.runner import api as runner_api
-from gdr_check.runner import backends, ranks_api
-from gdr_check.runner.diagnose import dryrun_diagnostics
-from gdr_check.runner.geometry import launch_geometry, restrided
-from gdr_check.runner.kernels import KernelUnderTest
-from gdr_check.runner.launch import ChildOutcome
-from gdr_check.runner.plan import DryRunPlan, plan_for
-from gdr_check.tensors import TensorSpec
+from gdr_check.deployment.settings import Deployment
+from gdr_check.pipeline.dryrun import backends
+from gdr_check.pipeline.dryrun import driver as runner_api
+from gdr_check.pipeline.dryrun import rank_run as ranks_api
+from gdr_check.pipeline.dryrun.diagnose import dryrun_diagnostics
+from gdr_check.pipeline.dryrun.geometry import launch_geometry, restrided
+from gdr_check.pipeline.dryrun.kernels import KernelUnderTest
+from gdr_check.pipeline.dryrun.launch import ChildOutcome
+from gdr_check.pipeline.dryrun.plan import DryRunPlan, plan_for
+from gdr_check.pipeline.model_check import check_builtin, check_model
 
 REPO = Path(__file__).resolve().parents[1]
 SGLANG_SOURCE = REPO / ".sglang" / "src"
@@ -429,7 +431,9 @@ def test_the_parent_finds_sglangs_kernel_where_the_child_loads_it(monkeypatch, t
         parent = backends.missing_backend("sglang", "gdn")
         assert (parent is None) == (path in found), (path, parent)
         if KERNEL_EXTRA:
-            from gdr_check.kernel import engines  # imports triton: here only when the kernel extra is installed
+            from gdr_check.kernel import (
+                engine_kernels as engines,  # imports triton: here only when the kernel extra is installed
+            )
 
             assert (backends.SGLANG_PATH_ENV, backends.SGLANG_FILE) == (engines.SGLANG_PATH_ENV, engines.SGLANG_FILE)
             try:
@@ -441,7 +445,7 @@ def test_the_parent_finds_sglangs_kernel_where_the_child_loads_it(monkeypatch, t
 
 def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(capsys, checkpoints, tmp_path, monkeypatch):
     """The dry-run takes minutes on a GPU: an --output-file it could not write at the end is refused first."""
-    monkeypatch.setattr(gdr_check.api, "dry_run", lambda *args, **kwargs: pytest.fail("the dry-run ran"))
+    monkeypatch.setattr(gdr_check.pipeline.library, "dry_run", lambda *args, **kwargs: pytest.fail("the dry-run ran"))
     (tmp_path / "file").write_text("")
     for target, reason in ((tmp_path / "file" / "report.json", f"`{tmp_path / 'file'}` is not a directory"),
                            (tmp_path, "is a directory"),
@@ -486,12 +490,14 @@ def test_the_only_function_level_imports_are_the_kernel_extras():
                 elif isinstance(node, ast.ImportFrom):
                     local.update((function.name, f"{node.module}.{alias.name}") for alias in node.names)
     assert sorted(local) == [
-        ("_session", "gdr_check.runner.session"), ("_session", "torch"),
+        ("_session", "gdr_check.pipeline.dryrun.session"), ("_session", "torch"),
         ("_stand_in", "gdr_check.kernel.naive.naive_packed_decode"),
-        ("test_step_indices_are_distinct_live_slots_with_padding", "gdr_check.runner.tensors.live_rows"),
-        ("test_step_indices_are_distinct_live_slots_with_padding", "gdr_check.runner.tensors.step_indices"),
+        ("test_step_indices_are_distinct_live_slots_with_padding",
+         "gdr_check.pipeline.dryrun.synthetic_tensors.live_rows"),
+        ("test_step_indices_are_distinct_live_slots_with_padding",
+         "gdr_check.pipeline.dryrun.synthetic_tensors.step_indices"),
         ("test_step_indices_are_distinct_live_slots_with_padding", "torch"),
-        ("test_the_parent_finds_sglangs_kernel_where_the_child_loads_it", "gdr_check.kernel.engines")]
+        ("test_the_parent_finds_sglangs_kernel_where_the_child_loads_it", "gdr_check.kernel.engine_kernels")]
 
 
 def test_interpreter_geometry_keeps_group_size_and_layouts():
@@ -534,7 +540,7 @@ def test_step_indices_are_distinct_live_slots_with_padding():
     # torch and runner.tensors (which imports it) are the kernel extra's: local, so the torch-free runs collect
     import torch
 
-    from gdr_check.runner.tensors import live_rows, step_indices
+    from gdr_check.pipeline.dryrun.synthetic_tensors import live_rows, step_indices
 
     generator = torch.Generator().manual_seed(0)
     for engine in ("sglang", "vllm"):
@@ -591,7 +597,7 @@ def _session(monkeypatch, checkpoints, ours: str | None, engine: str | None = No
     # torch and runner.session (which imports it) are the kernel extra's: local, so the torch-free runs collect
     import torch
 
-    from gdr_check.runner import session
+    from gdr_check.pipeline.dryrun import session
 
     def kernel(name: str, flaw: str | None) -> KernelUnderTest:
         return KernelUnderTest(name=name, label=f"stand-in ({flaw})", checked=_stand_in(flaw), fast=_stand_in(flaw))

@@ -13,7 +13,8 @@ import pytest
 from gdr_check.checks.compare import ModelGeometry, compare_call
 from gdr_check.checks.contract import run_contract
 from gdr_check.cli.main import main
-from gdr_check.engines import (
+from gdr_check.deployment.settings import Deployment
+from gdr_check.engines.profiles import (
     PROFILES,
     SGLANG_0_5_23,
     VLLM_0_28,
@@ -23,7 +24,7 @@ from gdr_check.engines import (
     engine_choices,
     profile_for,
 )
-from gdr_check.models import Deployment, check_builtin
+from gdr_check.pipeline.model_check import check_builtin
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 MiB = 1024 * 1024
@@ -156,7 +157,7 @@ def test_an_unknown_engine_raises_whatever_the_arguments(name):
 
 def test_call_context_carries_the_profile_and_its_name():
     call = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment()).call
-    from gdr_check.call import CallContext
+    from gdr_check.call.packed_call import CallContext
 
     ctx = CallContext.build(call, "vllm@0.28")
     assert ctx.engine == "vllm" and ctx.profile is VLLM_0_28
@@ -403,8 +404,8 @@ def test_trailing_slot_zero_padding_repeats_only_where_slot_zero_is_reserved():
 
 
 def test_grid_limit_and_state_dtype_fix_come_from_the_profile():
+    from gdr_check.base.registry import RULE_SET
     from gdr_check.checks.examples import CallExample
-    from gdr_check.registry import RULE_SET
 
     wide = RULE_SET.rules["GDR244"].example.call()
     assert [d.code for d in run_contract(wide, "sglang") if d.code == "GDR244"] == ["GDR244"]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from gdr_check.checks import RULES
-from gdr_check.checks.explain import _MIN_LITERAL, NAME_FIELDS, _literal_length, explain
+from gdr_check.checks.explanations import _MIN_LITERAL, NAME_FIELDS, _literal_length, explain
 from gdr_check.cli.main import main
 
 WRAPPER_MESSAGES = {

@@ -14,8 +14,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gdr_check.base.tensor_spec import TensorSpec
 from gdr_check.checks import PackedDecodeCall, run_contract
-from gdr_check.tensors import TensorSpec
 
 NAMES = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "ssm_state_indices")
 DTYPES = {"mixed_qkv": "bfloat16", "a": "bfloat16", "b": "float32", "A_log": "float32", "dt_bias": "float32",
@@ -141,7 +141,7 @@ def test_the_flattened_pool_gets_the_view_with_its_numbers():
 
 
 def test_a_16_bit_A_log_is_caught_with_the_engines_dtype():
-    from gdr_check.engines import profile_for
+    from gdr_check.engines.profiles import profile_for
 
     shapes = true_shapes(4, 2, 2, 16, 8, 5)
     call = build(shapes, 16)

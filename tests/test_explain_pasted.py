@@ -9,10 +9,10 @@ import json
 import pytest
 
 from gdr_check.checks import RULES
-from gdr_check.checks.explain import Context, find_all
+from gdr_check.checks.explanations import Context, find_all
 from gdr_check.cli.main import main
 from gdr_check.models import builtin
-from gdr_check.models import check as models_check
+from gdr_check.pipeline import model_check as models_check
 from pasted_corpus import CASES, PastedCase
 from pasted_corpus import QWEN3_NEXT as QWEN3_NEXT_CORPUS
 
@@ -144,7 +144,7 @@ def test_attention_heads_with_the_model_names_the_sizes_that_work_for_every_head
         "work for the whole model: 1, 2, 4, 8, 16",
         "16 is the model's num_k_heads (H) (unsharded, 16)",
         "16 is the model's num_attention_heads (full attention) (unsharded, 16)"]
-    from gdr_check.engines import profile_for
+    from gdr_check.engines.profiles import profile_for
 
     [sglang] = find_all("Total number of attention heads (16) must be divisible by tensor parallel size (3).",
                         Context(profile=profile_for("sglang")))
@@ -251,7 +251,7 @@ def test_cli_unknown_model_is_one_line_exit_2(capsys):
 
 
 def test_engine_profile_changes_the_reasoning():
-    from gdr_check.engines import profile_for
+    from gdr_check.engines.profiles import profile_for
 
     text = "RuntimeError: Triton Error [CUDA]: invalid argument"
     [vllm] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("vllm"), widths=QWEN3_NEXT))
@@ -345,7 +345,7 @@ def test_cli_attention_heads_with_the_model(capsys):
 
 
 def test_illegal_access_names_the_engines_skip_rule_and_pool_rows():
-    from gdr_check.engines import profile_for
+    from gdr_check.engines.profiles import profile_for
 
     text = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
     [sglang] = find_all(text, Context(batch=64, profile=profile_for("sglang")))

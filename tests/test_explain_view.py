@@ -12,7 +12,7 @@ import json
 import pytest
 
 from gdr_check.checks import RULES
-from gdr_check.checks.explain import Context, find_all
+from gdr_check.checks.explanations import Context, find_all
 from gdr_check.cli.main import main
 from pasted_corpus import QWEN3_NEXT
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fixtures_sources import INDEX_NAME, ITEMSIZE, qwen3_next_config
-from gdr_check.registry import RULES
+from gdr_check.base.registry import RULES
 from gdr_check.sources import Checkpoint, SourceError, open_checkpoint
 from gdr_check.sources.jsonpos import key_spans
 

@@ -302,7 +302,7 @@ def test_a_callers_property_that_raises_does_not_stop_the_engines_call(monkeypat
 def test_a_guard_left_on_while_calls_keep_faulting_keeps_a_bounded_list(monkeypatch):
     # 200 faulty calls in record mode held 200+ diagnostics, and an engine's would grow without end: past
     # KEPT_DIAGNOSTICS they are counted, not kept (the mode still acts on each).
-    from gdr_check import guard as guard_module
+    from gdr_check.pipeline import guard as guard_module
 
     module, _ = _engine(monkeypatch, sglang_like)
     call = gdn_call(slots=[1, 2, 3, 4])

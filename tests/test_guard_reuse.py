@@ -304,7 +304,7 @@ def test_a_failure_while_leaving_still_unhooks_graph_capture(monkeypatch):
     graph_class = torch.cuda.CUDAGraph
     methods = (graph_class.capture_begin, graph_class.capture_end, graph_class.replay)
     Step(monkeypatch)
-    from gdr_check import guard as guard_module
+    from gdr_check.pipeline import guard as guard_module
 
     def failing(*args, **kwargs):
         raise RuntimeError("restore failed")
@@ -333,7 +333,7 @@ def test_the_instance_walk_warns_when_objects_are_frozen(monkeypatch):
     import gc
     import types
 
-    from gdr_check import capture as capture_module
+    from gdr_check.pipeline import capture as capture_module
 
     module = types.ModuleType("gdr_fake_backend")
 

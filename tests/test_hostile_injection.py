@@ -13,7 +13,7 @@ import pytest
 
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from cli_checkpoints import clean_output_env, run_cli
-from gdr_check.capture import SCHEMA_VERSION, dump_recording
+from gdr_check.pipeline.capture import SCHEMA_VERSION, dump_recording
 from hostile_corpus import EVIL, FORMATS, assert_outcome, tree
 
 
@@ -55,7 +55,8 @@ def _pyproject_selector(root: Path) -> tuple[list[str], int, str | None]:
 
 
 def _recording_fields(root: Path) -> tuple[list[str], int, str | None]:
-    from gdr_check.models import Deployment, check_builtin
+    from gdr_check.deployment.settings import Deployment
+    from gdr_check.pipeline.model_check import check_builtin
 
     call = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=4, batch=8)).call.to_dict()
     # Free-text fields: the recorded function's name and its caller (values of typed fields are the readers'

@@ -14,8 +14,8 @@ import pytest
 
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from cli_checkpoints import clean_output_env
-from gdr_check.limits import LIMITS, LimitError, checked
-from gdr_check.report import LIMITS_DOCS_URL
+from gdr_check.base.limits import LIMITS, LimitError, checked
+from gdr_check.base.report import LIMITS_DOCS_URL
 from hostile_corpus import FORMATS, Outcome, assert_outcome, run_in_process, run_subprocess
 
 MAX_RSS_MIB = 300
@@ -172,7 +172,7 @@ def test_library_limits_name_key_value_and_range():
                                            (True, "True (a bool)"), (None, "None")])
 def test_a_whole_number_limit_refuses_what_is_no_int_in_a_library_call(value, shown):
     """`Deployment(tp=2.5)` used to pass (2.5 is inside 1..4_096) and size pools for 2.5 ranks."""
-    from gdr_check.models import Deployment
+    from gdr_check.deployment.settings import Deployment
 
     with pytest.raises(LimitError) as refused:
         Deployment(tp=value)
@@ -199,7 +199,7 @@ def test_a_float_limit_shows_its_range_as_a_float():
 
 
 def test_dry_run_check_refuses_absurd_numbers_before_running():
-    from gdr_check.runner.api import dry_run_check
+    from gdr_check.pipeline.dryrun.driver import dry_run_check
 
     with pytest.raises(LimitError, match=r"^timeout is nan: must be in 0\.001\.\.604_800"):
         dry_run_check(object(), timeout=float("nan"))

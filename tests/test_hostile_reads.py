@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
-from gdr_check.limits import UnreadableInput, read_bounded
+from gdr_check.base.limits import UnreadableInput, read_bounded
 from hostile_corpus import assert_outcome, run_subprocess
 
 GIB = 1 << 30

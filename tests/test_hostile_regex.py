@@ -19,7 +19,7 @@ import gdr_check
 MEGABYTE = 1 << 20
 LIMIT_S = 2.0
 # Packages that import torch/triton at import time hold no pattern of their own that reads data.
-_SKIPPED = ("gdr_check.kernel", "gdr_check.runner", "gdr_check.__main__")
+_SKIPPED = ("gdr_check.kernel", "gdr_check.pipeline.dryrun", "gdr_check.__main__")
 
 
 def _pathological() -> dict[str, str]:
@@ -153,7 +153,7 @@ def test_the_linear_matcher_agrees_with_the_template_regex(size):
     """On each template's worst case (small enough for a backtracking regex, used here as the oracle only), what
     the linear matcher reads is what the template's regex reads from the same message: the values."""
     from gdr_check.checks import RULES
-    from gdr_check.checks.explain import _END, _MIN_LITERAL, NAME_FIELDS, _literal_length, match_message
+    from gdr_check.checks.explanations import _END, _MIN_LITERAL, NAME_FIELDS, _literal_length, match_message
 
     for rule in RULES.values():
         filled = rule.message.format(**{f: f"<{f}>" for f in rule.fields()})

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gdr_check import TensorSpec
-from gdr_check.call import PackedDecodeCall
-from gdr_check.report import Diagnostic, Location
+from gdr_check.base.report import Diagnostic, Location
+from gdr_check.call.packed_call import PackedDecodeCall
 from gdr_check.sources.checkpoint import TensorInfo
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "gdr_check"

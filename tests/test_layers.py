@@ -1,11 +1,11 @@
-"""The package's import graph runs one way: sources -> model description -> deployment -> expected call ->
-rules -> diagnostics -> renderers, over the base modules (docs/architecture.md).
+"""The package's import graph runs one way, folder by folder: base -> engines -> sources -> models -> deployment ->
+call -> checks (rules) -> kernel -> pipeline -> cli/integrations (docs/architecture.md).
 
 Every module of `src/gdr_check` is parsed with `ast` (nothing is imported), its imports resolved (relative ones,
 and the parent packages an import runs), and the graph is checked for (a) a cycle, (b) an import that runs back
-up the layer order, (c) a function-level import that is not a lazy import of a heavy or on-demand module
-(`LAZY_HEAVY`, `LAZY_IMPORTERS`). `if TYPE_CHECKING:` imports do not run and are left out. There is no list
-of exceptions: a back edge or a cycle is fixed by moving the code to its layer.
+up the folder order, (c) a function-level import of anything but a module that imports torch or triton, or an
+optional dependency. `if TYPE_CHECKING:` imports count like any other: a type link that runs back up is a design
+link that runs back up. There is no list of exceptions: a back edge or a cycle is fixed by moving the code.
 """
 
 from __future__ import annotations
@@ -16,49 +16,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 PACKAGE = "gdr_check"
 
-# The layer of each module, lowest first: a module imports only modules of its own layer or below. A module
-# is matched by its longest listed prefix.
-LAYERS: dict[str, int] = {
-    # 0 base: names every stage uses (errors, reports, tensor specs, engine profiles, the rule registry).
-    "gdr_check": 0, "gdr_check._lazy": 0, "gdr_check.engines": 0, "gdr_check.errors": 0,
-    "gdr_check.report": 0, "gdr_check.tensors": 0, "gdr_check.registry": 0, "gdr_check.limits": 0,
-    "gdr_check.files": 0,
-    # 1 sources: files on disk -> `Checkpoint` (config, tensor names, shapes, dtypes).
-    "gdr_check.sources": 1,
-    # 2 model description: checkpoint -> `LinearAttentionModel` (adapters, built-in models).
-    "gdr_check.models": 2, "gdr_check.models.adapters": 2, "gdr_check.models.builtin": 2,
-    "gdr_check.models.description": 2, "gdr_check.models.decode_path": 2,
-    # 3 deployment: engine settings, TP size, dtypes.
-    "gdr_check.models.deployment": 3,
-    # 4 the expected kernel call per rank (and the kernels that define the contract).
-    "gdr_check.models.expected": 4, "gdr_check.models.pools": 4, "gdr_check.call": 4, "gdr_check.kernel": 4,
-    "gdr_check.recording": 4,  # a recorded call: the file `capture()` writes, read back as a `PackedDecodeCall`
-    # 5 rules: each rule's check, its example (as data), the contract engine; the checked kernels, which run the
-    # contract's shape verdict before each launch, and their device fault buffer (`kernel.device_guard`).
-    "gdr_check.checks": 5, "gdr_check.kernel.device_guard": 5, "gdr_check.kernel.checked": 5,
-    # 6 diagnostics: running the rules over a model, a recording, a dry run or each rule's example; the runtime
-    # guard turns device faults into diagnostics; the library API runs whole checks.
-    "gdr_check.models.check": 6, "gdr_check.capture": 6, "gdr_check.runner": 6, "gdr_check.example_runner": 6,
-    "gdr_check.guard": 6, "gdr_check.api": 6, "gdr_check.results": 6,
-    # which rules a run reports (`--select`/`--ignore`), and the `[tool.gdr-check]` settings that feed it.
-    "gdr_check.selection": 6, "gdr_check.config": 6,
-    # 7 renderers: the command line and its output formats.
-    "gdr_check.cli": 7, "gdr_check.__main__": 7,
-}
+# The layers, lowest first: one folder each (a folder's subfolders are part of its layer). A module imports only
+# modules of its own folder or of the folders before it. `gdr_check/__init__.py` (the public names, loaded lazily) and
+# `__main__` sit above every folder. `integrations` (the engines' plugins) sits beside `cli`: both are entry points.
+FOLDERS: tuple[tuple[str, ...], ...] = (
+    ("base",),  # names every stage uses: errors, reports, tensor specs, limits, the rule registry
+    ("engines",),  # the engine profiles (data): one record per engine release epoch
+    ("sources",),  # files on disk -> `Checkpoint` (config, tensor names, shapes, dtypes)
+    ("models",),  # checkpoint -> `LinearAttentionModel` (adapters, built-in geometries, quantization, sharding)
+    ("deployment",),  # engine settings, TP size, dtypes, the decode path
+    ("call",),  # the expected kernel call per rank, the pools, a recorded call
+    ("checks",),  # the rules: each rule's check and example, the contract engine
+    ("kernel",),  # the Triton kernels, their float64 references, the checked launch (runs the contract first)
+    ("pipeline",),  # whole runs: a model check, the library API, the dry run, the runtime guard, capture, settings
+    ("cli", "integrations"),  # renderers and entry points: the command line and its formats; the engine plugins
+)
+TOP = len(FOLDERS)
 
-# Function-level imports that are allowed, each for its reason (by imported-module prefix, or by importer).
-LAZY_HEAVY = {
-    "torch": "the metadata path never imports torch",
-    "triton": "the metadata path never imports triton",
-    "numpy": "heavy, only for tensor runs",
-    "rich.progress": "only drawn when a run is long enough to show progress",
-    "rich.table": "only for tables, most runs print none",
-    "gdr_check.kernel": "imports torch and triton",
-    "gdr_check.runner": "the dry run imports torch",
-    "huggingface_hub": "optional dependency, only for Hugging Face repo ids",
-}
-# `gdr_check.cli.main` imports each command's module on demand (startup of `--help` and `check`).
-LAZY_IMPORTERS = {"gdr_check.cli": "CLI command modules are imported on demand to keep startup fast"}
+# Function-level imports are allowed only of modules that import torch or triton (the metadata path never does;
+# the set of package modules that do is computed below, not listed), and of optional dependencies that may be
+# missing (pyproject.toml's extras).
+HEAVY = ("torch", "triton")
+OPTIONAL = ("huggingface_hub",)
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -102,28 +81,26 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -
 
 
 def _imports() -> list[tuple[str, str, bool, int]]:
-    """(importer, imported, at function level, line) for each import that runs; `at function level` is only
-    set for the module a function-level import names, not for the parent packages it runs on the way."""
+    """(importer, imported, at function level, line) for each import statement, `if TYPE_CHECKING:` ones
+    included; `at function level` is only set for the module a function-level import names, not for the parent
+    packages it runs on the way."""
     edges = []
     for module, (path, is_package) in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        type_checking: set[int] = set()
         in_function: set[int] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                type_checking.update(id(child) for child in ast.walk(node))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 in_function.update(id(child) for child in ast.walk(node))
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in type_checking:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             lazy = id(node) in in_function
             for target, parent in _targets(module, is_package, node):
                 edges.append((module, target, lazy and not parent, node.lineno))
-            if lazy and isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+            if not getattr(node, "level", 0):
                 for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]):
                     if not name.startswith(PACKAGE):
-                        edges.append((module, name, True, node.lineno))
+                        edges.append((module, name, lazy, node.lineno))
     return edges
 
 
@@ -132,20 +109,46 @@ EDGES = _imports()
 
 def _layer(module: str) -> int:
     parts = module.split(".")
-    for end in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:end])
-        if prefix in LAYERS:
-            return LAYERS[prefix]
-    raise AssertionError(f"{module} has no layer in LAYERS (tests/test_layers.py) or docs/architecture.md")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return TOP
+    for layer, folders in enumerate(FOLDERS):
+        if parts[1] in folders:
+            return layer
+    raise AssertionError(f"{module} is in no layer's folder: add its folder to FOLDERS (tests/test_layers.py) "
+                         f"and to docs/architecture.md")
 
 
-def _match(name: str, table: dict[str, str]) -> bool:
-    return any(name == key or name.startswith(key + ".") for key in table)
+def _heavy_modules() -> set[str]:
+    """The package's modules that import torch or triton when they are imported (module-level imports, followed
+    through the package)."""
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for importer, imported, lazy, _line in EDGES:
+        if not lazy:
+            graph[importer].add(imported)
+    heavy = {module for module, targets in graph.items()
+             if any(target.split(".")[0] in HEAVY for target in targets)}
+    changed = True
+    while changed:
+        changed = False
+        for module, targets in graph.items():
+            if module not in heavy and targets & heavy:
+                heavy.add(module)
+                changed = True
+    return heavy
+
+
+HEAVY_MODULES = _heavy_modules()
 
 
 def test_every_module_has_a_layer() -> None:
     for module in MODULES:
         _layer(module)
+
+
+def test_the_kernels_are_the_heavy_modules() -> None:
+    """The computed set is not empty (the allowance above is not vacuous) and holds no metadata-path stage."""
+    assert "gdr_check.kernel.gdn" in HEAVY_MODULES and "gdr_check.kernel.kda" in HEAVY_MODULES
+    assert {_layer(module) for module in HEAVY_MODULES} <= {_layer("gdr_check.kernel"), _layer("gdr_check.pipeline")}
 
 
 def test_no_cycle() -> None:
@@ -202,12 +205,12 @@ def _back_edges() -> set[tuple[str, str]]:
 
 def _unlisted_lazy() -> set[tuple[str, str]]:
     return {(importer, imported) for importer, imported, lazy, _line in EDGES
-            if lazy and not _match(imported, LAZY_HEAVY) and not _match(importer, LAZY_IMPORTERS)}
+            if lazy and imported not in HEAVY_MODULES and imported.split(".")[0] not in HEAVY + OPTIONAL}
 
 
 def test_no_import_runs_back_up() -> None:
     assert sorted(_back_edges()) == []
 
 
-def test_function_level_imports_are_lazy_heavy_only() -> None:
+def test_function_level_imports_are_heavy_or_optional_only() -> None:
     assert sorted(_unlisted_lazy()) == []

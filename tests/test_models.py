@@ -18,10 +18,12 @@ from checkpoint_builders import (
     write_checkpoint,
     write_safetensors,
 )
-from gdr_check.errors import display_path
-from gdr_check.models import Deployment, check_checkpoint, check_model, get_builtin, list_builtin
+from gdr_check.base.errors import display_path
+from gdr_check.base.registry import RULES
+from gdr_check.deployment.settings import Deployment
+from gdr_check.models import get_builtin, list_builtin
 from gdr_check.models.adapters import select_adapter
-from gdr_check.registry import RULES
+from gdr_check.pipeline.model_check import check_checkpoint, check_model
 from gdr_check.sources import Checkpoint, TensorInfo
 
 DEFAULT = Deployment()

@@ -1,6 +1,6 @@
 """The real sglang 0.5.23 wrappers are the oracle for the wrapper checks: messages and order.
 
-The wrappers are loaded from sglang's own `fused_recurrent.py` (via `gdr_check.kernel.engines`), with the
+The wrappers are loaded from sglang's own `fused_recurrent.py` (via `gdr_check.kernel.engine_kernels`), with the
 module-level Triton kernels replaced by a recorder, so a call that passes every check "launches" without
 Triton or a GPU. For every call, bad or good:
 
@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from contract_calls import call_for, check, mutated, mutation_names, touched  # noqa: E402
-from gdr_check.call import CallContext  # noqa: E402
+from gdr_check.call.packed_call import CallContext  # noqa: E402
 from gdr_check.checks.contract import describe_call  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def wrappers():
     if source is None:
         pytest.skip(f"no sglang 0.5.23 source: set {ENV} to a wheel or tree, or put one under .sglang/")
     try:
-        from gdr_check.kernel.engines import load_sglang_packed_decode
+        from gdr_check.kernel.engine_kernels import load_sglang_packed_decode
     except ImportError as exc:  # pragma: no cover - the loader ships with the package
         pytest.skip(f"sglang loader unavailable: {exc}")
     try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gdr_check.cli.main import main
-from gdr_check.models import Deployment, check_builtin
-from gdr_check.models.deployment import tracking_slots
+from gdr_check.deployment.settings import Deployment, tracking_slots
+from gdr_check.pipeline.model_check import check_builtin
 
 QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 L, H, HV, K, V, W = 36, 16, 32, 128, 128, 4

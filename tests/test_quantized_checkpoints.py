@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from checkpoint_builders import Tensors, qwen3_next_config, qwen_tensors, write_checkpoint
-from gdr_check.models import Deployment, check_model
+from gdr_check.deployment.settings import Deployment
+from gdr_check.pipeline.model_check import check_model
 
 QWEN3_NEXT = {"hidden": 2048, "H": 16, "HV": 32, "K": 128, "V": 128}
 PROJECTIONS = ("in_proj_qkvz", "out_proj")

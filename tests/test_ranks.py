@@ -1,6 +1,6 @@
 """`gdr-check dry-run --ranks all`: the sharding plan (torch-free) and end-to-end runs of every TP rank.
 
-End-to-end runs go through the real CLI: one `python -m gdr_check.runner.rank_worker` process per rank, gloo
+End-to-end runs go through the real CLI: one `python -m gdr_check.pipeline.dryrun.rank_worker` process per rank, gloo
 on the CPU under the Triton interpreter, tiny sizes (H=2, HV=4 / H=HV=4, K=V=16; batch 1, one step). The
 mis-sharding and fault runs use the test-only hooks GDR_CHECK_RANKS_TEST_MISSHARD and GDR_CHECK_RANKS_TEST_FAULT
 (runner/rank_worker.py). The launcher's timeout and kill paths are tested with a stand-in worker module.
@@ -26,16 +26,11 @@ from checkpoint_builders import (
     write_checkpoint,
 )
 from gdr_check.cli.main import main
-from gdr_check.models import Deployment, check_model
-from gdr_check.models.sharding import (
-    LayerDims,
-    find_misshards,
-    inject,
-    ranges,
-    sharding_plan,
-)
-from gdr_check.runner import ranks as launcher
-from gdr_check.runner.plan import plan_for
+from gdr_check.deployment.settings import Deployment
+from gdr_check.models.sharding import LayerDims, find_misshards, inject, ranges, sharding_plan
+from gdr_check.pipeline.dryrun import ranks as launcher
+from gdr_check.pipeline.dryrun.plan import plan_for
+from gdr_check.pipeline.model_check import check_model
 
 MISSHARD = "GDR_CHECK_RANKS_TEST_MISSHARD"
 FAULT = "GDR_CHECK_RANKS_TEST_FAULT"
@@ -208,7 +203,7 @@ def test_a_rank_that_raises_is_named_and_the_others_stopped(capsys, checkpoints,
 
 def test_ranks_without_torch_is_one_environment_error_not_a_ranks_failure(capsys, checkpoints, monkeypatch):
     """As the one-rank dry-run says it (exit 2), not as rank 1 of 2 raising ModuleNotFoundError (exit 1)."""
-    from gdr_check.runner import ranks_api
+    from gdr_check.pipeline.dryrun import rank_run as ranks_api
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(ranks_api.importlib.util, "find_spec",
@@ -231,8 +226,8 @@ def test_bad_ranks_value_is_a_usage_error(capsys, checkpoints):
 ])
 def test_library_dry_run_refuses_what_the_cli_refuses(checkpoints, monkeypatch, ranks, weights, message):
     """In the CLI's words, before anything runs (it used to run the one-rank dry-run, `weights` ignored)."""
-    from gdr_check import api
-    from gdr_check.runner import api as runner_api
+    from gdr_check.pipeline import library as api
+    from gdr_check.pipeline.dryrun import driver as runner_api
 
     monkeypatch.setattr(runner_api, "dry_run_check", lambda *args, **kwargs: pytest.fail("ran"))
     with pytest.raises(api.DryRunOptionError) as raised:
@@ -299,8 +294,8 @@ def _fill(where: dict, values: list[float]) -> None:
 
 @needs_kernel_extra
 def test_weights_are_read_from_the_header_offsets(checkpoints):
-    from gdr_check.runner.rank_worker import _real_parameter
-    from gdr_check.runner.weights import layer_parameters
+    from gdr_check.pipeline.dryrun.rank_worker import _real_parameter
+    from gdr_check.pipeline.dryrun.weights import layer_parameters
 
     check = check_model(str(checkpoints["kda"]), Deployment(tp=2))
     located = layer_parameters(check)
@@ -323,8 +318,8 @@ def test_weights_are_read_from_the_header_offsets(checkpoints):
 def test_weights_that_are_not_finite_are_refused_before_launching(capsys, tmp_path, monkeypatch, parameter, bad,
                                                                  what):
     """Every rank used to return NaN and GDR331 hinted at mis-sharding; now one line names the tensor and file."""
-    from gdr_check.runner import ranks_api
-    from gdr_check.runner.weights import layer_parameters
+    from gdr_check.pipeline.dryrun import rank_run as ranks_api
+    from gdr_check.pipeline.dryrun.weights import layer_parameters
 
     config = qwen3_next_config(layers=4, H=2, HV=4, K=16, V=16)
     root = write_checkpoint(tmp_path / "gdn", config, qwen_tensors(config))

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from gdr_check.call import CallContext
+from gdr_check.base.registry import CATEGORIES, Finding, RuleSet
+from gdr_check.call.packed_call import CallContext
 from gdr_check.checks import RULES
+from gdr_check.checks.call_plan import call_plan
 from gdr_check.checks.contract import _diagnostics
 from gdr_check.checks.docs import render_index, render_pages
 from gdr_check.checks.examples import CallExample, tensor
 from gdr_check.checks.rules_wrapper import GDN_WRAPPER_ORDER, KDA_WRAPPER_ORDER
-from gdr_check.registry import CATEGORIES, Finding, RuleSet
 
 
 def test_codes_names_and_severities_are_well_formed():
@@ -157,14 +158,14 @@ def test_adding_a_wrapper_check_needs_only_the_rule_its_position_and_its_example
     assert [after.rules[c].wrapper for c in ("GDR291", "GDR292", "GDR293", "GDR294", "GDR295")] == [
         {"gdn": 1}, {"gdn": 2}, {"gdn": 3}, {"gdn": 4}, {"gdn": 4}]
     assert before.rules["GDR293"].wrapper == {"gdn": 2}
-    assert [r.code for r in after.call_plan("gdn").rules] == ["GDR291", "GDR292", "GDR293", "GDR294", "GDR295"]
+    assert [r.code for r in call_plan(after, "gdn").rules] == ["GDR291", "GDR292", "GDR293", "GDR294", "GDR295"]
     # The fast path covers it, answers no on its example and yes on the base call.
-    plan = after.call_plan("gdn")
+    plan = call_plan(after, "gdn")
     assert plan.covered == {"GDR291", "GDR292", "GDR293", "GDR294", "GDR295"} and plan.after_clear == ()
     bad = after.rules["GDR292"].example
     assert not plan.clear(CallContext.build(bad.call()))
     assert plan.clear(CallContext.build(CallExample().call()))
-    assert before.call_plan("gdn").clear(CallContext.build(bad.call()))  # the old set did not check it
+    assert call_plan(before, "gdn").clear(CallContext.build(bad.call()))  # the old set did not check it
     # Each example fires exactly its rule, with and without the fast path; the new one's message is filled.
     for code, rule in after.rules.items():
         assert _codes(after, rule.example) == _codes(after, rule.example, fast_path=False) == [code]
@@ -191,13 +192,13 @@ def test_a_wrapper_rule_without_its_predicate_or_position_is_refused_at_declarat
     with pytest.raises(ValueError, match="declared before"):
         late.declare_wrapper_order("gdn", ("GDR291",))
     with pytest.raises(LookupError, match="undeclared rules: GDR291"):
-        rules.call_plan("gdn")
+        call_plan(rules, "gdn")
 
 
 # -- typed violations: a template field and the class's fields are checked against each other at import ----------
 def test_a_typed_violation_with_a_field_its_message_lacks_fails_when_its_class_is_created():
-    from gdr_check.errors import SourceError
-    from gdr_check.registry import Violation
+    from gdr_check.base.registry import Violation
+    from gdr_check.base.source_error import SourceError
 
     rules = RuleSet()
     rule = rules.declare("GDR391", "toy-child-died", scope="dryrun", summary="s", explanation="e",

@@ -12,10 +12,10 @@ import functools
 
 import pytest
 
+from gdr_check.base.registry import RULE_SET
 from gdr_check.checks import RULES
 from gdr_check.checks.docs import render_pages
-from gdr_check.example_runner import run_example
-from gdr_check.registry import RULE_SET
+from gdr_check.pipeline.example_runner import run_example
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

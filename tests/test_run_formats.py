@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-import gdr_check.runner.api as runner_api
+import gdr_check.pipeline.dryrun.driver as runner_api
 from cli_checkpoints import clean_output_env, run_cli
 from gdr_check.cli.output import FORMATS
 from test_call_command import QWEN, B, T, expected_call, write_recording

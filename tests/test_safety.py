@@ -38,7 +38,7 @@ from fixtures_sources import (
     write_safetensors,
     write_sharded,
 )
-from gdr_check.limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from gdr_check.base.limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from gdr_check.sources.safetensors_header import MAX_HEADER_BYTES
 from test_fuzz_cli import check_outcome, run_cli
 

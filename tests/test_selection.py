@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli_checkpoints import clean_output_env, run_cli, write_good
-from gdr_check.config import ConfigError, discover, find_config_file, load_config
-from gdr_check.selection import (
+from gdr_check.pipeline.selection import (
     RuleSelection,
     Selection,
     SelectorError,
@@ -18,6 +17,7 @@ from gdr_check.selection import (
     rule_selection,
     split_selectors,
 )
+from gdr_check.pipeline.settings import ConfigError, discover, find_config_file, load_config
 
 RULES = known_rules()
 
@@ -60,7 +60,7 @@ def test_unknown_selectors_are_errors_with_a_hint(text: str, expected: str):
     ("GDR299", "; did you mean `GDR2`? (use a code"),
 ])
 def test_a_prefix_that_selects_nothing_is_pointed_at_a_shorter_one_or_the_categories(text: str, hint: str):
-    from gdr_check.selection import known_rules
+    from gdr_check.pipeline.selection import known_rules
 
     with pytest.raises(SelectorError) as caught:
         parse_selector(text, known_rules())

@@ -25,17 +25,10 @@ from fixtures_sources import (
     write_safetensors,
     write_sharded,
 )
-from gdr_check.limits import INDEX_CAP_WHY, MAX_INDEX_BYTES
-from gdr_check.registry import RULES
-from gdr_check.sources import (
-    KeyLocation,
-    SourceError,
-    TensorInfo,
-    jsonfile,
-    open_checkpoint,
-    safetensors_header,
-)
-from gdr_check.sources import files as files_module
+from gdr_check.base.limits import INDEX_CAP_WHY, MAX_INDEX_BYTES
+from gdr_check.base.registry import RULES
+from gdr_check.sources import KeyLocation, SourceError, TensorInfo, jsonfile, open_checkpoint, safetensors_header
+from gdr_check.sources import metadata_reader as files_module
 from gdr_check.sources.jsonpos import dotted_keys
 
 SMALL = {
@@ -803,7 +796,7 @@ def test_hostile_names_stay_on_one_short_line(tmp_path):
 
 
 def test_every_source_rule_is_raised_somewhere():
-    from gdr_check.errors import SourceError
+    from gdr_check.base.source_error import SourceError
 
     source_codes = {code for code, rule in RULES.items() if rule.scope == "source"}
     classes = {cls.rule.code: cls.__name__ for cls in SourceError.__subclasses__()}

@@ -172,7 +172,7 @@ def _nested_projects(tree: Path) -> None:
 
 
 def test_show_settings_names_the_nearest_config_of_each_target(tree: Path):
-    from gdr_check.selection import known_rules
+    from gdr_check.pipeline.selection import known_rules
 
     _nested_projects(tree)
     rules = sorted(known_rules())

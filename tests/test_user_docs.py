@@ -70,12 +70,12 @@ def test_a_file_named_on_the_command_line_stands_for_its_directory(cwd: Path):
     assert alone["tensors"] == 0 and alone["weights_checked"] is False
 
 
-# -- README: what gdr_check.api's functions return ------------------------------------------------------------
+# -- README: what gdr_check.pipeline.library's functions return ----------------------------------------------------
 def test_the_readme_says_what_check_targets_returns(cwd: Path):
-    from gdr_check.api import TargetSettings, check_targets
-    from gdr_check.config import Config
-    from gdr_check.results import Run, TargetResult
-    from gdr_check.selection import Selection
+    from gdr_check.pipeline.library import TargetSettings, check_targets
+    from gdr_check.pipeline.results import Run, TargetResult
+    from gdr_check.pipeline.selection import Selection
+    from gdr_check.pipeline.settings import Config
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert ("`check_targets(targets, settings_for)` gives the list of (target, TP size) results, and "
@@ -96,8 +96,8 @@ def test_the_readme_says_what_check_targets_returns(cwd: Path):
 # -- the guard refuses a bad deployment when it is made or entered, not inside the engine's first decode ------
 def test_guard_refuses_a_bad_tp_when_made():
     import gdr_check
-    from gdr_check.limits import LimitError
-    from gdr_check.report import LIMITS_DOCS_URL
+    from gdr_check.base.limits import LimitError
+    from gdr_check.base.report import LIMITS_DOCS_URL
 
     with pytest.raises(LimitError) as refused:
         gdr_check.guard(tp=0)
@@ -109,7 +109,7 @@ def test_guard_refuses_a_bad_tp_when_made():
 def test_guard_refuses_a_model_it_cannot_read_on_entry_and_patches_nothing(cwd: Path, monkeypatch):
     import gdr_check
     from fake_engine import install
-    from gdr_check.errors import SourceError
+    from gdr_check.base.source_error import SourceError
 
     engine = install(monkeypatch)
     original = engine.sglang_kernels.fused_recurrent_gated_delta_rule_packed_decode
@@ -155,7 +155,7 @@ def test_explain_still_reads_gdr_checks_own_generic_messages_with_their_code(cwd
 
 def test_the_readme_names_the_rules_explain_reads_only_with_their_code():
     from gdr_check.checks import RULES
-    from gdr_check.checks.explain import _MIN_LITERAL, _literal_length
+    from gdr_check.checks.explanations import _MIN_LITERAL, _literal_length
 
     generic = sorted(code for code, rule in RULES.items() if _literal_length(rule) < _MIN_LITERAL)
     readme = " ".join((ROOT / "README.md").read_text().split())
@@ -268,9 +268,9 @@ def test_dir_lists_the_public_names_without_importing_torch():
     from test_no_heavy_imports import _modules_after
 
     code = """
-import gdr_check, gdr_check.kernel, gdr_check.models, gdr_check.runner
+import gdr_check, gdr_check.kernel, gdr_check.models, gdr_check.pipeline.dryrun
 assert set(gdr_check.__all__) <= set(dir(gdr_check)), set(gdr_check.__all__) - set(dir(gdr_check))
-for package in (gdr_check.kernel, gdr_check.models, gdr_check.runner):
+for package in (gdr_check.kernel, gdr_check.models, gdr_check.pipeline.dryrun):
     assert set(package.__all__) <= set(dir(package)), package.__name__
 """
     assert _modules_after(code) == {"torch": False, "triton": False}

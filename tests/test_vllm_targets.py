@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import vllm_real
-from gdr_check.call import ARGUMENTS
-from gdr_check.capture import ENGINE_TARGETS, GDN_FUNCTION, KDA_FUNCTION, _split_target
+from gdr_check.call.packed_call import ARGUMENTS
+from gdr_check.pipeline.capture import ENGINE_TARGETS, GDN_FUNCTION, KDA_FUNCTION, _split_target
 
 
 @pytest.fixture(scope="module")

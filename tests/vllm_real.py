@@ -197,7 +197,7 @@ def load(monkeypatch, root: Path) -> dict[str, types.ModuleType]:
     if os.environ.get("TRITON_INTERPRET") == "1":
         # op.py binds `exp = tl.exp` (a module global), which the interpreter cannot call inside a kernel; the
         # loader's jit `exp` computes the same. Compiled kernels (on a GPU) keep vLLM's own binding.
-        from gdr_check.kernel.engines import _standin_exp
+        from gdr_check.kernel.engine_kernels import _standin_exp
 
         monkeypatch.setattr(modules[KERNELS], "exp", _standin_exp)
     return modules

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_dir, lazy_getattr
+from .base.lazy import lazy_dir, lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -16,20 +16,20 @@ _EXPORTS = {
     "check_packed_decode": ".checks.contract",
     "check_kda_packed_decode": ".checks.contract",
     "run_contract": ".checks.contract",
-    "PackedDecodeCall": ".call",
-    "Report": ".report",
-    "Diagnostic": ".report",
-    "Location": ".report",
-    "TensorSpec": ".tensors",
+    "PackedDecodeCall": ".call.packed_call",
+    "Report": ".base.report",
+    "Diagnostic": ".base.report",
+    "Location": ".base.report",
+    "TensorSpec": ".base.tensor_spec",
     "RULES": ".checks",  # the package, which registers every rule first
-    "capture": ".capture",
-    "guard": ".guard",
-    "Guard": ".guard",
-    "GuardError": ".guard",
-    "EngineProfile": ".engines",
-    "PROFILES": ".engines",
-    "UnknownEngineError": ".engines",
-    "profile_for": ".engines",
+    "capture": ".pipeline.capture",
+    "guard": ".pipeline.guard",
+    "Guard": ".pipeline.guard",
+    "GuardError": ".pipeline.guard",
+    "EngineProfile": ".engines.profiles",
+    "PROFILES": ".engines.profiles",
+    "UnknownEngineError": ".engines.profiles",
+    "profile_for": ".engines.profiles",
 }
 
 # Written out so that type checkers and linters see the public names; tests/test_exports.py keeps it
@@ -41,14 +41,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .call import PackedDecodeCall
-    from .capture import capture
+    from .base.registry import RULES
+    from .base.report import Diagnostic, Location, Report
+    from .base.tensor_spec import TensorSpec
+    from .call.packed_call import PackedDecodeCall
     from .checks.contract import check_kda_packed_decode, check_packed_decode, run_contract
-    from .engines import PROFILES, EngineProfile, UnknownEngineError, profile_for
-    from .guard import Guard, GuardError, guard
-    from .registry import RULES
-    from .report import Diagnostic, Location, Report
-    from .tensors import TensorSpec
+    from .engines.profiles import PROFILES, EngineProfile, UnknownEngineError, profile_for
+    from .pipeline.capture import capture
+    from .pipeline.guard import Guard, GuardError, guard
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

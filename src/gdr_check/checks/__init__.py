@@ -4,8 +4,8 @@ Importing this package registers every rule: GDR0xx (sources), GDR1xx (model), G
 GDR3xx (dry-run).
 """
 
-from ..call import PackedDecodeCall
-from ..registry import RULES, Finding, Rule, get
+from ..base.registry import RULES, Finding, Rule, get
+from ..call.packed_call import PackedDecodeCall
 from ..sources import rules as source_rules  # noqa: F401  (the GDR0xx rules live with the readers that raise them)
 from . import (  # noqa: F401  (importing registers the rules)
     compare,

@@ -22,11 +22,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
-from ..engines import STATE_DTYPES, profile_for
-from ..registry import RULE_SET, Finding, Rule, declare
-from ..report import Diagnostic, Location, Severity
-from ..tensors import TensorSpec, contiguous_strides
+from ..base.registry import RULE_SET, Finding, Rule, declare
+from ..base.report import Diagnostic, Location, Severity
+from ..base.tensor_spec import TensorSpec, contiguous_strides
+from ..call.packed_call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
+from ..engines.profiles import STATE_DTYPES, profile_for
 from .examples import CompareExample, qwen3_next_config, tensor
 
 if TYPE_CHECKING:

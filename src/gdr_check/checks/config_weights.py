@@ -13,13 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from ..models.adapters import GEOMETRY_FIELDS, SHAPE_FIELDS, Geometry, TensorLike, split_layer_name
-from ..models.description import (
-    LinearAttentionModel,
-    Source,
-    layer_is_full,
-    layer_is_linear,
-    solve_layer,
-)
+from ..models.description import LinearAttentionModel, Source, layer_is_full, layer_is_linear, solve_layer
 
 
 def layer_ranges(layers: Iterable[int]) -> tuple[int, ...]:

@@ -12,14 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..call import PackedDecodeCall, Variant
-from ..tensors import TensorSpec
-from .hotpath import (
-    _diagnostics,
-    check_kda_packed_decode,
-    check_packed_decode,
-    run_contract,
-)
+from ..base.tensor_spec import TensorSpec
+from ..call.packed_call import PackedDecodeCall, Variant
+from .hotpath import _diagnostics, check_kda_packed_decode, check_packed_decode, run_contract
 
 __all__ = ["_diagnostics", "check_kda_packed_decode", "check_packed_decode", "describe_call", "run_contract"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from ..registry import CATEGORIES, RULE_SET, Rule, RuleSet
+from ..base.registry import CATEGORIES, RULE_SET, Rule, RuleSet
 from .examples import BASE_TEXT
 
 # The pages live in a folder beside the index named after it: docs/rules.md -> docs/rules/<CODE>.md.

@@ -8,7 +8,7 @@ keep theirs with the readers (`sources.examples.CheckpointExample`).
 
 An example here is its input and its `text` (what the docs show); running it goes through the stage that
 reports the rule, which may sit above the rules (the model check, the dry-run's diagnosis), so the runner is
-`gdr_check.example_runner` at the diagnostics layer.
+`gdr_check.pipeline.example_runner` at the diagnostics layer.
 
 The kernel-call examples:
 
@@ -26,13 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..call import PackedDecodeCall, Variant
+from ..base.tensor_spec import TensorSpec
+from ..call.expected import expected_call
+from ..call.packed_call import PackedDecodeCall, Variant
+from ..deployment.settings import Deployment, resolve
 from ..models.adapters import select_adapter
-from ..models.deployment import Deployment, resolve
 from ..models.description import describe
-from ..models.expected import expected_call
 from ..sources.checkpoint import Checkpoint
-from ..tensors import TensorSpec
 
 BATCH, SLOTS, HEAD_K, HEAD_V, VALUE_HEADS = 4, 8, 8, 8, 4
 KEY_HEADS = {"gdn": 2, "kda": 4}  # KDA (Kimi style): H = HV

@@ -23,7 +23,7 @@ Two paths run per kernel launch, each with a budget against the reference wrappe
    most 2x: this module. `TensorSpec.from_tensor` (`tensors`) reads each torch attribute once with memoised
    names; `TensorSpec` and `PackedDecodeCall` are slots dataclasses built through their own `__init__` (not
    frozen: a frozen `__init__` sets each field through `object.__setattr__`). `call_diagnostics` runs the
-   contract: `RuleSet.call_plan` (in `registry`, cached per variant) compiles the pass predicates of the
+   contract: `call_plan` (`checks/call_plan.py`, cached per variant) compiles the pass predicates of the
    wrapper's checks into one function; when it says all clear (the common case) the rules it covers are
    skipped. Rules that find nothing return None (no empty list built); messages are formatted only for
    findings, with the call's bindings merged in one step per diagnostic (`Rule.diagnostic_with`).
@@ -38,11 +38,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..call import ARGUMENTS, CallContext, Engine, Origin, PackedDecodeCall, Variant
-from ..engines import profile_for
-from ..registry import RULE_SET, Finding, Rule, RuleSet
-from ..report import Diagnostic, Report
-from ..tensors import TensorSpec
+from ..base.registry import RULE_SET, Finding, Rule, RuleSet
+from ..base.report import Diagnostic, Report
+from ..base.tensor_spec import TensorSpec
+from ..call.packed_call import ARGUMENTS, CallContext, Engine, Origin, PackedDecodeCall, Variant
+from ..engines.profiles import profile_for
+from .call_plan import call_plan
 from .rules_assumed import OUT_MUST_NOT_OVERLAP
 from .rules_guard import argument_report
 
@@ -201,7 +202,7 @@ def _argument_report(arguments: dict[str, Any], failure: Exception) -> Report:
 def call_diagnostics(ctx: CallContext, fast_path: bool = True, rules: RuleSet = RULE_SET) -> list[Diagnostic]:
     """The diagnostics of every call rule of `rules` on `ctx`, in report order. `fast_path=False` runs every
     rule even when the wrapper checks are all clear (the tests compare both)."""
-    plan = rules.call_plan(ctx.call.variant)
+    plan = call_plan(rules, ctx.call.variant)
     ordered = plan.rules
     if fast_path and plan.clear(ctx):
         ordered = plan.after_clear  # every covered rule would find nothing: skip them

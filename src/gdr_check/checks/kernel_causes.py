@@ -7,8 +7,8 @@ from the numbers in the call, so that a rule's fix names the cause instead of re
 
 from __future__ import annotations
 
-from ..call import CallContext
-from ..tensors import TensorSpec
+from ..base.tensor_spec import TensorSpec
+from ..call.packed_call import CallContext
 
 
 def shape_text(spec: TensorSpec) -> str:

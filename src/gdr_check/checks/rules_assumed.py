@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..call import GRID_DIM_LIMIT, GRID_X_LIMIT, CallContext, next_power_of_2
-from ..engines import PROFILES
-from ..limits import LIMITS, counted, shorten
-from ..registry import Finding, rule
+from ..base.limits import LIMITS, counted, shorten
+from ..base.registry import Finding, rule
+from ..call.packed_call import GRID_DIM_LIMIT, GRID_X_LIMIT, CallContext, next_power_of_2
+from ..engines.profiles import PROFILES
 from .examples import CallExample, tensor
 from .kernel_causes import live_rows, padding_rows, wrapped_skip
 

@@ -1,7 +1,7 @@
 """GDR3xx: what `gdr-check dry-run` finds when it runs the kernel on synthetic tensors of the deployment's shapes.
 
 The dry-run child process returns numbers (errors, counts, the first offending row or slot); the parent turns
-them into these diagnostics (`gdr_check.runner.diagnose`). Values are formatted before they reach the message
+them into these diagnostics (`gdr_check.pipeline.dryrun.diagnose`). Values are formatted before they reach the message
 templates, so `explain` can match a pasted message.
 
 Numbering, stable once released:
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Violation, declare
+from ..base.registry import Violation, declare
 from .examples import DryRunExample, RefusedDryRunExample, kimi_linear_config
 
 DRYRUN = "dryrun"

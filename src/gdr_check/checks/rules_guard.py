@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..call import TENSOR_ARGUMENTS, CallContext
-from ..limits import LIMITS, shorten
-from ..registry import RULE_SET, Finding, RuleSet, rule
-from ..report import Diagnostic, Report
-from ..tensors import TensorSpec
+from ..base.limits import LIMITS, shorten
+from ..base.registry import RULE_SET, Finding, RuleSet, rule
+from ..base.report import Diagnostic, Report
+from ..base.tensor_spec import TensorSpec
+from ..call.packed_call import TENSOR_ARGUMENTS, CallContext
 from .examples import CallExample
 
 
@@ -96,7 +96,7 @@ def _report(kinds: Mapping[str, str | None], rules: RuleSet) -> Report | None:
 @dataclass(frozen=True)
 class GuardExample:
     """The base call with `changes` (argument -> a Python value), passed to the runtime guard (run by
-    `gdr_check.example_runner`)."""
+    `gdr_check.pipeline.example_runner`)."""
 
     changes: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""

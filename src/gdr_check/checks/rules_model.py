@@ -19,23 +19,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engines import STATE_DTYPES
-from ..limits import counted
+from ..base.limits import counted
+from ..base.registry import RULES, Finding, Violation, declare, findings_of, rule, rules_in_scope
+from ..base.report import Diagnostic, Location
+from ..call.pools import plan_pool
+from ..deployment.decode_path import decode_path
+from ..engines.profiles import STATE_DTYPES
 from ..models.adapters import QUANTITIES, Selection, adapter_serving
-from ..models.decode_path import decode_path
 from ..models.description import Locator, shown_value, why_undescribed
-from ..models.pools import plan_pool
-from ..registry import RULES, Finding, Violation, declare, findings_of, rule, rules_in_scope
-from ..report import Diagnostic, Location
 from .config_weights import TensorFindings, tensor_findings
 from .examples import ModelExample, kimi_linear_config, qwen3_next_config
 
 if TYPE_CHECKING:
+    from ..call.expected import RankHeads, StateMemory
+    from ..call.pools import PoolPlan
+    from ..deployment.settings import Deployment, EngineSettings
     from ..models.adapters import Selection
-    from ..models.deployment import Deployment, EngineSettings
     from ..models.description import InvalidValue, LinearAttentionModel, Source
-    from ..models.expected import RankHeads, StateMemory
-    from ..models.pools import PoolPlan
     from ..sources.checkpoint import Checkpoint
 
 MODEL = "model"

@@ -9,8 +9,8 @@ exp(A_log) rounded. The wrapper does not check it, so the runtime guard does.
 
 from __future__ import annotations
 
-from ..call import CallContext
-from ..registry import Finding, rule
+from ..base.registry import Finding, rule
+from ..call.packed_call import CallContext
 from .examples import CallExample, tensor
 
 _SIXTEEN_BIT = ("bfloat16", "float16")

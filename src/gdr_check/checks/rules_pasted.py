@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from ..call import GRID_X_LIMIT, CallContext, PackedDecodeCall
-from ..engines import DEFAULT_ENGINE, EngineProfile, profile_for
-from ..registry import Finding, declare
-from ..tensors import TensorSpec
-from .explain import (
+from ..base.registry import Finding, declare
+from ..base.tensor_spec import TensorSpec
+from ..call.packed_call import GRID_X_LIMIT, CallContext, PackedDecodeCall
+from ..engines.profiles import DEFAULT_ENGINE, EngineProfile, profile_for
+from .explanations import (
     BA_WIDTH,
     QKV_WIDTH,
     QKVZ_WIDTH,
@@ -36,8 +36,8 @@ from .explain import (
 )
 
 if TYPE_CHECKING:
-    from ..registry import RuleSet
-    from ..report import Diagnostic
+    from ..base.registry import RuleSet
+    from ..base.report import Diagnostic
 
 GRID_LIMIT = 65535  # CUDA's cap on grid dimensions 1 and 2 (rules_assumed GDR244)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Violation, declare
+from ..base.registry import Violation, declare
 from .examples import RanksExample
 
 RANKS = "dryrun"

@@ -4,7 +4,7 @@
 their arguments in a fixed order and raise at the first failure. That order is declared once per variant
 below (`GDN_WRAPPER_ORDER`, `KDA_WRAPPER_ORDER`); each rule's position ("check N") and the contract engine's
 report order come from it. Each error-raising rule carries its pass predicate (`clear=`), from which the
-engine builds the all-clear fast path (registry.RuleSet.call_plan). Fixes are computed from the numbers in
+engine builds the all-clear fast path (`checks.call_plan`). Fixes are computed from the numbers in
 the call (kernel_causes): the likely cause is inferred, not guessed generically.
 
 Adding a wrapper check: declare the rule (its check, its `clear` predicate, its executable example) and put
@@ -13,8 +13,8 @@ its code in the order tuples of the wrappers that make it. Nothing else (tests/t
 
 from __future__ import annotations
 
-from ..call import CallContext, next_power_of_2
-from ..registry import Finding, declare_wrapper_order, rule
+from ..base.registry import Finding, declare_wrapper_order, rule
+from ..call.packed_call import CallContext, next_power_of_2
 from .examples import CallExample, tensor
 from .kernel_causes import (
     flatten_fix,

@@ -4,8 +4,8 @@ Each call in a recording made by `gdr_check.capture()` goes through the contract
 accept it, and what does it assume). With `--model`, the call the engine makes for that model and TP size is
 built too, and every argument is compared with it (GDR16x: is it the call the model needs).
 
-Parsing only: the work is `gdr_check.api.check_recording`, which returns the `Run` that every output format renders
-(the `full` sections are `cli/formats/call_sections.py`).
+Parsing only: the work is `gdr_check.pipeline.library.check_recording`, which returns the `Run` that every output
+format renders (the `full` sections are `cli/formats/call_sections.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from ..limits import checked
+from ..base.limits import checked
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .main import app
 from .numbers import whole_number
@@ -60,7 +60,7 @@ def call_command(
                                             parser=report_path, metavar="PATH", help=OUTPUT_FILE_HELP),
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
-    from ..api import CallModelError, check_recording
+    from ..pipeline.library import CallModelError, check_recording
     from .formats.console import style_for_destination
 
     fmt = check_format(output_format)

@@ -1,8 +1,8 @@
 """`gdr-check [check] PATH...`: per-rank kernel shapes and every diagnostic for models and deployments.
 
-Parsing and rendering only: the checks live in `gdr_check.models` (run by `gdr_check.api.check_targets`), rule
-selection in `.selection`, the
-`[tool.gdr-check]` file in `.config`, the grouping of file names into checkpoints in `.targets`.
+Parsing and rendering only: the checks run in `gdr_check.pipeline.library.check_targets`, rule selection
+in `pipeline.selection`, the `[tool.gdr-check]` file in `pipeline.settings`, the grouping of
+file names into checkpoints in `.targets`.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import Any, TypeVar, overload
 
 import typer
 
-from ..api import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
-from ..config import Config, ConfigError, ConfigResolver, discover, load_config
-from ..engines import DEFAULT_ENGINE
-from ..errors import display_path
-from ..limits import LimitError, SizeError, checked, parse_size, shorten
-from ..models.deployment import MAMBA_STRATEGIES
-from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
-from ..selection import Selection, SelectorError, known_rules, rule_selection
+from ..base.errors import display_path
+from ..base.limits import LimitError, SizeError, checked, parse_size, shorten
+from ..deployment.settings import MAMBA_STRATEGIES
+from ..engines.profiles import DEFAULT_ENGINE
+from ..pipeline.library import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
+from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
+from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
+from ..pipeline.settings import Config, ConfigError, ConfigResolver, discover, load_config
 from .engine_option import engine_help, engine_option, mamba_strategy_option, state_dtype_option
 from .main import app
 from .numbers import MAX_DIGITS, whole_number
@@ -125,7 +125,7 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
                     settings_for: Callable[[str], TargetSettings], run_config: Config, *, fmt: str, exit_zero: bool,
                     error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
     """`--show-settings`: the config file and resolved settings of each target, as ruff shows them."""
-    from ..selection import known_rules
+    from ..pipeline.selection import known_rules
 
     def shown(path: Path | None) -> str:
         return ConfigError(path, None, "").path if path is not None else "none (defaults)"
@@ -336,7 +336,7 @@ def check_command(
         )
 
     if show_settings:
-        from ..models.check import open_target
+        from ..pipeline.model_check import open_target
         from ..sources import SourceError
 
         unreadable = dict(unreadable)

@@ -1,10 +1,11 @@
 """`gdr-check dry-run PATH`: run the deployment's exact per-rank kernel call on synthetic tensors and verify it.
 
-The kernel runs in a child process (`gdr_check.runner`); this process never imports torch or triton.
+The kernel runs in a child process (`gdr_check.pipeline.dryrun`); this process never imports torch or triton.
 Exit codes: 0 passed, 1 refused (the deployment has errors) or a GDR3xx error, 2 usage, unreadable input or
 a broken environment (torch/triton missing, `--device cuda` without a device, the engine `--backend` names not
-installed: `runner.backends`). Every output format renders the
-`Run` that `gdr_check.api.dry_run` returns; `full` adds the step table and timing (`cli/formats/dryrun_sections.py`).
+installed: `pipeline.dryrun.backends`). Every output format renders the
+`Run` that `gdr_check.pipeline.library.dry_run` returns; `full` adds the step table and timing
+(`cli/formats/dryrun_sections.py`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import typer
 
-from ..engines import DEFAULT_ENGINE, profile_for
-from ..limits import checked
+from ..base.limits import checked
+from ..engines.profiles import DEFAULT_ENGINE, profile_for
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
 from .main import app
@@ -46,7 +47,7 @@ EPILOG = (
 
 def _validate(backend: str, device: str, engine: str | None, batch: int) -> str:
     """The engine profile to use; usage errors (exit 2) for bad combinations."""
-    from ..runner.plan import BACKENDS, DEVICES
+    from ..pipeline.dryrun.plan import BACKENDS, DEVICES
 
     if backend not in BACKENDS:
         raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
@@ -103,7 +104,7 @@ def dry_run_command(
                                                      "torch.distributed, compared with the unsharded layer)."),
 ) -> int:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process and verify every step."""
-    from ..api import dry_run, ranks_problem, weights_problem
+    from ..pipeline.library import dry_run, ranks_problem, weights_problem
     from .formats.console import style_for_destination
 
     fmt = check_format(output_format)

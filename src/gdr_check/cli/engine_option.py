@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from ..engines import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for, state_dtype_problem
-from ..models.deployment import mamba_strategy_problem
+from ..deployment.settings import mamba_strategy_problem
+from ..engines.profiles import ENGINE_NAMES, PROFILES, UnknownEngineError, profile_for, state_dtype_problem
 
 
 def engine_help(default: str) -> str:

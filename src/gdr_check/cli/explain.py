@@ -11,14 +11,14 @@ from typing import NoReturn
 
 import typer
 
-from ..api import model_numbers
+from ..base.errors import InputError
+from ..base.limits import checked
+from ..base.registry import get
 from ..checks import RULES
-from ..checks.explain import MAX_PASTE, Context, Explanation, find_all
-from ..config import TABLE, ConfigError, discover, load_config
-from ..engines import EngineProfile, UnknownEngineError, profile_for
-from ..errors import InputError
-from ..limits import checked
-from ..registry import get
+from ..checks.explanations import MAX_PASTE, Context, Explanation, find_all
+from ..engines.profiles import EngineProfile, UnknownEngineError, profile_for
+from ..pipeline.library import model_numbers
+from ..pipeline.settings import TABLE, ConfigError, discover, load_config
 from .escape import dump_json
 from .escape import text as safe
 from .main import app

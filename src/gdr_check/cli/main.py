@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 import typer
 import typer.core
 
-from ..errors import InputError
+from ..base.errors import InputError
 from .coercion import ClickContext, click_exceptions, install_plain_coercion, untyped_flags
-from .errors import ReportWriteError
 from .output import GuardedStdout, Output, protect_inputs
+from .write_errors import ReportWriteError
 
 HELP_OPTIONS = ("--help", "-h", "--version")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from ..limits import shorten
+from ..base.limits import shorten
 
 # Longest digit string read: a longer one is no value of any range in docs/limits.md, and int() of thousands of
 # digits is slow (Python refuses past 4300).

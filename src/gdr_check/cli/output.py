@@ -17,8 +17,8 @@ from typing import Any
 
 import typer
 
-from ..files import cache_refusal, empty_path_refusal, folder_name_refusal, reserved_name_refusal
-from ..results import FORMATS
+from ..base.files import cache_refusal, empty_path_refusal, folder_name_refusal, reserved_name_refusal
+from ..pipeline.results import FORMATS
 from .escape import neutralise_log, text
 
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
@@ -158,9 +158,9 @@ class Output:
 
     def fatal(self, code: str, message: str, *, path: str | None = None, hint: str | None = None) -> None:
         """Report a run that could not complete (exit 2): one stderr line, and a record in the format."""
-        from .errors import ReportWriteError
+        from ..pipeline.results import FatalError
         from .formats import format_module
-        from .results import FatalError
+        from .write_errors import ReportWriteError
 
         self.error_line(message, hint)
         error = FatalError(code, message, path)
@@ -228,7 +228,7 @@ def _to_stdout(text: str) -> None:
 
 def stdout_failure(failure: BaseException) -> Exception:
     """The error to report when stdout failed with `failure` (`ReportWriteError`: one line, exit 2)."""
-    from .errors import ReportWriteError
+    from .write_errors import ReportWriteError
 
     reason = _reason(failure) if isinstance(failure, OSError) else "it is closed"
     return ReportWriteError(f"cannot write to standard output: {reason}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import typer
 
-from ..results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
-from ..selection import Selection, SelectorError, known_rules, rule_selection
+from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
+from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
 from .output import Output, format_option_name
 
 SELECT_HELP = ("Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. "
@@ -35,7 +35,7 @@ class RunOptions:
     def __init__(self, anchor: str, out: Output, *, select: list[str] | None, extend_select: list[str] | None,
                  ignore: list[str] | None, exit_zero: bool | None, error_on_warning: bool | None,
                  isolated: bool = False) -> None:
-        from ..config import ConfigResolver
+        from ..pipeline.settings import ConfigResolver
 
         rules = known_rules()
         for option, values in (("--select", select), ("--extend-select", extend_select), ("--ignore", ignore)):

@@ -17,9 +17,9 @@ import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..files import cache_refusal, missing_folder_refusal, reserved_name_refusal, write_problem, write_whole
+from ..base.files import cache_refusal, missing_folder_refusal, reserved_name_refusal, write_problem, write_whole
 from ..sources.discover import checkpoint_inputs
-from .errors import ReportWriteError
+from .write_errors import ReportWriteError
 
 ENCODING = "utf-8"
 # Undecodable bytes kept by surrogateescape are written as escapes, never as an encoding error.

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from ..pipeline.results import Run
 from .formats.common import entries, plain
-from .results import Run
 
 
 @dataclass(frozen=True)

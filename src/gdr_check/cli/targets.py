@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..files import is_checkpoint_file_name
+from ..base.files import is_checkpoint_file_name
 
 
 def checkpoint_target(argument: str) -> str:

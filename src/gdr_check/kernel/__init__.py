@@ -3,7 +3,7 @@
 Importing this package does not import torch or triton; the names below load their module on first use.
 """
 
-from .._lazy import lazy_dir, lazy_getattr
+from ..base.lazy import lazy_dir, lazy_getattr
 
 _EXPORTS = {
     "packed_decode": ".checked",
@@ -12,8 +12,8 @@ _EXPORTS = {
     "launch_kda_packed_decode": ".kda",
     "naive_packed_decode": ".naive",
     "naive_kda_packed_decode": ".naive",
-    "load_sglang_packed_decode": ".engines",
-    "load_vllm_packed_decode": ".engines",
+    "load_sglang_packed_decode": ".engine_kernels",
+    "load_vllm_packed_decode": ".engine_kernels",
     "TileConfig": ".tiling",
     "raise_pending": ".device_guard",
     "FaultBuffer": ".device_guard",

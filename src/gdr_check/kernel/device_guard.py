@@ -28,15 +28,15 @@ import torch
 import triton
 import triton.language as tl
 
-from ..call import ARGUMENTS
+from ..base.errors import described
+from ..base.limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
+from ..base.registry import Finding
+from ..base.report import Diagnostic, Severity
+from ..call.packed_call import ARGUMENTS
 from ..checks import RULES
 from ..checks.contract import check_kda_packed_decode, check_packed_decode
 from ..checks.hotpath import address_errors, address_rules, byte_extents, out_overlaps
 from ..checks.rules_guard import meta_report
-from ..errors import described
-from ..limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
-from ..registry import Finding
-from ..report import Diagnostic, Severity
 from ._triton_common import (
     INTERPRETED,
     DirectLauncher,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, overload
 
-from ..engines import EngineProfile, profile_for
+from ..engines.profiles import EngineProfile, profile_for
 
 if TYPE_CHECKING:  # neither runs here: the module stays importable without torch
     import torch
 
-    from ..report import Report
+    from ..base.report import Report
 
 # What the kernels and references take as `engine`: a name ("vllm"), `name@version`, or a profile.
 Engine = str | EngineProfile

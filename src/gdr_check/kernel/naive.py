@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..engines import profile_for
+from ..engines.profiles import profile_for
 from .layout import Engine, infer_heads, row_is_live
 
 SOFTPLUS_THRESHOLD = 20.0

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 
-from ..limits import LIMITS
+from ..base.limits import LIMITS
 
 Kind = Literal["gdn", "kda"]
 

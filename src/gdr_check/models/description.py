@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any, Literal, Protocol
 
-from ..errors import display_path
-from ..limits import LIMITS, range_problem, shorten
-from ..report import Location
-from ..tensors import canonical_dtype
+from ..base.errors import display_path
+from ..base.limits import LIMITS, range_problem, shorten
+from ..base.report import Location
+from ..base.tensor_spec import canonical_dtype
 from .adapters import (
     GEOMETRY_FIELDS,
     SHAPE_FIELDS,
@@ -145,7 +145,7 @@ class InvalidValue:
 
 def value_problem(value: Any, name: str | None = None) -> str | None:
     """Why `value` cannot be a head count or size, as "is ..." reads after the value (None: a positive integer
-    within `name`'s range of `gdr_check.limits`)."""
+    within `name`'s range of `gdr_check.base.limits`)."""
     if isinstance(value, bool):
         return "a boolean, not a whole number"
     if isinstance(value, int):

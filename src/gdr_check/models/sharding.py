@@ -14,7 +14,7 @@ each projection or of each merged sub-projection), and the per-head parameters a
 * `A_log`, `b`, GDN's `a` and `dt_bias`, and the state pool's head axis: value-head blocks.
 
 Every column list is in the order the rank's kernel argument holds it; the unsharded layer is the same plan at
-tp=1. Torch-free: the dry-run ranks (`gdr_check.runner.rank_worker`) index with these lists.
+tp=1. Torch-free: the dry-run ranks (`gdr_check.pipeline.dryrun.rank_worker`) index with these lists.
 """
 
 from __future__ import annotations

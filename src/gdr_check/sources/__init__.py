@@ -5,9 +5,10 @@ imported. Every input that cannot be read raises `SourceError` with a GDR0xx cod
 (`gdr_check.sources.rules`).
 """
 
-from .checkpoint import Checkpoint, KeyLocation, TensorInfo
+from ..base.report import KeyLocation
+from ..base.source_error import SourceError
+from .checkpoint import Checkpoint, TensorInfo
 from .discover import ExcludePatterns, expand_targets, find_checkpoints, is_checkpoint_dir, is_excluded
-from .errors import SourceError
 from .open import open_checkpoint
 
 __all__ = [

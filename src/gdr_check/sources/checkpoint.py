@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..base.report import KeyLocation
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class TensorInfo:
@@ -18,19 +20,6 @@ class TensorInfo:
     dtype: str  # canonical torch name: "bfloat16", "float32", ...
     shape: tuple[int, ...]
     shard: str  # file name relative to the checkpoint root
-
-
-@dataclass(frozen=True)
-class KeyLocation:
-    """A span in a JSON file, 1-based; `end_column` is the column after the last character.
-
-    For an object key it runs from the key's opening quote to the end of its value.
-    """
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
 
 
 @dataclass

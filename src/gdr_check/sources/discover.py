@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..files import CACHE_REPO_PREFIX, is_checkpoint_file_name
-from .errors import SourceError, display_path
+from ..base.errors import display_path
+from ..base.files import CACHE_REPO_PREFIX, is_checkpoint_file_name
+from ..base.source_error import SourceError
 from .rules import UnreadableFiles, UnrecognizedInputs
 
 # ruff's default `exclude`, plus `__pycache__`: directories that never hold a model of the project's own.

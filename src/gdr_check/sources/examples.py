@@ -1,7 +1,7 @@
 """The examples of the GDR0xx rules, as data: files to write to an empty directory and the target to read.
 
 `CheckpointExample` holds the files (text, bytes, `Link`, `Folder`, `Safetensors` or `Sparse`) and writes them;
-`gdr_check.example_runner` reads the target as `gdr-check TARGET` would and returns the diagnostics. The rules
+`gdr_check.pipeline.example_runner` reads the target as `gdr-check TARGET` would and returns the diagnostics. The rules
 (`sources.rules`) sit with the readers that raise them, so their examples' data lives here, below the rules layer.
 """
 

@@ -13,16 +13,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import CACHE_REPO_PREFIX
-from ..limits import read_bounded
-from .errors import SourceError
-from .files import MetadataReader, permission_denied
-from .rules import (
-    MissingCacheRevisions,
-    ModelNotFound,
-    UnreadableFiles,
-    UnresolvedCacheRevisions,
-)
+from ..base.files import CACHE_REPO_PREFIX
+from ..base.limits import read_bounded
+from ..base.source_error import SourceError
+from .metadata_reader import MetadataReader, permission_denied
+from .rules import MissingCacheRevisions, ModelNotFound, UnreadableFiles, UnresolvedCacheRevisions
 
 REVISION = "main"
 # What `org/name` (or a bare `name`) may look like; `--` and `..` are refused by the hub as well.

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import SourceError, not_utf8
-from ..files import bounded_int, json_error_reason
-from ..limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
-from .files import MetadataReader
+from ..base.errors import not_utf8
+from ..base.files import bounded_int, json_error_reason
+from ..base.limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from ..base.source_error import SourceError
+from .metadata_reader import MetadataReader
 from .rules import GitLfsPointers, OversizedJsonFiles
 from .safetensors_header import LFS_POINTER_PREFIX
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .checkpoint import KeyLocation
+from ..base.report import KeyLocation
 
 _STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'  # unrolled: fast on long strings
 _LITERAL = r'[^\s,:\[\]{}"]+'

@@ -8,7 +8,8 @@ from itertools import repeat
 from operator import attrgetter, eq
 from pathlib import Path
 
-from ..files import (
+from ..base.errors import display_path, printable
+from ..base.files import (
     CONFIG_NAME,
     INDEX_SUFFIX,
     PICKLE_SUFFIXES,
@@ -16,9 +17,8 @@ from ..files import (
     SAFETENSORS_SUFFIX,
     is_cache_repo_dir,
 )
+from ..base.source_error import SourceError
 from .checkpoint import Checkpoint
-from .errors import SourceError, display_path, printable
-from .files import MetadataReader, broken_link, permission_denied
 from .hf_cache import (
     CacheEntry,
     enclosing_cache_repo,
@@ -29,6 +29,7 @@ from .hf_cache import (
 )
 from .jsonfile import load_json_file
 from .jsonpos import LazyKeyLocations, dotted_keys, member_spans
+from .metadata_reader import MetadataReader, broken_link, permission_denied
 from .rules import (
     DuplicateTensors,
     IndexWithoutShards,

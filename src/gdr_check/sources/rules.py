@@ -8,7 +8,7 @@ be read, so the run ends with exit 2, except GDR013 (an info note: the reader re
 check goes on with what is there).
 
 The rules live here, beside the readers that raise them, so that no reader imports anything above the sources
-layer; their examples are data (`sources.examples`), run by `gdr_check.example_runner`.
+layer; their examples are data (`sources.examples`), run by `gdr_check.pipeline.example_runner`.
 
 Numbering, stable once released:
     GDR001-GDR014  locating the input (paths, pickle files, the Hugging Face cache, links, Git LFS pointers)
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import SourceError
-from ..limits import INDEX_CAP_BASIS, INDEX_CAP_WHY, MAX_CONFIG_BYTES, MAX_INDEX_BYTES
-from ..registry import declare
+from ..base.limits import INDEX_CAP_BASIS, INDEX_CAP_WHY, MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from ..base.registry import declare
+from ..base.source_error import SourceError
 from .examples import CheckpointExample, Folder, Link, Safetensors, Sparse, tensor_entry
 
 _SOURCE = "source"

@@ -17,12 +17,12 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from ..errors import not_utf8
-from ..files import json_error_reason
-from ..tensors import canonical_dtype
+from ..base.errors import not_utf8
+from ..base.files import json_error_reason
+from ..base.source_error import SourceError
+from ..base.tensor_spec import canonical_dtype
 from .checkpoint import TensorInfo
-from .errors import SourceError
-from .files import MetadataReader
+from .metadata_reader import MetadataReader
 from .rules import (
     GitLfsPointers,
     InvalidDataOffsets,

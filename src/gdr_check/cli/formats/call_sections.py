@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from ...limits import counted
-from ...tensors import TensorSpec, short_dtype
+from ...base.limits import counted
+from ...base.tensor_spec import TensorSpec, short_dtype
 from ..escape import markup, neutralise_log
 from ..escape import markup as escape
 from .common import calls_checked, diagnostics_tally
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
-    from ...api import CallRun, CheckedCall
+    from ...pipeline.library import CallRun, CheckedCall
 
 _MAX_VALUES_SHOWN = 8
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ...report import Diagnostic
-from ..results import Run, TargetResult
+from ...base.report import Diagnostic
+from ...pipeline.results import Run, TargetResult
 
 SEVERITIES = ("error", "warning", "info")
 

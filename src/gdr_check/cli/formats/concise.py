@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...pipeline.results import FatalError, Run
 from ..escape import neutralise_log
-from ..results import FatalError, Run
 from .common import concise_line, entries, fatal_line, plain
 
 

@@ -9,8 +9,8 @@ from typing import IO, cast
 
 from rich.console import Console
 
-from ...report import Diagnostic
-from ...results import Run
+from ...base.report import Diagnostic
+from ...pipeline.results import Run
 from ..escape import markup as escape
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from ...limits import counted
-from ...runner.diagnose import KERNEL_NAMES, fmt, number
-from ...tensors import short_dtype
+from ...base.limits import counted
+from ...base.tensor_spec import short_dtype
+from ...pipeline.dryrun.diagnose import KERNEL_NAMES, fmt, number
 from ..escape import markup as escape
 from .common import diagnostics_tally
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
-    from ...runner.api import DryRunResult
-    from ...runner.ranks_api import RanksResult
+    from ...pipeline.dryrun.driver import DryRunResult
+    from ...pipeline.dryrun.rank_run import RanksResult
 
 
 def _dims(dims: dict[str, int]) -> str:

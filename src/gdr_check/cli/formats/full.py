@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from ...limits import counted
-from ...tensors import short_dtype
+from ...base.limits import counted
+from ...base.tensor_spec import short_dtype
+from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import markup as escape
 from ..escape import neutralise_log, text
-from ..results import FatalError, Run, TargetResult
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
-    from ...models.check import ModelCheck
+    from ...pipeline.model_check import ModelCheck
 
 
 def _ranges(values: list[int]) -> str:
@@ -158,7 +158,7 @@ def _render_subject(run: Run) -> str:
         from .call_sections import render_full as call_sections
 
         return call_sections(result.details, color=run.color, ascii_only=run.ascii_only)
-    from ...runner.ranks_api import RanksResult
+    from ...pipeline.dryrun.rank_run import RanksResult
     from .dryrun_sections import render_full as dry_run_sections
     from .dryrun_sections import render_ranks
 

@@ -7,10 +7,10 @@ GitHub shows at most 10 errors and 10 warnings per step, so the concise lines ca
 
 from __future__ import annotations
 
-from ...report import Diagnostic
+from ...base.report import Diagnostic
+from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import text as safe
 from ..escape import text_with_breaks
-from ..results import FatalError, Run, TargetResult
 from . import concise
 from .common import alerts, counts, entries, matrix_rows, mib, passing_tp_sizes, summary_line, where
 

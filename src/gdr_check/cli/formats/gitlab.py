@@ -15,9 +15,9 @@ import hashlib
 import os
 from typing import Any
 
-from ...report import Diagnostic
+from ...base.report import Diagnostic
+from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import dump_json
-from ..results import FatalError, Run, TargetResult
 from .common import alerts, tp_suffix, where
 from .sarif import fingerprint, stable_path
 

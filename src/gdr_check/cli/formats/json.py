@@ -3,9 +3,9 @@ ran). The shape is described by src/gdr_check/schema/report-v1.json; fields are 
 
 from __future__ import annotations
 
+from ...pipeline.results import FatalError, Run
 from ..escape import dump_json
 from ..output import SCHEMA_VERSION, fatal_document, tool_info
-from ..results import FatalError, Run
 
 
 def render(run: Run) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import dump_json
 from ..output import SCHEMA_VERSION
-from ..results import FatalError, Run, TargetResult
 
 
 def _head(result: TargetResult | None) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ...report import Diagnostic
+from ...base.report import Diagnostic
+from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import text as safe
 from ..escape import xml_text
-from ..results import FatalError, Run, TargetResult
 from .common import entries, tp_suffix, where
 
 # XML 1.0 cannot hold most control characters, even escaped.

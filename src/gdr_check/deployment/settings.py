@@ -1,0 +1,226 @@
+"""A deployment (engine, TP, batch, pool size, dtypes) and what each engine picks when the user leaves it open.
+
+`resolve()` applies the defaults of the deployment's engine profile (`gdr_check.engines.profiles`,
+docs/engines.md): slot count, SSM state dtype, conv state dtype and parameter dtypes, each with the
+reason it was chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..base.limits import checked
+from ..base.tensor_spec import DTYPE_ITEMSIZE, canonical_dtype
+from ..engines.profiles import MODEL_DTYPE, EngineProfile, profile_for, state_dtype_problem, substitution_note
+from ..models.description import LinearAttentionModel, Source, shown_value
+
+# An engine as the user selects it: "sglang", "vllm" or "vllm@0.28" (see `gdr_check.engines.profiles`).
+EngineName = str
+
+
+MAMBA_STRATEGIES = ("no_buffer", "extra_buffer")  # sglang's `--mamba-radix-cache-strategy` values
+
+
+def tracking_slots(strategy: str, *, overlap: bool = True, lazy: bool = False) -> int:
+    """sglang's `get_mamba_tracking_slots` (`mem_cache/allocation_sizing.py`): the ping-pong slots a request holds
+    beside its own under `extra_buffer`, 2 with the overlap scheduler (the default), 1 without it or lazily."""
+    if strategy != "extra_buffer":
+        return 0
+    if lazy:
+        return 1
+    return 2 if overlap else 1
+
+
+def mamba_strategy_problem(value: object) -> str | None:
+    """Why `value` is no sglang mamba radix cache strategy, or None when it is one."""
+    if value in MAMBA_STRATEGIES:
+        return None
+    return f"unknown mamba strategy {value!r}; expected one of: {', '.join(MAMBA_STRATEGIES)}"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """How the model is served. None means "the engine's default"."""
+
+    tp: int = 1
+    batch: int = 8  # the largest decode batch
+    slots: int | None = None  # rows of the state pool, slot 0 included
+    state_dtype: str | None = None
+    engine: EngineName = "sglang"  # a name or name@version; `profile` is what it selects
+    gpu_memory: int | None = None  # bytes per rank available to the linear-attention state pools
+    # sglang `--mamba-radix-cache-strategy` (no_buffer, extra_buffer) and speculative draft tokens per verify step
+    # (0: no speculative decoding); see `models/pools.py`.
+    mamba_strategy: str = "no_buffer"
+    speculative_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        profile_for(self.engine)  # UnknownEngineError (a ValueError) names the choices
+        # LimitError (an InputError and a ValueError): the ranges of docs/limits.md, before anything is sized.
+        for name in ("tp", "batch", "speculative_tokens"):
+            checked(name, getattr(self, name))
+        if self.slots is not None:
+            checked("slots", self.slots)
+        if self.gpu_memory is not None:
+            checked("gpu_memory", self.gpu_memory)
+        if self.tp < 1 or self.batch < 0:
+            raise ValueError(f"tp must be >= 1 and batch >= 0 (got tp={self.tp}, batch={self.batch})")
+        problem = mamba_strategy_problem(self.mamba_strategy)
+        if problem is not None:
+            raise ValueError(problem)
+        if self.speculative_tokens < 0:
+            raise ValueError(f"speculative tokens must be >= 0 (got {self.speculative_tokens})")
+        if self.slots is not None and self.slots < 1:
+            raise ValueError(f"slots must be >= 1 (got {self.slots})")
+        if self.state_dtype is not None:
+            problem = state_dtype_problem(self.state_dtype)
+            if problem is not None:
+                raise ValueError(problem)
+            object.__setattr__(self, "state_dtype", canonical_dtype(self.state_dtype))
+
+    @property
+    def profile(self) -> EngineProfile:
+        return profile_for(self.engine)
+
+    @property
+    def profile_note(self) -> str | None:
+        """What a version with no profile of its own was checked as (`vllm@0.30` -> vLLM 0.29); None otherwise."""
+        return substitution_note(self.engine)
+
+    @property
+    def slots_per_request(self) -> int:
+        """State slots one running request holds: 1, plus sglang's ping-pong tracking slots under `extra_buffer`
+        (vLLM's strategies are not modelled: one)."""
+        if not self.profile.models_pool_strategies:
+            return 1
+        return 1 + tracking_slots(self.mamba_strategy)
+
+    @property
+    def num_slots(self) -> int:
+        # Both engines keep row 0 out of use (sglang: the dummy slot padding rows write; vLLM: the null
+        # block), so B live requests need B * (slots per request) + 1 rows.
+        return self.slots if self.slots is not None else self.batch * self.slots_per_request + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SsmDtypeProblem:
+    """A config `mamba_ssm_dtype` the engine reads for this model but does not take (GDR108): the value as written,
+    where it is, what the engine does with it, and whether that stops the engine (an error) or not (a warning)."""
+
+    value: Any
+    source: Source | None
+    problem: str
+    fatal: bool
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The dtypes and sizes the engine uses for this model, with the reason for each choice."""
+
+    deployment: Deployment
+    num_slots: int
+    state_dtype: str
+    state_dtype_reason: str
+    conv_dtype: str
+    conv_dtype_reason: str
+    activation_dtype: str
+    A_log_dtype: str
+    dt_bias_dtype: str
+    notes: tuple[str, ...] = ()
+    # The config's `mamba_ssm_dtype` when the engine reads it and does not take it (GDR108).
+    ssm_dtype_problem: SsmDtypeProblem | None = None
+
+    @property
+    def state_itemsize(self) -> int:
+        return DTYPE_ITEMSIZE[self.state_dtype]
+
+    @property
+    def conv_itemsize(self) -> int:
+        return DTYPE_ITEMSIZE[self.conv_dtype]
+
+
+def _reads_config_ssm_dtype(model: LinearAttentionModel, profile: EngineProfile) -> bool:
+    """Whether the engine reads the config's `mamba_ssm_dtype` for this GDN model (its hook's families)."""
+    families = profile.config_ssm_dtype_families
+    return families is None or model.family in families
+
+
+def _ssm_dtype_problem(model: LinearAttentionModel, deployment: Deployment) -> SsmDtypeProblem | None:
+    """The config's `mamba_ssm_dtype` when the engine reads it for this model and does not take it."""
+    raw, profile = model.dtypes.mamba_ssm_dtype, deployment.profile
+    if raw is None or model.kind != "gdn" or not _reads_config_ssm_dtype(model, profile):
+        return None
+    if isinstance(raw, str) and raw in dict(profile.config_ssm_dtype_names):
+        return None
+    failure = profile.config_ssm_dtype_failure
+    if deployment.state_dtype is not None and failure is not None:
+        return None  # the hook reads the config only when the state dtype flag is left at "auto"
+    engine = profile.display_name
+    taken = ", ".join(name for name, _ in profile.config_ssm_dtype_names)
+    if deployment.state_dtype is not None:
+        what = f"{engine} logs a warning and ignores it (the deployment sets {deployment.state_dtype})"
+    elif failure is None:
+        what = f"{engine} logs a warning and keeps its default, {profile.default_state_dtype}"
+    else:
+        what = failure
+    return SsmDtypeProblem(raw, model.dtypes.mamba_ssm_dtype_source, f"not a state dtype {engine} takes ({taken}); "
+                           f"{what}", fatal=failure is not None)
+
+
+def _default_state_dtype(model: LinearAttentionModel, profile: EngineProfile) -> str:
+    return model.dtypes.activation if profile.default_state_dtype == MODEL_DTYPE else profile.default_state_dtype
+
+
+def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[str, str, list[str]]:
+    notes: list[str] = []
+    profile = deployment.profile
+    engine = profile.display_name
+    if model.kind == "kda" and profile.kda_state_dtype_fixed:
+        fixed = profile.kda_state_dtype
+        if deployment.state_dtype not in (None, fixed):
+            notes.append(f"{engine} keeps the KDA recurrent state in {fixed}; the requested "
+                         f"{deployment.state_dtype} is not used")
+        return fixed, f"{engine} keeps the KDA recurrent state in {fixed}", notes
+    if deployment.state_dtype is not None:
+        return deployment.state_dtype, "set by the deployment", notes
+    if model.kind == "kda":
+        return profile.kda_state_dtype, f"{engine}'s KDA default; the config is not consulted", notes
+    hook = _reads_config_ssm_dtype(model, profile)
+    raw = model.dtypes.mamba_ssm_dtype
+    configured = dict(profile.config_ssm_dtype_names).get(raw) if hook and isinstance(raw, str) else None
+    if configured is not None:
+        dtype = model.dtypes.activation if configured == MODEL_DTYPE else configured
+        return dtype, f"`mamba_ssm_dtype` = {shown_value(raw)} in the config", notes
+    default = _default_state_dtype(model, profile)
+    if hook and raw is not None:  # a value the engine does not take (GDR108)
+        if profile.config_ssm_dtype_failure is None:
+            return default, f"{engine}'s default: it ignores `mamba_ssm_dtype` = {shown_value(raw)}", notes
+        what = "the model dtype" if profile.default_state_dtype == MODEL_DTYPE else "its default"
+        return default, (f"assumed: {engine}'s default, {what}, since {engine} fails at start-up on "
+                         f"`mamba_ssm_dtype` = {shown_value(raw)}"), notes
+    if profile.default_state_dtype == MODEL_DTYPE:
+        why = "no `mamba_ssm_dtype` in the config" if hook else "no `mamba_ssm_dtype` hook"
+        return default, f"{engine}'s default: the model dtype ({why})", notes
+    return default, f"{engine}'s default", notes
+
+
+def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettings:
+    """The engine's choices for `model` under `deployment`."""
+    state, reason, notes = _state_dtype(model, deployment)
+    profile = deployment.profile
+    if profile.conv_dtype == MODEL_DTYPE:
+        conv, conv_reason = model.dtypes.activation, f"{profile.display_name}'s default: the model dtype"
+    else:
+        conv, conv_reason = profile.conv_dtype, f"{profile.display_name}'s default conv state dtype"
+    # The engines hold A_log as an fp32 parameter whatever the checkpoint stores; dt_bias keeps the
+    # parameter dtype: the model dtype for GDN, fp32 for KDA.
+    dt_bias = "float32" if model.kind == "kda" else model.dtypes.activation
+    return EngineSettings(
+        deployment=deployment, num_slots=deployment.num_slots,
+        state_dtype=state, state_dtype_reason=reason, conv_dtype=conv, conv_dtype_reason=conv_reason,
+        activation_dtype=model.dtypes.activation, A_log_dtype="float32", dt_bias_dtype=dt_bias,
+        notes=tuple(notes), ssm_dtype_problem=_ssm_dtype_problem(model, deployment),
+    )

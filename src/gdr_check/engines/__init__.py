@@ -1,0 +1,1 @@
+"""The engines gdr-check models: one profile (data) per engine release epoch, in `profiles`."""
