@@ -15,7 +15,9 @@ from pathlib import Path
 import typer
 
 from ..base.limits import checked
+from ..pipeline.library import CallModelError, check_recording
 from .engine_option import engine_help, engine_option, state_dtype_option
+from .formats.console import style_for_destination
 from .main import app
 from .numbers import whole_number
 from .output import Output, report_path
@@ -60,8 +62,6 @@ def call_command(
                                             parser=report_path, metavar="PATH", help=OUTPUT_FILE_HELP),
 ) -> int:
     """Check recorded kernel calls; with --model, compare each with the call the model needs at that TP size."""
-    from ..pipeline.library import CallModelError, check_recording
-    from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
     checked("tp", tp)  # the range of docs/limits.md, in the words of every other command's

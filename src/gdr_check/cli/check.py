@@ -20,19 +20,28 @@ from ..base.limits import LimitError, SizeError, checked, parse_size, shorten
 from ..deployment.settings import MAMBA_STRATEGIES
 from ..engines.profiles import DEFAULT_ENGINE
 from ..pipeline.library import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
+from ..pipeline.model_check import open_target
 from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
 from ..pipeline.settings import Config, ConfigError, ConfigResolver, discover, load_config
+from ..sources import SourceError
+from ..sources.discover import ExcludePatterns, expand_targets, is_excluded
 from .engine_option import engine_help, engine_option, mamba_strategy_option, state_dtype_option
+from .escape import neutralise_log, text
+from .formats import format_module
+from .formats.common import summary_line
+from .formats.console import style_for_destination
 from .main import app
+from .models_list import render
 from .numbers import MAX_DIGITS, whole_number
 from .output import Output, format_option_name, report_path
+from .progress import target_progress
 from .run_options import ISOLATED_HELP, OUTPUT_FILE_HELP, QUIET_HELP, check_format
+from .statistics import render as render_statistics
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
 EPILOG = """Examples:
-
   gdr-check ./Qwen3-Next-80B --tp 4
 
   gdr-check models/* --tp 1,2,4,8                         (one table of which TP sizes pass)
@@ -73,7 +82,6 @@ def exclusion_test(resolver: ConfigResolver, cli_exclude: list[str] | None,
     """Whether discovery skips a directory: `--exclude` (else the nearest config's `exclude`, else the
     defaults), plus the config's `extend-exclude` and `--extend-exclude`. Command-line globs are relative to the
     working directory, a config's to its pyproject's directory, as in ruff."""
-    from ..sources.discover import ExcludePatterns, is_excluded
 
     cwd = Path.cwd()
 
@@ -94,8 +102,6 @@ def exclusion_test(resolver: ConfigResolver, cli_exclude: list[str] | None,
 
 
 def list_models(out: Output, output_format: str) -> None:
-    from .models_list import render
-
     out.write_report(render(output_format))
 
 
@@ -125,7 +131,6 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
                     settings_for: Callable[[str], TargetSettings], run_config: Config, *, fmt: str, exit_zero: bool,
                     error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
     """`--show-settings`: the config file and resolved settings of each target, as ruff shows them."""
-    from ..pipeline.selection import known_rules
 
     def shown(path: Path | None) -> str:
         return ConfigError(path, None, "").path if path is not None else "none (defaults)"
@@ -156,7 +161,6 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
             f"  rules: {len(enabled)} of {len(rules)} selected"
             + (f"; not selected: {', '.join(disabled)}" if disabled else ""),
         ]
-    from .escape import neutralise_log, text
 
     return neutralise_log("\n".join(text(line) for line in lines))  # each entry one line, whatever the data
 
@@ -257,8 +261,6 @@ def check_command(
                                        "exit."),
 ) -> int:
     """Check models: per-rank shapes of every kernel argument, and every problem, for each deployment."""
-    from .formats import format_module
-    from .formats.console import style_for_destination
 
     check_format(output_format)
     for mode, chosen in (("--list-models", list_models_flag), ("--statistics", statistics)):
@@ -272,7 +274,6 @@ def check_command(
     if list_models_flag:
         list_models(Output(output_format or "full", output_file), output_format or "full")
         return 0
-    from ..sources.discover import expand_targets
 
     if config_file is not None and isolated:  # (as ruff refuses them together: one would be ignored)
         raise typer.BadParameter("it ignores every settings file, and --config names one: give one of them",
@@ -336,9 +337,6 @@ def check_command(
         )
 
     if show_settings:
-        from ..pipeline.model_check import open_target
-        from ..sources import SourceError
-
         unreadable = dict(unreadable)
         for target in paths:  # what a run could not read (a missing path or model, a link, an LFS pointer): its
             # metadata only, as the run reads it, and never checked
@@ -354,7 +352,6 @@ def check_command(
         if not paths and not silent:
             out.info_line(NOTHING_TO_CHECK)  # as the run would say it
         return 2 if unreadable else 0  # a target it could not read is an error line there: the run failed
-    from .progress import target_progress
 
     if not paths:  # every target named was excluded (`--force-exclude`): an empty report still, so that a report
         # file or a CI step reading one finds a valid document, not last run's or none
@@ -376,8 +373,6 @@ def check_command(
     if silent and output_file is None:
         pass  # the exit code says it all
     elif statistics:
-        from .statistics import render as render_statistics
-
         out.write_report(render_statistics(run, fmt))
     else:
         out.write_report(renderer.render(run))
@@ -385,8 +380,6 @@ def check_command(
         if result.error is not None:
             out.error_line(result.error.message)
     if fmt in ("concise", "github") and not (quiet or silent or statistics):
-        from .formats.common import summary_line
-
         out.info_line(summary_line(run))
     if fmt == "github":
         out.append_step_summary(renderer.step_summary(run))

@@ -18,8 +18,11 @@ import typer
 
 from ..base.limits import checked
 from ..engines.profiles import DEFAULT_ENGINE, profile_for
+from ..pipeline.dryrun.plan import BACKENDS, DEVICES
+from ..pipeline.library import dry_run, ranks_problem, weights_problem
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
+from .formats.console import style_for_destination
 from .main import app
 from .numbers import decimal_number, whole_number
 from .output import Output, report_path
@@ -47,7 +50,6 @@ EPILOG = (
 
 def _validate(backend: str, device: str, engine: str | None, batch: int) -> str:
     """The engine profile to use; usage errors (exit 2) for bad combinations."""
-    from ..pipeline.dryrun.plan import BACKENDS, DEVICES
 
     if backend not in BACKENDS:
         raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
@@ -104,8 +106,6 @@ def dry_run_command(
                                                      "torch.distributed, compared with the unsharded layer)."),
 ) -> int:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process and verify every step."""
-    from ..pipeline.library import dry_run, ranks_problem, weights_problem
-    from .formats.console import style_for_destination
 
     fmt = check_format(output_format)
     profile = _validate(backend, device, engine, batch)

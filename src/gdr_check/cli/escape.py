@@ -13,8 +13,11 @@ shown, one rule per kind of output. The renderers apply these; call sites never 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+
+from rich.markup import escape as escape_markup
 
 # C0 (tab and newline included: data must not lay out the report), DEL, C1, U+2028/2029 (line breaks to some
 # terminals and editors), bidi marks, embeddings, overrides and isolates, and lone surrogates.
@@ -97,7 +100,6 @@ def xml_text(serialised: str) -> str:
 
 def markup(value: object) -> str:
     """Data for a rich markup string: made safe (`text`), then rich's own markup escaped."""
-    from rich.markup import escape as escape_markup
 
     return escape_markup(text(value))
 
@@ -105,6 +107,5 @@ def markup(value: object) -> str:
 def dump_json(value: Any, **options: Any) -> str:
     """`json.dumps` for the JSON formats: undecodable bytes as escapes (valid UTF-8 whatever the names), and
     the legacy CI-command marker rewritten (see `json_text`)."""
-    import json
 
     return json_text(json.dumps(document(value), **options))

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..models.builtin import list_builtin
+from .output import SCHEMA_VERSION, tool_info
+
 if TYPE_CHECKING:
     from ..models.builtin import BuiltinModel
 
@@ -30,16 +33,11 @@ def _model(model: BuiltinModel) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
-    from ..models.builtin import list_builtin
-    from .output import SCHEMA_VERSION, tool_info
-
     return {"schema_version": SCHEMA_VERSION, "tool": tool_info(), "confidence_levels": dict(CONFIDENCE),
             "models": [_model(model) for model in list_builtin()]}
 
 
 def render_text() -> str:
-    from ..models.builtin import list_builtin
-
     models = list_builtin()
     header = ["Built-in model descriptions (used for a repo id that is not in the local Hugging Face cache).",
               "The tag after each model is the weakest source among its values:"]

@@ -18,8 +18,11 @@ from typing import Any
 import typer
 
 from ..base.files import cache_refusal, empty_path_refusal, folder_name_refusal, reserved_name_refusal
-from ..pipeline.results import FORMATS
+from ..pipeline.results import FORMATS, FatalError
 from .escape import neutralise_log, text
+from .formats import format_module
+from .safe_write import check_report_path, inputs_named, write_report_file
+from .write_errors import ReportWriteError
 
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
 OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
@@ -135,8 +138,6 @@ class Output:
     def write_report(self, text: str) -> None:
         """The report itself: to --output-file when given (replaced whole, or left as it was), else to stdout."""
         if self.output_file is not None:
-            from .safe_write import inputs_named, write_report_file
-
             write_report_file(self.output_file, text, inputs_named(_RUN_ARGV))
         elif text:
             _to_stdout(text)
@@ -144,8 +145,6 @@ class Output:
     def check_destination(self) -> None:
         """Refuse now (ReportWriteError) an --output-file that the report could not be written to at the end."""
         if self.output_file is not None:
-            from .safe_write import check_report_path, inputs_named
-
             check_report_path(self.output_file, inputs_named(_RUN_ARGV))
 
     def info_line(self, message: str) -> None:
@@ -158,9 +157,6 @@ class Output:
 
     def fatal(self, code: str, message: str, *, path: str | None = None, hint: str | None = None) -> None:
         """Report a run that could not complete (exit 2): one stderr line, and a record in the format."""
-        from ..pipeline.results import FatalError
-        from .formats import format_module
-        from .write_errors import ReportWriteError
 
         self.error_line(message, hint)
         error = FatalError(code, message, path)
@@ -228,7 +224,6 @@ def _to_stdout(text: str) -> None:
 
 def stdout_failure(failure: BaseException) -> Exception:
     """The error to report when stdout failed with `failure` (`ReportWriteError`: one line, exit 2)."""
-    from .write_errors import ReportWriteError
 
     reason = _reason(failure) if isinstance(failure, OSError) else "it is closed"
     return ReportWriteError(f"cannot write to standard output: {reason}")

@@ -13,6 +13,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 # One target is too quick to be worth a bar.
 MIN_TARGETS = 2
 
@@ -38,9 +42,6 @@ def target_progress(targets: int, *, quiet: bool = False, stream: TextIO | None 
     if not wanted(targets, stream, quiet=quiet):
         yield _ignore
         return
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(file=stream, highlight=False, emoji=False)
     columns = (TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -7,6 +7,9 @@ import typer
 
 from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
 from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
+from ..pipeline.settings import ConfigResolver
+from .formats import format_module
+from .formats.common import summary_line
 from .output import Output, format_option_name
 
 SELECT_HELP = ("Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. "
@@ -35,8 +38,6 @@ class RunOptions:
     def __init__(self, anchor: str, out: Output, *, select: list[str] | None, extend_select: list[str] | None,
                  ignore: list[str] | None, exit_zero: bool | None, error_on_warning: bool | None,
                  isolated: bool = False) -> None:
-        from ..pipeline.settings import ConfigResolver
-
         rules = known_rules()
         for option, values in (("--select", select), ("--extend-select", extend_select), ("--ignore", ignore)):
             try:
@@ -55,8 +56,6 @@ class RunOptions:
 def write_run(run: Run, out: Output) -> int:
     """Render `run` in the output's format (to `-o` when given), then what `check` adds around it: a line per
     result that could not complete, the summary on stderr for the line formats, the GitHub step summary."""
-    from .formats import format_module
-    from .formats.common import summary_line
 
     renderer = format_module(out.format)
     out.write_report(renderer.render(run))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..base.files import cache_refusal, missing_folder_refusal, reserved_name_refusal, write_problem, write_whole
 from ..sources.discover import checkpoint_inputs
+from .escape import text
 from .write_errors import ReportWriteError
 
 ENCODING = "utf-8"
@@ -32,8 +33,6 @@ def _reason(failure: OSError) -> str:
 
 
 def _failure(path: Path, reason: str) -> ReportWriteError:
-    from .escape import text
-
     return ReportWriteError(f"cannot write `{text(os.fspath(path))}`: {text(reason)}")
 
 

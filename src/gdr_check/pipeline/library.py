@@ -31,6 +31,8 @@ from ..engines.profiles import DEFAULT_ENGINE
 from ..models.adapters import attention_head_dim
 from ..sources import SourceError
 from ..sources.jsonpos import key_spans
+from .dryrun.driver import dry_run_check
+from .dryrun.rank_run import ranks_dry_run
 from .model_check import ModelCheck, check_model
 from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
 from .selection import Selection
@@ -456,7 +458,6 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
     (`runner.ranks_api.ranks_dry_run`, whose `RanksResult` is then the `details`); `weights` reads one layer's
     real `A_log` and `dt_bias` for it (DryRunOptionError, a ValueError, for any other `ranks` or for `weights`
     without `ranks="all"`)."""
-    from .dryrun.driver import dry_run_check
 
     dry_run_options(ranks, weights)  # refused as `--ranks`/`--weights` are, before the model is read
     deployment = _deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine)
@@ -466,8 +467,6 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
         fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
         return Run([TargetResult(target, error=fatal, tp=tp, kind="dry-run")], failing=failing, exit_zero=exit_zero)
     if ranks == "all":
-        from .dryrun.rank_run import ranks_dry_run
-
         gathered = ranks_dry_run(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout,
                                  weights=weights)
         passed = gathered.ok

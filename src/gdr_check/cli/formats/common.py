@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ...base.report import Diagnostic
 from ...pipeline.results import Run, TargetResult
+from ..escape import text as safe
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -128,7 +129,6 @@ def summary_line(run: Run) -> str:
 def plain(text: str) -> str:
     """One line of safe text, whatever a message holds (messages quote values read from files written by
     strangers): see `..escape.text`."""
-    from ..escape import text as safe
 
     return safe(text)
 

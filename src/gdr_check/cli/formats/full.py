@@ -10,11 +10,15 @@ from rich.table import Table
 
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
+from ...pipeline.dryrun.rank_run import RanksResult
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import markup as escape
 from ..escape import neutralise_log, text
+from .call_sections import render_full as call_sections
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 from .console import make_console, render_diagnostic
+from .dryrun_sections import render_full as dry_run_sections
+from .dryrun_sections import render_ranks
 
 if TYPE_CHECKING:
     from ...pipeline.model_check import ModelCheck
@@ -155,12 +159,7 @@ def _render_subject(run: Run) -> str:
     """`call` and `dry-run` results keep their own sections (the calls; the step table and timing)."""
     result = run.results[0]
     if result.kind == "call":
-        from .call_sections import render_full as call_sections
-
         return call_sections(result.details, color=run.color, ascii_only=run.ascii_only)
-    from ...pipeline.dryrun.rank_run import RanksResult
-    from .dryrun_sections import render_full as dry_run_sections
-    from .dryrun_sections import render_ranks
 
     if isinstance(result.details, RanksResult):  # `dry-run --ranks all`
         return neutralise_log(render_ranks(result.target, result.details, color=run.color,

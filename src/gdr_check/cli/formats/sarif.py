@@ -16,8 +16,12 @@ from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
-from ...base.report import Diagnostic
+from ...base import registry
+from ...base.registry import CATEGORIES
+from ...base.report import Diagnostic, rule_url
+from ...checks.docs import render_rule
 from ...pipeline.results import FatalError, Run, TargetResult
+from ...pipeline.selection import known_rules
 from ..escape import dump_json
 from ..output import tool_info
 from .common import alerts, tp_suffix, where
@@ -45,15 +49,11 @@ def _capitalised(text: str) -> str:
 
 
 def _category(code: str) -> str:
-    from ...base.registry import CATEGORIES
-
     return next((title for prefix, title in CATEGORIES.items() if code.startswith(prefix)), "gdr-check")
 
 
 def rule_descriptor(rule: Any) -> dict[str, Any]:
     """A reportingDescriptor built from the registry; the same text as `gdr-check explain` and docs/rules/."""
-    from ...base.report import rule_url
-    from ...checks.docs import render_rule
 
     summary = rule.summary or rule.name.replace("-", " ")
     help_lines = [rule.explanation] + ([""] + [f"Fix: {fix}" for fix in rule.fixes] if rule.fixes else [])
@@ -72,9 +72,6 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
 
 
 def _rules_for(codes: list[str]) -> list[dict[str, Any]]:
-    from ...base import registry
-    from ...pipeline.selection import known_rules
-
     known_rules()
     return [rule_descriptor(registry.RULES[code]) for code in codes if code in registry.RULES]
 
@@ -189,8 +186,6 @@ def log(run: Run) -> dict[str, Any]:
 
 
 def _known_codes() -> set[str]:
-    from ...pipeline.selection import known_rules
-
     return set(known_rules())
 
 

@@ -23,6 +23,7 @@ import traceback
 from typing import Any, TextIO
 
 from .messages import ChildResult, DeviceInfo, EnvironmentResult, FailedResult, OkResult, not_importable
+from .plan import DryRunPlan
 
 TEST_FAULT_ENV = "GDR_CHECK_DRYRUN_TEST_FAULT"
 ENVIRONMENT_EXIT = 3
@@ -86,8 +87,6 @@ def _versions(torch: Any, triton: Any, device: Any) -> dict[str, str]:
 
 
 def run(plan_data: dict[str, Any]) -> tuple[ChildResult, int]:
-    from .plan import DryRunPlan
-
     plan = DryRunPlan.from_dict(plan_data)
     resolved = _resolve_device(plan.device)
     if isinstance(resolved, dict):

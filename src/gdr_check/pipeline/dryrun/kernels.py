@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ... import kernel
+from ...kernel.engine_kernels import load_sglang_packed_decode, load_vllm_packed_decode
 from .backends import known_unavailable
 
 
@@ -19,8 +21,6 @@ class KernelUnderTest:
 
 
 def builtin_kernel(variant: str, engine: str) -> KernelUnderTest:
-    from ... import kernel
-
     if variant == "kda":
         checked, fast = kernel.kda_packed_decode, kernel.launch_kda_packed_decode
     else:
@@ -40,8 +40,6 @@ def engine_kernel(backend: str, variant: str) -> KernelUnderTest | str:
 
 
 def _sglang_kernel(variant: str) -> KernelUnderTest | str:
-    from ...kernel import load_sglang_packed_decode
-
     try:
         gdn, kda = load_sglang_packed_decode()
     except FileNotFoundError as error:
@@ -52,8 +50,6 @@ def _sglang_kernel(variant: str) -> KernelUnderTest | str:
 
 
 def _vllm_kernel(variant: str) -> KernelUnderTest | str:
-    from ...kernel import load_vllm_packed_decode
-
     gdn = load_vllm_packed_decode()
     if gdn is None:
         return "vLLM's FLA module has no fused_recurrent_gated_delta_rule_packed_decode (or does not import)"

@@ -28,8 +28,12 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ...kernel.naive import naive_kda_packed_decode, naive_packed_decode
 from ...models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
 from .child import _claim_stdout, jsonable
+from .geometry import launch_geometry
+from .plan import DryRunPlan
+from .tolerances import output_tolerance
 
 if TYPE_CHECKING:
     import torch
@@ -87,8 +91,6 @@ class Rank:
         self.spec, self.rank, self.world, self.emit = spec, rank, world, emit
 
     def run(self) -> dict[str, Any]:
-        from .plan import DryRunPlan
-
         plan = DryRunPlan.from_dict(self.spec["plan"])
         requested = plan.device
         if requested == "cpu":
@@ -122,8 +124,6 @@ class Rank:
         import torch.distributed as dist
         import triton
 
-        from ...kernel import naive_kda_packed_decode, naive_packed_decode
-        from .geometry import launch_geometry
         from .session import _kernels, _set_indices
         from .synthetic_tensors import allocate, build_tensors, live_rows, nonzero_random, step_indices
         from .verify import beta_ties, check_output, check_state
@@ -295,8 +295,6 @@ class Rank:
                   HV_l: int) -> list[dict[str, Any]]:
         """Each rank's block against the reference; for a failing block, which reference heads its heads match."""
         import torch
-
-        from .tolerances import output_tolerance
 
         result: list[dict[str, Any]] = []
         if rows.numel() == 0:
