@@ -37,7 +37,7 @@ def render() -> str:
         + ". A library call (`Deployment`, `gdr_check.guard`, the dry-run) that passes a whole-number limit a",
         "float, a bool or a string is refused with the same error, which says it must be a whole number.",
         "",
-        "This page is generated from `src/gdr_check/limits.py` "
+        "This page is generated from `src/gdr_check/base/limits.py` "
         "(`python scripts/generate_limits_doc.py docs/limits.md`).",
         "",
         "| name | allowed range | what | where it comes from |",
