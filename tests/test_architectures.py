@@ -424,7 +424,7 @@ def test_unknown_torch_dtype_is_an_error():
 
 
 def test_unreadable_layer_count_is_not_nothing_to_check():
-    # A wrong-typed value is GDR108 (docs/architectures.md), also when no layer can be described without it.
+    # A wrong-typed value is GDR108 (docs/model-families.md), also when no layer can be described without it.
     # GDR107 says that nothing was described: ignoring GDR108 must not turn the unchecked model into a pass.
     result = check_checkpoint(config_only(qwen3_next_config(num_hidden_layers="48")), Deployment())
     diagnostic = only(result, "GDR108")

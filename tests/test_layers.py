@@ -1,5 +1,5 @@
 """The package's import graph runs one way, folder by folder: base -> engines -> sources -> models -> deployment ->
-call -> checks (rules) -> kernel -> pipeline -> cli/integrations (docs/architecture.md).
+call -> checks (rules) -> kernel -> pipeline -> cli/integrations (docs/package-layers.md).
 
 Every module of `src/gdr_check` is parsed with `ast` (nothing is imported), its imports resolved (relative ones,
 and the parent packages an import runs), and the graph is checked for (a) a cycle, (b) an import that runs back
@@ -115,7 +115,7 @@ def _layer(module: str) -> int:
         if parts[1] in folders:
             return layer
     raise AssertionError(f"{module} is in no layer's folder: add its folder to FOLDERS (tests/test_layers.py) "
-                         f"and to docs/architecture.md")
+                         f"and to docs/package-layers.md")
 
 
 def _heavy_modules() -> set[str]:

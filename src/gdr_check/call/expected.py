@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..base.tensor_spec import TensorSpec, contiguous_strides
+from ..base.variants import variant_spec
 from ..deployment.settings import EngineSettings
 from ..engines.profiles import EngineProfile
 from ..models.description import LinearAttentionModel
@@ -51,10 +52,7 @@ def expected_call(model: LinearAttentionModel, settings: EngineSettings) -> Pack
         return None
     B, S = settings.deployment.batch, settings.num_slots
     act = settings.activation_dtype
-    if model.kind == "kda":
-        gate_width, dt_bias_numel = heads.HV * heads.K, heads.HV * heads.K
-    else:
-        gate_width, dt_bias_numel = heads.HV, heads.HV
+    gate_width = dt_bias_numel = variant_spec(model.kind).gate_width(heads.HV, heads.K)
     return PackedDecodeCall(
         mixed_qkv=TensorSpec.of((B, heads.width), act, DEVICE),
         a=TensorSpec.of((B, gate_width), act, DEVICE),

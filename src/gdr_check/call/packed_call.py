@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ..base.tensor_spec import TensorSpec
+from ..base.variants import VariantName, variant_spec
 from ..engines import profiles as engines
 from ..engines.profiles import ENGINE_NAMES, SGLANG_0_5_23, EngineProfile, profile_for
 
-Variant = Literal["gdn", "kda"]
+Variant = VariantName
 # An engine as callers name it: "sglang", "vllm", "vllm@0.28", or an EngineProfile.
 Engine = str | EngineProfile
 Origin = Literal["engine", "direct"]
@@ -55,7 +56,7 @@ class PackedDecodeCall:
         data.update({name: spec.to_dict() for name, spec in self.tensors().items()})
         data["scale"] = self.scale
         data["use_qk_l2norm_in_kernel"] = self.use_qk_l2norm_in_kernel
-        if self.variant == "kda":
+        if variant_spec(self.variant).has_lower_bound:
             data["lower_bound"] = self.lower_bound
         return data
 

@@ -17,6 +17,7 @@ from ..base.errors import InputError, not_utf8, printable
 from ..base.files import RECORDING_KIND, bounded_int, json_error_reason
 from ..base.limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
 from ..base.tensor_spec import TensorSpec, check_sizes, index_values_problem, known_dtype
+from ..base.variants import VARIANTS
 from ..engines.profiles import UnknownEngineError, profile_for
 from .packed_call import ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 
@@ -156,7 +157,7 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
     if not isinstance(data, dict):
         raise ValueError(f"`{where}.call` is missing")
     variant = data.get("variant", entry.get("variant", "gdn"))
-    if variant not in ("gdn", "kda"):
+    if variant not in VARIANTS:
         raise ValueError(f"`{where}.call.variant` must be \"gdn\" or \"kda\" (got {variant!r})")
     engine = entry.get("engine")
     if engine is not None and not _names_an_engine(engine):
@@ -165,7 +166,7 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
     missing = [name for name in (*TENSOR_ARGUMENTS, "scale") if name not in data]
     if missing:
         raise ValueError(f"`{where}.call` has no `{missing[0]}`")
-    if variant == "gdn" and data.get("lower_bound") is not None:
+    if not VARIANTS[variant].has_lower_bound and data.get("lower_bound") is not None:
         raise ValueError(f"`{where}.call.lower_bound` is {_shown(data['lower_bound'])}, but the call is a GDN call: "
                          f"the GDN kernel has no lower_bound (only KDA calls take one)")
     if "index" in entry:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.registry import RULE_SET, Finding, Rule, declare
 from ..base.report import Diagnostic, Location, Severity
 from ..base.tensor_spec import TensorSpec, contiguous_strides
+from ..base.variants import variant_spec
 from ..call.packed_call import TENSOR_ARGUMENTS, CallContext, PackedDecodeCall
 from ..engines.profiles import STATE_DTYPES, profile_for
 from .examples import CompareExample, qwen3_next_config, tensor
@@ -403,7 +404,7 @@ class _Comparer:
     def value_heads(self, name: str) -> int | None:
         """How many value heads the recorded argument carries (its leading axis aside), or None."""
         ctx, model, call = self.ctx, self.model, self.recorded
-        per_key = model.kind == "kda"  # KDA gates and dt_bias hold one value per key channel
+        per_key = variant_spec(model.kind).gate_per_key  # KDA gates and dt_bias hold one value per key channel
         if name == "initial_state":
             return call.initial_state.shape[-3] if call.initial_state.ndim >= 3 else None
         if name in ("a", "b"):
@@ -434,7 +435,7 @@ class _Comparer:
         """("qkv" | "qkvz" | "v", tp) that explains a `mixed_qkv` width, preferring the reference TP (then [q | k | v]
         of another TP before its qkvz)."""
         model = self.model
-        forms = ["qkv", "qkvz"] if model.kind == "gdn" else ["qkv"]  # Kimi has no fused z projection
+        forms = ["qkv", "qkvz"] if variant_spec(model.kind).fused_z_projection else ["qkv"]
         others = [t for t in model.tp_sizes() if t != reference]
         candidates = [(form, reference) for form in forms] + [(form, t) for form in forms for t in others]
         for form, t in candidates:
@@ -618,7 +619,7 @@ class _Comparer:
             notes.append(f"{count} = 2*HV_l: the fused `ba` projection passed unsplit (b and a together)")
         elif count == H_l and H_l != HV_l:
             notes.append(f"{count} = H_l: sized with the key-head count (`num_k_heads`) instead of the value heads")
-        elif name == "a" and model.kind == "gdn" and count == HV_l * model.K:
+        elif name == "a" and not variant_spec(model.kind).gate_per_key and count == HV_l * model.K:
             notes.append("HV_l*K columns: a KDA per-channel gate")
         return notes
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.tensor_spec import TensorSpec
+from ..base.variants import variant_spec
 from ..call.expected import expected_call
 from ..call.packed_call import PackedDecodeCall, Variant
 from ..deployment.settings import Deployment, resolve
@@ -79,7 +80,7 @@ _STORAGE_NAMES = {number: name for name, number in _STORAGES.items()}
 def base_arguments(variant: str, device: str = "cuda:0") -> dict[str, Any]:
     """The keyword arguments of the valid base call (TensorSpecs and values)."""
     H, HV, K, V, B = KEY_HEADS[variant], VALUE_HEADS, HEAD_K, HEAD_V, BATCH
-    gate = HV * K if variant == "kda" else HV
+    gate = variant_spec(variant).gate_width(HV, K)
     shapes = {
         "mixed_qkv": ((B, 2 * H * K + HV * V), "bfloat16"), "a": ((B, gate), "bfloat16"), "b": ((B, HV), "float32"),
         "A_log": ((HV,), "float32"), "dt_bias": ((gate,), "float32"),
@@ -92,7 +93,7 @@ def base_arguments(variant: str, device: str = "cuda:0") -> dict[str, Any]:
         for name, (shape, dtype) in shapes.items()
     }
     arguments.update(scale=K ** -0.5, use_qk_l2norm_in_kernel=True)
-    if variant == "kda":
+    if variant_spec(variant).has_lower_bound:
         arguments["lower_bound"] = None
     return arguments
 

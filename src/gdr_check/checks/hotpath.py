@@ -164,7 +164,7 @@ def _torch_check_is_exact() -> bool:
 def address_errors(variant: str, args: Sequence[Any], engine: Engine) -> list[Diagnostic]:
     """The errors of the rules judged per call (`address_rules`) for a call `out_overlaps` found overlapping: the
     contract's own diagnostics, with its words (defined below, called only then)."""
-    check = check_kda_packed_decode if variant == "kda" else check_packed_decode
+    check = CONTRACT_CHECKS[variant]
     per_call = address_rules()
     return [d for d in check(*args, engine=engine, read_values=False).diagnostics
             if d.code in per_call and d.severity == "error"]
@@ -297,3 +297,7 @@ def check_kda_packed_decode(
         return run_contract(call, engine, origin)
     return _argument_report(locals(), failure)
 
+
+
+# The contract check of each variant's call, by `VariantSpec.name`.
+CONTRACT_CHECKS: dict[str, Callable[..., Report]] = {"gdn": check_packed_decode, "kda": check_kda_packed_decode}

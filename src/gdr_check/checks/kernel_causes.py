@@ -8,6 +8,7 @@ from the numbers in the call, so that a rule's fix names the cause instead of re
 from __future__ import annotations
 
 from ..base.tensor_spec import TensorSpec
+from ..base.variants import variant_spec
 from ..call.packed_call import CallContext
 
 
@@ -132,7 +133,7 @@ def param_size_fixes(ctx: CallContext, name: str, got: int, want: int) -> list[s
     if tp:
         fixes.append(f"`{name}` has HV/{tp} = {got} elements while the pool has HV={want}: shard the pool by "
                      f"the same HV split (HV // tp_size = {want} // {tp} = {got})")
-    if ctx.variant == "gdn" and ctx.K and got == want * ctx.K:
+    if not variant_spec(ctx.variant).gate_per_key and ctx.K and got == want * ctx.K:
         fixes.append(f"`{name}` has HV*K = {got} elements, a KDA per-channel parameter: use the KDA kernel "
                      f"for KDA models")
     if ctx.H and ctx.H != ctx.HV and got == ctx.H:

@@ -12,6 +12,7 @@ import numbers
 
 from ..base.limits import LIMITS, counted, shorten
 from ..base.registry import Finding, rule
+from ..base.variants import variant_spec
 from ..call.packed_call import GRID_DIM_LIMIT, GRID_X_LIMIT, CallContext, next_power_of_2
 from ..engines.profiles import PROFILES
 from .examples import CallExample, tensor
@@ -506,7 +507,7 @@ def beta_rounding(ctx: CallContext) -> Finding | None:
 )
 def lower_bound_sign(ctx: CallContext) -> Finding | None:
     bound = ctx.call.lower_bound
-    if ctx.variant != "kda" or bound is None:
+    if not variant_spec(ctx.variant).has_lower_bound or bound is None:
         return None
     if not LIMITS["lower_bound"].allows(bound) or bound < 0:  # not a finite number: GDR257 (rules_guard)
         return None

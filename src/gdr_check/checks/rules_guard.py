@@ -25,6 +25,7 @@ from ..base.limits import LIMITS, shorten
 from ..base.registry import RULE_SET, Finding, RuleSet, rule
 from ..base.report import Diagnostic, Report
 from ..base.tensor_spec import TensorSpec
+from ..base.variants import variant_spec
 from ..call.packed_call import TENSOR_ARGUMENTS, CallContext
 from .examples import CallExample
 
@@ -158,7 +159,7 @@ def _shown(value: Any) -> str:
 )
 def lower_bound_valid(ctx: CallContext) -> Finding | None:
     bound = ctx.call.lower_bound
-    if ctx.variant != "kda" or bound is None or LIMITS["lower_bound"].allows(bound):
+    if not variant_spec(ctx.variant).has_lower_bound or bound is None or LIMITS["lower_bound"].allows(bound):
         return None
     return Finding({"value": _shown(bound)}, ["pass a finite negative float such as -5.0, or None"],
                    argument="lower_bound")

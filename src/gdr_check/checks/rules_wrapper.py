@@ -14,6 +14,7 @@ its code in the order tuples of the wrappers that make it. Nothing else (tests/t
 from __future__ import annotations
 
 from ..base.registry import Finding, declare_wrapper_order, rule
+from ..base.variants import variant_spec
 from ..call.packed_call import CallContext, next_power_of_2
 from .examples import CallExample, tensor
 from .kernel_causes import (
@@ -120,7 +121,7 @@ def gates_ndim(ctx: CallContext) -> Finding | None:
     fixes = []
     for name, spec in (("a", a), ("b", b)):
         if spec.ndim != 2:
-            width = "HV*K" if ctx.variant == "kda" and name == "a" else "HV"
+            width = variant_spec(ctx.variant).gate_width_text() if name == "a" else "HV"
             fixes.append(f"reshape `{name}` {shape_text(spec)} to [B, {width}]"
                          + (f": `{name}.reshape({ctx.B}, -1)`" if ctx.B else ""))
     return Finding({"a_ndim": a.ndim, "b_ndim": b.ndim}, fixes, argument="a" if a.ndim != 2 else "b")

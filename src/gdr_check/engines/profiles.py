@@ -125,7 +125,7 @@ class EngineProfile:
     layer_kinds_follow_interval: bool | None  # the interval rule (`full_attention_interval`) decides which
     #                                           layers are linear; None: not verified
 
-    # --- which decode kernel a layer reaches (docs/architectures.md) ----------------------------------------
+    # --- which decode kernel a layer reaches (docs/model-families.md) ----------------------------------------
     kda_decode_kernel: str | None  # None: KDA layers decode with the packed KDA kernel; else the kernel called
     # A KDA layer with a safe-gate lower bound: None when the packed kernel takes it as is; else the setting that
     # selects a decode kernel with safe-gate support (without it the engine takes its fused/unfused chain).

@@ -9,6 +9,9 @@ above the rules, here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from .device_guard import Context, FaultBuffer, checked_launch
@@ -77,3 +80,9 @@ def kda_packed_decode(
     args = (mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
             lower_bound)
     return checked_launch("kda", launch_kda_packed_decode, args, engine, context, faults, label)
+
+
+# Each variant's checked kernel (the contract's shape verdict, then the launch), by `VariantSpec.name`.
+CHECKED: dict[str, Callable[..., Any]] = {"gdn": packed_decode, "kda": kda_packed_decode}
+# And its unchecked launcher (the kernel alone, as the benchmarks time it).
+LAUNCHERS: dict[str, Callable[..., Any]] = {"gdn": launch_packed_decode, "kda": launch_kda_packed_decode}

@@ -34,8 +34,7 @@ from ..base.registry import Finding
 from ..base.report import Diagnostic, Severity
 from ..call.packed_call import ARGUMENTS
 from ..checks import RULES
-from ..checks.contract import check_kda_packed_decode, check_packed_decode
-from ..checks.hotpath import address_errors, address_rules, byte_extents, out_overlaps
+from ..checks.hotpath import CONTRACT_CHECKS, address_errors, address_rules, byte_extents, out_overlaps
 from ..checks.rules_guard import meta_report
 from ._triton_common import (
     INTERPRETED,
@@ -450,7 +449,7 @@ class Verdict:
 def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
                   extra: Callable[[Any], list[Diagnostic]] | None = None) -> Verdict:
     """Run the contract without reading index values (no sync) and split its diagnostics."""
-    check = check_kda_packed_decode if variant == "kda" else check_packed_decode
+    check = CONTRACT_CHECKS[variant]
     # A call about to run cannot take a meta tensor (a shape-only stand-in for `check_packed_decode`): GDR228.
     report = meta_report(dict(zip(ARGUMENTS, args, strict=False))) or check(*args, engine=engine, read_values=False)
     per_call = address_rules()

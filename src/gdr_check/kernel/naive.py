@@ -8,6 +8,8 @@ They take the kernels' arguments, never modify them, and return
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..engines.profiles import profile_for
@@ -139,3 +141,9 @@ def naive_kda_packed_decode(
     return _delta_rule_step(
         mixed_qkv, decay, beta, scale, initial_state, ssm_state_indices, use_qk_l2norm_in_kernel, engine
     )
+
+
+# The float64 reference of each variant's kernel, by `VariantSpec.name`.
+REFERENCES: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
+    "gdn": naive_packed_decode, "kda": naive_kda_packed_decode,
+}

@@ -12,11 +12,12 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..base.limits import LIMITS
+from ..base.variants import VariantName
 
-Kind = Literal["gdn", "kda"]
+Kind = VariantName
 
 # The geometry fields every description has, in the order they are reported.
 GEOMETRY_FIELDS: tuple[str, ...] = ("num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim", "conv_kernel")
@@ -620,7 +621,7 @@ class Adapter:
     weights_modelled: bool = True
     # The decoder that sglang 0.5.23 runs for a decode step when it is not the packed kernel.
     own_decode: str | None = None
-    # Where the facts come from (upstream file paths), for `docs/architectures.md` and the notes.
+    # Where the facts come from (upstream file paths), for `docs/model-families.md` and the notes.
     upstream: tuple[str, ...] = ()
 
 

@@ -22,6 +22,7 @@ from ..base.errors import display_path
 from ..base.limits import LIMITS, range_problem, shorten
 from ..base.report import Location
 from ..base.tensor_spec import canonical_dtype
+from ..base.variants import VariantName
 from .adapters import (
     GEOMETRY_FIELDS,
     SHAPE_FIELDS,
@@ -176,7 +177,7 @@ class ModelDtypes:
 class LinearAttentionModel:
     architecture: str
     family: str
-    kind: Literal["gdn", "kda"]
+    kind: VariantName
     num_hidden_layers: int | None
     linear_layers: list[int]
     num_k_heads: int | None

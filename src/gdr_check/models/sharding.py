@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..base.variants import variant_spec
+
 if TYPE_CHECKING:
     from .description import LinearAttentionModel
 
@@ -212,7 +214,7 @@ def ranges(values: list[int]) -> str:
 
 def _unit(plan: ShardingPlan, tensor: str) -> int:
     """Source columns per head of the canonical (unsharded) argument, for tensors other than mixed_qkv."""
-    return plan.dims.K if plan.variant == "kda" and tensor in ("a", "dt_bias") else 1
+    return plan.dims.K if variant_spec(plan.variant).gate_per_key and tensor in ("a", "dt_bias") else 1
 
 
 def _label(plan: ShardingPlan, tensor: str, position: int) -> tuple[str, int, bool]:

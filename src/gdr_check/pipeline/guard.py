@@ -82,6 +82,7 @@ from typing import Any, Literal
 
 from ..base.errors import described
 from ..base.limits import DEFAULT_MAX_RECORDS, KEPT_DIAGNOSTICS, UNLISTED_FAULTS, checked, counted
+from ..base.variants import variant_spec
 from ..call.packed_call import ARGUMENTS, TENSOR_ARGUMENTS, Variant
 from ..checks.compare import ModelGeometry, compare_call
 from ..checks.contract import describe_call
@@ -296,7 +297,7 @@ class _Site:
         """The contract's arguments in the packed-decode order (what `check_packed_decode` takes)."""
         ordered = tuple(values.get(name) for name in ARGUMENTS) + (
             values.get("use_qk_l2norm_in_kernel", self.l2norm_default),)
-        return ordered + ((values.get("lower_bound", self.bound_default),) if self.variant == "kda" else ())
+        return ordered + variant_spec(self.variant).call_extras(values.get("lower_bound", self.bound_default))
 
 
 class _Plan:

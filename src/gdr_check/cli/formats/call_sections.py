@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ...base.limits import counted
 from ...base.tensor_spec import TensorSpec, short_dtype
+from ...base.variants import variant_spec
 from ..escape import markup, neutralise_log
 from ..escape import markup as escape
 from .common import calls_checked, diagnostics_tally
@@ -106,7 +107,7 @@ def _call_table(console: Console, call: CheckedCall, tp: int) -> None:
         _add_row(table, "scale", _cell(recorded.scale))
         _add_row(table, "use_qk_l2norm_in_kernel", str(recorded.use_qk_l2norm_in_kernel))
         _add_row(table, "variant", recorded.variant)
-    if call.recorded.call.variant == "kda":
+    if variant_spec(call.recorded.call.variant).has_lower_bound:
         _add_row(table, "lower_bound", _cell(call.recorded.call.lower_bound), *(("", "") if compared else ()))
     console.print(table)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...base.tensor_spec import TensorSpec
+from ...base.variants import variant_spec
 from ...call.packed_call import PackedDecodeCall
 
 INTERPRETER_MAX_BATCH = 4
@@ -126,7 +127,7 @@ def _reduced_heads(dims: Dims) -> tuple[int, int]:
 def _call_with(call: PackedDecodeCall, dims: Dims, substitute: dict[str, str]) -> PackedDecodeCall:
     """The call resized to `dims` (same layouts), with dtypes mapped through `substitute`."""
     B, S, H, HV, K, V = dims.B, dims.S, dims.H, dims.HV, dims.K, dims.V
-    gate = HV * K if call.variant == "kda" else HV
+    gate = variant_spec(call.variant).gate_width(HV, K)
     shapes = {
         "mixed_qkv": (B, 2 * H * K + HV * V),
         "a": (B, gate),

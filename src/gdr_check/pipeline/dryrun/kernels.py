@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ... import kernel
+from ...kernel.checked import CHECKED, LAUNCHERS
 from ...kernel.engine_kernels import load_sglang_packed_decode, load_vllm_packed_decode
 from .backends import known_unavailable
 
@@ -21,10 +21,7 @@ class KernelUnderTest:
 
 
 def builtin_kernel(variant: str, engine: str) -> KernelUnderTest:
-    if variant == "kda":
-        checked, fast = kernel.kda_packed_decode, kernel.launch_kda_packed_decode
-    else:
-        checked, fast = kernel.packed_decode, kernel.launch_packed_decode
+    checked, fast = CHECKED[variant], LAUNCHERS[variant]
     return KernelUnderTest(
         name="builtin", label=f"gdr-check Triton {variant.upper()} kernel ({engine} profile)",
         checked=functools.partial(checked, engine=engine), fast=functools.partial(fast, engine=engine),

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ...kernel.naive import naive_kda_packed_decode, naive_packed_decode
+from ...base.variants import variant_spec
+from ...kernel.naive import REFERENCES
 from ...models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
 from .child import _claim_stdout, jsonable
 from .geometry import launch_geometry
@@ -239,8 +240,8 @@ class Rank:
                 if rank != 0:
                     continue
                 full_args = [canonical(n, sources[correct.tensors[n].source]) for n in ("mixed_qkv", "a", "b")]
-                naive = naive_kda_packed_decode if plan.variant == "kda" else naive_packed_decode
-                extra = (call.lower_bound,) if plan.variant == "kda" else ()
+                naive = REFERENCES[plan.variant]
+                extra = variant_spec(plan.variant).call_extras(call.lower_bound)
                 idx = torch.tensor(indices, dtype=torch.long, device=device)
                 ref_out, ref_state = naive(full_args[0], full_args[1], full_args[2],
                                            canonical("A_log", params["A_log"]), canonical("dt_bias", params["dt_bias"]),

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ...base.tensor_spec import TensorSpec
+from ...base.variants import variant_spec
 from ...call.packed_call import PackedDecodeCall
 from ...engines.profiles import profile_for
 from ...kernel.layout import row_is_live
@@ -61,7 +62,7 @@ class CallTensors:
         """Positional arguments in the wrappers' order (KDA appends lower_bound)."""
         args = (self.mixed_qkv, self.a, self.b, self.A_log, self.dt_bias, float(self.call.scale),
                 self.initial_state, self.out, self.ssm_state_indices, self.call.use_qk_l2norm_in_kernel)
-        return args + (self.call.lower_bound,) if self.call.variant == "kda" else args
+        return args + variant_spec(self.call.variant).call_extras(self.call.lower_bound)
 
     def with_pool(self, pool_storage: torch.Tensor, out_storage: torch.Tensor) -> CallTensors:
         """The same inputs over another pool allocation and output (a second kernel on copies)."""

@@ -23,11 +23,9 @@ _TIE_WINDOW = 2.0**-19
 
 def reference(tensors: CallTensors, engine: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The float64 step from the current (pre-step) tensors: (out [B, 1, HV, V], state [S, HV, V, K])."""
-    from ...kernel.naive import naive_kda_packed_decode, naive_packed_decode
+    from ...kernel.naive import REFERENCES
 
-    if tensors.call.variant == "kda":
-        return naive_kda_packed_decode(*tensors.args(), engine=engine)
-    return naive_packed_decode(*tensors.args(), engine=engine)
+    return REFERENCES[tensors.call.variant](*tensors.args(), engine=engine)
 
 
 def beta_ties(b: torch.Tensor, variant: str, engine: str) -> torch.Tensor:
