@@ -366,7 +366,7 @@ def test_no_progress_when_stderr_is_not_a_terminal(repo: Path):
 
 
 def test_the_ci_guide_documents_every_format_and_the_gitlab_job():
-    from gdr_check.cli.output import FORMATS
+    from gdr_check.cli.formats import FORMATS
 
     text = (ROOT / "docs" / "ci.md").read_text()
     assert all(f"| `{fmt}`" in text for fmt in FORMATS), FORMATS

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli_checkpoints import clean_output_env, run_cli, write_good
+from gdr_check.cli.formats import FORMATS
 from gdr_check.pipeline.selection import (
     RuleSelection,
     Selection,
@@ -189,9 +190,15 @@ def test_bad_config_is_one_line_naming_file_and_key(tmp_path: Path, monkeypatch,
     monkeypatch.chdir(tmp_path)
     path = write_pyproject(tmp_path, f"[tool.gdr-check]\n{body}\n")
     with pytest.raises(ConfigError) as caught:
-        load_config(path)
+        load_config(path, output_formats=FORMATS)  # as the CLI reads it: `output-format` must name a renderer
     message = str(caught.value)
     assert message.startswith(f"pyproject.toml: `{key}`: ") and problem in message and "\n" not in message
+
+
+def test_the_library_leaves_output_format_to_the_renderers(tmp_path: Path):
+    """The library renders nothing: without the CLI's format names it reads `output-format` as given."""
+    path = write_pyproject(tmp_path, '[tool.gdr-check]\noutput-format = "xml"\n')
+    assert load_config(path).output_format == "xml"
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path, monkeypatch):

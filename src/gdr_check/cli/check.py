@@ -21,14 +21,14 @@ from ..deployment.settings import MAMBA_STRATEGIES
 from ..engines.profiles import DEFAULT_ENGINE
 from ..pipeline.library import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..pipeline.model_check import open_target
-from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
+from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
 from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
 from ..pipeline.settings import Config, ConfigError, ConfigResolver, discover, load_config
 from ..sources import SourceError
 from ..sources.discover import ExcludePatterns, expand_targets, is_excluded
 from .engine_option import engine_help, engine_option, mamba_strategy_option, state_dtype_option
 from .escape import neutralise_log, text
-from .formats import format_module
+from .formats import FORMATS, format_module
 from .formats.common import summary_line
 from .formats.console import style_for_destination
 from .main import app
@@ -107,7 +107,7 @@ def list_models(out: Output, output_format: str) -> None:
 
 def _resolver(config_file: Path | None, isolated: bool) -> ConfigResolver:
     if isolated:
-        return ConfigResolver(isolated=True)
+        return ConfigResolver(isolated=True, output_formats=FORMATS)
     if config_file is not None:
         try:
             os.stat(config_file)
@@ -115,8 +115,9 @@ def _resolver(config_file: Path | None, isolated: bool) -> ConfigResolver:
             raise ConfigError(config_file, None, "no such file (given with --config)") from None
         except OSError:
             pass  # unreadable, or a FIFO or a directory: the bounded read says which
-        return ConfigResolver(explicit=load_config(config_file, explicit=True))
-    return ConfigResolver()
+        return ConfigResolver(explicit=load_config(config_file, explicit=True, output_formats=FORMATS),
+                              output_formats=FORMATS)
+    return ConfigResolver(output_formats=FORMATS)
 
 
 def _run_config(targets: list[str], resolver: ConfigResolver) -> Config:
@@ -124,7 +125,7 @@ def _run_config(targets: list[str], resolver: ConfigResolver) -> Config:
     if resolver.explicit is not None or resolver.isolated:
         return resolver.for_target(".")
     found = discover(targets)
-    return load_config(found) if found is not None else Config()
+    return load_config(found, output_formats=FORMATS) if found is not None else Config()
 
 
 def render_settings(targets: list[str], unreadable: Mapping[str, Exception],

@@ -21,6 +21,7 @@ from ..pipeline.library import model_numbers
 from ..pipeline.settings import TABLE, ConfigError, discover, load_config
 from .escape import dump_json
 from .escape import text as safe
+from .formats import FORMATS
 from .main import app
 from .numbers import whole_number
 from .output import EXPLAIN_FORMATS, FORMAT_ENV, Output, tool_info
@@ -235,7 +236,7 @@ def explain_command(
     if query and not all_rules and not isolated and (model is None or tp is None or batch is None or engine is None):
         found_config = discover([])  # the working directory's `[tool.gdr-check]` gives the context's defaults
         if found_config is not None:
-            config = load_config(found_config)
+            config = load_config(found_config, output_formats=FORMATS)
             if model is None and config.model is not None:
                 model = config.model
                 model_source = found_config

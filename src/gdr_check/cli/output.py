@@ -18,9 +18,9 @@ from typing import Any
 import typer
 
 from ..base.files import cache_refusal, empty_path_refusal, folder_name_refusal, reserved_name_refusal
-from ..pipeline.results import FORMATS, FatalError
+from ..pipeline.results import FatalError
 from .escape import neutralise_log, text
-from .formats import format_module
+from .formats import FORMATS, format_module
 from .safe_write import check_report_path, inputs_named, write_report_file
 from .write_errors import ReportWriteError
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import typer
 
-from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, FORMATS, Run
+from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
 from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
 from ..pipeline.settings import ConfigResolver
-from .formats import format_module
+from .formats import FORMATS, format_module
 from .formats.common import summary_line
 from .output import Output, format_option_name
 
@@ -45,7 +45,7 @@ class RunOptions:
             except SelectorError as error:
                 out.fatal("usage", f"{option}: {error}")
                 raise typer.Exit(2) from None
-        config = ConfigResolver(isolated=isolated).for_target(anchor)
+        config = ConfigResolver(isolated=isolated, output_formats=FORMATS).for_target(anchor)
         layers = [*config.layers_for(anchor), rule_selection(select, extend_select, ignore, rules=rules)]
         self.selection = Selection(tuple(layer for layer in layers if not layer.is_empty))
         warn = error_on_warning if error_on_warning is not None else config.error_on_warning

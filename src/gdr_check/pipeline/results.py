@@ -8,10 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.report import Diagnostic, Report
 
-# The formats every result renders to (the CLI's renderers, `--output-format`, `[tool.gdr-check]`).
-MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "junit", "gitlab")
-FORMATS = ("full", "concise", *MACHINE_FORMATS)
-
 if TYPE_CHECKING:
     from .model_check import ModelCheck
 

@@ -14,7 +14,7 @@ import fnmatch
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -29,7 +29,6 @@ from ..base.files import PYPROJECT_NAME
 from ..base.limits import LIMITS, LimitError, SizeError, parse_size, read_bounded, shorten
 from ..engines.profiles import UnknownEngineError, profile_for, state_dtype_problem
 from ..models.builtin import get_builtin
-from .results import FORMATS
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection
 
 PYPROJECT = PYPROJECT_NAME
@@ -144,10 +143,14 @@ def discover(targets: Iterable[str], cwd: Path | None = None) -> Path | None:
 
 class ConfigResolver:
     """The config of each target: `explicit` (`--config`) for all, none with `isolated`, else the nearest
-    `pyproject.toml` with a `[tool.gdr-check]` table at or above the target. Each file is read once."""
+    `pyproject.toml` with a `[tool.gdr-check]` table at or above the target. Each file is read once.
+    `output_formats`: the renderers' format names, which `output-format` must be one of (the library renders
+    nothing, so it checks none)."""
 
-    def __init__(self, *, explicit: Config | None = None, isolated: bool = False, cwd: Path | None = None) -> None:
+    def __init__(self, *, explicit: Config | None = None, isolated: bool = False, cwd: Path | None = None,
+                 output_formats: Sequence[str] | None = None) -> None:
         self.explicit = explicit
+        self.output_formats = output_formats
         self.isolated = isolated
         self.cwd = Path(os.path.abspath(cwd or os.getcwd()))
         self._found: dict[Path, Path | None] = {}
@@ -163,7 +166,7 @@ class ConfigResolver:
         if path is None:
             return Config()
         if path not in self._loaded:
-            self._loaded[path] = load_config(path)
+            self._loaded[path] = load_config(path, output_formats=self.output_formats)
         return self._loaded[path]
 
     def _nearest(self, directory: Path) -> Path | None:
@@ -220,9 +223,10 @@ def _model_source(path: Path, model: str) -> str:
     return str(beside) if beside.exists() else model
 
 
-def load_config(path: Path, *, explicit: bool = False) -> Config:
+def load_config(path: Path, *, explicit: bool = False, output_formats: Sequence[str] | None = None) -> Config:
     """Read and validate `[tool.gdr-check]` of `path`. Raises ConfigError, also for a file named on purpose
-    (`explicit`: `--config`) that has no such table, whose defaults would pass for its settings."""
+    (`explicit`: `--config`) that has no such table, whose defaults would pass for its settings. `output-format`
+    is checked against `output_formats` when given (the CLI's formats)."""
     tool = _read_toml(path).get("tool", {})
     if explicit and (not isinstance(tool, dict) or "gdr-check" not in tool):
         raise ConfigError(path, None, f"no [{TABLE}] table (given with --config)")
@@ -233,7 +237,8 @@ def load_config(path: Path, *, explicit: bool = False) -> Config:
     reader = _Reader(path, table, TABLE)
     config = Config(path=path)
     config.selection = reader.selection()
-    config.output_format = reader.choice("output-format", FORMATS)
+    config.output_format = (reader.choice("output-format", tuple(output_formats)) if output_formats is not None
+                            else reader.string("output-format"))
     config.engine = reader.engine("engine")
     config.tp = reader.tp_sizes("tp")
     config.batch = reader.integer("batch", minimum=0)

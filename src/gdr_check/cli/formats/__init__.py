@@ -7,10 +7,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+# Format name -> module of this folder. Adding a format is a module here and its line below
+# (docs/how-to/add-an-output-format.md).
 MODULES = {
-    "full": "full", "concise": "concise", "json": "json", "json-lines": "json_lines", "github": "github",
-    "sarif": "sarif", "junit": "junit", "gitlab": "gitlab",
+    "full": "full", "concise": "concise", "json": "json", "json-lines": "json_lines", "sarif": "sarif",
+    "github": "github", "junit": "junit", "gitlab": "gitlab",
 }
+FORMATS = tuple(MODULES)  # the choices of --output-format, GDR_CHECK_OUTPUT_FORMAT and `output-format`
 
 
 def format_module(fmt: str) -> ModuleType:
