@@ -30,7 +30,7 @@ from cli_checkpoints import run_cli
 from gdr_check.deployment.settings import Deployment
 from gdr_check.models.adapters import select_adapter
 from gdr_check.pipeline.dryrun.driver import nothing_to_run
-from gdr_check.pipeline.library import ExplainModelError, model_numbers
+from gdr_check.pipeline.explain_numbers import ExplainModelError, model_numbers
 from gdr_check.pipeline.model_check import check_checkpoint, check_model
 from gdr_check.sources import Checkpoint
 

@@ -357,7 +357,7 @@ def test_a_gdn_call_carrying_lower_bound_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("index, shown", [("1", "'1' (a str)"), (True, "True (a bool)"), (1.0, "1.0 (a float)")])
 def test_check_recording_refuses_an_index_that_is_no_whole_number(tmp_path, index, shown):
     """`index=True` used to check call 1, `index="1"` to raise a TypeError from `<=`."""
-    from gdr_check.pipeline.library import CallIndexError, check_recording
+    from gdr_check.pipeline.call_check import CallIndexError, check_recording
 
     path = write_recording(tmp_path / "rec.json", expected_call(), expected_call())
     with pytest.raises(CallIndexError) as refused:
@@ -513,5 +513,6 @@ def test_a_model_without_linear_layers_is_refused_as_explain_refuses_it(tmp_path
     assert (code, out) == (2, "")
     assert err == (f"error: Invalid value for --model: {llama}: `LlamaForCausalLM` has no GDN or KDA layers, so it "
                    f"makes no packed-decode call to compare the recorded calls with\n")
-    with pytest.raises(gdr_check.pipeline.library.CallModelError):  # the library raises its own error, never a CLI one
-        gdr_check.pipeline.library.check_recording(path, target=str(llama))
+    # the library raises its own error, never a CLI one
+    with pytest.raises(gdr_check.pipeline.call_check.CallModelError):
+        gdr_check.pipeline.call_check.check_recording(path, target=str(llama))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-import gdr_check.pipeline.library
+import gdr_check.pipeline.dryrun.entry
 from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.base.tensor_spec import TensorSpec
 from gdr_check.call.packed_call import PackedDecodeCall
@@ -445,7 +445,8 @@ def test_the_parent_finds_sglangs_kernel_where_the_child_loads_it(monkeypatch, t
 
 def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(capsys, checkpoints, tmp_path, monkeypatch):
     """The dry-run takes minutes on a GPU: an --output-file it could not write at the end is refused first."""
-    monkeypatch.setattr(gdr_check.pipeline.library, "dry_run", lambda *args, **kwargs: pytest.fail("the dry-run ran"))
+    monkeypatch.setattr(gdr_check.pipeline.dryrun.entry, "dry_run",
+                        lambda *args, **kwargs: pytest.fail("the dry-run ran"))
     (tmp_path / "file").write_text("")
     for target, reason in ((tmp_path / "file" / "report.json", f"`{tmp_path / 'file'}` is not a directory"),
                            (tmp_path, "is a directory"),

@@ -15,7 +15,7 @@ import pytest
 
 from gdr_check.checks.explanations import Context, find_all
 from gdr_check.cli.main import main
-from gdr_check.pipeline.library import model_numbers
+from gdr_check.pipeline.explain_numbers import model_numbers
 
 KIMI = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
 QWEN = "Qwen/Qwen3-Next-80B-A3B-Instruct"

@@ -18,7 +18,7 @@ from checkpoint_builders import qwen3_next_config, write_json
 from cli_checkpoints import clean_output_env, run_cli, write_good
 from fixtures_sources import make_hf_cache_repo
 from gdr_check.base.errors import InputError
-from gdr_check.pipeline.library import ExplainModelError, model_numbers
+from gdr_check.pipeline.explain_numbers import ExplainModelError, model_numbers
 
 SMALL = ({"num_k_heads (H)": 2, "num_v_heads (HV)": 4, "mixed_qkv width (2*H*K + HV*V)": 128,
           "out/v width (HV*V)": 64, "in_proj_qkvz width (2*H*K + 2*HV*V)": 192, "in_proj_ba width (2*HV)": 8,

@@ -226,8 +226,8 @@ def test_bad_ranks_value_is_a_usage_error(capsys, checkpoints):
 ])
 def test_library_dry_run_refuses_what_the_cli_refuses(checkpoints, monkeypatch, ranks, weights, message):
     """In the CLI's words, before anything runs (it used to run the one-rank dry-run, `weights` ignored)."""
-    from gdr_check.pipeline import library as api
     from gdr_check.pipeline.dryrun import driver as runner_api
+    from gdr_check.pipeline.dryrun import entry as api
 
     monkeypatch.setattr(runner_api, "dry_run_check", lambda *args, **kwargs: pytest.fail("ran"))
     with pytest.raises(api.DryRunOptionError) as raised:

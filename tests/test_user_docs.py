@@ -70,6 +70,18 @@ def test_a_file_named_on_the_command_line_stands_for_its_directory(cwd: Path):
     assert alone["tensors"] == 0 and alone["weights_checked"] is False
 
 
+# -- README: the Python example of the library's runs, run as written ----------------------------------------------
+def test_the_readmes_library_example_runs_as_written(cwd: Path, capsys):
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python\nfrom gdr_check import Run, TargetSettings, check_targets\n")
+    block = readme[start + len("```python\n"):readme.index("```", start + 3)]
+    exec(compile(block, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    # What the example's comments say it prints.
+    assert printed == ["1", "['GDR121', 'GDR122', 'GDR123']"]
+    assert "# 1: tp=3 does not divide the heads" in block and "# ['GDR121', 'GDR122', 'GDR123']" in block
+
+
 # -- README: what gdr_check.pipeline.library's functions return ----------------------------------------------------
 def test_the_readme_says_what_check_targets_returns(cwd: Path):
     from gdr_check.pipeline.library import TargetSettings, check_targets

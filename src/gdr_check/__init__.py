@@ -30,14 +30,18 @@ _EXPORTS = {
     "PROFILES": ".engines.profiles",
     "UnknownEngineError": ".engines.profiles",
     "profile_for": ".engines.profiles",
+    # The library's whole runs, one `Run` each (what the commands render).
+    "check_targets": ".pipeline.library", "TargetSettings": ".pipeline.library",
+    "check_recording": ".pipeline.call_check", "dry_run": ".pipeline.dryrun.entry", "Run": ".pipeline.results",
 }
 
 # Written out so that type checkers and linters see the public names; tests/test_exports.py keeps it
 # equal to the keys of `_EXPORTS`.
 __all__ = [
     "Diagnostic", "EngineProfile", "Guard", "GuardError", "Location", "PROFILES", "PackedDecodeCall", "RULES",
-    "Report", "TensorSpec", "UnknownEngineError", "__version__", "capture", "check_kda_packed_decode",
-    "check_packed_decode", "guard", "profile_for", "run_contract",
+    "Report", "Run", "TargetSettings", "TensorSpec", "UnknownEngineError", "__version__", "capture",
+    "check_kda_packed_decode", "check_packed_decode", "check_recording", "check_targets", "dry_run", "guard",
+    "profile_for", "run_contract",
 ]
 
 if TYPE_CHECKING:
@@ -47,8 +51,12 @@ if TYPE_CHECKING:
     from .call.packed_call import PackedDecodeCall
     from .checks.contract import check_kda_packed_decode, check_packed_decode, run_contract
     from .engines.profiles import PROFILES, EngineProfile, UnknownEngineError, profile_for
+    from .pipeline.call_check import check_recording
     from .pipeline.capture import capture
+    from .pipeline.dryrun.entry import dry_run
     from .pipeline.guard import Guard, GuardError, guard
+    from .pipeline.library import TargetSettings, check_targets
+    from .pipeline.results import Run
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

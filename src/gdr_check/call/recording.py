@@ -1,7 +1,7 @@
 """The recording file `gdr_check.capture()` writes: its format and `load_recording`, which reads one back.
 
 Reading a recording is a metadata path of its own (`gdr-check call`,
-`gdr_check.pipeline.library.check_recording`): plain JSON, bounded in size and checked field by field,
+`gdr_check.pipeline.call_check.check_recording`): plain JSON, bounded in size and checked field by field,
 giving each call as a `PackedDecodeCall`. The capture hooks that write it (`pipeline/capture.py`) are
 runtime code and need none of this module's readers' speed; this module needs none of their imports.
 """

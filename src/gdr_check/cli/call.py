@@ -4,7 +4,7 @@ Each call in a recording made by `gdr_check.capture()` goes through the contract
 accept it, and what does it assume). With `--model`, the call the engine makes for that model and TP size is
 built too, and every argument is compared with it (GDR16x: is it the call the model needs).
 
-Parsing only: the work is `gdr_check.pipeline.library.check_recording`, which returns the `Run` that every output
+Parsing only: the work is `gdr_check.pipeline.call_check.check_recording`, which returns the `Run` that every output
 format renders (the `full` sections are `cli/formats/call_sections.py`).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from ..base.limits import checked
-from ..pipeline.library import CallModelError, check_recording
+from ..pipeline.call_check import CallModelError, check_recording
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .formats.console import style_for_destination
 from .main import app

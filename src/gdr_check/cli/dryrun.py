@@ -4,7 +4,7 @@ The kernel runs in a child process (`gdr_check.pipeline.dryrun`); this process n
 Exit codes: 0 passed, 1 refused (the deployment has errors) or a GDR3xx error, 2 usage, unreadable input or
 a broken environment (torch/triton missing, `--device cuda` without a device, the engine `--backend` names not
 installed: `pipeline.dryrun.backends`). Every output format renders the
-`Run` that `gdr_check.pipeline.library.dry_run` returns; `full` adds the step table and timing
+`Run` that `gdr_check.pipeline.dryrun.entry.dry_run` returns; `full` adds the step table and timing
 (`cli/formats/dryrun_sections.py`).
 """
 
@@ -18,8 +18,8 @@ import typer
 
 from ..base.limits import checked
 from ..engines.profiles import DEFAULT_ENGINE, profile_for
+from ..pipeline.dryrun.entry import dry_run, ranks_problem, weights_problem
 from ..pipeline.dryrun.plan import BACKENDS, DEVICES
-from ..pipeline.library import dry_run, ranks_problem, weights_problem
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
 from .formats.console import style_for_destination

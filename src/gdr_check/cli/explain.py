@@ -17,7 +17,7 @@ from ..base.registry import get
 from ..checks import RULES
 from ..checks.explanations import MAX_PASTE, Context, Explanation, find_all
 from ..engines.profiles import EngineProfile, UnknownEngineError, profile_for
-from ..pipeline.library import model_numbers
+from ..pipeline.explain_numbers import model_numbers
 from ..pipeline.settings import TABLE, ConfigError, discover, load_config
 from .escape import dump_json
 from .escape import text as safe

@@ -1,40 +1,27 @@
-"""The library behind the commands: each function returns one `Run` (see `gdr_check.pipeline.results`) that every output
-format renders, and raises only `gdr_check.base.errors.InputError`s for input it cannot use (the CLI reports them as
-one line, exit 2).
-
-- `check_targets`: checkpoints at one or several TP sizes (`gdr-check check`, the TP matrix);
-- `check_recording`: recorded kernel calls, optionally compared with the call a model needs (`gdr-check call`);
-- `dry_run`: the deployment's per-rank call run on synthetic tensors in a child process (`gdr-check dry-run`).
-
-`model_numbers` gives the widths `gdr-check explain --model` reads a paste's numbers with (not a run).
+"""The library behind `gdr-check check`: `check_targets` returns one `Run` (see `gdr_check.pipeline.results`) that
+every output format renders, and raises only `gdr_check.base.errors.InputError`s for input it cannot use (the CLI
+reports them as one line, exit 2). The other commands' library functions sit beside it, one module each, so a
+command imports only its own: `call_check.check_recording` (`gdr-check call`), `dryrun.entry.dry_run`
+(`gdr-check dry-run`), `explain_numbers.model_numbers` (the widths `gdr-check explain --model` reads a paste with).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..base.errors import InputError, described
-from ..base.limits import LimitError, SizeError, counted, parse_size
+from ..base.errors import InputError
+from ..base.limits import LimitError, SizeError, parse_size
 from ..base.registry import without_superseded
-from ..base.report import Diagnostic, KeyLocation, Location
-from ..call.recording import RecordedCall, Recording, load_recording
-from ..checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments
-from ..checks.contract import run_contract
-from ..checks.explanations import ModelNumbers, model_widths
+from ..base.report import Diagnostic
 from ..checks.rules_model import NoLinearLayers
 from ..deployment.settings import Deployment
 from ..engines.profiles import DEFAULT_ENGINE
-from ..models.adapters import attention_head_dim
 from ..sources import SourceError
-from ..sources.jsonpos import key_spans
-from .dryrun.driver import dry_run_check
-from .dryrun.rank_run import ranks_dry_run
 from .model_check import ModelCheck, check_model
-from .results import FAILING_DEFAULT, FatalError, Run, TargetResult
+from .results import FatalError, TargetResult
 from .selection import Selection
 from .settings import Config
 
@@ -45,57 +32,24 @@ class DeploymentError(InputError):
     code = "usage"
 
 
-class EmptyRecording(InputError):
-    """A recording without calls: nothing was checked, which must not pass a CI gate (exit 2)."""
 
-    code = "recording"
-
-    def __init__(self, recording: Recording) -> None:
-        seen, max_calls = recording.calls_seen, recording.max_calls
-        # Say only what the file shows: a capture keeps none of the calls it saw when its `max_calls` is 0 or
-        # when it could describe none of them (`unrecorded`); any other empty file was not left so by a capture.
-        if not seen:
-            why = " (was the kernel called inside `gdr_check.capture()`?)"
-        elif max_calls == 0:
-            why = f": the capture saw {counted(seen, 'call')} and kept none (its `max_calls` was 0)"
-        elif recording.unrecorded_reason is not None:
-            why = (f": the capture saw {counted(seen, 'call')} and could describe none of them "
-                   f"(`unrecorded`: {recording.unrecorded_reason})")
-        else:
-            held = (f"`calls_seen` is {seen} and `max_calls` is {max_calls}, but `calls` is empty"
-                    if max_calls is not None else
-                    f"`calls_seen` is {seen} but `calls` is empty, and there is no `max_calls` to say why")
-            why = f": {held}: the file is inconsistent (edited after the capture wrote it?)"
-        super().__init__(f"{recording.path}: no recorded calls{why}")
-        self.path = recording.path
-
-
-class CallIndexError(InputError, TypeError):
-    """`index` that is no whole number (a string, a bool, a float): exit 2."""
-
-    code = "usage"
-
-
-class NoSuchCall(InputError):
-    """`--index` names a call the recording does not hold (exit 2)."""
-
-    code = "usage"
-
-    def __init__(self, path: str, count: int, index: int) -> None:
-        held = "one call (index 0)" if count == 1 else f"{count} calls (indices 0-{count - 1})"
-        super().__init__(f"--index: {path} holds {held}; there is no call {index}")
-        self.path = path
-
-
-def _deployment(**settings: Any) -> Deployment:
+def deployment_of(**settings: Any) -> Deployment:
     try:
         return Deployment(**settings)
     except ValueError as error:
         raise DeploymentError(str(error)) from None
 
 
-def _selected(selection: Selection | None, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+def selected_diagnostics(selection: Selection | None, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return without_superseded(list(diagnostics)) if selection is None else list(selection.filter(diagnostics))
+
+
+def without_linear_layers(check: ModelCheck) -> str | None:
+    """The model's name (as GDR101 gives it) when the check found no GDN or KDA layer, else None."""
+    if check.model is not None:
+        return None
+    none = next((d for d in check.report if d.code == NoLinearLayers.rule.code), None)
+    return None if none is None else str(none.bindings.get("subject"))
 
 
 # -- check -----------------------------------------------------------------------------------------------------------
@@ -156,7 +110,7 @@ def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[s
             continue
         settings = settings_for(target)
         for tp in dict.fromkeys(settings.tp_sizes):  # a size listed twice is checked once
-            dep = _deployment(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
+            dep = deployment_of(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
                               engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
                               mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens)
             try:
@@ -170,313 +124,3 @@ def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[s
     return results
 
 
-# -- call ------------------------------------------------------------------------------------------------------------
-@dataclass
-class CheckedCall:
-    recorded: RecordedCall
-    engine: str
-    diagnostics: list[Diagnostic]
-    comparison: Comparison | None = None  # when a model was given
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.recorded.to_dict()
-        data["engine"] = self.engine
-        data["comparison"] = None if self.comparison is None else [r.to_dict() for r in self.comparison.rows]
-        data["diagnostics"] = [d.to_dict() for d in self.diagnostics]
-        return data
-
-
-@dataclass
-class CallRun:
-    """The record of one `call` run: the recording, the model compared with, every checked call."""
-
-    recording: Recording
-    target: str | None = None
-    tp: int = 1
-    models: dict[str, ModelCheck] = field(default_factory=dict)  # by engine
-    model_diagnostics: list[Diagnostic] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CheckedCall] = field(default_factory=list)
-
-    def all_diagnostics(self) -> list[Diagnostic]:
-        return self.model_diagnostics + [d for call in self.calls for d in call.diagnostics]
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if any(d.severity == "error" for d in self.all_diagnostics()) else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """The call record of the JSON document (`command: "call"`); fields are only ever added."""
-        model = None
-        if self.target is not None:
-            model = {
-                "target": self.target, "tp": self.tp,
-                "source": next(iter(self.models.values())).source_dict() if self.models else None,
-                "expected": {engine: (check.call.to_dict() if check.call is not None else None)
-                             for engine, check in self.models.items()},
-                "diagnostics": [d.to_dict() for d in self.model_diagnostics],
-            }
-        diagnostics = self.all_diagnostics()
-        return {
-            "source": self.recording.path,
-            "recording": {"path": self.recording.path, "calls": len(self.recording.calls),
-                          "calls_seen": self.recording.calls_seen, "calls_dropped": self.recording.calls_dropped},
-            "model": model,
-            "notes": list(self.notes),
-            "calls": [call.to_dict() for call in self.calls],
-            "summary": {"calls": len(self.calls), "errors": sum(d.severity == "error" for d in diagnostics),
-                        "warnings": sum(d.severity == "warning" for d in diagnostics),
-                        "infos": sum(d.severity == "info" for d in diagnostics)},
-            "exit_code": self.exit_code,
-        }
-
-
-class CallModelError(InputError):
-    """`call --model` names a model with no GDN or KDA layer: no expected call to compare with (exit 2)."""
-
-    code = "usage"
-
-
-def _without_linear_layers(check: ModelCheck) -> str | None:
-    """The model's name (as GDR101 gives it) when the check found no GDN or KDA layer, else None."""
-    if check.model is not None:
-        return None
-    none = next((d for d in check.report if d.code == NoLinearLayers.rule.code), None)
-    return None if none is None else str(none.bindings.get("subject"))
-
-
-def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) -> ModelCheck:
-    """The model check for `engine` (built once per engine); its errors are reported once, at the top."""
-    if engine not in run.models:
-        deployment = _deployment(tp=run.tp, engine=engine, state_dtype=state_dtype)
-        check = check_model(target, deployment)
-        run.models[engine] = check
-        run.notes.extend(note for note in check.source_dict()["notes"] if note not in run.notes)
-        without = _without_linear_layers(check)
-        if without is not None:  # the recorded calls cannot be this model's: there is nothing to compare them with
-            raise CallModelError(f"{target}: {without} has no GDN or KDA layers, so it makes no packed-decode call "
-                                 f"to compare the recorded calls with")
-        blocking = [d for d in check.report if d.severity == "error" and d.code < "GDR2"]
-        run.model_diagnostics.extend(d for d in blocking if d not in run.model_diagnostics)
-        if check.call is None:
-            run.notes.append(f"no expected call for `{run.target}` at tp={run.tp}: the comparison is skipped")
-    return run.models[engine]
-
-
-# Wrapper checks that test two arguments at once but point at the first.
-_PAIRED = {"a": ("a", "b"), "A_log": ("A_log", "dt_bias")}
-
-
-def _defer_to_comparison(diagnostic: Diagnostic, comparison: Comparison, target: str) -> Diagnostic:
-    """A contract error on an argument the comparison explains keeps its message (what the wrapper raises)
-    but not its fixes: they guess the cause without the model, and the comparison names it with the model."""
-    argument = diagnostic.location.argument if diagnostic.location is not None else None
-    if diagnostic.severity != "error" or argument is None:
-        return diagnostic
-    codes: list[str] = []
-    for name in _PAIRED.get(argument, (argument,)):
-        codes += [code for code in comparison.causes.get(name, []) if code not in codes]
-    if not codes:
-        return diagnostic
-    note = f"the comparison with `{target}` names the cause: see {', '.join(codes)}"
-    return replace(diagnostic, fixes=[], notes=[*diagnostic.notes, note])
-
-
-def check_call(recorded: RecordedCall, engine: str, run: CallRun, state_dtype: str | None) -> CheckedCall:
-    diagnostics = list(run_contract(recorded.call, engine))
-    comparison = None
-    if run.target is not None:
-        check = _model_for(run, run.target, engine, state_dtype)
-        if check.call is not None and check.model is not None:
-            head_dim = attention_head_dim(getattr(check.checkpoint, "config", None))
-            geometry = ModelGeometry.from_model(check.model, run.target, head_dim)
-            comparison = compare_call(
-                recorded.call, check.call, geometry, tp=run.tp, engine=engine,
-                state_dtype_reason=check.settings.state_dtype_reason if check.settings else None,
-                contract_flagged=contract_arguments(diagnostics),
-            )
-            replaced = comparison.supersedes
-            diagnostics = [_defer_to_comparison(d, comparison, run.target) for d in diagnostics
-                           if d.code not in replaced] + comparison.diagnostics
-    return CheckedCall(recorded, engine, diagnostics, comparison)
-
-
-def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine: str | None = None,
-                    state_dtype: str | None = None, index: int | None = None,
-                    selection: Selection | None = None, failing: tuple[str, ...] = FAILING_DEFAULT,
-                    exit_zero: bool = False) -> Run:
-    """Check every call of a recording made by `gdr_check.capture()` (or the one at `index`) against the contract
-    and, with `target`, compare it with the call the engine makes for that model at `tp`. One result, whose
-    `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
-    if index is not None and (not isinstance(index, int) or isinstance(index, bool)):  # True is no call 1
-        raise CallIndexError(f"index is {described(index)}: must be a whole number (a call's position in the "
-                             f"recording), or None for every call")
-    recording = load_recording(path)
-    if not recording.calls:
-        raise EmptyRecording(recording)
-    calls = recording.calls
-    if index is not None:
-        if not 0 <= index < len(calls):
-            raise NoSuchCall(recording.path, len(calls), index)
-        calls = [calls[index]]
-    run = CallRun(recording=recording, target=target, tp=tp)
-    if recording.calls_dropped:
-        run.notes.append(f"{recording.calls_dropped} more call(s) ran after `max_calls` and were not recorded")
-    for skipped in recording.skipped_targets:
-        target, reason = skipped.get("target"), skipped.get("reason")
-        run.notes.append(f"capture skipped {target if isinstance(target, str) else 'a target it did not name'}: "
-                         f"{reason if isinstance(reason, str) else 'no reason recorded'}")
-    positions = {id(recorded): i for i, recorded in enumerate(recording.calls)}
-    spans = call_spans(recording.text)
-    for recorded in calls:
-        checked = check_call(recorded, engine or recorded.engine or DEFAULT_ENGINE, run, state_dtype)
-        checked.diagnostics = [_in_recording(d, recording.path, spans, positions[id(recorded)])
-                               for d in _selected(selection, checked.diagnostics)]
-        run.calls.append(checked)
-    run.model_diagnostics = _selected(selection, run.model_diagnostics)
-    check = next(iter(run.models.values()), None)
-    result = TargetResult(recording.path, check=check, diagnostics=run.all_diagnostics(), tp=tp if target else None,
-                          kind="call", details=run, path=recording.path)
-    return Run([result], failing=failing, exit_zero=exit_zero)
-
-
-# A recorded tensor's `values` (up to a million numbers each): blanked, newlines kept, before the positions are
-# read, so that the tokenizer walks the calls' structure, not every index value. A flat list of numbers has no
-# `]` inside.
-_VALUES = re.compile(r'("values"\s*:\s*\[)([^\]]*)')
-
-
-def call_spans(text: str) -> dict[tuple[int, str | None], KeyLocation]:
-    """Where each call of a recording's text sits: (position in `calls`, None) for the entry and (position,
-    argument) for its `call` object's members, so that a call's diagnostics point at its lines."""
-    blanked = _VALUES.sub(lambda m: m.group(1) + _blank(m.group(2)), text)
-    spans: dict[tuple[int, str | None], KeyLocation] = {}
-    for path, span in key_spans(blanked):
-        if len(path) == 2 and path[0] == "calls" and isinstance(path[1], int):
-            spans[(path[1], None)] = span
-        elif len(path) == 4 and path[0] == "calls" and isinstance(path[1], int) and path[2] == "call":
-            spans[(path[1], str(path[3]))] = span
-    return spans
-
-
-def _blank(text: str) -> str:
-    """`text` as spaces, its line breaks kept (so that every later position stays where it was)."""
-    return " " * len(text) if "\n" not in text else re.sub(r"[^\n]", " ", text)
-
-
-def _in_recording(diagnostic: Diagnostic, path: str, spans: Mapping[tuple[int, str | None], KeyLocation],
-                  position: int) -> Diagnostic:
-    """`diagnostic` pointing at its call in the recording: the argument's member of that call where it names one,
-    else the call's entry (a line-and-column location, as a config's diagnostics have)."""
-    location = diagnostic.location or Location()
-    if location.file is not None:
-        return diagnostic
-    member = spans.get((position, location.argument)) if location.argument else None
-    span = member or spans.get((position, None))
-    if span is None:
-        return diagnostic
-    key = f"calls[{position}]" + (f".call.{location.argument}" if member is not None else "")
-    return replace(diagnostic, location=replace(location, file=path, json_key=key, line=span.line,
-                                                column=span.column, end_line=span.end_line,
-                                                end_column=span.end_column))
-
-
-# -- explain ---------------------------------------------------------------------------------------------------------
-class ExplainModelError(InputError):
-    """A model `explain` cannot read numbers with: no GDN/KDA layer, or head counts and sizes not all known (exit 2)."""
-
-    code = "usage"
-
-
-def model_numbers(target: str) -> ModelNumbers:
-    """The widths and head sizes `explain` reads a paste's numbers with (`checks.explain.model_widths`), of the model
-    `target` names, read as `check_recording` reads its target: a checkpoint directory or one of its files, a repo
-    id from the local Hugging Face cache, else a built-in description (`models.check.check_model`). SourceError
-    when it cannot be read; ExplainModelError when it has no GDN/KDA layer or its head counts and sizes are not all
-    known (the check's own message says why)."""
-    check = check_model(target, _deployment())
-    model = check.model
-    diagnostics = list(check.report)
-    if model is None:
-        without = _without_linear_layers(check)
-        if without is not None:
-            raise ExplainModelError(f"{target}: {without} has no GDN or KDA layers, so explain has no "
-                                    f"linear-attention widths to read the numbers with")
-        first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0] if diagnostics else None)
-        raise ExplainModelError(f"{target}: " + (first.message if first is not None else
-                                                 "its linear-attention layers could not be described"))
-    H, HV, K, V = (size or 0 for size in (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim))
-    if not (H and HV and K and V):
-        error = next((d for d in diagnostics if d.severity == "error" and d.code < "GDR2"), None)
-        unknown = [f"`{model.field_name(name)}`" for name, size in
-                   (("num_k_heads", H), ("num_v_heads", HV), ("head_k_dim", K), ("head_v_dim", V)) if not size]
-        why = error.message if error is not None else f"{', '.join(unknown)} unknown"
-        raise ExplainModelError(f"{target}: the model's head counts and sizes are not all known ({why}), so explain "
-                                f"has no widths to read the numbers with")
-    return model_widths(model.kind, H, HV, K, V, model.num_attention_heads)
-
-
-# -- dry-run ---------------------------------------------------------------------------------------------------------
-RANKS = ("one", "all")
-
-
-class DryRunOptionError(DeploymentError, ValueError):
-    """A dry-run option the run cannot use (`ranks` not one or all, `weights` without `ranks="all"`): exit 2."""
-
-
-def ranks_problem(ranks: object) -> str | None:
-    """Why `ranks` is no `--ranks` value, or None when it is one (the CLI's and the library's words)."""
-    return None if isinstance(ranks, str) and ranks in RANKS else f"expected one or all, got {ranks!r}"
-
-
-def weights_problem(weights: object, ranks: object) -> str | None:
-    """Why `weights` cannot be used with `ranks`, or None when it can (the CLI's and the library's words)."""
-    if not isinstance(weights, bool):
-        return f"expected True or False, got {weights!r}"
-    return "--weights is read by --ranks all" if weights and ranks != "all" else None
-
-
-def dry_run_options(ranks: object, weights: object) -> None:
-    """DryRunOptionError (a ValueError) naming `ranks` or `weights` when the dry-run cannot use them."""
-    problem = ranks_problem(ranks)
-    if problem is not None:
-        raise DryRunOptionError(f"ranks: {problem}")
-    problem = weights_problem(weights, ranks)
-    if problem is not None:
-        raise DryRunOptionError(f"weights: {problem}")
-
-
-def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = None, state_dtype: str | None = None,
-            engine: str = DEFAULT_ENGINE, backend: str = "builtin", device: str = "auto", steps: int = 3,
-            seed: int = 0, timeout: float = 1800.0, selection: Selection | None = None,
-            failing: tuple[str, ...] = FAILING_DEFAULT, exit_zero: bool = False, ranks: str = "one",
-            weights: bool = False) -> Run:
-    """Run the deployment's per-rank kernel call on synthetic tensors in a child process (this process never
-    imports torch) and verify every step. One result, whose `details` is the `runner.api.DryRunResult`; a
-    target that cannot be read is a FatalError result (exit 2), a dry-run that did not launch or failed
-    fails the run even when selection hides its diagnostics. `ranks="all"` runs one process per TP rank
-    (`runner.ranks_api.ranks_dry_run`, whose `RanksResult` is then the `details`); `weights` reads one layer's
-    real `A_log` and `dt_bias` for it (DryRunOptionError, a ValueError, for any other `ranks` or for `weights`
-    without `ranks="all"`)."""
-
-    dry_run_options(ranks, weights)  # refused as `--ranks`/`--weights` are, before the model is read
-    deployment = _deployment(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine)
-    try:
-        check = check_model(target, deployment)
-    except SourceError as error:
-        fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
-        return Run([TargetResult(target, error=fatal, tp=tp, kind="dry-run")], failing=failing, exit_zero=exit_zero)
-    if ranks == "all":
-        gathered = ranks_dry_run(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout,
-                                 weights=weights)
-        passed = gathered.ok
-        gathered.diagnostics = _selected(selection, gathered.diagnostics)
-        result = TargetResult(target, check=check, diagnostics=list(gathered.diagnostics), tp=tp, kind="dry-run",
-                              details=gathered, incomplete=not passed)
-        return Run([result], failing=failing, exit_zero=exit_zero)
-    outcome = dry_run_check(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout)
-    passed = outcome.ok and outcome.launched  # judged before selection: a hidden GDR3xx error is still a failure
-    outcome.diagnostics = _selected(selection, outcome.diagnostics)
-    result = TargetResult(target, check=check, diagnostics=list(outcome.diagnostics), tp=tp, kind="dry-run",
-                          details=outcome, incomplete=not passed)
-    return Run([result], failing=failing, exit_zero=exit_zero)

@@ -21,7 +21,7 @@ from .common import calls_checked, diagnostics_tally
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
-    from ...pipeline.library import CallRun, CheckedCall
+    from ...pipeline.call_check import CallRun, CheckedCall
 
 _MAX_VALUES_SHOWN = 8
 

@@ -1,0 +1,270 @@
+"""`check_recording`: recorded kernel calls, each checked with the contract and, given a model, compared with the
+call that model needs at its deployment (`gdr-check call`). One `Run`, as every command returns."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..base.errors import InputError, described
+from ..base.limits import counted
+from ..base.report import Diagnostic, KeyLocation, Location
+from ..call.recording import RecordedCall, Recording, load_recording
+from ..checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments
+from ..checks.contract import run_contract
+from ..engines.profiles import DEFAULT_ENGINE
+from ..models.adapters import attention_head_dim
+from ..sources.jsonpos import key_spans
+from .library import deployment_of, selected_diagnostics, without_linear_layers
+from .model_check import ModelCheck, check_model
+from .results import FAILING_DEFAULT, Run, TargetResult
+from .selection import Selection
+
+
+class EmptyRecording(InputError):
+    """A recording without calls: nothing was checked, which must not pass a CI gate (exit 2)."""
+
+    code = "recording"
+
+    def __init__(self, recording: Recording) -> None:
+        seen, max_calls = recording.calls_seen, recording.max_calls
+        # Say only what the file shows: a capture keeps none of the calls it saw when its `max_calls` is 0 or
+        # when it could describe none of them (`unrecorded`); any other empty file was not left so by a capture.
+        if not seen:
+            why = " (was the kernel called inside `gdr_check.capture()`?)"
+        elif max_calls == 0:
+            why = f": the capture saw {counted(seen, 'call')} and kept none (its `max_calls` was 0)"
+        elif recording.unrecorded_reason is not None:
+            why = (f": the capture saw {counted(seen, 'call')} and could describe none of them "
+                   f"(`unrecorded`: {recording.unrecorded_reason})")
+        else:
+            held = (f"`calls_seen` is {seen} and `max_calls` is {max_calls}, but `calls` is empty"
+                    if max_calls is not None else
+                    f"`calls_seen` is {seen} but `calls` is empty, and there is no `max_calls` to say why")
+            why = f": {held}: the file is inconsistent (edited after the capture wrote it?)"
+        super().__init__(f"{recording.path}: no recorded calls{why}")
+        self.path = recording.path
+
+
+class CallIndexError(InputError, TypeError):
+    """`index` that is no whole number (a string, a bool, a float): exit 2."""
+
+    code = "usage"
+
+
+class NoSuchCall(InputError):
+    """`--index` names a call the recording does not hold (exit 2)."""
+
+    code = "usage"
+
+    def __init__(self, path: str, count: int, index: int) -> None:
+        held = "one call (index 0)" if count == 1 else f"{count} calls (indices 0-{count - 1})"
+        super().__init__(f"--index: {path} holds {held}; there is no call {index}")
+        self.path = path
+
+
+# -- call ------------------------------------------------------------------------------------------------------------
+@dataclass
+class CheckedCall:
+    recorded: RecordedCall
+    engine: str
+    diagnostics: list[Diagnostic]
+    comparison: Comparison | None = None  # when a model was given
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.recorded.to_dict()
+        data["engine"] = self.engine
+        data["comparison"] = None if self.comparison is None else [r.to_dict() for r in self.comparison.rows]
+        data["diagnostics"] = [d.to_dict() for d in self.diagnostics]
+        return data
+
+
+@dataclass
+class CallRun:
+    """The record of one `call` run: the recording, the model compared with, every checked call."""
+
+    recording: Recording
+    target: str | None = None
+    tp: int = 1
+    models: dict[str, ModelCheck] = field(default_factory=dict)  # by engine
+    model_diagnostics: list[Diagnostic] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CheckedCall] = field(default_factory=list)
+
+    def all_diagnostics(self) -> list[Diagnostic]:
+        return self.model_diagnostics + [d for call in self.calls for d in call.diagnostics]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(d.severity == "error" for d in self.all_diagnostics()) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call record of the JSON document (`command: "call"`); fields are only ever added."""
+        model = None
+        if self.target is not None:
+            model = {
+                "target": self.target, "tp": self.tp,
+                "source": next(iter(self.models.values())).source_dict() if self.models else None,
+                "expected": {engine: (check.call.to_dict() if check.call is not None else None)
+                             for engine, check in self.models.items()},
+                "diagnostics": [d.to_dict() for d in self.model_diagnostics],
+            }
+        diagnostics = self.all_diagnostics()
+        return {
+            "source": self.recording.path,
+            "recording": {"path": self.recording.path, "calls": len(self.recording.calls),
+                          "calls_seen": self.recording.calls_seen, "calls_dropped": self.recording.calls_dropped},
+            "model": model,
+            "notes": list(self.notes),
+            "calls": [call.to_dict() for call in self.calls],
+            "summary": {"calls": len(self.calls), "errors": sum(d.severity == "error" for d in diagnostics),
+                        "warnings": sum(d.severity == "warning" for d in diagnostics),
+                        "infos": sum(d.severity == "info" for d in diagnostics)},
+            "exit_code": self.exit_code,
+        }
+
+
+class CallModelError(InputError):
+    """`call --model` names a model with no GDN or KDA layer: no expected call to compare with (exit 2)."""
+
+    code = "usage"
+
+
+def _model_for(run: CallRun, target: str, engine: str, state_dtype: str | None) -> ModelCheck:
+    """The model check for `engine` (built once per engine); its errors are reported once, at the top."""
+    if engine not in run.models:
+        deployment = deployment_of(tp=run.tp, engine=engine, state_dtype=state_dtype)
+        check = check_model(target, deployment)
+        run.models[engine] = check
+        run.notes.extend(note for note in check.source_dict()["notes"] if note not in run.notes)
+        without = without_linear_layers(check)
+        if without is not None:  # the recorded calls cannot be this model's: there is nothing to compare them with
+            raise CallModelError(f"{target}: {without} has no GDN or KDA layers, so it makes no packed-decode call "
+                                 f"to compare the recorded calls with")
+        blocking = [d for d in check.report if d.severity == "error" and d.code < "GDR2"]
+        run.model_diagnostics.extend(d for d in blocking if d not in run.model_diagnostics)
+        if check.call is None:
+            run.notes.append(f"no expected call for `{run.target}` at tp={run.tp}: the comparison is skipped")
+    return run.models[engine]
+
+
+# Wrapper checks that test two arguments at once but point at the first.
+_PAIRED = {"a": ("a", "b"), "A_log": ("A_log", "dt_bias")}
+
+
+def _defer_to_comparison(diagnostic: Diagnostic, comparison: Comparison, target: str) -> Diagnostic:
+    """A contract error on an argument the comparison explains keeps its message (what the wrapper raises)
+    but not its fixes: they guess the cause without the model, and the comparison names it with the model."""
+    argument = diagnostic.location.argument if diagnostic.location is not None else None
+    if diagnostic.severity != "error" or argument is None:
+        return diagnostic
+    codes: list[str] = []
+    for name in _PAIRED.get(argument, (argument,)):
+        codes += [code for code in comparison.causes.get(name, []) if code not in codes]
+    if not codes:
+        return diagnostic
+    note = f"the comparison with `{target}` names the cause: see {', '.join(codes)}"
+    return replace(diagnostic, fixes=[], notes=[*diagnostic.notes, note])
+
+
+def check_call(recorded: RecordedCall, engine: str, run: CallRun, state_dtype: str | None) -> CheckedCall:
+    diagnostics = list(run_contract(recorded.call, engine))
+    comparison = None
+    if run.target is not None:
+        check = _model_for(run, run.target, engine, state_dtype)
+        if check.call is not None and check.model is not None:
+            head_dim = attention_head_dim(getattr(check.checkpoint, "config", None))
+            geometry = ModelGeometry.from_model(check.model, run.target, head_dim)
+            comparison = compare_call(
+                recorded.call, check.call, geometry, tp=run.tp, engine=engine,
+                state_dtype_reason=check.settings.state_dtype_reason if check.settings else None,
+                contract_flagged=contract_arguments(diagnostics),
+            )
+            replaced = comparison.supersedes
+            diagnostics = [_defer_to_comparison(d, comparison, run.target) for d in diagnostics
+                           if d.code not in replaced] + comparison.diagnostics
+    return CheckedCall(recorded, engine, diagnostics, comparison)
+
+
+def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine: str | None = None,
+                    state_dtype: str | None = None, index: int | None = None,
+                    selection: Selection | None = None, failing: tuple[str, ...] = FAILING_DEFAULT,
+                    exit_zero: bool = False) -> Run:
+    """Check every call of a recording made by `gdr_check.capture()` (or the one at `index`) against the contract
+    and, with `target`, compare it with the call the engine makes for that model at `tp`. One result, whose
+    `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
+    if index is not None and (not isinstance(index, int) or isinstance(index, bool)):  # True is no call 1
+        raise CallIndexError(f"index is {described(index)}: must be a whole number (a call's position in the "
+                             f"recording), or None for every call")
+    recording = load_recording(path)
+    if not recording.calls:
+        raise EmptyRecording(recording)
+    calls = recording.calls
+    if index is not None:
+        if not 0 <= index < len(calls):
+            raise NoSuchCall(recording.path, len(calls), index)
+        calls = [calls[index]]
+    run = CallRun(recording=recording, target=target, tp=tp)
+    if recording.calls_dropped:
+        run.notes.append(f"{recording.calls_dropped} more call(s) ran after `max_calls` and were not recorded")
+    for skipped in recording.skipped_targets:
+        target, reason = skipped.get("target"), skipped.get("reason")
+        run.notes.append(f"capture skipped {target if isinstance(target, str) else 'a target it did not name'}: "
+                         f"{reason if isinstance(reason, str) else 'no reason recorded'}")
+    positions = {id(recorded): i for i, recorded in enumerate(recording.calls)}
+    spans = call_spans(recording.text)
+    for recorded in calls:
+        checked = check_call(recorded, engine or recorded.engine or DEFAULT_ENGINE, run, state_dtype)
+        checked.diagnostics = [_in_recording(d, recording.path, spans, positions[id(recorded)])
+                               for d in selected_diagnostics(selection, checked.diagnostics)]
+        run.calls.append(checked)
+    run.model_diagnostics = selected_diagnostics(selection, run.model_diagnostics)
+    check = next(iter(run.models.values()), None)
+    result = TargetResult(recording.path, check=check, diagnostics=run.all_diagnostics(), tp=tp if target else None,
+                          kind="call", details=run, path=recording.path)
+    return Run([result], failing=failing, exit_zero=exit_zero)
+
+
+# A recorded tensor's `values` (up to a million numbers each): blanked, newlines kept, before the positions are
+# read, so that the tokenizer walks the calls' structure, not every index value. A flat list of numbers has no
+# `]` inside.
+_VALUES = re.compile(r'("values"\s*:\s*\[)([^\]]*)')
+
+
+def call_spans(text: str) -> dict[tuple[int, str | None], KeyLocation]:
+    """Where each call of a recording's text sits: (position in `calls`, None) for the entry and (position,
+    argument) for its `call` object's members, so that a call's diagnostics point at its lines."""
+    blanked = _VALUES.sub(lambda m: m.group(1) + _blank(m.group(2)), text)
+    spans: dict[tuple[int, str | None], KeyLocation] = {}
+    for path, span in key_spans(blanked):
+        if len(path) == 2 and path[0] == "calls" and isinstance(path[1], int):
+            spans[(path[1], None)] = span
+        elif len(path) == 4 and path[0] == "calls" and isinstance(path[1], int) and path[2] == "call":
+            spans[(path[1], str(path[3]))] = span
+    return spans
+
+
+def _blank(text: str) -> str:
+    """`text` as spaces, its line breaks kept (so that every later position stays where it was)."""
+    return " " * len(text) if "\n" not in text else re.sub(r"[^\n]", " ", text)
+
+
+def _in_recording(diagnostic: Diagnostic, path: str, spans: Mapping[tuple[int, str | None], KeyLocation],
+                  position: int) -> Diagnostic:
+    """`diagnostic` pointing at its call in the recording: the argument's member of that call where it names one,
+    else the call's entry (a line-and-column location, as a config's diagnostics have)."""
+    location = diagnostic.location or Location()
+    if location.file is not None:
+        return diagnostic
+    member = spans.get((position, location.argument)) if location.argument else None
+    span = member or spans.get((position, None))
+    if span is None:
+        return diagnostic
+    key = f"calls[{position}]" + (f".call.{location.argument}" if member is not None else "")
+    return replace(diagnostic, location=replace(location, file=path, json_key=key, line=span.line,
+                                                column=span.column, end_line=span.end_line,
+                                                end_column=span.end_column))
+
+
