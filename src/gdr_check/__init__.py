@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .base.identity import VERSION
 from .base.lazy import lazy_dir, lazy_getattr
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 _EXPORTS = {
     "check_packed_decode": ".checks.contract",

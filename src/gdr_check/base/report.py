@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .. import __version__
+from .identity import VERSION
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -14,8 +14,8 @@ SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 PROJECT_URL = "https://github.com/gdr-check/gdr-check"
 # The rule pages of this very release: absolute (SARIF's helpUri must be) and versioned, so that a report links
 # to the text of the rules that produced it. Each rule has a page; docs/rules.md indexes them.
-RULE_DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/rules"
-LIMITS_DOCS_URL = f"{PROJECT_URL}/blob/v{__version__}/docs/limits.md"  # (the wheel holds no docs/)
+RULE_DOCS_URL = f"{PROJECT_URL}/blob/v{VERSION}/docs/rules"
+LIMITS_DOCS_URL = f"{PROJECT_URL}/blob/v{VERSION}/docs/limits.md"  # (the wheel holds no docs/)
 
 
 def rule_url(code: str) -> str:

@@ -12,6 +12,7 @@ from typing import NoReturn
 import typer
 
 from ..base.errors import InputError
+from ..base.identity import tool_info
 from ..base.limits import checked
 from ..base.registry import get
 from ..checks import RULES
@@ -24,7 +25,7 @@ from .escape import text as safe
 from .formats import FORMATS
 from .main import app
 from .numbers import whole_number
-from .output import EXPLAIN_FORMATS, FORMAT_ENV, Output, tool_info
+from .output import EXPLAIN_FORMATS, FORMAT_ENV, Output
 from .run_options import ISOLATED_HELP
 
 # How much of an unmatched paste the error line quotes.

@@ -16,6 +16,7 @@ import typer
 import typer.core
 
 from ..base.errors import InputError
+from ..base.identity import VERSION
 from .coercion import ClickContext, click_exceptions, install_plain_coercion, untyped_flags
 from .output import GuardedStdout, Output, protect_inputs
 from .write_errors import ReportWriteError
@@ -96,9 +97,7 @@ app = _Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        from .. import __version__
-
-        typer.echo(f"gdr-check {__version__}")
+        typer.echo(f"gdr-check {VERSION}")
         raise typer.Exit(0)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ..models.builtin import list_builtin
-from .output import SCHEMA_VERSION, tool_info
 
 if TYPE_CHECKING:
     from ..models.builtin import BuiltinModel
@@ -33,7 +33,7 @@ def _model(model: BuiltinModel) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "tool": tool_info(), "confidence_levels": dict(CONFIDENCE),
+    return {"schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info(), "confidence_levels": dict(CONFIDENCE),
             "models": [_model(model) for model in list_builtin()]}
 
 

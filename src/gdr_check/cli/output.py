@@ -27,7 +27,6 @@ from .write_errors import ReportWriteError
 FORMAT_ENV = "GDR_CHECK_OUTPUT_FORMAT"
 OUTPUT_FILE_ENV = "GDR_CHECK_OUTPUT_FILE"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-SCHEMA_VERSION = 1
 
 
 def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
@@ -92,12 +91,6 @@ def report_path_problem(given: str) -> str | None:
         return empty
     folder = folder_name_refusal(given, "a report")
     return None if folder is None else f"`{text(given)}` {folder}"
-
-
-def tool_info() -> dict[str, str]:
-    from .. import __version__
-
-    return {"name": "gdr-check", "version": __version__}
 
 
 # The command line of the CLI run, whose inputs no report may replace (`safe_write.inputs_named`, worked out
@@ -297,11 +290,4 @@ def _to_stderr(line: str) -> None:
         pass
 
 
-def fatal_document(code: str, message: str, path: str | None) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": tool_info(),
-        "source": path,
-        "error": {"code": code, "message": message, "path": path},
-        "diagnostics": [],
-    }
+

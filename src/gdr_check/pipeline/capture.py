@@ -46,6 +46,7 @@ from ..base.files import (
     write_problem,
     write_whole,
 )
+from ..base.identity import tool_info
 from ..base.limits import LimitError, checked
 from ..base.tensor_spec import TensorSpec
 from ..call.packed_call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
@@ -108,12 +109,6 @@ class CapturePathTypeError(CaptureError, TypeError):
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
-def _tool() -> dict[str, str]:
-    from .. import __version__
-
-    return {"name": "gdr-check", "version": __version__}
-
-
 def dump_recording(document: dict[str, Any]) -> str:
     """The recording as JSON text: the header indented, one line per call (a call is long but flat)."""
     header = json.dumps({k: v for k, v in document.items() if k != "calls"}, indent=1)
@@ -536,7 +531,7 @@ class Capture:
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": KIND,
-            "tool": _tool(),
+            "tool": tool_info(),
             "patched": [{"function": s.function, "module": s.module, "variant": s.variant, "engine": s.engine,
                          "targets": list(s.targets), "holders": list(s.holders)} for s in self._sites],
             "skipped_targets": list(self._skipped),

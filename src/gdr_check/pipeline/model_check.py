@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.errors import display_path
+from ..base.identity import REPORT_SCHEMA_VERSION
 from ..base.report import Diagnostic, Report
 from ..base.tensor_spec import TensorSpec
 from ..call.expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory
@@ -25,8 +26,6 @@ from ..models.builtin import BuiltinModel, get_builtin
 from ..models.description import LinearAttentionModel, Locator, describe
 from ..sources import Checkpoint, SourceError, open_checkpoint
 from ..sources.rules import ModelNotFound
-
-SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -83,7 +82,7 @@ class ModelCheck:
         deployment = self.deployment
         settings = self.settings
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": REPORT_SCHEMA_VERSION,
             "source": self.source_dict(),
             "model": self.model.to_dict() if self.model is not None else None,
             "deployment": {

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ..base.report import Diagnostic, Report
 
 if TYPE_CHECKING:
     from .model_check import ModelCheck
 
-SCHEMA_VERSION = 1
 # What a result is about: a checkpoint at a deployment, a recording of kernel calls, or a dry-run.
 SUBJECT_KINDS = ("check", "call", "dry-run")
 
@@ -78,18 +78,18 @@ class TargetResult:
             if self.error.diagnostic is not None:
                 doc["diagnostics"] = [self.error.diagnostic.to_dict()]
             return doc
-        doc = {"schema_version": SCHEMA_VERSION, "tool": tool_info()}
+        doc = {"schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info()}
         if self.kind != "check":  # the call or dry-run record (its `command` says which), then the diagnostics
             doc.update(self.details.to_dict())
             doc.setdefault("source", self.path)
             doc["command"] = self.kind
             doc["tool"] = tool_info()
-            doc["schema_version"] = SCHEMA_VERSION
+            doc["schema_version"] = REPORT_SCHEMA_VERSION
             doc["diagnostics"] = [d.to_dict() for d in self.diagnostics]
             return doc
         assert self.check is not None, "a check result without an error holds its model check"
         doc.update(self.check.to_dict())
-        doc["schema_version"] = SCHEMA_VERSION
+        doc["schema_version"] = REPORT_SCHEMA_VERSION
         doc["diagnostics"] = [d.to_dict() for d in self.diagnostics]
         return doc
 
@@ -138,16 +138,10 @@ def exit_code(results: list[TargetResult], *, error_on_warning: bool = False, ex
     return 1 if failed else 0
 
 
-def tool_info() -> dict[str, str]:
-    from .. import __version__
-
-    return {"name": "gdr-check", "version": __version__}
-
-
 def fatal_document(code: str, message: str, path: str | None) -> dict[str, Any]:
     """The JSON document of a run (or target) that could not complete."""
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": REPORT_SCHEMA_VERSION,
         "tool": tool_info(),
         "source": path,
         "error": {"code": code, "message": message, "path": path},

@@ -3,9 +3,9 @@ ran). The shape is described by src/gdr_check/schema/report-v1.json; fields are 
 
 from __future__ import annotations
 
-from ...pipeline.results import FatalError, Run
+from ...base.identity import REPORT_SCHEMA_VERSION, tool_info
+from ...pipeline.results import FatalError, Run, fatal_document
 from ..escape import dump_json
-from ..output import SCHEMA_VERSION, fatal_document, tool_info
 
 
 def render(run: Run) -> str:
@@ -13,7 +13,7 @@ def render(run: Run) -> str:
     if len(results) == 1:
         document = results[0].document()
     else:
-        document = {"schema_version": SCHEMA_VERSION, "tool": tool_info(),
+        document = {"schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info(),
                     "results": [r.document() for r in results]}
     return dump_json(document, indent=2, sort_keys=False) + "\n"
 

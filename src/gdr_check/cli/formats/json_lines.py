@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...base.identity import REPORT_SCHEMA_VERSION
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import dump_json
-from ..output import SCHEMA_VERSION
 
 
 def _head(result: TargetResult | None) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "target": result.target if result else None,
+    return {"schema_version": REPORT_SCHEMA_VERSION, "target": result.target if result else None,
             "tp": result.deployment_tp if result else None}
 
 

@@ -17,13 +17,13 @@ from typing import Any
 from urllib.parse import quote
 
 from ...base import registry
+from ...base.identity import tool_info
 from ...base.registry import CATEGORIES
 from ...base.report import Diagnostic, rule_url
 from ...checks.docs import render_rule
 from ...pipeline.results import FatalError, Run, TargetResult
 from ...pipeline.selection import known_rules
 from ..escape import dump_json
-from ..output import tool_info
 from .common import alerts, tp_suffix, where
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

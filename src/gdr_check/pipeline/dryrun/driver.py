@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...base.errors import InputError, printable
+from ...base.identity import REPORT_SCHEMA_VERSION
 from ...base.limits import checked
 from ...base.report import Diagnostic
 from ...checks import rules_dryrun, rules_model
@@ -26,7 +27,6 @@ from .plan import DryRunPlan, plan_for
 if TYPE_CHECKING:
     from ..model_check import ModelCheck
 
-SCHEMA_VERSION = 1
 
 
 class DryRunEnvironmentError(InputError, RuntimeError):
@@ -69,7 +69,7 @@ class DryRunResult:
         child = self.child
         plan = self.plan
         document.update({
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": REPORT_SCHEMA_VERSION,
             "command": "dry-run",
             "launched": self.launched,
             "refused_because": self.refused_because,
