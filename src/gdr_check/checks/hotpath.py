@@ -4,7 +4,7 @@ Two paths run per kernel launch, each with a budget against the reference wrappe
 (docs/performance.md):
 
 1. `gdr_check.guard` around an engine, steady state (a call signature and a pool seen before), at most 0.5x:
-   `guard.py`, `Guard._wrapper_for`: the reuse test on the site's last plan's `_LastCheck` (the indices object
+   `pipeline/guard.py`, `Guard._wrapper_for`: the reuse test on the site's last plan's `_LastCheck` (the indices object
    by identity, its `_version`, the capture epoch, the CUDA stream), then `_signature`'s terms compared with
    that plan's: the shapes, strides, dtypes and devices of the eight tensors by one call of the plan's
    `tensor_matcher` below (torch's C++ tensor check, Python where it refuses), the scalars one by one with its

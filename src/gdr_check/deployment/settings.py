@@ -50,7 +50,7 @@ class Deployment:
     engine: EngineName = "sglang"  # a name or name@version; `profile` is what it selects
     gpu_memory: int | None = None  # bytes per rank available to the linear-attention state pools
     # sglang `--mamba-radix-cache-strategy` (no_buffer, extra_buffer) and speculative draft tokens per verify step
-    # (0: no speculative decoding); see `models/pools.py`.
+    # (0: no speculative decoding); see `call/pools.py`.
     mamba_strategy: str = "no_buffer"
     speculative_tokens: int = 0
 

@@ -75,7 +75,7 @@ class ShardingPlan:
     dims: LayerDims
     tp: int
     tensors: dict[str, TensorShard] = field(default_factory=dict)
-    injected: str | None = None  # a test-only mis-sharding applied to this plan (runner/rank_worker.py)
+    injected: str | None = None  # a test-only mis-sharding applied to this plan (pipeline/dryrun/rank_worker.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"layout": self.layout, "variant": self.variant, "dims": vars(self.dims), "tp": self.tp,
@@ -169,7 +169,7 @@ def model_layout(model: LinearAttentionModel) -> str:
     return "gdn-fused-qkvz" if "Qwen3Next" in (model.architecture or "") else "gdn-split-qkv"
 
 
-# -- test-only mis-shardings (never used outside tests; runner/rank_worker.py reads the hook) ----------------------
+# -- test-only mis-shardings (never used outside tests; pipeline/dryrun/rank_worker.py reads the hook) -----------
 MISSHARDINGS: tuple[str, ...] = ("a-head-block", "unsliced-A_log", "kda-gate-by-hv", "unsplit-qkv")
 
 
