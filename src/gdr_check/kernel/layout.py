@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, overload
 
+from ..call.packed_call import Engine
 from ..engines.profiles import EngineProfile, profile_for
 
 if TYPE_CHECKING:  # neither runs here: the module stays importable without torch
@@ -11,8 +12,9 @@ if TYPE_CHECKING:  # neither runs here: the module stays importable without torc
 
     from ..base.report import Report
 
-# What the kernels and references take as `engine`: a name ("vllm"), `name@version`, or a profile.
-Engine = str | EngineProfile
+# What the kernels and references take as `engine` is `Engine` (call/packed_call.py): a name ("vllm"),
+# `name@version`, or a profile.
+__all__ = ["Engine", "check_engine", "infer_heads", "next_power_of_2", "raise_contract_errors", "row_is_live"]
 
 
 def check_engine(engine: Engine) -> EngineProfile:
