@@ -56,7 +56,7 @@ def test_unknown_selectors_are_errors_with_a_hint(text: str, expected: str):
 
 @pytest.mark.parametrize("text,hint", [
     # a code close in spelling would select something else entirely (GDR9 was offered GDR409)
-    ("GDR9", " (the categories are GDR0 to GDR4; use a code like GDR213"),
+    ("GDR9", " (the categories are GDR0 to GDR5; use a code like GDR213"),
     ("GDR29", "; did you mean `GDR2`? (use a code"),
     ("GDR299", "; did you mean `GDR2`? (use a code"),
 ])

@@ -37,6 +37,7 @@ CATEGORIES: dict[str, str] = {
     "GDR2": "Kernel preconditions",
     "GDR3": "Dry-run results",
     "GDR4": "Errors pasted from engine logs",
+    "GDR5": "Engine launch: start-up memory and limits",
 }
 
 

@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (importing registers the rules)
     rules_assumed,
     rules_dryrun,
     rules_guard,
+    rules_launch,
     rules_model,
     rules_param_dtype,
     rules_pasted,

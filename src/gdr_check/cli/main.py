@@ -27,7 +27,8 @@ HELP_OPTIONS = ("--help", "-h", "--version")
 # Every command, in the order `--help` lists them: name -> the module of this package that defines it. A
 # module is imported only when its command can run (see `commands_for`), so `gdr-check ckpt --tp 4` does not
 # load the explain, call and dry-run commands and what they import.
-COMMANDS: dict[str, str] = {"explain": "explain", "check": "check", "call": "call", "dry-run": "dryrun"}
+COMMANDS: dict[str, str] = {"explain": "explain", "check": "check", "call": "call", "dry-run": "dryrun",
+                            "launch": "launch"}
 DEFAULT_COMMAND = "check"
 
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])

@@ -43,6 +43,7 @@ def _qwen3_next() -> dict[str, Any]:
         "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
         "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
         "num_experts": 512, "num_experts_per_tok": 10, "vocab_size": 151936, "torch_dtype": "bfloat16",
+        "max_position_embeddings": 262144,
     }
 
 

@@ -1,0 +1,301 @@
+"""GDR501-GDR504 (engine launch): what an engine does at start-up with a launch command, from its arithmetic.
+
+The numbers come from `models.launch_memory` (vLLM 0.33.0 and sglang 0.5.23 formulas, cited there); each rule
+decides whether the engine refuses to start (an error) or serves less than asked (a warning), and says the largest
+setting that fits. The memory an engine profiles at start (activation peak, CUDA graphs, NCCL) is estimated with a
+low and a high end (`Overhead`): a prediction that depends on where in that range the engine lands is a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base.registry import RULE_SET, Finding, RuleSet
+from ..base.report import Diagnostic
+from ..deployment.launch_command import LaunchCommand, parse_launch, split_command
+from ..deployment.launch_memory import (
+    DEFAULT_OVERHEAD,
+    GPUS,
+    GiB,
+    Gpu,
+    Overhead,
+    SglangPlan,
+    VllmPlan,
+    plan_sglang,
+    plan_vllm,
+)
+from ..models.adapters import select_adapter
+from ..models.builtin import get_builtin
+from ..models.description import LinearAttentionModel, describe
+from .examples import config_checkpoint
+from .rules_model import format_bytes
+
+LAUNCH = "launch"
+
+
+@dataclass
+class LaunchContext:
+    """A launch command read, the model it names, and the engine's numbers for it."""
+
+    command: LaunchCommand
+    model: LinearAttentionModel
+    gpu: Gpu
+    plan: VllmPlan | SglangPlan
+    weights_note: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def engine(self) -> str:
+        return f"{'vLLM' if self.command.engine == 'vllm' else 'sglang'} {self.command.table.version}"
+
+
+def launch_context(command: LaunchCommand, model: LinearAttentionModel, config: dict[str, Any], gpu: Gpu,
+                   weights_per_rank: int, *, overhead: Overhead = DEFAULT_OVERHEAD,
+                   weights_note: str = "") -> LaunchContext:
+    plan: VllmPlan | SglangPlan
+    if command.engine == "vllm":
+        plan = plan_vllm(model, config, command, gpu, weights_per_rank, overhead)
+    else:
+        plan = plan_sglang(model, config, command, gpu, weights_per_rank)
+    return LaunchContext(command, model, gpu, plan, weights_note)
+
+
+def run_launch_rules(ctx: LaunchContext, rules: RuleSet = RULE_SET) -> list[Diagnostic]:
+    diagnostics = []
+    for rule in rules.in_scope(LAUNCH):
+        if rule.check is None:
+            continue
+        found = rule.check(ctx)
+        for finding in [found] if isinstance(found, Finding) else list(found or ()):
+            diagnostics.append(rule.diagnostic(finding))
+    return diagnostics
+
+
+@dataclass(frozen=True)
+class LaunchExample:
+    """A launch command for a model config on a GPU, with the weights per rank given (GiB)."""
+
+    command: str
+    gpu: str = "h100"
+    weights_gib: float = 40.0
+    model: str = "Qwen/Qwen3-Next-80B-A3B-Instruct"  # a built-in model's config
+    note: str = ""
+
+    @property
+    def text(self) -> str:
+        lines = [f"# {self.note}"] if self.note else []
+        lines.append(f"gdr-check launch --gpu {self.gpu} --weights-per-rank {self.weights_gib:g}GiB -- {self.command}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def diagnostics(self, rules: RuleSet) -> list[Diagnostic]:
+        builtin = get_builtin(self.model)
+        if builtin is None:
+            raise ValueError(f"{self.model} is not a built-in model")
+        config = builtin.config_copy()
+        checkpoint = config_checkpoint(config)
+        selection = select_adapter(checkpoint.config, checkpoint.tensors)
+        if selection.adapter is None:
+            raise ValueError("the example config has no GDN/KDA layers")
+        model = describe(checkpoint, selection.adapter, selection.identity)
+        if model is None:
+            raise ValueError("the example config describes no model")
+        command = parse_launch(split_command(self.command))
+        ctx = launch_context(command, model, config, GPUS[self.gpu], int(self.weights_gib * GiB))
+        return run_launch_rules(ctx, rules)
+
+
+def _gib(count: int | float) -> str:
+    return f"{count / GiB:.2f} GiB"
+
+
+def _vllm_lines(plan: VllmPlan, overhead: int) -> Iterator[str]:
+    g = plan.geometry
+    yield (f"one layer's state per request: conv {format_bytes(g.conv_bytes)} + SSM {format_bytes(g.ssm_bytes)} "
+           f"({g.conv_dtype}/{g.state_dtype}); one attention token {format_bytes(g.kv_bytes_per_token)} per layer")
+    yield (f"attention block raised to {plan.block_size} tokens so one page ({format_bytes(plan.page_bytes)}) holds "
+           f"a layer's state; {plan.groups} groups of {plan.group_size} layers: {format_bytes(plan.bytes_per_block)} "
+           "per block")
+    if plan.kv_cache_memory_bytes is None:
+        yield (f"{plan.gpu.name}: {_gib(plan.gpu.total_bytes)} x {plan.memory_fraction:g} - weights "
+               f"{_gib(plan.weights_per_rank)} - start-up peak {_gib(overhead)} (estimated) = "
+               f"{_gib(plan.available(overhead))} for blocks: {plan.blocks(overhead)} blocks")
+
+
+@RULE_SET.rule(
+    "GDR501", "vllm-max-num-seqs-exceeds-mamba-blocks", scope=LAUNCH,
+    summary="vLLM refuses to start: max_num_seqs exceeds the Mamba cache blocks",
+    message="max_num_seqs ({seqs}) exceeds the {blocks} Mamba cache blocks {engine} allocates {when} (max_num_seqs "
+            "<= {blocks})",
+    explanation=(
+        "vLLM keeps attention KV and the linear-attention state in one pool of blocks. Under FULL decode CUDA "
+        "graphs (the default for these models) every decoding sequence needs one state block, and vLLM 0.33.0 "
+        "stops before capture when `max_num_seqs` exceeds the pool's blocks: `ValueError: max_num_seqs (N) exceeds "
+        "available Mamba cache blocks (M)` (`vllm/config/compilation.py:1510-1531`). The blocks are the memory left "
+        "under `--gpu-memory-utilization` after the weights and the start-up peak, divided by the bytes of one "
+        "block over every layer group (`vllm/v1/core/kv_cache_planning.py:642-690`). The default `max_num_seqs` "
+        "is 1024 on H100, H200 and B200 and 256 on A100 (`vllm/engine/arg_utils.py:2940-3010`).\n\n"
+        "The start-up peak (activations of the profile run, CUDA graphs, NCCL) is measured by vLLM and estimated "
+        "here between 2 and 8 GiB per rank: an error when the sequences exceed the blocks even at 2 GiB, a "
+        "warning when only the higher estimates refuse."
+    ),
+    causes=("the default max_num_seqs of 1024 on an H100 with a large model at high TP memory use",
+            "a low --gpu-memory-utilization"),
+    fixes=("lower `--max-num-seqs` to the blocks shown", "raise `--gpu-memory-utilization`",
+           "raise `--tensor-parallel-size` (less weight per rank)"),
+    example=LaunchExample("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct --tensor-parallel-size 2 "
+                          "--max-model-len 4096 --gpu-memory-utilization 0.6 --max-num-seqs 1024",
+                          weights_gib=40.0, note="1024 sequences and the blocks of 0.6 x 79.25 GiB"),
+    engines="vLLM 0.33.0.",
+)
+def vllm_mamba_blocks(ctx: LaunchContext) -> Finding | None:
+    plan = ctx.plan
+    if not isinstance(plan, VllmPlan) or not plan.full_cuda_graphs or not plan.fits_one_request(plan.overhead.low):
+        return None  # (one request that does not fit stops vLLM first: GDR502)
+    over = plan.overhead
+    most, expected, fewest = plan.blocks(over.low), plan.blocks(over.estimate), plan.blocks(over.high)
+    if plan.max_num_seqs <= fewest:
+        return None
+    certain = plan.max_num_seqs > most
+    notes = list(_vllm_lines(plan, over.estimate))
+    default = " (vLLM's default on this GPU)" if plan.max_num_seqs_default else ""
+    notes.append(f"max_num_seqs {plan.max_num_seqs}{default}; blocks {fewest} to {most} for a start-up peak of "
+                 f"{_gib(over.high)} to {_gib(over.low)}")
+    notes.append(f"vLLM stops with `ValueError: max_num_seqs ({plan.max_num_seqs}) exceeds available Mamba cache "
+                 f"blocks ({expected}). ...`" if certain else
+                 "whether vLLM starts depends on the peak it measures: a larger peak leaves fewer blocks")
+    fixes = [f"`--max-num-seqs {fewest}` fits at every estimate (vLLM would take up to {expected} at "
+             f"{_gib(over.estimate)})"]
+    util = plan.utilization_for(plan.max_num_seqs, over.high)
+    if util <= 0.98 and plan.kv_cache_memory_bytes is None and plan.num_gpu_blocks_override is None:
+        fixes.append(f"`--gpu-memory-utilization {util:.2f}` gives {plan.max_num_seqs} blocks at every estimate")
+    when = "at any start-up peak" if certain else f"if its start-up peak reaches {_gib(over.high)}"
+    return Finding({"seqs": plan.max_num_seqs, "blocks": expected if certain else fewest, "engine": ctx.engine,
+                    "when": when}, fixes=fixes, notes=notes, severity="error" if certain else "warning")
+
+
+@RULE_SET.rule(
+    "GDR502", "vllm-max-model-len-does-not-fit", scope=LAUNCH,
+    summary="vLLM refuses to start: one request at the max model length does not fit",
+    message="one request at --max-model-len {length} needs {needed} per rank, more than the {available} {engine} "
+            "has for its cache (--max-model-len <= {largest})",
+    explanation=(
+        "vLLM 0.33.0 checks at start that the cache holds one request of the maximum model length: every "
+        "full-attention group's blocks for that many tokens and every state group's blocks "
+        "(`vllm/v1/core/kv_cache_planning.py:50-87, 1253-1285`), less the null block; otherwise it stops with "
+        "`ValueError: To serve at least one request with the model's max seq len (N), (X GiB KV cache is needed, "
+        "which is larger than the available KV cache memory (Y GiB).` and names the longest length that fits."
+    ),
+    fixes=("lower `--max-model-len`", "raise `--gpu-memory-utilization` or `--tensor-parallel-size`"),
+    example=LaunchExample("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct -tp 2 --max-model-len 262144 "
+                          "--gpu-memory-utilization 0.56 --max-num-seqs 8",
+                          weights_gib=40.0, note="262144 tokens with 0.56 x 79.25 GiB and 40 GiB of weights"),
+    engines="vLLM 0.33.0.",
+)
+def vllm_model_len(ctx: LaunchContext) -> Finding | None:
+    plan = ctx.plan
+    if not isinstance(plan, VllmPlan) or plan.fits_one_request(plan.overhead.high):
+        return None
+    certain = not plan.fits_one_request(plan.overhead.low)
+    over = plan.overhead.estimate if certain else plan.overhead.high
+    largest = plan.largest_model_len(over)
+    notes = list(_vllm_lines(plan, over))
+    notes.append(f"one request: {plan.blocks_per_request} blocks of {format_bytes(plan.bytes_per_block)}")
+    if not certain:
+        notes.append(f"it fits with a start-up peak of {_gib(plan.overhead.low)}: whether vLLM starts depends on the "
+                     "peak it measures")
+    fixes = [f"`--max-model-len {largest}`"] if largest else ["the weights leave no room: raise the TP size"]
+    return Finding({"length": plan.max_model_len, "needed": _gib(plan.request_bytes),
+                    "available": _gib(max(plan.available(over), 0)), "engine": ctx.engine, "largest": largest},
+                   fixes=fixes, notes=notes, severity="error" if certain else "warning")
+
+
+def _sglang_lines(plan: SglangPlan) -> Iterator[str]:
+    dp = f" (attention DP {plan.attn_dp}: GDN heads split by {plan.attn_tp})" if plan.attn_dp > 1 else ""
+    yield (f"one state slot: {format_bytes(plan.per_slot_bytes)} over {plan.geometry.linear_layers} linear layers "
+           f"at attention TP {plan.attn_tp}{dp}")
+    yield (f"{plan.gpu.name}: {_gib(plan.gpu.total_bytes)} x {plan.memory_fraction:g} - weights "
+           f"{_gib(plan.weights_per_rank)} = {_gib(plan.rest_bytes)} rest memory")
+    yield f"state pool: {plan.pool_size} slots + 1 padding row ({plan.pool_from})"
+    yield f"strategy {plan.strategy}: {plan.ratio} slots per running request ({plan.strategy_reason})"
+
+
+@RULE_SET.rule(
+    "GDR503", "sglang-running-requests-capped-by-state-pool", severity="warning", scope=LAUNCH,
+    summary="sglang caps the running requests to what the state pool holds",
+    message="{engine} caps running requests at {cap} per attention-DP group: {pool} state slots, {ratio} per request "
+            "({strategy}), fewer than the {wanted} it would run",
+    explanation=(
+        "sglang 0.5.23 sizes the linear-attention state pool from the memory left after the weights "
+        "(`max_mamba_cache_size`, `srt/mem_cache/kv_cache_configurator.py:3229-3391`) and lets each running "
+        "request count 3 slots with the radix cache (prefill-to-decode peak), plus 2 ping-pong tracking slots "
+        "under `extra_buffer` with the overlap schedule (1 without it or lazily), or 1 with "
+        "`--disable-radix-cache` (`:3062-3090`). It caps `max_running_requests` at `max_mamba_cache_size // "
+        "ratio` with a warning (`max_running_requests is capped to N by the mamba state cache ...`) and stops only "
+        "when the cap is 0 (`:3119-3160`). The `auto` strategy becomes `extra_buffer` for Qwen3-Next, Qwen3.5 and "
+        "Kimi-Linear under the default overlap schedule (`srt/arg_groups/overrides.py:438-486`)."
+    ),
+    fixes=("`--mamba-ssm-dtype bfloat16` halves an fp32 state", "raise `--mamba-full-memory-ratio`",
+           "`--mamba-radix-cache-strategy no_buffer` (3 slots per request) or `--disable-radix-cache` (1)"),
+    example=LaunchExample("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4 "
+                          "--attn-dp-size 2 --context-length 131072", weights_gib=40.0,
+                          note="attention DP 2: the GDN heads split by 2, fp32 state, extra_buffer"),
+    engines="sglang 0.5.23.",
+)
+def sglang_running_cap(ctx: LaunchContext) -> Finding | None:
+    plan = ctx.plan
+    if not isinstance(plan, SglangPlan) or plan.pool_size <= 0 or plan.rest_bytes <= 0:
+        return None
+    if plan.cap >= plan.max_running_before_cap:
+        return None
+    notes = list(_sglang_lines(plan))
+    notes.append(f"sglang logs `max_running_requests is capped to {plan.cap} by the mamba state cache "
+                 f"(max_mamba_cache_size={plan.pool_size}, {plan.ratio} state slots per request)`")
+    fixes = []
+    if plan.geometry.state_dtype == "float32":
+        fixes.append("`--mamba-ssm-dtype bfloat16`: about twice the slots (the SSM state is most of a slot)")
+    if plan.ratio > 3:
+        fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: {plan.pool_size // 3} requests (3 slots each)")
+    if plan.radix_cache:
+        fixes.append("`--disable-radix-cache`: one slot per request (with `--max-running-requests N` the pool "
+                     "is sized to N)")
+    fixes.append("raise `--mamba-full-memory-ratio` (default 0.9) to give the state pool more of the rest memory")
+    return Finding({"engine": ctx.engine, "cap": plan.cap, "pool": plan.pool_size, "ratio": plan.ratio,
+                    "strategy": plan.strategy, "wanted": plan.max_running_before_cap},
+                   notes=notes, fixes=fixes, severity="error" if plan.cap == 0 else None)
+
+
+@RULE_SET.rule(
+    "GDR504", "sglang-state-pool-does-not-fit", scope=LAUNCH,
+    summary="sglang refuses to start: no memory for the state pool",
+    message="{engine} stops at start: {why}",
+    explanation=(
+        "sglang 0.5.23 stops when the weights leave no memory under `--mem-fraction-static` (`Loaded weights leave "
+        "no GPU memory for the KV cache`, `srt/mem_cache/kv_cache_configurator.py:3040-3055`) or when the state "
+        "pool comes out empty (`Not enough GPU memory for hybrid (mamba/linear-attention) state cache`, "
+        "`:3393-3402`)."
+    ),
+    fixes=("raise `--mem-fraction-static` or the TP size", "lower the state dtype to bfloat16"),
+    example=LaunchExample("sglang serve --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp-size 2 "
+                          "--mem-fraction-static 0.5", weights_gib=40.0,
+                          note="40 GiB of weights under half of 79.25 GiB"),
+    engines="sglang 0.5.23.",
+)
+def sglang_pool_fits(ctx: LaunchContext) -> Finding | None:
+    plan = ctx.plan
+    if not isinstance(plan, SglangPlan):
+        return None
+    notes = list(_sglang_lines(plan))
+    if plan.rest_bytes <= 0:
+        need = (plan.weights_per_rank + plan.per_slot_bytes * 2) / plan.gpu.total_bytes
+        return Finding({"engine": ctx.engine, "why": f"the weights ({_gib(plan.weights_per_rank)}) fill "
+                        f"--mem-fraction-static {plan.memory_fraction:g} of {_gib(plan.gpu.total_bytes)}"},
+                       notes=notes, fixes=[f"`--mem-fraction-static` above {need:.3f}"])
+    if plan.pool_size <= 0:
+        return Finding({"engine": ctx.engine, "why": f"the state pool gets {plan.pool_size} slots of "
+                        f"{format_bytes(plan.per_slot_bytes)}"}, notes=notes)
+    return None

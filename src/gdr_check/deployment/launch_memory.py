@@ -1,0 +1,437 @@
+"""The engines' own memory arithmetic for a launch: what vLLM 0.33.0 and sglang 0.5.23 compute at start-up.
+
+From the launch command's settings (`launch_command.LaunchCommand`), the model's geometry and config, the GPU and
+the weights per rank, this module reproduces the numbers each engine derives before serving:
+
+vLLM 0.33.0 (one shared block pool for attention and Mamba-style state):
+- `max_num_seqs` default by GPU memory (`engine/arg_utils.py:2940-3010`, doubled under `--performance-mode
+  throughput`, `:3183-3188`);
+- the attention block size raised so one attention page holds one layer's state (`platforms/interface.py:940-1130`),
+  aligned to 64 tokens when prefix caching (mamba cache mode `align`) meets FlashInfer's GDN prefill on Hopper
+  (`model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:689-702`, `v1/attention/backends/gdn_attn.py:34`);
+- the layers grouped by type (`v1/core/kv_cache_planning.py:416-556`), bytes per block = layers per group x page,
+  blocks = available memory // bytes per block (`:642-690`), the one-request check at `--max-model-len`
+  (`:50-87`, `:1253-1285`, `:1530-1545`) and the Mamba block check under FULL CUDA graphs
+  (`config/compilation.py:1510-1531`): `max_num_seqs` must not exceed the blocks.
+- available memory = total x `--gpu-memory-utilization` - weights - the profiled non-KV peak
+  (`v1/worker/gpu_worker.py:745-758`); the peak (activations, CUDA graphs, NCCL and other non-torch memory) is
+  measured by the engine at start and only estimated here (`Overhead`).
+
+sglang 0.5.23 (a state pool apart from the KV pool):
+- `--mem-fraction-static` default (`srt/arg_groups/memory_hook.py:78-345`), the decode CUDA-graph batch default
+  (`:89-188`);
+- rest memory = total x mem_fraction_static - weights (`srt/mem_cache/kv_cache_configurator.py:2990-3050`), the
+  state pool `K = (budget - per_slot) // per_slot` with `budget = rest x r / (1 + r)` (`:3229-3391`), pool rows
+  K + 1 (`srt/mem_cache/memory_pool.py:701-750`);
+- slots per running request (`:3062-3090`, `srt/mem_cache/allocation_sizing.py:11-19`) and the cap
+  `max_running_requests <= K // ratio`, a warning, an error only at 0 (`:3119-3160`);
+- the `auto` strategy resolution (`srt/arg_groups/overrides.py:438-486`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base.tensor_spec import DTYPE_ITEMSIZE
+from ..models.description import LinearAttentionModel
+from .launch_command import LaunchCommand, attention_tp
+from .settings import Deployment, resolve
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU as the engines see it: its name (vLLM tells A100 apart by name), the CUDA-visible total memory as
+    torch reports it (driver-dependent within about 0.2 GiB), and its compute capability."""
+
+    key: str
+    name: str
+    total_bytes: int
+    sm: int
+
+
+GPUS: dict[str, Gpu] = {
+    "h100": Gpu("h100", "NVIDIA H100 80GB HBM3", int(79.25 * GiB), 90),
+    "h200": Gpu("h200", "NVIDIA H200", int(139.80 * GiB), 90),
+    "a100-80g": Gpu("a100-80g", "NVIDIA A100-SXM4-80GB", int(79.15 * GiB), 80),
+    "b200": Gpu("b200", "NVIDIA B200", int(178.35 * GiB), 100),
+}
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """The memory an engine needs beside weights and caches (activation peak of its profile run, CUDA graphs,
+    NCCL and other non-torch memory), per rank: an estimate with a low and a high end."""
+
+    low: int = 2 * GiB
+    estimate: int = 4 * GiB
+    high: int = 8 * GiB
+
+
+DEFAULT_OVERHEAD = Overhead()
+
+
+@dataclass(frozen=True)
+class StateGeometry:
+    """One linear-attention layer's state per request on one rank, and the full-attention KV per token."""
+
+    linear_layers: int
+    full_layers: int
+    conv_bytes: int  # conv window of one layer (W - 1 + draft tokens columns)
+    ssm_bytes: int  # recurrent state of one layer
+    kv_bytes_per_token: int  # one full-attention layer, one token, this rank
+    conv_dtype: str
+    state_dtype: str
+
+    @property
+    def layer_state_bytes(self) -> int:
+        return self.conv_bytes + self.ssm_bytes
+
+
+class LaunchModelError(ValueError):
+    """The model's config lacks what the arithmetic needs (said in one line)."""
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
+
+
+def max_position(config: dict[str, Any]) -> int | None:
+    value = _text_config(config).get("max_position_embeddings", config.get("max_position_embeddings"))
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: int, engine: str,
+                   state_dtype: str, conv_dtype: str, kv_dtype: str, draft_tokens: int = 0) -> StateGeometry:
+    """The per-rank state of one layer (the engines' state-shape formulas) and the attention KV per token."""
+    needed = {"num_k_heads": model.num_k_heads, "num_v_heads": model.num_v_heads, "head_k_dim": model.head_k_dim,
+              "head_v_dim": model.head_v_dim, "conv_kernel": model.conv_kernel, "layers": model.num_hidden_layers}
+    missing = [name for name, value in needed.items() if value is None]
+    if missing:
+        raise LaunchModelError(f"the model's config does not give {', '.join(missing)}")
+    HK, HV, K, V = model.num_k_heads or 0, model.num_v_heads or 0, model.head_k_dim or 0, model.head_v_dim or 0
+    W = model.conv_kernel or 0
+    if HV % tp or HK % tp:
+        raise LaunchModelError(f"{HK} key heads and {HV} value heads do not split over {tp} ranks")
+    conv_dim = 2 * HK * K + HV * V  # vLLM mamba_utils.py:282 (GDN), :314 (KDA): q, k and v channels
+    conv_columns = W - 1 + (draft_tokens if engine == "vllm" else 0)
+    conv = conv_dim // tp * conv_columns * DTYPE_ITEMSIZE[conv_dtype]
+    ssm = HV // tp * V * K * DTYPE_ITEMSIZE[state_dtype]
+    text = _text_config(config)
+    full = (model.num_hidden_layers or 0) - len(model.linear_layers)
+    kv_item = 1 if kv_dtype.startswith("fp8") else DTYPE_ITEMSIZE.get(kv_dtype, DTYPE_ITEMSIZE[model.dtypes.activation])
+    if isinstance(text.get("kv_lora_rank"), int):  # MLA: one latent per token, not split by TP
+        per_token = (text["kv_lora_rank"] + int(text.get("qk_rope_head_dim", 0))) * kv_item
+    else:
+        heads = model.num_key_value_heads or model.num_attention_heads
+        head_dim = text.get("head_dim")
+        if not isinstance(head_dim, int):
+            hidden, attention_heads = text.get("hidden_size"), model.num_attention_heads
+            if not isinstance(hidden, int) or not attention_heads:
+                raise LaunchModelError("the model's config gives no `head_dim` for its full-attention layers")
+            head_dim = hidden // attention_heads
+        if not heads:
+            raise LaunchModelError("the model's config gives no `num_key_value_heads`")
+        per_token = 2 * max(1, heads // tp) * head_dim * kv_item
+    return StateGeometry(len(model.linear_layers), full, conv, ssm, per_token, conv_dtype, state_dtype)
+
+
+def _dtypes(model: LinearAttentionModel, command: LaunchCommand, tp: int) -> tuple[str, str, list[str]]:
+    """The state and conv dtypes the engine picks (gdr-check's engine profiles), with the reasons."""
+    wanted = command.get("state_dtype")
+    state = None if wanted in (None, "auto") else str(wanted)
+    settings = resolve(model, Deployment(tp=tp, batch=1, engine=command.engine, state_dtype=state))
+    conv, conv_reason = settings.conv_dtype, settings.conv_dtype_reason
+    conv_flag = command.get("conv_dtype")
+    if command.engine == "vllm" and conv_flag not in (None, "auto"):
+        conv, conv_reason = str(conv_flag), "--mamba-cache-dtype"
+        if state is None and model.kind == "gdn":  # vLLM mamba_utils.py:105-106: SSM auto follows the conv dtype
+            return conv, conv, [f"SSM state {conv} (follows --mamba-cache-dtype)", f"conv state {conv}"]
+    if command.engine == "sglang" and "SGLANG_MAMBA_CONV_DTYPE" in command.env:
+        conv, conv_reason = command.env["SGLANG_MAMBA_CONV_DTYPE"], "SGLANG_MAMBA_CONV_DTYPE"
+    return settings.state_dtype, conv, [f"SSM state {settings.state_dtype} ({settings.state_dtype_reason})",
+                                        f"conv state {conv} ({conv_reason})"]
+
+
+# -- vLLM ----------------------------------------------------------------------------------------------------
+def vllm_default_max_num_seqs(gpu: Gpu, performance_mode: str | None = None) -> int:
+    """vLLM 0.33.0 `get_batch_defaults` for the OpenAI server: 1024 from 160 GiB, or from 70 GiB on a GPU whose
+    name has no "a100"; 256 otherwise; doubled under `--performance-mode throughput`."""
+    if gpu.total_bytes >= 160 * GiB or (gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower()):
+        seqs = 1024
+    else:
+        seqs = 256
+    return seqs * 2 if performance_mode == "throughput" else seqs
+
+
+@dataclass
+class VllmPlan:
+    gpu: Gpu
+    tp: int
+    weights_per_rank: int
+    overhead: Overhead
+    memory_fraction: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_seqs_default: bool
+    full_cuda_graphs: bool
+    prefix_caching: bool
+    draft_tokens: int
+    geometry: StateGeometry
+    block_size: int
+    page_bytes: int
+    group_size: int
+    groups: int
+    bytes_per_block: int
+    blocks_per_request: int  # one request at max_model_len, over every group
+    checkpoint_blocks: int
+    dtype_notes: list[str] = field(default_factory=list)
+    num_gpu_blocks_override: int | None = None
+    kv_cache_memory_bytes: int | None = None
+
+    def available(self, overhead: int) -> int:
+        """KV cache memory: `--kv-cache-memory-bytes`, else total x utilization - weights - overhead."""
+        if self.kv_cache_memory_bytes is not None:
+            return self.kv_cache_memory_bytes
+        return int(self.gpu.total_bytes * self.memory_fraction) - self.weights_per_rank - overhead
+
+    def blocks(self, overhead: int) -> int:
+        if self.num_gpu_blocks_override is not None:
+            return self.num_gpu_blocks_override
+        return max(self.available(overhead) // self.bytes_per_block, 0)
+
+    @property
+    def request_bytes(self) -> int:
+        """What one request at `max_model_len` takes (every group's blocks)."""
+        return self.blocks_per_request * self.bytes_per_block
+
+    def fits_one_request(self, overhead: int) -> bool:
+        # kv_cache_planning.py:1530-1545: the null block is held back before the check.
+        return self.request_bytes <= self.available(overhead) - self.bytes_per_block
+
+    def largest_model_len(self, overhead: int) -> int:
+        """The longest `--max-model-len` whose one request fits (vLLM's own binary search, closed form)."""
+        room = self.available(overhead) - self.bytes_per_block
+        state_blocks = self.blocks_per_request - self.full_groups * math.ceil(self.max_model_len / self.block_size)
+        per_group_blocks = room // self.bytes_per_block - state_blocks
+        if per_group_blocks <= 0 or not self.full_groups:
+            return 0
+        return per_group_blocks // self.full_groups * self.block_size
+
+    @property
+    def full_groups(self) -> int:
+        return math.ceil(self.geometry.full_layers / self.group_size) if self.geometry.full_layers else 0
+
+    def utilization_for(self, blocks: int, overhead: int) -> float:
+        """The smallest `--gpu-memory-utilization` (to 0.01) that gives `blocks` blocks."""
+        need = blocks * self.bytes_per_block + self.weights_per_rank + overhead
+        return math.ceil(need / self.gpu.total_bytes * 100) / 100
+
+
+def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: LaunchCommand, gpu: Gpu,
+              weights_per_rank: int, overhead: Overhead = DEFAULT_OVERHEAD) -> VllmPlan:
+    tp = attention_tp(command)
+    draft = int(command.get("speculative_tokens", 0) or 0)
+    state, conv, notes = _dtypes(model, command, tp)
+    kv_dtype = str(command.get("kv_cache_dtype") or "auto")
+    kv_dtype = model.dtypes.activation if kv_dtype == "auto" else kv_dtype
+    geometry = state_geometry(model, config, tp=tp, engine="vllm", state_dtype=state, conv_dtype=conv,
+                              kv_dtype=kv_dtype, draft_tokens=draft)
+    max_len = command.get("max_model_len")
+    if max_len in (None, -1):
+        max_len = max_position(config)
+        if max_len is None:
+            raise LaunchModelError("the launch command gives no --max-model-len and the config no "
+                                   "`max_position_embeddings`")
+        notes.append(f"max model length {max_len} (the config's `max_position_embeddings`)")
+    prefix = command.get("prefix_caching", True) is not False  # vLLM 0.33 config/cache.py:257: on
+    # Hopper picks FlashInfer's GDN prefill (qwen_gdn_linear_attn.py:148-174); in align mode it exports prefill
+    # checkpoints on a 64-token grid and takes one more state block per request.
+    flashinfer_checkpoints = prefix and model.kind == "gdn" and gpu.sm == 90
+    align = 16 if command.get("block_size") is None else max(16, int(command.get("block_size")))
+    if flashinfer_checkpoints:
+        align = math.lcm(align, 64)
+    attn_1tok = geometry.kv_bytes_per_token
+    mamba_page = geometry.layer_state_bytes
+    block = align * math.ceil(mamba_page / (align * attn_1tok))
+    block = max(block, int(command.get("block_size") or 16))
+    page = block * attn_1tok
+    counts = [n for n in (geometry.full_layers, geometry.linear_layers) if n]
+    group = min(counts)
+    if max(counts) < group * 1.5:
+        group = max(counts)
+    groups = sum(math.ceil(n / group) for n in counts)
+    full_groups = math.ceil(geometry.full_layers / group) if geometry.full_layers else 0
+    linear_groups = groups - full_groups
+    checkpoint_blocks = 1 if flashinfer_checkpoints else 0
+    # kv_cache_interface.py:1135-1141: a state group holds 2 + draft + checkpoint blocks in align mode, else 1 + draft
+    state_blocks = (2 + draft + checkpoint_blocks) if prefix else (1 + draft)
+    per_request = full_groups * math.ceil(max_len / block) + linear_groups * state_blocks
+    seqs = command.get("max_running")
+    performance = command.get("performance_mode")
+    cc = command.get("compilation_config") or {}
+    mode = str(cc.get("cudagraph_mode", "")).upper() if isinstance(cc, dict) else ""
+    full_graphs = not command.get("enforce_eager") and mode not in ("NONE", "PIECEWISE")
+    override = command.get("num_gpu_blocks_override")
+    kv_bytes = command.get("kv_cache_memory_bytes")
+    return VllmPlan(
+        gpu=gpu, tp=tp, weights_per_rank=weights_per_rank, overhead=overhead,
+        memory_fraction=float(command.get("memory_fraction") or 0.92), max_model_len=int(max_len),
+        max_num_seqs=int(seqs) if seqs is not None else vllm_default_max_num_seqs(gpu, performance),
+        max_num_seqs_default=seqs is None, full_cuda_graphs=full_graphs, prefix_caching=prefix, draft_tokens=draft,
+        geometry=geometry, block_size=block, page_bytes=page, group_size=group, groups=groups,
+        bytes_per_block=group * page, blocks_per_request=per_request, checkpoint_blocks=checkpoint_blocks,
+        dtype_notes=notes, num_gpu_blocks_override=int(override) if override is not None else None,
+        kv_cache_memory_bytes=int(kv_bytes) if kv_bytes is not None else None,
+    )
+
+
+# -- sglang --------------------------------------------------------------------------------------------------
+# Architectures whose `auto` strategy may become extra_buffer (srt/arg_groups/overrides.py:438-450 and the
+# linear-attention registry): the GDN/KDA families gdr-check describes.
+SGLANG_EXTRA_BUFFER_FAMILIES = ("qwen3-next", "qwen3.5", "qwen3.5-moe", "kimi-linear")
+
+
+def sglang_strategy(command: LaunchCommand, model: LinearAttentionModel) -> tuple[str, bool, str]:
+    """(strategy, overlap schedule on, why): `auto` resolved as sglang 0.5.23 resolves it."""
+    overlap = not command.get("disable_overlap_schedule", False)
+    chosen = str(command.get("mamba_strategy") or "auto")
+    if chosen != "auto":
+        return chosen, overlap, "set by --mamba-radix-cache-strategy"
+    paging = int(command.get("page_size") or 1) > 1
+    backend = str(command.get("linear_attn_backend") or "triton")
+    if (overlap or paging) and backend == "triton" and model.family in SGLANG_EXTRA_BUFFER_FAMILIES:
+        return "extra_buffer", overlap, "auto -> extra_buffer (overlap schedule on, Triton linear-attention backend)"
+    return "no_buffer", False, "auto -> no_buffer, and the overlap schedule turned off"
+
+
+def sglang_decode_graph_default(gpu: Gpu, tp: int) -> tuple[int, int]:
+    """(decode CUDA-graph max batch, chunked prefill size) by GPU memory (memory_hook.py:89-170)."""
+    mib = gpu.total_bytes / MiB
+    if mib < 20 * 1024:
+        return 8, 2048
+    if mib < 35 * 1024:
+        return (48 if tp < 4 else 160), 4096
+    if mib < 60 * 1024:
+        return (32 if tp < 4 else 160), 4096
+    if mib < 160 * 1024:
+        return (256 if tp < 4 else 512), 8192
+    return 512, 16384
+
+
+@dataclass
+class SglangPlan:
+    gpu: Gpu
+    tp: int
+    attn_tp: int
+    attn_dp: int
+    weights_per_rank: int
+    memory_fraction: float
+    memory_fraction_default: bool
+    rest_bytes: int
+    strategy: str
+    strategy_reason: str
+    overlap: bool
+    radix_cache: bool
+    ratio: int  # slots counted per running request
+    per_slot_bytes: int
+    draft_tokens: int
+    pool_size: int  # K = max_mamba_cache_size (rows K + 1)
+    pool_from: str
+    kv_tokens: int  # token capacity of the full-attention KV pool
+    max_running_requested: int | None
+    max_running_before_cap: int
+    cuda_graph_max_bs: int
+    geometry: StateGeometry
+    dtype_notes: list[str] = field(default_factory=list)
+
+    @property
+    def cap(self) -> int:
+        return self.pool_size // self.ratio
+
+    @property
+    def max_running(self) -> int:
+        return min(self.max_running_before_cap, self.cap)
+
+
+def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: LaunchCommand, gpu: Gpu,
+                weights_per_rank: int) -> SglangPlan:
+    tp = int(command.get("tp", 1))
+    attn_tp, attn_dp = attention_tp(command), int(command.get("attn_dp", 1))
+    state, conv, notes = _dtypes(model, command, attn_tp)
+    kv_dtype = str(command.get("kv_cache_dtype") or "auto")
+    kv_dtype = model.dtypes.activation if kv_dtype == "auto" else kv_dtype
+    geometry = state_geometry(model, config, tp=attn_tp, engine="sglang", state_dtype=state, conv_dtype=conv,
+                              kv_dtype=kv_dtype)
+    requested = command.get("max_running")
+    graph_bs, chunked = sglang_decode_graph_default(gpu, tp)
+    graph_flag = command.get("max_cudagraph_capture_size")
+    if graph_flag is not None:
+        graph_bs = int(graph_flag)
+    elif requested is not None and graph_bs > int(requested):
+        graph_bs = int(requested)  # memory_hook.py:182-188
+    fraction = command.get("memory_fraction")
+    mib = gpu.total_bytes / MiB
+    if fraction is None:  # memory_hook.py:281-328 (no post-capture sizing: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING off)
+        reserved = 512 + max(chunked, 2048) * 1.5 + tp * int(command.get("pp", 1)) / 8 * 1024 + graph_bs * 2
+        if attn_dp > 1:
+            reserved += graph_bs * attn_dp * 3 + (graph_bs * attn_dp * 1.5 if graph_bs > 300 else 0)
+        if mib > 60 * 1024:
+            reserved = max(reserved, 10 * 1024)
+        fraction = round((mib - reserved) / mib, 3)
+        notes.append(f"--mem-fraction-static {fraction} (sglang's default for this GPU: {reserved:.0f} MiB reserved)")
+    rest = int(gpu.total_bytes * float(fraction)) - weights_per_rank
+    strategy, overlap, reason = sglang_strategy(command, model)
+    radix = command.get("prefix_caching", True) is not False
+    if not radix:
+        ratio = 1
+    else:
+        tracking = 0
+        if strategy.startswith("extra_buffer"):
+            tracking = 1 if strategy == "extra_buffer_lazy" or not overlap else 2
+        ratio = 3 + tracking
+    per_slot = geometry.linear_layers * geometry.layer_state_bytes
+    draft = int(command.get("speculative_tokens", 0) or 0) if command.get("speculative_algorithm") else 0
+    explicit = command.get("max_mamba_cache_size")
+    ratio_r = float(command.get("mamba_full_memory_ratio") or 0.9)
+    if explicit is not None:
+        pool, pool_from = int(explicit) // attn_dp, "--max-mamba-cache-size"
+    elif not radix and requested is not None:
+        pool, pool_from = max(1, int(requested) // attn_dp), "--max-running-requests (radix cache off)"
+    else:
+        budget = max(rest, 0) * ratio_r / (1 + ratio_r)
+        if draft:
+            pool = int((budget - per_slot * (1 + draft)) // (per_slot * (1 + draft / ratio)))
+        else:
+            pool = int((budget - per_slot) // per_slot)
+        pool_from = f"auto-fit: {ratio_r:g} / (1 + {ratio_r:g}) of the rest memory"
+    state_bytes = (pool + 1) * per_slot
+    kv_per_token = geometry.full_layers * geometry.kv_bytes_per_token
+    kv_tokens = max(rest - state_bytes, 0) // kv_per_token if kv_per_token else 0
+    context = int(command.get("max_model_len") or max_position(config) or 0)
+    if requested is not None:
+        before = min(max(1, int(requested) // attn_dp), kv_tokens // 2)
+    else:
+        estimated = int(kv_tokens / context * 512) if context else 2048
+        before = min(max(min(estimated, 4096), 2048), kv_tokens // 2)
+    return SglangPlan(
+        gpu=gpu, tp=tp, attn_tp=attn_tp, attn_dp=attn_dp, weights_per_rank=weights_per_rank,
+        memory_fraction=float(fraction), memory_fraction_default=command.get("memory_fraction") is None,
+        rest_bytes=rest, strategy=strategy if radix else "none (radix cache off)", strategy_reason=reason,
+        overlap=overlap, radix_cache=radix, ratio=ratio, per_slot_bytes=per_slot, draft_tokens=draft,
+        pool_size=pool, pool_from=pool_from, kv_tokens=kv_tokens, max_running_requested=requested,
+        max_running_before_cap=before, cuda_graph_max_bs=graph_bs, geometry=geometry, dtype_notes=notes,
+    )
+
+
+def weights_from_tensors(tensors: dict[str, Any]) -> int:
+    """Bytes of every tensor a checkpoint's headers list."""
+    total = 0
+    for info in tensors.values():
+        total += math.prod(info.shape) * DTYPE_ITEMSIZE.get(info.dtype, 1)
+    return total

@@ -1,0 +1,235 @@
+"""`gdr-check launch`: real vLLM 0.33.0 and sglang 0.5.23 command lines, read with gdr-check's own flag tables, and
+the engines' start-up arithmetic predicted before launch.
+
+Every expected number is computed here from the engines' source formulas (cited at each step) and the published
+Qwen3-Next-80B-A3B config (16 key heads, 32 value heads, head dims 128, conv kernel 4, 48 layers with full attention
+every 4th, 2 KV heads of 256), never read back from gdr-check.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from cli_checkpoints import clean_output_env, run_cli
+from gdr_check.deployment.launch_command import (
+    LaunchCommandError,
+    attention_tp,
+    parse_launch,
+    parse_log,
+    split_command,
+)
+
+GiB = 1 << 30
+MODEL = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+H100 = int(79.25 * GiB)  # the table's H100 total (torch's CUDA-visible total on an H100 80GB HBM3)
+# The published Qwen3-Next-80B-A3B config.
+HK, HV, DK, DV, CONV, LAYERS, FULL, KV_HEADS, HEAD_DIM = 16, 32, 128, 128, 4, 48, 12, 2, 256
+LINEAR = LAYERS - FULL
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(tmp_path, monkeypatch):
+    clean_output_env(monkeypatch)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # the built-in description, never a download
+
+
+# -- the parser ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("line, engine, entry", [
+    (f"vllm serve {MODEL} --tensor-parallel-size 4", "vllm", "vllm serve"),
+    (f"python -m vllm.entrypoints.openai.api_server --model {MODEL} -tp 4", "vllm",
+     "python -m vllm.entrypoints.openai.api_server"),
+    (f"python3 -m sglang.launch_server --model-path {MODEL} --tp 4", "sglang", "python -m sglang.launch_server"),
+    (f"CUDA_VISIBLE_DEVICES=0,1,2,3 /opt/venv/bin/sglang serve --model {MODEL} --tensor-parallel-size 4", "sglang",
+     "sglang serve"),
+])
+def test_each_entry_point_reads_the_model_and_tp(line, engine, entry):
+    command = parse_launch(split_command(line))
+    assert (command.engine, command.entry, command.get("model"), command.get("tp")) == (engine, entry, MODEL, 4)
+
+
+def test_vllm_spellings_as_its_parser_takes_them():
+    # argparse_utils.py:30-95: k is 1000, K is 1024; underscores stand for dashes; --no-x / --disable-x negate
+    command = parse_launch(split_command(
+        f"vllm serve {MODEL} --max_model_len 32k --max-num-seqs=64 --kv-cache-memory-bytes 2K "
+        "--disable-prefix-caching --no-enforce-eager --speculative-config.num_speculative_tokens 3 --port 8000 "
+        "--trust-remote-code"))
+    assert command.get("max_model_len") == 32000
+    assert command.get("kv_cache_memory_bytes") == 2048
+    assert command.get("max_running") == 64
+    assert command.get("prefix_caching") is False and command.get("enforce_eager") is False
+    assert command.get("speculative_tokens") == 3
+    assert command.ignored == ["--port", "8000", "--trust-remote-code"]
+
+
+def test_vllm_speculative_config_json():
+    command = parse_launch(["vllm", "serve", MODEL, "--speculative-config",
+                            '{"method": "qwen3_next_mtp", "num_speculative_tokens": 2}'])
+    assert command.get("speculative_tokens") == 2
+
+
+def test_sglang_attention_dp_shards_the_heads_by_tp_over_attn_dp():
+    command = parse_launch(split_command(f"sglang serve --model-path {MODEL} --tp 4 --attn-dp-size 2"))
+    assert attention_tp(command) == 2  # runtime_context.py:73-76: tp // attn_dp // attn_cp
+    old = parse_launch(split_command(f"sglang serve --model-path {MODEL} --tp 4 --dp-size 2 --enable-dp-attention"))
+    assert (old.get("attn_dp"), old.get("dp"), attention_tp(old)) == (2, 1, 2)  # parallel_hook.py:39-61
+
+
+@pytest.mark.parametrize("line, message", [
+    (f"sglang serve --model-path {MODEL} --cuda-graph-max-bs 256",
+     "sglang 0.5.23 rejects it: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+     "--cuda-graph-max-bs-prefill"),
+    (f"sglang serve --model-path {MODEL} --mamba-scheduler-strategy extra_buffer",
+     "sglang 0.5.23 rejects it: unrecognized arguments: --mamba-scheduler-strategy (renamed "
+     "--mamba-radix-cache-strategy; the old spelling was removed before 0.5.23)"),
+    (f"vllm serve {MODEL} --cuda-graph-sizes 8 16",
+     "vllm 0.33.0 rejects it: unrecognized arguments: --cuda-graph-sizes (use --cudagraph-capture-sizes or "
+     "--max-cudagraph-capture-size)"),
+    (f"sglang serve --model-path {MODEL} --mamba-radix-cache-strategy ping_pong",
+     "argument --mamba-radix-cache-strategy: invalid choice: 'ping_pong' (choose from 'auto', 'no_buffer', "
+     "'extra_buffer', 'extra_buffer_lazy')"),
+    (f"vllm serve {MODEL} --tensor-parallel-size four", "argument --tensor-parallel-size: invalid int value: 'four'"),
+    ("sglang serve --tp 4", "the launch command names no model: give --model-path"),
+    ("torchrun train.py", "not a launch command gdr-check reads: 'torchrun train.py'; expected `vllm serve MODEL "
+     "...`, `python -m vllm.entrypoints.openai.api_server --model ...`, `sglang serve --model-path ...` or "
+     "`python -m sglang.launch_server --model-path ...`"),
+])
+def test_what_the_engines_parser_rejects_is_one_line(line, message):
+    with pytest.raises(LaunchCommandError) as caught:
+        parse_launch(split_command(line))
+    assert str(caught.value) == message
+
+
+def test_startup_logs():
+    vllm = parse_log("INFO 12-01 10:00:00 [utils.py:233] non-default args: {'model_tag': 'Qwen/Qwen3-Next-80B-A3B-"
+                     "Instruct', 'model': 'Qwen/Qwen3-Next-80B-A3B-Instruct', 'tensor_parallel_size': 4, "
+                     "'gpu_memory_utilization': 0.9, 'max_model_len': 131072}\n")
+    assert (vllm.engine, vllm.get("tp"), vllm.get("memory_fraction"), vllm.get("max_model_len")) == (
+        "vllm", 4, 0.9, 131072)
+    sglang = parse_log("[2026-01-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-Next-80B-A3B-Instruct', "
+                       "tp_size=4, attn_dp_size=2, mem_fraction_static=0.8, max_running_requests=None, "
+                       "mamba_radix_cache_strategy='auto', disable_radix_cache=False)\n")
+    assert (sglang.engine, sglang.get("tp"), sglang.get("attn_dp"), sglang.get("memory_fraction")) == (
+        "sglang", 4, 2, 0.8)
+    with pytest.raises(LaunchCommandError, match="no startup settings in the log"):
+        parse_log("nothing here\n")
+
+
+# -- vLLM 0.33.0 arithmetic --------------------------------------------------------------------------------------
+def vllm_blocks(tp: int, utilization: float, weights: int, peak: int) -> tuple[int, int]:
+    """(blocks, bytes per block) as vLLM 0.33.0 computes them for Qwen3-Next on a Hopper GPU with prefix caching on."""
+    conv_dim = HK * DK * 2 + HV * DV  # mamba_utils.py:282
+    mamba_page = conv_dim // tp * (CONV - 1) * 2 + HV // tp * DV * DK * 2  # bf16 conv and SSM (auto)
+    attn_token = 2 * max(1, KV_HEADS // tp) * HEAD_DIM * 2  # FullAttentionSpec: K and V, bf16
+    align = math.lcm(16, 64)  # FlashAttention MultipleOf(16); FlashInfer GDN prefill checkpoints on a 64 grid
+    block = align * -(-mamba_page // (align * attn_token))  # platforms/interface.py:1096-1099
+    group = FULL  # kv_cache_planning.py:495-506: 12 full, 36 linear -> groups of 12
+    bytes_per_block = group * block * attn_token
+    available = int(H100 * utilization) - weights - peak  # gpu_worker.py:754-758
+    return available // bytes_per_block, bytes_per_block
+
+
+def test_vllm_refuses_when_max_num_seqs_exceeds_the_blocks_and_names_the_largest_that_fits():
+    weights = 40 * GiB
+    expected, _ = vllm_blocks(4, 0.62, weights, 4 * GiB)
+    most, _ = vllm_blocks(4, 0.62, weights, 2 * GiB)
+    fewest, _ = vllm_blocks(4, 0.62, weights, 8 * GiB)
+    seqs = most + 100
+    run = run_cli("launch", "--gpu", "h100", "--weights-per-rank", "40GiB", "--", "vllm", "serve", MODEL,
+                  "--tensor-parallel-size", "4", "--max-model-len", "4096", "--gpu-memory-utilization", "0.62",
+                  "--max-num-seqs", str(seqs))
+    assert run.exit_code == 1, run.stdout + run.stderr
+    assert "verdict: vLLM 0.33.0 refuses to start" in run.stdout
+    assert (f"error[GDR501]: max_num_seqs ({seqs}) exceeds the {expected} Mamba cache blocks vLLM 0.33.0 allocates "
+            f"at any start-up peak (max_num_seqs <= {expected})") in run.stdout
+    assert f"= help: `--max-num-seqs {fewest}` fits at every estimate" in run.stdout
+
+
+def test_the_issue_command_starts_on_an_h100_with_the_default_max_num_seqs():
+    # vllm serve ... -tp 4 --max-model-len 131072 --gpu-memory-utilization 0.9: 1024 sequences (arg_utils.py:2986)
+    weights = int(80e9 * 2) // 4  # the built-in model's estimate: 80B parameters in bf16, over 4 ranks
+    fewest, _ = vllm_blocks(4, 0.9, weights, 8 * GiB)
+    assert fewest > 1024
+    run = run_cli("launch", "--gpu", "h100", "--", "vllm", "serve", MODEL, "--tensor-parallel-size", "4",
+                  "--max-model-len", "131072", "--gpu-memory-utilization", "0.9")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    assert "max_num_seqs 1024 (the default on this GPU)" in run.stdout
+    assert "verdict: vLLM 0.33.0 starts" in run.stdout
+    assert "GDR501" not in run.stdout
+
+
+def test_vllm_default_max_num_seqs_is_256_on_an_a100():
+    run = run_cli("launch", "--gpu", "a100-80g", "--output-format", "json", "--", "vllm", "serve", MODEL, "-tp", "4",
+                  "--max-model-len", "8192")
+    document = json.loads(run.stdout)
+    assert document["plan"]["max_num_seqs"] == 256 and document["plan"]["max_num_seqs_default"] is True
+
+
+def test_vllm_refuses_a_max_model_len_one_request_cannot_hold():
+    # 0.56 x 79.25 GiB - 40 GiB leaves 2.38 GiB at a 2 GiB peak; one request at 262144 tokens needs more
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--", "vllm", "serve", MODEL, "-tp", "2",
+                  "--max-model-len", "262144", "--gpu-memory-utilization", "0.56", "--max-num-seqs", "8")
+    assert run.exit_code == 1
+    assert "error[GDR502]: one request at --max-model-len 262144 needs" in run.stdout
+
+
+# -- sglang 0.5.23 arithmetic ------------------------------------------------------------------------------------
+def sglang_pool(attn_tp: int, weights: int, fraction: float) -> tuple[int, int]:
+    """(max_mamba_cache_size, bytes per slot) for Qwen3-Next: fp32 SSM state, bf16 conv (environ.py:1628)."""
+    conv_dim = HK * DK * 2 + HV * DV
+    per_slot = LINEAR * (conv_dim // attn_tp * (CONV - 1) * 2 + HV // attn_tp * DV * DK * 4)
+    rest = int(H100 * fraction) - weights  # kv_cache_configurator.py:2990-3040
+    budget = rest * 0.9 / 1.9  # :3350-3356, mamba_full_memory_ratio fallback 0.9
+    return int((budget - per_slot) // per_slot), per_slot
+
+
+def test_sglang_attention_dp_caps_the_running_requests_with_extra_buffer_slots():
+    # memory_hook.py:281-328 on an 81152 MiB GPU, tp 4, attention DP 2, decode graphs up to 512:
+    reserved = 512 + 8192 * 1.5 + 4 / 8 * 1024 + 512 * 2 + 512 * 2 * 3 + 512 * 2 * 1.5
+    fraction = round((79.25 * 1024 - reserved) / (79.25 * 1024), 3)
+    pool, _ = sglang_pool(2, 40 * GiB, fraction)
+    ratio = 3 + 2  # radix cache on, extra_buffer (auto under the overlap schedule) with overlap: 2 tracking slots
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--", "python", "-m", "sglang.launch_server",
+                  "--model-path", MODEL, "--tp", "4", "--attn-dp-size", "2", "--context-length", "131072")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    assert (f"warning[GDR503]: sglang 0.5.23 caps running requests at {pool // ratio} per attention-DP group: {pool} "
+            f"state slots, 5 per request (extra_buffer)") in run.stdout
+    assert f"kernel call checked as: tp 2, batch {pool // ratio}, {pool + 1} pool rows, engine sglang" in run.stdout
+    assert "verdict: sglang 0.5.23 starts, capping the running requests" in run.stdout
+
+
+def test_sglang_without_the_radix_cache_counts_one_slot_per_request():
+    pool, _ = sglang_pool(4, 40 * GiB, 0.85)
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--output-format", "json", "--", "sglang", "serve",
+                  "--model-path", MODEL, "--tp", "4", "--mem-fraction-static", "0.85", "--disable-radix-cache")
+    plan = json.loads(run.stdout)["plan"]
+    assert (plan["pool_size"], plan["ratio"]) == (pool, 1)
+
+
+def test_sglang_refuses_when_the_weights_fill_the_static_fraction():
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--", "sglang", "serve", "--model-path", MODEL,
+                  "--tp-size", "2", "--mem-fraction-static", "0.5")
+    assert run.exit_code == 1
+    assert ("error[GDR504]: sglang 0.5.23 stops at start: the weights (40.00 GiB) fill --mem-fraction-static 0.5 of "
+            "79.25 GiB") in run.stdout
+
+
+# -- input the command cannot take ---------------------------------------------------------------------------------
+def test_a_repo_id_one_letter_off_gets_did_you_mean():
+    run = run_cli("launch", "--", "vllm", "serve", "Qwen/Qwen3-Next-80B-A3B-Instruc")
+    assert run.exit_code == 2 and run.stdout == ""
+    assert "did you mean Qwen/Qwen3-Next-80B-A3B-Instruct (a built-in model)?" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_rejected_flag_is_one_usage_line():
+    run = run_cli("launch", "--", "sglang", "serve", "--model-path", MODEL, "--cuda-graph-max-bs", "256")
+    assert run.exit_code == 2 and "ambiguous option: --cuda-graph-max-bs" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_no_command_is_a_usage_error():
+    run = run_cli("launch")
+    assert run.exit_code == 2 and "give the engine command after `--`" in run.stderr
