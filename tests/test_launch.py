@@ -233,3 +233,36 @@ def test_a_rejected_flag_is_one_usage_line():
 def test_no_command_is_a_usage_error():
     run = run_cli("launch")
     assert run.exit_code == 2 and "give the engine command after `--`" in run.stderr
+
+
+# -- FP8 block quantization at TP (vLLM 0.33.0 fp8_utils.py:1296-1345) --------------------------------------------
+def _fp8_checkpoint(tmp_path, ignored: list[str]):
+    from gdr_check.models.builtin import get_builtin
+
+    config = get_builtin(MODEL).config_copy()
+    config["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                     "weight_block_size": [128, 128], "modules_to_not_convert": ignored}
+    folder = tmp_path / "Qwen3-Next-80B-A3B-Instruct-FP8"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_fp8_in_proj_ba_at_tp_names_the_tp_sizes_that_work(tmp_path):
+    folder = _fp8_checkpoint(tmp_path, [])
+    # in_proj_ba is one column-parallel output of 2 x 32 value heads: 64 / 2 = 32 columns per rank at TP 2, not a
+    # multiple of 128; at TP 1 nothing is split and a single output is not checked.
+    run = run_cli("launch", "--weights-per-rank", "20GiB", "--", "vllm", "serve", str(folder), "-tp", "2",
+                  "--max-model-len", "4096")
+    assert run.exit_code == 1
+    assert ("error[GDR505]: `in_proj_ba` is 32 output columns per rank at TP 2, not a multiple of the FP8 block 128: "
+            "vLLM 0.33.0 stops loading the checkpoint (TP sizes that work: 1)") in run.stdout
+
+
+def test_fp8_with_in_proj_ba_kept_unquantized_loads_at_every_tp_that_splits_the_heads(tmp_path):
+    linear = [i for i in range(LAYERS) if (i + 1) % 4]
+    folder = _fp8_checkpoint(tmp_path, [f"model.layers.{i}.linear_attn.in_proj_ba" for i in linear])
+    # in_proj_qkvz: (2 x 2048 + 2 x 4096) / 16 = 768 = 6 x 128; out_proj input 4096 / 16 = 256 = 2 x 128
+    run = run_cli("launch", "--weights-per-rank", "10GiB", "--", "vllm", "serve", str(folder), "-tp", "16",
+                  "--max-model-len", "4096")
+    assert "GDR505" not in run.stdout, run.stdout

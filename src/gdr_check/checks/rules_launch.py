@@ -29,6 +29,7 @@ from ..deployment.launch_memory import (
 from ..models.adapters import select_adapter
 from ..models.builtin import get_builtin
 from ..models.description import LinearAttentionModel, describe
+from ..models.quant_blocks import block_problems, fp8_block, working_tp_sizes
 from .examples import config_checkpoint
 from .rules_model import format_bytes
 
@@ -45,6 +46,7 @@ class LaunchContext:
     plan: VllmPlan | SglangPlan
     weights_note: str = ""
     notes: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def engine(self) -> str:
@@ -59,7 +61,7 @@ def launch_context(command: LaunchCommand, model: LinearAttentionModel, config: 
         plan = plan_vllm(model, config, command, gpu, weights_per_rank, overhead)
     else:
         plan = plan_sglang(model, config, command, gpu, weights_per_rank)
-    return LaunchContext(command, model, gpu, plan, weights_note)
+    return LaunchContext(command, model, gpu, plan, weights_note, config=config)
 
 
 def run_launch_rules(ctx: LaunchContext, rules: RuleSet = RULE_SET) -> list[Diagnostic]:
@@ -81,6 +83,7 @@ class LaunchExample:
     gpu: str = "h100"
     weights_gib: float = 40.0
     model: str = "Qwen/Qwen3-Next-80B-A3B-Instruct"  # a built-in model's config
+    config_changes: dict[str, Any] = field(default_factory=dict)  # keys replaced in that config
     note: str = ""
 
     @property
@@ -96,7 +99,7 @@ class LaunchExample:
         builtin = get_builtin(self.model)
         if builtin is None:
             raise ValueError(f"{self.model} is not a built-in model")
-        config = builtin.config_copy()
+        config = {**builtin.config_copy(), **self.config_changes}
         checkpoint = config_checkpoint(config)
         selection = select_adapter(checkpoint.config, checkpoint.tensors)
         if selection.adapter is None:
@@ -299,3 +302,48 @@ def sglang_pool_fits(ctx: LaunchContext) -> Finding | None:
         return Finding({"engine": ctx.engine, "why": f"the state pool gets {plan.pool_size} slots of "
                         f"{format_bytes(plan.per_slot_bytes)}"}, notes=notes)
     return None
+
+
+@RULE_SET.rule(
+    "GDR505", "fp8-block-not-divisible-at-tp", scope=LAUNCH,
+    summary="vLLM cannot load the FP8 block-quantized GDN projections at this TP size",
+    message="`{layer}` is {width} {kind} per rank at TP {tp}, not a multiple of the FP8 block {block}: {engine} stops "
+            "loading the checkpoint (TP sizes that work: {working})",
+    explanation=(
+        "An FP8 checkpoint with `weight_block_size` [block_n, block_k] loads in vLLM 0.33.0 only when every "
+        "tensor-parallel output slice of a column-parallel layer is a multiple of block_n and every input slice of "
+        "a row-parallel layer a multiple of block_k (`validate_fp8_block_shape`, "
+        "`vllm/model_executor/layers/quantization/utils/fp8_utils.py:1296-1345`): `ValueError: Weight "
+        "output_partition_size = N is not divisible by weight quantization block_n = B.` The GDN projections' "
+        "slices shrink with TP: `in_proj_ba` holds two values per value head, so a few heads per rank are far "
+        "below a 128 block. Layers the config names in `ignored_layers` / `modules_to_not_convert` stay unquantized "
+        "and are not checked."
+    ),
+    fixes=("serve at one of the TP sizes shown", "keep the small projections unquantized (`modules_to_not_convert`)"),
+    example=LaunchExample("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct -tp 4 --max-model-len 4096",
+                          config_changes={"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                                                  "weight_block_size": [128, 128]}},
+                          note="an FP8 config that quantizes in_proj_ba too"),
+    engines="vLLM 0.33.0.",
+)
+def fp8_block_at_tp(ctx: LaunchContext) -> list[Finding]:
+    if ctx.command.engine != "vllm" or fp8_block(ctx.config) is None:
+        return []
+    tp = ctx.plan.tp
+    problems = block_problems(ctx.model, ctx.config, tp)
+    if not problems:
+        return []
+    working = ", ".join(map(str, working_tp_sizes(ctx.model, ctx.config))) or "none"
+    findings = []
+    for problem in problems:
+        what = "output columns" if problem.kind == "output" else "input columns"
+        noun = "block_n" if problem.kind == "output" else "block_k"
+        size = "output_partition_size" if problem.kind == "output" else "input_size_per_partition"
+        findings.append(Finding(
+            {"layer": problem.layer, "width": problem.width, "kind": what, "tp": tp, "block": problem.block,
+             "engine": ctx.engine, "working": working},
+            notes=[f"vLLM stops with `ValueError: Weight {size} = {problem.width} is not divisible by weight "
+                   f"quantization {noun} = {problem.block}.`"],
+            fixes=[f"`--tensor-parallel-size` {working.split(', ')[-1]}" if working != "none" else
+                   f"keep `{problem.layer}` unquantized in the checkpoint (`modules_to_not_convert`)"]))
+    return findings
