@@ -185,7 +185,7 @@ def vllm_mamba_blocks(ctx: LaunchContext) -> Finding | None:
     "GDR502", "vllm-max-model-len-does-not-fit", scope=LAUNCH,
     summary="vLLM refuses to start: one request at the max model length does not fit",
     message="one request at --max-model-len {length} needs {needed} per rank, more than the {available} {engine} "
-            "has for its cache (--max-model-len <= {largest})",
+            "has for its cache ({fits})",
     explanation=(
         "vLLM 0.33.0 checks at start that the cache holds one request of the maximum model length: every "
         "full-attention group's blocks for that many tokens and every state group's blocks "
@@ -211,9 +211,14 @@ def vllm_model_len(ctx: LaunchContext) -> Finding | None:
     if not certain:
         notes.append(f"it fits with a start-up peak of {_gib(plan.overhead.low)}: whether vLLM starts depends on the "
                      "peak it measures")
-    fixes = [f"`--max-model-len {largest}`"] if largest else ["the weights leave no room: raise the TP size"]
+    if plan.available(over) <= 0:
+        notes.append("vLLM stops before sizing the cache: `ValueError: No available memory for the cache blocks. Try "
+                     "increasing `gpu_memory_utilization` when initializing the engine ...`")
+    fixes = [f"`--max-model-len {largest}`"] if largest else ["raise `--tensor-parallel-size` (less weight per rank) "
+                                                              "or `--gpu-memory-utilization`"]
+    fits = f"--max-model-len <= {largest}" if largest else "no length fits: the weights leave no room"
     return Finding({"length": plan.max_model_len, "needed": _gib(plan.request_bytes),
-                    "available": _gib(max(plan.available(over), 0)), "engine": ctx.engine, "largest": largest},
+                    "available": _gib(max(plan.available(over), 0)), "engine": ctx.engine, "fits": fits},
                    fixes=fixes, notes=notes, severity="error" if certain else "warning")
 
 

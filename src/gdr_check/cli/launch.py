@@ -15,7 +15,7 @@ import typer
 from ..base.limits import LimitError, SizeError, parse_size
 from ..deployment.launch_command import parse_launch, parse_log
 from ..deployment.launch_memory import SglangPlan
-from ..pipeline.launch_check import LaunchResult, check_launch, gpu_for
+from ..pipeline.launch_check import LAUNCH_CODES, LaunchResult, check_launch, gpu_for
 from .escape import neutralise_log, text
 from .main import app
 from .output import Output
@@ -92,7 +92,7 @@ def launch_command(
 
 
 def verdict(result: LaunchResult) -> str:
-    launch = {d.code: d for d in result.diagnostics if d.code in ("GDR501", "GDR502", "GDR503", "GDR504")}
+    launch = {d.code: d for d in result.diagnostics if d.code in LAUNCH_CODES}
     engine = result.context.engine
     if any(d.severity == "error" for d in launch.values()):
         return f"{engine} refuses to start"
@@ -127,7 +127,9 @@ def _plan_lines(result: LaunchResult) -> list[str]:
 
 def render_lines(result: LaunchResult) -> list[str]:
     launch = result.context.command
-    lines = [f"{result.context.engine}: {launch.entry} {launch.get('model')}"]
+    named = launch.flags.get("model", "MODEL")
+    model = launch.get("model") if named == "MODEL" else f"{named} {launch.get('model')}"
+    lines = [f"{result.context.engine}: {launch.entry} {model}"]
     read = ", ".join(f"{flag} {launch.settings[setting]}" for setting, flag in launch.flags.items()
                      if setting != "model")
     lines.append(f"  read: {read or 'no flag that gdr-check models'}")
