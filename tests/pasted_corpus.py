@@ -169,4 +169,57 @@ CASES = [
         "https://github.com/sgl-project/sglang/pull/20741",
         '   assert A_log.dtype == torch.float32, f"A_log must be float32, got {A_log.dtype}"\n',
         []),
+    # vLLM refusing a hybrid model's max_num_seqs: the worker's line (the PR that added the check) ...
+    PastedCase(
+        "https://github.com/vllm-project/vllm/pull/38270",
+        "(Worker_TP1 pid=509811) ERROR 03-26 18:27:04 [multiproc_executor.py:949] ValueError: max_num_seqs (1024) "
+        "exceeds available Mamba cache blocks (512). Each decode sequence requires one Mamba cache block, so CUDA "
+        "graph capture cannot proceed. Please lower max_num_seqs to at most 512 or increase gpu_memory_utilization.\n",
+        [("GDR412", {"seqs": "1024", "blocks": "512"})],
+        reasons=("1024 sequences need 1024 state blocks and the pool has 512: 512 short; `--max-num-seqs 512` starts "
+                 "the same deployment",)),
+    # ... the engine core's wrapper quoting it, with text after the quote ...
+    PastedCase(
+        "https://github.com/vllm-project/vllm/pull/38632",
+        "(EngineCore_DP0 pid=10078) RuntimeError: Worker failed with error 'max_num_seqs (1024) exceeds available "
+        "Mamba cache blocks (600). Each decode sequence requires one Mamba cache block, so CUDA graph capture cannot "
+        "proceed. Please lower max_num_seqs to at most 600 or increase gpu_memory_utilization.', please check the "
+        "stack trace above for the root cause\n",
+        [("GDR412", {"seqs": "1024", "blocks": "600"})]),
+    # ... and a comment quoting only its first sentence (cut short: read on what is there, the rest named).
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/49064",
+        "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (969).\n",
+        [("GDR412", {"seqs": "1024", "blocks": "969"})],
+        reasons=("the message is cut short: the engine's text goes on with `Each decode sequence requires one Mamba "
+                 "cache block, so CUDA graph capture ...`",)),
+    # sglang's cap on running requests by its state pool: one line ...
+    PastedCase(
+        "https://github.com/sgl-project/sglang/issues/38846",
+        "max_running_requests is capped to 9 by the mamba state cache (max_mamba_cache_size=47, 5 state slots per "
+        "request). To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state "
+        "size with --mamba-ssm-dtype bfloat16.\n",
+        [("GDR413", {"cap": "9", "pool": "47", "ratio": "5"})],
+        reasons=("`--mamba-radix-cache-strategy no_buffer` would let 15 run (3 slots each)",)),
+    # ... and wrapped over four lines, as a README quoted it.
+    PastedCase(
+        "https://github.com/MiaAI-Lab/Qwen3.8-27B-SGLang-DGX-Spark/issues/7",
+        "max_running_requests is capped to 12 by the mamba state cache\n"
+        "(max_mamba_cache_size=64, 5 state slots per request). To raise it: increase\n"
+        "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size\n"
+        "with --mamba-ssm-dtype bfloat16.\n",
+        [("GDR413", {"cap": "12", "pool": "64", "ratio": "5"})]),
+    # FP8 block quantization at TP: block_n on one line (sglang's loader) ...
+    PastedCase(
+        "https://github.com/inclusionAI/humming/issues/69",
+        "ValueError: Weight output_partition_size = 2112 is not divisible by weight quantization block_n = 128.\n",
+        [("GDR414", {"partition": "output_partition_size", "width": "2112", "block_name": "block_n",
+                     "block": "128"})]),
+    # ... and block_k wrapped over two lines (vLLM, Qwen3.6-35B-A3B-FP8 at TP 8).
+    PastedCase(
+        "https://github.com/vllm-project/vllm/pull/52915",
+        "ValueError: Weight input_size_per_partition = 64 is not divisible by\n"
+        "weight quantization block_k = 128.\n",
+        [("GDR414", {"partition": "input_size_per_partition", "width": "64", "block_name": "block_k",
+                     "block": "128"})]),
 ]

@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (importing registers the rules)
     rules_model,
     rules_param_dtype,
     rules_pasted,
+    rules_pasted_launch,
     rules_ranks,
     rules_wrapper,
 )

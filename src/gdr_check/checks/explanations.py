@@ -388,25 +388,124 @@ def _ranked() -> list[Rule]:
     return sorted(RULES.values(), key=_literal_length, reverse=True)
 
 
+def _prefix_match(literals: tuple[str, ...], fields: tuple[str, ...], text: str) -> tuple[dict[str, str], str] | None:
+    """A template read on a message cut short: `text` runs through the first literal and at least one field and
+    stops inside the template (inside a literal, or at a literal's end with fields left); the values read, and the
+    template's text that is missing. By literal search (linear)."""
+    if not fields or not text.startswith(literals[0]) or len(text) <= len(literals[0]):
+        return None
+    values: dict[str, str] = {}
+    position = len(literals[0])
+    for index, name in enumerate(fields):
+        following = literals[index + 1]
+        end = text.find(following, position + 1) if following else -1
+        if end <= position:  # the text ends inside this field's value or inside the literal after it
+            for cut in range(position + 1, len(text)):
+                rest = text[cut:]
+                if following.startswith(rest):
+                    values[name] = text[position:cut]
+                    return values, _template_from(literals, fields, index + 1, len(rest))
+            return None
+        if values.setdefault(name, text[position:end]) != text[position:end]:
+            return None
+        position = end + len(following)
+        if position == len(text):
+            if index + 1 == len(fields):
+                return None  # the whole template: a full match, not a cut one
+            return values, _template_from(literals, fields, index + 2, 0)
+    return None
+
+
+def _template_from(literals: tuple[str, ...], fields: tuple[str, ...], literal: int, skip: int) -> str:
+    """The template from literal `literal` (less its first `skip` characters) on, fields as `{name}`."""
+    parts = [literals[literal][skip:]] if literal < len(literals) else []
+    for index in range(literal, len(fields)):
+        parts += ["{" + fields[index] + "}", literals[index + 1]]
+    return "".join(parts).strip()
+
+
+# A cut message must hold this much of its template's fixed text to count (besides every numeric field).
+_MIN_CUT_LITERAL = 24
+
+
+def _partial_match(line: str, rules: list[Rule]) -> tuple[Rule, dict[str, str], str, str] | None:
+    """A template inside a longer line (a wrapper's message quoting it, then more text), or cut short (a log
+    line cut before its end); the rule, the values, the message read and what is missing ("" when nothing)."""
+    starts: list[str] | None = None
+    for rule in rules:
+        literals, fields = _match_pieces(rule.message)
+        if len(literals[0]) < _MIN_ANCHOR or not fields or literals[0] not in line:
+            continue
+        if starts is None:
+            starts = _message_starts(line)
+        at = line.find(literals[0])
+        texts = [text for text in starts if text.startswith(literals[0])] + [line[at:]]
+        last = literals[-1]
+        for text in texts:
+            if len(last) >= _MIN_ANCHOR and (end := text.find(last)) >= 0:  # the message, then more text
+                candidate = text[: end + len(last)]
+                values = _fullmatch(literals, fields, candidate)
+                if values is not None and _fields_ok(rule, values):
+                    return rule, {_group(k): v for k, v in values.items()}, candidate, ""
+            cut = _prefix_match(literals, fields, _unquoted(text, line).rstrip(_END))
+            if cut is None or not _fields_ok(rule, cut[0]) or not NUMERIC_FIELDS.get(rule.code):
+                continue
+            values, missing = cut
+            kept = len(text) - sum(len(value) for value in values.values())
+            if kept >= _MIN_CUT_LITERAL:
+                return rule, {_group(k): v for k, v in values.items()}, text.rstrip(), missing
+    return None
+
+
+# How many following lines a message wrapped over several lines may continue on.
+_MAX_CONTINUATION = 3
+
+
 def find_all(text: str, context: Context | None = None) -> list[Explanation]:
     """Every known error in `text`, in order of appearance; the same message repeated (once per rank) is one
-    explanation with its count. Reasons about each one's numbers with `context`."""
+    explanation with its count. Reasons about each one's numbers with `context`. A message wrapped over up to
+    four lines is read whole; one inside a longer line or cut short is read on what is there, and the reasons
+    say what is missing."""
     rules = _ranked()
     found: dict[tuple[str, str], Explanation] = {}
     seen: dict[str, tuple[Rule, dict[str, str], str] | None] = {}  # a log repeats its lines
-    for number, raw in enumerate(text[:MAX_PASTE].splitlines(), 1):
-        line = clean_line(raw)
-        if not line:
+    lines = [clean_line(raw) for raw in text[:MAX_PASTE].splitlines()]
+    skip_to = 0
+    for number, line in enumerate(lines, 1):
+        if number <= skip_to or not line:
             continue
         hit = seen[line] if line in seen else seen.setdefault(line, _match_line(line, rules))
+        missing = ""
         if hit is None:
-            continue
+            joined = line
+            for extra, following in enumerate(lines[number:number + _MAX_CONTINUATION], 1):
+                if not following:
+                    break
+                joined = f"{joined} {following}"
+                hit = _match_line(joined, rules)
+                if hit is not None and any(hit[2] in single for single in lines[number:number + extra]):
+                    hit = None  # a later line holds the whole message: it is read there, on its own line
+                    break
+                if hit is not None:
+                    skip_to = number + extra
+                    break
+        if hit is None:
+            partial = _partial_match(line, rules)
+            if partial is None:
+                continue
+            hit = (partial[0], partial[1], partial[2])
+            missing = partial[3]
         rule, values, message = hit
         key = (rule.code, message)
         if key in found:
             found[key].count += 1
             continue
-        found[key] = Explanation(rule, values, message, number, reasons(rule.code, values, context or Context()))
+        told = reasons(rule.code, values, context or Context())
+        if missing:
+            missing = missing.lstrip(". ")
+            shown = missing if len(missing) <= 80 else missing[:77].rsplit(" ", 1)[0] + " ..."
+            told = [f"the message is cut short: the engine's text goes on with `{shown}`", *told]
+        found[key] = Explanation(rule, values, message, number, told)
     return list(found.values())
 
 

@@ -84,7 +84,6 @@ _ENTRIES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("-m", "sglang.launch_server"), "sglang", "python -m sglang.launch_server"),
 )
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_HINT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -136,9 +135,10 @@ def _value(flag: Flag, typed: str, text: str) -> Any:
         value = text.strip()
         if kind == "hint_auto" and (value == "-1" or value.lower() == "auto"):
             return -1
-        match = _HINT.fullmatch(value)
-        if match:
-            number, suffix = match.groups()
+        number, suffix = value[:-1], value[-1:]
+        whole, dot, fraction = number.partition(".")
+        if suffix and suffix in "kKmMgGtT" and whole.isdigit() and whole.isascii() and (
+                not dot or (fraction.isdigit() and fraction.isascii())):
             return int(float(number) * (_DECIMAL.get(suffix) or _BINARY[suffix]))
         return _int(typed, value)
     if kind == "float":
@@ -305,7 +305,6 @@ def attention_tp(command: LaunchCommand) -> int:
 # -- a startup log ----------------------------------------------------------------------------------------
 _VLLM_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
 _SGLANG_SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
-_PY_LITERAL = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)")
 # Startup-log field -> setting, per engine.
 _LOG_FIELDS: dict[str, dict[str, str]] = {
     "vllm": {"model": "model", "model_tag": "model", "tensor_parallel_size": "tp", "data_parallel_size": "dp",
@@ -331,6 +330,51 @@ _LOG_FIELDS: dict[str, dict[str, str]] = {
 }
 
 
+def _literal_end(text: str, start: int) -> int:
+    """The end of the Python literal (a quoted string, a number, True/False/None) at `start`, or -1; by scanning."""
+    if start >= len(text):
+        return -1
+    quote = text[start]
+    if quote in "'\"":
+        at = start + 1
+        while at < len(text):
+            if text[at] == "\\":
+                at += 2
+                continue
+            if text[at] == quote:
+                return at + 1
+            at += 1
+        return -1
+    for word in ("True", "False", "None"):
+        if text.startswith(word, start):
+            return start + len(word)
+    at = start + (1 if text[start] == "-" else 0)
+    while at < len(text) and (text[at].isdigit() or text[at] in ".e-+"):
+        at += 1
+    return at if at > start and text[start:at] != "-" else -1
+
+
+def _keyword_literals(text: str) -> dict[str, Any]:
+    """`key=literal` pairs of a repr (`ServerArgs(tp_size=4, model_path='m', ...)`), by one linear scan; values
+    that are not plain literals (nested records) are passed over."""
+    values: dict[str, Any] = {}
+    position = 0
+    while (equals := text.find("=", position)) >= 0:
+        start = equals
+        while start > position and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            start -= 1
+        end = _literal_end(text, equals + 1)
+        position = equals + 1
+        if start == equals or end < 0:
+            continue
+        try:
+            values[text[start:equals]] = ast.literal_eval(text[equals + 1:end])
+        except (ValueError, SyntaxError):
+            continue
+        position = end
+    return values
+
+
 def parse_log(text: str, *, version: str | None = None) -> LaunchCommand:
     """The settings of an engine's startup log: vLLM's `non-default args: {...}` line or sglang's
     `server_args=ServerArgs(...)` line (the last one in the text)."""
@@ -343,9 +387,7 @@ def parse_log(text: str, *, version: str | None = None) -> LaunchCommand:
             raise LaunchCommandError("the log's `non-default args:` line is cut or not a Python dict") from None
         engine, entry = "vllm", "vLLM startup log (non-default args)"
     elif sglang:
-        values = {}
-        for key, literal in _PY_LITERAL.findall(sglang[-1]):
-            values[key] = ast.literal_eval(literal)
+        values = _keyword_literals(sglang[-1])
         engine, entry = "sglang", "sglang startup log (server_args)"
     else:
         raise LaunchCommandError("no startup settings in the log: expected vLLM's `non-default args: {...}` line or "

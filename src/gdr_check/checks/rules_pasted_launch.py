@@ -1,0 +1,130 @@
+"""GDR412-GDR414: what engines print when a launch of a GDN/KDA model is refused or capped, for `explain`.
+
+The engines' own messages (vLLM 0.33.0, sglang 0.5.23, quoted from their source), declared so that `gdr-check
+explain` recognises them in a log, a traceback or a wrapper's message, and connects them to the launch rules that
+predict them before launch (GDR501, GDR503, GDR505: `gdr-check launch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..base.registry import declare
+from .explanations import Context, reasoner
+from .rules_pasted import PastedExample
+
+_MAMBA_BLOCKS = ("max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode sequence "
+                 "requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower max_num_seqs to "
+                 "at most {blocks} or increase gpu_memory_utilization.")
+
+declare(
+    "GDR412", "vllm-mamba-cache-blocks-below-max-num-seqs",
+    summary="vLLM refused to start: max_num_seqs exceeds the Mamba cache blocks its memory gives",
+    message=_MAMBA_BLOCKS,
+    explanation=(
+        "vLLM 0.33.0 raises this before CUDA-graph capture when the hybrid model's block pool (attention KV and "
+        "the linear-attention state share it) has fewer blocks than `max_num_seqs`: every decoding sequence holds "
+        "one state block under FULL decode CUDA graphs (`vllm/config/compilation.py:1510-1531`). The default "
+        "`max_num_seqs` is 1024 on GPUs of 70 GiB and more (256 on A100 and smaller ones), "
+        "`engine/arg_utils.py:2940-3010`. `gdr-check launch -- <command>` computes the blocks before launch "
+        "(GDR501)."),
+    causes=("the default max_num_seqs (1024) with a large model per rank",
+            "a low --gpu-memory-utilization, or a long --max-model-len with little memory left"),
+    fixes=("`--max-num-seqs` at most the blocks in the message", "raise `--gpu-memory-utilization` or the TP size"),
+    example=PastedExample(
+        "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (512). Each decode sequence requires "
+        "one Mamba cache block, so CUDA graph capture cannot proceed. Please lower max_num_seqs to at most 512 or "
+        "increase gpu_memory_utilization."),
+    engines="vLLM 0.33.0 (since the check replaced the silent cap)",
+    scope="pasted",
+)
+
+
+@reasoner("GDR412", numeric=("seqs", "blocks"))
+def _mamba_blocks(values: Mapping[str, str], context: Context) -> list[str]:
+    seqs, blocks = int(values["seqs"]), int(values["blocks"])
+    out = [f"{seqs} sequences need {seqs} state blocks and the pool has {blocks}: {seqs - blocks} short; "
+           f"`--max-num-seqs {blocks}` starts the same deployment"]
+    if seqs in (1024, 2048, 256, 512):
+        out.append(f"{seqs} is vLLM's default (1024 on GPUs of 70 GiB and more, 256 on A100 and smaller ones, "
+                   "doubled by `--performance-mode throughput`) when --max-num-seqs is not given")
+    out.append("`gdr-check launch -- <the command>` computes the blocks before launch (GDR501)")
+    return out
+
+
+_CAPPED = ("max_running_requests is capped to {cap} by the mamba state cache (max_mamba_cache_size={pool}, {ratio} "
+           "state slots per request). To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or "
+           "halve the state size with --mamba-ssm-dtype bfloat16.")
+
+declare(
+    "GDR413", "sglang-running-requests-capped",
+    severity="warning",
+    summary="sglang serves fewer running requests than asked: its state pool caps them",
+    message=_CAPPED,
+    explanation=(
+        "sglang 0.5.23 sizes the GDN/KDA state pool (`max_mamba_cache_size`) from memory and counts several slots "
+        "per running request: 3 with the radix cache, plus 2 tracking slots under `extra_buffer` with the overlap "
+        "schedule (1 without it or lazily), 1 with `--disable-radix-cache` "
+        "(`srt/mem_cache/kv_cache_configurator.py:3062-3160`). It logs this warning and serves at most the cap; "
+        "`--max-running-requests` above it only queues. `gdr-check launch` predicts it (GDR503)."),
+    causes=("`auto` resolving to extra_buffer (5 slots per request) for Qwen3-Next, Qwen3.5 and Kimi-Linear",
+            "an fp32 SSM state (sglang's default) on a small GPU"),
+    fixes=("`--mamba-ssm-dtype bfloat16`", "`--mamba-radix-cache-strategy no_buffer` or `--disable-radix-cache`",
+           "raise `--mamba-full-memory-ratio` or `--max-mamba-cache-size`"),
+    example=PastedExample(f"[2026-01-01 10:00:00] {_CAPPED.format(cap=9, pool=47, ratio=5)}"),
+    engines="sglang 0.5.23",
+    scope="pasted",
+)
+
+_RATIOS = {5: "the radix cache's 3 and 2 ping-pong tracking slots (extra_buffer with the overlap schedule)",
+           4: "the radix cache's 3 and 1 tracking slot (extra_buffer without the overlap schedule, or "
+              "extra_buffer_lazy)",
+           3: "the radix cache's 3 (no_buffer)", 1: "one (the radix cache off)"}
+
+
+@reasoner("GDR413", numeric=("cap", "pool", "ratio"))
+def _capped(values: Mapping[str, str], context: Context) -> list[str]:
+    cap, pool, ratio = int(values["cap"]), int(values["pool"]), int(values["ratio"])
+    out = [f"{pool} state slots // {ratio} per request = {pool // ratio} running requests"
+           + (f"; {ratio} is {_RATIOS[ratio]}" if ratio in _RATIOS else "")]
+    if ratio > 3:
+        out.append(f"`--mamba-radix-cache-strategy no_buffer` would let {pool // 3} run (3 slots each)")
+    if ratio > 1:
+        out.append(f"`--disable-radix-cache` would let {pool} run (one slot each; no prefix caching)")
+    if context.batch and context.batch > cap:
+        out.append(f"--batch {context.batch} > {cap}: the rest of the batch queues")
+    return out
+
+
+_BLOCK = "Weight {partition} = {width} is not divisible by weight quantization {block_name} = {block}."
+
+declare(
+    "GDR414", "fp8-block-not-divisible-at-load",
+    summary="a block-quantized FP8 layer's per-rank slice is not a multiple of the quantization block",
+    message=_BLOCK,
+    explanation=(
+        "vLLM 0.33.0 (and sglang's FP8 loader, which words it the same) checks that each tensor-parallel slice of "
+        "a block-quantized FP8 layer is a multiple of the block: output slices of column-parallel layers against "
+        "block_n, input slices of row-parallel ones against block_k "
+        "(`vllm/model_executor/layers/quantization/utils/fp8_utils.py:1296-1345`). At high TP the GDN "
+        "projections' slices are small (`in_proj_ba` holds two columns per value head). `gdr-check launch` "
+        "predicts it for the GDN projections and lists the TP sizes that work (GDR505)."),
+    causes=("a TP size that leaves a projection fewer columns than the block",),
+    fixes=("a smaller TP size", "keep the small projections unquantized in the checkpoint (`modules_to_not_convert`)"),
+    example=PastedExample("ValueError: Weight output_partition_size = 2112 is not divisible by weight quantization "
+                          "block_n = 128."),
+    engines="vLLM 0.33.0; sglang 0.5.23",
+    scope="pasted",
+)
+
+
+@reasoner("GDR414", numeric=("width", "block"))
+def _fp8_block(values: Mapping[str, str], context: Context) -> list[str]:
+    width, block = int(values["width"]), int(values["block"])
+    out = [f"{width} = {block} x {width // block} + {width % block}: the slice is not whole blocks"]
+    for name, full in context.widths.items():
+        if context.tp and full // context.tp == width and full % context.tp == 0:
+            working = [tp for tp in (1, 2, 4, 8, 16) if full % tp == 0 and (full // tp) % block == 0]
+            out.append(f"that is {name} = {full} over tp={context.tp}; TP sizes whose slice is whole blocks: "
+                       f"{', '.join(map(str, working)) or 'none'}")
+    return out
