@@ -220,7 +220,7 @@ def test_sglang_refuses_when_the_weights_fill_the_static_fraction():
 def test_a_repo_id_one_letter_off_gets_did_you_mean():
     run = run_cli("launch", "--", "vllm", "serve", "Qwen/Qwen3-Next-80B-A3B-Instruc")
     assert run.exit_code == 2 and run.stdout == ""
-    assert "did you mean Qwen/Qwen3-Next-80B-A3B-Instruct (a built-in model)?" in run.stderr
+    assert "did you mean `Qwen/Qwen3-Next-80B-A3B-Instruct` (a built-in model)?" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
 
 
@@ -266,3 +266,16 @@ def test_fp8_with_in_proj_ba_kept_unquantized_loads_at_every_tp_that_splits_the_
     run = run_cli("launch", "--weights-per-rank", "10GiB", "--", "vllm", "serve", str(folder), "-tp", "16",
                   "--max-model-len", "4096")
     assert "GDR505" not in run.stdout, run.stdout
+
+
+def test_check_gets_the_same_did_you_mean():
+    run = run_cli("Qwen/Qwen3-Next-80B-A3B-Instrut", "--tp", "4", "--output-format", "concise")
+    assert run.exit_code == 2
+    assert ("error: `Qwen/Qwen3-Next-80B-A3B-Instrut` is neither a local path nor a model in the local Hugging Face "
+            "cache") in run.stderr
+    assert "; help: did you mean `Qwen/Qwen3-Next-80B-A3B-Instruct` (a built-in model)?" in run.stderr
+
+
+def test_a_repo_id_far_from_every_built_in_gets_no_guess():
+    run = run_cli("launch", "--", "vllm", "serve", "Org/Some-Other-Model")
+    assert run.exit_code == 2 and "did you mean" not in run.stderr

@@ -9,6 +9,7 @@ unverified) and `unverified` names the fields that are not V.
 from __future__ import annotations
 
 import copy
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,14 @@ _BY_ID = {model.repo_id.lower(): model for model in _MODELS}
 def list_builtin() -> list[BuiltinModel]:
     """Every built-in model, in the order of docs/models.md."""
     return list(_MODELS)
+
+
+def closest_builtin(repo_id: str) -> BuiltinModel | None:
+    """The built-in model whose repo id is a letter or two from `repo_id` (case-insensitive), if any: what a
+    mistyped repo id most likely meant."""
+    wanted = repo_id.strip().lower()
+    close = difflib.get_close_matches(wanted, list(_BY_ID), n=1, cutoff=0.9)
+    return _BY_ID[close[0]] if close and close[0] != wanted else None
 
 
 def get_builtin(repo_id: str) -> BuiltinModel | None:

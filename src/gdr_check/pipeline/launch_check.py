@@ -10,7 +10,6 @@ findings for the same deployment.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,10 +30,9 @@ from ..deployment.launch_memory import (
 )
 from ..deployment.settings import Deployment
 from ..models.adapters import select_adapter
-from ..models.builtin import BuiltinModel, list_builtin
+from ..models.builtin import BuiltinModel
 from ..models.description import describe
 from ..sources import SourceError
-from ..sources.rules import ModelNotFound
 from .model_check import ModelCheck, check_checkpoint, open_target
 
 
@@ -59,13 +57,6 @@ class LaunchResult:
 
 LAUNCH_CODES = frozenset({"GDR501", "GDR502", "GDR503", "GDR504", "GDR505"})
 _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)B(?![a-z])")
-
-
-def did_you_mean(target: str) -> str | None:
-    """The built-in model whose repo id is closest to `target` (one or two letters off), if any."""
-    ids = {model.repo_id.lower(): model.repo_id for model in list_builtin()}
-    close = difflib.get_close_matches(target.strip().lower(), list(ids), n=1, cutoff=0.9)
-    return ids[close[0]] if close else None
 
 
 def gpu_for(name: str | None, memory: int | None) -> Gpu:
@@ -118,10 +109,6 @@ def check_launch(command: LaunchCommand, *, gpu: Gpu, weights_per_rank: int | No
     target = str(command.get("model"))
     try:
         checkpoint, builtin = open_target(target, cache_dir=cache_dir)
-    except ModelNotFound as error:
-        close = did_you_mean(target)
-        hint = f"; did you mean {close} (a built-in model)?" if close else ""
-        raise LaunchTargetError(f"{error}{hint}") from None
     except SourceError as error:
         raise LaunchTargetError(str(error)) from None
     config = checkpoint.config or {}

@@ -22,7 +22,7 @@ from ..checks.contract import run_contract
 from ..deployment.decode_path import DecodePath, decode_path
 from ..deployment.settings import Deployment, EngineSettings, resolve
 from ..models.adapters import linear_markers, select_adapter
-from ..models.builtin import BuiltinModel, get_builtin
+from ..models.builtin import BuiltinModel, closest_builtin, get_builtin
 from ..models.description import LinearAttentionModel, Locator, describe
 from ..sources import Checkpoint, SourceError, open_checkpoint
 from ..sources.rules import ModelNotFound
@@ -125,6 +125,9 @@ def open_target(target: str, *, cache_dir: str | None = None, revision: str | No
         return open_checkpoint(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links), None
     except SourceError as error:
         model = get_builtin(str(target)) if revision is None else None
+        if isinstance(error, ModelNotFound) and model is None and (close := closest_builtin(str(target))):
+            raise ModelNotFound(None, repo_id=target, cache_dir=error.values["cache_dir"],
+                                fix=f"did you mean `{close.repo_id}` (a built-in model)?") from None
         if not isinstance(error, ModelNotFound) or model is None:
             raise
         note = f"not in the local cache: using the built-in description of {model.repo_id}"
