@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -279,3 +280,18 @@ def test_check_gets_the_same_did_you_mean():
 def test_a_repo_id_far_from_every_built_in_gets_no_guess():
     run = run_cli("launch", "--", "vllm", "serve", "Org/Some-Other-Model")
     assert run.exit_code == 2 and "did you mean" not in run.stderr
+
+
+def test_launch_shows_the_check_command_of_the_same_deployment_and_check_agrees(tmp_path):
+    # sglang, tp 4 with attention DP 2: the GDN layers see tp 2; 8 running requests (--max-running-requests 8
+    # lowers the decode graphs to 8 too, memory_hook.py:182-188); the pool from --max-mamba-cache-size 64.
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--", "sglang", "serve", "--model-path", MODEL, "--tp", "4",
+                  "--attn-dp-size", "2", "--max-running-requests", "16", "--max-mamba-cache-size", "128")
+    expected = (f"gdr-check {MODEL} --tp 2 --batch 8 --slots 65 --engine sglang --mamba-strategy extra_buffer")
+    assert f"  the same deployment in `check`: {expected}" in run.stdout, run.stdout
+    check = run_cli(*expected.split()[1:], "--output-format", "concise")
+    launched = {line.split("]")[0].rsplit("[", 1)[1] for line in run.stdout.splitlines()
+                if line.startswith(("error[", "warning["))}
+    checked = set(re.findall(r"(?:error|warning)\[(GDR\d{3})\]", check.stdout))
+    assert checked and checked == {code for code in launched if not code.startswith("GDR5")}, (check.stdout,
+                                                                                             run.stdout)

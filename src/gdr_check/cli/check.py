@@ -26,6 +26,7 @@ from ..pipeline.selection import Selection, SelectorError, known_rules, rule_sel
 from ..pipeline.settings import Config, ConfigError, ConfigResolver, discover, load_config
 from ..sources import SourceError
 from ..sources.discover import ExcludePatterns, expand_targets, is_excluded
+from .deployment_flags import FLAGS
 from .engine_option import engine_help, engine_option, mamba_strategy_option, state_dtype_option
 from .escape import neutralise_log, text
 from .formats import FORMATS, format_module
@@ -195,22 +196,22 @@ def check_command(
         help="Checkpoint directories or files (a config.json, shard or index stands for its directory), or Hugging "
              "Face repo ids. Default: the current directory."),
     tp: str | None = typer.Option(
-        None, "--tp", help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
-    batch: int | None = typer.Option(None, "--batch", parser=whole_number("--batch"),
+        None, FLAGS["tp"], help="Tensor-parallel size, or a comma-separated list (a matrix); default 1."),
+    batch: int | None = typer.Option(None, FLAGS["batch"], parser=whole_number(FLAGS["batch"]),
                                      help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
-    slots: int | None = typer.Option(None, "--slots", parser=whole_number("--slots"),
+    slots: int | None = typer.Option(None, FLAGS["slots"], parser=whole_number(FLAGS["slots"]),
                                      help="State pool rows (default: batch + 1, slot 0 reserved; batch x 3 + 1 "
                                           "under sglang's extra_buffer)."),
     state_dtype: str | None = typer.Option(
-        None, "--state-dtype", help="float32, bfloat16 or float16 (default: the engine's choice)."),
-    engine: str | None = typer.Option(None, "--engine", help=engine_help("sglang")),
+        None, FLAGS["state_dtype"], help="float32, bfloat16 or float16 (default: the engine's choice)."),
+    engine: str | None = typer.Option(None, FLAGS["engine"], help=engine_help("sglang")),
     gpu_memory: str | None = typer.Option(
-        None, "--gpu-memory", help="Per-rank budget for the state pools, e.g. 20GiB."),
+        None, FLAGS["gpu_memory"], help="Per-rank budget for the state pools, e.g. 20GiB."),
     mamba_strategy: str = typer.Option(
-        MAMBA_STRATEGIES[0], "--mamba-strategy", help=f"sglang --mamba-radix-cache-strategy: "
+        MAMBA_STRATEGIES[0], FLAGS["mamba_strategy"], help=f"sglang --mamba-radix-cache-strategy: "
                                                       f"{' or '.join(MAMBA_STRATEGIES)} (ping-pong slots)."),
     speculative_tokens: int = typer.Option(
-        0, "--speculative-tokens", parser=whole_number("--speculative-tokens"),
+        0, FLAGS["speculative_tokens"], parser=whole_number(FLAGS["speculative_tokens"]),
         help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
     select: list[str] | None = typer.Option(
         None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or "

@@ -16,6 +16,7 @@ from ..base.limits import LimitError, SizeError, parse_size
 from ..deployment.launch_command import parse_launch, parse_log
 from ..deployment.launch_memory import SglangPlan
 from ..pipeline.launch_check import LAUNCH_CODES, LaunchResult, check_launch, gpu_for
+from .deployment_flags import check_command
 from .escape import neutralise_log, text
 from .main import app
 from .output import Output
@@ -55,8 +56,9 @@ def launch_command(
                    "vllm.entrypoints.openai.api_server ...`, `sglang serve ...`, `python -m "
                    "sglang.launch_server ...`."),
     gpu: str | None = typer.Option(None, "--gpu", help="The GPU: h100 (default), h200, a100-80g or b200."),
-    gpu_memory: str | None = typer.Option(
-        None, "--gpu-memory", help="The GPU's total memory as torch reports it, e.g. 79.25GiB (replaces --gpu's)."),
+    gpu_total_memory: str | None = typer.Option(
+        None, "--gpu-total-memory", help="The GPU's total memory as torch reports it, e.g. 79.25GiB (replaces "
+                                         "--gpu's; `check --gpu-memory` is a state-pool budget, not this)."),
     weights_per_rank: str | None = typer.Option(
         None, "--weights-per-rank", help="Weight bytes per rank (default: the checkpoint's headers / TP, or an "
                                          "estimate from a built-in model's name)."),
@@ -81,7 +83,7 @@ def launch_command(
         launch = parse_launch(command)
     else:
         raise typer.BadParameter("give the engine command after `--` (or --from-log FILE)", param_hint="COMMAND")
-    result = check_launch(launch, gpu=gpu_for(gpu, _size("--gpu-memory", gpu_memory)),
+    result = check_launch(launch, gpu=gpu_for(gpu, _size("--gpu-total-memory", gpu_total_memory)),
                           weights_per_rank=_size("--weights-per-rank", weights_per_rank))
     out = Output(output_format, None)
     if output_format == "json":
@@ -140,6 +142,7 @@ def render_lines(result: LaunchResult) -> list[str]:
     deployment = result.deployment
     lines.append(f"  kernel call checked as: tp {deployment.tp}, batch {deployment.batch}, "
                  f"{deployment.num_slots} pool rows, engine {deployment.engine}")
+    lines.append(f"  the same deployment in `check`: {check_command(str(launch.get('model')), deployment)}")
     lines.append(f"verdict: {verdict(result)}")
     for diagnostic in result.diagnostics:
         if diagnostic.severity == "info":
