@@ -295,3 +295,19 @@ def test_launch_shows_the_check_command_of_the_same_deployment_and_check_agrees(
     checked = set(re.findall(r"(?:error|warning)\[(GDR\d{3})\]", check.stdout))
     assert checked and checked == {code for code in launched if not code.startswith("GDR5")}, (check.stdout,
                                                                                              run.stdout)
+
+
+def test_from_log_reads_an_engine_startup_log_and_refuses_a_folder(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2026-01-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-Next-80B-A3B-Instruct', "
+                   "tp_size=4, attn_dp_size=2, mem_fraction_static=0.8, max_running_requests=None)\n"
+                   "[2026-01-01 10:00:05] Load weight begin.\n")
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--from-log", str(log))
+    assert run.exit_code == 0, run.stderr
+    assert run.stdout.startswith("sglang 0.5.23: sglang startup log (server_args) model_path "
+                                 "Qwen/Qwen3-Next-80B-A3B-Instruct\n  read: tp_size 4, attn_dp_size 2, "
+                                 "mem_fraction_static 0.8\n")
+    assert "attention TP 2 (tp 4 / attn-dp 2)" in run.stdout
+    folder = run_cli("launch", "--from-log", str(tmp_path))
+    assert folder.exit_code == 2 and "is not a regular file" in folder.stderr
+    assert len(folder.stderr.strip().splitlines()) == 1

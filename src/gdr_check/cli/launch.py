@@ -7,6 +7,8 @@ Parsing and rendering only: the command is read by `gdr_check.models.launch_comm
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,22 @@ def _size(option: str, value: str | None) -> int | None:
         raise typer.BadParameter(str(error), param_hint=option) from None
 
 
+# An engine prints its settings at start-up: the first 16 MiB of a log hold them.
+LOG_READ_LIMIT = 16 << 20
+
+
+def _read_log(path: Path) -> bytes:
+    """The start of a log file; a usage error (one line) for a path that is no regular file or cannot be read
+    (a FIFO would block, a directory has no text)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise typer.BadParameter(f"{text(path)} is not a regular file", param_hint="--from-log")
+        with open(path, "rb") as handle:
+            return handle.read(LOG_READ_LIMIT)
+    except OSError as error:
+        raise typer.BadParameter(f"cannot read {text(path)}: {error.strerror}", param_hint="--from-log") from None
+
+
 def _gib(count: float) -> str:
     return f"{count / (1 << 30):.2f} GiB"
 
@@ -74,10 +92,7 @@ def launch_command(
     if from_log is not None and command:
         raise typer.BadParameter("give a launch command or --from-log, not both", param_hint="--from-log")
     if from_log is not None:
-        try:
-            raw = from_log.read_bytes()[: 64 << 20]
-        except OSError as error:
-            raise typer.BadParameter(f"cannot read {from_log}: {error.strerror}", param_hint="--from-log") from None
+        raw = _read_log(from_log)
         launch = parse_log(raw.decode("utf-8", "replace"))
     elif command:
         launch = parse_launch(command)
