@@ -65,6 +65,11 @@ def test_vllm_spellings_as_its_parser_takes_them():
     assert command.ignored == ["--port", "8000", "--trust-remote-code"]
 
 
+def test_a_switch_passed_over_takes_no_value():
+    command = parse_launch(split_command(f"vllm serve --trust-remote-code {MODEL} -tp 2"))
+    assert (command.get("model"), command.ignored) == (MODEL, ["--trust-remote-code"])
+
+
 def test_vllm_speculative_config_json():
     command = parse_launch(["vllm", "serve", MODEL, "--speculative-config",
                             '{"method": "qwen3_next_mtp", "num_speculative_tokens": 2}'])

@@ -207,7 +207,8 @@ def parse_launch(argv: Sequence[str], *, version: str | None = None) -> LaunchCo
                         break
         if flag is None:
             command.ignored.append(word)
-            if not has_value and position < len(words) and not words[position].startswith("-"):
+            if (not has_value and name not in table.switches and position < len(words)
+                    and not words[position].startswith("-")):
                 command.ignored.append(words[position])  # its value, most likely (a flag gdr-check does not read)
                 position += 1
             continue

@@ -124,6 +124,8 @@ def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: i
     ssm = HV // tp * V * K * DTYPE_ITEMSIZE[state_dtype]
     text = _text_config(config)
     full = (model.num_hidden_layers or 0) - len(model.linear_layers)
+    if full <= 0:  # no full-attention layer: no KV cache
+        return StateGeometry(len(model.linear_layers), 0, conv, ssm, 0, conv_dtype, state_dtype)
     kv_item = 1 if kv_dtype.startswith("fp8") else DTYPE_ITEMSIZE.get(kv_dtype, DTYPE_ITEMSIZE[model.dtypes.activation])
     if isinstance(text.get("kv_lora_rank"), int):  # MLA: one latent per token, not split by TP
         per_token = (text["kv_lora_rank"] + int(text.get("qk_rope_head_dim", 0))) * kv_item
@@ -258,9 +260,12 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
         align = math.lcm(align, 64)
     attn_1tok = geometry.kv_bytes_per_token
     mamba_page = geometry.layer_state_bytes
-    block = align * math.ceil(mamba_page / (align * attn_1tok))
-    block = max(block, int(command.get("block_size") or 16))
-    page = block * attn_1tok
+    if attn_1tok:
+        block = align * math.ceil(mamba_page / (align * attn_1tok))
+        block = max(block, int(command.get("block_size") or 16))
+        page = block * attn_1tok
+    else:  # attention-free: the pool holds state pages alone
+        block, page = align, mamba_page
     counts = [n for n in (geometry.full_layers, geometry.linear_layers) if n]
     group = min(counts)
     if max(counts) < group * 1.5:

@@ -57,6 +57,8 @@ class FlagTable:
     underscores: bool = False
     # The flags on the positional MODEL (vLLM `serve MODEL`).
     positional_model: bool = False
+    # Switches gdr-check passes over that take no value (so the word after one is not read as its value).
+    switches: frozenset[str] = frozenset()
 
     def lookup(self, name: str) -> Flag | None:
         for flag in self.flags:
@@ -108,6 +110,8 @@ SGLANG_0_5_23 = FlagTable(
                                "--cuda-graph-max-bs-prefill",
     },
     abbreviations={"--tp": "--tp-size", "--dp": "--dp-size", "--pp": "--pp-size"},
+    switches=frozenset({"--trust-remote-code", "--enable-metrics", "--skip-server-warmup", "--enable-torch-compile",
+                        "--enable-ep-moe", "--enable-mixed-chunk", "--disable-custom-all-reduce", "--log-requests"}),
 )
 
 _VL = "vLLM 0.33.0 vllm/"
@@ -144,6 +148,10 @@ VLLM_0_33_0 = FlagTable(
                               "--max-cudagraph-capture-size)",
     },
     abbreviations={"--tensor-parallel": "--tensor-parallel-size"},
+    switches=frozenset({"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel",
+                        "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--disable-log-requests",
+                        "--disable-log-stats", "--enable-log-requests", "--async-scheduling",
+                        "--disable-custom-all-reduce"}),
     underscores=True,
     positional_model=True,
 )
