@@ -316,3 +316,13 @@ def test_from_log_reads_an_engine_startup_log_and_refuses_a_folder(tmp_path):
     folder = run_cli("launch", "--from-log", str(tmp_path))
     assert folder.exit_code == 2 and "is not a regular file" in folder.stderr
     assert len(folder.stderr.strip().splitlines()) == 1
+
+
+def test_sglang_checks_every_output_of_a_merged_fp8_layer_even_at_tp_1(tmp_path):
+    # srt/models/qwen3_next.py:177-183: in_proj_ba has two outputs of 32 value heads; fp8.py:600-610 checks each
+    # output of a merged layer at any TP: 32 % 128 != 0 already at TP 1.
+    folder = _fp8_checkpoint(tmp_path, [])
+    run = run_cli("launch", "--weights-per-rank", "20GiB", "--", "sglang", "serve", "--model-path", str(folder))
+    assert run.exit_code == 1
+    assert ("error[GDR505]: `in_proj_ba` is 32 output columns per rank at TP 1, not a multiple of the FP8 block 128: "
+            "sglang 0.5.23 stops loading the checkpoint (TP sizes that work: none)") in run.stdout

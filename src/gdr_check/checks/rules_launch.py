@@ -14,7 +14,7 @@ from typing import Any
 
 from ..base.registry import RULE_SET, Finding, RuleSet
 from ..base.report import Diagnostic
-from ..deployment.launch_command import LaunchCommand, parse_launch, split_command
+from ..deployment.launch_command import LaunchCommand, attention_tp, parse_launch, split_command
 from ..deployment.launch_memory import (
     DEFAULT_OVERHEAD,
     GPUS,
@@ -311,7 +311,7 @@ def sglang_pool_fits(ctx: LaunchContext) -> Finding | None:
 
 @RULE_SET.rule(
     "GDR505", "fp8-block-not-divisible-at-tp", scope=LAUNCH,
-    summary="vLLM cannot load the FP8 block-quantized GDN projections at this TP size",
+    summary="the engine cannot load the FP8 block-quantized GDN projections at this TP size",
     message="`{layer}` is {width} {kind} per rank at TP {tp}, not a multiple of the FP8 block {block}: {engine} stops "
             "loading the checkpoint (TP sizes that work: {working})",
     explanation=(
@@ -321,24 +321,27 @@ def sglang_pool_fits(ctx: LaunchContext) -> Finding | None:
         "`vllm/model_executor/layers/quantization/utils/fp8_utils.py:1296-1345`): `ValueError: Weight "
         "output_partition_size = N is not divisible by weight quantization block_n = B.` The GDN projections' "
         "slices shrink with TP: `in_proj_ba` holds two values per value head, so a few heads per rank are far "
-        "below a 128 block. Layers the config names in `ignored_layers` / `modules_to_not_convert` stay unquantized "
-        "and are not checked."
+        "below a 128 block. sglang 0.5.23 checks every output of a merged layer at any TP, over the attention-TP "
+        "group (`srt/layers/quantization/fp8.py:570-610`): its `in_proj_ba` has two outputs of num_v_heads, so "
+        "it fails even at TP 1 unless kept unquantized. Layers the config names in `ignored_layers` / "
+        "`modules_to_not_convert` stay unquantized and are not checked."
     ),
     fixes=("serve at one of the TP sizes shown", "keep the small projections unquantized (`modules_to_not_convert`)"),
     example=LaunchExample("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct -tp 4 --max-model-len 4096",
                           config_changes={"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
                                                                   "weight_block_size": [128, 128]}},
                           note="an FP8 config that quantizes in_proj_ba too"),
-    engines="vLLM 0.33.0.",
+    engines="vLLM 0.33.0; sglang 0.5.23.",
 )
 def fp8_block_at_tp(ctx: LaunchContext) -> list[Finding]:
-    if ctx.command.engine != "vllm" or fp8_block(ctx.config) is None:
+    if fp8_block(ctx.config) is None:
         return []
-    tp = ctx.plan.tp
-    problems = block_problems(ctx.model, ctx.config, tp)
+    engine = ctx.command.engine
+    tp = attention_tp(ctx.command)
+    problems = block_problems(ctx.model, ctx.config, tp, engine)
     if not problems:
         return []
-    working = ", ".join(map(str, working_tp_sizes(ctx.model, ctx.config))) or "none"
+    working = ", ".join(map(str, working_tp_sizes(ctx.model, ctx.config, engine))) or "none"
     findings = []
     for problem in problems:
         what = "output columns" if problem.kind == "output" else "input columns"
@@ -347,8 +350,8 @@ def fp8_block_at_tp(ctx: LaunchContext) -> list[Finding]:
         findings.append(Finding(
             {"layer": problem.layer, "width": problem.width, "kind": what, "tp": tp, "block": problem.block,
              "engine": ctx.engine, "working": working},
-            notes=[f"vLLM stops with `ValueError: Weight {size} = {problem.width} is not divisible by weight "
-                   f"quantization {noun} = {problem.block}.`"],
-            fixes=[f"`--tensor-parallel-size` {working.split(', ')[-1]}" if working != "none" else
+            notes=[f"{'vLLM' if engine == 'vllm' else 'sglang'} stops with `ValueError: Weight {size} = "
+                   f"{problem.width} is not divisible by weight quantization {noun} = {problem.block}.`"],
+            fixes=[f"TP {working.split(', ')[-1]} (the largest that loads)" if working != "none" else
                    f"keep `{problem.layer}` unquantized in the checkpoint (`modules_to_not_convert`)"]))
     return findings

@@ -13,6 +13,11 @@ The GDN layers of vLLM 0.33.0 (`model_executor/layers/mamba/gdn/qwen_gdn_linear_
 - `in_proj_ba`, column-parallel: Qwen3-Next one output of 2 x num_v_heads, Qwen3.5 two of num_v_heads (shards
   `in_proj_b`, `in_proj_a`);
 - `out_proj`, row-parallel over value_dim.
+
+sglang 0.5.23 checks the same way (`srt/layers/quantization/fp8.py:570-610`, `validate_block_quant_shapes`) but
+every output of a merged layer, whether split or not, over the attention-TP group; its GDN layers
+(`srt/models/qwen3_next.py:168-184, 355-362`) keep four outputs for `in_proj_qkvz` (key_dim, key_dim, value_dim,
+value_dim) and two for `in_proj_ba` (num_v_heads each) for every family.
 """
 
 from __future__ import annotations
@@ -56,8 +61,10 @@ def _skipped(module: str, shards: tuple[str, ...], layer: int, ignored: list[str
     return listed(module) or (bool(shards) and all(listed(shard) for shard in shards))
 
 
-def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int) -> list[BlockProblem]:
-    """The GDN projections whose per-rank slices at `tp` are not multiples of the FP8 block (vLLM 0.33.0)."""
+def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int,
+                   engine: str = "vllm") -> list[BlockProblem]:
+    """The GDN projections whose per-rank slices at `tp` (the attention TP) are not multiples of the FP8 block,
+    as vLLM 0.33.0 or sglang 0.5.23 checks them at load."""
     found = fp8_block(config)
     if found is None or model.kind != "gdn" or None in (model.num_k_heads, model.num_v_heads, model.head_k_dim,
                                                         model.head_v_dim):
@@ -66,7 +73,7 @@ def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int)
     key_dim = (model.num_k_heads or 0) * (model.head_k_dim or 0)
     value_dim = (model.num_v_heads or 0) * (model.head_v_dim or 0)
     heads = model.num_v_heads or 0
-    interleaved = model.family in _INTERLEAVED
+    interleaved = model.family in _INTERLEAVED and engine == "vllm"
     layers: list[tuple[str, tuple[str, ...], list[int]]] = [
         ("in_proj_qkvz", () if interleaved else ("in_proj_qkv", "in_proj_z"),
          [2 * key_dim + 2 * value_dim] if interleaved else [key_dim, key_dim, value_dim, value_dim]),
@@ -82,7 +89,8 @@ def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int)
             merged = len(outputs) > 1
             if not (split or merged):
                 continue
-            checked = outputs if split else outputs[:-1]  # fp8_utils.py:1330-1337
+            # vLLM (fp8_utils.py:1330-1337) lets the last output of an unsplit merged layer be any width
+            checked = outputs if split or engine != "vllm" else outputs[:-1]
             for width in checked:
                 if (width // tp) % block_n:
                     problems.setdefault((module, "output"), BlockProblem(module, "output", width // tp, block_n))
@@ -92,7 +100,8 @@ def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int)
     return list(problems.values())
 
 
-def working_tp_sizes(model: LinearAttentionModel, config: dict[str, Any]) -> list[int]:
+def working_tp_sizes(model: LinearAttentionModel, config: dict[str, Any], engine: str = "vllm") -> list[int]:
     """The TP sizes (of 1, 2, 4, 8, 16) that split the heads and meet the FP8 block."""
     heads = [h for h in (model.num_k_heads, model.num_v_heads) if h]
-    return [tp for tp in TP_SIZES if all(h % tp == 0 for h in heads) and not block_problems(model, config, tp)]
+    return [tp for tp in TP_SIZES
+            if all(h % tp == 0 for h in heads) and not block_problems(model, config, tp, engine)]
