@@ -18,13 +18,12 @@ from ..deployment.launch_command import LaunchCommand, attention_tp, parse_launc
 from ..deployment.launch_memory import (
     DEFAULT_OVERHEAD,
     GPUS,
+    PLANNERS,
     GiB,
     Gpu,
     Overhead,
     SglangPlan,
     VllmPlan,
-    plan_sglang,
-    plan_vllm,
 )
 from ..models.adapters import select_adapter
 from ..models.builtin import get_builtin
@@ -50,17 +49,14 @@ class LaunchContext:
 
     @property
     def engine(self) -> str:
-        return f"{'vLLM' if self.command.engine == 'vllm' else 'sglang'} {self.command.table.version}"
+        return f"{self.command.table.display} {self.command.table.version}"
 
 
 def launch_context(command: LaunchCommand, model: LinearAttentionModel, config: dict[str, Any], gpu: Gpu,
                    weights_per_rank: int, *, overhead: Overhead = DEFAULT_OVERHEAD,
                    weights_note: str = "") -> LaunchContext:
     plan: VllmPlan | SglangPlan
-    if command.engine == "vllm":
-        plan = plan_vllm(model, config, command, gpu, weights_per_rank, overhead)
-    else:
-        plan = plan_sglang(model, config, command, gpu, weights_per_rank)
+    plan = PLANNERS[command.table.memory_model](model, config, command, gpu, weights_per_rank, overhead)
     return LaunchContext(command, model, gpu, plan, weights_note, config=config)
 
 
@@ -336,12 +332,12 @@ def sglang_pool_fits(ctx: LaunchContext) -> Finding | None:
 def fp8_block_at_tp(ctx: LaunchContext) -> list[Finding]:
     if fp8_block(ctx.config) is None:
         return []
-    engine = ctx.command.engine
+    table = ctx.command.table
     tp = attention_tp(ctx.command)
-    problems = block_problems(ctx.model, ctx.config, tp, engine)
+    problems = block_problems(ctx.model, ctx.config, tp, table)
     if not problems:
         return []
-    working = ", ".join(map(str, working_tp_sizes(ctx.model, ctx.config, engine))) or "none"
+    working = ", ".join(map(str, working_tp_sizes(ctx.model, ctx.config, table))) or "none"
     findings = []
     for problem in problems:
         what = "output columns" if problem.kind == "output" else "input columns"
@@ -350,7 +346,7 @@ def fp8_block_at_tp(ctx: LaunchContext) -> list[Finding]:
         findings.append(Finding(
             {"layer": problem.layer, "width": problem.width, "kind": what, "tp": tp, "block": problem.block,
              "engine": ctx.engine, "working": working},
-            notes=[f"{'vLLM' if engine == 'vllm' else 'sglang'} stops with `ValueError: Weight {size} = "
+            notes=[f"{table.display} stops with `ValueError: Weight {size} = "
                    f"{problem.width} is not divisible by weight quantization {noun} = {problem.block}.`"],
             fixes=[f"TP {working.split(', ')[-1]} (the largest that loads)" if working != "none" else
                    f"keep `{problem.layer}` unquantized in the checkpoint (`modules_to_not_convert`)"]))

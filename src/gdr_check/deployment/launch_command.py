@@ -189,7 +189,7 @@ def parse_launch(argv: Sequence[str], *, version: str | None = None) -> LaunchCo
             continue
         name, has_value, inline = word.partition("=")
         dotted = None
-        if "." in name and table.engine == "vllm":  # `-cc.cudagraph_mode=FULL`: the key keeps its underscores
+        if "." in name and table.dotted_json:  # `-cc.cudagraph_mode=FULL`: the key keeps its underscores
             name, _, dotted = name.partition(".")
         if table.underscores and name.startswith("--"):
             name = "--" + name[2:].replace("_", "-")
@@ -198,7 +198,7 @@ def parse_launch(argv: Sequence[str], *, version: str | None = None) -> LaunchCo
         name = table.abbreviations.get(name, name)
         flag = table.lookup(name)
         negative = False
-        if flag is None and table.engine == "vllm":
+        if flag is None and table.negatable:
             for prefix, inverse in (("--no-", "--"), ("--disable-", "--enable-")):
                 if name.startswith(prefix):
                     candidate = table.lookup(inverse + name[len(prefix):])
@@ -258,16 +258,15 @@ def _finish(command: LaunchCommand) -> None:
     """What the engine derives from the flags alone, before the model or the GPU is known."""
     settings = command.settings
     if "model" not in settings:
-        where = "MODEL (vllm serve MODEL) or --model" if command.engine == "vllm" else "--model-path"
-        raise LaunchCommandError(f"the launch command names no model: give {where}")
-    if command.engine == "sglang" and settings.get("enable_dp_attention"):
+        raise LaunchCommandError(f"the launch command names no model: give {command.table.model_hint}")
+    if command.table.legacy_dp_attention and settings.get("enable_dp_attention"):
         # parallel_hook.py:39-61: `--dp-size N --enable-dp-attention` is `--attn-dp-size N --dp-size 1`.
         if settings.get("attn_dp", 1) == 1 and settings.get("dp", 1) > 1:
             settings["attn_dp"] = settings["dp"]
             settings["dp"] = 1
             command.notes.append(f"--enable-dp-attention --dp-size {settings['attn_dp']} is read as --attn-dp-size "
                                  f"{settings['attn_dp']} (sglang 0.5.23 parallel_hook.py)")
-    if command.engine == "vllm":
+    if "speculative_config" in settings:  # vLLM's JSON argument
         spec = settings.get("speculative_config")
         if isinstance(spec, dict) and spec.get("num_speculative_tokens") is not None:
             tokens = spec["num_speculative_tokens"]
@@ -275,12 +274,11 @@ def _finish(command: LaunchCommand) -> None:
                 raise LaunchCommandError(f"--speculative-config: num_speculative_tokens must be a whole number, "
                                          f"got {tokens!r}")
             settings["speculative_tokens"] = tokens
-        cc = settings.get("compilation_config")
-        if isinstance(cc, dict):
-            for key, setting in (("cudagraph_capture_sizes", "cudagraph_capture_sizes"),
-                                 ("max_cudagraph_capture_size", "max_cudagraph_capture_size")):
-                if key in cc and setting not in settings:
-                    settings[setting] = cc[key]
+    cc = settings.get("compilation_config")  # vLLM's JSON argument
+    if isinstance(cc, dict):
+        for key in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
+            if key in cc and key not in settings:
+                settings[key] = cc[key]
     for name in ("tp", "dp", "pp", "attn_dp", "attn_cp", "max_running", "speculative_tokens", "page_size"):
         value = settings.get(name)
         if value is not None and value < (0 if name == "speculative_tokens" else 1):
@@ -289,17 +287,16 @@ def _finish(command: LaunchCommand) -> None:
     if fraction is not None and not 0 < fraction <= 1:
         raise LaunchCommandError(f"{command.flags['memory_fraction']} must be in (0, 1] (got {fraction})")
     tp, attn_dp, attn_cp = settings.get("tp", 1), settings.get("attn_dp", 1), settings.get("attn_cp", 1)
-    if command.engine == "sglang" and tp % (attn_dp * attn_cp):
+    if tp % (attn_dp * attn_cp):
         raise LaunchCommandError(f"--tp-size {tp} is not divisible by --attn-dp-size {attn_dp} x --attn-cp-size "
                                  f"{attn_cp}")
 
 
 def attention_tp(command: LaunchCommand) -> int:
     """The TP width the GDN/KDA layers are sharded by: sglang's `attn_tp_size = tp // attn_dp // attn_cp`
-    (sglang 0.5.23 `srt/runtime_context.py:73-76`); vLLM: the TP size."""
+    (sglang 0.5.23 `srt/runtime_context.py:73-76`); the TP size where the release has no attention DP or CP (vLLM:
+    its table reads neither)."""
     tp = int(command.get("tp", 1))
-    if command.engine != "sglang":
-        return tp
     return tp // int(command.get("attn_dp", 1)) // int(command.get("attn_cp", 1))
 
 
@@ -404,7 +401,8 @@ def parse_log(text: str, *, version: str | None = None) -> LaunchCommand:
         elif value is not None:
             command.settings[setting] = value
             command.flags[setting] = key
-    if engine == "sglang" and "prefix_caching" not in command.settings and values.get("disable_radix_cache"):
-        command.settings["prefix_caching"] = False
+    for key, setting in command.table.log_negations.items():
+        if setting not in command.settings and values.get(key):
+            command.settings[setting] = False
     _finish(command)
     return command

@@ -31,6 +31,7 @@ sglang 0.5.23 (a state pool apart from the KV pool):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,8 +107,8 @@ def max_position(config: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: int, engine: str,
-                   state_dtype: str, conv_dtype: str, kv_dtype: str, draft_tokens: int = 0) -> StateGeometry:
+def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: int, state_dtype: str,
+                   conv_dtype: str, kv_dtype: str, draft_columns: int = 0) -> StateGeometry:
     """The per-rank state of one layer (the engines' state-shape formulas) and the attention KV per token."""
     needed = {"num_k_heads": model.num_k_heads, "num_v_heads": model.num_v_heads, "head_k_dim": model.head_k_dim,
               "head_v_dim": model.head_v_dim, "conv_kernel": model.conv_kernel, "layers": model.num_hidden_layers}
@@ -119,7 +120,7 @@ def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: i
     if HV % tp or HK % tp:
         raise LaunchModelError(f"{HK} key heads and {HV} value heads do not split over {tp} ranks")
     conv_dim = 2 * HK * K + HV * V  # vLLM mamba_utils.py:282 (GDN), :314 (KDA): q, k and v channels
-    conv_columns = W - 1 + (draft_tokens if engine == "vllm" else 0)
+    conv_columns = W - 1 + draft_columns
     conv = conv_dim // tp * conv_columns * DTYPE_ITEMSIZE[conv_dtype]
     ssm = HV // tp * V * K * DTYPE_ITEMSIZE[state_dtype]
     text = _text_config(config)
@@ -150,12 +151,13 @@ def _dtypes(model: LinearAttentionModel, command: LaunchCommand, tp: int) -> tup
     settings = resolve(model, Deployment(tp=tp, batch=1, engine=command.engine, state_dtype=state))
     conv, conv_reason = settings.conv_dtype, settings.conv_dtype_reason
     conv_flag = command.get("conv_dtype")
-    if command.engine == "vllm" and conv_flag not in (None, "auto"):
+    if conv_flag not in (None, "auto"):  # vLLM's --mamba-cache-dtype
         conv, conv_reason = str(conv_flag), "--mamba-cache-dtype"
         if state is None and model.kind == "gdn":  # vLLM mamba_utils.py:105-106: SSM auto follows the conv dtype
             return conv, conv, [f"SSM state {conv} (follows --mamba-cache-dtype)", f"conv state {conv}"]
-    if command.engine == "sglang" and "SGLANG_MAMBA_CONV_DTYPE" in command.env:
-        conv, conv_reason = command.env["SGLANG_MAMBA_CONV_DTYPE"], "SGLANG_MAMBA_CONV_DTYPE"
+    env = command.table.conv_dtype_env
+    if env is not None and env in command.env:
+        conv, conv_reason = command.env[env], env
     return settings.state_dtype, conv, [f"SSM state {settings.state_dtype} ({settings.state_dtype_reason})",
                                         f"conv state {conv} ({conv_reason})"]
 
@@ -242,8 +244,8 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
     state, conv, notes = _dtypes(model, command, tp)
     kv_dtype = str(command.get("kv_cache_dtype") or "auto")
     kv_dtype = model.dtypes.activation if kv_dtype == "auto" else kv_dtype
-    geometry = state_geometry(model, config, tp=tp, engine="vllm", state_dtype=state, conv_dtype=conv,
-                              kv_dtype=kv_dtype, draft_tokens=draft)
+    geometry = state_geometry(model, config, tp=tp, state_dtype=state, conv_dtype=conv, kv_dtype=kv_dtype,
+                              draft_columns=draft if command.table.conv_window_has_draft else 0)
     max_len = command.get("max_model_len")
     if max_len in (None, -1):
         max_len = max_position(config)
@@ -365,14 +367,14 @@ class SglangPlan:
 
 
 def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: LaunchCommand, gpu: Gpu,
-                weights_per_rank: int) -> SglangPlan:
+                weights_per_rank: int, overhead: Overhead = DEFAULT_OVERHEAD) -> SglangPlan:
+    """sglang's start-up arithmetic (its reserve is its own formula: `overhead` is not used)."""
     tp = int(command.get("tp", 1))
     attn_tp, attn_dp = attention_tp(command), int(command.get("attn_dp", 1))
     state, conv, notes = _dtypes(model, command, attn_tp)
     kv_dtype = str(command.get("kv_cache_dtype") or "auto")
     kv_dtype = model.dtypes.activation if kv_dtype == "auto" else kv_dtype
-    geometry = state_geometry(model, config, tp=attn_tp, engine="sglang", state_dtype=state, conv_dtype=conv,
-                              kv_dtype=kv_dtype)
+    geometry = state_geometry(model, config, tp=attn_tp, state_dtype=state, conv_dtype=conv, kv_dtype=kv_dtype)
     requested = command.get("max_running")
     graph_bs, chunked = sglang_decode_graph_default(gpu, tp)
     graph_flag = command.get("max_cudagraph_capture_size")
@@ -440,3 +442,8 @@ def weights_from_tensors(tensors: dict[str, Any]) -> int:
     for info in tensors.values():
         total += math.prod(info.shape) * DTYPE_ITEMSIZE.get(info.dtype, 1)
     return total
+
+
+# The start-up arithmetic of each memory model a release's flag table names (`FlagTable.memory_model`).
+PLANNERS: dict[str, Callable[[LinearAttentionModel, dict[str, Any], LaunchCommand, Gpu, int, Overhead],
+                             VllmPlan | SglangPlan]] = {"shared-blocks": plan_vllm, "state-pool": plan_sglang}

@@ -59,6 +59,28 @@ class FlagTable:
     positional_model: bool = False
     # Switches gdr-check passes over that take no value (so the word after one is not read as its value).
     switches: frozenset[str] = frozenset()
+    # How the release is named in messages, and how its command names the model when none is given.
+    display: str = ""
+    model_hint: str = "--model"
+    # Parser features: `--no-x` / `--disable-x` negate a boolean flag; `--json-arg.key value` sets one key.
+    negatable: bool = False
+    dotted_json: bool = False
+    # The deprecated `--enable-dp-attention --dp-size N`, read as `--attn-dp-size N --dp-size 1`.
+    legacy_dp_attention: bool = False
+    # The start-up arithmetic: "shared-blocks" (attention KV and state in one block pool, vLLM) or "state-pool"
+    # (a state pool apart, sglang): `deployment.launch_memory` plans each.
+    memory_model: str = ""
+    # The conv state window holds the draft tokens too (vLLM mamba_utils.py:282-286).
+    conv_window_has_draft: bool = False
+    # The environment variable that sets the conv state dtype, if any (sglang environ.py:1628).
+    conv_dtype_env: str | None = None
+    # FP8 block checks at load: every output of a merged layer, split or not (sglang fp8.py:600-610), rather than
+    # vLLM's split outputs only (the last output of an unsplit merged layer exempt, fp8_utils.py:1330-1337); the
+    # families whose `in_proj_qkvz`/`in_proj_ba` are one interleaved output in this release.
+    fp8_checks_every_merged_output: bool = False
+    fp8_interleaved_families: tuple[str, ...] = ()
+    # Startup-log fields that turn a setting off (`disable_radix_cache=True` -> prefix caching off).
+    log_negations: Mapping[str, str] = field(default_factory=dict)
 
     def lookup(self, name: str) -> Flag | None:
         for flag in self.flags:
@@ -110,6 +132,9 @@ SGLANG_0_5_23 = FlagTable(
                                "--cuda-graph-max-bs-prefill",
     },
     abbreviations={"--tp": "--tp-size", "--dp": "--dp-size", "--pp": "--pp-size"},
+    display="sglang", model_hint="--model-path", legacy_dp_attention=True, memory_model="state-pool",
+    conv_dtype_env="SGLANG_MAMBA_CONV_DTYPE", fp8_checks_every_merged_output=True,
+    log_negations={"disable_radix_cache": "prefix_caching"},
     switches=frozenset({"--trust-remote-code", "--enable-metrics", "--skip-server-warmup", "--enable-torch-compile",
                         "--enable-ep-moe", "--enable-mixed-chunk", "--disable-custom-all-reduce", "--log-requests"}),
 )
@@ -148,6 +173,8 @@ VLLM_0_33_0 = FlagTable(
                               "--max-cudagraph-capture-size)",
     },
     abbreviations={"--tensor-parallel": "--tensor-parallel-size"},
+    display="vLLM", model_hint="MODEL (vllm serve MODEL) or --model", negatable=True, dotted_json=True,
+    memory_model="shared-blocks", conv_window_has_draft=True, fp8_interleaved_families=("qwen3-next",),
     switches=frozenset({"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel",
                         "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--disable-log-requests",
                         "--disable-log-stats", "--enable-log-requests", "--async-scheduling",
@@ -164,7 +191,10 @@ FLAG_TABLES: dict[tuple[str, str], FlagTable] = {
 
 def table_for(engine: str, version: str | None = None) -> FlagTable:
     """The flag table of `engine` at `version` (default: the newest table of the engine)."""
-    tables = sorted((v, t) for (e, v), t in FLAG_TABLES.items() if e == engine)
+    by_engine: dict[str, list[tuple[str, FlagTable]]] = {}
+    for (name, release), found in FLAG_TABLES.items():
+        by_engine.setdefault(name, []).append((release, found))
+    tables = sorted(by_engine.get(engine, []), key=lambda item: tuple(int(part) for part in item[0].split(".")))
     if not tables:
         raise LaunchCommandError(f"no launch-flag table for engine {engine!r}")
     if version is None:

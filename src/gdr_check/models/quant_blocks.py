@@ -23,13 +23,21 @@ value_dim) and two for `in_proj_ba` (num_v_heads each) for every family.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .description import LinearAttentionModel
 
-# family -> (fused layer, its output slices as (name, width) over the model's dims, its checkpoint shards)
-_INTERLEAVED = ("qwen3-next",)
 TP_SIZES = (1, 2, 4, 8, 16)
+
+
+class Fp8Checks(Protocol):
+    """How a release checks FP8 blocks at load (an engine release's launch-flag table holds these)."""
+
+    @property
+    def fp8_checks_every_merged_output(self) -> bool: ...
+
+    @property
+    def fp8_interleaved_families(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ def _skipped(module: str, shards: tuple[str, ...], layer: int, ignored: list[str
 
 
 def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int,
-                   engine: str = "vllm") -> list[BlockProblem]:
+                   release: Fp8Checks) -> list[BlockProblem]:
     """The GDN projections whose per-rank slices at `tp` (the attention TP) are not multiples of the FP8 block,
     as vLLM 0.33.0 or sglang 0.5.23 checks them at load."""
     found = fp8_block(config)
@@ -73,7 +81,7 @@ def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int,
     key_dim = (model.num_k_heads or 0) * (model.head_k_dim or 0)
     value_dim = (model.num_v_heads or 0) * (model.head_v_dim or 0)
     heads = model.num_v_heads or 0
-    interleaved = model.family in _INTERLEAVED and engine == "vllm"
+    interleaved = model.family in release.fp8_interleaved_families
     layers: list[tuple[str, tuple[str, ...], list[int]]] = [
         ("in_proj_qkvz", () if interleaved else ("in_proj_qkv", "in_proj_z"),
          [2 * key_dim + 2 * value_dim] if interleaved else [key_dim, key_dim, value_dim, value_dim]),
@@ -90,7 +98,7 @@ def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int,
             if not (split or merged):
                 continue
             # vLLM (fp8_utils.py:1330-1337) lets the last output of an unsplit merged layer be any width
-            checked = outputs if split or engine != "vllm" else outputs[:-1]
+            checked = outputs if split or release.fp8_checks_every_merged_output else outputs[:-1]
             for width in checked:
                 if (width // tp) % block_n:
                     problems.setdefault((module, "output"), BlockProblem(module, "output", width // tp, block_n))
@@ -100,8 +108,8 @@ def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int,
     return list(problems.values())
 
 
-def working_tp_sizes(model: LinearAttentionModel, config: dict[str, Any], engine: str = "vllm") -> list[int]:
+def working_tp_sizes(model: LinearAttentionModel, config: dict[str, Any], release: Fp8Checks) -> list[int]:
     """The TP sizes (of 1, 2, 4, 8, 16) that split the heads and meet the FP8 block."""
     heads = [h for h in (model.num_k_heads, model.num_v_heads) if h]
     return [tp for tp in TP_SIZES
-            if all(h % tp == 0 for h in heads) and not block_problems(model, config, tp, engine)]
+            if all(h % tp == 0 for h in heads) and not block_problems(model, config, tp, release)]
