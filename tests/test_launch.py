@@ -133,7 +133,7 @@ def vllm_blocks(tp: int, utilization: float, weights: int, peak: int) -> tuple[i
     block = align * -(-mamba_page // (align * attn_token))  # platforms/interface.py:1096-1099
     group = FULL  # kv_cache_planning.py:495-506: 12 full, 36 linear -> groups of 12
     bytes_per_block = group * block * attn_token
-    available = int(H100 * utilization) - weights - peak  # gpu_worker.py:754-758
+    available = math.ceil(H100 * utilization) - weights - peak  # utils.py:724-726, gpu_worker.py:754-758
     return available // bytes_per_block, bytes_per_block
 
 

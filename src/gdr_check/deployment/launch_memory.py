@@ -202,7 +202,8 @@ class VllmPlan:
         """KV cache memory: `--kv-cache-memory-bytes`, else total x utilization - weights - overhead."""
         if self.kv_cache_memory_bytes is not None:
             return self.kv_cache_memory_bytes
-        return int(self.gpu.total_bytes * self.memory_fraction) - self.weights_per_rank - overhead
+        # v1/worker/utils.py:724-726: requested memory = ceil(total x utilization)
+        return math.ceil(self.gpu.total_bytes * self.memory_fraction) - self.weights_per_rank - overhead
 
     def blocks(self, overhead: int) -> int:
         if self.num_gpu_blocks_override is not None:

@@ -125,7 +125,9 @@ def open_target(target: str, *, cache_dir: str | None = None, revision: str | No
         return open_checkpoint(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links), None
     except SourceError as error:
         model = get_builtin(str(target)) if revision is None else None
-        if isinstance(error, ModelNotFound) and model is None and (close := closest_builtin(str(target))):
+        # a repo id a letter or two off a built-in one (a revision, `@rev` or given apart, names its files: no guess)
+        if (isinstance(error, ModelNotFound) and model is None and revision is None and "@" not in str(target)
+                and (close := closest_builtin(str(target)))):
             raise ModelNotFound(None, repo_id=target, cache_dir=error.values["cache_dir"],
                                 fix=f"did you mean `{close.repo_id}` (a built-in model)?") from None
         if not isinstance(error, ModelNotFound) or model is None:
