@@ -326,3 +326,13 @@ def test_sglang_checks_every_output_of_a_merged_fp8_layer_even_at_tp_1(tmp_path)
     assert run.exit_code == 1
     assert ("error[GDR505]: `in_proj_ba` is 32 output columns per rank at TP 1, not a multiple of the FP8 block 128: "
             "sglang 0.5.23 stops loading the checkpoint (TP sizes that work: none)") in run.stdout
+
+
+def test_heads_that_do_not_split_are_the_model_checks_error_and_the_verdict():
+    run = run_cli("launch", "--weights-per-rank", "10GiB", "--", "vllm", "serve", MODEL, "-tp", "3",
+                  "--max-model-len", "4096")
+    assert run.exit_code == 1, run.stderr
+    assert "verdict: vLLM 0.33.0 stops loading the model (GDR" in run.stdout
+    codes = set(re.findall(r"error\[(GDR1\d\d)\]", run.stdout))
+    assert codes and codes == set(re.findall(r"error\[(GDR1\d\d)\]", run_cli(MODEL, "--tp", "3", "--engine", "vllm",
+                                                                            "--output-format", "concise").stdout))

@@ -113,6 +113,9 @@ def verdict(result: LaunchResult) -> str:
     engine = result.context.engine
     if any(d.severity == "error" for d in launch.values()):
         return f"{engine} refuses to start"
+    model_errors = [d.code for d in result.diagnostics if d.severity == "error" and d.code.startswith("GDR1")]
+    if model_errors:
+        return f"{engine} stops loading the model ({', '.join(dict.fromkeys(model_errors))}: the model check below)"
     if any(d.severity == "warning" and d.code in ("GDR501", "GDR502") for d in launch.values()):
         return f"{engine} may refuse to start (it depends on the start-up peak it measures)"
     if "GDR503" in launch:
