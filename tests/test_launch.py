@@ -336,3 +336,35 @@ def test_heads_that_do_not_split_are_the_model_checks_error_and_the_verdict():
     codes = set(re.findall(r"error\[(GDR1\d\d)\]", run.stdout))
     assert codes and codes == set(re.findall(r"error\[(GDR1\d\d)\]", run_cli(MODEL, "--tp", "3", "--engine", "vllm",
                                                                             "--output-format", "concise").stdout))
+
+
+def test_vllm_speculative_tokens_widen_the_conv_window_and_add_state_blocks():
+    # mamba_utils.py:282-286: the conv window holds kernel - 1 + draft tokens columns; abstract.py:86-90 and
+    # kv_cache_interface.py:1135-1141: in align mode (prefix caching on) a state group holds 2 + draft + 1 prefill
+    # checkpoint blocks per request.
+    tp, spec, length = 4, 2, 8192
+    conv_dim = HK * DK * 2 + HV * DV
+    state = conv_dim // tp * (CONV - 1 + spec) * 2 + HV // tp * DV * DK * 2
+    attn_token = 2 * max(1, KV_HEADS // tp) * HEAD_DIM * 2
+    block = 64 * -(-state // (64 * attn_token))
+    full_groups, linear_groups = 1, 3
+    per_request = full_groups * -(-length // block) + linear_groups * (2 + spec + 1)
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--output-format", "json", "--", "vllm", "serve", MODEL,
+                  "-tp", str(tp), "--max-model-len", str(length), "--speculative-config",
+                  json.dumps({"method": "qwen3_next_mtp", "num_speculative_tokens": spec}))
+    plan = json.loads(run.stdout)["plan"]
+    assert (plan["block_size"], plan["bytes_per_block"], plan["blocks_per_request"]) == (
+        block, FULL * block * attn_token, per_request)
+
+
+def test_sglang_speculative_pool_is_the_joint_solve_with_the_verify_state():
+    # kv_cache_configurator.py:3357-3372: K = (budget - slot x (1 + D)) // (slot x (1 + D / ratio))
+    _, slot = sglang_pool(4, 40 * GiB, 0.85)
+    budget = (int(H100 * 0.85) - 40 * GiB) * 0.9 / 1.9
+    draft, ratio = 4, 5
+    pool = int((budget - slot * (1 + draft)) // (slot * (1 + draft / ratio)))
+    run = run_cli("launch", "--weights-per-rank", "40GiB", "--output-format", "json", "--", "sglang", "serve",
+                  "--model-path", MODEL, "--tp", "4", "--mem-fraction-static", "0.85", "--speculative-algorithm",
+                  "EAGLE", "--speculative-num-draft-tokens", str(draft))
+    plan = json.loads(run.stdout)["plan"]
+    assert (plan["pool_size"], plan["ratio"], plan["draft_tokens"]) == (pool, ratio, draft)
