@@ -46,6 +46,7 @@ import vllm_real
 GDN = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA = "fused_recurrent_kda_packed_decode"
 S = 5  # pool slots
+BACKING = 16  # slots of the memory the pool is a view into: every slot the steps use lies inside it
 # row: 0 ok, 1 past the pool, 2 ok, 3 repeats row 2's slot, 4 slot 0, 5 one past the end, 6 ok, 7 skipped (-1)
 VLLM_SLOTS = [1, 9, 2, 2, 0, S, 3, -1]
 # sglang: slot 0 is its padding slot, -1 is not a skip sentinel; trailing zeros are padding rows
@@ -156,11 +157,13 @@ def vllm_worker(root: str, out: str, spawned: bool) -> None:
         kernels.exp = _standin_exp
     from kernel_helpers import make_call
 
-    call = make_call(B=len(VLLM_SLOTS), H=1, HV=2, K=8, V=8, slots=VLLM_SLOTS, pool_slots=S, kda=False, seed=11)
+    call = _in_backing(make_call(B=len(VLLM_SLOTS), H=1, HV=2, K=8, V=8, slots=VLLM_SLOTS, pool_slots=S, kda=False,
+                                 seed=11))
     error = None
     with pytest.MonkeyPatch.context() as monkeypatch:
         try:
-            vllm_real.decode(monkeypatch, modules, call)
+            for _ in range(_steps()):
+                vllm_real.decode(monkeypatch, modules, call)
         except Exception as raised:  # noqa: BLE001 - raise mode: what the engine's step would see
             error = f"{type(raised).__name__}: {raised}"
     _finish(out, modules, GDN, lines, error, loaded)
@@ -239,7 +242,10 @@ def _import_runner() -> types.ModuleType:
                 return importlib.machinery.ModuleSpec(fullname, Loader())
             return None
 
-    sys.meta_path.append(Finder())  # type: ignore[arg-type]
+    # Ahead of the file system's finder (the release's own model_runner.py may lie in the tree, read as text by
+    # the tests), behind any finder a plugin placed first.
+    position = next(i for i, finder in enumerate(sys.meta_path) if finder is importlib.machinery.PathFinder)
+    sys.meta_path.insert(position, Finder())  # type: ignore[arg-type]
     return importlib.import_module(SGLANG_RUNNER)
 
 
@@ -262,17 +268,36 @@ def sglang_worker(root: str, out: str, spawned: bool) -> None:
                                                     sglang_real.KDA_BACKEND)}
     from kernel_helpers import make_call
 
-    call = make_call(B=len(SGLANG_SLOTS), H=1, HV=2, K=8, V=8, slots=SGLANG_SLOTS, pool_slots=S, kda=False, seed=11)
+    call = _in_backing(make_call(B=len(SGLANG_SLOTS), H=1, HV=2, K=8, V=8, slots=SGLANG_SLOTS, pool_slots=S, kda=False,
+                                 seed=11))
     error = None
     try:
         backend = modules[sglang_real.GDN_BACKEND].TritonGDNKernel()
         HV, V = call.initial_state.shape[1:3]
-        backend.packed_decode(call.mixed_qkv, call.a, call.b, A_log=call.A_log, dt_bias=call.dt_bias,
-                              scale=call.scale, ssm_states=call.initial_state, cache_indices=call.ssm_state_indices,
-                              num_v_heads=HV, head_v_dim=V)
+        for _ in range(_steps()):
+            backend.packed_decode(call.mixed_qkv, call.a, call.b, A_log=call.A_log, dt_bias=call.dt_bias,
+                                  scale=call.scale, ssm_states=call.initial_state,
+                                  cache_indices=call.ssm_state_indices, num_v_heads=HV, head_v_dim=V)
     except Exception as raised:  # noqa: BLE001
         error = f"{type(raised).__name__}: {raised}"
     _finish(out, modules, (GDN, KDA), lines, error, loaded)
+
+
+def _steps() -> int:
+    """Decode steps to run: one; two in raise mode, where the faults a step's slot check recorded on the device
+    are read, and raised, at the next guarded call."""
+    return 2 if os.environ.get("GDR_CHECK_GUARD") == "raise" else 1
+
+
+def _in_backing(call: Any) -> Any:
+    """`call` with its pool of S slots a view into a backing of BACKING slots, so that the unguarded step (no
+    variable set, or a plugin that could not start) reads and writes the bad slots inside memory it owns."""
+    import torch
+
+    backing = torch.zeros((BACKING, *call.initial_state.shape[1:]), dtype=call.initial_state.dtype)
+    backing[1:S + 1] = call.initial_state
+    call.initial_state = backing[1:S + 1]
+    return call
 
 
 # -- what the worker saw ----------------------------------------------------------------------------------------------
