@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 pytest.importorskip("numpy")
 
-from gdr_check.integrations import post_import, settings, sglang_plugin, vllm_plugin  # noqa: E402
+from gdr_check.integrations import post_import, settings, sglang_plugin, vllm_plugin
 
 try:  # Python 3.11+
     import tomllib
@@ -127,7 +127,8 @@ def _binders(tree: Path, package: str, names: tuple[str, ...], loaded: set[str])
     return found
 
 
-VLLM_LOADED = {"vllm.third_party.flash_linear_attention.ops", "vllm.third_party.flash_linear_attention.ops.fused_recurrent",
+VLLM_LOADED = {"vllm.third_party.flash_linear_attention.ops",
+               "vllm.third_party.flash_linear_attention.ops.fused_recurrent",
                "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn"}
 SGLANG_LOADED = {"sglang.kernels.ops.attention.fla.fused_recurrent",
                  "sglang.srt.layers.attention.linear.kernels.gdn_triton",
@@ -143,7 +144,7 @@ VLLM_FAULTS = [
 SGLANG_FAULTS = VLLM_FAULTS[:2]
 
 
-# -- the releases: group names and the order a worker reaches the hook ------------------------------------------------
+# -- the releases: group names and the order a worker reaches the hook -------------------------------------------------
 def test_entry_point_groups_are_the_ones_the_releases_read(vllm_tree, sglang_tree):
     groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     vllm_loader = (vllm_tree / "vllm/plugins/__init__.py").read_text()
@@ -191,7 +192,7 @@ def test_sglang_runners_build_the_groups_before_initialize_which_loads_the_model
     assert isinstance(first, ast.Expr) and ast.unparse(first) == "load_plugins()"
 
 
-# -- vLLM ----------------------------------------------------------------------------------------------------------------
+# -- vLLM --------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_vllm_plugin_unset_wraps_nothing_and_imports_nothing_heavy(method, vllm_tree, dist, tmp_path):
     seen = _drive("vllm", method, vllm_tree, dist, tmp_path)
@@ -226,7 +227,8 @@ def test_vllm_plugin_guards_every_binding_and_reports_a_bad_call(method, vllm_tr
     assert {k: v for k, v in report["source"].items() if k != "pid"} == {
         "engine": f"vllm@{_version(vllm_tree, 'vllm')}", "model": "/nonexistent/served-model", "tp": 2, "rank": 1}
     assert report["guard"]["calls"] == 1 and report["guard"]["state_dtype"] == "float32"
-    faults = [f"{d['code']}: {d['message']} [{d['notes'][0]}]" for d in report["diagnostics"] if d["severity"] == "error"]
+    faults = [f"{d['code']}: {d['message']} [{d['notes'][0]}]" for d in report["diagnostics"]
+              if d["severity"] == "error"]
     assert faults == VLLM_FAULTS
 
 
@@ -253,7 +255,7 @@ def test_vllm_allow_list_without_gdr_check_loads_nothing(vllm_tree, dist, tmp_pa
     assert seen["gdr_check_modules"] == [] and set(seen["bindings"].values()) == {"original"}
 
 
-# -- sglang --------------------------------------------------------------------------------------------------------------
+# -- sglang ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_sglang_plugin_unset_wraps_nothing_and_imports_nothing_heavy(method, sglang_tree, dist, tmp_path):
     seen = _drive("sglang", method, sglang_tree, dist, tmp_path)
@@ -294,13 +296,14 @@ def test_sglang_allow_list_without_gdr_check_loads_nothing(sglang_tree, dist, tm
     assert seen["gdr_check_modules"] == [] and set(seen["bindings"].values()) == {"original"}
 
 
-# -- in process: the variables and the import hook -------------------------------------------------------------------------
+# -- in process: the variables and the import hook ---------------------------------------------------------------------
 @pytest.mark.parametrize(("environ", "expected"), [
     ({}, None),
     ({"GDR_CHECK_GUARD": ""}, None),
     ({"GDR_CHECK_GUARD": "Warn"}, settings.PluginSettings(guard="warn")),
     ({"GDR_CHECK_CAPTURE": "calls-{rank}.json"}, settings.PluginSettings(capture="calls-{rank}.json")),
-    ({"GDR_CHECK_GUARD": "raise", "GDR_CHECK_REPORT": "r.json"}, settings.PluginSettings(guard="raise", report="r.json")),
+    ({"GDR_CHECK_GUARD": "raise", "GDR_CHECK_REPORT": "r.json"},
+     settings.PluginSettings(guard="raise", report="r.json")),
 ])
 def test_settings(environ, expected):
     assert settings.read_settings(environ) == expected
