@@ -152,7 +152,7 @@ def vllm_worker(root: str, out: str, spawned: bool) -> None:
     modules = {name: sys.modules[name] for name in (vllm_real.OPS, vllm_real.KERNELS, vllm_real.GDN_LAYER)}
     kernels = modules[vllm_real.KERNELS]
     if os.environ.get("TRITON_INTERPRET") == "1":
-        from gdr_check.kernel.engines import _standin_exp
+        from gdr_check.kernel.engine_kernels import _standin_exp
 
         kernels.exp = _standin_exp
     from kernel_helpers import make_call
@@ -261,7 +261,7 @@ def sglang_worker(root: str, out: str, spawned: bool) -> None:
     runner_module.ModelRunner(ns(model_path=MODEL, mamba_ssm_dtype="float32"), ns(model_path=MODEL))
     loaded = _gdr_check_modules()
     if os.environ.get("TRITON_INTERPRET") == "1":
-        from gdr_check.kernel.engines import _standin_exp
+        from gdr_check.kernel.engine_kernels import _standin_exp
 
         sys.modules[sglang_real.KERNELS].exp = _standin_exp
     modules = {name: sys.modules[name] for name in (sglang_real.KERNELS, sglang_real.GDN_BACKEND,

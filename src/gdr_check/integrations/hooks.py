@@ -18,22 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .post_import import when_imported
-from .settings import SettingsError, read_settings
+from .settings import ServedDeployment, SettingsError, read_settings
 
 MARK = "__gdr_check_plugin__"  # on a method the plugin wrapped: it is wrapped once however often plugins load
-
-
-@dataclass(frozen=True)
-class ServedDeployment:
-    """What a worker serves, read from the engine's own config objects: the engine and its release
-    ("vllm@0.33.0"), the model (path or repo id), the attention TP size and this worker's rank in it, the SSM
-    state dtype the engine was told (None: the engine's default for the model)."""
-
-    engine: str
-    model: str | None
-    tp: int
-    rank: int
-    state_dtype: str | None
 
 
 @dataclass(frozen=True)
@@ -113,8 +100,8 @@ def enter(hook: EngineHook, worker: Any) -> None:
     if deployment is None:
         return
     try:
-        # The guard's module and, on entry, the engine's Triton kernels: imported in a worker that asks for them
-        # only, never where the plugin is merely loaded.
+        # torch, the guard and, on entry, the engine's Triton kernels: imported in a worker that asks for them only,
+        # never where the plugin is merely loaded.
         from .served import start
     except Exception as error:  # noqa: BLE001
         hook.logger.warning("gdr-check: cannot import the guard (%s: %s); the worker runs without it",

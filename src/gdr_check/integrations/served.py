@@ -11,8 +11,10 @@ process ends.
 - `GDR_CHECK_CAPTURE=PATH`: the calls, recorded by `gdr_check.capture`, written when `max_calls` calls have been
   recorded and at exit; with the guard on too, the calls as the engine made them (the capture wraps the guard).
 
-At exit one summary line per worker. A failure here never stops the engine: what could not be done is said once
-and the worker is left as it was (the guard and the capture restore every binding when their entry fails).
+At exit one summary line per worker. This module imports torch (the worker's own: an engine worker has it
+imported already), as the guard's device check and the capture's tensors need it. A failure here never stops
+the engine: what could not be done is said once and the worker is left as it was (the guard and the capture
+restore every binding when their entry fails).
 """
 
 from __future__ import annotations
@@ -21,20 +23,20 @@ import atexit
 import json
 import logging
 import os
-import sys
 import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .. import __version__
-from ..capture import Capture
-from ..files import write_whole
-from ..guard import Guard
-from ..limits import counted
-from .hooks import ServedDeployment
-from .settings import PluginSettings
+from ..base.files import write_whole
+from ..base.limits import counted
+from ..pipeline.capture import Capture
+from ..pipeline.guard import Guard
+from .settings import PluginSettings, ServedDeployment
 
 REPORT_COMMAND = "guard"
 _MAX_LOGGED = 1000  # distinct faults logged per worker; later ones are counted in the report and the summary
@@ -42,9 +44,8 @@ _MAX_LOGGED = 1000  # distinct faults logged per worker; later ones are counted 
 
 def _global_rank(deployment: ServedDeployment) -> int:
     """This process's rank in the default process group (unique per worker), else its TP rank."""
-    torch = sys.modules.get("torch")
     try:
-        if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
             return int(torch.distributed.get_rank())
     except Exception:  # noqa: BLE001 - a half-initialised group: the TP rank
         pass

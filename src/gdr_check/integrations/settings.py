@@ -56,3 +56,16 @@ def read_settings(environ: Mapping[str, str]) -> PluginSettings | None:
         raise SettingsError(f"{REPORT_VARIABLE} is set but {GUARD_VARIABLE} is not: the report holds the guard's "
                             f"findings; set {GUARD_VARIABLE}=warn (or record, raise) too")
     return PluginSettings(guard=guard.lower() or None, capture=capture or None, report=report or None)
+
+
+@dataclass(frozen=True)
+class ServedDeployment:
+    """What a worker serves, read from the engine's own config objects: the engine and its release
+    ("vllm@0.33.0"), the model (path or repo id), the attention TP size and this worker's rank in it, the SSM
+    state dtype the engine was told (None: the engine's default for the model)."""
+
+    engine: str
+    model: str | None
+    tp: int
+    rank: int
+    state_dtype: str | None
