@@ -28,7 +28,7 @@ HELP_OPTIONS = ("--help", "-h", "--version")
 # module is imported only when its command can run (see `commands_for`), so `gdr-check ckpt --tp 4` does not
 # load the explain, call and dry-run commands and what they import.
 COMMANDS: dict[str, str] = {"explain": "explain", "check": "check", "call": "call", "dry-run": "dryrun",
-                            "launch": "launch"}
+                            "launch": "launch", "hook": "hook"}
 DEFAULT_COMMAND = "check"
 
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
