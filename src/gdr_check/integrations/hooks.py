@@ -14,8 +14,7 @@ import logging
 import os
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .post_import import when_imported
 from .settings import ServedDeployment, SettingsError, read_settings
@@ -23,8 +22,7 @@ from .settings import ServedDeployment, SettingsError, read_settings
 MARK = "__gdr_check_plugin__"  # on a method the plugin wrapped: it is wrapped once however often plugins load
 
 
-@dataclass(frozen=True)
-class EngineHook:
+class EngineHook(NamedTuple):
     """Where a plugin enters: `method` of `module:cls`, before (`after=False`) or after the engine's own code
     runs, and how a worker's deployment is read from the method's `self` (None: not a worker to guard, such as
     sglang's draft model runner)."""

@@ -12,7 +12,7 @@ Unset or empty, each is off; with neither of the first two set, the plugins do n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 GUARD_VARIABLE = "GDR_CHECK_GUARD"
 CAPTURE_VARIABLE = "GDR_CHECK_CAPTURE"
@@ -26,8 +26,7 @@ class SettingsError(ValueError):
     """A variable set to a value the plugins cannot use: one line naming the variable and the value."""
 
 
-@dataclass(frozen=True)
-class PluginSettings:
+class PluginSettings(NamedTuple):
     """What the variables ask for: a guard mode, a capture path, a report path (each None when unset)."""
 
     guard: str | None = None
@@ -58,8 +57,7 @@ def read_settings(environ: Mapping[str, str]) -> PluginSettings | None:
     return PluginSettings(guard=guard.lower() or None, capture=capture or None, report=report or None)
 
 
-@dataclass(frozen=True)
-class ServedDeployment:
+class ServedDeployment(NamedTuple):
     """What a worker serves, read from the engine's own config objects: the engine and its release
     ("vllm@0.33.0"), the model (path or repo id), the attention TP size and this worker's rank in it, the SSM
     state dtype the engine was told (None: the engine's default for the model)."""
