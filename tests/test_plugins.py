@@ -230,6 +230,14 @@ def test_vllm_plugin_guards_every_binding_and_reports_a_bad_call(method, vllm_tr
     faults = [f"{d['code']}: {d['message']} [{d['notes'][0]}]" for d in report["diagnostics"]
               if d["severity"] == "error"]
     assert faults == VLLM_FAULTS
+    # `gdr-check call` reads the report: its findings, exit 1 for the errors
+    path = tmp_path / "report-1.json"
+    called = subprocess.run([sys.executable, "-m", "gdr_check", "call", str(path), "--output-format", "concise"],
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert called.returncode == 1
+    assert called.stdout.splitlines() == [f"{path}:1:1: error[{fault.split(' [')[0].replace(': ', '] ', 1)}"
+                                          for fault in VLLM_FAULTS]
+    assert called.stderr == "summary: 1 call(s) checked: 3 error(s), 0 warning(s), 0 note(s)\n"
 
 
 def test_vllm_plugin_in_raise_mode_stops_the_step_after_reporting(vllm_tree, dist, tmp_path):

@@ -19,6 +19,7 @@ from ..base.limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
 from ..base.tensor_spec import TensorSpec, check_sizes, index_values_problem, known_dtype
 from ..base.variants import VARIANTS
 from ..engines.profiles import UnknownEngineError, profile_for
+from .guard_report import GuardReport, is_guard_report, read_guard_report
 from .packed_call import ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall
 
 SCHEMA_VERSION = 1
@@ -63,6 +64,8 @@ class Recording:
     skipped_targets: list[dict[str, Any]] = field(default_factory=list)
     # The file's text, for the checks that point a call's diagnostics at its lines (`api.check_recording`).
     text: str = field(default="", repr=False)
+    # A served worker's guard report (`GDR_CHECK_REPORT`) read in a recording's place: its findings (no calls).
+    guard: GuardReport | None = None
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -223,6 +226,11 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(shown, f"not a gdr-check recording: the top level is a {type(document).__name__}, "
                                     f"not an object")
     version = document.get("schema_version")
+    if is_guard_report(document) and version == SCHEMA_VERSION:
+        try:
+            return Recording(path=shown, calls=[], text=text, guard=read_guard_report(document))
+        except ValueError as error:
+            raise RecordingError(shown, f"guard report: {error}") from None
     if document.get("kind", KIND) != KIND:
         raise RecordingError(shown, f"not a gdr-check recording: its `kind` is {printable(repr(document['kind']))}, "
                                     f"not {KIND!r}; record one with `gdr_check.capture()`")

@@ -199,6 +199,8 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
         raise CallIndexError(f"index is {described(index)}: must be a whole number (a call's position in the "
                              f"recording), or None for every call")
     recording = load_recording(path)
+    if recording.guard is not None:
+        return _guard_report_run(recording, target, index, selection, failing, exit_zero)
     if not recording.calls:
         raise EmptyRecording(recording)
     calls = recording.calls
@@ -224,6 +226,29 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
     check = next(iter(run.models.values()), None)
     result = TargetResult(recording.path, check=check, diagnostics=run.all_diagnostics(), tp=tp if target else None,
                           kind="call", details=run, path=recording.path)
+    return Run([result], failing=failing, exit_zero=exit_zero)
+
+
+class GuardReportOptionError(InputError):
+    """`--model` or `--index` given with a guard report, which holds findings, not calls (exit 2)."""
+
+    code = "usage"
+
+
+def _guard_report_run(recording: Recording, target: str | None, index: int | None, selection: Selection | None,
+                      failing: tuple[str, ...], exit_zero: bool) -> Run:
+    """A served worker's guard report (`GDR_CHECK_REPORT`): its findings, selected as any run's, and where they
+    came from as notes. The guard compared the calls with the model in the worker already."""
+    assert recording.guard is not None
+    given = [option for option, value in (("--model", target), ("--index", index)) if value is not None]
+    if given:
+        raise GuardReportOptionError(f"{recording.path}: a guard report holds the guard's findings, not calls: "
+                                     f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to a "
+                                     f"recording (GDR_CHECK_CAPTURE, `gdr_check.capture`)")
+    run = CallRun(recording=recording, notes=list(recording.guard.notes))
+    run.model_diagnostics = selected_diagnostics(selection, list(recording.guard.diagnostics))
+    result = TargetResult(recording.path, check=None, diagnostics=run.all_diagnostics(), tp=None, kind="call",
+                          details=run, path=recording.path)
     return Run([result], failing=failing, exit_zero=exit_zero)
 
 

@@ -124,8 +124,12 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
     sections = "" if distinct == len(groups) else (
         f", shown in {counted(len(groups), 'section')} (calls that differ only in recorded values share one)")
     compared = f"; compared with {run.target} at tp={run.tp}" if run.target else ""
-    console.print(f"[bold]{escape(run.recording.path)}[/bold]: {calls_checked(len(run.calls))}, "
-                  f"{distinct} distinct{escape(sections)}{escape(compared)}", soft_wrap=True)
+    if run.recording.guard is not None:  # a served worker's guard report: its findings, no calls
+        console.print(f"[bold]{escape(run.recording.path)}[/bold]: guard report, "
+                      f"{calls_checked(run.recording.guard.calls)} in the worker", soft_wrap=True)
+    else:
+        console.print(f"[bold]{escape(run.recording.path)}[/bold]: {calls_checked(len(run.calls))}, "
+                      f"{distinct} distinct{escape(sections)}{escape(compared)}", soft_wrap=True)
     for note in run.notes:
         console.print(f"  [dim]note[/dim]  {escape(note)}", soft_wrap=True)
     console.print()
@@ -146,6 +150,7 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
         console.print()
         for diagnostic in first.diagnostics:
             render_diagnostic(console, diagnostic)
-    console.print(f"summary: {calls_checked(len(run.calls))}: {diagnostics_tally(run.all_diagnostics())}",
+    checked = len(run.calls) if run.recording.guard is None else run.recording.guard.calls
+    console.print(f"summary: {calls_checked(checked)}: {diagnostics_tally(run.all_diagnostics())}",
                   soft_wrap=True)
     return neutralise_log(buffer.getvalue())

@@ -115,7 +115,9 @@ def summary_line(run: Run) -> str:
     found = counts(run)
     unreadable = sum(r.error is not None for r in run.results)
     readable = [r for r in run.results if r.error is None]
-    calls = [len(r.details.calls) for r in readable if r.kind == "call" and hasattr(r.details, "calls")]
+    # (a served worker's guard report counts the calls its guard checked there)
+    calls = [len(r.details.calls) if r.details.recording.guard is None else r.details.recording.guard.calls
+             for r in readable if r.kind == "call" and hasattr(r.details, "calls")]
     if readable and len(calls) == len(readable):  # a recording's calls, as the full format counts them
         checked = calls_checked(sum(calls))
     else:
