@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import io
 import json
 import logging
 import multiprocessing
@@ -140,7 +139,7 @@ def vllm_worker(root: str, out: str, spawned: bool) -> None:
     """A vLLM worker process: `WorkerProc.__init__`'s calls, then one decode step."""
     if spawned:
         vllm_environment(Path(root))
-    lines = _log_lines()
+    _log_lines(out)
     worker_base = importlib.import_module(VLLM_WORKER)
     wrapper = worker_base.WorkerWrapperBase(rpc_rank=RANK)
     kwargs = {"vllm_config": vllm_config(), "local_rank": RANK, "rank": RANK, "distributed_init_method": None,
@@ -166,7 +165,7 @@ def vllm_worker(root: str, out: str, spawned: bool) -> None:
                 vllm_real.decode(monkeypatch, modules, call)
         except Exception as raised:  # noqa: BLE001 - raise mode: what the engine's step would see
             error = f"{type(raised).__name__}: {raised}"
-    _finish(out, modules, GDN, lines, error, loaded)
+    _finish(out, modules, GDN, error, loaded)
 
 
 # -- sglang ----------------------------------------------------------------------------------------------------------
@@ -254,7 +253,7 @@ def sglang_worker(root: str, out: str, spawned: bool) -> None:
     built; then one decode step through the GDN backend."""
     if spawned:
         sglang_environment(Path(root))
-    lines = _log_lines()
+    _log_lines(out)
     importlib.import_module("sglang.srt.plugins").load_plugins()
     runner_module = _import_runner()
     ns = types.SimpleNamespace
@@ -280,7 +279,7 @@ def sglang_worker(root: str, out: str, spawned: bool) -> None:
                                   cache_indices=call.ssm_state_indices, num_v_heads=HV, head_v_dim=V)
     except Exception as raised:  # noqa: BLE001
         error = f"{type(raised).__name__}: {raised}"
-    _finish(out, modules, (GDN, KDA), lines, error, loaded)
+    _finish(out, modules, (GDN, KDA), error, loaded)
 
 
 def _steps() -> int:
@@ -301,13 +300,13 @@ def _in_backing(call: Any) -> Any:
 
 
 # -- what the worker saw ----------------------------------------------------------------------------------------------
-def _log_lines() -> io.StringIO:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
+def _log_lines(out: str) -> None:
+    """The worker's log records, one per line, to OUT.log: the parent adds them to OUT.json once the worker has
+    exited, so the lines its exit handlers write are there too."""
+    handler = logging.FileHandler(out + ".log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
-    return stream
 
 
 def _gdr_check_modules() -> list[str]:
@@ -315,8 +314,8 @@ def _gdr_check_modules() -> list[str]:
     return sorted(n for n in sys.modules if n.split(".")[0] == "gdr_check")
 
 
-def _finish(out: str, modules: dict[str, types.ModuleType], names: Any, lines: io.StringIO,
-            error: str | None, loaded: list[str]) -> None:
+def _finish(out: str, modules: dict[str, types.ModuleType], names: Any, error: str | None,
+            loaded: list[str]) -> None:
     names = (names,) if isinstance(names, str) else names
     bindings = {}
     for module_name, module in modules.items():
@@ -324,12 +323,7 @@ def _finish(out: str, modules: dict[str, types.ModuleType], names: Any, lines: i
             value = module.__dict__.get(name)
             if value is not None:
                 bindings[f"{module_name}.{name}"] = "wrapped" if hasattr(value, "__wrapped__") else "original"
-    served = sys.modules.get("gdr_check.integrations.served")
-    session = served.current() if served is not None else None
-    if session is not None:
-        session.close()  # what the exit handler does
-    result = {"bindings": bindings, "log": lines.getvalue().splitlines(), "error": error,
-              "gdr_check_modules": loaded}
+    result = {"bindings": bindings, "error": error, "gdr_check_modules": loaded}
     Path(out).write_text(json.dumps(result, indent=1))
 
 
@@ -346,6 +340,10 @@ def main(engine: str, method: str, root: str, out: str) -> None:
     child = context.Process(target=worker, args=(root, out, method == "spawn"))
     child.start()
     child.join(120)
+    if Path(out).is_file():
+        result = json.loads(Path(out).read_text())
+        result["log"] = Path(out + ".log").read_text(encoding="utf-8").splitlines()
+        Path(out).write_text(json.dumps(result, indent=1))
     sys.exit(child.exitcode)
 
 

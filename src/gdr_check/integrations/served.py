@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import multiprocessing.util
 import os
 import threading
 import warnings
@@ -100,6 +101,8 @@ class Session:
         self._logged: set[tuple[str, str, str]] = set()
         self._unlisted = 0
         self._lock = threading.RLock()
+        self.pid = os.getpid()
+        self.closed = False
 
     # -- entering ----------------------------------------------------------------------------------------------
     def enter(self) -> None:
@@ -243,7 +246,11 @@ class Session:
 
     # -- exit --------------------------------------------------------------------------------------------------
     def close(self) -> None:
-        """At exit: faults already flagged on the device, the report and the recording written, one summary."""
+        """At exit: faults already flagged on the device, the report and the recording written, one summary.
+        Once per process, whichever exit hook runs it first."""
+        if self.closed or self.pid != os.getpid():
+            return
+        self.closed = True
         guard, capture = self.guard, self.capture
         if guard is not None:
             try:
@@ -266,10 +273,11 @@ _START = threading.Lock()
 
 
 def start(settings: PluginSettings, deployment: ServedDeployment, logger: logging.Logger) -> Session | None:
-    """Enter what `settings` asks for in this worker, once per process. Never raises."""
+    """Enter what `settings` asks for in this worker, once per process (a forked worker starts its own). Never
+    raises."""
     global _SESSION
     with _START:
-        if _SESSION is not None:
+        if _SESSION is not None and _SESSION.pid == os.getpid():
             return _SESSION
         try:
             session = Session(settings, deployment, logger)
@@ -281,7 +289,10 @@ def start(settings: PluginSettings, deployment: ServedDeployment, logger: loggin
         if session.guard is None and session.capture is None:
             return None
         _SESSION = session
+        # At exit: `atexit` for a spawned worker or the main process; multiprocessing's finalizers for a forked
+        # worker, which leaves through `os._exit` (no atexit) after running them, on SIGTERM's SystemExit too.
         atexit.register(session.close)
+        multiprocessing.util.Finalize(None, session.close, exitpriority=0)
         return session
 
 
