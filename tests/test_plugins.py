@@ -356,3 +356,25 @@ def test_when_imported_runs_after_the_first_import_and_leaves_no_finder(tmp_path
     assert seen == [1, 1] and sys.meta_path == before
     post_import.when_imported("plugin_probe_module", lambda module: seen.append(2))  # imported: at once
     assert seen == [1, 1, 2]
+
+
+def test_vllm_plugin_capture_with_the_guard_records_the_calls_as_the_engine_made_them(vllm_tree, dist, tmp_path):
+    seen = _drive("vllm", "fork", vllm_tree, dist, tmp_path, GDR_CHECK_GUARD="record",
+                  GDR_CHECK_CAPTURE=str(tmp_path / "calls-{rank}.json"))
+    assert set(seen["bindings"].values()) == {"wrapped"}
+    path = tmp_path / "calls-1.json"
+    who = f"vllm@{_version(vllm_tree, 'vllm')}, TP rank 1 of 2"
+    mine = [line for line in seen["log"] if "capture" in line]
+    assert mine == [f"INFO vllm.gdr_check: gdr-check capture on in {who}: up to 256 packed-decode calls to {path}",
+                    f"INFO vllm.gdr_check: gdr-check capture ({who}): 1 call recorded to {path}"]
+    recording = json.loads(path.read_text())
+    # the slots as the engine passed them (the capture wraps the guard, which hands the kernel a sanitised copy)
+    assert [call["call"]["ssm_state_indices"]["values"] for call in recording["calls"]] == [[1, 9, 2, 2, 0, 5, 3, -1]]
+    called = subprocess.run([sys.executable, "-m", "gdr_check", "call", str(path), "--engine", "vllm",
+                             "--output-format", "concise", "--select", "GDR241,GDR242"], capture_output=True,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert called.returncode == 1, called.stderr
+    assert [line.split(": ", 1)[1] for line in called.stdout.splitlines()] == [
+        "error[GDR241] `ssm_state_indices` holds slot 9 at row 1, but the pool has 5 slots (0..4)",
+        "error[GDR241] `ssm_state_indices` holds slot 5 at row 5, but the pool has 5 slots (0..4)",
+        "error[GDR242] slot 2 is used by rows 2, 3 of one batch"]

@@ -164,7 +164,10 @@ class Session:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                capture = _ServedCapture(template, engine=engine)
+                # {rank} and {pid} filled here as for the report (the capture's own {rank} has no TP rank to
+                # fall back on), what is left escaped for the capture's own filling.
+                filled = str(_filled(template, self.deployment)).replace("{", "{{").replace("}", "}}")
+                capture = _ServedCapture(filled, engine=engine)
                 capture.on_full = self.write_capture
                 capture.__enter__()
         except Exception as error:  # noqa: BLE001
