@@ -161,11 +161,40 @@ def vllm_worker(root: str, out: str, spawned: bool) -> None:
     error = None
     with pytest.MonkeyPatch.context() as monkeypatch:
         try:
-            for _ in range(_steps()):
-                vllm_real.decode(monkeypatch, modules, call)
+            if os.environ.get("PLUGIN_TEST_GRAPH") == "1":
+                _decode_in_a_graph(monkeypatch, modules, call)
+            else:
+                for _ in range(_steps()):
+                    vllm_real.decode(monkeypatch, modules, call)
         except Exception as raised:  # noqa: BLE001 - raise mode: what the engine's step would see
             error = f"{type(raised).__name__}: {raised}"
     _finish(out, modules, GDN, error, loaded)
+
+
+def _decode_in_a_graph(monkeypatch: Any, modules: dict[str, types.ModuleType], call: Any) -> None:
+    """The step as vLLM runs it on a GPU: warmed up eagerly and captured in a CUDA graph on valid slots, then the
+    graph replayed after the slot table was refilled in place with VLLM_SLOTS (as the engine's input buffers
+    are); the second replay, after the device has finished the first, reads the faults the first recorded."""
+    import torch
+
+    bad = call.ssm_state_indices.clone()
+    good = torch.tensor([1, 2, 3, 4] + [-1] * (len(VLLM_SLOTS) - 4), dtype=bad.dtype, device=bad.device)
+    call.ssm_state_indices.copy_(good)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        vllm_real.decode(monkeypatch, modules, call)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        vllm_real.decode(monkeypatch, modules, call)
+    torch.cuda.synchronize()
+    logging.getLogger("plugin_engines").info("captured")
+    call.ssm_state_indices.copy_(bad)
+    graph.replay()
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
 
 
 # -- sglang ----------------------------------------------------------------------------------------------------------
@@ -293,7 +322,8 @@ def _in_backing(call: Any) -> Any:
     variable set, or a plugin that could not start) reads and writes the bad slots inside memory it owns."""
     import torch
 
-    backing = torch.zeros((BACKING, *call.initial_state.shape[1:]), dtype=call.initial_state.dtype)
+    backing = torch.zeros((BACKING, *call.initial_state.shape[1:]), dtype=call.initial_state.dtype,
+                          device=call.initial_state.device)
     backing[1:S + 1] = call.initial_state
     call.initial_state = backing[1:S + 1]
     return call

@@ -378,3 +378,23 @@ def test_vllm_plugin_capture_with_the_guard_records_the_calls_as_the_engine_made
         "error[GDR241] `ssm_state_indices` holds slot 9 at row 1, but the pool has 5 slots (0..4)",
         "error[GDR241] `ssm_state_indices` holds slot 5 at row 5, but the pool has 5 slots (0..4)",
         "error[GDR242] slot 2 is used by rows 2, 3 of one batch"]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_vllm_plugin_guard_under_cuda_graphs(method, vllm_tree, dist, tmp_path):
+    """GPU (GDR_CHECK_TEST_GPU=1): the guard entered by the plugin, vLLM's kernel compiled, the step captured in a
+    CUDA graph on valid slots and replayed on bad ones: the faults come from the replay, found on the device."""
+    import torch
+
+    if not os.environ.get("GDR_CHECK_TEST_GPU") or not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU and GDR_CHECK_TEST_GPU=1")
+    seen = _drive("vllm", method, vllm_tree, dist, tmp_path, GDR_CHECK_GUARD="warn", PLUGIN_TEST_GRAPH="1",
+                  GDR_CHECK_REPORT=str(tmp_path / "report-{rank}.json"))
+    assert set(seen["bindings"].values()) == {"wrapped"} and seen["error"] is None
+    log = [line for line in seen["log"] if "gdr_check" in line or "plugin_engines" in line]
+    captured = log.index("INFO plugin_engines: captured")
+    faults = [line for line in log if " GDR241: " in line or " GDR242: " in line]
+    assert [line.split("): ", 1)[1] for line in faults] == VLLM_FAULTS
+    assert all(log.index(line) > captured for line in faults)  # found in the replay
+    report = json.loads((tmp_path / "report-1.json").read_text())
+    assert report["guard"]["calls"] == 2  # the warm-up and the captured call: a replay makes no Python call
