@@ -320,6 +320,12 @@ def test_settings(environ, expected):
 @pytest.mark.parametrize(("environ", "message"), [
     ({"GDR_CHECK_GUARD": "loud"}, "GDR_CHECK_GUARD='loud' is not a guard mode: use one of raise, warn, record"),
     ({"GDR_CHECK_GUARD": "\x1b[2J"}, "GDR_CHECK_GUARD='\\x1b[2J' is not a guard mode: use one of raise, warn, record"),
+    ({"GDR_CHECK_GUARD": "warn", "GDR_CHECK_REPORT": "report-{node}.json"},
+     "GDR_CHECK_REPORT='report-{node}.json' is not a path template: its only placeholders may be {rank} and {pid} "
+     "(a literal brace is written twice)"),
+    ({"GDR_CHECK_CAPTURE": "calls-{rank", "GDR_CHECK_GUARD": "warn"},
+     "GDR_CHECK_CAPTURE='calls-{rank' is not a path template: its only placeholders may be {rank} and {pid} "
+     "(a literal brace is written twice)"),
     ({"GDR_CHECK_CAPTURE": "c.json", "GDR_CHECK_REPORT": "r.json"},
      "GDR_CHECK_REPORT is set but GDR_CHECK_GUARD is not: the report holds the guard's findings; set "
      "GDR_CHECK_GUARD=warn (or record, raise) too"),

@@ -123,6 +123,8 @@ class Session:
         for attempt in ((deployment.model, deployment.state_dtype), (None, deployment.state_dtype), (None, None)):
             if attempt not in attempts:
                 attempts.append(attempt)
+        if self.settings.report is not None:  # (its template was checked with the variables)
+            self.report_path = _filled(self.settings.report, deployment)
         problem = ""
         for model, state_dtype in attempts:
             if problem and deployment.model is not None and model is None and state_dtype == deployment.state_dtype:
@@ -148,16 +150,11 @@ class Session:
                              f"model {model}" if model else "no model (contract and slots only)",
                              f"state dtype {state_dtype}" if state_dtype else "the engine's state dtype",
                              counted(bindings, "binding"), counted(len(guard.sites), "packed-decode function"),
-                             f"; report: {self._report_target()}" if self.settings.report else "")
-            if self.settings.report is not None:
-                self.report_path = _filled(self.settings.report, deployment)
-                self.write_report(first=True, guard=guard)
+                             f"; report: {self.report_path}" if self.report_path else "")
+            self.write_report(guard=guard)
             return guard
         self.logger.warning("gdr-check guard (%s): not entered (%s); the worker runs unguarded", self.who, problem)
         return None
-
-    def _report_target(self) -> str:
-        return str(_filled(self.settings.report, self.deployment)) if self.settings.report else ""
 
     def _enter_capture(self, template: str) -> _ServedCapture | None:
         engine = self.deployment.engine
@@ -226,7 +223,7 @@ class Session:
             "summary": counts,
         }
 
-    def write_report(self, first: bool = False, guard: Guard | None = None) -> None:
+    def write_report(self, guard: Guard | None = None) -> None:
         guard = guard or self.guard
         if guard is None or self.report_path is None:
             return

@@ -54,7 +54,20 @@ def read_settings(environ: Mapping[str, str]) -> PluginSettings | None:
     if report and not guard:
         raise SettingsError(f"{REPORT_VARIABLE} is set but {GUARD_VARIABLE} is not: the report holds the guard's "
                             f"findings; set {GUARD_VARIABLE}=warn (or record, raise) too")
+    for name, template in ((CAPTURE_VARIABLE, capture), (REPORT_VARIABLE, report)):
+        if template and not _placeholders_ok(template):
+            raise SettingsError(f"{name}={_quoted(template)} is not a path template: its only placeholders may be "
+                                f"{{rank}} and {{pid}} (a literal brace is written twice)")
     return PluginSettings(guard=guard.lower() or None, capture=capture or None, report=report or None)
+
+
+def _placeholders_ok(template: str) -> bool:
+    """Whether `template` formats with `rank` and `pid` alone (`str.format_map`'s rules: `{{` is a brace)."""
+    try:
+        template.format_map({"rank": 0, "pid": 0})
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError):
+        return False
+    return True
 
 
 class ServedDeployment(NamedTuple):
