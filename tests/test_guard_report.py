@@ -60,6 +60,7 @@ def test_rule_selection_applies(tmp_path, capsys):
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"diagnostics": {}}, "guard report: `diagnostics` must be a list"),
+    ({"schema_version": 2}, "guard report schema_version 2 is not supported; this gdr-check reads version 1"),
     ({"diagnostics": [{**FINDING, "code": "E1"}]}, "guard report: `diagnostics[0].code` must be a rule code such as "
                                                    "GDR241"),
     ({"diagnostics": [{**FINDING, "severity": "fatal"}]}, "guard report: `diagnostics[0].severity` must be one of "

@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 
 from ..base.errors import InputError, not_utf8, printable
 from ..base.files import RECORDING_KIND, bounded_int, json_error_reason
+from ..base.identity import REPORT_SCHEMA_VERSION
 from ..base.limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
 from ..base.tensor_spec import TensorSpec, check_sizes, index_values_problem, known_dtype
 from ..base.variants import VARIANTS
@@ -226,7 +227,10 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(shown, f"not a gdr-check recording: the top level is a {type(document).__name__}, "
                                     f"not an object")
     version = document.get("schema_version")
-    if is_guard_report(document) and version == SCHEMA_VERSION:
+    if is_guard_report(document):
+        if version != REPORT_SCHEMA_VERSION:
+            raise RecordingError(shown, f"guard report schema_version {printable(repr(version), 40)} is not "
+                                        f"supported; this gdr-check reads version {REPORT_SCHEMA_VERSION}")
         try:
             return Recording(path=shown, calls=[], text=text, guard=read_guard_report(document))
         except ValueError as error:

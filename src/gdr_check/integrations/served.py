@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from .. import __version__
 from ..base.files import write_whole
+from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ..base.limits import counted
 from ..pipeline.capture import Capture
 from ..pipeline.guard import Guard
@@ -210,8 +210,8 @@ class Session:
                   for severity in ("error", "warning", "info")}
         deployment = self.deployment
         return {
-            "schema_version": 1,
-            "tool": {"name": "gdr-check", "version": __version__},
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "tool": tool_info(),
             "command": REPORT_COMMAND,
             "source": {"engine": deployment.engine, "model": deployment.model, "tp": deployment.tp,
                        "rank": deployment.rank, "pid": os.getpid()},
