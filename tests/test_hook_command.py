@@ -67,7 +67,7 @@ def test_install_status_uninstall_in_the_environments_site_packages(environment)
         # and the plugins' light modules, not the guard.
         assert _modules_at_start(python) == []
         assert _modules_at_start(python, GDR_CHECK_CAPTURE="calls-{rank}.json") == [
-            "gdr_check", "gdr_check.base", "gdr_check.base.lazy", "gdr_check.integrations",
+            "gdr_check", "gdr_check.base", "gdr_check.base.identity", "gdr_check.base.lazy", "gdr_check.integrations",
             "gdr_check.integrations.hooks", "gdr_check.integrations.post_import", "gdr_check.integrations.settings",
             "gdr_check.integrations.sglang_plugin", "gdr_check.integrations.startup_hook",
             "gdr_check.integrations.vllm_plugin"]

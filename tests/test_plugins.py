@@ -134,7 +134,8 @@ SGLANG_LOADED = {"sglang.kernels.ops.attention.fla.fused_recurrent",
                  "sglang.srt.layers.attention.linear.kernels.gdn_triton",
                  "sglang.srt.layers.attention.linear.kernels.kda_triton"}
 # The plugin's own modules: what an engine process imports of gdr-check when no variable is set.
-INERT = {"gdr_check", "gdr_check.base", "gdr_check.base.lazy", "gdr_check.integrations", "gdr_check.integrations.hooks",
+INERT = {"gdr_check", "gdr_check.base", "gdr_check.base.identity", "gdr_check.base.lazy", "gdr_check.integrations",
+         "gdr_check.integrations.hooks",
          "gdr_check.integrations.post_import", "gdr_check.integrations.settings"}
 VLLM_FAULTS = [
     "GDR241: `ssm_state_indices` holds slot 9 at row 1, but the pool has 5 slots (0..4) [in pool #0]",
