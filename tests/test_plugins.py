@@ -405,3 +405,20 @@ def test_vllm_plugin_guard_under_cuda_graphs(method, vllm_tree, dist, tmp_path):
     assert all(log.index(line) > captured for line in faults)  # found in the replay
     report = json.loads((tmp_path / "report-1.json").read_text())
     assert report["guard"]["calls"] == 2  # the warm-up and the captured call: a replay makes no Python call
+
+
+def test_a_release_without_the_hooked_class_is_one_line_and_nothing_else(monkeypatch, caplog):
+    import types
+
+    for name in settings.VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GDR_CHECK_GUARD", "warn")
+    monkeypatch.setitem(sys.modules, vllm_plugin.WORKER_MODULE, types.ModuleType(vllm_plugin.WORKER_MODULE))
+    before = list(sys.meta_path)
+    with caplog.at_level(logging.WARNING):
+        vllm_plugin.register()
+    assert sys.meta_path == before
+    assert [r.getMessage() for r in caplog.records] == [
+        "gdr-check: cannot hook vllm.v1.worker.worker_base.WorkerWrapperBase.init_device in this vLLM release "
+        "(AttributeError: module 'vllm.v1.worker.worker_base' has no attribute 'WorkerWrapperBase'); the engine runs "
+        "without the guard"]

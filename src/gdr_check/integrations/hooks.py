@@ -27,7 +27,7 @@ class EngineHook(NamedTuple):
     runs, and how a worker's deployment is read from the method's `self` (None: not a worker to guard, such as
     sglang's draft model runner)."""
 
-    name: str  # "vllm", "sglang"
+    name: str  # the engine as its messages name it: "vLLM", "sglang"
     module: str
     cls: str
     method: str
