@@ -657,9 +657,9 @@ class _Comparer:
             less = _precision(state_got) < _precision(state_want)
             notes = [f"expected {state_want}: {self.state_dtype_reason}"] if self.state_dtype_reason else []
             fixes = [f"if the dtype is deliberate, compare with `--state-dtype {state_got}`"]
-            if state_want in STATE_DTYPES:
-                fixes.insert(0, f"serve with `{self.profile.state_dtype_fix(state_want)}` to get the engine's "
-                                f"{state_want} state")
+            setting = self.profile.state_dtype_setting(state_want) if state_want in STATE_DTYPES else None
+            if setting is not None:  # a choice the release's flag has
+                fixes.insert(0, f"serve with `{setting}` to get the engine's {state_want} state")
             self.emit(STATE_DTYPE, {"recorded": state_got, "engine": self.engine, "model": self.model.name,
                                     "expected": state_want}, argument="initial_state", notes=notes,
                       fixes=fixes, severity=None if less else "info")

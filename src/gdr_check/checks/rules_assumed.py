@@ -14,7 +14,7 @@ from ..base.limits import LIMITS, counted, shorten
 from ..base.registry import Finding, rule
 from ..base.variants import variant_spec
 from ..call.packed_call import GRID_DIM_LIMIT, GRID_X_LIMIT, CallContext, next_power_of_2
-from ..engines.profiles import PROFILES
+from ..engines.profiles import GRID_NV_BHV, PROFILES
 from .examples import CallExample, tensor
 from .kernel_causes import live_rows, padding_rows, wrapped_skip
 
@@ -191,11 +191,13 @@ def index_dtype(ctx: CallContext) -> Finding | None:
         "and HV must each be <= 65535. When sglang's CUDA KDA kernel takes the call instead (GDR226: "
         "`use_qk_l2norm_in_kernel=True`, B >= 8, K = V = 128, a float32 state, ...), it launches a 1-D grid of "
         "B*HV blocks, counted in 32 bits: only CUDA's gridDim.x limit, 2**31 - 1, applies (a count of 2**32 or "
-        "more wraps and launches too few blocks). vLLM splits the GDN grid when needed."
+        "more wraps and launches too few blocks). Before sglang 0.5.19 the Triton KDA kernel launched "
+        "(NV, B*HV), with the GDN limit. vLLM from 0.28.0 splits the GDN grid into (NV, HV, B) when B*HV > 65535, "
+        "so B and HV must each stay <= 65535; vLLM before 0.28.0 launches (NV, B*HV) like sglang."
     ),
     causes=("a large decode batch on a rank with many value heads",),
     fixes=("cap the decode batch below 65536 // HV", "raise TP to lower HV per rank"),
-    engines="sglang 0.5.23 (GDN, and KDA on the Triton or the CUDA kernel); vLLM splits the GDN grid.",
+    engines="sglang (GDN, and KDA on the Triton or the CUDA kernel); vLLM (GDN; split from 0.28.0).",
     example=CallExample({"mixed_qkv": tensor(16384, 64), "a": tensor(16384, 4), "b": tensor(16384, 4),
                          "out": tensor(16384, 1, 4, 8), "ssm_state_indices": tensor(16384)},
                         "B=16384 rows of HV=4 heads: B*HV = 65536"),
@@ -206,12 +208,21 @@ def grid_limit(ctx: CallContext) -> Finding | None:
     B, HV = ctx.B, ctx.HV
     fails = "the launch fails"
     if ctx.variant == "gdn":
-        limit = ctx.profile.grid_dim_limit  # None: the engine splits the grid itself
-        if limit is None or B * HV <= limit:
+        limit = ctx.profile.grid_dim_limit  # None: the engine splits the grid, (NV, HV, B) when B*HV > 65535
+        if limit is None:
+            return _axes_over_limit(B, HV, fails)
+        if B * HV <= limit:
             return None
         return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV, "limit": limit, "outcome": fails},
                        [f"cap the decode batch at {limit // HV} ({limit} // HV={HV}), or raise TP so that each "
                         f"rank has fewer value heads"], argument="mixed_qkv")
+    if ctx.profile.kda_grids == (GRID_NV_BHV,):  # the Triton KDA grid before sglang 0.5.19: (NV, B*HV)
+        if B * HV <= GRID_DIM_LIMIT:
+            return None
+        if ctx.profile.kda_fast_path is None or ctx.kda_cuda_misses() != []:
+            return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV, "limit": GRID_DIM_LIMIT, "outcome": fails},
+                           [f"cap the decode batch at {GRID_DIM_LIMIT // HV} ({GRID_DIM_LIMIT} // HV={HV}), or "
+                            f"raise TP so that each rank has fewer value heads"], argument="mixed_qkv")
     if B <= GRID_DIM_LIMIT and HV <= GRID_DIM_LIMIT and B * HV <= GRID_X_LIMIT:
         return None  # fits either kernel's grid, whichever runs
     fast = ctx.profile.kda_fast_path
@@ -235,6 +246,12 @@ def grid_limit(ctx: CallContext) -> Finding | None:
         return Finding({"what": f"B*HV = {B}*{HV}", "value": blocks, "limit": GRID_X_LIMIT, "outcome": outcome},
                        [f"cap the decode batch at {GRID_X_LIMIT // HV} ({GRID_X_LIMIT} // HV={HV}), or raise TP "
                         f"so that each rank has fewer value heads"], argument="mixed_qkv")
+    return _axes_over_limit(B, HV, fails)
+
+
+def _axes_over_limit(B: int, HV: int, fails: str) -> Finding | None:
+    """A grid with B and HV on gridDim.y and gridDim.z (sglang's Triton KDA (NV, B, HV), vLLM's split GDN grid
+    (NV, HV, B)): each must stay <= 65535."""
     for what, value in (("B", B), ("HV", HV)):
         if value > GRID_DIM_LIMIT:
             return Finding({"what": what, "value": value, "limit": GRID_DIM_LIMIT, "outcome": fails},

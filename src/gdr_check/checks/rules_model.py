@@ -844,33 +844,39 @@ def _budget_fixes(ctx: ModelContext, fit: int, per_request: int, reserved: int |
     fixes = [first, "raise TP to split the state across more ranks"]
     profile, settings = ctx.deployment.profile, ctx.settings
     kda_fixed = ctx.model.kind == "kda" and profile.kda_state_dtype_fixed
-    if settings.state_dtype == "float32" and not kda_fixed:
-        fixes.append(f"halve the SSM state with `{profile.state_dtype_fix('bfloat16')}`, at some accuracy "
-                     f"cost (GDR249)")
+    halve = profile.state_dtype_setting("bfloat16")  # None where the release's flag has no bfloat16 (vLLM < 0.22)
+    if settings.state_dtype == "float32" and not kda_fixed and halve is not None:
+        fixes.append(f"halve the SSM state with `{halve}`, at some accuracy cost (GDR249)")
     return fixes
 
 
 @rule(
-    "GDR133", "engines-without-default-packed-decode", severity="info", scope=MODEL,
-    summary="the engine does not decode with this kernel by default",
-    message="vLLM {statement}",
+    "GDR133", "packed-decode-env-switch", severity="info", scope=MODEL,
+    summary="the engine runs this kernel by default, and an environment variable turns it off",
+    message="{engine} {statement}",
     explanation=(
-        "vLLM runs the GDN packed decode kernel only when `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is set "
-        "(PR #36596). The shapes shown are those of the packed decode contract, with vLLM's pools and dtypes. "
-        "KDA layers decode with `fused_recurrent_kda` in vLLM, not a packed kernel (GDR134)."
+        "vLLM (from 0.18.0, the first release with the GDN packed decode) runs it by default: "
+        "`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` defaults to \"1\" in `vllm/envs.py`, and the GDN layer takes "
+        "the packed decode for decode batches without speculative tokens. Set to 0, the variable turns it off, "
+        "and the contract checked here is not the call vLLM makes. With speculative decoding the decode path is "
+        "another kernel (GDR134). KDA layers decode with `fused_recurrent_kda` before vLLM 0.27.0 and with "
+        "vLLM's own KDA packed op (another argument list) from 0.27.0 (GDR134)."
     ),
-    fixes=("set `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1` to use the GDN packed decode in vLLM",),
-    engines="vLLM.",
+    fixes=("nothing to change: unset `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` or leave it at 1 for the packed "
+           "decode checked here",),
+    engines="vLLM 0.18.0 and later.",
     example=ModelExample(qwen3_next_config(), "a GDN model under vLLM", deployment={"engine": "vllm"}),
 )
-def vllm_opt_in(ctx: ModelContext) -> Finding | None:
-    opt_in = ctx.deployment.profile.packed_decode_opt_in_env
-    if opt_in is None:
-        return None
-    if ctx.model.kind == "kda" or (ctx.model.adapter is not None and ctx.model.adapter.own_decode):
-        return None  # not the packed kernel at all: GDR134 says which kernel vLLM calls
-    return Finding({"statement": f"runs the GDN packed decode only with `{opt_in}` set"},
-                   fixes=[f"export {opt_in}=1"])
+def vllm_packed_switch(ctx: ModelContext) -> Finding | None:
+    profile = ctx.deployment.profile
+    env = profile.packed_decode_env
+    if env is None or ctx.model.kind == "kda" or (ctx.model.adapter is not None and ctx.model.adapter.own_decode):
+        return None  # no switch, or not the packed kernel at all: GDR134 says which kernel the engine calls
+    return Finding({"engine": profile.label,
+                    "statement": f"runs the GDN packed decode by default (`{env}` defaults to "
+                                 f"\"{profile.packed_decode_env_default}\"); `{env}=0` turns it off"},
+                   fixes=[f"leave `{env}` unset (or {profile.packed_decode_env_default}) for the packed decode "
+                          "checked here"])
 
 
 # Rules whose errors mean the per-rank call is not what an engine would run, so the contract is not run.
@@ -1077,8 +1083,12 @@ def tp_unsupported(ctx: ModelContext) -> Finding | None:
         "`fused_recurrent_gated_delta_rule_update` itself, and KDA layers with a safe-gate lower bound "
         "(Kimi-K3 `gate_lower_bound`, GLM-5-Next, Ling `kda_safe_gate`), which take the packed kernel only "
         "with a decode kernel that supports the safe gate (`kda_backend.py`); otherwise Kimi-K3's "
-        "`kda_fused_decode` or the unfused chain. vLLM decodes GDN with the packed kernel when "
-        "`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` is on and KDA with `fused_recurrent_kda`.\n\n"
+        "`kda_fused_decode` or the unfused chain. Other sglang releases differ: no KDA packed decode before "
+        "0.5.13; safe-gate layers take it as is in 0.5.17 - 0.5.19 and never in 0.5.20 - 0.5.21; from 0.5.11 an "
+        "SM100+ GPU (`--gpu`, `--sm`) with a bfloat16 state decodes with flashinfer unless a decode backend is "
+        "given. vLLM decodes GDN with the packed kernel by default (`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` "
+        "defaults to 1) for batches without speculative tokens, and KDA with `fused_recurrent_kda` before "
+        "0.27.0, its own KDA packed op (another argument list) from 0.27.0.\n\n"
         "This note appears where the path is not the packed kernel: the kernel contract is then not run, "
         "while the TP, pool and shape checks still are, and `gdr-check dry-run` has nothing to run (GDR314, an "
         "error). Every report carries the path in `decode_path` (JSON)."
@@ -1088,7 +1098,9 @@ def tp_unsupported(ctx: ModelContext) -> Finding | None:
     example=ModelExample(_KIMI_LINEAR, "a KDA model under vLLM", deployment={"engine": "vllm"}),
 )
 def decode_path_info(ctx: ModelContext) -> Finding | None:
-    path = decode_path(ctx.model, ctx.deployment.engine)
+    deployment = ctx.deployment
+    path = decode_path(ctx.model, deployment.engine, speculative_tokens=deployment.speculative_tokens,
+                       sm=deployment.sm, state_dtype=ctx.settings.state_dtype)
     if path.packed:
         return None  # the usual path: the JSON report's `decode_path` says it, the text stays quiet
     notes = [path.reason]

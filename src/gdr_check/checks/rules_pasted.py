@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..base.registry import Finding, declare
 from ..base.tensor_spec import TensorSpec
 from ..call.packed_call import GRID_X_LIMIT, CallContext, PackedDecodeCall
-from ..engines.profiles import DEFAULT_ENGINE, EngineProfile, profile_for
+from ..engines.profiles import DEFAULT_ENGINE, GRID_NV_BHV, EngineProfile, profile_for
 from .explanations import (
     BA_WIDTH,
     QKV_WIDTH,
@@ -153,7 +153,12 @@ def _kda_grid(context: Context, heads: int) -> list[str]:
     if profile.kda_decode_kernel is not None:
         return [f"{profile.label} decodes KDA layers with `{profile.kda_decode_kernel}`, not the packed KDA kernel: "
                 f"gdr-check knows no grid limit of it; look for another bad launch argument"]
-    out = [f"a KDA model: {profile.label}'s Triton KDA decode launches a (NV, B, HV) grid, so B <= {GRID_LIMIT} and "
+    unsplit = profile.kda_grids == (GRID_NV_BHV,)  # before sglang 0.5.19
+    largest = GRID_LIMIT // heads if unsplit else GRID_LIMIT
+    out = [f"a KDA model: {profile.label}'s Triton KDA decode launches a (NV, B*HV) grid, so B*HV_l <= {GRID_LIMIT} "
+           f"(HV_l = {heads} value heads per rank): the largest batch that launches on Triton is {GRID_LIMIT} // "
+           f"{heads} = {largest}" if unsplit else
+           f"a KDA model: {profile.label}'s Triton KDA decode launches a (NV, B, HV) grid, so B <= {GRID_LIMIT} and "
            f"HV_l <= {GRID_LIMIT} (HV_l = {heads} value heads per rank), not B*HV_l: the largest batch that launches "
            f"on Triton is {GRID_LIMIT}"]
     K, V = head_k_dim(context), head_v_dim(context)
@@ -171,7 +176,7 @@ def _kda_grid(context: Context, heads: int) -> list[str]:
                    f"runs")
     if context.batch:
         batch = context.batch
-        crosses = batch > GRID_LIMIT or heads > GRID_LIMIT
+        crosses = batch * heads > GRID_LIMIT if unsplit else batch > GRID_LIMIT or heads > GRID_LIMIT
         if fast is not None and cuda == [] and batch >= fast.min_batch:
             blocks = batch * heads
             if blocks > GRID_X_LIMIT:
@@ -187,7 +192,8 @@ def _kda_grid(context: Context, heads: int) -> list[str]:
         else:
             verdict = "crosses the limit: this is the cause" if crosses else \
                 "is within the limit: look for another bad launch argument"
-            out.append(f"--batch {batch}: the Triton grid needs B = {batch} and HV_l = {heads}, which {verdict}")
+            needs = f"B*HV_l = {batch}*{heads} = {batch * heads}" if unsplit else f"B = {batch} and HV_l = {heads}"
+            out.append(f"--batch {batch}: the Triton grid needs {needs}, which {verdict}")
     return out
 
 
@@ -198,8 +204,14 @@ def _grid(values: Mapping[str, str], context: Context) -> list[str]:
         return _kda_grid(context, heads)
     profile = context.profile
     if profile is not None and profile.grid_dim_limit is None:
-        return [f"{profile.label} splits the GDN decode grid: this launch failure is not the B*HV grid limit; "
-                f"look for another bad launch argument (shared memory, a kernel of another layer)"]
+        out = [f"{profile.label} splits the GDN decode grid into (NV, HV, B) when B*HV > {GRID_LIMIT}: the limit is "
+               f"B <= {GRID_LIMIT} and HV_l <= {GRID_LIMIT}, not B*HV_l"]
+        if context.batch and context.batch > GRID_LIMIT:
+            out.append(f"--batch {context.batch} crosses B <= {GRID_LIMIT}: this is the cause")
+        else:
+            out.append("unless the decode batch exceeds that, look for another bad launch argument (shared memory, "
+                       "a kernel of another layer)")
+        return out
     if heads is None:
         return ["with --model (and --tp, --batch) gdr-check computes the grid B*HV_l and the largest batch "
                 f"that fits {GRID_LIMIT}"]

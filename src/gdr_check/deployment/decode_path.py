@@ -2,10 +2,12 @@
 
 gdr-check checks the contract of the packed recurrent decode kernels (`fused_recurrent_gated_delta_rule_packed_decode`,
 `fused_recurrent_kda_packed_decode`). Not every model reaches them: Jet-Nemotron's JetBlock calls another kernel,
-a KDA layer with a safe-gate lower bound takes the packed kernel in sglang only with a decode backend that
-declares safe-gate support, and vLLM decodes KDA with `fused_recurrent_kda`. Facts from sglang 0.5.23
-(`layers/attention/linear/kda_backend.py`, `kernels/kda_triton.py`, `kernels/kda_helion.py`,
-`kernels/gdn_triton.py`, `models/jet_nemotron.py`) and vLLM's `gdn_linear_attn.py` / `kda.py`.
+what a KDA layer with a safe-gate lower bound takes depends on the release, vLLM decodes KDA with
+`fused_recurrent_kda` (before 0.27) or its own KDA packed op (another API), vLLM's GDN packed decode runs only for
+batches without speculative tokens, and sglang from 0.5.11 decodes with flashinfer on SM100+ GPUs with a bfloat16
+state. Each of these is a field of the engine release's profile (`gdr_check.engines`), read from the release's
+wheel: sglang's `layers/attention/linear/{gdn,kda}_backend.py`, `kernels/{gdn,kda}_triton.py`, its start-up
+rule in `server_args.py` / `arg_groups/attention_hook.py`; vLLM's GDN and KDA layers and `envs.py`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..engines.profiles import EngineProfile, profile_for
+from ..engines.profiles import SAFE_GATE_PACKED, EngineProfile, profile_for
 from ..models.description import LinearAttentionModel
 
 GDN_PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
@@ -37,8 +39,12 @@ class DecodePath:
         return f"{self.engine} decodes with `{self.kernel}`: {self.reason}"
 
 
-def decode_path(model: LinearAttentionModel, engine: str | EngineProfile) -> DecodePath:
-    """The kernel `engine` (a name, `name@version` or a profile) calls for the layers of `model`, and why."""
+def decode_path(model: LinearAttentionModel, engine: str | EngineProfile, *, speculative_tokens: int = 0,
+                sm: int | None = None, state_dtype: str | None = None) -> DecodePath:
+    """The kernel `engine` (a name, `name@version` or a profile) calls for the layers of `model`, and why.
+
+    `speculative_tokens` (draft tokens per step), `sm` (the GPU's compute capability x10, None: unknown) and
+    `state_dtype` (the SSM state dtype) are the deployment's, where the release's path depends on them."""
     profile = profile_for(engine)
     name = profile.name
     adapter = model.adapter
@@ -50,22 +56,53 @@ def decode_path(model: LinearAttentionModel, engine: str | EngineProfile) -> Dec
                   f"{profile.display_name} support for {model.family} was not verified; "
                   "the sglang layer calls this kernel")
         return DecodePath(name, own, False, reason)
+    rule = profile.gpu_decode_rule
+    if rule is not None and rule.applies(sm, state_dtype, speculative_tokens > 0):
+        backend = rule.backend
+        keep = "`--linear-attn-decode-backend triton` keeps the packed kernel"
+        given = (f"on an SM{sm} GPU with a {rule.state_dtype} SSM state and no decode backend given, "
+                 f"{profile.label} selects the {backend} decode backend")
+        if model.kind == "kda" and backend not in profile.kda_decode_backends:
+            return DecodePath(name, f"{backend} KDA decode", False,
+                              f"{given}, which its KDA layer does not accept (it takes "
+                              f"{', '.join(profile.kda_decode_backends)}): the engine stops at start-up", keep)
+        return DecodePath(name, f"{backend} {model.kind.upper()} decode", False,
+                          f"{given}, not the packed Triton kernel", keep)
     if model.kind == "kda" and profile.kda_decode_kernel is not None:
+        if profile.kda_grids:  # the engine's own packed op, another argument list
+            return DecodePath(name, profile.kda_decode_kernel, False,
+                              f"{profile.label}'s KDA layer decodes non-speculative batches with its own KDA packed "
+                              "op (another argument list: raw_g, raw_beta, state_indices), not the contract's "
+                              "`fused_recurrent_kda_packed_decode`; `fused_recurrent_kda` only for speculative rows")
         return DecodePath(name, profile.kda_decode_kernel, False,
-                          f"{profile.display_name}'s KDA layer runs its decode batches through it")
+                          f"{profile.label}'s KDA layer runs its decode batches through it")
     if model.kind == "gdn":
-        opt_in = profile.packed_decode_opt_in_env
-        if opt_in is None:
+        env = profile.packed_decode_env
+        if env is None:
             return DecodePath(name, GDN_PACKED, True, "the GDN backend's Triton decode kernel packs the call")
+        if speculative_tokens:
+            return DecodePath(name, "GDN decode (speculative path)", False,
+                              f"{profile.label} runs the GDN packed decode only for decode batches without "
+                              f"speculative tokens; with {speculative_tokens} draft tokens per step every decode "
+                              "batch takes its speculative GDN path")
         return DecodePath(name, GDN_PACKED, True,
-                          f"{profile.display_name} runs the GDN packed decode for pure-decode batches without "
-                          f"speculative tokens when `{opt_in}` is on; "
-                          "otherwise `fused_sigmoid_gating_delta_rule_update`",
-                          f"{opt_in}=1")
-    if bound is None or profile.safe_gate_packed_switch is None:
+                          f"{profile.label} runs the GDN packed decode for decode batches without speculative "
+                          f"tokens (`{env}` defaults to \"{profile.packed_decode_env_default}\": on)",
+                          f"{env}=0 turns it off")
+    if bound is not None and not profile.kda_takes_lower_bound and profile.safe_gate_route == SAFE_GATE_PACKED:
+        return DecodePath(name, KDA_PACKED, False,
+                          f"the layer has a safe-gate lower bound ({bound}) and {profile.label}'s packed KDA "
+                          "decode takes no `lower_bound` (it arrives in sglang 0.5.17): the safe gate is not "
+                          "applied, so the call is not the contract's")
+    if bound is None or profile.safe_gate_route == SAFE_GATE_PACKED:
         return DecodePath(name, KDA_PACKED, True, "the KDA backend's Triton decode kernel packs the call")
     fused = ("`kda_fused_decode` (Kimi-K3 layers, when its shape conditions hold) or the unfused "
              "conv + recurrent KDA chain") if model.family == "kimi-k3" else "the unfused conv + recurrent KDA chain"
+    if profile.safe_gate_packed_switch is None:  # SAFE_GATE_UNFUSED
+        return DecodePath(
+            name, "kda_fused_decode" if model.family == "kimi-k3" else "KDA decode (unfused)", False,
+            f"the layer has a safe-gate lower bound ({bound}); {profile.label} runs the packed decode only for "
+            f"layers without one, so it decodes with {fused}")
     return DecodePath(
         name, "kda_fused_decode" if model.family == "kimi-k3" else "KDA decode (unfused)", False,
         f"the layer has a safe-gate lower bound ({bound}); the packed decode runs only when the decode kernel "

@@ -53,6 +53,9 @@ class Deployment:
     # (0: no speculative decoding); see `call/pools.py`.
     mamba_strategy: str = "no_buffer"
     speculative_tokens: int = 0
+    # The GPU's compute capability x10 (90: H100/H200, 100: B200), where the engine's decode path depends on it
+    # (`EngineProfile.gpu_decode_rule`); None: not given, the path every GPU takes.
+    sm: int | None = None
 
     def __post_init__(self) -> None:
         profile_for(self.engine)  # UnknownEngineError (a ValueError) names the choices
@@ -68,6 +71,9 @@ class Deployment:
         problem = mamba_strategy_problem(self.mamba_strategy)
         if problem is not None:
             raise ValueError(problem)
+        if self.sm is not None and (isinstance(self.sm, bool) or not isinstance(self.sm, int)
+                                    or not 10 <= self.sm <= 1000):
+            raise ValueError(f"sm must be a compute capability x10 such as 90 or 100 (got {self.sm!r})")
         if self.speculative_tokens < 0:
             raise ValueError(f"speculative tokens must be >= 0 (got {self.speculative_tokens})")
         if self.slots is not None and self.slots < 1:

@@ -1,21 +1,19 @@
 """Engine profiles: every fact about sglang and vLLM that the checks, kernels and fixes depend on, as data.
 
-One frozen `EngineProfile` per engine and version. Code elsewhere reads a profile's fields instead of testing
-the engine's name, so supporting the next engine version means adding one profile here. This module imports
-only the standard library: every stage (sources, models, checks, kernels, runner, CLI) may use it.
+One frozen `EngineProfile` per engine and contract epoch: the first release where a fact gdr-check models changed.
+Code elsewhere reads a profile's fields instead of testing the engine's name, so supporting the next engine
+release means adding one profile here. This module imports only the standard library: every stage (sources,
+models, checks, kernels, runner, CLI) may use it.
 
-Selection: `profile_for("vllm")` is the newest vLLM profile, `profile_for("vllm@0.28")` a given version
-(`"vllm@0.28.1"` selects the 0.28 profile: the newest profile at or below the version, see `profile_for`).
-Unknown names or versions raise `UnknownEngineError`, whose message lists the choices.
+Selection: `profile_for("vllm")` is the newest vLLM profile, `profile_for("vllm@0.27.1")` the profile of the
+epoch the release belongs to (the newest profile at or below the version, see `profile_for`). Unknown names,
+versions before the first packed decode kernel, or malformed versions raise `UnknownEngineError`, whose message
+lists the choices; a release newer than the newest verified one is accepted (`substitution_note` says so).
 
-Sources of the facts (read in the engines' own code):
-- sglang 0.5.23 (the wheel): `srt/arg_groups/fields/exec_.py` and `schedule.py` (the flags),
-  `srt/configs/mamba_utils.py` (state dtypes), `srt/mem_cache/allocator/mamba.py` (slot 0 reserved),
-  the packed decode wrappers (skip `idx < 0`, beta rounded to `b.dtype`, grid (NV, B*HV)).
-- vLLM: `vllm/config/cache.py` (`mamba_cache_dtype`, `mamba_ssm_cache_dtype`, `mamba_cache_mode`), the packed
-  GDN decode (skip `idx <= 0`: block 0 is `NULL_BLOCK_ID`; the grid is split when B*HV > 65535 since PR
-  #52030); PR #53877 (merged 2026-08-30, first released in 0.29.0) keeps beta in fp32, earlier releases round
-  sigmoid(b) to `b.dtype` like sglang.
+Sources of the facts: each profile's release's own wheel, read by `scripts/verify_engine_profiles.py`
+(the packed decode wrappers and kernels, the layers' decode call, the environment defaults, the argument
+definitions). The verifier fails on any disagreement; the facts it read are kept in tests/data/engine_facts/
+and the tests compare every profile with them. docs/engines.md names the files and lines per release.
 """
 
 from __future__ import annotations
@@ -31,7 +29,8 @@ GRID_DIM_LIMIT = 65535
 # The CUDA limit on gridDim.x (compute capability 3.0 and later).
 GRID_X_LIMIT = 2**31 - 1
 
-# The SSM state dtypes both engines' flags accept (sglang `--mamba-ssm-dtype`, vLLM `--mamba-ssm-cache-dtype`).
+# The SSM state dtypes gdr-check models (its `--state-dtype`). Which of them an engine release's own flag accepts
+# is that profile's flag data (`EngineProfile.state_dtype_fix` is None for a dtype the flag lacks).
 STATE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 
 
@@ -47,10 +46,21 @@ MODEL_DTYPE = "model"
 # `gdn_beta_rounding` value meaning "sigmoid(b) is rounded to the dtype of `b`, then widened to fp32".
 B_DTYPE = "b.dtype"
 
+# The launch grids of the packed decode wrappers, axis by axis as the wrapper writes them (gridDim.x first).
+GRID_NV_BHV = ("NV", "B*HV")  # B*HV on gridDim.y: B*HV <= 65535
+GRID_NV_HV_B = ("NV", "HV", "B")  # HV on gridDim.y, B on gridDim.z: each <= 65535
+GRID_NV_B_HV = ("NV", "B", "HV")  # B on gridDim.y, HV on gridDim.z: each <= 65535
+GRID_NV_BH = ("NV", "B*H")  # vLLM's own KDA op (no GQA: H value heads): B*H <= 65535
+
+# `safe_gate_route` values: what the KDA layer does with a layer that has a safe-gate lower bound.
+SAFE_GATE_PACKED = "packed"  # the packed kernel takes it (with `lower_bound` where the kernel has it)
+SAFE_GATE_UNFUSED = "unfused"  # never the packed kernel: the unfused conv + recurrent chain
+SAFE_GATE_SWITCH = "switch"  # the packed kernel only with a decode backend that supports it (`safe_gate_packed_switch`)
+
 
 @dataclass(frozen=True, slots=True)
 class KdaFastPath:
-    """When an engine's KDA wrapper swaps the Triton kernel for a CUDA kernel (sglang 0.5.23,
+    """When an engine's KDA wrapper swaps the Triton kernel for a CUDA kernel (sglang 0.5.17 and later,
     `kda_packed_decode`): every condition must hold."""
 
     min_batch: int = 8
@@ -68,24 +78,68 @@ class KdaFastPath:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineFlag:
+    """One command-line flag of an engine release, as the release's argument definitions declare it.
+
+    Read from the wheel by scripts/verify_engine_profiles.py (sglang: `server_args.py` / `arg_groups/`, vLLM:
+    `engine/arg_utils.py` with the `CacheConfig` field types of `config/cache.py`). Launch-command parsing reads
+    these: a flag absent from a release's `EngineProfile.flags` does not exist in that release.
+    """
+
+    name: str  # as typed on the command line: "--mamba-ssm-dtype"
+    choices: tuple[str, ...] | None  # the values argparse accepts; None: any value of the flag's type
+    default: str | float | int | bool | None  # the default the source declares; None: unset (derived at start-up)
+    replaced_by: str | None = None  # a deprecated alias: the flag it sets
+    no_effect: bool = False  # accepted, but deprecated and ignored
+
+    def accepts(self, value: str) -> bool:
+        return self.choices is None or value in self.choices
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDecodeRule:
+    """A start-up rule that moves decode off the packed kernel on some GPUs (sglang 0.5.11 and later: on SM100
+    and newer with a bfloat16 SSM state and no decode backend given, decode defaults to flashinfer)."""
+
+    min_sm: int  # compute capability x10 from which it applies (100: SM100, B200/GB200)
+    state_dtype: str  # the SSM state dtype (`--mamba-ssm-dtype`) it requires
+    backend: str  # the decode backend it selects
+    unless_backend: str | None  # a `--linear-attn-backend` that keeps it from applying (0.5.19 on: helion)
+    unless_speculative: bool  # it applies only without speculative decoding (0.5.11 - 0.5.12)
+
+    def applies(self, sm: int | None, state_dtype: str | None, speculative: bool = False) -> bool:
+        """Whether it moves decode for a GPU of compute capability `sm` (x10; None: unknown, never) and the state."""
+        if sm is None or sm < self.min_sm or state_dtype != self.state_dtype:
+            return False
+        return not (self.unless_speculative and speculative)
+
+
+@dataclass(frozen=True, slots=True)
 class EngineProfile:
-    """What one engine version does with the packed decode call and its state pools."""
+    """What one engine release (and the releases after it, up to the next profile) does with the packed decode
+    call and its state pools."""
 
     name: str  # "sglang" or "vllm": what `--engine` takes before any `@version`
-    version: str  # the release the facts were read in
+    version: str  # the first release of this epoch
     display_name: str  # "sglang", "vLLM": the engine in prose
 
     # --- slot indices -------------------------------------------------------------------------------------
-    # Rows whose index is <= this are skipped: -1 means `idx < 0` (sglang), 0 means `idx <= 0` (vLLM).
+    # Rows whose index is <= this are skipped: -1 means `idx < 0`, 0 means `idx <= 0`.
     skip_at_or_below: int
     # sglang keeps slot 0 as a dummy that CUDA-graph padding rows write, so a live request must never get it
     # and repeated 0s are only legal in trailing padding rows; vLLM's block 0 is a null block it never touches.
     reserved_slot_zero: bool
     slot_zero_note: str  # how the report describes row 0 of the pool
 
-    # --- numerics -----------------------------------------------------------------------------------------
+    # --- the packed decode kernel -------------------------------------------------------------------------
+    kernel_file: str  # the module file (in the engine's wheel) holding the packed GDN decode (and sglang's KDA)
     gdn_beta_rounding: str | None  # B_DTYPE: sigmoid(b) rounded to b's dtype (GDN only); None: fp32 throughout
-    grid_dim_limit: int | None  # the GDN launch's (NV, B*HV) limit on B*HV; None: the engine splits the grid
+    # The GDN wrapper's launch grids: one, or (split, unsplit) where the wrapper splits the grid when B*HV > 65535.
+    gdn_grids: tuple[tuple[str, ...], ...]
+    grid_dim_limit: int | None  # the limit on B*HV of an unsplit (NV, B*HV) GDN launch; None: the grid is split
+    # The Triton launch grid of the KDA packed op that KDA layers decode with; () when they take no packed op.
+    kda_grids: tuple[tuple[str, ...], ...]
+    kda_takes_lower_bound: bool  # the KDA packed op has a `lower_bound` (safe gate) parameter
 
     # --- state defaults (models.md 7) ---------------------------------------------------------------------
     default_state_dtype: str  # GDN SSM state when nothing sets it: a dtype or MODEL_DTYPE
@@ -106,14 +160,20 @@ class EngineProfile:
     stacked_state_pool: bool  # one [layers, slots, ...] tensor per kind (sglang) vs one tensor per layer (vLLM)
 
     # --- flags and environment users set ------------------------------------------------------------------
+    # Every flag of the release that gdr-check names or that sets the state pools, as the release declares it.
+    flags: tuple[EngineFlag, ...]
+    # The roles gdr-check's fixes name, each one of `flags` (None: the release has no such flag).
     state_dtype_flag: str  # the SSM state dtype
     conv_dtype_flag: str | None
     cache_size_flag: str | None  # the number of state slots
     memory_ratio_flag: str | None  # the state pools' share of memory
     scheduler_strategy_flag: str | None  # how states are cached across requests
     state_dtype_env: str | None  # environment variable that overrides the SSM state dtype
-    packed_decode_opt_in_env: str | None  # set when the engine runs the GDN packed decode only on request
-    kda_other_api: str | None  # why the engine's KDA packed op cannot be compared with the contract's; None: same API
+    # The environment variable that switches the GDN packed decode, and its default ("1": on unless set to 0);
+    # None: no switch, the packed decode is the decode kernel's own choice.
+    packed_decode_env: str | None
+    packed_decode_env_default: str | None
+    kda_other_api: str | None  # why the engine's KDA decode cannot be compared with the contract's; None: same API
     import_name: str | None  # the module a dry-run imports to run the engine's kernel; None: read from its files
 
     # --- engine behaviour outside the kernel ---------------------------------------------------------------
@@ -126,10 +186,13 @@ class EngineProfile:
     #                                           layers are linear; None: not verified
 
     # --- which decode kernel a layer reaches (docs/model-families.md) ----------------------------------------
-    kda_decode_kernel: str | None  # None: KDA layers decode with the packed KDA kernel; else the kernel called
-    # A KDA layer with a safe-gate lower bound: None when the packed kernel takes it as is; else the setting that
-    # selects a decode kernel with safe-gate support (without it the engine takes its fused/unfused chain).
+    kda_decode_kernel: str | None  # None: KDA layers decode with the contract's packed KDA kernel; else the one called
+    # What the KDA layer does with a safe-gate lower bound (SAFE_GATE_*), and for SAFE_GATE_SWITCH the setting
+    # that selects a decode kernel with safe-gate support.
+    safe_gate_route: str
     safe_gate_packed_switch: str | None
+    kda_decode_backends: tuple[str, ...]  # the decode backends the KDA layer accepts (others stop start-up)
+    gpu_decode_rule: GpuDecodeRule | None  # a GPU on which decode leaves the packed kernel by default
     own_decode_verified: bool  # layers that call their own decode kernel (Jet-Nemotron) were read in this engine
     models_pool_strategies: bool  # gdr-check models this engine's pool strategies and speculative buffers
 
@@ -143,18 +206,66 @@ class EngineProfile:
         """The engine and version in prose, e.g. "vLLM 0.29"."""
         return f"{self.display_name} {self.version}"
 
-    def state_dtype_fix(self, dtype: str = "float32") -> str:
-        """The command-line setting that puts the SSM state in `dtype`, e.g. `--mamba-ssm-dtype float32`."""
+    def flag(self, name: str) -> EngineFlag | None:
+        """The release's flag `name`, or None when the release has no such flag."""
+        return next((flag for flag in self.flags if flag.name == name), None)
+
+    def state_dtype_setting(self, dtype: str) -> str | None:
+        """The command-line setting that puts the SSM state in `dtype`, e.g. `--mamba-ssm-dtype bfloat16`; None
+        when the release's flag has no such choice (vLLM before 0.22 has no bfloat16)."""
+        flag = self.flag(self.state_dtype_flag)
+        if flag is None or not flag.accepts(dtype):
+            return None
         return f"{self.state_dtype_flag} {dtype}"
+
+    def state_dtype_fix(self) -> str:
+        """The setting that keeps the SSM state in float32, e.g. `--mamba-ssm-dtype float32`: a choice of the
+        state dtype flag in every release (tests/test_engine_epochs.py)."""
+        return f"{self.state_dtype_flag} float32"
 
     def row_is_live(self, slot: int) -> bool:
         return slot > self.skip_at_or_below
 
 
-SGLANG_0_5_23 = EngineProfile(
-    name="sglang", version="0.5.23", display_name="sglang",
+# --- sglang ------------------------------------------------------------------------------------------------------
+_SGLANG_SRT_FILE = "sglang/srt/layers/attention/fla/fused_recurrent.py"
+_SGLANG_KERNELS_FILE = "sglang/kernels/ops/attention/fla/fused_recurrent.py"
+_SGLANG_DTYPES = ("float32", "bfloat16", "float16")
+_SGLANG_STRATEGIES = ("auto", "no_buffer", "extra_buffer")
+_SGLANG_STRATEGIES_LAZY = (*_SGLANG_STRATEGIES, "extra_buffer_lazy")
+_SGLANG_BACKENDS = ("triton", "cutedsl", "flashinfer")
+
+
+def _sglang_flags(strategy: tuple[EngineFlag, ...], backends: tuple[str, ...],
+                  memory_ratio_default: float | None) -> tuple[EngineFlag, ...]:
+    return (EngineFlag("--mamba-ssm-dtype", _SGLANG_DTYPES, None),
+            EngineFlag("--max-mamba-cache-size", None, None),
+            EngineFlag("--mamba-full-memory-ratio", None, memory_ratio_default),
+            *strategy,
+            EngineFlag("--linear-attn-backend", backends, "triton"),
+            EngineFlag("--linear-attn-decode-backend", backends, None))
+
+
+_SCHEDULER_STRATEGY = EngineFlag("--mamba-scheduler-strategy", _SGLANG_STRATEGIES, "auto")
+_SCHEDULER_STRATEGY_LAZY = EngineFlag("--mamba-scheduler-strategy", _SGLANG_STRATEGIES_LAZY, "auto")
+_RADIX_STRATEGY = EngineFlag("--mamba-radix-cache-strategy", _SGLANG_STRATEGIES_LAZY, "auto")
+_SCHEDULER_ALIAS = EngineFlag("--mamba-scheduler-strategy", _SGLANG_STRATEGIES_LAZY, "auto",
+                              replaced_by="--mamba-radix-cache-strategy")
+# sglang 0.5.11 - 0.5.12: on SM100+ with a bf16 state and no decode backend given, decode takes flashinfer unless
+# speculative decoding is on (`_handle_linear_attn_backend`, srt/server_args.py); 0.5.13 drops that condition and
+# 0.5.18 keeps the helion backend out of it (srt/arg_groups/attention_hook.py from 0.5.20).
+_SM100_FLASHINFER_0_5_11 = GpuDecodeRule(100, "bfloat16", "flashinfer", None, True)
+_SM100_FLASHINFER_0_5_13 = GpuDecodeRule(100, "bfloat16", "flashinfer", None, False)
+_SM100_FLASHINFER_0_5_18 = GpuDecodeRule(100, "bfloat16", "flashinfer", "helion", False)
+
+# The first packed decode: GDN only. Kimi-Linear decodes with `fused_sigmoid_gating_delta_rule_update` (the KDA
+# Triton kernel's `decode`); the kernels live under srt/.
+SGLANG_0_5_10 = EngineProfile(
+    name="sglang", version="0.5.10", display_name="sglang",
     skip_at_or_below=-1, reserved_slot_zero=True, slot_zero_note="slot 0 reserved",
-    gdn_beta_rounding=B_DTYPE, grid_dim_limit=GRID_DIM_LIMIT,
+    kernel_file=_SGLANG_SRT_FILE,
+    gdn_beta_rounding=B_DTYPE, gdn_grids=(GRID_NV_BHV,), grid_dim_limit=GRID_DIM_LIMIT,
+    kda_grids=(), kda_takes_lower_bound=False,
     default_state_dtype="float32", config_ssm_dtype_families=None,
     # `mamba2_state_dtype` (srt/configs/mamba_utils.py): a dict lookup of the exact string; any other value logs
     # "Invalid mamba_ssm_dtype ... Using default 'float32'" and keeps float32.
@@ -162,27 +273,98 @@ SGLANG_0_5_23 = EngineProfile(
     config_ssm_dtype_failure=None,
     kda_state_dtype="float32", kda_state_dtype_fixed=False,
     conv_dtype="bfloat16", gdn_conv_channel_first=True, conv_window_holds_drafts=False, stacked_state_pool=True,
+    flags=_sglang_flags((_SCHEDULER_STRATEGY,), _SGLANG_BACKENDS, 0.9),
     state_dtype_flag="--mamba-ssm-dtype", conv_dtype_flag=None,
     cache_size_flag="--max-mamba-cache-size", memory_ratio_flag="--mamba-full-memory-ratio",
-    scheduler_strategy_flag="--mamba-radix-cache-strategy", state_dtype_env="SGLANG_MAMBA_SSM_DTYPE",
-    packed_decode_opt_in_env=None, kda_other_api=None, import_name=None,
-    kda_fast_path=KdaFastPath(),
+    scheduler_strategy_flag="--mamba-scheduler-strategy", state_dtype_env="SGLANG_MAMBA_SSM_DTYPE",
+    packed_decode_env=None, packed_decode_env_default=None, kda_other_api=None, import_name=None,
+    kda_fast_path=None,
     checks_attention_heads_first=False,
     attention_heads_errors=(
         "sglang fails in `divide()` unless DP attention makes the attention TP size a divisor of {heads}",
         "sglang 0.5.23 raises `AssertionError: num_attention_heads must be divisible by world_size`"),
     layer_kinds_follow_interval=True,
-    kda_decode_kernel=None, safe_gate_packed_switch="--linear-attn-decode-backend helion",
+    kda_decode_kernel="fused_sigmoid_gating_delta_rule_update",
+    safe_gate_route=SAFE_GATE_UNFUSED, safe_gate_packed_switch=None,
+    kda_decode_backends=("cutedsl", "triton"), gpu_decode_rule=None,
     own_decode_verified=True, models_pool_strategies=True,
 )
+# SM100+ with a bf16 state decodes with flashinfer (unless speculative decoding is on).
+SGLANG_0_5_11 = replace(SGLANG_0_5_10, version="0.5.11", gpu_decode_rule=_SM100_FLASHINFER_0_5_11)
+# Kimi-Linear decodes with the KDA packed decode (Triton, grid (NV, B*HV), no `lower_bound`); the SM100 rule no
+# longer waits for speculative decoding; the strategy flag gains `extra_buffer_lazy`.
+SGLANG_0_5_13 = replace(
+    SGLANG_0_5_11, version="0.5.13", kda_grids=(GRID_NV_BHV,), kda_decode_kernel=None,
+    safe_gate_route=SAFE_GATE_PACKED, gpu_decode_rule=_SM100_FLASHINFER_0_5_13,
+    flags=_sglang_flags((_SCHEDULER_STRATEGY_LAZY,), _SGLANG_BACKENDS, 0.9))
+# `--mamba-radix-cache-strategy` replaces `--mamba-scheduler-strategy`, which stays as a deprecated alias.
+SGLANG_0_5_14 = replace(
+    SGLANG_0_5_13, version="0.5.14", scheduler_strategy_flag="--mamba-radix-cache-strategy",
+    flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY), _SGLANG_BACKENDS, 0.9))
+# `--linear-attn-backend` gains `flashkda`.
+SGLANG_0_5_15 = replace(
+    SGLANG_0_5_14, version="0.5.15",
+    flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY), (*_SGLANG_BACKENDS, "flashkda"), 0.9))
+# The FLA kernels move from srt/ to sglang/kernels/ (no shim at the old path); KDA accepts a flashinfer decode.
+SGLANG_0_5_16 = replace(SGLANG_0_5_15, version="0.5.16", kernel_file=_SGLANG_KERNELS_FILE,
+                        kda_decode_backends=("cutedsl", "flashinfer", "triton"))
+# The KDA packed decode gains `lower_bound` (safe gate; safe-gate layers take the packed kernel) and the CUDA fast
+# path (`kda_packed_decode.covered()`).
+SGLANG_0_5_17 = replace(
+    SGLANG_0_5_16, version="0.5.17", kda_takes_lower_bound=True, kda_fast_path=KdaFastPath(),
+    flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY),
+                        (*_SGLANG_BACKENDS, "flashkda", "nvidia_kda", "ptx_kda"), 0.9))
+# The helion backend (a Helion KDA packed decode): KDA accepts it, and it keeps the SM100 rule from applying.
+SGLANG_0_5_18 = replace(
+    SGLANG_0_5_17, version="0.5.18", gpu_decode_rule=_SM100_FLASHINFER_0_5_18,
+    kda_decode_backends=("cutedsl", "flashinfer", "helion", "triton"),
+    flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY),
+                        (*_SGLANG_BACKENDS, "flashkda", "nvidia_kda", "ptx_kda", "helion"), 0.9))
+# The KDA Triton grid becomes (NV, B, HV); `--linear-attn-backend` gains `intel_xpu`.
+_SGLANG_BACKENDS_0_5_19 = (*_SGLANG_BACKENDS, "flashkda", "nvidia_kda", "ptx_kda", "helion", "intel_xpu")
+SGLANG_0_5_19 = replace(
+    SGLANG_0_5_18, version="0.5.19", kda_grids=(GRID_NV_B_HV,),
+    flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY), _SGLANG_BACKENDS_0_5_19, 0.9))
+# Safe-gate layers leave the packed decode (`lower_bound is None` guards it); `--mamba-scheduler-strategy` is
+# gone; `--mamba-full-memory-ratio` defaults to unset (0.9 as a fallback).
+SGLANG_0_5_20 = replace(SGLANG_0_5_19, version="0.5.20", safe_gate_route=SAFE_GATE_UNFUSED,
+                        flags=_sglang_flags((_RADIX_STRATEGY,), _SGLANG_BACKENDS_0_5_19, None))
+# Safe-gate layers take the packed decode again with a decode backend that supports it (helion).
+SGLANG_0_5_22 = replace(SGLANG_0_5_20, version="0.5.22", safe_gate_route=SAFE_GATE_SWITCH,
+                        safe_gate_packed_switch="--linear-attn-decode-backend helion")
+# The release gdr-check's checks were first written for: the 0.5.22 contract (only the GDN tiling moved).
+SGLANG_0_5_23 = replace(SGLANG_0_5_22, version="0.5.23")
 
+
+# --- vLLM --------------------------------------------------------------------------------------------------------
+_VLLM_MX_FILE = "vllm/model_executor/layers/fla/ops/fused_recurrent.py"
+_VLLM_TP_FILE = "vllm/third_party/flash_linear_attention/ops/fused_recurrent.py"
+_VLLM_DTYPES = ("auto", "float32", "float16")
+_VLLM_DTYPES_BF16 = (*_VLLM_DTYPES, "bfloat16")
+
+
+def _vllm_flags(dtypes: tuple[str, ...], cache_mode: EngineFlag) -> tuple[EngineFlag, ...]:
+    return (EngineFlag("--enable-prefix-caching", None, None),
+            EngineFlag("--mamba-block-size", None, None),
+            EngineFlag("--mamba-cache-dtype", dtypes, "auto"),
+            cache_mode,
+            EngineFlag("--mamba-ssm-cache-dtype", dtypes, "auto"))
+
+
+_CACHE_MODE = EngineFlag("--mamba-cache-mode", ("all", "align", "none"), "none")
 _VLLM_ATTENTION_HEADS_ERROR = ("vLLM raises `ValueError: Total number of attention heads ({heads}) must be divisible "
                                "by tensor parallel size ({tp}).`")
-# PR #53877 onwards: beta stays in fp32.
-VLLM_0_29 = EngineProfile(
-    name="vllm", version="0.29", display_name="vLLM",
-    skip_at_or_below=0, reserved_slot_zero=False, slot_zero_note="block 0 null",
-    gdn_beta_rounding=None, grid_dim_limit=None,
+_VLLM_PACKED_ENV = "VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE"
+
+# The first packed GDN decode, run by default (`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` defaults to "1") for pure
+# decode batches without speculative tokens. It skips `idx < 0` (CUDA-graph padding rows get PAD_SLOT_ID = -1) and
+# rounds sigmoid(b) to b's dtype, on an unsplit (NV, B*HV) grid. KDA layers decode with `fused_recurrent_kda`.
+VLLM_0_18 = EngineProfile(
+    name="vllm", version="0.18", display_name="vLLM",
+    skip_at_or_below=-1, reserved_slot_zero=False, slot_zero_note="block 0 null",
+    kernel_file=_VLLM_MX_FILE,
+    gdn_beta_rounding=B_DTYPE, gdn_grids=(GRID_NV_BHV,), grid_dim_limit=GRID_DIM_LIMIT,
+    kda_grids=(), kda_takes_lower_bound=False,
     default_state_dtype=MODEL_DTYPE, config_ssm_dtype_families=("qwen3.5", "qwen3.5-moe"),
     # The Qwen3.5 hook (`verify_and_update_config`, models/config.py) copies the config value into
     # `mamba_ssm_cache_dtype` when that is "auto"; `MambaStateDtypeCalculator._mamba_state_dtype`
@@ -196,24 +378,56 @@ VLLM_0_29 = EngineProfile(
                               "entry for, so vLLM fails at start-up"),
     kda_state_dtype="float32", kda_state_dtype_fixed=True,
     conv_dtype=MODEL_DTYPE, gdn_conv_channel_first=False, conv_window_holds_drafts=True, stacked_state_pool=False,
+    flags=_vllm_flags(_VLLM_DTYPES, _CACHE_MODE),
     state_dtype_flag="--mamba-ssm-cache-dtype", conv_dtype_flag="--mamba-cache-dtype",
     cache_size_flag=None, memory_ratio_flag=None, scheduler_strategy_flag="--mamba-cache-mode",
-    state_dtype_env=None, packed_decode_opt_in_env="VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE",
-    kda_other_api=("vLLM's KDA packed op has another API (raw_g, raw_beta, state_indices; `out` [1, B, H, V]); "
-                   "only its GDN packed decode can be compared"),
+    state_dtype_env=None, packed_decode_env=_VLLM_PACKED_ENV, packed_decode_env_default="1",
+    kda_other_api=("vLLM decodes KDA layers with `fused_recurrent_kda`, not a packed KDA decode; only its GDN "
+                   "packed decode can be compared"),
     import_name="vllm",
     kda_fast_path=None,
     checks_attention_heads_first=True,
     attention_heads_errors=(_VLLM_ATTENTION_HEADS_ERROR, _VLLM_ATTENTION_HEADS_ERROR),
     layer_kinds_follow_interval=None,
-    kda_decode_kernel="fused_recurrent_kda", safe_gate_packed_switch=None,
+    kda_decode_kernel="fused_recurrent_kda",
+    safe_gate_route=SAFE_GATE_UNFUSED, safe_gate_packed_switch=None, kda_decode_backends=(), gpu_decode_rule=None,
     own_decode_verified=False, models_pool_strategies=False,
 )
-# The last release before PR #53877: the packed GDN decode rounds sigmoid(b) to b's dtype.
-VLLM_0_28 = replace(VLLM_0_29, version="0.28", gdn_beta_rounding=B_DTYPE)
+# Padding rows get NULL_BLOCK_ID = 0, and the kernel skips `idx <= 0`.
+VLLM_0_20 = replace(VLLM_0_18, version="0.20", skip_at_or_below=0)
+# `bfloat16` becomes a choice of `--mamba-ssm-cache-dtype` and `--mamba-cache-dtype`.
+VLLM_0_22 = replace(VLLM_0_20, version="0.22", flags=_vllm_flags(_VLLM_DTYPES_BF16, _CACHE_MODE))
+# The FLA ops move to vllm/third_party/flash_linear_attention/ (same kernel).
+VLLM_0_26 = replace(VLLM_0_22, version="0.26", kernel_file=_VLLM_TP_FILE)
+# Kimi-Linear's non-speculative decode calls vLLM's own KDA packed op (vllm.models.kimi_k3, grid (NV, B*H), no
+# environment switch); `fused_recurrent_kda` is left for speculative rows.
+VLLM_0_27 = replace(
+    VLLM_0_26, version="0.27", kda_grids=(GRID_NV_BH,), kda_takes_lower_bound=True,
+    kda_decode_kernel="fused_recurrent_kda_packed_decode",
+    kda_other_api=("vLLM's KDA packed op has another API (raw_g, raw_beta, state_indices; `out` [1, B, H, V]); "
+                   "only its GDN packed decode can be compared"))
+# The GDN grid is split, (NV, HV, B), when B*HV > 65535: B and HV must each stay <= 65535.
+VLLM_0_28 = replace(VLLM_0_27, version="0.28", gdn_grids=(GRID_NV_HV_B, GRID_NV_BHV), grid_dim_limit=None)
+# Beta stays in fp32 in the GDN packed decode.
+VLLM_0_29 = replace(VLLM_0_28, version="0.29", gdn_beta_rounding=None)
+# `--mamba-cache-mode` loses `all`.
+VLLM_0_32 = replace(VLLM_0_29, version="0.32", flags=_vllm_flags(
+    _VLLM_DTYPES_BF16, EngineFlag("--mamba-cache-mode", ("align", "none"), "none")))
+# `--mamba-cache-mode` is deprecated and has no effect: the mamba state is prefix-cached with
+# `--enable-prefix-caching`.
+VLLM_0_33 = replace(VLLM_0_32, version="0.33", scheduler_strategy_flag="--enable-prefix-caching", flags=_vllm_flags(
+    _VLLM_DTYPES_BF16, EngineFlag("--mamba-cache-mode", ("align", "none"), None, no_effect=True)))
 
 # Every profile, oldest first within an engine; the last of each name is that name's default.
-PROFILES: tuple[EngineProfile, ...] = (SGLANG_0_5_23, VLLM_0_28, VLLM_0_29)
+PROFILES: tuple[EngineProfile, ...] = (
+    SGLANG_0_5_10, SGLANG_0_5_11, SGLANG_0_5_13, SGLANG_0_5_14, SGLANG_0_5_15, SGLANG_0_5_16, SGLANG_0_5_17,
+    SGLANG_0_5_18, SGLANG_0_5_19,
+    SGLANG_0_5_20, SGLANG_0_5_22, SGLANG_0_5_23,
+    VLLM_0_18, VLLM_0_20, VLLM_0_22, VLLM_0_26, VLLM_0_27, VLLM_0_28, VLLM_0_29, VLLM_0_32, VLLM_0_33)
+# The newest release of each engine whose wheel the verifier read (tests/data/engine_facts): a later release is
+# accepted, checked as the newest profile, with a note saying it is unverified.
+NEWEST_VERIFIED: dict[str, str] = {"sglang": "0.5.23", "vllm": "0.34.0"}
+
 
 ENGINE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PROFILES))
 DEFAULT_ENGINE = "sglang"

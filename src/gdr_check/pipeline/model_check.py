@@ -188,7 +188,8 @@ def check_checkpoint(checkpoint: Checkpoint, deployment: Deployment, *,
     result.notes.extend(settings.notes)
     if model.complete:
         result.heads = per_rank_heads(model, deployment.tp)
-    result.decode = decode_path(model, deployment.engine)
+    result.decode = decode_path(model, deployment.engine, speculative_tokens=deployment.speculative_tokens,
+                                sm=deployment.sm, state_dtype=settings.state_dtype)
     if result.heads is not None:
         if result.decode.packed:
             result.call = expected_call(model, settings)
