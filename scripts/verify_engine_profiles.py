@@ -668,7 +668,7 @@ _NOT_RAISES = frozenset({"GDR226", "GDR227"})
 def _registry_messages(variant: str) -> list[str]:
     """The messages of the rules that mirror the reference wrapper's raises, in the wrapper's order."""
     from gdr_check import checks  # noqa: F401  (importing registers the rules)
-    from gdr_check.registry import RULE_SET, RULES
+    from gdr_check.base.registry import RULE_SET, RULES
 
     codes = [code for step in RULE_SET.wrapper_orders[variant]
              for code in ((step,) if isinstance(step, str) else step) if code not in _NOT_RAISES]
@@ -719,7 +719,7 @@ def profile_facts(profile: Any, engine_kind: str) -> dict[str, Any]:
 def compare(facts: dict[str, Any]) -> list[str]:
     """Every field where the profile selected by the facts' `engine@version` says other than the wheel, and every
     flag a profile's role names that the release lacks or ignores."""
-    from gdr_check.engines import profile_for
+    from gdr_check.engines.profiles import profile_for
 
     profile = profile_for(f"{facts['engine']}@{facts['version']}")
     want, have = expected(facts), profile_facts(profile, facts["engine"])
@@ -789,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
                         json.dumps(facts, indent=1, sort_keys=False) + "\n", encoding="utf-8")
                 found = compare(facts)
                 problems += found
-                from gdr_check.engines import profile_for
+                from gdr_check.engines.profiles import profile_for
 
                 files = hashlib.sha256(json.dumps(facts["files"], sort_keys=True).encode()).hexdigest()[:12]
                 rows.append(f"| {engine} {version} | {profile_for(f'{engine}@{version}').spec} | "
