@@ -40,13 +40,13 @@ FACTS_DIR = ROOT / "tests" / "data" / "engine_facts"
 GDN_PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA_PACKED = "fused_recurrent_kda_packed_decode"
 
-# The releases the whole matrix reads: every sglang release from the first packed decode (0.5.10) on, and the vLLM
-# releases that open an epoch, with others between them and the newest (post-releases are not read).
+# The releases the whole matrix reads: every sglang release from the last one before the packed decode (0.5.9) on,
+# and the vLLM releases that open an epoch, with others between them and the newest (post-releases not read).
 MATRIX: tuple[str, ...] = (
-    "sglang@0.5.10", "sglang@0.5.11", "sglang@0.5.12", "sglang@0.5.13", "sglang@0.5.14", "sglang@0.5.15",
+    "sglang@0.5.9", "sglang@0.5.10", "sglang@0.5.11", "sglang@0.5.12", "sglang@0.5.13", "sglang@0.5.14", "sglang@0.5.15",
     "sglang@0.5.16", "sglang@0.5.17", "sglang@0.5.18", "sglang@0.5.19", "sglang@0.5.20", "sglang@0.5.21",
     "sglang@0.5.22", "sglang@0.5.23",
-    "vllm@0.18.0", "vllm@0.19.0", "vllm@0.20.0", "vllm@0.21.0", "vllm@0.22.0", "vllm@0.26.0", "vllm@0.27.0",
+    "vllm@0.17.1", "vllm@0.18.0", "vllm@0.19.0", "vllm@0.20.0", "vllm@0.21.0", "vllm@0.22.0", "vllm@0.26.0", "vllm@0.27.0",
     "vllm@0.27.1", "vllm@0.28.0", "vllm@0.29.0", "vllm@0.30.0", "vllm@0.31.0", "vllm@0.32.0", "vllm@0.33.0",
     "vllm@0.34.0",
 )
@@ -57,6 +57,8 @@ SGLANG_FLA = ("sglang/kernels/ops/attention/fla/fused_recurrent.py",
 SGLANG_KDA_CUDA = "sglang/kernels/ops/attention/kda_packed_decode.py"
 SGLANG_GDN_LAYER = "sglang/srt/layers/attention/linear/gdn_backend.py"
 SGLANG_KDA_LAYER = "sglang/srt/layers/attention/linear/kda_backend.py"
+SGLANG_HYBRID_BACKEND = "sglang/srt/layers/attention/hybrid_linear_attn_backend.py"  # before the packed decode
+VLLM_QWEN3_NEXT = "vllm/model_executor/models/qwen3_next.py"
 SGLANG_GDN_TRITON = "sglang/srt/layers/attention/linear/kernels/gdn_triton.py"
 SGLANG_KDA_TRITON = "sglang/srt/layers/attention/linear/kernels/kda_triton.py"
 VLLM_GDN_FLA = ("vllm/third_party/flash_linear_attention/ops/fused_recurrent.py",
@@ -296,6 +298,20 @@ def _method_calls(tree: ast.Module | None, method: str, names: Iterable[str]) ->
                    for name in _calls(ast.Module(body=[function], type_ignores=[]), names)})
 
 
+def _class_mentions(tree: ast.Module | None, names: Iterable[str]) -> dict[str, list[str]]:
+    """Per class of the module, which of `names` its body calls or refers to (`self._kernel_func = f`), sorted;
+    only classes that mention one."""
+    if tree is None:
+        return {}
+    wanted, out = set(names), {}
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef):
+            seen = {node.id for node in ast.walk(cls) if isinstance(node, ast.Name) and node.id in wanted}
+            if seen:
+                out[cls.name] = sorted(seen)
+    return out
+
+
 def _packed_call_condition(tree: ast.Module | None) -> str | None:
     """The condition of the `if` that guards the layer's `...packed_decode(` call (the innermost `if` around it),
     with `self.`/`cfg.` prefixes kept as written."""
@@ -515,6 +531,8 @@ def _sglang(wheel: Wheel) -> dict[str, Any]:
             "gdn_triton_decode_calls": _method_calls(wheel.tree(SGLANG_GDN_TRITON), "decode", DECODE_FUNCTIONS),
             "kda_triton_decode_calls": _method_calls(wheel.tree(SGLANG_KDA_TRITON), "decode", DECODE_FUNCTIONS),
             "kda_packed_condition": _packed_call_condition(kda_layer),
+            "hybrid_backend_decode": _class_mentions(wheel.tree(SGLANG_HYBRID_BACKEND)
+                                                     if gdn_layer is None else None, DECODE_FUNCTIONS),
             "kda_decode_backends": _backend_names(kda_layer, "decode_backend"),
             "sm100_bf16_state": _sm100_flashinfer(wheel),
         },
@@ -565,6 +583,7 @@ def _vllm(wheel: Wheel) -> dict[str, Any]:
         "decode": {
             "gdn_layers": _vllm_gdn_layers(wheel),
             "env_switch": {"name": VLLM_PACKED_ENV, "default": _env_default(wheel, VLLM_PACKED_ENV)},
+            "qwen3_next_decode_calls": _calls(wheel.tree(VLLM_QWEN3_NEXT), DECODE_FUNCTIONS),
             "kda_layer_calls": kda_layers,
         },
         "padding_sentinel": sentinel,
@@ -595,8 +614,19 @@ def _lists(grids: Any) -> list[list[str]]:
 def expected(facts: dict[str, Any]) -> dict[str, Any]:
     """The profile fields (and derived values) that the facts read from one release's wheel imply."""
     engine, gdn, kda, decode = facts["engine"], facts["gdn_packed"], facts["kda_packed"], facts["decode"]
-    if gdn is None:
-        raise WheelError(f"{engine} {facts['version']}: no packed GDN decode in the wheel")
+    flags = sorted((dict(flag) for flag in facts["flags"].values()), key=lambda flag: flag["name"])
+    if gdn is None:  # a release before the packed decode: which kernels its layers decode with, and its flags
+        if engine == "sglang":
+            hybrid = decode.get("hybrid_backend_decode") or {}
+            gdn_kernel = "/".join(hybrid.get("GDNAttnBackend", []))
+            kda_kernel = "/".join(hybrid.get("KimiLinearAttnBackend", []))
+        else:
+            gdn_kernel = "/".join(decode.get("qwen3_next_decode_calls", []))
+            kda_kernel = "/".join(sorted({call for calls in decode["kda_layer_calls"].values() for call in calls}))
+        if not gdn_kernel:
+            raise WheelError(f"{engine} {facts['version']}: neither a packed GDN decode nor a GDN decode call found")
+        return {"kernel_file": None, "gdn_decode_kernel": gdn_kernel, "kda_decode_kernel": kda_kernel or None,
+                "flags": flags}
     grids = gdn["grids"]
     out: dict[str, Any] = {
         "kernel_file": gdn["file"],
@@ -620,7 +650,7 @@ def expected(facts: dict[str, Any]) -> dict[str, Any]:
             "kda_beta": kda["beta"] if kda_packed else None,
             "kda_wrapper_messages": [_normalized(r["message"]) for r in kda["raises"]] if kda_packed else [],
             "kda_decode_kernel": None if kda_packed else "/".join(decode["kda_triton_decode_calls"]),
-            "gdn_decode": "packed" if "packed_decode" in decode["gdn_layer_calls"] else "other",
+            "gdn_decode_kernel": None if "packed_decode" in decode["gdn_layer_calls"] else "not the packed decode",
             "kda_fast_path": bool(facts["kda_cuda_fast_path"]),
             "safe_gate_route": ("switch" if "supports_packed_decode_safe_gate" in condition else
                                 "unfused" if "lower_bound" in condition or not kda_packed else "packed"),
@@ -644,7 +674,7 @@ def expected(facts: dict[str, Any]) -> dict[str, Any]:
             "kda_beta": kda["beta"] if kda_packed else None,
             "kda_wrapper_messages": [],  # another API: not the contract's (kda_other_api)
             "kda_decode_kernel": "fused_recurrent_kda_packed_decode" if kda_packed else "fused_recurrent_kda",
-            "gdn_decode": "packed" if gdn_layers else "other",
+            "gdn_decode_kernel": None if gdn_layers else "not the packed decode",
             "kda_fast_path": False,
             "safe_gate_route": "unfused",
             "kda_decode_backends": [],
@@ -655,8 +685,7 @@ def expected(facts: dict[str, Any]) -> dict[str, Any]:
             "packed_decode_env": decode["env_switch"]["name"] if switched else None,
             "packed_decode_env_default": decode["env_switch"]["default"] if switched else None,
         })
-    out["flags"] = sorted(({key: value for key, value in flag.items()} for flag in facts["flags"].values()),
-                          key=lambda flag: flag["name"])
+    out["flags"] = flags
     return out
 
 
@@ -697,7 +726,7 @@ def profile_facts(profile: Any, engine_kind: str) -> dict[str, Any]:
         "kda_beta": "fp32" if profile.kda_grids else None,
         "kda_wrapper_messages": kda_messages if contract_kda and profile.kda_grids else [],
         "kda_decode_kernel": profile.kda_decode_kernel,
-        "gdn_decode": "packed",
+        "gdn_decode_kernel": profile.gdn_decode_kernel,
         "kda_fast_path": profile.kda_fast_path is not None,
         "safe_gate_route": profile.safe_gate_route,
         "kda_decode_backends": sorted(profile.kda_decode_backends),

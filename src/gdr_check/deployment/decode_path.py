@@ -76,6 +76,9 @@ def decode_path(model: LinearAttentionModel, engine: str | EngineProfile, *, spe
                               "`fused_recurrent_kda_packed_decode`; `fused_recurrent_kda` only for speculative rows")
         return DecodePath(name, profile.kda_decode_kernel, False,
                           f"{profile.label}'s KDA layer runs its decode batches through it")
+    if model.kind == "gdn" and profile.gdn_decode_kernel is not None:
+        return DecodePath(name, profile.gdn_decode_kernel, False,
+                          f"{profile.label} predates the GDN packed decode: its GDN layers decode with it")
     if model.kind == "gdn":
         env = profile.packed_decode_env
         if env is None:

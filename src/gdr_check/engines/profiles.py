@@ -132,7 +132,7 @@ class EngineProfile:
     slot_zero_note: str  # how the report describes row 0 of the pool
 
     # --- the packed decode kernel -------------------------------------------------------------------------
-    kernel_file: str  # the module file (in the engine's wheel) holding the packed GDN decode (and sglang's KDA)
+    kernel_file: str | None  # the wheel's module file holding the packed GDN decode (and sglang's KDA); None: none
     gdn_beta_rounding: str | None  # B_DTYPE: sigmoid(b) rounded to b's dtype (GDN only); None: fp32 throughout
     # The GDN wrapper's launch grids: one, or (split, unsplit) where the wrapper splits the grid when B*HV > 65535.
     gdn_grids: tuple[tuple[str, ...], ...]
@@ -186,6 +186,7 @@ class EngineProfile:
     #                                           layers are linear; None: not verified
 
     # --- which decode kernel a layer reaches (docs/model-families.md) ----------------------------------------
+    gdn_decode_kernel: str | None  # None: GDN layers decode with the packed GDN kernel; else the one they call
     kda_decode_kernel: str | None  # None: KDA layers decode with the contract's packed KDA kernel; else the one called
     # What the KDA layer does with a safe-gate lower bound (SAFE_GATE_*), and for SAFE_GATE_SWITCH the setting
     # that selects a decode kernel with safe-gate support.
@@ -284,11 +285,17 @@ SGLANG_0_5_10 = EngineProfile(
         "sglang fails in `divide()` unless DP attention makes the attention TP size a divisor of {heads}",
         "sglang 0.5.23 raises `AssertionError: num_attention_heads must be divisible by world_size`"),
     layer_kinds_follow_interval=True,
-    kda_decode_kernel="fused_sigmoid_gating_delta_rule_update",
+    gdn_decode_kernel=None, kda_decode_kernel="fused_sigmoid_gating_delta_rule_update",
     safe_gate_route=SAFE_GATE_UNFUSED, safe_gate_packed_switch=None,
     kda_decode_backends=("cutedsl", "triton"), gpu_decode_rule=None,
     own_decode_verified=True, models_pool_strategies=True,
 )
+# The last release before the packed decode: GDN and KDA layers decode with `fused_sigmoid_gating_delta_rule_update`
+# (srt/layers/attention/hybrid_linear_attn_backend.py); no linear-attention backend flags yet.
+SGLANG_0_5_9 = replace(
+    SGLANG_0_5_10, version="0.5.9", kernel_file=None, gdn_grids=(), grid_dim_limit=None,
+    gdn_decode_kernel="fused_sigmoid_gating_delta_rule_update", kda_decode_backends=(),
+    flags=_sglang_flags((_SCHEDULER_STRATEGY,), (), 0.9)[:4])
 # SM100+ with a bf16 state decodes with flashinfer (unless speculative decoding is on).
 SGLANG_0_5_11 = replace(SGLANG_0_5_10, version="0.5.11", gpu_decode_rule=_SM100_FLASHINFER_0_5_11)
 # Kimi-Linear decodes with the KDA packed decode (Triton, grid (NV, B*HV), no `lower_bound`); the SM100 rule no
@@ -389,10 +396,15 @@ VLLM_0_18 = EngineProfile(
     checks_attention_heads_first=True,
     attention_heads_errors=(_VLLM_ATTENTION_HEADS_ERROR, _VLLM_ATTENTION_HEADS_ERROR),
     layer_kinds_follow_interval=None,
-    kda_decode_kernel="fused_recurrent_kda",
+    gdn_decode_kernel=None, kda_decode_kernel="fused_recurrent_kda",
     safe_gate_route=SAFE_GATE_UNFUSED, safe_gate_packed_switch=None, kda_decode_backends=(), gpu_decode_rule=None,
     own_decode_verified=False, models_pool_strategies=False,
 )
+# The last release before the packed decode: Qwen3-Next's GDN layers decode with `fused_recurrent_gated_delta_rule`
+# (models/qwen3_next.py); no environment switch yet.
+VLLM_0_17 = replace(VLLM_0_18, version="0.17", kernel_file=None, gdn_grids=(), grid_dim_limit=None,
+                    gdn_decode_kernel="fused_recurrent_gated_delta_rule", packed_decode_env=None,
+                    packed_decode_env_default=None)
 # Padding rows get NULL_BLOCK_ID = 0, and the kernel skips `idx <= 0`.
 VLLM_0_20 = replace(VLLM_0_18, version="0.20", skip_at_or_below=0)
 # `bfloat16` becomes a choice of `--mamba-ssm-cache-dtype` and `--mamba-cache-dtype`.
@@ -420,13 +432,19 @@ VLLM_0_33 = replace(VLLM_0_32, version="0.33", scheduler_strategy_flag="--enable
 
 # Every profile, oldest first within an engine; the last of each name is that name's default.
 PROFILES: tuple[EngineProfile, ...] = (
-    SGLANG_0_5_10, SGLANG_0_5_11, SGLANG_0_5_13, SGLANG_0_5_14, SGLANG_0_5_15, SGLANG_0_5_16, SGLANG_0_5_17,
-    SGLANG_0_5_18, SGLANG_0_5_19,
-    SGLANG_0_5_20, SGLANG_0_5_22, SGLANG_0_5_23,
-    VLLM_0_18, VLLM_0_20, VLLM_0_22, VLLM_0_26, VLLM_0_27, VLLM_0_28, VLLM_0_29, VLLM_0_32, VLLM_0_33)
-# The newest release of each engine whose wheel the verifier read (tests/data/engine_facts): a later release is
-# accepted, checked as the newest profile, with a note saying it is unverified.
-NEWEST_VERIFIED: dict[str, str] = {"sglang": "0.5.23", "vllm": "0.34.0"}
+    SGLANG_0_5_9, SGLANG_0_5_10, SGLANG_0_5_11, SGLANG_0_5_13, SGLANG_0_5_14, SGLANG_0_5_15, SGLANG_0_5_16,
+    SGLANG_0_5_17, SGLANG_0_5_18, SGLANG_0_5_19, SGLANG_0_5_20, SGLANG_0_5_22, SGLANG_0_5_23,
+    VLLM_0_17, VLLM_0_18, VLLM_0_20, VLLM_0_22, VLLM_0_26, VLLM_0_27, VLLM_0_28, VLLM_0_29, VLLM_0_32, VLLM_0_33)
+# The releases whose wheels scripts/verify_engine_profiles.py read and found in agreement with their profiles (their
+# facts are tests/data/engine_facts/<engine>-<release>.json), oldest first. A release after the newest is accepted,
+# checked as the newest profile, with a note saying it is unverified.
+VERIFIED_RELEASES: dict[str, tuple[str, ...]] = {
+    "sglang": ("0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18",
+               "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"),
+    "vllm": ("0.17.1", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
+             "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"),
+}
+NEWEST_VERIFIED: dict[str, str] = {name: releases[-1] for name, releases in VERIFIED_RELEASES.items()}
 
 
 ENGINE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PROFILES))
@@ -492,16 +510,30 @@ def profile_for(engine: str | EngineProfile) -> EngineProfile:
 
 
 def substitution_note(engine: str | EngineProfile) -> str | None:
-    """For `name@version` that selects an older profile (`vllm@0.30` -> the 0.29 profile), a note saying so;
-    None for a name, a profile, or a profile's own version."""
+    """For `name@version` that selects the profile of an earlier release (`vllm@0.30` -> the 0.29 profile), a
+    note saying so, and for a release newer than the newest verified one, a warning naming it; None for a name, a
+    profile, or a profile's own version."""
     profile = profile_for(engine)
     if not isinstance(engine, str) or "@" not in engine:
         return None
     version = engine.partition("@")[2]
-    if _version_key(version) == _version_key(profile.version):
+    wanted, newest = _version_key(version), NEWEST_VERIFIED.get(profile.name)
+    if newest is not None and wanted is not None and wanted > _version_key_or_zero(newest):
+        return (f"{profile.display_name} {version} is newer than the newest release gdr-check verified, "
+                f"{profile.display_name} {newest}: checked as {profile.label}, whose facts may have changed since "
+                f"(scripts/verify_engine_profiles.py reads a release's wheel)")
+    if wanted == _version_key(profile.version):
         return None  # the profile's own version, however written ("0.29.0")
+    if any(_version_key(release) == wanted for release in VERIFIED_RELEASES.get(profile.name, ())):
+        return (f"{profile.display_name} {version} is checked as {profile.label}, the profile of its release epoch "
+                "(its wheel was verified against it)")
     return (f"{profile.display_name} {version} has no profile of its own: checked as {profile.label}, the newest "
             "profile at or below it (behaviour carries forward until a profile records a change)")
+
+
+def _version_key_or_zero(version: str) -> tuple[tuple[int, ...], int]:
+    key = _version_key(version)
+    return key if key is not None else ((0,), 0)
 
 
 @functools.lru_cache(maxsize=64)
