@@ -40,16 +40,13 @@ FACTS_DIR = ROOT / "tests" / "data" / "engine_facts"
 GDN_PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA_PACKED = "fused_recurrent_kda_packed_decode"
 
-# The releases the whole matrix reads: every sglang release from the last one before the packed decode (0.5.9) on,
-# and the vLLM releases that open an epoch, with others between them and the newest (post-releases not read).
-MATRIX: tuple[str, ...] = (
-    "sglang@0.5.9", "sglang@0.5.10", "sglang@0.5.11", "sglang@0.5.12", "sglang@0.5.13", "sglang@0.5.14", "sglang@0.5.15",
-    "sglang@0.5.16", "sglang@0.5.17", "sglang@0.5.18", "sglang@0.5.19", "sglang@0.5.20", "sglang@0.5.21",
-    "sglang@0.5.22", "sglang@0.5.23",
-    "vllm@0.17.1", "vllm@0.18.0", "vllm@0.19.0", "vllm@0.20.0", "vllm@0.21.0", "vllm@0.22.0", "vllm@0.26.0", "vllm@0.27.0",
-    "vllm@0.27.1", "vllm@0.28.0", "vllm@0.29.0", "vllm@0.30.0", "vllm@0.31.0", "vllm@0.32.0", "vllm@0.33.0",
-    "vllm@0.34.0",
-)
+def matrix() -> list[str]:
+    """The releases the whole matrix reads: those the profile module records as verified
+    (`VERIFIED_RELEASES`: every sglang release from 0.5.9, the last before the packed decode, and the vLLM releases
+    that open an epoch, with others between them and the newest; post-releases are not read)."""
+    from gdr_check.engines.profiles import VERIFIED_RELEASES
+
+    return [f"{engine}@{release}" for engine, releases in VERIFIED_RELEASES.items() for release in releases]
 
 # Where each engine keeps what is read, by release layout (the first path present is read).
 SGLANG_FLA = ("sglang/kernels/ops/attention/fla/fused_recurrent.py",
@@ -491,7 +488,8 @@ def _sm100_flashinfer(wheel: Wheel) -> dict[str, Any] | None:
             if ("mamba_ssm_dtype=='bfloat16'" in test and "sm100" in test
                     and "linear_attn_decode_backend" in body and "'flashinfer'" in body):
                 condition = re.sub(r"\b(self|cfg)\.", "", ast.unparse(node.test))
-                return {"file": name, "condition": condition, "min_sm": 100,
+                # `is_sm100_supported()` / `is_sm100`: compute capability major 10
+                return {"file": name, "condition": condition, "sm_major": 10 if "sm100" in condition else None,
                         "exempt_backend": "helion" if "linear_attn_backend != 'helion'" in condition else None}
     return None
 
@@ -656,7 +654,7 @@ def expected(facts: dict[str, Any]) -> dict[str, Any]:
                                 "unfused" if "lower_bound" in condition or not kda_packed else "packed"),
             "kda_decode_backends": decode["kda_decode_backends"],
             "gpu_decode_rule": None if rule is None else {
-                "min_sm": rule["min_sm"], "state_dtype": "bfloat16", "backend": "flashinfer",
+                "sm_major": rule["sm_major"], "state_dtype": "bfloat16", "backend": "flashinfer",
                 "unless_backend": rule["exempt_backend"],
                 "unless_speculative": "speculative_algorithm is None" in rule["condition"]},
             "reserved_slot_zero": facts["first_free_slot"] == 1,
@@ -731,7 +729,7 @@ def profile_facts(profile: Any, engine_kind: str) -> dict[str, Any]:
         "safe_gate_route": profile.safe_gate_route,
         "kda_decode_backends": sorted(profile.kda_decode_backends),
         "gpu_decode_rule": None if rule is None else {
-            "min_sm": rule.min_sm, "state_dtype": rule.state_dtype, "backend": rule.backend,
+            "sm_major": rule.sm_major, "state_dtype": rule.state_dtype, "backend": rule.backend,
             "unless_backend": rule.unless_backend, "unless_speculative": rule.unless_speculative},
         "reserved_slot_zero": profile.reserved_slot_zero,
         "packed_decode_env": profile.packed_decode_env,
@@ -775,7 +773,7 @@ def compare(facts: dict[str, Any]) -> list[str]:
 
 # --- command line ------------------------------------------------------------------------------------------------
 def _releases(arguments: argparse.Namespace) -> Iterator[tuple[str, str]]:
-    for spec in (MATRIX if arguments.all else arguments.releases):
+    for spec in (matrix() if arguments.all else arguments.releases):
         engine, at, version = spec.partition("@")
         if engine not in ("sglang", "vllm") or not at or not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", version):
             raise WheelError(f"{spec!r}: expected sglang@X.Y.Z or vllm@X.Y.Z")
@@ -783,6 +781,7 @@ def _releases(arguments: argparse.Namespace) -> Iterator[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(ROOT / "src"))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("releases", nargs="*", help="engine@version, e.g. sglang@0.5.23 vllm@0.33.0")
     parser.add_argument("--all", action="store_true", help="every release of the matrix")
@@ -792,7 +791,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delete-vllm", action="store_true", help="delete each vLLM wheel once it is read")
     parser.add_argument("--table", action="store_true", help="print the result as a Markdown table row each")
     arguments = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "src"))
     try:
         releases = list(_releases(arguments))
         if not releases:

@@ -18,7 +18,7 @@ import typer
 from ..base.errors import display_path
 from ..base.limits import LimitError, SizeError, checked, parse_size, shorten
 from ..deployment.settings import MAMBA_STRATEGIES
-from ..engines.profiles import DEFAULT_ENGINE
+from ..engines.profiles import choose_engine
 from ..pipeline.library import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..pipeline.model_check import open_target
 from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
@@ -27,7 +27,7 @@ from ..pipeline.settings import Config, ConfigError, ConfigResolver, discover, l
 from ..sources import SourceError
 from ..sources.discover import ExcludePatterns, expand_targets, is_excluded
 from .deployment_flags import FLAGS
-from .engine_option import engine_help, engine_option, mamba_strategy_option, state_dtype_option
+from .engine_option import engine_help, engine_option, gpu_option, mamba_strategy_option, state_dtype_option
 from .escape import neutralise_log, text
 from .formats import FORMATS, format_module
 from .formats.common import summary_line
@@ -154,7 +154,7 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
         disabled = [code for code in rules if code not in enabled]
         lines += [
             f"  config: {shown(settings.config.path)}",
-            f"  engine: {settings.engine}",
+            f"  engine: {settings.engine} ({settings.engine_reason})",
             f"  tp: {', '.join(map(str, settings.tp_sizes))}",
             f"  batch: {settings.batch}",
             f"  slots: {settings.slots if settings.slots is not None else 'batch + 1'}",
@@ -204,7 +204,8 @@ def check_command(
                                           "under sglang's extra_buffer)."),
     state_dtype: str | None = typer.Option(
         None, FLAGS["state_dtype"], help="float32, bfloat16 or float16 (default: the engine's choice)."),
-    engine: str | None = typer.Option(None, FLAGS["engine"], help=engine_help("sglang")),
+    engine: str | None = typer.Option(
+        None, FLAGS["engine"], help=engine_help("the engine installed in this Python environment, else sglang")),
     gpu_memory: str | None = typer.Option(
         None, FLAGS["gpu_memory"], help="Per-rank budget for the state pools, e.g. 20GiB."),
     mamba_strategy: str = typer.Option(
@@ -213,6 +214,12 @@ def check_command(
     speculative_tokens: int = typer.Option(
         0, FLAGS["speculative_tokens"], parser=whole_number(FLAGS["speculative_tokens"]),
         help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
+    gpu: str | None = typer.Option(
+        None, "--gpu", help="The GPU served on (h100, h200, b200, ...), where the engine release's decode path "
+                            "depends on it; default: not given."),
+    sm: int | None = typer.Option(
+        None, FLAGS["sm"], parser=whole_number(FLAGS["sm"]),
+        help="The GPU's compute capability times ten (90: H100/H200, 100: B200), instead of --gpu."),
     select: list[str] | None = typer.Option(
         None, "--select", help="Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or "
                                "repeated. Replaces the configured selection."),
@@ -314,6 +321,7 @@ def check_command(
         raise typer.BadParameter("names no branch, tag or commit", param_hint="--revision")
     if gpu_memory is not None:
         gpu_memory_option(gpu_memory)
+    gpu_sm_value = gpu_option(gpu, sm)
     settings_by_config: dict[int, TargetSettings] = {}
 
     def settings_for(target: str) -> TargetSettings:
@@ -328,14 +336,15 @@ def check_command(
 
     def _settings(target_config: Config) -> TargetSettings:
         budget = _first(gpu_memory, target_config.gpu_memory)  # a table's value was checked when it was read
+        chosen = choose_engine(engine, target_config.engine)  # the option, the config, the installed engine
         layers = [target_config.selection, cli_layer]
         return TargetSettings(
             config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),
-            engine=_first(engine, target_config.engine, DEFAULT_ENGINE),
+            engine=chosen[0], engine_reason=chosen[1],
             tp_sizes=cli_tp or target_config.tp or DEFAULT_TP,
             batch=_first(batch, target_config.batch, DEFAULT_BATCH), slots=_first(slots, target_config.slots),
             state_dtype=_first(state_dtype, target_config.state_dtype), gpu_memory=budget,
-            mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens,
+            mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens, sm=gpu_sm_value,
         )
 
     if show_settings:

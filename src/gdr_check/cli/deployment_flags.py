@@ -21,6 +21,7 @@ FLAGS: dict[str, str] = {
     "gpu_memory": "--gpu-memory",
     "mamba_strategy": "--mamba-strategy",
     "speculative_tokens": "--speculative-tokens",
+    "sm": "--sm",  # the GPU's compute capability x10 (`check` also takes it as `--gpu NAME`)
 }
 # What `check` assumes when an option is left out (None: the engine's choice, or nothing).
 DEFAULTS: dict[str, object] = {"mamba_strategy": MAMBA_STRATEGIES[0], "speculative_tokens": 0}

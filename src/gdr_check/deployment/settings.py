@@ -12,7 +12,14 @@ from typing import Any
 
 from ..base.limits import checked
 from ..base.tensor_spec import DTYPE_ITEMSIZE, canonical_dtype
-from ..engines.profiles import MODEL_DTYPE, EngineProfile, profile_for, state_dtype_problem, substitution_note
+from ..engines.profiles import (
+    ENGINE_REASONS,
+    MODEL_DTYPE,
+    EngineProfile,
+    profile_for,
+    state_dtype_problem,
+    substitution_note,
+)
 from ..models.description import LinearAttentionModel, Source, shown_value
 
 # An engine as the user selects it: "sglang", "vllm" or "vllm@0.28" (see `gdr_check.engines.profiles`).
@@ -30,6 +37,26 @@ def tracking_slots(strategy: str, *, overlap: bool = True, lazy: bool = False) -
     if lazy:
         return 1
     return 2 if overlap else 1
+
+
+# GPUs by name, each with its compute capability x10 (`--gpu`): what decides a decode path that depends on the GPU.
+GPU_SM: dict[str, int] = {
+    "a100": 80, "a10": 86, "a10g": 86, "l4": 89, "l40": 89, "l40s": 89,
+    "h100": 90, "h200": 90, "h20": 90, "h800": 90, "gh200": 90,
+    "b200": 100, "gb200": 100, "b300": 103, "gb300": 103, "rtx-pro-6000": 120, "rtx5090": 120,
+}
+
+
+def sm_problem(value: object) -> str | None:
+    """Why `value` is no compute capability x10 (`--sm`: 90 for 9.0, 100 for 10.0), or None when it is one."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 30 <= value <= 199:
+        return f"expected a compute capability times ten, such as 90 (H100) or 100 (B200), got {value!r}"
+    return None
+
+
+def gpu_sm(name: str) -> int | None:
+    """The compute capability x10 of the GPU `name` (case-insensitive, e.g. "H100", "b200"), or None."""
+    return GPU_SM.get(name.strip().lower())
 
 
 def mamba_strategy_problem(value: object) -> str | None:
@@ -56,6 +83,7 @@ class Deployment:
     # The GPU's compute capability x10 (90: H100/H200, 100: B200), where the engine's decode path depends on it
     # (`EngineProfile.gpu_decode_rule`); None: not given, the path every GPU takes.
     sm: int | None = None
+    engine_reason: str = "default"  # why `engine` was chosen: one of ENGINE_REASONS (flag, config, installed, default)
 
     def __post_init__(self) -> None:
         profile_for(self.engine)  # UnknownEngineError (a ValueError) names the choices
@@ -71,9 +99,11 @@ class Deployment:
         problem = mamba_strategy_problem(self.mamba_strategy)
         if problem is not None:
             raise ValueError(problem)
-        if self.sm is not None and (isinstance(self.sm, bool) or not isinstance(self.sm, int)
-                                    or not 10 <= self.sm <= 1000):
-            raise ValueError(f"sm must be a compute capability x10 such as 90 or 100 (got {self.sm!r})")
+        problem = sm_problem(self.sm) if self.sm is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        if self.engine_reason not in ENGINE_REASONS:
+            raise ValueError(f"engine_reason must be one of {', '.join(ENGINE_REASONS)} (got {self.engine_reason!r})")
         if self.speculative_tokens < 0:
             raise ValueError(f"speculative tokens must be >= 0 (got {self.speculative_tokens})")
         if self.slots is not None and self.slots < 1:
@@ -90,8 +120,14 @@ class Deployment:
 
     @property
     def profile_note(self) -> str | None:
-        """What a version with no profile of its own was checked as (`vllm@0.30` -> vLLM 0.29); None otherwise."""
-        return substitution_note(self.engine)
+        """What a version with no profile of its own was checked as (`vllm@0.30` -> vLLM 0.29), or that a release
+        is newer than the newest verified one; for an engine found installed, which; None otherwise."""
+        note = substitution_note(self.engine)
+        if self.engine_reason != "installed":
+            return note
+        found = (f"engine profile {self.profile.spec}: {self.engine} is installed in this Python environment "
+                 "(read from its package metadata); `--engine` checks for another")
+        return found if note is None else f"{found}; {note}"
 
     @property
     def slots_per_request(self) -> int:

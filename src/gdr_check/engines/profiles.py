@@ -19,6 +19,7 @@ and the tests compare every profile with them. docs/engines.md names the files a
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import re
 from dataclasses import dataclass, replace
 
@@ -98,18 +99,19 @@ class EngineFlag:
 
 @dataclass(frozen=True, slots=True)
 class GpuDecodeRule:
-    """A start-up rule that moves decode off the packed kernel on some GPUs (sglang 0.5.11 and later: on SM100
-    and newer with a bfloat16 SSM state and no decode backend given, decode defaults to flashinfer)."""
+    """A start-up rule that moves decode off the packed kernel on some GPUs (sglang 0.5.11 and later: on SM100 GPUs,
+    compute capability 10.x, with a bfloat16 SSM state and no decode backend given, decode defaults to flashinfer)."""
 
-    min_sm: int  # compute capability x10 from which it applies (100: SM100, B200/GB200)
+    sm_major: int  # the compute capability major version it applies to (10: B200, GB200, B300)
     state_dtype: str  # the SSM state dtype (`--mamba-ssm-dtype`) it requires
     backend: str  # the decode backend it selects
-    unless_backend: str | None  # a `--linear-attn-backend` that keeps it from applying (0.5.19 on: helion)
+    unless_backend: str | None  # a `--linear-attn-backend` that keeps it from applying (0.5.18 on: helion)
     unless_speculative: bool  # it applies only without speculative decoding (0.5.11 - 0.5.12)
 
     def applies(self, sm: int | None, state_dtype: str | None, speculative: bool = False) -> bool:
-        """Whether it moves decode for a GPU of compute capability `sm` (x10; None: unknown, never) and the state."""
-        if sm is None or sm < self.min_sm or state_dtype != self.state_dtype:
+        """Whether it moves decode for a GPU of compute capability `sm` (x10, e.g. 100; None: unknown, never) and
+        the state dtype."""
+        if sm is None or sm // 10 != self.sm_major or state_dtype != self.state_dtype:
             return False
         return not (self.unless_speculative and speculative)
 
@@ -252,12 +254,13 @@ _SCHEDULER_STRATEGY_LAZY = EngineFlag("--mamba-scheduler-strategy", _SGLANG_STRA
 _RADIX_STRATEGY = EngineFlag("--mamba-radix-cache-strategy", _SGLANG_STRATEGIES_LAZY, "auto")
 _SCHEDULER_ALIAS = EngineFlag("--mamba-scheduler-strategy", _SGLANG_STRATEGIES_LAZY, "auto",
                               replaced_by="--mamba-radix-cache-strategy")
-# sglang 0.5.11 - 0.5.12: on SM100+ with a bf16 state and no decode backend given, decode takes flashinfer unless
-# speculative decoding is on (`_handle_linear_attn_backend`, srt/server_args.py); 0.5.13 drops that condition and
-# 0.5.18 keeps the helion backend out of it (srt/arg_groups/attention_hook.py from 0.5.20).
-_SM100_FLASHINFER_0_5_11 = GpuDecodeRule(100, "bfloat16", "flashinfer", None, True)
-_SM100_FLASHINFER_0_5_13 = GpuDecodeRule(100, "bfloat16", "flashinfer", None, False)
-_SM100_FLASHINFER_0_5_18 = GpuDecodeRule(100, "bfloat16", "flashinfer", "helion", False)
+# sglang 0.5.11 - 0.5.12: on SM100 (`is_sm100_supported()`: compute capability 10.x) with a bf16 state and no
+# decode backend given, decode takes flashinfer unless speculative decoding is on (`_handle_linear_attn_backend`,
+# srt/server_args.py); 0.5.13 drops that condition, and 0.5.18 keeps the helion backend out of it
+# (srt/arg_groups/attention_hook.py from 0.5.20).
+_SM100_FLASHINFER_0_5_11 = GpuDecodeRule(10, "bfloat16", "flashinfer", None, True)
+_SM100_FLASHINFER_0_5_13 = GpuDecodeRule(10, "bfloat16", "flashinfer", None, False)
+_SM100_FLASHINFER_0_5_18 = GpuDecodeRule(10, "bfloat16", "flashinfer", "helion", False)
 
 # The first packed decode: GDN only. Kimi-Linear decodes with `fused_sigmoid_gating_delta_rule_update` (the KDA
 # Triton kernel's `decode`); the kernels live under srt/.
@@ -449,6 +452,42 @@ NEWEST_VERIFIED: dict[str, str] = {name: releases[-1] for name, releases in VERI
 
 ENGINE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PROFILES))
 DEFAULT_ENGINE = "sglang"
+
+# Why a run's engine profile was chosen, in the order the sources are tried (reports carry it as
+# `engine_profile_reason`): `--engine`, `engine` in [tool.gdr-check], the engine installed in this Python
+# environment, gdr-check's default.
+ENGINE_REASONS: tuple[str, ...] = ("flag", "config", "installed", "default")
+
+
+def installed_engine() -> str | None:
+    """`name@version` of the engine release installed in this Python environment, from its package metadata only
+    (the engine is never imported); the default engine first when both are installed. None when neither is, or
+    when the installed release is one no profile covers (a release before the first profile)."""
+    for name in sorted(ENGINE_NAMES, key=lambda engine: engine != DEFAULT_ENGINE):
+        try:
+            version = importlib.metadata.version(name)
+        except (importlib.metadata.PackageNotFoundError, ValueError):
+            continue
+        spec = f"{name}@{version}"
+        try:
+            profile_for(spec)
+        except UnknownEngineError:
+            continue
+        return spec
+    return None
+
+
+def choose_engine(flag: str | None, config: str | None) -> tuple[str, str]:
+    """The engine a run checks for and why (one of ENGINE_REASONS): the option, the config, the installed engine,
+    or the default."""
+    if flag is not None:
+        return flag, "flag"
+    if config is not None:
+        return config, "config"
+    installed = installed_engine()
+    if installed is not None:
+        return installed, "installed"
+    return DEFAULT_ENGINE, "default"
 
 
 def _newest_by_name() -> dict[str, EngineProfile]:

@@ -72,6 +72,8 @@ class TargetSettings:
     gpu_memory: str | int | None = None  # the per-rank budget as written ("80GiB") or in bytes
     mamba_strategy: str = "no_buffer"
     speculative_tokens: int = 0
+    sm: int | None = None  # the GPU's compute capability x10 (`--gpu`, `--sm`); None: not given
+    engine_reason: str = "default"  # why `engine` was chosen (gdr_check.engines.profiles.ENGINE_REASONS)
 
     def __post_init__(self) -> None:
         self.gpu_memory_bytes  # noqa: B018 - a budget that is no size is refused here, not at the first check
@@ -112,7 +114,8 @@ def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[s
         for tp in dict.fromkeys(settings.tp_sizes):  # a size listed twice is checked once
             dep = deployment_of(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
                               engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
-                              mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens)
+                              mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens,
+                              sm=settings.sm, engine_reason=settings.engine_reason)
             try:
                 check = check_model(target, dep, revision=revision, follow_links=follow_links)
             except SourceError as error:

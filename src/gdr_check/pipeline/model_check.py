@@ -92,7 +92,9 @@ class ModelCheck:
                 "state_dtype": settings.state_dtype if settings else deployment.state_dtype,
                 "conv_dtype": settings.conv_dtype if settings else None,
                 "engine": deployment.engine,
-                "engine_profile": deployment.profile.spec,  # what `engine` selected, e.g. vllm -> vllm@0.29
+                "engine_profile": deployment.profile.spec,  # what `engine` selected, e.g. vllm -> vllm@0.33
+                "engine_profile_reason": deployment.engine_reason,  # flag, config, installed or default
+                "sm": deployment.sm,
                 "gpu_memory": deployment.gpu_memory,
                 "mamba_strategy": deployment.mamba_strategy,
                 "speculative_tokens": deployment.speculative_tokens,
