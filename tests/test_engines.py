@@ -19,6 +19,7 @@ from gdr_check.engines.profiles import (
     SGLANG_0_5_23,
     VLLM_0_28,
     VLLM_0_29,
+    VLLM_0_33,
     EngineProfile,
     UnknownEngineError,
     engine_choices,
@@ -28,6 +29,8 @@ from gdr_check.pipeline.model_check import check_builtin
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 MiB = 1024 * 1024
+_VLLM_VERSIONS = "0.17, 0.18, 0.20, 0.22, 0.26, 0.27, 0.28, 0.29, 0.32, 0.33"
+_SGLANG_VERSIONS = "0.5.9, 0.5.10, 0.5.11, 0.5.13, 0.5.14, 0.5.15, 0.5.16, 0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.22, 0.5.23"
 
 
 # -- selection ---------------------------------------------------------------------------------------------------
@@ -35,10 +38,11 @@ MiB = 1024 * 1024
     ("sglang", SGLANG_0_5_23),
     ("sglang@0.5.23", SGLANG_0_5_23),
     ("sglang@0.5.24", SGLANG_0_5_23),  # a later release keeps the newest known facts
-    ("vllm", VLLM_0_29),  # a name alone is its newest profile
+    ("vllm", VLLM_0_33),  # a name alone is its newest profile
     ("vllm@0.29", VLLM_0_29),
     ("vllm@0.29.0", VLLM_0_29),
     ("vllm@0.31.1", VLLM_0_29),
+    ("vllm@0.35.0", VLLM_0_33),
     ("vllm@0.28", VLLM_0_28),
     ("vllm@0.28.2", VLLM_0_28),
 ])
@@ -51,20 +55,22 @@ def test_the_newest_profile_of_each_name_is_its_default():
     for name in ("sglang", "vllm"):
         newest = [p for p in PROFILES if p.name == name][-1]
         assert profile_for(name) is newest
-    assert engine_choices() == ("sglang", "vllm", "sglang@0.5.23", "vllm@0.28", "vllm@0.29")
+    assert engine_choices()[:2] == ("sglang", "vllm")
+    assert engine_choices()[2:] == tuple(p.spec for p in PROFILES)
 
 
 @pytest.mark.parametrize("spec,code,message", [
     ("trtllm", "unknown-engine",
-     "unknown engine 'trtllm'; expected one of: sglang, vllm, sglang@0.5.23, vllm@0.28, vllm@0.29"),
+     "unknown engine 'trtllm'; expected one of: sglang, vllm, optionally @version (sglang@0.5.23, vllm@0.34.0, ...)"),
     ("VLLM", "unknown-engine",
-     "unknown engine 'VLLM'; expected one of: sglang, vllm, sglang@0.5.23, vllm@0.28, vllm@0.29"),
-    ("vllm@0.27", "unknown-engine-version",
-     "no vLLM profile for version '0.27' (engine 'vllm@0.27'); known versions: 0.28, 0.29, or a later release"),
+     "unknown engine 'VLLM'; expected one of: sglang, vllm, optionally @version (sglang@0.5.23, vllm@0.34.0, ...)"),
+    ("vllm@0.16", "unknown-engine-version",
+     f"no vLLM profile for version '0.16' (engine 'vllm@0.16'); known versions: {_VLLM_VERSIONS}, or a later release"),
     ("vllm@latest", "unknown-engine-version",
-     "no vLLM profile for version 'latest' (engine 'vllm@latest'); known versions: 0.28, 0.29, or a later release"),
+     f"no vLLM profile for version 'latest' (engine 'vllm@latest'); known versions: {_VLLM_VERSIONS}, or a later "
+     "release"),
     ("sglang@", "unknown-engine-version",
-     "no sglang profile for version '' (engine 'sglang@'); known versions: 0.5.23, or a later release"),
+     f"no sglang profile for version '' (engine 'sglang@'); known versions: {_SGLANG_VERSIONS}, or a later release"),
 ])
 def test_unknown_engines_raise_a_typed_error_naming_the_choices(spec: str, code: str, message: str):
     with pytest.raises(UnknownEngineError) as caught:
@@ -102,7 +108,8 @@ def test_report_schema_accepts_every_engine_choice():
 def test_deployment_reports_the_profile_its_engine_selected():
     result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm"))
     assert result.to_dict()["deployment"]["engine"] == "vllm"
-    assert result.to_dict()["deployment"]["engine_profile"] == "vllm@0.29"
+    assert result.to_dict()["deployment"]["engine_profile"] == "vllm@0.33"
+    assert result.to_dict()["deployment"]["engine_profile_reason"] == "default"
     pinned = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm@0.28.1"))
     assert pinned.to_dict()["deployment"]["engine_profile"] == "vllm@0.28"
     with pytest.raises(UnknownEngineError):
@@ -110,12 +117,15 @@ def test_deployment_reports_the_profile_its_engine_selected():
 
 
 @pytest.mark.parametrize(("engine", "note"), [
-    ("vllm@0.30", "vLLM 0.30 has no profile of its own: checked as vLLM 0.29, the newest profile at or below it "
-                  "(behaviour carries forward until a profile records a change)"),
+    ("vllm@0.30", "vLLM 0.30 is checked as vLLM 0.29, the profile of its release epoch (its wheel was verified "
+                  "against it)"),
+    ("vllm@0.25.1", "vLLM 0.25.1 has no profile of its own: checked as vLLM 0.22, the newest profile at or below it "
+                    "(behaviour carries forward until a profile records a change)"),
     ("vllm@0.28.1", "vLLM 0.28.1 has no profile of its own: checked as vLLM 0.28, the newest profile at or below it "
                     "(behaviour carries forward until a profile records a change)"),
-    ("sglang@0.6.0", "sglang 0.6.0 has no profile of its own: checked as sglang 0.5.23, the newest profile at or "
-                     "below it (behaviour carries forward until a profile records a change)"),
+    ("sglang@0.6.0", "sglang 0.6.0 is newer than the newest release gdr-check verified, sglang 0.5.23: checked as "
+                     "sglang 0.5.23, whose facts may have changed since (scripts/verify_engine_profiles.py reads a "
+                     "release's wheel)"),
 ])
 def test_a_version_checked_as_an_older_profile_says_so(engine, note):
     # A user who typed 0.30 and read "vLLM 0.29" in the header was given no reason (user test of the wheel).
@@ -149,8 +159,8 @@ def test_an_unknown_engine_raises_whatever_the_arguments(name):
     import gdr_check
 
     check = getattr(gdr_check, name)
-    with pytest.raises(UnknownEngineError, match=r"^no vLLM profile for version '0\.27'") as raised:
-        check(*[None] * 9, engine="vllm@0.27")
+    with pytest.raises(UnknownEngineError, match=r"^no vLLM profile for version '0\.16'") as raised:
+        check(*[None] * 9, engine="vllm@0.16")
     assert raised.value.__context__ is None  # not "during handling of" the arguments' description failing
     assert [d.code for d in check(*[None] * 9).errors][:1] == ["GDR228"]
 
@@ -238,12 +248,19 @@ def test_state_dtype_comparison_fix_names_the_engines_flag(engine: str, fix: str
     assert state.fixes == [fix, "if the dtype is deliberate, compare with `--state-dtype bfloat16`"]
 
 
-def test_packed_decode_opt_in_comes_from_the_profile():
+def test_the_packed_decode_switch_comes_from_the_profile():
+    # vLLM's GDN packed decode is on by default (`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` defaults to "1" in
+    # vllm/envs.py of every release from 0.18.0): the note says so, and asks for no export.
     sglang = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="sglang"))
     assert "GDR133" not in sglang.report.codes()
     vllm = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm@0.28"))
-    (opt_in,) = [d for d in vllm.report if d.code == "GDR133"]
-    assert opt_in.fixes == ["export VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=1"]
+    (switch,) = [d for d in vllm.report if d.code == "GDR133"]
+    assert switch.message == ("vLLM 0.28 runs the GDN packed decode by default "
+                              "(`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` defaults to \"1\"); "
+                              "`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=0` turns it off")
+    assert switch.fixes == ["leave `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` unset (or 1) for the packed decode "
+                            "checked here"]
+    assert vllm.decode is not None and vllm.decode.packed
 
 
 # -- no engine branches outside the profile module -------------------------------------------------------------
@@ -294,7 +311,7 @@ def good(tmp_path: Path, monkeypatch) -> Path:
 
 @pytest.mark.parametrize("engine,profile,slot_note", [
     ("sglang", "sglang@0.5.23", "slot 0 reserved"),
-    ("vllm", "vllm@0.29", "block 0 null"),
+    ("vllm", "vllm@0.33", "block 0 null"),
     ("vllm@0.28", "vllm@0.28", "block 0 null"),
     ("sglang@0.5.23", "sglang@0.5.23", "slot 0 reserved"),
 ])
@@ -311,9 +328,10 @@ def test_cli_engine_option_takes_a_name_or_a_version(good: Path, engine: str, pr
 
 
 @pytest.mark.parametrize("engine,problem", [
-    ("trtllm", "unknown engine 'trtllm'; expected one of: sglang, vllm, sglang@0.5.23, vllm@0.28, vllm@0.29"),
-    ("vllm@0.1", ("no vLLM profile for version '0.1' (engine 'vllm@0.1'); known versions: 0.28, 0.29, or a "
-                  "later release")),
+    ("trtllm", "unknown engine 'trtllm'; expected one of: sglang, vllm, optionally @version (sglang@0.5.23, "
+               "vllm@0.34.0, ...)"),
+    ("vllm@0.1", f"no vLLM profile for version '0.1' (engine 'vllm@0.1'); known versions: {_VLLM_VERSIONS}, or a "
+                 "later release"),
 ])
 def test_cli_unknown_engine_is_one_line_and_exit_2(good: Path, engine: str, problem: str):
     from cli_checkpoints import run_cli
@@ -355,7 +373,7 @@ def test_the_engines_page_names_every_profile_and_flag():
         assert f"`{profile.spec}`" in page
         for flag in (profile.state_dtype_flag, profile.conv_dtype_flag, profile.cache_size_flag,
                      profile.memory_ratio_flag, profile.scheduler_strategy_flag, profile.state_dtype_env,
-                     profile.packed_decode_opt_in_env):
+                     profile.packed_decode_env):
             assert flag is None or flag in page, flag
 
 

@@ -463,7 +463,7 @@ def installed_engine() -> str | None:
     """`name@version` of the engine release installed in this Python environment, from its package metadata only
     (the engine is never imported); the default engine first when both are installed. None when neither is, or
     when the installed release is one no profile covers (a release before the first profile)."""
-    for name in sorted(ENGINE_NAMES, key=lambda engine: engine != DEFAULT_ENGINE):
+    for name in (DEFAULT_ENGINE, *(other for other in ENGINE_NAMES if other is not DEFAULT_ENGINE)):
         try:
             version = importlib.metadata.version(name)
         except (importlib.metadata.PackageNotFoundError, ValueError):
@@ -581,7 +581,8 @@ def _parse(engine: str) -> EngineProfile:
     named = [p for p in PROFILES if p.name == name]
     if not named:
         raise UnknownEngineError(
-            "unknown-engine", f"unknown engine {engine!r}; expected one of: {', '.join(engine_choices())}")
+            "unknown-engine", f"unknown engine {engine!r}; expected one of: {', '.join(ENGINE_NAMES)}, optionally "
+                              f"@version ({', '.join(f'{n}@{r}' for n, r in NEWEST_VERIFIED.items())}, ...)")
     if not at:
         return named[-1]
     wanted = _version_key(version)
