@@ -106,20 +106,25 @@ def passing_runs(checkpoints) -> dict[str, tuple[int, str, str]]:
     return results
 
 
-KDA_UNDER_VLLM = ("nothing to dry-run: under vLLM 0.29 the decode step calls `fused_recurrent_kda`, not a packed "
-                  "decode kernel")
+KDA_UNDER_VLLM = ("nothing to dry-run: under vLLM 0.33 the decode step calls its own "
+                  "`fused_recurrent_kda_packed_decode` (another argument list), not the contract's packed decode kernel")
 
 
 def test_vllm_kda_is_not_run_with_the_packed_kernel(passing_runs):
-    # vLLM decodes KDA with `fused_recurrent_kda`: the packed contract does not apply, nothing runs, exit 1, and
+    # vLLM 0.33 decodes KDA with its own KDA packed op (another argument list; `fused_recurrent_kda` before 0.27):
+    # the packed contract does not apply, nothing runs, exit 1, and
     # the error that says so is in the document (GDR314), not only in the `full` verdict.
     code, out, err = passing_runs["kda-vllm"]
     document = json.loads(out)
     assert code == 1 and not document["launched"] and document["refused_because"] == ["GDR314"]
-    assert document["decode_path"]["kernel"] == "fused_recurrent_kda" and not document["decode_path"]["packed"]
+    assert document["decode_path"]["kernel"] == "fused_recurrent_kda_packed_decode"
+    assert not document["decode_path"]["packed"]
     [nothing] = [d for d in document["diagnostics"] if d["code"] == "GDR314"]
     assert nothing["severity"] == "error" and nothing["message"] == KDA_UNDER_VLLM
-    assert nothing["notes"] == ["vLLM's KDA layer runs its decode batches through it"]
+    assert nothing["notes"] == [
+        "vLLM 0.33's KDA layer decodes non-speculative batches with its own KDA packed op (another argument list: "
+        "raw_g, raw_beta, state_indices), not the contract's `fused_recurrent_kda_packed_decode`; "
+        "`fused_recurrent_kda` only for speculative rows"]
     assert nothing["fixes"][0] == ("dry-run under sglang: `--engine sglang` (its KDA layers decode with "
                                    "`fused_recurrent_kda_packed_decode`)")
 
@@ -153,7 +158,7 @@ def test_json_document_shape(passing_runs):
     assert document["command"] == "dry-run"
     assert document["deployment"] == {"tp": 1, "batch": 2, "num_slots": 3, "state_dtype": "float32",
                                       "conv_dtype": "bfloat16", "engine": "sglang", "engine_profile": "sglang@0.5.23",
-                                      "gpu_memory": None,
+                                      "engine_profile_reason": "default", "sm": None, "gpu_memory": None,
                                       "mamba_strategy": "no_buffer", "speculative_tokens": 0}
     assert document["dry_run"] == {"backend": "builtin", "engine": "sglang", "device_requested": "auto",
                                    "steps_requested": 2, "seed": 0}
@@ -191,7 +196,7 @@ def test_sglang_backend_runs_the_engine_kernel_and_compares(passing_runs):
 
 
 def test_vllm_backend_on_kda_runs_nothing(capsys, checkpoints, monkeypatch):
-    # vLLM decodes KDA with `fused_recurrent_kda`, not a packed kernel: no call to compare, exit 1 (GDR314). The
+    # vLLM decodes KDA with its own KDA packed op, not the contract's: no call to compare, exit 1 (GDR314). The
     # deployment decides before the environment: whether vLLM is installed is not even looked at, so a missing
     # vLLM is not the exit 2 of an unusable environment here (installing it would only lead to this refusal).
     def looked_at(*args):
@@ -201,7 +206,7 @@ def test_vllm_backend_on_kda_runs_nothing(capsys, checkpoints, monkeypatch):
     monkeypatch.setattr(runner_api, "known_unavailable", looked_at)
     code, document = dry_run_json(capsys, str(checkpoints["kda"]), "--batch", "2", "--backend", "vllm")
     assert code == 1
-    assert document["decode_path"]["kernel"] == "fused_recurrent_kda"
+    assert document["decode_path"]["kernel"] == "fused_recurrent_kda_packed_decode"
     assert document["launched"] is False and document["steps"] == [] and document["refused_because"] == ["GDR314"]
     [nothing] = document["diagnostics"]
     assert nothing["code"] == "GDR314" and nothing["message"] == KDA_UNDER_VLLM

@@ -53,5 +53,13 @@ def test_kda_batch_below_8_runs_triton(capsys):
 
 def test_kda_on_vllm_names_its_kernel(capsys):
     assert _explain(capsys, "--batch", "70000", "--engine", "vllm") == [
-        "vLLM 0.29 decodes KDA layers with `fused_recurrent_kda`, not the packed KDA kernel: gdr-check knows no grid "
+        "vLLM 0.33 decodes KDA layers with its own `fused_recurrent_kda_packed_decode` (another argument list, not "
+        "the contract's), whose Triton grid is (NV, B*H): B*H_l <= 65535 (H_l = 32 heads per rank), so the largest "
+        "batch that launches is 2047",
+        "--batch 70000: the grid needs B*H_l = 70000*32 = 2240000, which crosses the limit: this is the cause"]
+
+
+def test_kda_on_vllm_before_its_packed_op_names_its_kernel(capsys):
+    assert _explain(capsys, "--batch", "70000", "--engine", "vllm@0.26.0") == [
+        "vLLM 0.26 decodes KDA layers with `fused_recurrent_kda`, not the packed KDA kernel: gdr-check knows no grid "
         "limit of it; look for another bad launch argument"]

@@ -255,8 +255,16 @@ def test_engine_profile_changes_the_reasoning():
 
     text = "RuntimeError: Triton Error [CUDA]: invalid argument"
     [vllm] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("vllm"), widths=QWEN3_NEXT))
-    assert vllm.reasons[0].endswith("splits the GDN decode grid: this launch failure is not the B*HV grid limit; "
-                                    "look for another bad launch argument (shared memory, a kernel of another layer)")
+    # vLLM 0.28 and later split the grid into (NV, HV, B): B*HV is no limit, B and HV still are (gridDim.z, y)
+    assert vllm.reasons == [
+        "vLLM 0.33 splits the GDN decode grid into (NV, HV, B) when B*HV > 65535: the limit is B <= 65535 and HV_l "
+        "<= 65535, not B*HV_l",
+        "unless the decode batch exceeds that, look for another bad launch argument (shared memory, a kernel of "
+        "another layer)"]
+    [huge] = find_all(text, Context(tp=2, batch=70000, profile=profile_for("vllm"), widths=QWEN3_NEXT))
+    assert huge.reasons[1] == "--batch 70000 crosses B <= 65535: this is the cause"
+    [unsplit] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("vllm@0.27.1"), widths=QWEN3_NEXT))
+    assert unsplit.reasons[0].startswith("HV_l = 16 value heads per rank")
     [sglang] = find_all(text, Context(tp=2, batch=5000, profile=profile_for("sglang"), widths=QWEN3_NEXT))
     assert sglang.reasons[0].startswith("HV_l = 16 value heads per rank")
     [pool] = find_all("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
@@ -357,7 +365,7 @@ def test_illegal_access_names_the_engines_skip_rule_and_pool_rows():
         "prefix-cache buffers, GDR135)"]
     [vllm] = find_all(text, Context(profile=profile_for("vllm")))
     assert vllm.reasons == [
-        "vLLM 0.29's packed decode skips a row whose slot is <= 0; any other slot must be below the state pool's "
+        "vLLM 0.33's packed decode skips a row whose slot is <= 0; any other slot must be below the state pool's "
         "row count, or the kernel reads and writes outside the pool"]
 
 

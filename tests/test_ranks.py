@@ -153,8 +153,9 @@ def test_vllm_kda_runs_nothing(capsys, checkpoints):
     code = main(["dry-run", str(checkpoints["kda"]), "--tp", "2", "--engine", "vllm", *SMALL])
     out = capsys.readouterr().out
     assert code == 1
-    assert ("error[GDR314]: nothing to dry-run: under vLLM 0.29 the decode step calls `fused_recurrent_kda`, not a "
-            "packed decode kernel") in out
+    assert ("error[GDR314]: nothing to dry-run: under vLLM 0.33 the decode step calls its own "
+            "`fused_recurrent_kda_packed_decode` (another argument list), not the contract's packed decode "
+            "kernel") in out
     assert "dry-run --ranks all not launched: nothing to run (GDR314); 1 error(s), 0 warning(s), 0 note(s)" in out
     code, document = run_json(capsys, str(checkpoints["kda"]), "--tp", "2", "--engine", "vllm")
     assert code == 1 and document["passed"] is False and document["refused_because"] == ["GDR314"]

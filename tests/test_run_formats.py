@@ -214,8 +214,9 @@ def test_dry_run_with_nothing_to_run_says_why_in_every_format(tmp_path: Path, mo
         message = "nothing to dry-run: `LlamaForCausalLM` has no GDN or KDA layers"
     else:
         args = [KIMI, "--engine" if case == "kimi-engine-vllm" else "--backend", "vllm"]
-        message = ("nothing to dry-run: under vLLM 0.29 the decode step calls `fused_recurrent_kda`, not a packed "
-                   "decode kernel")
+        message = ("nothing to dry-run: under vLLM 0.33 the decode step calls its own "
+                   "`fused_recurrent_kda_packed_decode` (another argument list), not the contract's packed decode "
+                   "kernel")
     args += ["--device", "cpu", "--isolated", *ranks]
     for fmt in FORMATS:
         outcome = run_cli("dry-run", *args, "--output-format", fmt)

@@ -150,6 +150,18 @@ def _kda_cuda_misses(profile: EngineProfile, batch: int, heads: int, K: int, V: 
 def _kda_grid(context: Context, heads: int) -> list[str]:
     """GDR402 for a KDA model: Triton's (NV, B, HV) grid limits B and HV_l; the CUDA kernel's 1-D grid, B*HV_l."""
     profile = context.profile or profile_for(DEFAULT_ENGINE)
+    if profile.kda_decode_kernel is not None and profile.kda_grids:  # the engine's own KDA packed op
+        grid = profile.kda_grids[0]
+        out = [f"{profile.label} decodes KDA layers with its own `{profile.kda_decode_kernel}` (another argument "
+               f"list, not the contract's), whose Triton grid is ({', '.join(grid)}): B*H_l <= {GRID_LIMIT} "
+               f"(H_l = {heads} heads per rank), so the largest batch that launches is {GRID_LIMIT // heads}"]
+        if context.batch:
+            blocks = context.batch * heads
+            verdict = "crosses the limit: this is the cause" if blocks > GRID_LIMIT else \
+                "is within the limit: look for another bad launch argument"
+            out.append(f"--batch {context.batch}: the grid needs B*H_l = {context.batch}*{heads} = {blocks}, which "
+                       f"{verdict}")
+        return out
     if profile.kda_decode_kernel is not None:
         return [f"{profile.label} decodes KDA layers with `{profile.kda_decode_kernel}`, not the packed KDA kernel: "
                 f"gdr-check knows no grid limit of it; look for another bad launch argument"]

@@ -159,7 +159,10 @@ def _not_packed(check: ModelCheck, path: DecodePath, backend: str) -> Diagnostic
     fixes.append(f"`gdr-check {target} --engine {engine}` with the same deployment options (`--tp`, `--batch`, "
                  "`--slots`, `--state-dtype`) still checks the TP split, the state pools and the shapes; only the "
                  "kernel contract and the dry-run need the packed call")
-    why = f"under {profile.label} the decode step calls `{path.kernel}`, not a packed decode kernel"
+    why = (f"under {profile.label} the decode step calls its own `{path.kernel}` (another argument list), not the "
+           "contract's packed decode kernel" if model.kind == "kda" and profile.kda_decode_kernel == path.kernel
+           and profile.kda_grids else
+           f"under {profile.label} the decode step calls `{path.kernel}`, not a packed decode kernel")
     return rules_dryrun.NothingToDryRun(why=why).diagnostic(notes=[path.reason], fixes=fixes)
 
 
