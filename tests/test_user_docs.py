@@ -157,8 +157,8 @@ def test_explain_reads_only_the_error_of_an_ordinary_vllm_log(cwd: Path):
 @pytest.mark.parametrize(("line", "code"), [
     ("checkpoints/a/config.json:3:5: error[GDR104] `layer_types` has 6 entries but `num_hidden_layers` is 8",
      "GDR104"),
-    ("info[GDR133]: vLLM runs the GDN packed decode only with `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` set",
-     "GDR133"),
+    ("info[GDR133]: vLLM 0.33 runs the GDN packed decode by default (`VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE` "
+     "defaults to \"1\"); `VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE=0` turns it off", "GDR133"),
 ])
 def test_explain_still_reads_gdr_checks_own_generic_messages_with_their_code(cwd: Path, line: str, code: str):
     result = run_cli("explain", line, "--output-format", "json")
