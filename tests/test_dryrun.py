@@ -641,3 +641,30 @@ def test_diagnostics_name_the_worst_step(monkeypatch, checkpoints):
     assert rules_dryrun.StateMismatch.rule.message_pattern().fullmatch(message)
     with pytest.raises(TypeError, match=r"unknown fields \['solt'\], missing \['slot'\]"):
         rules_dryrun.StateMismatch(kernel="k", step=2, error="e", tolerance="t", dtype="d", solt=3, head=1)
+
+
+SGLANG_SRT_FILE = "sglang/srt/layers/attention/fla/fused_recurrent.py"  # sglang 0.5.10 - 0.5.15
+
+
+def test_sglang_releases_before_the_kernels_move_are_found_too(monkeypatch, tmp_path):
+    """sglang kept `fused_recurrent.py` under srt/ until 0.5.16 (the profiles' `kernel_file`, read from the wheels):
+    `--backend sglang` finds it there as well, in a wheel, an unpacked tree and a checkout."""
+    from gdr_check.engines.profiles import profile_for
+
+    assert (profile_for("sglang@0.5.15").kernel_file, profile_for("sglang@0.5.16").kernel_file) == (
+        SGLANG_SRT_FILE, SGLANG_FILE)
+    _sglang_installed(monkeypatch, None)
+    (tmp_path / "tree" / SGLANG_SRT_FILE).parent.mkdir(parents=True)
+    (tmp_path / "tree" / SGLANG_SRT_FILE).write_text("")
+    (tmp_path / "checkout" / "python" / SGLANG_SRT_FILE).parent.mkdir(parents=True)
+    (tmp_path / "checkout" / "python" / SGLANG_SRT_FILE).write_text("")
+    with zipfile.ZipFile(tmp_path / "sglang-0.5.13.whl", "w") as wheel:
+        wheel.writestr(SGLANG_SRT_FILE, "")
+    for path in (tmp_path / "tree", tmp_path / "checkout", tmp_path / "sglang-0.5.13.whl"):
+        monkeypatch.setenv("GDR_CHECK_SGLANG_PATH", str(path))
+        assert backends.missing_backend("sglang", "gdn") is None, path
+        if KERNEL_EXTRA:
+            from gdr_check.kernel import engine_kernels
+
+            found = engine_kernels.find_sglang_source()
+            assert found is not None and found.as_posix().endswith(SGLANG_SRT_FILE)

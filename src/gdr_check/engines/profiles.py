@@ -502,6 +502,12 @@ def _newest_by_name() -> dict[str, EngineProfile]:
 _BY_SPEC: dict[str, EngineProfile] = {**_newest_by_name(), **{p.spec: p for p in PROFILES}}
 
 
+def kernel_files(name: str) -> tuple[str, ...]:
+    """Every module file in which a release of engine `name` keeps its packed decode (`kernel_file`), the newest
+    layout first: sglang moved it from srt/ to sglang/kernels/ in 0.5.16."""
+    return tuple(dict.fromkeys(p.kernel_file for p in reversed(PROFILES) if p.name == name and p.kernel_file))
+
+
 def engine_choices() -> tuple[str, ...]:
     """Every `--engine` value that selects a profile, names first: ("sglang", "vllm", "sglang@0.5.23", ...)."""
     return (*ENGINE_NAMES, *(p.spec for p in PROFILES))

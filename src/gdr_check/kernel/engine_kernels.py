@@ -28,9 +28,14 @@ from typing import Any
 import triton
 import triton.language as tl
 
+from ..engines.profiles import kernel_files
+
 SGLANG_PATH_ENV = "GDR_CHECK_SGLANG_PATH"
 SGLANG_FILE = "sglang/kernels/ops/attention/fla/fused_recurrent.py"
+# Every release layout's file, the newest first: sglang 0.5.10 - 0.5.15 keep it under srt/ (profiles' kernel_file).
+SGLANG_FILES = kernel_files("sglang")
 _FLA = "sglang.kernels.ops.attention.fla"
+_FLA_PACKAGES = ("sglang.kernels.ops.attention.fla", "sglang.srt.layers.attention.fla")  # `fla.op`, `fla.utils`
 _GDN_NAME = "fused_recurrent_gated_delta_rule_packed_decode"
 _KDA_NAME = "fused_recurrent_kda_packed_decode"
 
@@ -53,14 +58,16 @@ def _kda_cuda_not_covered(*args: Any, **kwargs: Any) -> bool:
 
 
 def _standin_modules() -> dict[str, types.ModuleType]:
-    names = ["sglang", "sglang.kernels", "sglang.kernels.ops", "sglang.kernels.ops.attention", _FLA]
+    names = list(dict.fromkeys(".".join(package.split(".")[:depth]) for package in _FLA_PACKAGES
+                               for depth in range(1, package.count(".") + 2)))
     modules = {name: types.ModuleType(name) for name in names}
     for name in names:
         modules[name].__path__ = []  # mark as packages
-    modules[f"{_FLA}.op"] = types.ModuleType(f"{_FLA}.op")
-    setattr(modules[f"{_FLA}.op"], "exp", _standin_exp)  # noqa: B010 (a module built at run time)
-    modules[f"{_FLA}.utils"] = types.ModuleType(f"{_FLA}.utils")
-    setattr(modules[f"{_FLA}.utils"], "input_guard", _identity_decorator)  # noqa: B010
+    for fla in _FLA_PACKAGES:  # both layouts: the file imports `exp` and `input_guard` from its own package
+        modules[f"{fla}.op"] = types.ModuleType(f"{fla}.op")
+        setattr(modules[f"{fla}.op"], "exp", _standin_exp)  # noqa: B010 (a module built at run time)
+        modules[f"{fla}.utils"] = types.ModuleType(f"{fla}.utils")
+        setattr(modules[f"{fla}.utils"], "input_guard", _identity_decorator)  # noqa: B010
     kda_cuda = types.ModuleType("sglang.kernels.ops.attention.kda_packed_decode")
     setattr(kda_cuda, "covered", _kda_cuda_not_covered)  # noqa: B010
     modules[kda_cuda.__name__] = kda_cuda
@@ -95,14 +102,21 @@ def _stand_ins_installed() -> Iterator[None]:
 
 
 @functools.cache
-def extract_from_wheel(wheel: Path, members: tuple[str, ...] = (SGLANG_FILE,)) -> Path:
-    """A temporary folder (removed at exit) holding the wheel's `members`, extracted once per process."""
+def extract_from_wheel(wheel: Path, members: tuple[str, ...] = SGLANG_FILES) -> Path:
+    """A temporary folder (removed at exit) holding those of the wheel's `members` it has, extracted once per
+    process."""
     target = Path(tempfile.mkdtemp(prefix="gdr_check_sglang_"))
     atexit.register(shutil.rmtree, target, ignore_errors=True)
     with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
         for member in members:
-            archive.extract(member, target)
+            if member in names:
+                archive.extract(member, target)
     return target
+
+
+def _first_file(root: Path) -> Path | None:
+    return next((root / name for name in SGLANG_FILES if (root / name).is_file()), None)
 
 
 def find_sglang_source(source: str | os.PathLike[str] | None = None) -> Path | None:
@@ -115,18 +129,23 @@ def find_sglang_source(source: str | os.PathLike[str] | None = None) -> Path | N
     if given is not None:
         path = Path(given)
         if path.is_file() and path.suffix == ".whl":
-            return extract_from_wheel(path.resolve()) / SGLANG_FILE
+            found = _first_file(extract_from_wheel(path.resolve()))
+            if found is None:
+                raise FileNotFoundError(f"no {SGLANG_FILE} in {path}")
+            return found
         if path.is_file():
             return path
-        for candidate in (path / SGLANG_FILE, path / "python" / SGLANG_FILE):  # unpacked wheel, git checkout
-            if candidate.is_file():
-                return candidate
+        for root in (path, path / "python"):  # unpacked wheel, git checkout
+            found = _first_file(root)
+            if found is not None:
+                return found
         raise FileNotFoundError(f"no {SGLANG_FILE} under {path}")
     try:
-        located = Path(str(importlib.metadata.distribution("sglang").locate_file(SGLANG_FILE)))
+        distribution = importlib.metadata.distribution("sglang")
     except importlib.metadata.PackageNotFoundError:
         return None
-    return located if located.is_file() else None
+    return next((located for name in SGLANG_FILES if (located := Path(str(distribution.locate_file(name)))).is_file()),
+                None)
 
 
 @functools.cache

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...base.errors import printable
-from ...engines.profiles import profile_for
+from ...engines.profiles import kernel_files, profile_for
 
 # Where `kernel.engines.find_sglang_source` looks (that module imports triton, which the parent never does; a test
 # keeps the two equal).
 SGLANG_PATH_ENV = "GDR_CHECK_SGLANG_PATH"
 SGLANG_FILE = "sglang/kernels/ops/attention/fla/fused_recurrent.py"
-SGLANG_TREE_FILES = (SGLANG_FILE, f"python/{SGLANG_FILE}")  # an unpacked wheel, a git checkout
+# Every release layout's file, the newest first (before 0.5.16 under sglang/srt/layers/attention/fla/).
+SGLANG_FILES = kernel_files("sglang")
+SGLANG_TREE_FILES = (*SGLANG_FILES, *(f"python/{name}" for name in SGLANG_FILES))  # an unpacked wheel, a checkout
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def _given_sglang(path: Path) -> str | None:
                 names = set(archive.namelist())
         except (OSError, zipfile.BadZipFile) as error:
             return f"is not a readable wheel: {printable(error)}"
-        return None if SGLANG_FILE in names else f"is a wheel without {SGLANG_FILE}"
+        return None if names.intersection(SGLANG_FILES) else f"is a wheel without {SGLANG_FILE}"
     if path.is_file() or any((path / name).is_file() for name in SGLANG_TREE_FILES):
         return None
     return f"holds no {SGLANG_FILE}" if path.exists() else "does not exist"
@@ -69,7 +71,7 @@ def _sglang_lookup() -> Lookup:
         return Lookup(missing=f"sglang's packed-decode kernel is not available (sglang is not installed and "
                               f"{SGLANG_PATH_ENV} is not set); `--backend sglang` needs `pip install sglang`, or "
                               f"{SGLANG_PATH_ENV} set to an sglang wheel or source tree")
-    if Path(str(distribution.locate_file(SGLANG_FILE))).is_file():
+    if any(Path(str(distribution.locate_file(name))).is_file() for name in SGLANG_FILES):
         return Lookup()
     return Lookup(unusable=f"sglang {printable(distribution.version)} is installed but has no {SGLANG_FILE}")
 
