@@ -107,7 +107,8 @@ def passing_runs(checkpoints) -> dict[str, tuple[int, str, str]]:
 
 
 KDA_UNDER_VLLM = ("nothing to dry-run: under vLLM 0.33 the decode step calls its own "
-                  "`fused_recurrent_kda_packed_decode` (another argument list), not the contract's packed decode kernel")
+                  "`fused_recurrent_kda_packed_decode` (another argument list), not the contract's packed decode "
+                  "kernel")
 
 
 def test_vllm_kda_is_not_run_with_the_packed_kernel(passing_runs):
