@@ -462,7 +462,8 @@ def test_skip_sentinel_per_engine(variant):
 
 def test_unknown_engine_is_rejected():
     with pytest.raises(UnknownEngineError, match=r"^unknown engine 'trtllm'; expected one of: sglang, vllm, "
-                                                 r"optionally @version \(sglang@0\.5\.23, vllm@0\.34\.0, \.\.\.\)$") as caught:
+                                                 r"optionally @version \(sglang@0\.5\.23, vllm@0\.34\.0, "
+                                                 r"\.\.\.\)$") as caught:
         check("gdn", call_for("gdn"), engine="trtllm")
     assert caught.value.code == "unknown-engine"
 
