@@ -83,8 +83,13 @@ class EngineFlag:
     """One command-line flag of an engine release, as the release's argument definitions declare it.
 
     Read from the wheel by scripts/verify_engine_profiles.py (sglang: `server_args.py` / `arg_groups/`, vLLM:
-    `engine/arg_utils.py` with the `CacheConfig` field types of `config/cache.py`). Launch-command parsing reads
-    these: a flag absent from a release's `EngineProfile.flags` does not exist in that release.
+    `engine/arg_utils.py` with the `CacheConfig` field types of `config/cache.py`). Only the flags that set the
+    linear-attention state pools, their dtypes and caching, and the decode backend are recorded (sglang:
+    `--mamba-ssm-dtype`, `--max-mamba-cache-size`, `--mamba-full-memory-ratio`, `--mamba-scheduler-strategy`,
+    `--mamba-radix-cache-strategy`, `--linear-attn-backend`, `--linear-attn-decode-backend`; vLLM:
+    `--enable-prefix-caching`, `--mamba-block-size`, `--mamba-cache-dtype`, `--mamba-cache-mode`,
+    `--mamba-ssm-cache-dtype`): among those, one absent from a release's `EngineProfile.flags` does not exist in
+    that release. Values are as argparse sees them: `choices` as strings, `default` as the source's literal.
     """
 
     name: str  # as typed on the command line: "--mamba-ssm-dtype"
@@ -119,7 +124,15 @@ class GpuDecodeRule:
 @dataclass(frozen=True, slots=True)
 class EngineProfile:
     """What one engine release (and the releases after it, up to the next profile) does with the packed decode
-    call and its state pools."""
+    call and its state pools.
+
+    scripts/verify_engine_profiles.py checks, per release, the fields it reads from the wheel: `kernel_file`,
+    `skip_at_or_below`, `reserved_slot_zero`, `gdn_beta_rounding`, `gdn_grids`, `grid_dim_limit`, `kda_grids`,
+    `kda_takes_lower_bound`, `kda_fast_path` (present or not), `flags` and the roles naming them,
+    `packed_decode_env(_default)`, `gdn_decode_kernel`, `kda_decode_kernel`, `safe_gate_route`,
+    `kda_decode_backends`, `gpu_decode_rule`. The other fields (state and conv dtype defaults, conv layout, pool
+    layout, TP validation) were read in sglang 0.5.23 and vLLM 0.29-0.33 and are carried to the earlier epochs
+    unverified."""
 
     name: str  # "sglang" or "vllm": what `--engine` takes before any `@version`
     version: str  # the first release of this epoch
