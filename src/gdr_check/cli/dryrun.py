@@ -125,7 +125,8 @@ def dry_run_command(
                          exit_zero=exit_zero, error_on_warning=error_on_warning, isolated=isolated)
     run = dry_run(target, tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile, backend=backend,
                   device=device, steps=steps, seed=seed, timeout=timeout, selection=options.selection,
-                  failing=options.failing, exit_zero=options.exit_zero, ranks=ranks, weights=weights)
+                  failing=options.failing, exit_zero=options.exit_zero, ranks=ranks, weights=weights,
+                  engine_reason="default" if engine is None and backend == "builtin" else "flag")
     style_for_destination(run, fmt, output_file)
     run.quiet = quiet
     code = write_run(run, out)

@@ -46,7 +46,7 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
             engine: str = DEFAULT_ENGINE, backend: str = "builtin", device: str = "auto", steps: int = 3,
             seed: int = 0, timeout: float = 1800.0, selection: Selection | None = None,
             failing: tuple[str, ...] = FAILING_DEFAULT, exit_zero: bool = False, ranks: str = "one",
-            weights: bool = False) -> Run:
+            weights: bool = False, engine_reason: str = "default") -> Run:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process (this process never
     imports torch) and verify every step. One result, whose `details` is the `runner.api.DryRunResult`; a
     target that cannot be read is a FatalError result (exit 2), a dry-run that did not launch or failed
@@ -56,7 +56,8 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
     without `ranks="all"`)."""
 
     dry_run_options(ranks, weights)  # refused as `--ranks`/`--weights` are, before the model is read
-    deployment = deployment_of(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine)
+    deployment = deployment_of(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine,
+                               engine_reason=engine_reason)  # `engine_reason`: why `engine` (ENGINE_REASONS)
     try:
         check = check_model(target, deployment)
     except SourceError as error:
