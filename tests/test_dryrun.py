@@ -29,6 +29,7 @@ from gdr_check.call.packed_call import PackedDecodeCall
 from gdr_check.checks import rules_dryrun
 from gdr_check.cli.main import main
 from gdr_check.deployment.settings import Deployment
+from gdr_check.engines.profiles import profile_for
 from gdr_check.pipeline.dryrun import backends
 from gdr_check.pipeline.dryrun import driver as runner_api
 from gdr_check.pipeline.dryrun import rank_run as ranks_api
@@ -159,7 +160,7 @@ def test_json_document_shape(passing_runs):
     assert document["command"] == "dry-run"
     assert document["deployment"] == {"tp": 1, "batch": 2, "num_slots": 3, "state_dtype": "float32",
                                       "conv_dtype": "bfloat16", "engine": "sglang", "engine_profile": "sglang@0.5.23",
-                                      "engine_profile_reason": "default", "sm": None, "gpu_memory": None,
+                                      "engine_profile_reason": "flag", "sm": None, "gpu_memory": None,
                                       "mamba_strategy": "no_buffer", "speculative_tokens": 0}
     assert document["dry_run"] == {"backend": "builtin", "engine": "sglang", "device_requested": "auto",
                                    "steps_requested": 2, "seed": 0}
@@ -499,6 +500,7 @@ def test_the_only_function_level_imports_are_the_kernel_extras():
     assert sorted(local) == [
         ("_session", "gdr_check.pipeline.dryrun.session"), ("_session", "torch"),
         ("_stand_in", "gdr_check.kernel.naive.naive_packed_decode"),
+        ("test_sglang_releases_before_the_kernels_move_are_found_too", "gdr_check.kernel.engine_kernels"),
         ("test_step_indices_are_distinct_live_slots_with_padding",
          "gdr_check.pipeline.dryrun.synthetic_tensors.live_rows"),
         ("test_step_indices_are_distinct_live_slots_with_padding",
@@ -650,8 +652,6 @@ SGLANG_SRT_FILE = "sglang/srt/layers/attention/fla/fused_recurrent.py"  # sglang
 def test_sglang_releases_before_the_kernels_move_are_found_too(monkeypatch, tmp_path):
     """sglang kept `fused_recurrent.py` under srt/ until 0.5.16 (the profiles' `kernel_file`, read from the wheels):
     `--backend sglang` finds it there as well, in a wheel, an unpacked tree and a checkout."""
-    from gdr_check.engines.profiles import profile_for
-
     assert (profile_for("sglang@0.5.15").kernel_file, profile_for("sglang@0.5.16").kernel_file) == (
         SGLANG_SRT_FILE, SGLANG_FILE)
     _sglang_installed(monkeypatch, None)

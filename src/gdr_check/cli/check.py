@@ -154,7 +154,7 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
         disabled = [code for code in rules if code not in enabled]
         lines += [
             f"  config: {shown(settings.config.path)}",
-            f"  engine: {settings.engine} ({settings.engine_reason})",
+            f"  engine: {settings.engine}",
             f"  tp: {', '.join(map(str, settings.tp_sizes))}",
             f"  batch: {settings.batch}",
             f"  slots: {settings.slots if settings.slots is not None else 'batch + 1'}",
