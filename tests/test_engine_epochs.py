@@ -288,3 +288,69 @@ def test_an_installed_release_no_profile_covers_is_not_the_default(tmp_path: Pat
     _install(tmp_path, "sglang", "0.4.10")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert installed_engine() is None and choose_engine(None, None) == ("sglang", "default")
+
+
+# -- the command line ------------------------------------------------------------------------------------------
+@pytest.fixture
+def good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from cli_checkpoints import clean_output_env, write_good
+
+    clean_output_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    return write_good(tmp_path / "good")
+
+
+def _deployment(result: Any) -> dict[str, Any]:
+    document = json.loads(result.stdout)
+    found: dict[str, Any] = (document["results"][0] if "results" in document else document)["deployment"]
+    return found
+
+
+def test_reports_name_the_profile_and_why_it_was_chosen(good: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    from cli_checkpoints import run_cli
+
+    default = _deployment(run_cli(str(good), "--isolated", "--output-format", "json"))
+    assert (default["engine_profile"], default["engine_profile_reason"]) == ("sglang@0.5.23", "default")
+    flag = _deployment(run_cli(str(good), "--isolated", "--engine", "vllm@0.27.1", "--output-format", "json"))
+    assert (flag["engine"], flag["engine_profile"], flag["engine_profile_reason"]) == (
+        "vllm@0.27.1", "vllm@0.27", "flag")
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nengine = "sglang@0.5.21"\n')
+    config = _deployment(run_cli(str(good), "--output-format", "json"))
+    assert (config["engine_profile"], config["engine_profile_reason"]) == ("sglang@0.5.20", "config")
+    (tmp_path / "pyproject.toml").unlink()
+    site = tmp_path / "site"
+    _install(site, "vllm", "0.20.0")
+    monkeypatch.syspath_prepend(str(site))
+    found = run_cli(str(good), "--isolated", "--output-format", "json")
+    installed = _deployment(found)
+    assert (installed["engine"], installed["engine_profile"], installed["engine_profile_reason"]) == (
+        "vllm@0.20.0", "vllm@0.20", "installed")
+    text = run_cli(str(good), "--isolated")
+    assert ("engine profile vllm@0.20: vllm@0.20.0 is installed in this Python environment (read from its package "
+            "metadata); `--engine` checks for another") in " ".join(text.stdout.split())
+
+
+@pytest.mark.parametrize(("args", "sm"), [(["--gpu", "B200"], 100), (["--gpu", "h100"], 90), (["--sm", "103"], 103),
+                                          ([], None)])
+def test_the_gpu_reaches_the_report(good: Path, args: list[str], sm: int | None):
+    from cli_checkpoints import run_cli
+
+    result = run_cli(str(good), "--isolated", "--engine", "sglang@0.5.21", *args, "--output-format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    assert _deployment(result)["sm"] == sm
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    (["--gpu", "tpu-v5"], "Invalid value for --gpu: unknown GPU 'tpu-v5'; expected one of: a100,"),
+    (["--sm", "7"], "Invalid value for --sm: expected a compute capability times ten, such as 90 (H100) or 100 "
+                    "(B200), got 7"),
+    (["--gpu", "h100", "--sm", "90"], "Invalid value for --gpu: give --gpu or --sm, not both"),
+])
+def test_a_bad_gpu_is_one_line_and_exit_2(good: Path, args: list[str], problem: str):
+    from cli_checkpoints import run_cli
+
+    result = run_cli(str(good), "--isolated", *args)
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("error: ") and problem in line, line
