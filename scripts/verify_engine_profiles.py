@@ -108,6 +108,10 @@ class Wheel:
         self.read[name] = hashlib.sha256(data).hexdigest()
         return data.decode("utf-8")
 
+    def raw(self, name: str) -> bytes:
+        """A file's bytes, not recorded as read (for a text search before parsing)."""
+        return self._zip.read(name)
+
     def tree(self, name: str) -> ast.Module | None:
         if name not in self._trees:
             text = self.text(name)
@@ -558,7 +562,7 @@ def _vllm_gdn_layers(wheel: Wheel) -> dict[str, dict[str, Any]]:
     for name in (*wheel.under("vllm/model_executor/"), *wheel.under("vllm/models/")):
         if "/ops/" in name or "/fla/" in name:
             continue
-        data = wheel._zip.read(name)
+        data = wheel.raw(name)
         if GDN_PACKED.encode() not in data:
             continue
         tree = wheel.tree(name)
@@ -746,9 +750,12 @@ def profile_facts(profile: Any, engine_kind: str) -> dict[str, Any]:
 def compare(facts: dict[str, Any]) -> list[str]:
     """Every field where the profile selected by the facts' `engine@version` says other than the wheel, and every
     flag a profile's role names that the release lacks or ignores."""
-    from gdr_check.engines.profiles import profile_for
+    from gdr_check.engines.profiles import UnknownEngineError, profile_for
 
-    profile = profile_for(f"{facts['engine']}@{facts['version']}")
+    try:
+        profile = profile_for(f"{facts['engine']}@{facts['version']}")
+    except UnknownEngineError as error:
+        return [f"{facts['engine']} {facts['version']}: {error}"]
     want, have = expected(facts), profile_facts(profile, facts["engine"])
     problems = [f"{profile.spec} ({facts['engine']} {facts['version']}): {key}: profile says {have.get(key)!r}, "
                 f"the wheel {want[key]!r}" for key in sorted(want) if have.get(key) != want[key]]
@@ -772,6 +779,15 @@ def compare(facts: dict[str, Any]) -> list[str]:
 
 
 # --- command line ------------------------------------------------------------------------------------------------
+def _spec_of(engine: str, version: str) -> str:
+    from gdr_check.engines.profiles import UnknownEngineError, profile_for
+
+    try:
+        return profile_for(f"{engine}@{version}").spec
+    except UnknownEngineError:
+        return "none"
+
+
 def _releases(arguments: argparse.Namespace) -> Iterator[tuple[str, str]]:
     for spec in (matrix() if arguments.all else arguments.releases):
         engine, at, version = spec.partition("@")
@@ -816,10 +832,8 @@ def main(argv: list[str] | None = None) -> int:
                         json.dumps(facts, indent=1, sort_keys=False) + "\n", encoding="utf-8")
                 found = compare(facts)
                 problems += found
-                from gdr_check.engines.profiles import profile_for
-
                 files = hashlib.sha256(json.dumps(facts["files"], sort_keys=True).encode()).hexdigest()[:12]
-                rows.append(f"| {engine} {version} | {profile_for(f'{engine}@{version}').spec} | "
+                rows.append(f"| {engine} {version} | {_spec_of(engine, version)} | "
                             f"`{facts['wheel_sha256'][:12]}` | {len(facts['files'])} files, `{files}` | "
                             f"{'agrees' if not found else f'{len(found)} disagreements'} |")
                 print(f"{engine} {version}: {'agrees with the profile' if not found else 'DISAGREES'}",
