@@ -413,14 +413,18 @@ def _from_layer_types(view: ConfigView, linear_names: frozenset[str], known: fro
     if not isinstance(types, list):
         result.problems.append((key, "is not a list"))
         return result
-    unknown = sorted({str(t) for t in types if t not in known})
+    # An entry may be any JSON value (a list or an object is unhashable): only strings name a kind.
+    unknown = sorted({t if isinstance(t, str) else _json(t) for t in types if not (isinstance(t, str) and t in known)})
     if unknown:
-        result.problems.append((key, f"holds unknown layer kinds {', '.join(f'`{u}`' for u in unknown)}"))
+        shown = ", ".join(f"`{u if len(u) <= 60 else u[:57] + '...'}`" for u in unknown[:_SHOWN])
+        more = f" and {len(unknown) - _SHOWN} more" if len(unknown) > _SHOWN else ""
+        result.problems.append((key, f"holds unknown layer kinds {shown}{more}"))
     count = _num_layers(view)
     if count is not None and len(types) != count:
         result.problems.append((key, f"has {len(types)} entries but `num_hidden_layers` is {count}"))
     # The model has `num_hidden_layers` layers: entries past them (GDR104) name no layer.
-    result.linear = [i for i, t in enumerate(types[:count] if count is not None else types) if t in linear_names]
+    result.linear = [i for i, t in enumerate(types[:count] if count is not None else types)
+                     if isinstance(t, str) and t in linear_names]
     result.listed = len(types)
     return result
 
@@ -467,15 +471,17 @@ def kimi_layer_map(view: ConfigView, *, one_based: bool = True, full_required: b
     if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
         result.problems.append((key, "is not a list of layer numbers"))
         return result
-    out_of_range = [v for v in values if v < base or (count is not None and v - base >= count)]
-    if out_of_range:
+    outside = {v for v in values if v < base or (count is not None and v - base >= count)}
+    if outside:
+        out_of_range = [v for v in values if v in outside]
         span = f"{base}..{count - 1 + base}" if count is not None else f">= {base}"
-        result.problems.append((key, f"names layers {out_of_range} outside {span} (the list is {base}-based)"))
-    result.linear = sorted({v - base for v in values if v not in out_of_range})
+        result.problems.append((key, f"names layers {_listed(out_of_range)} outside {span} (the list is {base}-based)"))
+    result.linear = sorted({v - base for v in values if v not in outside})
     if full is not None and isinstance(full[0], list):
-        both = sorted(set(values) & set(full[0]))
+        # `full_attn_layers` may hold anything: only its integers can name a layer.
+        both = sorted(set(values) & {v for v in full[0] if isinstance(v, int)})
         if both:
-            result.problems.append((key, f"and `full_attn_layers` both name layers {both}"))
+            result.problems.append((key, f"and `full_attn_layers` both name layers {_listed(both)}"))
     return result
 
 
@@ -492,8 +498,9 @@ def generic_layer_map(view: ConfigView) -> LayerMap:
         result = LayerMap(key=key)
         bad = [v for v in values if not isinstance(v, int) or not 0 <= v < count]
         if bad:
-            result.problems.append((key, f"names layers {bad} outside 0..{count - 1} (the list is 0-based)"))
-        result.linear = [i for i in range(count) if i not in set(values)]
+            result.problems.append((key, f"names layers {_listed(bad)} outside 0..{count - 1} (the list is 0-based)"))
+        full_layers = {v for v in values if isinstance(v, int)}
+        result.linear = [i for i in range(count) if i not in full_layers]
         return result
     interval = _from_interval(view)
     if interval is not None:
@@ -556,12 +563,23 @@ def glm5_layer_map(view: ConfigView) -> LayerMap:
     return LayerMap(linear=[i for i in range(count) if i % 4 != 3], key=None)
 
 
+_SHOWN = 12  # list entries a message shows before it counts the rest
+
+
+def _listed(values: list[Any]) -> str:
+    """`values` as a message shows a list: whole up to `_SHOWN` entries, else the first ones and the count (a
+    list read from data can hold a hundred thousand)."""
+    if len(values) <= _SHOWN:
+        return "[" + ", ".join(_json(v) for v in values) + "]"
+    return "[" + ", ".join(_json(v) for v in values[:_SHOWN]) + f", ... ({len(values)} in all)]"
+
+
 def _json(value: Any) -> str:
 
     try:
         text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):
+        text = "a value nested too deeply to show" if not isinstance(value, (str, int, float)) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -965,12 +983,28 @@ def select_adapter(config: Mapping[str, Any] | None, tensor_names: Iterable[str]
     return Selection(identity, None, None)
 
 
+# A layer index has at most this many digits after its leading zeros: past the largest `num_hidden_layers`
+# that limits.py allows. A longer run of digits names no layer of any model and is not converted (Python
+# refuses to convert more than 4300 digits, and converting thousands costs time for nothing).
+_INDEX_DIGITS = len(str(int(LIMITS["num_hidden_layers"].maximum)))
+
+
+def _layer_index(digits: str) -> int | None:
+    significant = digits.lstrip("0")
+    if len(significant) > _INDEX_DIGITS:
+        return None
+    index = int(significant or "0")
+    return index if LIMITS["num_hidden_layers"].allows(index + 1) else None
+
+
 def split_layer_name(name: str) -> tuple[str, int, str] | None:
-    """(namespace, layer index, in-layer name) of `{ns}layers.{i}.{rest}`, or None."""
+    """(namespace, layer index, in-layer name) of `{ns}layers.{i}.{rest}`, or None (also for an index past
+    any model's layers)."""
     match = _LAYER_NAME.match(name)
     if match is None:
         return None
-    return match["ns"], int(match["index"]), match["rest"]
+    index = _layer_index(match["index"])
+    return None if index is None else (match["ns"], index, match["rest"])
 
 
 V = TypeVar("V")
@@ -1002,12 +1036,15 @@ def layers_by_namespace(tensors: Mapping[str, V]) -> dict[str, dict[int, dict[st
         if found is None:
             continue
         namespace, digits, rest = found.groups()
+        index = numbers.get(digits)
+        if index is None:
+            index = _layer_index(digits)
+            if index is None:  # past any model's layers: names no layer
+                continue
+            numbers[digits] = index
         layers = grouped.get(namespace)
         if layers is None:
             layers = grouped[namespace] = {}
-        index = numbers.get(digits)
-        if index is None:
-            index = numbers[digits] = int(digits)
         seen = layers.get(index)
         if seen is None:
             seen = layers[index] = {}

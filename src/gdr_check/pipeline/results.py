@@ -115,11 +115,22 @@ class Run:
 
     @property
     def is_matrix(self) -> bool:
-        """Several TP sizes for one target: labels and lines then name the TP size."""
+        """Several TP sizes for one target: labels and lines then name the TP size.
+
+        Renderers ask once per diagnostic: the answer is kept for as long as `results` is the same list of
+        the same length, so rendering stays linear in the results."""
+        key = (id(self.results), len(self.results))
+        cached = self.__dict__.get("_matrix")
+        if cached is not None and cached[0] == key:
+            return bool(cached[1])
         sizes: dict[str, set[int | None]] = {}
+        matrix = False
         for result in self.results:
-            sizes.setdefault(result.target, set()).add(result.deployment_tp)
-        return any(len(tps) > 1 for tps in sizes.values())
+            tps = sizes.setdefault(result.target, set())
+            tps.add(result.deployment_tp)
+            matrix = matrix or len(tps) > 1
+        self.__dict__["_matrix"] = (key, matrix)
+        return matrix
 
     def fails(self, result: TargetResult) -> bool:
         return (result.error is not None or result.incomplete
