@@ -240,8 +240,8 @@ def test_a_full_stderr_still_exits_2_and_the_document_reaches_stdout(repo):
     assert "GDR001" in done.stdout.decode("utf-8")  # the JSON document, whatever became of the error line
 
 
-INPUT = ("it is an input of this run (named on the command line, or a file of a checkpoint named there): write the "
-         "report elsewhere")
+INPUT = ("it is an input of this run (named on the command line, a file of a checkpoint named or found there, or a "
+         "settings file it read): write the report elsewhere")
 
 
 @pytest.mark.parametrize("args, report", [

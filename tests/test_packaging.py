@@ -87,7 +87,7 @@ def test_the_wheel_metadata_console_script_and_optional_torch(dists):
     archive = zipfile.ZipFile(dists["wheel"])
     entry_points = next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))
     declared = archive.read(entry_points).decode()
-    assert "gdr-check = gdr_check.cli.main:run" in declared
+    assert "gdr-check = gdr_check.cli.entry:run" in declared
     # the engine plugins (docs/production-guard.md), in the groups the engines' loaders read (tests/test_plugins.py)
     assert "[vllm.general_plugins]\ngdr_check = gdr_check.integrations.vllm_plugin:register" in declared
     assert "[sglang.srt.plugins]\ngdr_check = gdr_check.integrations.sglang_plugin:register" in declared

@@ -16,19 +16,20 @@ from typing import Any, TypeVar, overload
 import typer
 
 from ..base.errors import display_path
+from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ..base.limits import LimitError, SizeError, checked, parse_size, shorten
 from ..deployment.settings import MAMBA_STRATEGIES
 from ..engines.profiles import choose_engine
 from ..pipeline.library import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
 from ..pipeline.model_check import open_target
-from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
+from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run, TargetResult
 from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
 from ..pipeline.settings import Config, ConfigError, ConfigResolver, discover, load_config
 from ..sources import SourceError
-from ..sources.discover import ExcludePatterns, expand_targets, is_excluded
+from ..sources.discover import ExcludePatterns, checkpoint_inputs, expand_targets, is_excluded
 from .deployment_flags import FLAGS
 from .engine_option import engine_help, engine_option, gpu_option, mamba_strategy_option, state_dtype_option
-from .escape import neutralise_log, text
+from .escape import dump_json, neutralise_log, text
 from .formats import FORMATS, format_module
 from .formats.common import summary_line
 from .formats.console import style_for_destination
@@ -132,12 +133,16 @@ def _run_config(targets: list[str], resolver: ConfigResolver) -> Config:
 def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
                     settings_for: Callable[[str], TargetSettings], run_config: Config, *, fmt: str, exit_zero: bool,
                     error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
-    """`--show-settings`: the config file and resolved settings of each target, as ruff shows them."""
+    """`--show-settings`: the config file and resolved settings of each target, as ruff shows them; a JSON
+    document for `fmt` json."""
 
     def shown(path: Path | None) -> str:
         return ConfigError(path, None, "").path if path is not None else "none (defaults)"
 
     rules = sorted(known_rules())
+    if fmt == "json":
+        return _settings_document(targets, unreadable, settings_for, run_config, rules, exit_zero=exit_zero,
+                                  error_on_warning=error_on_warning, revision=revision, follow_links=follow_links)
     lines = [
         f"run: config {shown(run_config.path)}; output-format {fmt}; exit-zero {str(exit_zero).lower()}; "
         f"error-on-warning {str(error_on_warning).lower()}; follow-links {str(follow_links).lower()}"
@@ -164,7 +169,36 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
             + (f"; not selected: {', '.join(disabled)}" if disabled else ""),
         ]
 
-    return neutralise_log("\n".join(text(line) for line in lines))  # each entry one line, whatever the data
+    return neutralise_log("\n".join(text(line) for line in lines)) + "\n"  # each entry one line, whatever the data
+
+
+def _settings_document(targets: list[str], unreadable: Mapping[str, Exception],
+                       settings_for: Callable[[str], TargetSettings], run_config: Config, rules: list[str], *,
+                       exit_zero: bool, error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
+    """`--show-settings --output-format json`: what the text shows, as one document."""
+    def shown(path: Path | None) -> str | None:
+        return ConfigError(path, None, "").path if path is not None else None
+
+    entries: list[dict[str, Any]] = []
+    for target in targets:
+        if target in unreadable:
+            entries.append({"target": target, "error": str(unreadable[target])})
+            continue
+        settings = settings_for(target)
+        enabled = settings.selection.codes(rules)
+        entries.append({
+            "target": target, "config": shown(settings.config.path), "engine": settings.engine,
+            "tp": list(settings.tp_sizes), "batch": settings.batch, "slots": settings.slots,
+            "state_dtype": settings.state_dtype, "gpu_memory": settings.gpu_memory,
+            "rules": {"selected": [code for code in rules if code in enabled],
+                      "not_selected": [code for code in rules if code not in enabled]},
+        })
+    return dump_json({
+        "schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info(), "command": "show-settings",
+        "run": {"config": shown(run_config.path), "output_format": "json", "exit_zero": exit_zero,
+                "error_on_warning": error_on_warning, "follow_links": follow_links, "revision": revision},
+        "targets": entries,
+    }, indent=2) + "\n"
 
 
 T = TypeVar("T")
@@ -272,7 +306,8 @@ def check_command(
     """Check models: per-rank shapes of every kernel argument, and every problem, for each deployment."""
 
     check_format(output_format)
-    for mode, chosen in (("--list-models", list_models_flag), ("--statistics", statistics)):
+    for mode, chosen in (("--list-models", list_models_flag), ("--statistics", statistics),
+                         ("--show-settings", show_settings)):
         if chosen and output_format is not None and output_format not in LISTING_FORMATS:
             raise typer.BadParameter(f"{mode} writes {', '.join(LISTING_FORMATS[:-1])} or {LISTING_FORMATS[-1]}, "
                                      f"not {output_format!r}", param_hint=format_option_name())
@@ -348,6 +383,7 @@ def check_command(
         )
 
     if show_settings:
+        out.protect(_files_found(paths, [], resolver))
         unreadable = dict(unreadable)
         for target in paths:  # what a run could not read (a missing path or model, a link, an LFS pointer): its
             # metadata only, as the run reads it, and never checked
@@ -356,10 +392,12 @@ def check_command(
                     open_target(target, revision=revision, follow_links=follow_links)
                 except SourceError as error:
                     unreadable[target] = error
-        out.write(render_settings(paths, unreadable, settings_for, config, fmt=fmt,
-                                  exit_zero=bool(_first(exit_zero, config.exit_zero)),
-                                  error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),
-                                  revision=revision, follow_links=follow_links))
+        # The settings as a JSON document, or as text for the other listing formats (as `--list-models`); to
+        # `-o` when given, as any report.
+        out.write_report(render_settings(paths, unreadable, settings_for, config, fmt=fmt,
+                                         exit_zero=bool(_first(exit_zero, config.exit_zero)),
+                                         error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),
+                                         revision=revision, follow_links=follow_links))
         if not paths and not silent:
             out.info_line(NOTHING_TO_CHECK)  # as the run would say it
         return 2 if unreadable else 0  # a target it could not read is an error line there: the run failed
@@ -373,6 +411,7 @@ def check_command(
         with target_progress(len(paths), quiet=quiet or silent) as progress:
             results = check_targets(paths, settings_for, unreadable=unreadable, revision=revision,
                                     follow_links=follow_links, progress=progress)
+    out.protect(_files_found(paths, results, resolver))
     run = Run(
         results,
         failing=FAILING_WITH_WARNINGS if _first(error_on_warning, config.error_on_warning) else FAILING_DEFAULT,
@@ -395,3 +434,20 @@ def check_command(
     if fmt == "github":
         out.append_step_summary(renderer.step_summary(run))
     return run.exit_code
+
+
+def _files_found(paths: list[str], results: list[TargetResult], resolver: ConfigResolver) -> list[str | None]:
+    """What the run found or read beyond its command line, which no report may replace: the files of every
+    checkpoint found below a folder it searched, every file a check read, and the settings files it used."""
+    found: list[str | None] = []
+    for path in paths:
+        found.extend(checkpoint_inputs(path))
+        settings = resolver.for_target(path).path
+        found.append(str(settings) if settings is not None else None)
+    for result in results:
+        if result.check is not None:
+            source = result.check.source_dict()
+            found.extend([source.get("config_file"), source.get("index_file"), *source.get("files_read", ())])
+        if result.error is not None:
+            found.append(result.error.path)
+    return found

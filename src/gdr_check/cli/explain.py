@@ -159,14 +159,25 @@ class _Stdin:
                        f"an error before line {first}")
 
 
+class StdinError(InputError):
+    """Standard input cannot be read: closed, a directory, or failing."""
+
+
 def _read_stdin() -> _Stdin:
     """The paste piped into `explain -`: its last `MAX_PASTE` bytes from a line start (a log ends with its error),
     read in chunks so that a log of any size takes bounded memory (bytes that are not UTF-8 replaced), and how
     many lines before it were dropped."""
-    binary = getattr(sys.stdin, "buffer", None)
+    stream = sys.stdin
+    if stream is None:  # the descriptor was closed when Python started
+        raise StdinError("standard input is closed: pipe a log into `gdr-check explain -`")
+    binary = getattr(stream, "buffer", None)
     tail, size, dropped, starts_line = b"", 0, 0, True
     while True:
-        chunk = binary.read(1 << 16) if binary is not None else sys.stdin.read(1 << 16).encode("utf-8", "replace")
+        try:
+            chunk = binary.read(1 << 16) if binary is not None else stream.read(1 << 16).encode("utf-8", "replace")
+        except (OSError, ValueError) as failure:  # a directory, a closed or revoked descriptor
+            reason = (failure.strerror or type(failure).__name__) if isinstance(failure, OSError) else "it is closed"
+            raise StdinError(f"cannot read standard input: {reason[:1].lower() + reason[1:]}") from None
         if not chunk:
             break
         size += len(chunk)

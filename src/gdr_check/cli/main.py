@@ -22,6 +22,7 @@ from .output import GuardedStdout, Output, protect_inputs
 from .write_errors import ReportWriteError
 
 HELP_OPTIONS = ("--help", "-h", "--version")
+INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (SIGINT), 128 + 2, as shells and ruff give it
 
 
 # Every command, in the order `--help` lists them: name -> the module of this package that defines it. A
@@ -34,8 +35,25 @@ DEFAULT_COMMAND = "check"
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 
+class Interrupted(Exception):
+    """Ctrl-C inside typer, which would answer it with a silent exit 130: carried out to `_run` instead."""
+
+
 class DefaultCommandGroup(typer.core.TyperGroup):
     """Runs `check` when the first argument is not a command: `gdr-check model.safetensors --tp 4`."""
+
+    # typer turns a KeyboardInterrupt into exit 130 without a word: it is passed on as `Interrupted`, for one line.
+    def make_context(self, *args: Any, **kwargs: Any) -> ClickContext:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted from None
+
+    def invoke(self, ctx: ClickContext) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted from None
 
     def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         # Typer's own value conversion would import pydantic for the first option: see `.coercion`.
@@ -164,6 +182,9 @@ def _run(argv: Sequence[str] | None) -> int:
         return stop.exit_code
     except typer.Abort:
         output.fatal("usage", "interrupted")
+    except (KeyboardInterrupt, Interrupted):  # Ctrl-C: one line, no partial report, the shell's code for SIGINT
+        output.error_line("interrupted")
+        return INTERRUPTED
     except click_exceptions.ClickException as error:
         output.fatal("usage", error.format_message().replace("\n", " "))
     except ReportWriteError as error:  # the record of the failure could not go there either
@@ -181,4 +202,4 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    sys.exit(main())  # (the console script enters through `gdr_check.cli.entry.run`, which also covers imports)

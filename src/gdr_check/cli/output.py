@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,15 @@ class Output:
     def __init__(self, fmt: str = "full", output_file: str | os.PathLike[str] | None = None) -> None:
         self.format = fmt
         self.output_file = Path(output_file) if output_file else None
+        self.read: set[str] = set()  # what the run found or read beyond its command line (`protect`)
+
+    def protect(self, paths: Iterable[str | None]) -> None:
+        """Files the run found or read (a checkpoint's files below a folder it searched, a settings file): the
+        report never replaces one, by any name (a hard link included), as it never replaces a named input."""
+        self.read.update(path for path in paths if path)
+
+    def _protected(self) -> frozenset[str]:
+        return inputs_named(_RUN_ARGV) | self.read
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Output:
@@ -131,14 +140,14 @@ class Output:
     def write_report(self, text: str) -> None:
         """The report itself: to --output-file when given (replaced whole, or left as it was), else to stdout."""
         if self.output_file is not None:
-            write_report_file(self.output_file, text, inputs_named(_RUN_ARGV))
+            write_report_file(self.output_file, text, self._protected())
         elif text:
             _to_stdout(text)
 
     def check_destination(self) -> None:
         """Refuse now (ReportWriteError) an --output-file that the report could not be written to at the end."""
         if self.output_file is not None:
-            check_report_path(self.output_file, inputs_named(_RUN_ARGV))
+            check_report_path(self.output_file, self._protected())
 
     def info_line(self, message: str) -> None:
         _to_stderr(message)
@@ -266,6 +275,16 @@ class GuardedStdout:
             except _STREAM_FAILURES:  # no descriptor (a StringIO): nothing buffered for one either
                 pass
         return self._stream
+
+    def isatty(self) -> bool:
+        """A closed stdout is no terminal (colour and progress are decided by asking): the report's write then
+        fails as one line."""
+        if self._stream is None:
+            return False
+        try:
+            return bool(self._stream.isatty())
+        except _STREAM_FAILURES:
+            return False
 
     # What click asks of a text stream before it writes to it, answered for a closed stdout.
     _CLOSED = {"encoding": "utf-8", "errors": "strict"}

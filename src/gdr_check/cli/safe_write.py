@@ -56,8 +56,8 @@ def _refuse_destination(path: Path, protected: Iterable[str]) -> None:
         raise _failure(path, "is a directory")
     # (a usage error's record goes to -o too: these checks are here, on every way a report is written)
     if existing is not None and any(os.path.samefile(target, kept) for kept in protected if os.path.lexists(kept)):
-        raise _failure(path, "it is an input of this run (named on the command line, or a file of a checkpoint "
-                             "named there): write the report elsewhere")
+        raise _failure(path, "it is an input of this run (named on the command line, a file of a checkpoint named "
+                             "or found there, or a settings file it read): write the report elsewhere")
     misnamed = reserved_name_refusal(path, "a report")
     if misnamed is not None:
         raise _failure(path, misnamed)

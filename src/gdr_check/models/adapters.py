@@ -416,7 +416,7 @@ def _from_layer_types(view: ConfigView, linear_names: frozenset[str], known: fro
     # An entry may be any JSON value (a list or an object is unhashable): only strings name a kind.
     unknown = sorted({t if isinstance(t, str) else _json(t) for t in types if not (isinstance(t, str) and t in known)})
     if unknown:
-        shown = ", ".join(f"`{u if len(u) <= 60 else u[:57] + '...'}`" for u in unknown[:_SHOWN])
+        shown = ", ".join(f"`{u if len(u) <= 200 else u[:197] + '...'}`" for u in unknown[:_SHOWN])
         more = f" and {len(unknown) - _SHOWN} more" if len(unknown) > _SHOWN else ""
         result.problems.append((key, f"holds unknown layer kinds {shown}{more}"))
     count = _num_layers(view)

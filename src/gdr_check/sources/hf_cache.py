@@ -100,8 +100,11 @@ def resolve_repo_id(repo_id: str, reader: MetadataReader, cache_dir: str | None 
         # A revision is read from the cache only: the built-in descriptions are of the released main.
         pinned = (f"; a revision (`@{revision}`) is read from the cache only, never from the built-in description"
                   if revision is not None else "")
-        raise ModelNotFound(None, repo_id=repo_id, cache_dir=str(root),
-            fix=f"download it (`hf download {repo_id}`), or set `HF_HUB_CACHE` to the cache that holds it{pinned}",
+        # The revision asked for is named with the repo: `org/name@rev` is what is missing, not `org/name`.
+        asked = repo_id if revision is None else f"{repo_id}@{revision}"
+        download = repo_id if revision is None else f"{repo_id} --revision {revision}"
+        raise ModelNotFound(None, repo_id=asked, cache_dir=str(root),
+            fix=f"download it (`hf download {download}`), or set `HF_HUB_CACHE` to the cache that holds it{pinned}",
         )
     # The hub joins the revision into a path: only a well-formed one is handed to it.
     # ... and only when the ref it reads is a small regular file: the hub reads a ref whole, so a FIFO would
