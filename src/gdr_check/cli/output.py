@@ -121,8 +121,8 @@ class Output:
         report never replaces one, by any name (a hard link included), as it never replaces a named input."""
         self.read.update(path for path in paths if path)
 
-    def _protected(self) -> frozenset[str]:
-        return inputs_named(_RUN_ARGV) | self.read
+    def _named(self) -> frozenset[str]:
+        return inputs_named(_RUN_ARGV)
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Output:
@@ -140,14 +140,14 @@ class Output:
     def write_report(self, text: str) -> None:
         """The report itself: to --output-file when given (replaced whole, or left as it was), else to stdout."""
         if self.output_file is not None:
-            write_report_file(self.output_file, text, self._protected())
+            write_report_file(self.output_file, text, self._named(), self.read)
         elif text:
             _to_stdout(text)
 
     def check_destination(self) -> None:
         """Refuse now (ReportWriteError) an --output-file that the report could not be written to at the end."""
         if self.output_file is not None:
-            check_report_path(self.output_file, self._protected())
+            check_report_path(self.output_file, self._named(), self.read)
 
     def info_line(self, message: str) -> None:
         _to_stderr(message)

@@ -36,9 +36,10 @@ def _failure(path: Path, reason: str) -> ReportWriteError:
     return ReportWriteError(f"cannot write `{text(os.fspath(path))}`: {text(reason)}")
 
 
-def _refuse_destination(path: Path, protected: Iterable[str]) -> None:
+def _refuse_destination(path: Path, protected: Iterable[str], found: Iterable[str] = ()) -> None:
     """ReportWriteError for a path a report must not or cannot take, by every check that needs no write: its
-    folder must exist (none is created)."""
+    folder must exist (none is created). `protected`: the inputs the command line names; `found`: what the run
+    found or read beyond them (after the check of a reserved name, which says more)."""
     # A link is followed: the report replaces the file it names, and the link stays.
     target = Path(os.path.realpath(path))
     in_cache = cache_refusal(path, "a report")
@@ -55,20 +56,30 @@ def _refuse_destination(path: Path, protected: Iterable[str]) -> None:
     if existing is not None and stat.S_ISDIR(existing.st_mode):
         raise _failure(path, "is a directory")
     # (a usage error's record goes to -o too: these checks are here, on every way a report is written)
-    if existing is not None and any(os.path.samefile(target, kept) for kept in protected if os.path.lexists(kept)):
-        raise _failure(path, "it is an input of this run (named on the command line, a file of a checkpoint named "
-                             "or found there, or a settings file it read): write the report elsewhere")
+    if existing is not None and _is_one_of(target, protected):
+        raise _failure(path, _INPUT)
     misnamed = reserved_name_refusal(path, "a report")
     if misnamed is not None:
         raise _failure(path, misnamed)
+    if existing is not None and _is_one_of(target, found):
+        raise _failure(path, _INPUT)
 
 
-def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = ()) -> None:
+_INPUT = ("it is an input of this run (named on the command line, a file of a checkpoint named or found there, or a "
+          "settings file it read): write the report elsewhere")
+
+
+def _is_one_of(target: Path, paths: Iterable[str]) -> bool:
+    """Whether `target` is one of `paths` by device and inode: through any name, a hard link included."""
+    return any(os.path.samefile(target, kept) for kept in paths if os.path.lexists(kept))
+
+
+def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = (), found: Iterable[str] = ()) -> None:
     """Refuse, before a long run, a report path that `write_report_file` would refuse, or whose folder cannot be
     written (ReportWriteError)."""
     path = Path(path)
     try:
-        _refuse_destination(path, protected)
+        _refuse_destination(path, protected, found)
         problem = write_problem(path)
     except OSError as failure:
         raise _failure(path, _reason(failure)) from None
@@ -76,14 +87,15 @@ def check_report_path(path: str | os.PathLike[str], protected: Iterable[str] = (
         raise _failure(path, problem)
 
 
-def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = ()) -> None:
+def write_report_file(path: str | os.PathLike[str], content: str, protected: Iterable[str] = (),
+                      found: Iterable[str] = ()) -> None:
     """Write `content` to `path` atomically (see the module's docstring), into a folder that exists. Never over
     a file in `protected` (the run's inputs, `inputs_named`), nor to a name a checkpoint's files have, nor into a
     Hugging Face cache repository."""
     path = Path(path)
     data = content.encode(ENCODING, ENCODING_ERRORS)
     try:
-        _refuse_destination(path, protected)
+        _refuse_destination(path, protected, found)
         write_whole(path, data)
     except ReportWriteError:
         raise
