@@ -167,3 +167,103 @@ def test_rendering_is_linear_in_the_results(tmp_path, monkeypatch, fmt):
     write_good(tmp_path / "good")
     small, large = (_render_calls(tmp_path, fmt, n) for n in (40, 160))
     assert large <= 5 * small, (small, large)
+
+
+# -- data that is never reported on costs nothing -------------------------------------------------------------------
+def _unused_array(elements: int, element: str = "0") -> str:
+    return '{"model_type": "qwen3_next",\n "junk": [' + ",".join([element] * elements) + '],\n "layer_types": ["a", "b"]}'
+
+
+def _nested(depth: int, width: int) -> str:
+    """Objects `depth` deep, each with an array of `width` numbers and an object of `width / 10` members."""
+    text = "0"
+    for level in range(depth):
+        members = ",".join(f'"x{i}": {i}' for i in range(width // 10))
+        text = f'{{"k{level}": {text}, "w": [{",".join(["1"] * width)}], "m": {{{members}}}}}'
+    return text
+
+
+def _deep_and_wide(depth: int, width: int) -> str:
+    return '{"model_type": "x",\n"deep": ' + _nested(depth, width) + "}"
+
+
+@pytest.mark.parametrize("text", [_unused_array(2_000_000), _unused_array(700_000, '"s"'), _deep_and_wide(400, 1000)],
+                         ids=["numbers", "strings", "deep-and-wide"])
+def test_locating_a_key_costs_memory_independent_of_unused_data(text):
+    """A location per element (`dotted_keys`) took gigabytes for a 15 MB config; the locator keeps what lies on
+    the asked paths only: well under the text's own size."""
+    import tracemalloc
+
+    from gdr_check.sources.key_locator import KeyLocator
+
+    tracemalloc.start()
+    try:
+        keys = KeyLocator(text)
+        located = [keys.get("model_type"), keys.get("layer_types.1"), keys.get("deep.k399"), keys.get("nope.x")]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # (a constant: the regular-expression engine's state for one match of up to 4096 strings)
+    assert peak < 2 * 1024 * 1024 + len(text) // 50, (peak, len(text))
+    assert located[0] is not None and located[3] is None
+    if "junk" in text:
+        line = text.splitlines()[2]
+        assert located[1] is not None and (located[1].line, located[1].column) == (3, line.index('"b"') + 1)
+
+
+def test_the_locator_agrees_with_the_full_index_on_random_documents():
+    """Every key `dotted_keys` locates (the reference: a location per member and element), the lazy locator
+    locates the same, in documents of every shape (escapes, unicode, nesting, compact or indented)."""
+    import random
+
+    from gdr_check.sources.jsonpos import dotted_keys
+    from gdr_check.sources.key_locator import KeyLocator
+
+    chooser = random.Random(41)
+
+    def value(depth: int):
+        roll = chooser.random()
+        if depth > 4 or roll < 0.4:
+            return chooser.choice([1, -2.5e3, "x", 'a"b\\c\n', True, None, "é", 0, "[{]}"])
+        if roll < 0.7:
+            return [value(depth + 1) for _ in range(chooser.randint(0, 4))]
+        return {chooser.choice(["a", "b", "é", 'q"', "0", "[", "}"]) + str(chooser.randint(0, 3)): value(depth + 1)
+                for _ in range(chooser.randint(0, 4))}
+
+    for _ in range(500):
+        text = json.dumps({"k": value(0), "z": value(0)}, indent=chooser.choice([None, 2, 0]))
+        keys = KeyLocator(text)
+        reference = dotted_keys(text)
+        assert {key: keys.get(key) for key in reference} == reference, text
+        assert set(keys) == set(reference)
+
+
+@pytest.fixture(scope="module")
+def unused(tmp_path_factory) -> Path:
+    """A checkpoint whose config holds 7.5 million unused numbers (15 MB, under the 16 MiB cap); one whose
+    config nests 800 objects with 1,000 numbers each; a recording with 7 million unused numbers and 3 million
+    unused strings."""
+    root = tmp_path_factory.mktemp("unused")
+    config = qwen3_next_config()
+    built = write_checkpoint(root / "array", config, qwen_tensors(config))
+    (built / "config.json").write_text(json.dumps(dict(config, junk="J")).replace('"J"', "[" + "0," * 7_500_000 + "0]"))
+    built = write_checkpoint(root / "deep", config, qwen_tensors(config))
+    (built / "config.json").write_text(json.dumps(dict(config, deep="J")).replace('"J"', _nested(800, 1000)))
+    tensor = {"shape": [4, 8], "stride": [8, 1], "dtype": "bfloat16", "device": "cuda:0"}
+    call = {"variant": "gdn", "scale": 0.35, **{name: tensor for name in (
+        "mixed_qkv", "a", "b", "A_log", "dt_bias", "initial_state", "out", "ssm_state_indices")}}
+    document = {"schema_version": 1, "kind": "gdr-check-capture", "calls": [{"index": 0, "call": call, "x": "J"}],
+                "junk": "S"}
+    (root / "recording.json").write_text(json.dumps(document).replace('"J"', "[" + "0," * 7_000_000 + "0]")
+                                         .replace('"S"', "[" + '"s",' * 3_000_000 + '"s"]'))
+    return root
+
+
+@pytest.mark.parametrize("args,exit_code,rss", [
+    (("array", "--isolated"), 0, 300), (("deep", "--isolated"), 0, 200), (("call", "recording.json"), 1, 400)])
+def test_unused_data_costs_what_parsing_it_costs(unused, args, exit_code, rss):
+    """Peak memory a small multiple of the file (the parsed document itself), never a location per element:
+    the 15 MB config took 1.1 GB and 59 s, the recording 17 s."""
+    outcome = run_subprocess(*args, "--output-format", "json", cwd=unused)
+    assert_outcome("json", outcome, exit_code=exit_code)
+    assert 0 < outcome.max_rss_mib < rss, outcome.max_rss_mib

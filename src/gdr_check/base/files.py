@@ -6,9 +6,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 # The `kind` a recording of kernel calls declares (`gdr_check.capture()`, recording.py): JSON like a model's
 # config.json, which the readers must tell apart.
@@ -38,6 +40,20 @@ def bounded_int(literal: str) -> int:
         return int(literal)
     stand_in: int = 10**MAX_INT_DIGITS
     return -stand_in if literal.startswith("-") else stand_in
+
+
+# A run of more than MAX_INT_DIGITS digits, found from its first digit only (the look-behind), so that the search
+# is linear in the text whatever its numbers.
+_LONG_DIGITS = re.compile(rf"(?<![0-9])[0-9]{{{MAX_INT_DIGITS + 1}}}")
+
+
+def loads_bounded(text: str) -> Any:
+    """`json.loads(text)` with integers bounded as `bounded_int` bounds them. The decoder calls `parse_int` once
+    per integer (a config's array of millions of numbers took seconds in those calls): it is given only when the
+    text holds a digit run that long at all (in a string or a number), else the decoder converts in C."""
+    if _LONG_DIGITS.search(text) is None:
+        return json.loads(text)
+    return json.loads(text, parse_int=bounded_int)
 
 
 def json_error_reason(error: json.JSONDecodeError) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from ..base.errors import InputError, not_utf8, printable
-from ..base.files import RECORDING_KIND, bounded_int, json_error_reason
+from ..base.files import RECORDING_KIND, json_error_reason, loads_bounded
 from ..base.identity import REPORT_SCHEMA_VERSION
 from ..base.limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
 from ..base.tensor_spec import TensorSpec, check_sizes, index_values_problem, known_dtype
@@ -217,7 +217,7 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     except UnicodeDecodeError as error:
         raise RecordingError(shown, not_utf8(raw, error)) from None
     try:
-        document = json.loads(text, parse_int=bounded_int)
+        document = loads_bounded(text)
     except json.JSONDecodeError as error:
         raise RecordingError(shown, f"not valid JSON (line {error.lineno}, column {error.colno}: "
                                     f"{json_error_reason(error)})") from None

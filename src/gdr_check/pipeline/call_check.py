@@ -3,8 +3,7 @@ call that model needs at its deployment (`gdr-check call`). One `Run`, as every 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,7 +15,7 @@ from ..checks.compare import Comparison, ModelGeometry, compare_call, contract_a
 from ..checks.contract import run_contract
 from ..engines.profiles import DEFAULT_ENGINE
 from ..models.adapters import attention_head_dim
-from ..sources.jsonpos import key_spans
+from ..sources.key_locator import KeyLocator
 from .library import deployment_of, selected_diagnostics, without_linear_layers
 from .model_check import ModelCheck, check_model
 from .results import FAILING_DEFAULT, Run, TargetResult
@@ -252,28 +251,35 @@ def _guard_report_run(recording: Recording, target: str | None, index: int | Non
     return Run([result], failing=failing, exit_zero=exit_zero)
 
 
-# A recorded tensor's `values` (up to a million numbers each): blanked, newlines kept, before the positions are
-# read, so that the tokenizer walks the calls' structure, not every index value. A flat list of numbers has no
-# `]` inside.
-_VALUES = re.compile(r'("values"\s*:\s*\[)([^\]]*)')
-
-
-def call_spans(text: str) -> dict[tuple[int, str | None], KeyLocation]:
+def call_spans(text: str) -> Mapping[tuple[int, str | None], KeyLocation]:
     """Where each call of a recording's text sits: (position in `calls`, None) for the entry and (position,
-    argument) for its `call` object's members, so that a call's diagnostics point at its lines."""
-    blanked = _VALUES.sub(lambda m: m.group(1) + _blank(m.group(2)), text)
-    spans: dict[tuple[int, str | None], KeyLocation] = {}
-    for path, span in key_spans(blanked):
-        if len(path) == 2 and path[0] == "calls" and isinstance(path[1], int):
-            spans[(path[1], None)] = span
-        elif len(path) == 4 and path[0] == "calls" and isinstance(path[1], int) and path[2] == "call":
-            spans[(path[1], str(path[3]))] = span
-    return spans
+    argument) for its `call` object's members, so that a call's diagnostics point at its lines. Located when
+    asked for (`KeyLocator`): a recorded tensor's `values` or any other array is skipped, never walked."""
+    return _CallSpans(KeyLocator(text))
 
 
-def _blank(text: str) -> str:
-    """`text` as spaces, its line breaks kept (so that every later position stays where it was)."""
-    return " " * len(text) if "\n" not in text else re.sub(r"[^\n]", " ", text)
+class _CallSpans(Mapping[tuple[int, str | None], KeyLocation]):
+    def __init__(self, keys: KeyLocator) -> None:
+        self._keys = keys
+
+    @staticmethod
+    def _dotted(key: tuple[int, str | None]) -> str:
+        position, argument = key
+        return f"calls.{position}" if argument is None else f"calls.{position}.call.{argument}"
+
+    def __getitem__(self, key: tuple[int, str | None]) -> KeyLocation:
+        return self._keys[self._dotted(key)]
+
+    def __iter__(self) -> Iterator[tuple[int, str | None]]:
+        for dotted in self._keys:
+            parts = dotted.split(".", 3)
+            if parts[0] == "calls" and len(parts) == 2:
+                yield int(parts[1]), None
+            elif parts[0] == "calls" and len(parts) == 4 and parts[2] == "call" and "." not in parts[3]:
+                yield int(parts[1]), parts[3]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _in_recording(diagnostic: Diagnostic, path: str, spans: Mapping[tuple[int, str | None], KeyLocation],

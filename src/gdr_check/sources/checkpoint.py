@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ class Checkpoint:
     kind: str  # "safetensors-file" | "sharded" | "directory" | "hf-cache" | "config-only"
     config: dict[str, Any] | None = None
     config_file: str | None = None
-    config_keys: dict[str, KeyLocation] = field(default_factory=dict)
+    config_keys: Mapping[str, KeyLocation] = field(default_factory=dict)
     tensors: dict[str, TensorInfo] = field(default_factory=dict)
     index_file: str | None = None
     index_lines: dict[str, KeyLocation] = field(default_factory=dict)

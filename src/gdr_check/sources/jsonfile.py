@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import not_utf8
-from ..base.files import bounded_int, json_error_reason
+from ..base.files import json_error_reason, loads_bounded
 from ..base.limits import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
 from ..base.source_error import SourceError
 from .metadata_reader import MetadataReader
@@ -33,7 +33,7 @@ def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: ty
         reason = not_utf8(raw, exc, at=None)
         raise invalid(path, line=line, column=column, reason=reason) from None
     try:
-        return json.loads(text, parse_int=bounded_int), text
+        return loads_bounded(text), text
     except json.JSONDecodeError as exc:
         raise invalid(path, line=exc.lineno, column=exc.colno, reason=json_error_reason(exc)) from None
     except RecursionError:

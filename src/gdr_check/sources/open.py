@@ -28,7 +28,8 @@ from .hf_cache import (
     split_revision,
 )
 from .jsonfile import load_json_file
-from .jsonpos import LazyKeyLocations, dotted_keys, member_spans
+from .jsonpos import LazyKeyLocations, member_spans
+from .key_locator import KeyLocator
 from .metadata_reader import MetadataReader, broken_link, permission_denied
 from .rules import (
     DuplicateTensors,
@@ -209,7 +210,7 @@ class _Builder:
                 "it is a recording of kernel calls, not a model config (`gdr-check call` checks one)"))
         self.checkpoint.config = value
         self.checkpoint.config_file = display_path(path)
-        self.checkpoint.config_keys = dotted_keys(text)
+        self.checkpoint.config_keys = KeyLocator(text)  # located when a diagnostic asks (key_locator.py)
 
     def _shard(self, path: Path, shard: str) -> list[str]:
         """Read one shard's header into the checkpoint; returns its tensor names, in header order."""
