@@ -6,6 +6,7 @@ outcome the README promises through the real CLI: a report, or one `error:` line
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -171,7 +172,8 @@ def test_rendering_is_linear_in_the_results(tmp_path, monkeypatch, fmt):
 
 # -- data that is never reported on costs nothing -------------------------------------------------------------------
 def _unused_array(elements: int, element: str = "0") -> str:
-    return '{"model_type": "qwen3_next",\n "junk": [' + ",".join([element] * elements) + '],\n "layer_types": ["a", "b"]}'
+    junk = ",".join([element] * elements)
+    return '{"model_type": "qwen3_next",\n "junk": [' + junk + '],\n "layer_types": ["a", "b"]}'
 
 
 def _nested(depth: int, width: int) -> str:
@@ -267,3 +269,36 @@ def test_unused_data_costs_what_parsing_it_costs(unused, args, exit_code, rss):
     outcome = run_subprocess(*args, "--output-format", "json", cwd=unused)
     assert_outcome("json", outcome, exit_code=exit_code)
     assert 0 < outcome.max_rss_mib < rss, outcome.max_rss_mib
+
+
+# -- structure: iteration, not recursion ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def deep_tree(tmp_path_factory) -> Path:
+    """A checkpoint 1,200 folders down (past Python's recursion limit), under a `pyproject.toml` at the top."""
+    root = tmp_path_factory.mktemp("deep-tree")
+    (root / "pyproject.toml").write_text("[tool.gdr-check]\nbatch = 4\n")
+    before = os.getcwd()
+    os.chdir(root)  # folder by folder: the whole path is past what one system call takes at once for some tools
+    try:
+        for _ in range(1200):
+            os.mkdir("d")
+            os.chdir("d")
+        write_good(Path("ck"))
+    finally:
+        os.chdir(before)
+    return root
+
+
+def test_a_checkpoint_1200_folders_deep_is_found_with_its_settings(deep_tree):
+    from gdr_check.config import ConfigResolver
+    from gdr_check.sources.discover import find_checkpoints
+
+    deep = "/".join(["d"] * 1200) + "/ck"
+    assert find_checkpoints(str(deep_tree)) == [os.path.join(str(deep_tree), deep)]
+    assert ConfigResolver(cwd=deep_tree).for_target(str(deep_tree / deep)).batch == 4
+    outcome = run_subprocess(".", "--show-settings", "--output-format", "json", cwd=deep_tree)
+    document = assert_outcome("json", outcome, exit_code=0)
+    assert [(t["target"], t["config"], t["batch"]) for t in document["targets"]] == [(deep, "pyproject.toml", 4)]
+    outcome = run_subprocess(".", "--output-format", "concise", cwd=deep_tree)
+    assert_outcome("concise", outcome, exit_code=0)
+    assert f"{deep}/config.json:1:1: info[GDR131]" in outcome.stdout

@@ -170,14 +170,25 @@ class ConfigResolver:
         return self._loaded[path]
 
     def _nearest(self, directory: Path) -> Path | None:
-        if directory not in self._found:
+        """The nearest `pyproject.toml` with a table at or above `directory`, each folder's answer kept. Up the
+        tree in a loop: a target thousands of folders deep costs no recursion."""
+        climbed: list[Path] = []
+        answer: Path | None = None
+        while directory not in self._found:
+            climbed.append(directory)
             candidate = directory / PYPROJECT
             if os.path.isfile(candidate) and _has_table(candidate):
-                self._found[directory] = candidate
-            else:
-                parent = directory.parent
-                self._found[directory] = None if parent == directory else self._nearest(parent)
-        return self._found[directory]
+                answer = candidate
+                break
+            parent = directory.parent
+            if parent == directory:
+                break
+            directory = parent
+        else:
+            answer = self._found[directory]
+        for folder in climbed:
+            self._found[folder] = answer
+        return answer
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -109,15 +109,18 @@ def find_checkpoints(
     skipped = 0
     unsearchable = 0
 
-    def walk(path: Path, spelled: str) -> None:
-        nonlocal skipped, unsearchable
+    # Depth first, each folder's entries in name order, as a recursive walk would go; with a stack of its own, so
+    # that a tree thousands of folders deep costs no recursion.
+    pending: list[tuple[Path, str]] = [(Path(start), start)]
+    while pending:
+        path, spelled = pending.pop()
         real = os.path.realpath(path)
         if real in seen:
-            return
+            continue
         seen.add(real)
         if is_checkpoint_dir(path):
             found.append(spelled)
-            return
+            continue
         try:
             entries = sorted(os.scandir(path), key=lambda entry: entry.name)
         except PermissionError:
@@ -127,9 +130,10 @@ def find_checkpoints(
             unsearchable += 1
             if on_unsearchable is not None:
                 on_unsearchable(spelled)
-            return
+            continue
         except OSError:
-            return
+            continue
+        children: list[tuple[Path, str]] = []
         for entry in entries:
             try:
                 if not entry.is_dir(follow_symlinks=True):
@@ -142,9 +146,9 @@ def find_checkpoints(
             if excluded(child):
                 skipped += 1
                 continue
-            walk(child, os.path.normpath(os.path.join(spelled, entry.name)))
+            children.append((child, os.path.normpath(os.path.join(spelled, entry.name))))
+        pending.extend(reversed(children))
 
-    walk(Path(start), start)
     if not found:
         notes = [f"{skipped} excluded director{'y' if skipped == 1 else 'ies'} not searched"] if skipped else []
         if unsearchable:
