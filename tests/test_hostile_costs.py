@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -273,12 +275,13 @@ def test_unused_data_costs_what_parsing_it_costs(unused, args, exit_code, rss):
 
 # -- structure: iteration, not recursion ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def deep_tree(tmp_path_factory) -> Path:
-    """A checkpoint 1,200 folders down (past Python's recursion limit), under a `pyproject.toml` at the top."""
+def deep_tree(tmp_path_factory) -> Iterator[Path]:
+    """A checkpoint 1,200 folders down (past Python's recursion limit), under a `pyproject.toml` at the top;
+    removed from the bottom up afterwards (pytest's own clean-up of old temporary folders recurses)."""
     root = tmp_path_factory.mktemp("deep-tree")
     (root / "pyproject.toml").write_text("[tool.gdr-check]\nbatch = 4\n")
     before = os.getcwd()
-    os.chdir(root)  # folder by folder: the whole path is past what one system call takes at once for some tools
+    os.chdir(root)  # folder by folder: a path of 1,200 parts is made and removed one part at a time
     try:
         for _ in range(1200):
             os.mkdir("d")
@@ -286,7 +289,19 @@ def deep_tree(tmp_path_factory) -> Path:
         write_good(Path("ck"))
     finally:
         os.chdir(before)
-    return root
+    yield root
+    os.chdir(root)
+    try:
+        depth = 0
+        while os.path.isdir("d"):
+            os.chdir("d")
+            depth += 1
+        shutil.rmtree("ck")
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir("d")
+    finally:
+        os.chdir(before)
 
 
 def test_a_checkpoint_1200_folders_deep_is_found_with_its_settings(deep_tree):

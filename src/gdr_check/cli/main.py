@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from .write_errors import ReportWriteError
 
 HELP_OPTIONS = ("--help", "-h", "--version")
 INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (SIGINT), 128 + 2, as shells and ruff give it
+TERMINATED = 143  # ... and by SIGTERM, 128 + 15
 
 
 # Every command, in the order `--help` lists them: name -> the module of this package that defines it. A
@@ -33,6 +35,16 @@ COMMANDS: dict[str, str] = {"explain": "explain", "check": "check", "call": "cal
 DEFAULT_COMMAND = "check"
 
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
+
+
+class Terminated(BaseException):
+    """SIGTERM during a run, raised where the run is, so that what it started (a dry-run's child) is stopped on
+    the way out and no report is written. A BaseException: no `except Exception` on the way takes it for a
+    failure of its own."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 class Interrupted(Exception):
@@ -172,6 +184,17 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    try:  # (only the main thread may set a handler: a run in another thread keeps the default)
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:
+        return _run_command(argv)
+    try:
+        return _run_command(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_command(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     output = Output.from_argv(argv)
     protect_inputs(argv)  # what the run reads, which its report must never replace
@@ -185,6 +208,9 @@ def _run(argv: Sequence[str] | None) -> int:
     except (KeyboardInterrupt, Interrupted):  # Ctrl-C: one line, no partial report, the shell's code for SIGINT
         output.error_line("interrupted")
         return INTERRUPTED
+    except Terminated:
+        output.error_line("terminated")
+        return TERMINATED
     except click_exceptions.ClickException as error:
         output.fatal("usage", error.format_message().replace("\n", " "))
     except ReportWriteError as error:  # the record of the failure could not go there either

@@ -22,6 +22,7 @@ import time
 import traceback
 from typing import Any, TextIO
 
+from .lifeline import die_with_parent
 from .messages import ChildResult, DeviceInfo, EnvironmentResult, FailedResult, OkResult, not_importable
 from .plan import DryRunPlan
 
@@ -108,6 +109,7 @@ def run(plan_data: dict[str, Any]) -> tuple[ChildResult, int]:
 
 
 def main() -> int:
+    die_with_parent()
     output = _claim_stdout()
     try:
         plan_data = json.load(sys.stdin)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .lifeline import parent_environment
 from .plan import DryRunPlan
 
 CHILD_MODULE = "gdr_check.pipeline.dryrun.child"
@@ -61,6 +62,7 @@ def child_environment(plan: DryRunPlan, base: Mapping[str, str] | None = None) -
     if plan.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(parent_environment())  # the child dies with this process (lifeline.py)
     return env
 
 
@@ -75,6 +77,10 @@ def run_child(plan: DryRunPlan, *, timeout: float = DEFAULT_TIMEOUT_S,
         process.kill()
         stdout, stderr = process.communicate()
         return ChildOutcome(None, process.returncode, stderr or "", timed_out=True, timeout=timeout)
+    except BaseException:  # Ctrl-C, SIGTERM (as the CLI raises it): the child goes with the run
+        process.kill()
+        process.wait()
+        raise
     return ChildOutcome(_parse(stdout), process.returncode, stderr or "")
 
 

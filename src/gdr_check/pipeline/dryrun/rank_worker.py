@@ -33,6 +33,7 @@ from ...kernel.naive import REFERENCES
 from ...models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
 from .child import _claim_stdout, jsonable
 from .geometry import launch_geometry
+from .lifeline import die_with_parent
 from .plan import DryRunPlan
 from .tolerances import output_tolerance
 
@@ -362,6 +363,7 @@ def _max_rss() -> int:
 
 
 def main() -> int:
+    die_with_parent()
     output: TextIO = _claim_stdout()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
