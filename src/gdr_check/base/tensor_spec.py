@@ -133,6 +133,22 @@ def _reports_plain_ints(tensor_type: type) -> bool:
 
 _PLAIN_INT_TYPES: dict[type, bool] = {}
 
+# Tensor types whose values and addresses do not exist: torch's fake tensors (FakeTensorMode, the tracing that
+# `torch.compile` does) and the functional wrappers around them. Reading a value raises a data-dependent
+# exception there, and a data pointer is meaningless.
+_FAKE_TYPE_NAMES = frozenset({"FakeTensor", "FunctionalTensor"})
+_FAKE_TYPES: dict[type, bool] = {}
+
+
+def is_fake_tensor_type(tensor_type: type) -> bool:
+    """Whether tensors of `tensor_type` are fake (tracing): they have metadata but no values or memory."""
+    known = _FAKE_TYPES.get(tensor_type)
+    if known is None:
+        known = any(base.__name__ in _FAKE_TYPE_NAMES for base in getattr(tensor_type, "__mro__", ()))
+        if len(_FAKE_TYPES) < _CANONICAL_LIMIT:
+            _FAKE_TYPES[tensor_type] = known
+    return known
+
 
 def short_dtype(dtype: str) -> str:
     return _SHORT.get(dtype, dtype)
@@ -165,6 +181,8 @@ class TensorSpec:
     values: tuple[int | float, ...] | None = field(default=None, compare=False)
     storage: int | None = None
     offset: int = 0
+    # Why values asked for (`from_tensor(read_values=True)`) were not read: "meta" or "fake" (no values exist).
+    values_unread: str | None = field(default=None, compare=False)
     # len(shape), stored: the rules read it ~20 times per checked call (a property costs a call each).
     ndim: int = field(default=0, init=False, repr=False, compare=False)
 
@@ -252,10 +270,16 @@ class TensorSpec:
         except (KeyError, TypeError):  # first sight, or an unhashable duck-typed device
             device = _device_name(device_object)
         values = None
-        if read_values and device != "meta" and tensor.numel() <= 1 << 20:
+        fake = _FAKE_TYPES.get(type(tensor))
+        if fake is None:
+            fake = is_fake_tensor_type(type(tensor))
+        unread = None
+        if read_values and (device == "meta" or fake):
+            unread = "meta" if device == "meta" else "fake"
+        elif read_values and tensor.numel() <= 1 << 20:
             values = tuple(tensor.reshape(-1).tolist())
         storage = None
-        if device != "meta":
+        if device != "meta" and not fake:
             try:
                 storage = tensor.untyped_storage().data_ptr()
                 if not plain:  # torch gives an int; a duck type may not
@@ -279,7 +303,7 @@ class TensorSpec:
                 dtype = _described_dtype(dtype_object)
         else:
             dtype = _described_dtype(dtype_object)
-        return cls(shape, stride, dtype, device, values, storage, offset)
+        return cls(shape, stride, dtype, device, values, storage, offset, unread)
 
     # -- derived properties -------------------------------------------------------------------------------
     def numel(self) -> int:

@@ -78,6 +78,72 @@ def state_inner_layout(ctx: CallContext) -> Finding | None:
 
 
 @rule(
+    "GDR259", "state-pool-slots-alias",
+    summary="the state pool's slots share memory",
+    message=("`initial_state` slot stride `stride(0)` is {pitch}, less than the {slot} elements of one slot: "
+             "distinct slots share memory"),
+    explanation=(
+        "Slot s of the pool starts `s*stride(0)` elements in and holds HV*V*K elements. A slot stride of 0 (a pool "
+        "made by `expand` from one slot, or `as_strided` with stride 0) or any stride smaller than one slot's "
+        "size makes slots overlap: two requests in distinct slots then read and write the same state, the race "
+        "that distinct slot indices exist to prevent, and no wrapper check sees it."
+    ),
+    causes=("a pool `expand`ed from one slot (stride 0 on the slot axis)",
+            "an `as_strided` view with a slot stride smaller than HV*V*K"),
+    fixes=("allocate the pool with memory of its own per slot (`torch.empty(S, HV, V, K)`, or `pool[layer]` of "
+           "a stacked pool); never `expand` its slot axis",),
+    engines="sglang 0.5.23 and vLLM Triton kernels.",
+    example=CallExample({"initial_state": tensor(8, 4, 8, 8, stride=(0, 64, 8, 1))}, "a pool `expand`ed from one slot"),
+)
+def state_slots_alias(ctx: CallContext) -> Finding | None:
+    spec = ctx.state
+    if spec.ndim != 4 or spec.shape[0] < 2 or ctx.K is None:
+        return None
+    HV, V, K = ctx.HV, ctx.V, ctx.K
+    if not (HV and V and K):  # an empty slot: nothing is addressed
+        return None
+    pitch, slot = spec.stride[0], HV * V * K
+    inner_dense = all(size == 1 or got == want for size, got, want in
+                      zip(spec.shape[1:], spec.stride[1:], (V * K, K, 1), strict=True))
+    # A dense slot block spans `slot` elements from its start: a smaller pitch overlaps the next slot. (A block
+    # that is not dense is GDR240; there only a pitch of 0 surely aliases.)
+    if pitch == 0 or (inner_dense and abs(pitch) < slot):
+        fix = ("the slot axis has stride 0 (an `expand`ed or broadcast pool): allocate one slot of state per "
+               "slot" if pitch == 0 else
+               f"the slot stride {pitch} is smaller than one slot ({slot} = HV*V*K elements): give each slot "
+               f"at least {slot} elements")
+        return Finding({"pitch": pitch, "slot": slot}, [fix], argument="initial_state")
+    return None
+
+
+@rule(
+    "GDR260", "slot-index-values-not-read", severity="info",
+    summary="the slot indices' values do not exist: only shapes were checked",
+    message="`ssm_state_indices` is {kind}: its values were not read, only shapes, strides and dtypes were checked",
+    explanation=(
+        "A tensor on the `meta` device, or a fake tensor (`FakeTensorMode`, the tracing that `torch.compile` "
+        "does), has a shape, strides and a dtype but no values: reading one raises a data-dependent error. The "
+        "call is checked from its metadata, and the rules about index values (slots in range, distinct, not the "
+        "reserved slot) are skipped; they run on the real call."
+    ),
+    fixes=("check a call with real tensors too (a `gdr-check call` recording, or the guard outside tracing) for "
+           "the index-value rules",),
+    engines="sglang 0.5.23 and vLLM.",
+    example=CallExample({"ssm_state_indices": tensor(4)}, "a call of meta tensors: the indices hold no values",
+                        device="meta"),
+)
+def slot_index_values_not_read(ctx: CallContext) -> Finding | None:
+    indices = ctx.call.ssm_state_indices
+    if indices.values is not None:
+        return None
+    unread = indices.values_unread or ("meta" if indices.device == "meta" else None)
+    if unread is None:
+        return None
+    kind = "a fake tensor (traced)" if unread == "fake" else "a tensor on the meta device"
+    return Finding({"kind": kind}, argument="ssm_state_indices")
+
+
+@rule(
     "GDR241", "slot-indices-out-of-range",
     summary="a slot index is past the end of the pool",
     message="`ssm_state_indices` holds slot {slot} at row {row}, but the pool has {slots} (0..{last})",

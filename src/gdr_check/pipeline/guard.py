@@ -82,6 +82,7 @@ from typing import Any, Literal
 
 from ..base.errors import described
 from ..base.limits import DEFAULT_MAX_RECORDS, KEPT_DIAGNOSTICS, UNLISTED_FAULTS, checked, counted
+from ..base.tensor_spec import is_fake_tensor_type
 from ..base.variants import variant_spec
 from ..call.packed_call import ARGUMENTS, TENSOR_ARGUMENTS, Variant
 from ..checks.compare import ModelGeometry, compare_call
@@ -702,6 +703,22 @@ class Guard:
         with self._lock:
             self._host_last = (indices, version, memory, {pool})
 
+    def _check_traced(self, site: _Site, values: dict[str, Any], call: Callable[..., Any]) -> Any:
+        """A call on fake tensors (`FakeTensorMode`, `torch.compile` tracing): no data pointer, no values, no
+        kernel launch to guard. The contract runs on the metadata (shapes, strides, dtypes: GDR259 for a pool
+        whose slots alias among them), with GDR260 saying the index values were not read, in the guard's mode;
+        the call then goes on to be traced as given."""
+        values = {**site.defaults, **values} if site.defaults else values
+        args = site.ordered(values)
+        variant: Variant = "kda" if site.variant == "kda" else "gdn"
+        try:
+            call_spec = describe_call(variant, _tensors(args), args[5], bool(args[9]),
+                                      args[10] if len(args) > 10 else None)
+        except (TypeError, ValueError, AttributeError):  # an argument that is no tensor: the engine's to refuse
+            return call(**values)
+        self._act(run_contract(call_spec, self.engine, "engine").diagnostics)
+        return call(**values)
+
     def _compare_with_model(self, args: tuple[Any, ...]) -> list[Any]:
         """The differences between this call and the model's expected per-rank call (shapes only)."""
         self._load_expected()
@@ -824,6 +841,8 @@ class Guard:
                     return original(*args, **kwargs)
                 kwargs, call = site.named(bound), functools.partial(_call_bound, original, bound)
             guard.calls += 1
+            if is_fake_tensor_type(type(kwargs.get("initial_state"))):  # tracing: no memory to look at
+                return guard._check_traced(site, kwargs, call)
             try:
                 q, a, b = kwargs["mixed_qkv"], kwargs["a"], kwargs["b"]
                 g, d, h = kwargs["A_log"], kwargs["dt_bias"], kwargs["initial_state"]
