@@ -188,3 +188,16 @@ def test_a_revision_that_is_not_cached_is_named(tmp_path, args, shown, download)
         f"help: download it (`hf download {download}`), or set `HF_HUB_CACHE` to the cache that holds it; a "
         f"revision (`@{revision}`) is read from the cache only, never from the built-in description"))
 
+
+
+@pytest.mark.parametrize("args,error", [
+    (("explain", "GDR104", "-o", "x.json"), "No such option: -o"),
+    (("explain", "GDR104", "--output-format", "sarif"), "explain writes full or json, not 'sarif'"),
+])
+def test_explain_refuses_what_it_cannot_write_with_one_line(repo, args, error):
+    """`explain` prints a rule or a paste's matches (full or json) to standard output only: a report file or a
+    file format is refused, exit 2, and nothing is written."""
+    before = tree(repo)
+    outcome = run_subprocess(*args, cwd=repo)
+    assert_outcome("full", outcome, exit_code=2, error=error)
+    assert outcome.stdout == "" and tree(repo) == before
