@@ -111,10 +111,12 @@ def find_checkpoints(
 
     # Depth first, each folder's entries in name order, as a recursive walk would go; with a stack of its own, so
     # that a tree thousands of folders deep costs no recursion.
-    pending: list[tuple[Path, str]] = [(Path(start), start)]
+    # Each entry carries its real path: a folder that is no link is its real parent's real path and its name,
+    # so only links are resolved (resolving every folder anew costs a system call per part of its path: the
+    # square of the depth).
+    pending: list[tuple[Path, str, str]] = [(Path(start), start, os.path.realpath(start))]
     while pending:
-        path, spelled = pending.pop()
-        real = os.path.realpath(path)
+        path, spelled, real = pending.pop()
         if real in seen:
             continue
         seen.add(real)
@@ -133,7 +135,7 @@ def find_checkpoints(
             continue
         except OSError:
             continue
-        children: list[tuple[Path, str]] = []
+        children: list[tuple[Path, str, str]] = []
         for entry in entries:
             try:
                 if not entry.is_dir(follow_symlinks=True):
@@ -146,7 +148,8 @@ def find_checkpoints(
             if excluded(child):
                 skipped += 1
                 continue
-            children.append((child, os.path.normpath(os.path.join(spelled, entry.name))))
+            children.append((child, os.path.normpath(os.path.join(spelled, entry.name)),
+                             os.path.realpath(child) if entry.is_symlink() else os.path.join(real, entry.name)))
         pending.extend(reversed(children))
 
     if not found:
