@@ -383,7 +383,8 @@ def check_command(
         )
 
     if show_settings:
-        out.protect(_files_found(paths, [], resolver))
+        if out.output_file is not None:
+            out.protect(_files_found(paths, [], resolver))
         unreadable = dict(unreadable)
         for target in paths:  # what a run could not read (a missing path or model, a link, an LFS pointer): its
             # metadata only, as the run reads it, and never checked
@@ -411,7 +412,8 @@ def check_command(
         with target_progress(len(paths), quiet=quiet or silent) as progress:
             results = check_targets(paths, settings_for, unreadable=unreadable, revision=revision,
                                     follow_links=follow_links, progress=progress)
-    out.protect(_files_found(paths, results, resolver))
+    if out.output_file is not None:  # (what no report file can replace: worked out only when one is written)
+        out.protect(_files_found(paths, results, resolver))
     run = Run(
         results,
         failing=FAILING_WITH_WARNINGS if _first(error_on_warning, config.error_on_warning) else FAILING_DEFAULT,
