@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cli_checkpoints import write_good
-from gdr_check.runner.child import TEST_FAULT_ENV
+from gdr_check.pipeline.dryrun.child import TEST_FAULT_ENV
 
 OLD = b"the previous report\n"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from .checkpoint import KeyLocation
+from ..base.report import KeyLocation
 from .jsonpos import _key
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
