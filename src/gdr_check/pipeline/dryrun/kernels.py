@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...kernel.checked import CHECKED, LAUNCHERS
-from ...kernel.engine_kernels import load_sglang_packed_decode, load_vllm_packed_decode
 from .backends import known_unavailable
 
 
@@ -21,6 +19,8 @@ class KernelUnderTest:
 
 
 def builtin_kernel(variant: str, engine: str) -> KernelUnderTest:
+    from ...kernel.checked import CHECKED, LAUNCHERS  # imports torch and triton: the child process only
+
     checked, fast = CHECKED[variant], LAUNCHERS[variant]
     return KernelUnderTest(
         name="builtin", label=f"gdr-check Triton {variant.upper()} kernel ({engine} profile)",
@@ -37,6 +37,8 @@ def engine_kernel(backend: str, variant: str) -> KernelUnderTest | str:
 
 
 def _sglang_kernel(variant: str) -> KernelUnderTest | str:
+    from ...kernel.engine_kernels import load_sglang_packed_decode  # imports triton: the child process only
+
     try:
         gdn, kda = load_sglang_packed_decode()
     except FileNotFoundError as error:
@@ -47,6 +49,8 @@ def _sglang_kernel(variant: str) -> KernelUnderTest | str:
 
 
 def _vllm_kernel(variant: str) -> KernelUnderTest | str:
+    from ...kernel.engine_kernels import load_vllm_packed_decode  # imports triton: the child process only
+
     gdn = load_vllm_packed_decode()
     if gdn is None:
         return "vLLM's FLA module has no fused_recurrent_gated_delta_rule_packed_decode (or does not import)"
