@@ -27,6 +27,10 @@ def environment(tmp_path_factory) -> tuple[Path, Path]:
     python = folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
+    # `system_site_packages` shows the base interpreter's packages; where this interpreter is itself a virtual
+    # environment (CI's per-version venvs), its own packages (typer, rich) are made visible by a path file.
+    ours = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    (Path(purelib) / "test_parent_environment.pth").write_text("".join(f"{path}\n" for path in ours))
     return python, Path(purelib)
 
 
