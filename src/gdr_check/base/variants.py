@@ -1,7 +1,7 @@
 """The two packed-decode variants as data: Gated DeltaNet (GDN) and Kimi Delta Attention (KDA).
 
-Everything that differs between the two kernels' calls, per rank, is a field here: the width of the gate
-arguments, the extra `lower_bound` argument, the kernel's name, the state pool's layout. Code reads the spec
+What differs between the two kernels' calls, per rank, is a field here: the width of the gate arguments, the
+extra `lower_bound` argument, whether checkpoints fuse z into the qkv projection. Code reads the spec
 (`variant_spec(call.variant).gate_width(HV, K)`) instead of testing the variant's name, so a third variant is
 one more record. The wrapper's order of checks is the one tuple per variant in `checks/rules_wrapper.py`.
 """
@@ -19,8 +19,6 @@ class VariantSpec:
     """What a packed-decode call of one variant looks like."""
 
     name: VariantName
-    title: str  # "GDN", "KDA": how reports name the layer
-    kernel: str  # the engines' packed-decode function
     # The gate arguments `a` and `dt_bias` hold one value per (value head, key channel): HV*K wide (KDA's
     # per-channel decay); else one per value head: HV wide (GDN's scalar decay per head).
     gate_per_key: bool
@@ -28,8 +26,6 @@ class VariantSpec:
     has_lower_bound: bool
     # Checkpoints may fuse the output gate z into the qkv projection (`in_proj_qkvz`): Qwen3-Next's GDN.
     fused_z_projection: bool
-    # The state pool's layout: [slots, HV, V, K] for both (value-major rows, key channels contiguous).
-    state_layout: str = "[S, HV, V, K]"
 
     def gate_width(self, HV: int, K: int) -> int:
         """Elements of `a` per row, and of `dt_bias`, on one rank with HV value heads of K key channels."""
@@ -45,12 +41,10 @@ class VariantSpec:
 
 
 GDN = VariantSpec(
-    name="gdn", title="GDN", kernel="fused_recurrent_gated_delta_rule_packed_decode",
-    gate_per_key=False, has_lower_bound=False, fused_z_projection=True,
+    name="gdn", gate_per_key=False, has_lower_bound=False, fused_z_projection=True,
 )
 KDA = VariantSpec(
-    name="kda", title="KDA", kernel="fused_recurrent_kda_packed_decode",
-    gate_per_key=True, has_lower_bound=True, fused_z_projection=False,
+    name="kda", gate_per_key=True, has_lower_bound=True, fused_z_projection=False,
 )
 VARIANTS: dict[str, VariantSpec] = {spec.name: spec for spec in (GDN, KDA)}
 
