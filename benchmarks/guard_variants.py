@@ -109,7 +109,7 @@ VARIANTS: dict[str, list[Patch]] = {
         "        tl.store(record + fields, values)\n",
         "        tl.store(records + fields, values * 0, mask=fields < 0)\n"), (
         COMMON,
-        '        tl.debug_barrier()\n        tl.atomic_xchg(record + 4, index + 1, sem="release")\n'
+        '            tl.debug_barrier()\n            tl.atomic_xchg(record + 4, index + 1, sem="release")\n'
         "        tl.store(flag, 1)\n", "")],
     # the separate check from 4096 pairs at any batch above one (not only past one 128-row scan block)
     "separate_from_4096_pairs": [(

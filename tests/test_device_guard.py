@@ -408,13 +408,15 @@ def test_guard_modes(monkeypatch):
 
 
 def test_faults_past_the_guards_ring_are_counted_in_every_mode(monkeypatch):
-    """Four faults, a ring of two records: two are itemised (which two is the device's order) and the other two
-    are counted, not lost, in each mode."""
+    """Four faults, two records kept: the first two numbered are itemised (which rows they are is the device's
+    order) and the other two are counted, not lost, in each mode. (Faults raced for the rows of a ring of the last
+    two on a GPU, which left none of them itemised.)"""
     from fake_engine import install
 
     engine = install(monkeypatch)
     _, arguments = engine_arguments()
-    unlisted = "counted on the device but not kept (a ring of the last max_records): raise max_records"
+    unlisted = ("counted on the device but not kept (only the first max_records since the last read are): "
+                "raise max_records")
     with gdr_check.guard(engine="sglang", mode="record", max_records=2) as guard:
         engine.gdn_caller.forward_decode(**arguments)
     slot_faults = [d for d in guard.diagnostics if d.code in device_guard.FAULT_CODES.values()]
@@ -430,29 +432,32 @@ def test_faults_past_the_guards_ring_are_counted_in_every_mode(monkeypatch):
     assert f"gdr_check.guard: 2 faults {unlisted}" in [str(w.message) for w in caught]
 
 
-def test_faults_none_of_which_the_ring_still_held_are_raised_for_the_engine_and_not_for_a_direct_call():
-    """Six faults in a ring of two, the row of fault 4 not yet written: the read lists nothing and counts four
-    (0-3). For the engine's calls every slot fault is an error: raised, with the count; for a direct call they
-    may be notes (slot 0), which never raise alone."""
+def test_faults_none_of_which_were_kept_are_raised_for_the_engine_and_not_for_a_direct_call():
+    """Six faults numbered, no record written. The first read may be racing kernels still storing them: it
+    stops and keeps the flag. The next read comes after a synchronisation that those kernels had to finish
+    before: their rows were never kept, and all six are counted. For the engine's calls every slot fault is an
+    error: raised, with the count; for a direct call they may be notes (slot 0), which never raise alone."""
     for context, raises in (("engine", True), ("direct", False)):
         buffer = FaultBuffer(DEVICE, max_records=2)
-        buffer.counter += 6
+        buffer.counter[0] += 6
         buffer.host_flag[0] = 1
+        buffer.look(context, "sglang")
+        assert buffer.host_flag[0] == 1  # nothing read yet: the rows may still be being stored
         if raises:
             with pytest.raises(PendingFaults) as pending:
                 buffer.look(context, "sglang")
-            assert str(pending.value) == ("4 faults counted on the device but not kept (a ring of the last "
-                                          "max_records): raise max_records (recorded by an earlier call; this "
-                                          "call did not run)")  # (a look is a later call's)
-            assert (pending.value.diagnostics, pending.value.total) == ([], 4)
+            assert str(pending.value) == ("6 faults counted on the device but not kept (only the first max_records "
+                                          "since the last read are): raise max_records (recorded by an earlier "
+                                          "call; this call did not run)")  # (a look is a later call's)
+            assert (pending.value.diagnostics, pending.value.total) == ([], 6)
         else:
             buffer.look(context, "sglang")
-        assert buffer.host_flag[0] == 1  # faults 4 and 5 are still to be read
+        assert buffer.host_flag[0] == 0 and buffer.take() == ([], 0)
 
 
 def test_a_guard_error_for_faults_none_of_which_the_ring_kept_says_how_many():
-    assert str(gdr_check.GuardError([], 3)) == ("3 faults counted on the device but not kept (a ring of the last "
-                                                "max_records): raise max_records")
+    assert str(gdr_check.GuardError([], 3)) == ("3 faults counted on the device but not kept (only the first "
+                                                "max_records since the last read are): raise max_records")
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the host path is for CPU tensors")
@@ -1345,29 +1350,31 @@ def test_a_fault_recorded_while_the_buffer_is_read_is_kept_for_the_next_read(mon
     assert first[1] == 2 and buffer.take() == ([], 0)
 
 
-def test_records_the_ring_overwrote_while_it_was_read_are_counted_not_shown(monkeypatch):
-    """A ring of 4 rows: faults 0-2 are read while faults 3-5 land in rows 3, 0 and 1, over faults 0 and 1. The
-    read shows fault 2 alone (which of the three rows got which number is the device's order) and counts all
-    three; the next read shows 3-5."""
+def test_faults_past_the_kept_records_while_they_are_read_are_counted_not_shown(monkeypatch):
+    """Four records kept: faults 0-2 are read while faults 3-5 land; 3 is kept (row 3), 4 and 5 are not (the
+    device still keeps 0-3, not yet told of the read). The first read shows 0-2 whole; the next shows 3 and
+    stops before 4, which a kernel numbered after the first read might still be storing; the one after that
+    (its kernel has run by then) counts 4 and 5. Nothing is overwritten."""
     buffer = FaultBuffer(DEVICE, max_records=4)
     _record_out_of_range(buffer, 3, "layer 1")
     pending = _faults_land_while_the_ring_is_copied(monkeypatch, buffer, 3, "layer 2")
     faults, total = buffer.take()
-    assert not pending and [f.layer for f in faults] == ["layer 1"] and total == 3
+    assert not pending and [(f.row, f.layer) for f in faults] == [(0, "layer 1"), (1, "layer 1"), (2, "layer 1")]
+    assert total == 3
     faults, total = buffer.take()
-    assert [(f.row, f.layer) for f in faults] == [(0, "layer 2"), (1, "layer 2"), (2, "layer 2")] and total == 3
+    assert [(f.row, f.layer) for f in faults] == [(0, "layer 2")] and total == 1 and buffer.host_flag[0] == 1
+    assert buffer.take() == ([], 2) and buffer.take() == ([], 0)
 
 
 def test_a_row_still_being_written_is_read_next_time():
-    """A fault numbered (the counter stepped) but not yet stamped: the read stops before it, keeps the flag set,
-    and the next read takes it once its stamp is there."""
+    """A fault numbered (the counter stepped) but not yet stamped: the read stops before it and keeps the flag
+    set, and the next read takes it once its stamp is there."""
     buffer = FaultBuffer(DEVICE, max_records=4)
     tag = buffer.tag_for("layer 5", 5)
     _record_out_of_range(buffer, 1, "layer 5")
-    buffer.counter += 1  # fault 1: numbered, its record not written yet
+    buffer.counter[0] += 1  # fault 1: numbered, its record not written yet
     faults, total = buffer.take()
     assert [(f.row, f.layer) for f in faults] == [(0, "layer 5")] and total == 1 and buffer.host_flag[0] == 1
-    assert buffer.take() == ([], 0)
     buffer.records[1] = torch.tensor([1, 3, 11, tag, 2])  # GDR241 at row 3, slot 11, stamped 1 + 1
     faults, total = buffer.take()
     assert [(f.code, f.row, f.slot, f.layer) for f in faults] == [("GDR241", 3, 11, "layer 5")] and total == 1
@@ -1401,13 +1408,13 @@ def test_one_reader_at_a_time_hands_each_fault_out_once(monkeypatch):
     assert sorted(len(faults) for faults, _ in taken) == [0, 3]
 
 
-def test_more_faults_than_records_keep_the_last_ones_and_count_all():
+def test_more_faults_than_records_keep_the_first_ones_and_count_all():
     buffer = FaultBuffer(DEVICE, max_records=4)
     _record_out_of_range(buffer, 3, "layer 1")
     _record_out_of_range(buffer, 3, "layer 2")
     faults, total = buffer.take()
-    assert [f.layer for f in faults] == ["layer 1", "layer 2", "layer 2", "layer 2"] and total == 6
-    assert [f.row for f in faults[1:]] == [0, 1, 2]  # (which of layer 1's rows got number 2: the device's order)
+    assert [f.layer for f in faults] == ["layer 1", "layer 1", "layer 1", "layer 2"] and total == 6
+    assert [f.row for f in faults[:3]] == [0, 1, 2]  # (which of layer 2's rows got number 3: the device's order)
     _record_out_of_range(buffer, 3, "layer 1")
     if DEVICE != "cpu":
         torch.cuda.synchronize()  # the flag has landed
@@ -1420,7 +1427,7 @@ def test_more_faults_than_records_keep_the_last_ones_and_count_all():
                                                    (True, "True (a bool)")])
 def test_a_record_count_must_be_a_whole_number(max_records, shown):
     message = (f"max_records is {shown}: must be a whole number in 1..2**20 (fault records a fault buffer keeps, "
-               f"the last ones); see {LIMITS_DOCS_URL}")
+               f"the first ones after each read); see {LIMITS_DOCS_URL}")
     for make in (lambda: FaultBuffer(DEVICE, max_records=max_records),
                  lambda: gdr_check.guard(engine="sglang", max_records=max_records)):
         with pytest.raises(ValueError) as refused:

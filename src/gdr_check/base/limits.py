@@ -65,8 +65,9 @@ DEFAULT_MAX_RECORDS = 64  # fault records a runtime guard's buffer keeps unless 
 # Diagnostics a runtime guard keeps in `guard.diagnostics`: a guard left on in an engine whose calls keep
 # faulting would otherwise grow without end; past this, diagnostics are counted (`guard.dropped_diagnostics`).
 KEPT_DIAGNOSTICS = 4096
-# What a report of device faults says of those its ring of max_records no longer held when it was read.
-UNLISTED_FAULTS = "counted on the device but not kept (a ring of the last max_records): raise max_records"
+# What a report of device faults says of those past the max_records it keeps between two reads.
+UNLISTED_FAULTS = ("counted on the device but not kept (only the first max_records since the last read are): "
+                   "raise max_records")
 _CONFIG = "config.json"
 _DEPLOY = "command line, [tool.gdr-check]"
 
@@ -101,7 +102,7 @@ LIMITS: dict[str, Limit] = {
                          whole=False),
     # the runtime guard and the capture of calls
     "max_calls": Limit(0, 1_048_576, "kernel calls a capture records", "`gdr_check.capture(max_calls=...)`"),
-    "max_records": Limit(1, 1_048_576, "fault records a fault buffer keeps, the last ones",
+    "max_records": Limit(1, 1_048_576, "fault records a fault buffer keeps, the first ones after each read",
                          f"`gdr_check.guard(max_records=...)` (default {DEFAULT_MAX_RECORDS}), `FaultBuffer`"),
 }
 

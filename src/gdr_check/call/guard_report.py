@@ -90,7 +90,7 @@ def read_guard_report(document: dict[str, Any]) -> GuardReport:
     if guard.get("compared_with_model") is False:
         notes.append("the worker could not read the model: calls were checked against the kernel contract and "
                      "the pool's slots only")
-    for key, what in (("unlisted_faults", "fault(s) the device counted past its ring of records"),
+    for key, what in (("unlisted_faults", "fault(s) the device counted past the records it keeps"),
                       ("dropped_diagnostics", "diagnostic(s) past what the guard keeps")):
         count = _count(guard, key)
         if count:

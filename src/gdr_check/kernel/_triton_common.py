@@ -261,34 +261,37 @@ def load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW: t
 def record_fault(counter, records, flag, fault, i_n, slot, tag, slots, stride_index, MAX_RECORDS: tl.constexpr,
                  SCAN_BLOCK: tl.constexpr, TAG_IN_CELL: tl.constexpr = False):
     """Write (code [+ 256 * (first row + 1) for a duplicate], row, slot, tag, stamp) into the fault records when
-    `fault` is non-zero. `counter` (int64) numbers every fault ever recorded and is never reset: fault i lands
-    in row i % MAX_RECORDS, a ring holding the last MAX_RECORDS, so the host reads what is new since its last
-    read without resetting anything a kernel of another thread could be counting on
-    (`device_guard.FaultBuffer.take`). The stamp, i + 1, is written last, released after the other fields: the
-    host takes a row only once it holds the stamp of the fault it expects there (a row still being written
-    holds an older one). `flag` (host memory) is set so that the host notices without a copy. Nothing is
-    written on a clean row. TAG_IN_CELL: `tag` is the address of a cell holding it (`tiling.GuardLaunch.tag_cell`),
-    read only here."""
+    `fault` is non-zero. `counter[0]` (int64) numbers every fault ever recorded and is never reset; `counter[1]` is
+    the first number not to be kept, which the host sets to (faults it has read) + MAX_RECORDS after each read. So
+    fault i lands in row i % MAX_RECORDS only when it is one of the first MAX_RECORDS since the host's last read:
+    each row has one writer between two reads (when several faults raced for a row of a ring of the last
+    MAX_RECORDS, a GPU finished their stores in any order, which left a row with an earlier fault's stamp, or
+    one fault's fields under another's stamp). The rest are counted, not kept (`device_guard.FaultBuffer.take`).
+    The stamp, i + 1, is written last, released after the other fields: the host takes a row only once it holds
+    the stamp of the fault it expects there. `flag` (host memory) is set so that the host notices without a
+    copy. Nothing is written on a clean row. TAG_IN_CELL: `tag` is the address of a cell holding it
+    (`tiling.GuardLaunch.tag_cell`), read only here."""
     if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
         code = fault.to(tl.int64)
         if SCAN_BLOCK != 0:
             if fault == FAULT_DUPLICATE:
                 code += (first_row_with(slots, slot, i_n, stride_index, SCAN_BLOCK) + 1) * 256
         index = tl.atomic_add(counter, 1)
-        record = records + (index % MAX_RECORDS) * 5
-        fields = tl.arange(0, 4)
-        if TAG_IN_CELL:
-            site = tl.load(tag)
-        else:
-            site = tag
-        values = tl.where(fields == 0, code,
-                          tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, site)))
-        # (no `.to` on site: an int64 read from its cell, or the slot check's int argument, widened by tl.where)
-        tl.store(record + fields, values)
-        # The fields' stores (several threads') are ordered before the stamp's release by the barrier; `fault`
-        # is the program's own, so all of its threads take this branch.
-        tl.debug_barrier()
-        tl.atomic_xchg(record + 4, index + 1, sem="release")
+        if index < tl.load(counter + 1, volatile=True):  # (set by the host between kernels, never by one)
+            record = records + (index % MAX_RECORDS) * 5
+            fields = tl.arange(0, 4)
+            if TAG_IN_CELL:
+                site = tl.load(tag)
+            else:
+                site = tag
+            values = tl.where(fields == 0, code,
+                              tl.where(fields == 1, i_n.to(tl.int64), tl.where(fields == 2, slot, site)))
+            # (no `.to` on site: an int64 read from its cell, or the slot check's int argument, widened by tl.where)
+            tl.store(record + fields, values)
+            # The fields' stores (several threads') are ordered before the stamp's release by the barrier; `fault`
+            # is the program's own, so all of its threads take this branch.
+            tl.debug_barrier()
+            tl.atomic_xchg(record + 4, index + 1, sem="release")
         tl.store(flag, 1)
 
 

@@ -4,12 +4,12 @@ The contract's value rules (GDR241 slot past the pool, GDR242 two live rows on o
 request in sglang's reserved slot 0) need the slot indices, and reading them on the host synchronises the
 device and breaks CUDA-graph capture. Here they run inside the decode kernel's prologue (our kernels) or in a
 small check kernel launched before an engine's kernel (the guard): a faulty row is skipped (its `out` row is
-zero, its state untouched), and a compact record (code, row, slot, tag) is written into a ring of records in
-device memory, numbered by an atomic counter. A kernel that records a fault also sets a flag word in host
-memory that the device writes through (pinned memory, which CUDA's unified addressing maps at the same
-address), so the host notices faults by reading one word of its own memory on each eager call
-(`FaultBuffer.look`): no copy, no event, no sync. It reads the records (which synchronises the device)
-only then, at most every REPEAT_LOOK_INTERVAL calls while faults keep coming, or when asked
+zero, its state untouched), and a compact record (code, row, slot, tag) is written into the fault records in
+device memory, numbered by an atomic counter (the first max_records after each read are kept). A kernel that
+records a fault also sets a flag word in host memory that the device writes through (pinned memory, which
+CUDA's unified addressing maps at the same address), so the host notices faults by reading one word of its
+own memory on each eager call (`FaultBuffer.look`): no copy, no event, no sync. It reads the records (which
+synchronises the device) only then, at most every REPEAT_LOOK_INTERVAL calls while faults keep coming, or when asked
 (`FaultBuffer.take`, `raise_pending`); never while a stream is capturing.
 
 Everything that depends only on shapes, strides, dtypes and devices (the contract's other rules, the model
@@ -121,16 +121,17 @@ def _tag_cells(count: int, device: torch.device) -> torch.Tensor:
 
 
 class FaultBuffer:
-    """A device buffer of fault records: `counter` int64[1] numbers every fault recorded (never reset),
-    `records` int64[max_records, 5] is a ring of (code, row, slot, tag, stamp) holding the last `max_records`
-    (fault i in row i % max_records, stamped i + 1 once written: `_triton_common.record_fault`), and `flag`
-    int32[1], in host memory, is set by every kernel that records one. Tags name call sites (`tag_for`). The
-    host remembers how many faults it has handed out (`take`)."""
+    """A device buffer of fault records: `counter` int64[2] holds the number of faults recorded (never reset) and
+    the first fault number not to be kept; `records` int64[max_records, 5] holds (code, row, slot, tag, stamp) of
+    the first `max_records` faults since the host's last read (fault i in row i % max_records, stamped i + 1 once
+    written: `_triton_common.record_fault`); later ones are counted, not kept. `flag` int32[1], in host memory, is
+    set by every kernel that records one. Tags name call sites (`tag_for`). The host remembers how many faults it
+    has handed out (`take`)."""
 
     def __init__(self, device: Any, max_records: int = DEFAULT_MAX_RECORDS) -> None:
         self.max_records = checked("max_records", max_records)
         self.device = torch.device(device)
-        self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self.counter = torch.tensor([0, self.max_records], dtype=torch.int64, device=self.device)
         self.records = torch.zeros(self.max_records, 5, dtype=torch.int64, device=self.device)
         self.tag_cells = _tag_cells(INITIAL_TAG_CELLS, self.device)
         self.overflow_cell = torch.full((2,), OVERFLOW_TAG, dtype=torch.int64, device=self.device)[:1]
@@ -138,7 +139,11 @@ class FaultBuffer:
         self._tags: dict[tuple[str, int | None, Context | None], int] = {}
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()  # one read at a time: each fault is handed to one reader
-        self._faults_read = 0  # faults handed out (or counted as overwritten) by `take` so far
+        self._faults_read = 0  # faults handed out (or counted as not kept) by `take` so far
+        self._kept_until = self.max_records  # counter[1] as this host last set it
+        # The count the last read saw: the kernels that numbered faults below it had run by the next read's
+        # synchronisation, so a row of theirs unstamped then is one that was never kept.
+        self._count_at_last_read = 0
         # The flag lives in host memory the kernels write through: pinned for CUDA, which unified addressing
         # maps into every device at the same address (a kernel's plain store lands in it over the bus). Read
         # through a NumPy view of that memory: a look is one host load, no tensor indexing, no CUDA call.
@@ -225,14 +230,13 @@ class FaultBuffer:
 
     def take(self) -> tuple[list[Fault], int]:
         """Read the faults recorded since the last read (synchronises the device): (faults, their count,
-        including those the ring no longer held). Returns ([], 0) without touching the device while a stream
-        is capturing.
+        including those not kept). Returns ([], 0) without touching the device while a stream is capturing.
 
         Nothing on the device is reset: a fault that a kernel of another host thread records while this runs
         gets a number past the count read here, and is read next time. A row is shown only when it holds the
-        stamp of the fault expected there: a row with a later stamp, or one that a fault numbered during the
-        copy may have overwritten (the ring wrapped), is counted, not shown; a row still being written (an
-        earlier stamp) ends this read, and it is read next time."""
+        stamp of the fault expected there. An unstamped row of a fault numbered before the last read's count
+        was never kept (its kernel has run by now) and is counted; one numbered later may be a kernel of
+        another thread still storing it: this read ends there, and the next one takes it."""
         if is_capturing():
             return [], 0
         with self._read_lock:
@@ -242,28 +246,29 @@ class FaultBuffer:
             try:
                 if self.device.type == "cuda":  # every stream's kernels, not only the current one's
                     torch.cuda.synchronize(self.device)
-                count = int(self.counter.item())
+                count = int(self.counter[0].item())
                 if count < self._faults_read:  # the counter was set back by hand: start over
-                    self._faults_read = 0
+                    self._faults_read = self._count_at_last_read = 0
+                settled, self._count_at_last_read = self._count_at_last_read, count
                 if count == self._faults_read:
                     return [], 0
-                first = max(self._faults_read, count - self.max_records)  # the ring's older rows are rewritten
-                rows = self._copy_rows(first, count)
-                count_after_copy = int(self.counter.item())
+                first = self._faults_read
+                rows = self._copy_rows(first, min(count, self._kept_until))
             except RuntimeError:  # e.g. another thread's stream is capturing: the faults stay flagged for later
                 self.host_flag[0] = 1
                 raise
-            # Faults numbered from `count` on write the rows of the faults numbered max_records before them.
-            untouched_from = count_after_copy - self.max_records
             kept, end = [], count
             for number, row in enumerate(rows, start=first):
-                if row[4] < number + 1:  # not written yet: its kernel numbered it and is still storing it
+                if row[4] == number + 1:
+                    kept.append(row)
+                elif number >= settled:  # numbered after the last read: perhaps still being stored
                     end = number
                     self.host_flag[0] = 1  # for the next look
                     break
-                if row[4] == number + 1 and number >= untouched_from:
-                    kept.append(row)
-            total, self._faults_read = end - self._faults_read, end
+            total, self._faults_read = end - first, end
+            if end + self.max_records != self._kept_until:
+                self._kept_until = end + self.max_records
+                self.counter[1:].fill_(self._kept_until)
         faults = []
         for code, row_index, slot, tag, _ in sorted(kept, key=lambda record: (record[3], record[1])):
             label, pool_slots, context = (self._labels[tag] if 0 <= tag < len(self._labels)
@@ -275,10 +280,9 @@ class FaultBuffer:
         return faults, total
 
     def _copy_rows(self, first: int, end: int) -> list[list[int]]:
-        """The ring's rows of faults first..end-1 (at most max_records), in that order: one or two slices. The
-        stamps are copied before the fields (copies on one stream run in order): a stamp read as written means
-        that its fields, read after it, are at least that fault's (a later fault's overwrite is `take`'s
-        check)."""
+        """The rows of faults first..end-1 (at most max_records, each row written by one fault since the last
+        read), in that order: one or two slices. The stamps are copied before the fields (copies on one stream
+        run in order): a stamp read as written means that its fields, read after it, are that fault's."""
         start = first % self.max_records
         stop = start + (end - first)
         slices = [slice(start, min(stop, self.max_records))] + ([slice(0, stop - self.max_records)]
@@ -348,7 +352,7 @@ EARLIER_CALL = "recorded by an earlier call; this call did not run"
 class PendingFaults(ValueError):
     """Faults the device recorded, raised at a point the caller chose (`raise_pending`), or by a later checked
     call before it runs (`earlier`): the errors among those read, and `total`, every fault counted (errors
-    read, and those the ring no longer held)."""
+    read, and those not kept)."""
 
     def __init__(self, diagnostics: list[Diagnostic], total: int, earlier: bool = False) -> None:
         if diagnostics:
@@ -366,7 +370,7 @@ class PendingFaults(ValueError):
 def raise_errors(faults: list[Fault], total: int, context: Context, engine: Engine, earlier: bool = False
                  ) -> list[Diagnostic]:
     """The diagnostics of `faults` (read by `take`, `total` counted); PendingFaults when one is an error, or, for
-    the engine's calls (where every slot fault is one), when the ring no longer held some of them. (A direct
+    the engine's calls (where every slot fault is one), when some of them were not kept. (A direct
     call's unlisted faults may be notes, GDR247 on slot 0: they do not raise alone.) `earlier`: a later call
     found them, and raises instead of running."""
     diagnostics = diagnostics_of(faults, context, engine)

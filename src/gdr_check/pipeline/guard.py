@@ -140,7 +140,7 @@ class GuardError(ValueError):
             text = f"{counted(unlisted, 'fault')} {UNLISTED_FAULTS}"
         super().__init__(text)
         self.diagnostics = diagnostics
-        self.unlisted = unlisted  # faults the device counted but its ring of fault records no longer held
+        self.unlisted = unlisted  # faults the device counted but did not keep records of
 
 
 class GuardTargetError(GuardError):
@@ -487,7 +487,7 @@ class Guard:
         self.max_records = checked("max_records", max_records)
         self.extra_targets = [f"{m}:{a}" for m, a in map(_split_target, targets or ())]
         self.diagnostics: list[Any] = []
-        self.unlisted_faults = 0  # faults the device counted past what its ring of max_records records still held
+        self.unlisted_faults = 0  # faults the device counted past the max_records it keeps
         self.dropped_diagnostics = 0  # diagnostics found past the KEPT_DIAGNOSTICS that `diagnostics` holds
         self._unservable: list[Any] = []  # the model's errors where the deployment has no per-rank call
         self.calls = 0
