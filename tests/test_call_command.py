@@ -365,7 +365,7 @@ def test_check_recording_refuses_an_index_that_is_no_whole_number(tmp_path, inde
     assert isinstance(refused.value, TypeError)
     assert str(refused.value) == (f"index is {shown}: must be a whole number (a call's position in the "
                                   "recording), or None for every call")
-    assert [c.recorded.index for c in check_recording(path, index=1).results[0].details.calls] == [1]
+    assert [c.recorded.index for c in check_recording(path, index=1).results[0].record.calls] == [1]
 
 
 def test_a_recorded_scale_is_read_in_magnitude_and_judged_by_gdr245(tmp_path, capsys):

@@ -17,7 +17,7 @@ import typer
 from ..base.limits import checked
 from ..pipeline.call_check import CallModelError, check_recording
 from .engine_option import engine_help, engine_option, state_dtype_option
-from .formats.console import style_for_destination
+from .formats.console import render_options
 from .main import app
 from .numbers import whole_number
 from .output import Output, report_path
@@ -82,6 +82,4 @@ def call_command(
                               exit_zero=options.exit_zero)
     except CallModelError as refused:  # a model without linear-attention layers: named by the option, as explain does
         raise typer.BadParameter(str(refused), param_hint="--model") from None
-    style_for_destination(run, fmt, output_file)
-    run.quiet = quiet
-    return write_run(run, out)
+    return write_run(run, out, render_options(fmt, output_file, quiet=quiet))

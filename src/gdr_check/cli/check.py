@@ -7,11 +7,9 @@ file names into checkpoints in `.targets`.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any
 
 import typer
 
@@ -19,27 +17,25 @@ from ..base.errors import display_path
 from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ..base.limits import LimitError, SizeError, checked, parse_size, shorten
 from ..deployment.settings import MAMBA_STRATEGIES
-from ..engines.profiles import choose_engine
-from ..pipeline.library import DEFAULT_BATCH, DEFAULT_TP, TargetSettings, check_targets
+from ..pipeline.library import DEFAULT_BATCH, check_targets
 from ..pipeline.model_check import open_target
-from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run, TargetResult
-from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
-from ..pipeline.settings import Config, ConfigError, ConfigResolver, discover, load_config
+from ..pipeline.results import Run, TargetResult
+from ..pipeline.run_settings import CommandLine, RunSettings, config_resolver, exclusion_test, first_given, run_config
+from ..pipeline.selection import SelectorError, known_rules, rule_selection
+from ..pipeline.settings import ConfigError, ConfigResolver
 from ..sources import SourceError
-from ..sources.discover import ExcludePatterns, checkpoint_inputs, expand_targets, is_excluded
+from ..sources.discover import checkpoint_inputs, expand_targets
 from .deployment_flags import FLAGS
 from .engine_option import engine_help, engine_option, gpu_option, mamba_strategy_option, state_dtype_option
 from .escape import dump_json, neutralise_log, text
-from .formats import FORMATS, format_module
-from .formats.common import summary_line
-from .formats.console import style_for_destination
+from .formats import FORMATS
+from .formats.console import render_options
 from .main import app
 from .models_list import render
 from .numbers import MAX_DIGITS, whole_number
 from .output import Output, format_option_name, report_path
 from .progress import target_progress
-from .run_options import ISOLATED_HELP, OUTPUT_FILE_HELP, QUIET_HELP, check_format
-from .statistics import render as render_statistics
+from .run_options import ISOLATED_HELP, OUTPUT_FILE_HELP, QUIET_HELP, check_format, write_run
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
@@ -79,73 +75,25 @@ def parse_tp_list(text: str) -> list[int]:
     return [checked("tp", int(part)) for part in parts]  # the range in the words of every other number's
 
 
-def exclusion_test(resolver: ConfigResolver, cli_exclude: list[str] | None,
-                   cli_extend_exclude: list[str] | None) -> Callable[[Path], bool]:
-    """Whether discovery skips a directory: `--exclude` (else the nearest config's `exclude`, else the
-    defaults), plus the config's `extend-exclude` and `--extend-exclude`. Command-line globs are relative to the
-    working directory, a config's to its pyproject's directory, as in ruff."""
-
-    cwd = Path.cwd()
-
-    def excluded(path: Path) -> bool:
-        config = resolver.for_target(str(path))
-        base = config.root or cwd
-        if cli_exclude is not None:
-            replacing = ExcludePatterns(tuple(cli_exclude), cwd)
-        elif config.exclude is not None:
-            replacing = ExcludePatterns(tuple(config.exclude), base)
-        else:
-            replacing = None
-        extending = (ExcludePatterns(tuple(config.extend_exclude), base),
-                     ExcludePatterns(tuple(cli_extend_exclude or ()), cwd))
-        return is_excluded(path, exclude=replacing, extend=extending)
-
-    return excluded
-
-
 def list_models(out: Output, output_format: str) -> None:
     out.write_report(render(output_format))
 
 
-def _resolver(config_file: Path | None, isolated: bool) -> ConfigResolver:
-    if isolated:
-        return ConfigResolver(isolated=True, output_formats=FORMATS)
-    if config_file is not None:
-        try:
-            os.stat(config_file)
-        except (FileNotFoundError, NotADirectoryError):
-            raise ConfigError(config_file, None, "no such file (given with --config)") from None
-        except OSError:
-            pass  # unreadable, or a FIFO or a directory: the bounded read says which
-        return ConfigResolver(explicit=load_config(config_file, explicit=True, output_formats=FORMATS),
-                              output_formats=FORMATS)
-    return ConfigResolver(output_formats=FORMATS)
-
-
-def _run_config(targets: list[str], resolver: ConfigResolver) -> Config:
-    """The settings of the whole run: `--config`, else the first target's config, else the cwd's."""
-    if resolver.explicit is not None or resolver.isolated:
-        return resolver.for_target(".")
-    found = discover(targets)
-    return load_config(found, output_formats=FORMATS) if found is not None else Config()
-
-
-def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
-                    settings_for: Callable[[str], TargetSettings], run_config: Config, *, fmt: str, exit_zero: bool,
-                    error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
+def render_settings(targets: list[str], unreadable: Mapping[str, Exception], settings: RunSettings, *,
+                    revision: str | None, follow_links: bool) -> str:
     """`--show-settings`: the config file and resolved settings of each target, as ruff shows them; a JSON
-    document for `fmt` json."""
+    document for the json format."""
 
     def shown(path: Path | None) -> str:
         return ConfigError(path, None, "").path if path is not None else "none (defaults)"
 
     rules = sorted(known_rules())
-    if fmt == "json":
-        return _settings_document(targets, unreadable, settings_for, run_config, rules, exit_zero=exit_zero,
-                                  error_on_warning=error_on_warning, revision=revision, follow_links=follow_links)
+    if settings.output_format == "json":
+        return _settings_document(targets, unreadable, settings, rules, revision=revision, follow_links=follow_links)
     lines = [
-        f"run: config {shown(run_config.path)}; output-format {fmt}; exit-zero {str(exit_zero).lower()}; "
-        f"error-on-warning {str(error_on_warning).lower()}; follow-links {str(follow_links).lower()}"
+        f"run: config {shown(settings.config.path)}; output-format {settings.output_format}; "
+        f"exit-zero {str(settings.exit_zero).lower()}; error-on-warning {str(settings.error_on_warning).lower()}; "
+        f"follow-links {str(follow_links).lower()}"
         + (f"; revision {revision}" if revision else ""),
     ]
     for target in targets:
@@ -154,17 +102,17 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
         if target in unreadable:
             lines.append(f"  error: {unreadable[target]}")
             continue
-        settings = settings_for(target)
-        enabled = settings.selection.codes(rules)
+        chosen = settings.for_target(target)
+        enabled = chosen.selection.codes(rules)
         disabled = [code for code in rules if code not in enabled]
         lines += [
-            f"  config: {shown(settings.config.path)}",
-            f"  engine: {settings.engine}",
-            f"  tp: {', '.join(map(str, settings.tp_sizes))}",
-            f"  batch: {settings.batch}",
-            f"  slots: {settings.slots if settings.slots is not None else 'batch + 1'}",
-            f"  state-dtype: {settings.state_dtype or 'the engine default'}",
-            f"  gpu-memory: {settings.gpu_memory or 'not set'}",
+            f"  config: {shown(chosen.config.path)}",
+            f"  engine: {chosen.engine}",
+            f"  tp: {', '.join(map(str, chosen.tp_sizes))}",
+            f"  batch: {chosen.batch}",
+            f"  slots: {chosen.slots if chosen.slots is not None else 'batch + 1'}",
+            f"  state-dtype: {chosen.state_dtype or 'the engine default'}",
+            f"  gpu-memory: {chosen.gpu_memory or 'not set'}",
             f"  rules: {len(enabled)} of {len(rules)} selected"
             + (f"; not selected: {', '.join(disabled)}" if disabled else ""),
         ]
@@ -172,9 +120,8 @@ def render_settings(targets: list[str], unreadable: Mapping[str, Exception],
     return neutralise_log("\n".join(text(line) for line in lines)) + "\n"  # each entry one line, whatever the data
 
 
-def _settings_document(targets: list[str], unreadable: Mapping[str, Exception],
-                       settings_for: Callable[[str], TargetSettings], run_config: Config, rules: list[str], *,
-                       exit_zero: bool, error_on_warning: bool, revision: str | None, follow_links: bool) -> str:
+def _settings_document(targets: list[str], unreadable: Mapping[str, Exception], settings: RunSettings,
+                       rules: list[str], *, revision: str | None, follow_links: bool) -> str:
     """`--show-settings --output-format json`: what the text shows, as one document."""
     def shown(path: Path | None) -> str | None:
         return ConfigError(path, None, "").path if path is not None else None
@@ -184,37 +131,21 @@ def _settings_document(targets: list[str], unreadable: Mapping[str, Exception],
         if target in unreadable:
             entries.append({"target": target, "error": str(unreadable[target])})
             continue
-        settings = settings_for(target)
-        enabled = settings.selection.codes(rules)
+        chosen = settings.for_target(target)
+        enabled = chosen.selection.codes(rules)
         entries.append({
-            "target": target, "config": shown(settings.config.path), "engine": settings.engine,
-            "tp": list(settings.tp_sizes), "batch": settings.batch, "slots": settings.slots,
-            "state_dtype": settings.state_dtype, "gpu_memory": settings.gpu_memory,
+            "target": target, "config": shown(chosen.config.path), "engine": chosen.engine,
+            "tp": list(chosen.tp_sizes), "batch": chosen.batch, "slots": chosen.slots,
+            "state_dtype": chosen.state_dtype, "gpu_memory": chosen.gpu_memory,
             "rules": {"selected": [code for code in rules if code in enabled],
                       "not_selected": [code for code in rules if code not in enabled]},
         })
     return dump_json({
         "schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info(), "command": "show-settings",
-        "run": {"config": shown(run_config.path), "output_format": "json", "exit_zero": exit_zero,
-                "error_on_warning": error_on_warning, "follow_links": follow_links, "revision": revision},
+        "run": {"config": shown(settings.config.path), "output_format": "json", "exit_zero": settings.exit_zero,
+                "error_on_warning": settings.error_on_warning, "follow_links": follow_links, "revision": revision},
         "targets": entries,
     }, indent=2) + "\n"
-
-
-T = TypeVar("T")
-
-
-@overload
-def _first(first: T | None, second: T | None, default: T, /) -> T: ...
-
-
-@overload
-def _first(*values: T | None) -> T | None: ...
-
-
-def _first(*values: Any) -> Any:
-    """The first value that is not None (the command line, then the config file, then the default)."""
-    return next((value for value in values if value is not None), None)
 
 
 # What `--list-models` and `--statistics` write: a text table (full, concise and github alike: github is a job's
@@ -322,7 +253,7 @@ def check_command(
     if config_file is not None and isolated:  # (as ruff refuses them together: one would be ignored)
         raise typer.BadParameter("it ignores every settings file, and --config names one: give one of them",
                                  param_hint="--isolated")
-    resolver = _resolver(config_file, isolated)
+    resolver = config_resolver(config_file, isolated, FORMATS)
     unsearchable: list[str] = []
     if targets and "" in targets:  # not the current directory: an empty argument is a mistake (an unset variable)
         raise typer.BadParameter("an empty path names no checkpoint", param_hint="TARGETS")
@@ -330,8 +261,8 @@ def check_command(
                                        exclusion_test(resolver, exclude, extend_exclude),
                                        force_exclude=force_exclude, follow_links=follow_links,
                                        on_unsearchable=unsearchable.append)
-    config = _run_config(paths, resolver)
-    fmt = _first(output_format, config.output_format, "full")
+    config = run_config(resolver, paths)
+    fmt = first_given(output_format, config.output_format, "full")
     out = Output(fmt, output_file)
     if not (quiet or silent):  # skipped, as ruff skips a folder it cannot read, but not without a word
         for folder in unsearchable:
@@ -345,42 +276,22 @@ def check_command(
         except SelectorError as error:
             out.fatal("usage", f"{option}: {error}")
             raise typer.Exit(2) from None
-    cli_layer = rule_selection(select, extend_select, ignore, rules=rules)
     if engine is not None:
         engine_option(engine)
     if state_dtype is not None:
         state_dtype_option(state_dtype)
     mamba_strategy_option(mamba_strategy)
-    cli_tp = parse_tp_list(tp) if tp is not None else None
+    tp_sizes = parse_tp_list(tp) if tp is not None else None
     if revision == "":
         raise typer.BadParameter("names no branch, tag or commit", param_hint="--revision")
     if gpu_memory is not None:
         gpu_memory_option(gpu_memory)
-    gpu_sm_value = gpu_option(gpu, sm)
-    settings_by_config: dict[int, TargetSettings] = {}
-
-    def settings_for(target: str) -> TargetSettings:
-        target_config = resolver.for_target(target)
-        known = settings_by_config.get(id(target_config))
-        if known is None:
-            known = settings_by_config[id(target_config)] = _settings(target_config)
-        if not target_config.overrides:
-            return known
-        layers = [*target_config.layers_for(target), cli_layer]
-        return replace(known, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)))
-
-    def _settings(target_config: Config) -> TargetSettings:
-        budget = _first(gpu_memory, target_config.gpu_memory)  # a table's value was checked when it was read
-        chosen = choose_engine(engine, target_config.engine)  # the option, the config, the installed engine
-        layers = [target_config.selection, cli_layer]
-        return TargetSettings(
-            config=target_config, selection=Selection(tuple(layer for layer in layers if not layer.is_empty)),
-            engine=chosen[0], engine_reason=chosen[1],
-            tp_sizes=cli_tp or target_config.tp or DEFAULT_TP,
-            batch=_first(batch, target_config.batch, DEFAULT_BATCH), slots=_first(slots, target_config.slots),
-            state_dtype=_first(state_dtype, target_config.state_dtype), gpu_memory=budget,
-            mamba_strategy=mamba_strategy, speculative_tokens=speculative_tokens, sm=gpu_sm_value,
-        )
+    command_line = CommandLine(
+        selection=rule_selection(select, extend_select, ignore, rules=rules), tp_sizes=tp_sizes, batch=batch,
+        slots=slots, state_dtype=state_dtype, engine=engine, gpu_memory=gpu_memory, mamba_strategy=mamba_strategy,
+        speculative_tokens=speculative_tokens, sm=gpu_option(gpu, sm), exit_zero=exit_zero,
+        error_on_warning=error_on_warning, output_format=output_format)
+    settings = RunSettings(command_line, resolver, config)
 
     if show_settings:
         if out.output_file is not None:
@@ -395,10 +306,7 @@ def check_command(
                     unreadable[target] = error
         # The settings as a JSON document, or as text for the other listing formats (as `--list-models`); to
         # `-o` when given, as any report.
-        out.write_report(render_settings(paths, unreadable, settings_for, config, fmt=fmt,
-                                         exit_zero=bool(_first(exit_zero, config.exit_zero)),
-                                         error_on_warning=bool(_first(error_on_warning, config.error_on_warning)),
-                                         revision=revision, follow_links=follow_links))
+        out.write_report(render_settings(paths, unreadable, settings, revision=revision, follow_links=follow_links))
         if not paths and not silent:
             out.info_line(NOTHING_TO_CHECK)  # as the run would say it
         return 2 if unreadable else 0  # a target it could not read is an error line there: the run failed
@@ -410,32 +318,13 @@ def check_command(
         results = []
     else:
         with target_progress(len(paths), quiet=quiet or silent) as progress:
-            results = check_targets(paths, settings_for, unreadable=unreadable, revision=revision,
+            results = check_targets(paths, settings.for_target, unreadable=unreadable, revision=revision,
                                     follow_links=follow_links, progress=progress)
     if out.output_file is not None:  # (what no report file can replace: worked out only when one is written)
         out.protect(_files_found(paths, results, resolver))
-    run = Run(
-        results,
-        failing=FAILING_WITH_WARNINGS if _first(error_on_warning, config.error_on_warning) else FAILING_DEFAULT,
-        exit_zero=bool(_first(exit_zero, config.exit_zero)),
-        show_info=show_info, quiet=quiet,
-    )
-    style_for_destination(run, fmt, output_file)
-    renderer = format_module(fmt)
-    if silent and output_file is None:
-        pass  # the exit code says it all
-    elif statistics:
-        out.write_report(render_statistics(run, fmt))
-    else:
-        out.write_report(renderer.render(run))
-    for result in results:
-        if result.error is not None:
-            out.error_line(result.error.message)
-    if fmt in ("concise", "github") and not (quiet or silent or statistics):
-        out.info_line(summary_line(run))
-    if fmt == "github":
-        out.append_step_summary(renderer.step_summary(run))
-    return run.exit_code
+    run = Run(results, failing=settings.failing, exit_zero=settings.exit_zero)
+    return write_run(run, out, render_options(fmt, output_file, show_info=show_info, quiet=quiet),
+                     statistics=statistics, silent=silent)
 
 
 def _files_found(paths: list[str], results: list[TargetResult], resolver: ConfigResolver) -> list[str | None]:

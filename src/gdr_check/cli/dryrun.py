@@ -18,11 +18,12 @@ import typer
 
 from ..base.limits import checked
 from ..engines.profiles import DEFAULT_ENGINE, profile_for
-from ..pipeline.dryrun.entry import dry_run, ranks_problem, weights_problem
+from ..pipeline.dryrun.entry import DryRunTargetResult, dry_run, ranks_problem, weights_problem
 from ..pipeline.dryrun.plan import BACKENDS, DEVICES
+from ..pipeline.dryrun.rank_run import RanksResult
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
-from .formats.console import style_for_destination
+from .formats.console import render_options
 from .main import app
 from .numbers import decimal_number, whole_number
 from .output import Output, report_path
@@ -127,19 +128,19 @@ def dry_run_command(
                   device=device, steps=steps, seed=seed, timeout=timeout, selection=options.selection,
                   failing=options.failing, exit_zero=options.exit_zero, ranks=ranks, weights=weights,
                   engine_reason="default" if engine is None and backend == "builtin" else "flag")
-    style_for_destination(run, fmt, output_file)
-    run.quiet = quiet
-    code = write_run(run, out)
-    details = run.results[0].details
-    if ranks == "all":
-        if os.environ.get("GDR_CHECK_DEBUG") and details is not None and details.outcome is not None and not details.ok:
-            for rank in details.outcome.ranks:
+    code = write_run(run, out, render_options(fmt, output_file, quiet=quiet))
+    result = run.results[0]
+    record = result.record if isinstance(result, DryRunTargetResult) else None
+    if not os.environ.get("GDR_CHECK_DEBUG") or record is None or record.outcome is None:
+        return code
+    if isinstance(record, RanksResult):
+        if not record.ok:
+            for rank in record.outcome.ranks:
                 out.error_line(f"rank {rank.rank} stderr follows")
                 sys.stderr.write(lines(rank.stderr))
         return code
-    outcome = details.outcome if details is not None else None
-    if outcome is not None and os.environ.get("GDR_CHECK_DEBUG") and (outcome.crashed or outcome.result is None
-                                                                       or outcome.result.get("status") != "ok"):
+    outcome = record.outcome
+    if outcome.crashed or outcome.result is None or outcome.result.get("status") != "ok":
         out.error_line("the dry-run child's stderr follows")
         sys.stderr.write(lines(outcome.stderr))
     return code

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import typer
 
-from ..pipeline.results import FAILING_DEFAULT, FAILING_WITH_WARNINGS, Run
-from ..pipeline.selection import Selection, SelectorError, known_rules, rule_selection
-from ..pipeline.settings import ConfigResolver
+from ..pipeline.results import Run
+from ..pipeline.run_settings import CommandLine, RunSettings, config_resolver
+from ..pipeline.selection import SelectorError, known_rules, rule_selection
 from .formats import FORMATS, format_module
 from .formats.common import summary_line
+from .formats.options import RenderOptions
 from .output import Output, format_option_name
+from .statistics import render as render_statistics
 
 SELECT_HELP = ("Rules to report: codes (GDR213), prefixes (GDR2), names, or ALL; comma-separated or repeated. "
                "Replaces the configured selection.")
@@ -33,7 +35,8 @@ def check_format(output_format: str | None) -> str:
 
 class RunOptions:
     """The options of one command resolved against the `[tool.gdr-check]` table nearest `anchor` (the checkpoint,
-    else the recording): the table's selection under the command line's, its exit-zero and error-on-warning."""
+    else the recording), as `check` resolves its own (`pipeline.run_settings`): the table's selection under the
+    command line's, its exit-zero and error-on-warning."""
 
     def __init__(self, anchor: str, out: Output, *, select: list[str] | None, extend_select: list[str] | None,
                  ignore: list[str] | None, exit_zero: bool | None, error_on_warning: bool | None,
@@ -45,24 +48,32 @@ class RunOptions:
             except SelectorError as error:
                 out.fatal("usage", f"{option}: {error}")
                 raise typer.Exit(2) from None
-        config = ConfigResolver(isolated=isolated, output_formats=FORMATS).for_target(anchor)
-        layers = [*config.layers_for(anchor), rule_selection(select, extend_select, ignore, rules=rules)]
-        self.selection = Selection(tuple(layer for layer in layers if not layer.is_empty))
-        warn = error_on_warning if error_on_warning is not None else config.error_on_warning
-        self.failing = FAILING_WITH_WARNINGS if warn else FAILING_DEFAULT
-        self.exit_zero = bool(exit_zero if exit_zero is not None else config.exit_zero)
+        command_line = CommandLine(selection=rule_selection(select, extend_select, ignore, rules=rules),
+                                   exit_zero=exit_zero, error_on_warning=error_on_warning)
+        resolver = config_resolver(None, isolated, FORMATS)
+        settings = RunSettings(command_line, resolver, resolver.for_target(anchor))
+        self.selection = settings.selection_for(anchor)
+        self.failing = settings.failing
+        self.exit_zero = settings.exit_zero
 
 
-def write_run(run: Run, out: Output) -> int:
-    """Render `run` in the output's format (to `-o` when given), then what `check` adds around it: a line per
-    result that could not complete, the summary on stderr for the line formats, the GitHub step summary."""
+def write_run(run: Run, out: Output, options: RenderOptions, *, statistics: bool = False, silent: bool = False
+              ) -> int:
+    """Render `run` in the output's format (to `-o` when given; how often each rule fired with `statistics`;
+    nothing on stdout when `silent`), then a line per result that could not complete, the summary on stderr for
+    the line formats, the GitHub step summary. Returns the run's exit code."""
 
     renderer = format_module(out.format)
-    out.write_report(renderer.render(run))
+    if silent and out.output_file is None:
+        pass  # the exit code says it all
+    elif statistics:
+        out.write_report(render_statistics(run, out.format))
+    else:
+        out.write_report(renderer.render(run, options))
     for result in run.results:
         if result.error is not None:
             out.error_line(result.error.message)
-    if out.format in ("concise", "github") and not run.quiet:
+    if out.format in ("concise", "github") and not (options.quiet or silent or statistics):
         out.info_line(summary_line(run))
     if out.format == "github":
         out.append_step_summary(renderer.step_summary(run))

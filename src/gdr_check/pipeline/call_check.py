@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from ..base.errors import InputError, described
 from ..base.limits import counted
@@ -125,6 +125,21 @@ class CallRun:
         }
 
 
+@dataclass
+class CallResult(TargetResult):
+    """A recording's calls (or a served worker's guard report) checked: the subject of `gdr-check call`."""
+
+    kind: ClassVar[str] = "call"
+    record: CallRun = field(kw_only=True)
+
+    def fallback_file(self) -> str | None:
+        """The recording: its diagnostics are about its calls, even where a model was compared."""
+        return self.error.path if self.error is not None else self.path
+
+    def document(self) -> dict[str, Any]:
+        return self.unreadable_document() if self.error is not None else self.record_document(self.record.to_dict())
+
+
 class CallModelError(InputError):
     """`call --model` names a model with no GDN or KDA layer: no expected call to compare with (exit 2)."""
 
@@ -223,8 +238,8 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
         run.calls.append(checked)
     run.model_diagnostics = selected_diagnostics(selection, run.model_diagnostics)
     check = next(iter(run.models.values()), None)
-    result = TargetResult(recording.path, check=check, diagnostics=run.all_diagnostics(), tp=tp if target else None,
-                          kind="call", details=run, path=recording.path)
+    result = CallResult(recording.path, check=check, diagnostics=run.all_diagnostics(), tp=tp if target else None,
+                        path=recording.path, record=run)
     return Run([result], failing=failing, exit_zero=exit_zero)
 
 
@@ -246,8 +261,8 @@ def _guard_report_run(recording: Recording, target: str | None, index: int | Non
                                      f"recording (GDR_CHECK_CAPTURE, `gdr_check.capture`)")
     run = CallRun(recording=recording, notes=list(recording.guard.notes))
     run.model_diagnostics = selected_diagnostics(selection, list(recording.guard.diagnostics))
-    result = TargetResult(recording.path, check=None, diagnostics=run.all_diagnostics(), tp=None, kind="call",
-                          details=run, path=recording.path)
+    result = CallResult(recording.path, check=None, diagnostics=run.all_diagnostics(), tp=None, path=recording.path,
+                        record=run)
     return Run([result], failing=failing, exit_zero=exit_zero)
 
 

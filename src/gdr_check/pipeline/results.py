@@ -1,19 +1,19 @@
-"""What one run produced: a result per subject (a target and deployment, a recording, a dry-run), each with its
-diagnostics, read by every output format. `check`, `call` and `dry-run` all build one `Run` of these."""
+"""What one run produced: a result per subject, each with its diagnostics, read by every output format. `check`,
+`call` and `dry-run` all build one `Run` of these: a `TargetResult` is a checkpoint at a deployment; the
+subjects of the other commands are its subclasses where they are built (`call_check.CallResult`,
+`dryrun.entry.DryRunTargetResult`), each holding its typed record and writing its own document."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ..base.report import Diagnostic, Report
 
 if TYPE_CHECKING:
     from .model_check import ModelCheck
-
-# What a result is about: a checkpoint at a deployment, a recording of kernel calls, or a dry-run.
-SUBJECT_KINDS = ("check", "call", "dry-run")
 
 FAILING_DEFAULT = ("error",)
 FAILING_WITH_WARNINGS = ("error", "warning")
@@ -31,13 +31,14 @@ class FatalError:
 
 @dataclass
 class TargetResult:
+    """A checkpoint checked at one deployment (or a target that could not be read)."""
+
+    kind: ClassVar[str] = "check"  # the command whose subject this is: "check", "call" or "dry-run"
     target: str
     check: ModelCheck | None = None  # when the target was read
     error: FatalError | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)  # after selection
     tp: int | None = None  # the requested TP size (also set when the target could not be read)
-    kind: str = "check"  # one of SUBJECT_KINDS
-    details: Any = None  # the call or dry-run record (`to_dict()`, its renderers' data) for those kinds
     path: str | None = None  # the file that stands for a subject without a checkpoint (a recording)
     incomplete: bool = False  # the subject failed beyond its diagnostics (a dry-run that could not launch)
 
@@ -60,7 +61,7 @@ class TargetResult:
     def fallback_file(self) -> str | None:
         """The file that stands for the checkpoint when a diagnostic has none (a kernel argument, a TP
         rule): its `config.json`, else its index. None for a built-in description (no file at all)."""
-        if self.kind == "call" or self.check is None:  # a recording's diagnostics are about the recording
+        if self.check is None:
             return self.error.path if self.error is not None else self.path
         source = self.check.source_dict()
         candidates: list[str | None] = [source.get("config_file"), source.get("index_file"),
@@ -73,22 +74,31 @@ class TargetResult:
     def document(self) -> dict[str, Any]:
         """The stable JSON document of this result (also for a target that could not be read)."""
         if self.error is not None:
-            doc = fatal_document(self.error.code, self.error.message, self.error.path)
-            doc["source"] = {"target": self.target, "path": self.error.path}
-            if self.error.diagnostic is not None:
-                doc["diagnostics"] = [self.error.diagnostic.to_dict()]
-            return doc
-        doc = {"schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info()}
-        if self.kind != "check":  # the call or dry-run record (its `command` says which), then the diagnostics
-            doc.update(self.details.to_dict())
-            doc.setdefault("source", self.path)
-            doc["command"] = self.kind
-            doc["tool"] = tool_info()
-            doc["schema_version"] = REPORT_SCHEMA_VERSION
-            doc["diagnostics"] = [d.to_dict() for d in self.diagnostics]
-            return doc
+            return self.unreadable_document()
         assert self.check is not None, "a check result without an error holds its model check"
+        doc: dict[str, Any] = {"schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info()}
         doc.update(self.check.to_dict())
+        doc["schema_version"] = REPORT_SCHEMA_VERSION
+        doc["diagnostics"] = [d.to_dict() for d in self.diagnostics]
+        return doc
+
+    def unreadable_document(self) -> dict[str, Any]:
+        """The document of a subject that could not be read: the error, where, and its GDR0xx diagnostic."""
+        assert self.error is not None
+        doc = fatal_document(self.error.code, self.error.message, self.error.path)
+        doc["source"] = {"target": self.target, "path": self.error.path}
+        if self.error.diagnostic is not None:
+            doc["diagnostics"] = [self.error.diagnostic.to_dict()]
+        return doc
+
+    def record_document(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The document of a `call` or `dry-run` subject: its record (`record`), where it came from, the
+        command, then the diagnostics."""
+        doc: dict[str, Any] = {"schema_version": REPORT_SCHEMA_VERSION, "tool": tool_info()}
+        doc.update(record)
+        doc.setdefault("source", self.path)
+        doc["command"] = self.kind
+        doc["tool"] = tool_info()
         doc["schema_version"] = REPORT_SCHEMA_VERSION
         doc["diagnostics"] = [d.to_dict() for d in self.diagnostics]
         return doc
@@ -96,18 +106,12 @@ class TargetResult:
 
 @dataclass
 class Run:
-    """Every result of one invocation, with what the renderers need to know about the run as a whole."""
+    """Every result of one invocation, and what fails it (how a report looks is the renderers' own
+    `cli.formats.options.RenderOptions`)."""
 
     results: list[TargetResult]
     failing: tuple[str, ...] = FAILING_DEFAULT
     exit_zero: bool = False
-    color: bool = False
-    ascii_only: bool = False  # tables in ASCII boxes: stdout's encoding lacks box drawing
-    show_info: bool = False  # info notes as alerts too (SARIF results, annotations, code-quality issues)
-    quiet: bool = False  # the diagnostics only: no headers, tables or summary
-    # The human report names the targets that could not be read, as their stderr lines do: a report file,
-    # which those lines do not reach (on stdout they would say it twice).
-    errors_in_report: bool = False
 
     @property
     def exit_code(self) -> int:

@@ -6,8 +6,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ...base.report import Diagnostic
+from ...pipeline.call_check import CallResult
 from ...pipeline.results import Run, TargetResult
 from ..escape import text as safe
+from .options import RenderOptions
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -58,11 +60,11 @@ def entries(run: Run) -> Iterator[tuple[TargetResult, Diagnostic]]:
             yield result, diagnostic
 
 
-def alerts(run: Run) -> Iterator[tuple[TargetResult, Diagnostic]]:
+def alerts(run: Run, options: RenderOptions) -> Iterator[tuple[TargetResult, Diagnostic]]:
     """The entries that become open alerts (SARIF results, GitHub annotations, GitLab code-quality issues):
     info notes only with `--show-info`, since nothing can be changed to close them."""
     for result, diagnostic in entries(run):
-        if run.show_info or diagnostic.severity != "info":
+        if options.show_info or diagnostic.severity != "info":
             yield result, diagnostic
 
 
@@ -116,8 +118,8 @@ def summary_line(run: Run) -> str:
     unreadable = sum(r.error is not None for r in run.results)
     readable = [r for r in run.results if r.error is None]
     # (a served worker's guard report counts the calls its guard checked there)
-    calls = [len(r.details.calls) if r.details.recording.guard is None else r.details.recording.guard.calls
-             for r in readable if r.kind == "call" and hasattr(r.details, "calls")]
+    calls = [len(r.record.calls) if r.record.recording.guard is None else r.record.recording.guard.calls
+             for r in readable if isinstance(r, CallResult)]
     if readable and len(calls) == len(readable):  # a recording's calls, as the full format counts them
         checked = calls_checked(sum(calls))
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...pipeline.results import FatalError, Run
 from ..escape import neutralise_log
 from .common import concise_line, entries, fatal_line, plain
+from .options import RenderOptions
 
 
 def lines(run: Run) -> list[str]:
@@ -13,7 +14,7 @@ def lines(run: Run) -> list[str]:
     return found
 
 
-def render(run: Run) -> str:
+def render(run: Run, options: RenderOptions) -> str:
     return neutralise_log("".join(line + "\n" for line in lines(run)))
 
 

@@ -10,8 +10,8 @@ from typing import IO, cast
 from rich.console import Console
 
 from ...base.report import Diagnostic
-from ...pipeline.results import Run
 from ..escape import markup as escape
+from .options import RenderOptions
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 LABEL = {"error": "error", "warning": "warning", "info": "info"}
@@ -103,10 +103,11 @@ def use_color() -> bool:
     return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
 
 
-def style_for_destination(run: Run, fmt: str, output_file: str | os.PathLike[str] | None) -> None:
-    """Set how `run`'s human report looks where it goes: on stdout, in colour where the terminal takes it and in
-    ASCII boxes where its encoding lacks box drawing; in a report file, plain UTF-8."""
+def render_options(fmt: str, output_file: str | os.PathLike[str] | None, *, show_info: bool = False,
+                   quiet: bool = False) -> RenderOptions:
+    """How a report looks where it goes: on stdout, in colour where the terminal takes it and in ASCII boxes where
+    its encoding lacks box drawing; in a report file, plain UTF-8 (naming the targets it could not read)."""
     to_stdout = output_file is None
-    run.color = fmt == "full" and to_stdout and use_color()
-    run.ascii_only = to_stdout and stdout_lacks_boxes()
-    run.errors_in_report = not to_stdout
+    return RenderOptions(color=fmt == "full" and to_stdout and use_color(),
+                         ascii_only=to_stdout and stdout_lacks_boxes(), show_info=show_info, quiet=quiet,
+                         errors_in_report=not to_stdout)

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
+from ...pipeline.call_check import CallResult
+from ...pipeline.dryrun.entry import DryRunTargetResult
 from ...pipeline.dryrun.rank_run import RanksResult
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import markup as escape
@@ -19,6 +21,7 @@ from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, t
 from .console import make_console, render_diagnostic
 from .dryrun_sections import render_full as dry_run_sections
 from .dryrun_sections import render_ranks
+from .options import RenderOptions
 
 if TYPE_CHECKING:
     from ...pipeline.model_check import ModelCheck
@@ -155,28 +158,27 @@ def _render_quiet(console: Console, run: Run) -> None:
                               suffix=tp_suffix(run, result))
 
 
-def _render_subject(run: Run) -> str:
+def _render_subject(result: CallResult | DryRunTargetResult, options: RenderOptions) -> str:
     """`call` and `dry-run` results keep their own sections (the calls; the step table and timing)."""
-    result = run.results[0]
-    if result.kind == "call":
-        return call_sections(result.details, color=run.color, ascii_only=run.ascii_only)
-
-    if isinstance(result.details, RanksResult):  # `dry-run --ranks all`
-        return neutralise_log(render_ranks(result.target, result.details, color=run.color,
-                                             ascii_only=run.ascii_only))
-    return neutralise_log(dry_run_sections(result.target, result.details, color=run.color,
-                                             ascii_only=run.ascii_only))
+    if isinstance(result, CallResult):
+        return call_sections(result.record, color=options.color, ascii_only=options.ascii_only)
+    if isinstance(result.record, RanksResult):  # `dry-run --ranks all`
+        return neutralise_log(render_ranks(result.target, result.record, color=options.color,
+                                           ascii_only=options.ascii_only))
+    return neutralise_log(dry_run_sections(result.target, result.record, color=options.color,
+                                           ascii_only=options.ascii_only))
 
 
-def render(run: Run) -> str:
-    if not run.quiet and len(run.results) == 1 and run.results[0].kind != "check" and run.results[0].error is None:
-        return _render_subject(run)
+def render(run: Run, options: RenderOptions) -> str:
+    subject = run.results[0] if len(run.results) == 1 else None
+    if not options.quiet and isinstance(subject, (CallResult, DryRunTargetResult)) and subject.error is None:
+        return _render_subject(subject, options)
     buffer = io.StringIO()
-    console = make_console(buffer, run.color, run.ascii_only)
-    if run.quiet:
+    console = make_console(buffer, options.color, options.ascii_only)
+    if options.quiet:
         _render_quiet(console, run)
         return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
-                              + _error_lines(run))
+                              + _error_lines(run, options))
     for target, results in _target_groups(run.results).items():
         readable = [r for r in results if r.error is None]  # unreadable ones are one stderr line each
         if not readable:
@@ -200,12 +202,12 @@ def render(run: Run) -> str:
         console.print(summary_line(run), soft_wrap=True)
     # rich pads table lines to the table's width; trailing blanks only get in the way of diffs and greps
     return neutralise_log("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
-                          + _error_lines(run))
+                          + _error_lines(run, options))
 
 
-def _error_lines(run: Run) -> str:
+def _error_lines(run: Run, options: RenderOptions) -> str:
     """The `error:` line of each target that could not be read, where the report is a file (`errors_in_report`)."""
-    if not run.errors_in_report:
+    if not options.errors_in_report:
         return ""
     return "".join(f"error: {text(result.error.message)}\n" for result in run.results if result.error is not None)
 

@@ -13,6 +13,7 @@ from ..escape import text as safe
 from ..escape import text_with_breaks
 from . import concise
 from .common import alerts, counts, entries, matrix_rows, mib, passing_tp_sizes, summary_line, where
+from .options import RenderOptions
 
 COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -49,11 +50,11 @@ def annotation(run: Run, result: TargetResult, diagnostic: Diagnostic) -> str:
     return workflow_command(COMMAND[diagnostic.severity], message, properties)
 
 
-def all_annotations(run: Run) -> list[str]:
+def all_annotations(run: Run, options: RenderOptions) -> list[str]:
     """Distinct annotations in report order: the same finding at several TP sizes or targets shows once.
     Info notes only with `--show-info`: the log's concise lines list them."""
     found: dict[str, None] = {}
-    for result, diagnostic in alerts(run):
+    for result, diagnostic in alerts(run, options):
         found.setdefault(annotation(run, result, diagnostic))
     for result in run.results:
         if result.error is not None and result.error.diagnostic is None:
@@ -62,8 +63,8 @@ def all_annotations(run: Run) -> list[str]:
     return list(found)
 
 
-def render(run: Run) -> str:
-    return "".join(line + "\n" for line in all_annotations(run)) + concise.render(run)
+def render(run: Run, options: RenderOptions) -> str:
+    return "".join(line + "\n" for line in all_annotations(run, options)) + concise.render(run, options)
 
 
 def render_fatal(error: FatalError) -> str:

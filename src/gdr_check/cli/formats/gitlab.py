@@ -19,6 +19,7 @@ from ...base.report import Diagnostic
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import dump_json
 from .common import alerts, tp_suffix, where
+from .options import RenderOptions
 from .sarif import fingerprint, stable_path
 
 PROJECT_DIR_ENV = "CI_PROJECT_DIR"
@@ -80,10 +81,10 @@ def _error_fingerprint(error: FatalError, target: str) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def issues(run: Run) -> list[dict[str, Any]]:
+def issues(run: Run, options: RenderOptions) -> list[dict[str, Any]]:
     used: set[str] = set()
     found = [_diagnostic_issue(run, result, diagnostic, _unique(fingerprint(result, diagnostic), used))
-             for result, diagnostic in alerts(run)]
+             for result, diagnostic in alerts(run, options)]
     for result in run.results:
         error = result.error
         if error is not None and error.diagnostic is None:
@@ -93,8 +94,8 @@ def issues(run: Run) -> list[dict[str, Any]]:
     return found
 
 
-def render(run: Run) -> str:
-    return dump_json(issues(run), indent=2) + "\n"
+def render(run: Run, options: RenderOptions) -> str:
+    return dump_json(issues(run, options), indent=2) + "\n"
 
 
 def render_fatal(error: FatalError) -> str:

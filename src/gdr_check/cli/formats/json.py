@@ -6,9 +6,10 @@ from __future__ import annotations
 from ...base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ...pipeline.results import FatalError, Run, fatal_document
 from ..escape import dump_json
+from .options import RenderOptions
 
 
-def render(run: Run) -> str:
+def render(run: Run, options: RenderOptions) -> str:
     results = run.results
     if len(results) == 1:
         document = results[0].document()

@@ -9,6 +9,7 @@ from typing import Any
 from ...base.identity import REPORT_SCHEMA_VERSION
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import dump_json
+from .options import RenderOptions
 
 
 def _head(result: TargetResult | None) -> dict[str, Any]:
@@ -39,7 +40,7 @@ def _line(record: dict[str, Any]) -> str:
     return dump_json(record, ensure_ascii=True, separators=(", ", ": ")) + "\n"
 
 
-def render(run: Run) -> str:
+def render(run: Run, options: RenderOptions) -> str:
     return "".join(_line(record) for record in records(run))
 
 

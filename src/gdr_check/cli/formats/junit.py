@@ -14,6 +14,7 @@ from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import text as safe
 from ..escape import xml_text
 from .common import entries, tp_suffix, where
+from .options import RenderOptions
 
 # XML 1.0 cannot hold most control characters, even escaped.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -76,7 +77,7 @@ def _serialise(root: ET.Element) -> str:
     return xml_text('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n")
 
 
-def render(run: Run) -> str:
+def render(run: Run, options: RenderOptions) -> str:
     suites = _Suites()
     for result, diagnostic in entries(run):
         place = where(result, diagnostic)

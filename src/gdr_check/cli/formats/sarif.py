@@ -25,6 +25,7 @@ from ...pipeline.results import FatalError, Run, TargetResult
 from ...pipeline.selection import known_rules
 from ..escape import dump_json
 from .common import alerts, tp_suffix, where
+from .options import RenderOptions
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -155,8 +156,8 @@ def _notification(error: FatalError, result: TargetResult | None = None) -> dict
     return found
 
 
-def log(run: Run) -> dict[str, Any]:
-    pairs = list(alerts(run))
+def log(run: Run, options: RenderOptions) -> dict[str, Any]:
+    pairs = list(alerts(run, options))
     codes = sorted({diagnostic.code for _, diagnostic in pairs})
     index = {code: i for i, code in enumerate(c for c in codes if c in _known_codes())}
     seen: dict[str, int] = {}
@@ -189,8 +190,8 @@ def _known_codes() -> set[str]:
     return set(known_rules())
 
 
-def render(run: Run) -> str:
-    return dump_json(log(run), indent=2) + "\n"
+def render(run: Run, options: RenderOptions) -> str:
+    return dump_json(log(run, options), indent=2) + "\n"
 
 
 def render_fatal(error: FatalError) -> str:

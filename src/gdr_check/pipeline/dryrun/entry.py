@@ -3,17 +3,32 @@ one `Run`; `ranks="all"` runs every rank of the TP group."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
 from ...engines.profiles import DEFAULT_ENGINE
 from ...sources import SourceError
 from ..library import DeploymentError, deployment_of, selected_diagnostics
 from ..model_check import check_model
 from ..results import FAILING_DEFAULT, FatalError, Run, TargetResult
 from ..selection import Selection
-from .driver import dry_run_check
-from .rank_run import ranks_dry_run
+from .driver import DryRunResult, dry_run_check
+from .rank_run import RanksResult, ranks_dry_run
 
 # -- dry-run ---------------------------------------------------------------------------------------------------------
 RANKS = ("one", "all")
+
+
+@dataclass
+class DryRunTargetResult(TargetResult):
+    """A deployment's call run on synthetic tensors: one rank's (`DryRunResult`) or the TP group's
+    (`RanksResult`, `ranks="all"`). The subject of `gdr-check dry-run`."""
+
+    kind: ClassVar[str] = "dry-run"
+    record: DryRunResult | RanksResult = field(kw_only=True)
+
+    def document(self) -> dict[str, Any]:
+        return self.unreadable_document() if self.error is not None else self.record_document(self.record.to_dict())
 
 
 class DryRunOptionError(DeploymentError, ValueError):
@@ -62,19 +77,19 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
         check = check_model(target, deployment)
     except SourceError as error:
         fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
-        return Run([TargetResult(target, error=fatal, tp=tp, kind="dry-run")], failing=failing, exit_zero=exit_zero)
+        return Run([TargetResult(target, error=fatal, tp=tp)], failing=failing, exit_zero=exit_zero)
     if ranks == "all":
         gathered = ranks_dry_run(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout,
                                  weights=weights)
         passed = gathered.ok
         gathered.diagnostics = selected_diagnostics(selection, gathered.diagnostics)
-        result = TargetResult(target, check=check, diagnostics=list(gathered.diagnostics), tp=tp, kind="dry-run",
-                              details=gathered, incomplete=not passed)
+        result = DryRunTargetResult(target, check=check, diagnostics=list(gathered.diagnostics), tp=tp,
+                                    incomplete=not passed, record=gathered)
         return Run([result], failing=failing, exit_zero=exit_zero)
     outcome = dry_run_check(check, backend=backend, device=device, steps=steps, seed=seed, timeout=timeout)
     passed = outcome.ok and outcome.launched  # judged before selection: a hidden GDR3xx error is still a failure
     outcome.diagnostics = selected_diagnostics(selection, outcome.diagnostics)
-    result = TargetResult(target, check=check, diagnostics=list(outcome.diagnostics), tp=tp, kind="dry-run",
-                          details=outcome, incomplete=not passed)
+    result = DryRunTargetResult(target, check=check, diagnostics=list(outcome.diagnostics), tp=tp,
+                                incomplete=not passed, record=outcome)
     return Run([result], failing=failing, exit_zero=exit_zero)
 
