@@ -532,4 +532,7 @@ def test_a_default_target_missing_only_its_optional_dependency_is_absent_and_any
             pass
     reason = "import failed: ModuleNotFoundError: No module named 'gdr_missing_engine_dependency'"
     assert session.document()["skipped_targets"] == [{"target": broken, "reason": reason}]
-    assert f"; skipped {broken}: {reason}; pass targets=" in str(warned[-1].message) and not path.exists()
+    # (among the warnings: where an earlier test in this process left objects frozen, the frozen-heap warning
+    # comes after it, as on a GPU worker that ran sglang's helion test first)
+    assert any(f"; skipped {broken}: {reason}; pass targets=" in str(w.message) for w in warned)
+    assert not path.exists()
