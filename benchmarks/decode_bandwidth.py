@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 import triton
 
-from gdr_check.kernel.checked import packed_decode
-from gdr_check.kernel.gdn import launch_packed_decode
-from gdr_check.kernel.naive import naive_packed_decode
+from gdr_check.kernel.gdn.checked import packed_decode
+from gdr_check.kernel.gdn.fused import launch_packed_decode
+from gdr_check.kernel.gdn.naive import naive_packed_decode
 from gdr_check.kernel.tiling import TileConfig, pick_config
 
 K = V = 128

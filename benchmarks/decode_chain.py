@@ -43,7 +43,7 @@ from gdr_check.kernel.engine_kernels import (
     load_sglang_packed_decode,
     modules_restored,
 )
-from gdr_check.kernel.gdn import launch_packed_decode
+from gdr_check.kernel.gdn.fused import launch_packed_decode
 
 CONV_FILE = "sglang/kernels/ops/mamba/causal_conv1d_triton.py"
 NORM_FILE = "sglang/kernels/ops/attention/fla/fused_norm_gate.py"

@@ -68,12 +68,11 @@ import triton.language as tl
 # Same graph method as the bandwidth benchmark (run from this folder, as `python benchmarks/...`).
 from decode_bandwidth import capture, config_label, copy_roofline_tbps, replay_us
 
+from gdr_check.kernel import kda_packed_decode, naive_kda_packed_decode, naive_packed_decode, packed_decode
 from gdr_check.kernel._triton_common import launches_programmatically, release_dependents, wait_for_previous_grid
-from gdr_check.kernel.checked import kda_packed_decode, packed_decode
 from gdr_check.kernel.device_guard import FaultBuffer
-from gdr_check.kernel.gdn import launch_packed_decode
-from gdr_check.kernel.kda import launch_kda_packed_decode
-from gdr_check.kernel.naive import naive_kda_packed_decode, naive_packed_decode
+from gdr_check.kernel.gdn.fused import launch_packed_decode
+from gdr_check.kernel.kda.fused import launch_kda_packed_decode
 from gdr_check.kernel.tiling import TileConfig, choose_config, record_tuning, tuning_cache_path
 from gdr_check.models.builtin import get_builtin
 

@@ -42,7 +42,7 @@ from decode_bandwidth import capture, replay_us
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = "kernel/_triton_common.py"
-KERNELS = ("kernel/gdn.py", "kernel/kda.py")
+KERNELS = ("kernel/gdn/fused.py", "kernel/kda/fused.py")
 RECORD_BRANCH = """    if fault != 0:  # a branch, not a masked atomic: a clean row issues no atomic and waits on none
         code = fault.to(tl.int64)
         if SCAN_BLOCK != 0:
@@ -122,13 +122,13 @@ PREFETCH_LOAD = ("        next_tile = load_state_tile(head_state, v_start + tl.a
                  "STATE_EVICTION)\n")
 STATE_BARRIER = [(k, PREFETCH_LOAD, PREFETCH_LOAD + "        tl.debug_barrier()\n") for k in KERNELS]
 GDN_DECAY_IN_TILE = [
-    ("kernel/gdn.py", "            S = next_tile.to(tl.float32)\n",
+    ("kernel/gdn/fused.py", "            S = next_tile.to(tl.float32)\n",
      "            S = next_tile.to(tl.float32) * decay\n"),
-    ("kernel/gdn.py", "STATE_EVICTION).to(tl.float32)\n        else:",
+    ("kernel/gdn/fused.py", "STATE_EVICTION).to(tl.float32)\n        else:",
      "STATE_EVICTION).to(tl.float32) * decay\n        else:"),
-    ("kernel/gdn.py", "        u = beta * (v - decay * predicted)\n        o = decay * read + u * k_dot_q\n",
+    ("kernel/gdn/fused.py", "        u = beta * (v - decay * predicted)\n        o = decay * read + u * k_dot_q\n",
      "        u = beta * (v - predicted)\n        o = read + u * k_dot_q\n"),
-    ("kernel/gdn.py", "S * decay + u[:, None] * k[None, :]", "S + u[:, None] * k[None, :]")]
+    ("kernel/gdn/fused.py", "S * decay + u[:, None] * k[None, :]", "S + u[:, None] * k[None, :]")]
 
 
 SCANNED_RULE = """    if scanned and config.tiles_per_program == 1 and not config.prefetch:
@@ -198,10 +198,10 @@ VARIANTS.update({
                      "    decay = tl.full([BK], 1.0, tl.float32)\n    decayed_k = k\n    decayed_q = q\n"))
                  for k in KERNELS],
     "no_reductions": [
-        ("kernel/gdn.py", "        predicted = tl.sum(S * k[None, :], axis=1)\n"
+        ("kernel/gdn/fused.py", "        predicted = tl.sum(S * k[None, :], axis=1)\n"
                           "        read = tl.sum(S * q[None, :], axis=1)\n",
          "        predicted = v * 0.0\n        read = v * 0.0\n"),
-        ("kernel/kda.py", "        u = beta * (v - tl.sum(S * decayed_k[None, :], axis=1))\n"
+        ("kernel/kda/fused.py", "        u = beta * (v - tl.sum(S * decayed_k[None, :], axis=1))\n"
                           "        o = tl.sum(S * decayed_q[None, :], axis=1) + u * k_dot_q\n",
          "        u = beta * v\n        o = u * k_dot_q\n")],
     # no input loads at all (q, k, v and the gates constant): what the inputs' loads cost the chain
@@ -213,12 +213,13 @@ VARIANTS.update({
          "    q = tl.where(mask_k, 0.5, 0.0)\n    k = tl.where(mask_k, 0.25, 0.0)\n"),
         *[(k, "        v = tl.load(v_row + rows, mask=rows < V, other=0.0).to(tl.float32)\n",
            "        v = (rows * 0).to(tl.float32) + 1.0\n") for k in KERNELS],
-        ("kernel/gdn.py", "    z = tl.load(a + i_n * stride_a + i_hv).to(tl.float32) "
+        ("kernel/gdn/fused.py", "    z = tl.load(a + i_n * stride_a + i_hv).to(tl.float32) "
                           "+ tl.load(dt_bias + i_hv).to(tl.float32)\n"
                           "    decay = tl.exp(-tl.exp(tl.load(A_log + i_hv).to(tl.float32)) * softplus(z, 20.0))\n"
                           "    beta = tl.sigmoid(tl.load(b + i_n * stride_b + i_hv).to(tl.float32))\n",
          "    decay = 0.9\n    beta = 0.5\n"),
-        ("kernel/kda.py", lambda text: re.sub(r"    z = tl\.load\(a \+ .*?    beta = tl\.sigmoid\(tl\.load\(b [^\n]*\n",
+        ("kernel/kda/fused.py",
+         lambda text: re.sub(r"    z = tl\.load\(a \+ .*?    beta = tl\.sigmoid\(tl\.load\(b [^\n]*\n",
                                               "    decay = tl.where(mask_k, 0.9, 0.0)\n    decayed_k = decay * k\n"
                                               "    decayed_q = decay * q\n    beta = 0.5\n", text, count=1,
                                               flags=re.S))],
@@ -445,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     names = build(args.variants, args.base, dest)
     sys.path.insert(0, str(dest))
     modules = {name: tuple(importlib.import_module(f"gdr_check_{name}.kernel.{part}") for part in
-                           ("gdn", "kda", "checked")) for name in names}
+                           ("gdn.fused", "kda.fused", "ops")) for name in names}
     unchecked = [name for name in names if args.ours or name in ("tree", "base")]
     results = []
     for point in points:

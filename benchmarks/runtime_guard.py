@@ -46,11 +46,10 @@ from typing import Any
 import torch
 
 import gdr_check
-from gdr_check.kernel import device_guard
-from gdr_check.kernel.checked import kda_packed_decode, packed_decode
+from gdr_check.kernel import device_guard, kda_packed_decode, packed_decode
 from gdr_check.kernel.engine_kernels import _load_module, _stand_ins_installed, find_sglang_source
-from gdr_check.kernel.gdn import launch_packed_decode
-from gdr_check.kernel.kda import launch_kda_packed_decode
+from gdr_check.kernel.gdn.fused import launch_packed_decode
+from gdr_check.kernel.kda.fused import launch_kda_packed_decode
 
 K = V = 128
 HEADS = {"gdn": (16, 32), "kda": (32, 32)}

@@ -23,8 +23,8 @@ import torch
 from decode_bandwidth import capture, replay_us
 from guard_variants import parse_point
 
-from gdr_check.kernel.gdn import launch_packed_decode
-from gdr_check.kernel.kda import launch_kda_packed_decode
+from gdr_check.kernel.gdn.fused import launch_packed_decode
+from gdr_check.kernel.kda.fused import launch_kda_packed_decode
 
 SHAPES = ((256, 1), (512, 1), (1024, 1), (1024, 2), (2048, 2), (2048, 4), (4096, 4), (8192, 8))
 POINTS = ("qwen3-next@4:1:fp32", "qwen3-next@4:1:bf16", "qwen3-next@1:1:bf16", "kimi-linear@4:1:bf16",

@@ -499,7 +499,7 @@ def test_the_only_function_level_imports_are_the_kernel_extras():
                     local.update((function.name, f"{node.module}.{alias.name}") for alias in node.names)
     assert sorted(local) == [
         ("_session", "gdr_check.pipeline.dryrun.session"), ("_session", "torch"),
-        ("_stand_in", "gdr_check.kernel.naive.naive_packed_decode"),
+        ("_stand_in", "gdr_check.kernel.gdn.naive.naive_packed_decode"),
         ("test_sglang_releases_before_the_kernels_move_are_found_too", "gdr_check.kernel.engine_kernels"),
         ("test_step_indices_are_distinct_live_slots_with_padding",
          "gdr_check.pipeline.dryrun.synthetic_tensors.live_rows"),
@@ -576,7 +576,7 @@ def test_plan_round_trips_through_json():
 # -- the checks catch broken kernels (in-process session, float64 stand-in kernels: no Triton) ------------------------
 def _stand_in(flaw: str | None):
     """The float64 reference written back in the kernel's dtypes, with one deliberate flaw."""
-    from gdr_check.kernel.naive import naive_packed_decode  # imports torch: the kernel extra's, as its callers skip
+    from gdr_check.kernel.gdn.naive import naive_packed_decode  # imports torch: the kernel extra's, as its callers skip
 
     def kernel(*args, **_):
         if flaw == "raise":

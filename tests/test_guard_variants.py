@@ -22,14 +22,14 @@ def test_every_variant_applies_and_imports_as_its_own_package(tmp_path, monkeypa
     names = guard_variants.build(sorted(guard_variants.VARIANTS), None, tmp_path)
     assert names == sorted(guard_variants.VARIANTS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    copy = importlib.import_module("gdr_check_no_record.kernel.gdn")
+    copy = importlib.import_module("gdr_check_no_record.kernel.gdn.fused")
     assert copy.__file__.startswith(str(tmp_path))
-    source = (tmp_path / "gdr_check_no_record" / "kernel" / "gdn.py").read_text(encoding="utf-8")
+    source = (tmp_path / "gdr_check_no_record" / "kernel" / "gdn" / "fused.py").read_text(encoding="utf-8")
     assert "        if False:\n          record_fault(fault_counter" in source
     # The copy's modules import each other, not the package they were copied from.
-    checked = importlib.import_module("gdr_check_no_record.kernel.checked")
+    checked = importlib.import_module("gdr_check_no_record.kernel.gdn.checked")
     assert checked.checked_launch.__module__ == "gdr_check_no_record.kernel.device_guard"
-    assert checked.launch_packed_decode.__module__ == "gdr_check_no_record.kernel.gdn"
+    assert checked.launch_packed_decode.__module__ == "gdr_check_no_record.kernel.gdn.fused"
     # A variant made by a function of the source: the record's body moved, as written, into a called function.
     common = (tmp_path / "gdr_check_record_out_of_line" / "kernel" / "_triton_common.py").read_text(encoding="utf-8")
     body_at = common.index("@triton.jit(noinline=True)\ndef _record_body(")
@@ -41,8 +41,9 @@ def test_every_variant_applies_and_imports_as_its_own_package(tmp_path, monkeypa
 
 
 def test_a_replacement_that_no_longer_matches_names_its_variant(tmp_path, monkeypatch):
-    monkeypatch.setitem(guard_variants.VARIANTS, "stale", [("kernel/gdn.py", "no such line", "")])
-    with pytest.raises(SystemExit, match=r"^variant gdr_check_stale: its replacement no longer matches kernel/gdn.py$"):
+    monkeypatch.setitem(guard_variants.VARIANTS, "stale", [("kernel/gdn/fused.py", "no such line", "")])
+    with pytest.raises(SystemExit,
+                       match=r"^variant gdr_check_stale: its replacement no longer matches kernel/gdn/fused\.py$"):
         guard_variants.build(["stale"], None, tmp_path)
 
 
@@ -54,7 +55,7 @@ def test_every_variant_runs_a_faulty_call_through_its_guarded_kernels(tmp_path, 
     names = guard_variants.build(sorted(guard_variants.VARIANTS), None, tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in names:
-        checked = importlib.import_module(f"gdr_check_{name}.kernel.checked")
+        checked = importlib.import_module(f"gdr_check_{name}.kernel.ops")
         faults = importlib.import_module(f"gdr_check_{name}.kernel.device_guard")
         for kda in (False, True):
             call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[1, 7, 2], pool_slots=4, kda=kda, seed=5)

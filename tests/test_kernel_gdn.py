@@ -10,11 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from gdr_check.kernel.checked import packed_decode  # noqa: E402
 from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
-from gdr_check.kernel.gdn import launch_packed_decode  # noqa: E402
+from gdr_check.kernel.gdn.checked import packed_decode  # noqa: E402
+from gdr_check.kernel.gdn.fused import launch_packed_decode  # noqa: E402
+from gdr_check.kernel.gdn.naive import naive_packed_decode  # noqa: E402
 from gdr_check.kernel.layout import raise_contract_errors  # noqa: E402
-from gdr_check.kernel.naive import naive_packed_decode  # noqa: E402
 from gdr_check.kernel.tiling import TileConfig, pick_config  # noqa: E402
 from kernel_helpers import DEVICE, assert_step_matches, make_call, relative_error  # noqa: E402
 

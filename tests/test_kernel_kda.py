@@ -10,10 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from gdr_check.kernel.checked import kda_packed_decode  # noqa: E402
 from gdr_check.kernel.device_guard import raise_pending  # noqa: E402
-from gdr_check.kernel.kda import launch_kda_packed_decode  # noqa: E402
-from gdr_check.kernel.naive import naive_kda_packed_decode  # noqa: E402
+from gdr_check.kernel.kda.checked import kda_packed_decode  # noqa: E402
+from gdr_check.kernel.kda.fused import launch_kda_packed_decode  # noqa: E402
+from gdr_check.kernel.kda.naive import naive_kda_packed_decode  # noqa: E402
 from gdr_check.kernel.tiling import TileConfig  # noqa: E402
 from kernel_helpers import DEVICE, assert_step_matches, make_call  # noqa: E402
 

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from gdr_check.kernel.checked import kda_packed_decode, packed_decode  # noqa: E402
+from gdr_check.kernel import kda_packed_decode, packed_decode  # noqa: E402
 from gdr_check.kernel.engine_kernels import find_sglang_source, load_sglang_packed_decode  # noqa: E402
 from kernel_helpers import make_call, relative_error  # noqa: E402
 

@@ -147,7 +147,7 @@ def test_every_module_has_a_layer() -> None:
 
 def test_the_kernels_are_the_heavy_modules() -> None:
     """The computed set is not empty (the allowance above is not vacuous) and holds no metadata-path stage."""
-    assert "gdr_check.kernel.gdn" in HEAVY_MODULES and "gdr_check.kernel.kda" in HEAVY_MODULES
+    assert "gdr_check.kernel.gdn.fused" in HEAVY_MODULES and "gdr_check.kernel.kda.fused" in HEAVY_MODULES
     # (and the engine plugins' worker side, `integrations.served`, which runs in an engine worker only)
     assert {_layer(module) for module in HEAVY_MODULES} <= {_layer("gdr_check.kernel"), _layer("gdr_check.pipeline"),
                                                             _layer("gdr_check.integrations")}

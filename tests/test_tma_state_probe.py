@@ -16,7 +16,7 @@ pytest.importorskip("triton.tools.tensor_descriptor")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 bench = importlib.import_module("decode_vs_sglang")
 probe = importlib.import_module("tma_state_probe")
-naive = importlib.import_module("gdr_check.kernel.naive")
+naive = importlib.import_module("gdr_check.kernel")
 
 
 @pytest.mark.parametrize("candidate", [probe.Candidate(16, 2, 2, 1, False), probe.Candidate(32, 4, 3, 2, True),

@@ -6,12 +6,12 @@ Importing this package does not import torch or triton; the names below load the
 from ..base.lazy import lazy_dir, lazy_getattr
 
 _EXPORTS = {
-    "packed_decode": ".checked",
-    "launch_packed_decode": ".gdn",
-    "kda_packed_decode": ".checked",
-    "launch_kda_packed_decode": ".kda",
-    "naive_packed_decode": ".naive",
-    "naive_kda_packed_decode": ".naive",
+    "packed_decode": ".gdn.checked",
+    "launch_packed_decode": ".gdn.fused",
+    "kda_packed_decode": ".kda.checked",
+    "launch_kda_packed_decode": ".kda.fused",
+    "naive_packed_decode": ".gdn.naive",
+    "naive_kda_packed_decode": ".kda.naive",
     "load_sglang_packed_decode": ".engine_kernels",
     "load_vllm_packed_decode": ".engine_kernels",
     "TileConfig": ".tiling",

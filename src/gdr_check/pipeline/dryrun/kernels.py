@@ -19,7 +19,7 @@ class KernelUnderTest:
 
 
 def builtin_kernel(variant: str, engine: str) -> KernelUnderTest:
-    from ...kernel.checked import CHECKED, LAUNCHERS  # imports torch and triton: the child process only
+    from ...kernel.ops import CHECKED, LAUNCHERS  # imports torch and triton: the child process only
 
     checked, fast = CHECKED[variant], LAUNCHERS[variant]
     return KernelUnderTest(

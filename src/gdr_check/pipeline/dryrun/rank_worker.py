@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ...base.variants import variant_spec
-from ...kernel.naive import REFERENCES
+from ...kernel.ops import REFERENCES
 from ...models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
 from .child import _claim_stdout, jsonable
 from .geometry import launch_geometry

@@ -23,7 +23,7 @@ _TIE_WINDOW = 2.0**-19
 
 def reference(tensors: CallTensors, engine: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The float64 step from the current (pre-step) tensors: (out [B, 1, HV, V], state [S, HV, V, K])."""
-    from ...kernel.naive import REFERENCES
+    from ...kernel.ops import REFERENCES
 
     return REFERENCES[tensors.call.variant](*tensors.args(), engine=engine)
 

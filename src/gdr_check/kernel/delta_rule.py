@@ -1,4 +1,4 @@
-"""Float64 PyTorch references for the GDN and KDA packed recurrent decode step.
+"""The float64 delta-rule step that the GDN and KDA references share (`gdn/naive.py`, `kda/naive.py`).
 
 Written from the formulas of docs/kernel-contract.md §6, one step per row:
     S <- decay * S;  u = beta * (v - S k);  S <- S + u k^T;  o = S q   (o reads the updated state)
@@ -8,18 +8,15 @@ They take the kernels' arguments, never modify them, and return
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
-from ..engines.profiles import profile_for
 from .layout import Engine, infer_heads, row_is_live
 
 SOFTPLUS_THRESHOLD = 20.0
 L2NORM_EPS = 1e-6
 
 
-def _softplus(z: torch.Tensor) -> torch.Tensor:
+def softplus(z: torch.Tensor) -> torch.Tensor:
     # log(1 + exp(z)) rather than log1p, as the reference kernel computes it; linear above the threshold.
     return torch.where(z <= SOFTPLUS_THRESHOLD, torch.log(1.0 + torch.exp(z)), z)
 
@@ -40,7 +37,7 @@ def _split_qkv(mixed_qkv: torch.Tensor, H: int, HV: int, K: int, V: int
     return q.repeat_interleave(group, dim=1), k.repeat_interleave(group, dim=1), v
 
 
-def _delta_rule_step(
+def delta_rule_step(
     mixed_qkv: torch.Tensor,
     decay: torch.Tensor,
     beta: torch.Tensor,
@@ -78,72 +75,3 @@ def _delta_rule_step(
     out[rows, 0] = torch.einsum("rhvk,rhk->rhv", S, q_r)
     pool[live_slots] = S
     return out, pool
-
-
-def naive_packed_decode(
-    mixed_qkv: torch.Tensor,
-    a: torch.Tensor,
-    b: torch.Tensor,
-    A_log: torch.Tensor,
-    dt_bias: torch.Tensor,
-    scale: float,
-    initial_state: torch.Tensor,
-    out: torch.Tensor | None,
-    ssm_state_indices: torch.Tensor,
-    use_qk_l2norm_in_kernel: bool = False,
-    *,
-    engine: Engine = "sglang",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """GDN step in float64. ``out`` is accepted for signature parity and left untouched."""
-    del out
-    f64 = torch.float64
-    z = a.to(f64) + dt_bias.to(f64)
-    g = -torch.exp(A_log.to(f64)) * _softplus(z)  # [B, HV]
-    if profile_for(engine).gdn_beta_rounding is not None:
-        # sglang 0.5.23 and vLLM before 0.29 round sigmoid(b) to b's dtype before using it.
-        beta = torch.sigmoid(b.to(torch.float32)).to(b.dtype).to(f64)
-    else:
-        beta = torch.sigmoid(b.to(f64))
-    decay = torch.exp(g)[:, :, None, None]
-    return _delta_rule_step(
-        mixed_qkv, decay, beta, scale, initial_state, ssm_state_indices, use_qk_l2norm_in_kernel, engine
-    )
-
-
-def naive_kda_packed_decode(
-    mixed_qkv: torch.Tensor,
-    a: torch.Tensor,
-    b: torch.Tensor,
-    A_log: torch.Tensor,
-    dt_bias: torch.Tensor,
-    scale: float,
-    initial_state: torch.Tensor,
-    out: torch.Tensor | None,
-    ssm_state_indices: torch.Tensor,
-    use_qk_l2norm_in_kernel: bool = False,
-    lower_bound: float | None = None,
-    *,
-    engine: Engine = "sglang",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """KDA step in float64: per-key-channel decay, beta never rounded."""
-    del out
-    f64 = torch.float64
-    HV, _, K = initial_state.shape[-3:]
-    B = mixed_qkv.shape[0]
-    z = (a.to(f64) + dt_bias.to(f64)).reshape(B, HV, K)
-    A = torch.exp(A_log.to(f64))[None, :, None]
-    if lower_bound is not None:
-        g = lower_bound * torch.sigmoid(A * z)  # the "safe gate"
-    else:
-        g = -A * _softplus(z)
-    beta = torch.sigmoid(b.to(f64))
-    decay = torch.exp(g)[:, :, None, :]  # scales state column k (key channel)
-    return _delta_rule_step(
-        mixed_qkv, decay, beta, scale, initial_state, ssm_state_indices, use_qk_l2norm_in_kernel, engine
-    )
-
-
-# The float64 reference of each variant's kernel, by `VariantSpec.name`.
-REFERENCES: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
-    "gdn": naive_packed_decode, "kda": naive_kda_packed_decode,
-}

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._triton_common import (
+from .._triton_common import (
     INTERPRETED,
     DirectLauncher,
     device_name,
@@ -34,8 +34,8 @@ from ._triton_common import (
     store_state_tile,
     wait_for_previous_grid,
 )
-from .layout import Engine, check_engine, infer_heads
-from .tiling import (
+from ..layout import Engine, check_engine, infer_heads
+from ..tiling import (
     GuardLaunch,
     TileConfig,
     choose_config,

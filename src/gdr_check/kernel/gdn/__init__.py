@@ -1,0 +1,1 @@
+"""The GDN packed-decode op: `fused` (Triton kernel and launcher), `naive` (float64 reference), `checked`."""
