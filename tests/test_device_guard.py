@@ -30,11 +30,11 @@ from gdr_check.kernel import (  # noqa: E402
     naive_packed_decode,
     packed_decode,
 )
-from gdr_check.kernel import gdn as gdn_module  # noqa: E402
-from gdr_check.kernel import kda as kda_module  # noqa: E402
 from gdr_check.kernel._triton_common import DirectLauncher  # noqa: E402
 from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
+from gdr_check.kernel.gdn import fused as gdn_module  # noqa: E402
 from gdr_check.kernel.gdn.fused import launch_packed_decode as gdn_launch  # noqa: E402
+from gdr_check.kernel.kda import fused as kda_module  # noqa: E402
 from gdr_check.kernel.kda.fused import launch_kda_packed_decode  # noqa: E402
 from gdr_check.kernel.tiling import TileConfig, one_wave_register_cap, register_cap, resident_programs  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
