@@ -33,10 +33,10 @@ from gdr_check.engines.profiles import profile_for
 from gdr_check.pipeline.dryrun import backends
 from gdr_check.pipeline.dryrun import driver as runner_api
 from gdr_check.pipeline.dryrun import rank_run as ranks_api
+from gdr_check.pipeline.dryrun.child_launch import ChildOutcome
 from gdr_check.pipeline.dryrun.diagnose import dryrun_diagnostics
 from gdr_check.pipeline.dryrun.geometry import launch_geometry, restrided
 from gdr_check.pipeline.dryrun.kernels import KernelUnderTest
-from gdr_check.pipeline.dryrun.launch import ChildOutcome
 from gdr_check.pipeline.dryrun.plan import DryRunPlan, plan_for
 from gdr_check.pipeline.model_check import check_builtin, check_model
 

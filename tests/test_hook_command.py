@@ -72,9 +72,9 @@ def test_install_status_uninstall_in_the_environments_site_packages(environment)
         assert _modules_at_start(python) == []
         assert _modules_at_start(python, GDR_CHECK_CAPTURE="calls-{rank}.json") == [
             "gdr_check", "gdr_check.base", "gdr_check.base.identity", "gdr_check.base.lazy", "gdr_check.integrations",
-            "gdr_check.integrations.hooks", "gdr_check.integrations.post_import", "gdr_check.integrations.settings",
+            "gdr_check.integrations.hooks", "gdr_check.integrations.post_import",
             "gdr_check.integrations.sglang_plugin", "gdr_check.integrations.startup_hook",
-            "gdr_check.integrations.vllm_plugin"]
+            "gdr_check.integrations.variables", "gdr_check.integrations.vllm_plugin"]
     finally:
         removed = _gdr_check(python, "hook", "uninstall")
     assert removed.stdout == f"removed {pth}\n" and not pth.exists()

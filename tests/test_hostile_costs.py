@@ -305,7 +305,7 @@ def deep_tree(tmp_path_factory) -> Iterator[Path]:
 
 
 def test_a_checkpoint_1200_folders_deep_is_found_with_its_settings(deep_tree):
-    from gdr_check.pipeline.settings import ConfigResolver
+    from gdr_check.pipeline.pyproject_config import ConfigResolver
     from gdr_check.sources.discover import find_checkpoints
 
     deep = "/".join(["d"] * 1200) + "/ck"

@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 pytest.importorskip("numpy")
 
-from gdr_check.integrations import post_import, settings, sglang_plugin, vllm_plugin
+from gdr_check.integrations import post_import, sglang_plugin, variables, vllm_plugin
 
 try:  # Python 3.11+
     import tomllib
@@ -136,7 +136,7 @@ SGLANG_LOADED = {"sglang.kernels.ops.attention.fla.fused_recurrent",
 # The plugin's own modules: what an engine process imports of gdr-check when no variable is set.
 INERT = {"gdr_check", "gdr_check.base", "gdr_check.base.identity", "gdr_check.base.lazy", "gdr_check.integrations",
          "gdr_check.integrations.hooks",
-         "gdr_check.integrations.post_import", "gdr_check.integrations.settings"}
+         "gdr_check.integrations.post_import", "gdr_check.integrations.variables"}
 VLLM_FAULTS = [
     "GDR241: `ssm_state_indices` holds slot 9 at row 1, but the pool has 5 slots (0..4) [in pool #0]",
     "GDR242: slot 2 is used by rows 2, 3 of one batch [in pool #0]",
@@ -309,13 +309,13 @@ def test_sglang_allow_list_without_gdr_check_loads_nothing(sglang_tree, dist, tm
 @pytest.mark.parametrize(("environ", "expected"), [
     ({}, None),
     ({"GDR_CHECK_GUARD": ""}, None),
-    ({"GDR_CHECK_GUARD": "Warn"}, settings.PluginSettings(guard="warn")),
-    ({"GDR_CHECK_CAPTURE": "calls-{rank}.json"}, settings.PluginSettings(capture="calls-{rank}.json")),
+    ({"GDR_CHECK_GUARD": "Warn"}, variables.PluginSettings(guard="warn")),
+    ({"GDR_CHECK_CAPTURE": "calls-{rank}.json"}, variables.PluginSettings(capture="calls-{rank}.json")),
     ({"GDR_CHECK_GUARD": "raise", "GDR_CHECK_REPORT": "r.json"},
-     settings.PluginSettings(guard="raise", report="r.json")),
+     variables.PluginSettings(guard="raise", report="r.json")),
 ])
 def test_settings(environ, expected):
-    assert settings.read_settings(environ) == expected
+    assert variables.read_settings(environ) == expected
 
 
 @pytest.mark.parametrize(("environ", "message"), [
@@ -332,10 +332,10 @@ def test_settings(environ, expected):
      "GDR_CHECK_GUARD=warn (or record, raise) too"),
 ])
 def test_bad_settings_are_one_line_and_the_plugin_does_nothing(environ, message, monkeypatch, caplog):
-    with pytest.raises(settings.SettingsError) as raised:
-        settings.read_settings(environ)
+    with pytest.raises(variables.SettingsError) as raised:
+        variables.read_settings(environ)
     assert str(raised.value) == message
-    for name in settings.VARIABLES:
+    for name in variables.VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
@@ -410,7 +410,7 @@ def test_vllm_plugin_guard_under_cuda_graphs(method, vllm_tree, dist, tmp_path):
 def test_a_release_without_the_hooked_class_is_one_line_and_nothing_else(monkeypatch, caplog):
     import types
 
-    for name in settings.VARIABLES:
+    for name in variables.VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GDR_CHECK_GUARD", "warn")
     monkeypatch.setitem(sys.modules, vllm_plugin.WORKER_MODULE, types.ModuleType(vllm_plugin.WORKER_MODULE))

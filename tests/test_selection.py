@@ -9,6 +9,7 @@ import pytest
 
 from cli_checkpoints import clean_output_env, run_cli, write_good
 from gdr_check.cli.formats import FORMATS
+from gdr_check.pipeline.pyproject_config import ConfigError, discover, find_config_file, load_config
 from gdr_check.pipeline.selection import (
     RuleSelection,
     Selection,
@@ -18,7 +19,6 @@ from gdr_check.pipeline.selection import (
     rule_selection,
     split_selectors,
 )
-from gdr_check.pipeline.settings import ConfigError, discover, find_config_file, load_config
 
 RULES = known_rules()
 

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from cli_checkpoints import clean_output_env, run_cli
-from gdr_check.pipeline.settings import ConfigResolver, find_config_file
+from gdr_check.pipeline.pyproject_config import ConfigResolver, find_config_file
 from gdr_check.sources import find_checkpoints
 
 CONFIG = ('{"model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 4, "layer_types": '

@@ -85,9 +85,9 @@ def test_the_readmes_library_example_runs_as_written(cwd: Path, capsys):
 # -- README: what gdr_check.pipeline.library's functions return ----------------------------------------------------
 def test_the_readme_says_what_check_targets_returns(cwd: Path):
     from gdr_check.pipeline.library import TargetSettings, check_targets
+    from gdr_check.pipeline.pyproject_config import Config
     from gdr_check.pipeline.results import Run, TargetResult
     from gdr_check.pipeline.selection import Selection
-    from gdr_check.pipeline.settings import Config
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert ("`check_targets(targets, settings_for)` gives the list of (target, TP size) results, and "

@@ -19,10 +19,10 @@ from ..base.limits import LimitError, SizeError, checked, parse_size, shorten
 from ..deployment.settings import MAMBA_STRATEGIES
 from ..pipeline.library import DEFAULT_BATCH, check_targets
 from ..pipeline.model_check import open_target
+from ..pipeline.pyproject_config import ConfigError, ConfigResolver
 from ..pipeline.results import Run, TargetResult
 from ..pipeline.run_settings import CommandLine, RunSettings, config_resolver, exclusion_test, first_given, run_config
 from ..pipeline.selection import SelectorError, known_rules, rule_selection
-from ..pipeline.settings import ConfigError, ConfigResolver
 from ..sources import SourceError
 from ..sources.discover import checkpoint_inputs, expand_targets
 from .deployment_flags import FLAGS

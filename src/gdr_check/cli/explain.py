@@ -19,7 +19,7 @@ from ..checks import RULES
 from ..checks.explanations import MAX_PASTE, Context, Explanation, find_all
 from ..engines.profiles import EngineProfile, UnknownEngineError, profile_for
 from ..pipeline.explain_numbers import model_numbers
-from ..pipeline.settings import TABLE, ConfigError, discover, load_config
+from ..pipeline.pyproject_config import TABLE, ConfigError, discover, load_config
 from .escape import dump_json
 from .escape import text as safe
 from .formats import FORMATS

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .post_import import when_imported
-from .settings import ServedDeployment, SettingsError, read_settings
+from .variables import ServedDeployment, SettingsError, read_settings
 
 MARK = "__gdr_check_plugin__"  # on a method the plugin wrapped: it is wrapped once however often plugins load
 

@@ -37,7 +37,7 @@ from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
 from ..base.limits import counted
 from ..pipeline.capture import Capture
 from ..pipeline.guard import Guard
-from .settings import PluginSettings, ServedDeployment
+from .variables import PluginSettings, ServedDeployment
 
 REPORT_COMMAND = "guard"
 _MAX_LOGGED = 1000  # distinct faults logged per worker; later ones are counted in the report and the summary

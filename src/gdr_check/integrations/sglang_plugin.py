@@ -25,7 +25,7 @@ from typing import Any
 
 from .hooks import EngineHook, release_of
 from .hooks import register as _register
-from .settings import ServedDeployment
+from .variables import ServedDeployment
 
 RUNNER_MODULE = "sglang.srt.model_executor.model_runner"
 CONTEXT_MODULE = "sglang.srt.runtime_context"

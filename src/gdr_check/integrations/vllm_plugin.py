@@ -23,7 +23,7 @@ from typing import Any
 
 from .hooks import EngineHook, release_of
 from .hooks import register as _register
-from .settings import ServedDeployment
+from .variables import ServedDeployment
 
 WORKER_MODULE = "vllm.v1.worker.worker_base"
 LOGGER = logging.getLogger("vllm.gdr_check")  # under vLLM's `vllm` logger: its handler and format

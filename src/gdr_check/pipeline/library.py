@@ -21,9 +21,9 @@ from ..deployment.settings import Deployment
 from ..engines.profiles import DEFAULT_ENGINE
 from ..sources import SourceError
 from .model_check import ModelCheck, check_model
+from .pyproject_config import Config
 from .results import FatalError, TargetResult
 from .selection import Selection
-from .settings import Config
 
 
 class DeploymentError(InputError):

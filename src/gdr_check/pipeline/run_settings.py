@@ -19,9 +19,9 @@ from ..deployment.settings import MAMBA_STRATEGIES
 from ..engines.profiles import choose_engine
 from ..sources.discover import ExcludePatterns, is_excluded
 from .library import DEFAULT_BATCH, DEFAULT_TP, TargetSettings
+from .pyproject_config import Config, ConfigError, ConfigResolver, discover, load_config
 from .results import FAILING_DEFAULT, FAILING_WITH_WARNINGS
 from .selection import RuleSelection, Selection
-from .settings import Config, ConfigError, ConfigResolver, discover, load_config
 
 T = TypeVar("T")
 

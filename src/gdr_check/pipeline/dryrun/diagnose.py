@@ -13,7 +13,7 @@ from ...base.registry import Violation
 from ...base.report import Diagnostic
 from ...checks import rules_dryrun as rules
 from ...engines.profiles import PROFILES
-from .launch import ChildOutcome
+from .child_launch import ChildOutcome
 
 # The kernels a dry-run compares, as people name them: ours and each engine's (by profile name).
 KERNEL_NAMES = {"builtin": "gdr-check", **{p.name: p.display_name for p in PROFILES}}

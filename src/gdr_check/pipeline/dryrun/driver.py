@@ -20,8 +20,8 @@ from ...engines.profiles import ENGINE_NAMES, profile_for
 from ...models.adapters import identify
 from ..model_check import ModelCheck, check_model
 from .backends import known_unavailable, missing_backend
+from .child_launch import DEFAULT_TIMEOUT_S, ChildOutcome, run_child
 from .diagnose import dryrun_diagnostics
-from .launch import DEFAULT_TIMEOUT_S, ChildOutcome, run_child
 from .plan import DryRunPlan, plan_for
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .launch import child_environment
+from .child_launch import child_environment
 from .plan import DryRunPlan
 
 WORKER_MODULE = "gdr_check.pipeline.dryrun.rank_worker"
