@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import stat
 import tempfile
 from pathlib import Path
@@ -42,16 +41,26 @@ def bounded_int(literal: str) -> int:
     return -stand_in if literal.startswith("-") else stand_in
 
 
-# A run of more than MAX_INT_DIGITS digits, found from its first digit only (the look-behind), so that the search
-# is linear in the text whatever its numbers.
-_LONG_DIGITS = re.compile(rf"(?<![0-9])[0-9]{{{MAX_INT_DIGITS + 1}}}")
+# A run of more than MAX_INT_DIGITS digits, looked for in the text's UTF-8 bytes with every ASCII digit mapped to
+# b"0" and every other byte to b" " (UTF-8 uses the bytes 0x30-0x39 for those digits alone): a C-level translation
+# and substring search, linear in the text whatever its numbers. (A look-behind regex did the same at ~35 ns a
+# character: a quarter of a second for a 41-shard checkpoint's 7 MB index.)
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_RUN = b"0" * (MAX_INT_DIGITS + 1)
+
+
+def has_long_digit_run(text: str) -> bool:
+    """Whether `text` holds more than MAX_INT_DIGITS ASCII digits in a row (in a string or a number)."""
+    if len(text) <= MAX_INT_DIGITS:
+        return False
+    return _LONG_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS)
 
 
 def loads_bounded(text: str) -> Any:
     """`json.loads(text)` with integers bounded as `bounded_int` bounds them. The decoder calls `parse_int` once
     per integer (a config's array of millions of numbers took seconds in those calls): it is given only when the
     text holds a digit run that long at all (in a string or a number), else the decoder converts in C."""
-    if _LONG_DIGITS.search(text) is None:
+    if not has_long_digit_run(text):
         return json.loads(text)
     return json.loads(text, parse_int=bounded_int)
 

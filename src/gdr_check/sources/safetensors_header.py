@@ -66,6 +66,15 @@ SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
 SAFETENSORS_DTYPES = {key: (canonical_dtype(name), bits) for key, (name, bits) in SAFETENSORS_DTYPES.items()}
 
 
+# -- the reading's hot path ------------------------------------------------------------------------------------
+# A 41-shard checkpoint's headers hold ~76k entries, and reading them is most of a `gdr-check <checkpoint>` run
+# (docs/performance.md, *Metadata path*). The reading's speed tricks are kept here, in the sources layer's one
+# hot-path module (the checks keep theirs in `checks/hotpath.py`, a layer above, which the readers must not import):
+# the entry loop's fast path in `parse_header` and `_check_tiling`'s C-level chain test. Each settles only the
+# usual, well-formed case and hands anything else to the plain code that names the fault, so the results and the
+# errors are the same either way. (The cyclic collector is the CLI's to pause, `cli/main.py`, not the library's.)
+
+
 def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> list[TensorInfo]:
     """The tensors of the safetensors file at `path`, read from its header only.
 
@@ -309,8 +318,16 @@ def _numel_bits(shape: tuple[int, ...], bits: int, *, limit: int) -> int:
 
 def _check_tiling(spans: list[tuple[int, int, str]], path: Path | str) -> int:
     """Sorted by offset, the tensors must tile [0, end) with no gap or overlap; returns the end."""
+    ordered = sorted(spans)
+    if not ordered:
+        return 0
+    # The usual header, settled in C: sorted, each span begins where the one before ends (empty ones included).
+    begins, ends, _ = zip(*ordered, strict=True)
+    if begins[0] == 0 and begins[1:] == ends[:-1]:
+        end: int = ends[-1]
+        return end
     previous_end, previous_name, previous_empty = 0, None, True
-    for begin, end, name in sorted(spans):
+    for begin, end, name in ordered:
         if begin < previous_end:
             if begin < end and not previous_empty:
                 raise OverlappingTensors(path, tensor=previous_name, other=name)
