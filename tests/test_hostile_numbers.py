@@ -14,6 +14,7 @@ import pytest
 
 from checkpoint_builders import qwen3_next_config, qwen_tensors, write_checkpoint
 from cli_checkpoints import clean_output_env
+from gdr_check.base.files import loads_bounded
 from gdr_check.base.limits import LIMITS, LimitError, checked
 from gdr_check.base.report import LIMITS_DOCS_URL
 from hostile_corpus import FORMATS, Outcome, assert_outcome, run_in_process, run_subprocess
@@ -218,3 +219,16 @@ def test_limits_doc_is_generated_from_the_table():
     usage = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=root)
     assert usage.returncode == 0 and usage.stdout.startswith("usage: ")
     assert not (root / "--help").exists()
+
+
+@pytest.mark.parametrize("prefix", ["", "é ", '"\u0663\u0663" '])  # before the number: nothing, a two-byte
+def test_a_json_integer_is_bounded_from_its_4001st_digit(prefix):  # letter, Arabic-Indic digits (not ASCII)
+    """Python refuses to convert more than 4300 digits; the readers stand in 10**4000 for any integer of more than
+    4000 (shown as "an integer of at least 4000 digits", above) and convert every shorter one exactly, wherever
+    the run stands in the text and whatever text comes before it."""
+    for digits, expected in ((4000, 10**4000 - 1), (4001, 10**4000), (4300, 10**4000), (5000, 10**4000)):
+        text = f'[{json.dumps(prefix)}, {"9" * digits}, -{"9" * digits}]'
+        assert loads_bounded(text)[1:] == [expected, -expected]
+        assert loads_bounded(text, text.encode())[1:] == [expected, -expected]
+    # A run that long inside a string is no number: the text loads as it is.
+    assert loads_bounded(f'["{"7" * 4001}", 12]') == ["7" * 4001, 12]

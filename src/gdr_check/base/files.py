@@ -49,18 +49,21 @@ _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in rang
 _LONG_RUN = b"0" * (MAX_INT_DIGITS + 1)
 
 
-def has_long_digit_run(text: str) -> bool:
-    """Whether `text` holds more than MAX_INT_DIGITS ASCII digits in a row (in a string or a number)."""
+def has_long_digit_run(text: str, raw: bytes | bytearray | None = None) -> bool:
+    """Whether `text` holds more than MAX_INT_DIGITS ASCII digits in a row (in a string or a number); `raw`, when
+    given, is `text`'s UTF-8 encoding (the bytes it was decoded from), which saves encoding it again."""
     if len(text) <= MAX_INT_DIGITS:
         return False
-    return _LONG_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS)
+    data = text.encode("utf-8", "surrogatepass") if raw is None else raw
+    return _LONG_RUN in data.translate(_DIGITS_AS_ZEROS)
 
 
-def loads_bounded(text: str) -> Any:
+def loads_bounded(text: str, raw: bytes | bytearray | None = None) -> Any:
     """`json.loads(text)` with integers bounded as `bounded_int` bounds them. The decoder calls `parse_int` once
     per integer (a config's array of millions of numbers took seconds in those calls): it is given only when the
-    text holds a digit run that long at all (in a string or a number), else the decoder converts in C."""
-    if not has_long_digit_run(text):
+    text holds a digit run that long at all (in a string or a number), else the decoder converts in C. `raw`: as
+    for `has_long_digit_run`."""
+    if not has_long_digit_run(text, raw):
         return json.loads(text)
     return json.loads(text, parse_int=bounded_int)
 

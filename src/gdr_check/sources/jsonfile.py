@@ -33,7 +33,7 @@ def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: ty
         reason = not_utf8(raw, exc, at=None)
         raise invalid(path, line=line, column=column, reason=reason) from None
     try:
-        return loads_bounded(text), text
+        return loads_bounded(text, raw), text
     except json.JSONDecodeError as exc:
         raise invalid(path, line=exc.lineno, column=exc.colno, reason=json_error_reason(exc)) from None
     except RecursionError:
