@@ -2,7 +2,11 @@
 
 (a) `gdr-check <dir> --tp 4` on a 41-shard checkpoint with the headers of Qwen3-Next-80B-A3B (every tensor of
     the 48 layers, the 512 routed experts per layer and the MTP block; data regions sparse, so it costs no
-    disk), whole process, against `python -c "import torch"`. Target: at most half.
+    disk), whole process, against `python -c "import torch"`. Target (issue 37): at most a quarter. Timed twice:
+    as this environment runs it, and with the bytecode of every module it imports cached in a temporary
+    folder (`PYTHONPYCACHEPREFIX`, filled by the untimed warm-up run), as an installed wheel has it (pip
+    compiles a wheel's modules when it installs it; an editable install under `PYTHONDONTWRITEBYTECODE=1`
+    compiles the package's ~1.1 MB of source on every run). `import torch` loads its own cached bytecode.
 (b) Bytes read per shard against its header size (8 + N), counted twice: the reader's own `bytes_read` and the
     kernel's `rchar` counter for this process (/proc/self/io), which sees every read system call. Target: equal
     to the header size, whatever the size of the data region.
@@ -29,6 +33,7 @@ import json
 import math
 import os
 import platform
+import resource
 import statistics
 import struct
 import subprocess
@@ -51,7 +56,8 @@ KIMI_LINEAR = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
 SHARDS = 41
 TP = 4
 ITEMSIZE = {"BF16": 2, "F32": 4}
-PROCESS_TARGET = 0.5  # (a): gdr-check / import torch
+PROCESS_TARGET = 0.25  # (a): gdr-check / import torch (issue 37)
+CACHED = "gdr-check, bytecode cached"  # (a) as an installed wheel runs: see the docstring
 GUARD_TARGET = 2.0  # (c): check_packed_decode / reference wrapper
 
 Tensors = dict[str, tuple[str, tuple[int, ...]]]  # name -> (safetensors dtype, shape)
@@ -190,19 +196,34 @@ def gdr_check_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "gdr_check"]
 
 
-def time_commands(commands: dict[str, list[str]], runs: int, cwd: Path) -> dict[str, list[float]]:
-    """Wall seconds of each command, `runs` times, interleaved, after one untimed warm-up each."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+def time_commands(commands: dict[str, list[str]], runs: int, cwd: Path,
+                  environments: dict[str, dict[str, str | None]] | None = None,
+                  cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Wall seconds of each command, `runs` times, interleaved, after one untimed warm-up each. `environments`:
+    per command, variables to set (a value) or remove (None). `cpu`, when given, gets each run's CPU seconds
+    (user + system, from the child's resource usage): on a machine shared with other work, the wall time
+    also counts the time the process waited for a core, and the CPU time does not."""
+    base = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    envs = {}
+    for name in commands:
+        changes = (environments or {}).get(name, {})
+        envs[name] = {k: v for k, v in {**base, **changes}.items() if v is not None}
     times: dict[str, list[float]] = {name: [] for name in commands}
     for round_ in range(runs + 1):
         for name, command in commands.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            done = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            done = subprocess.run(command, cwd=cwd, env=envs[name], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE)
             elapsed = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if done.returncode not in (0, 1):
                 raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
             if round_:
                 times[name].append(elapsed)
+                if cpu is not None:
+                    used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                    cpu.setdefault(name, []).append(used)
     return times
 
 
@@ -403,19 +424,29 @@ def main(argv: list[str] | None = None) -> int:
               f"built in {time.perf_counter() - start:.1f} s")
 
         # (a)
+        check = [*gdr_check_command(), directory.name, "--tp", str(TP)]
         commands = {
-            "gdr-check": [*gdr_check_command(), directory.name, "--tp", str(TP)],
+            "gdr-check": check,
+            CACHED: check,
             "import torch": [sys.executable, "-c", "import torch"],
             "python -c pass": [sys.executable, "-c", "pass"],
         }
-        times = time_commands(commands, options.runs, directory.parent)
-        ratio = statistics.median(times["gdr-check"]) / statistics.median(times["import torch"])
-        print(f"\n(a) whole process, median of {options.runs} interleaved runs")
+        cached = {CACHED: {"PYTHONPYCACHEPREFIX": str(Path(scratch) / "pycache"), "PYTHONDONTWRITEBYTECODE": None}}
+        cpu: dict[str, list[float]] = {}
+        times = time_commands(commands, options.runs, directory.parent, cached, cpu)
+        torch_median = statistics.median(times["import torch"])
+        ratio = statistics.median(times["gdr-check"]) / torch_median
+        ratio_cached = statistics.median(times[CACHED]) / torch_median
+        print(f"\n(a) whole process, median of {options.runs} interleaved runs: wall time; CPU time (user + system)")
         for name, seconds in times.items():
-            print(f"    {name:16s} {_ms(seconds)}")
-        verdict_a = "PASS" if ratio <= PROCESS_TARGET else "FAIL"
-        print(f"    gdr-check / import torch = {ratio:.2f} (target <= {PROCESS_TARGET}) {verdict_a}")
-        numbers["process"] = {"seconds": times, "ratio": ratio, "pass": ratio <= PROCESS_TARGET}
+            print(f"    {name:30s} {_ms(seconds)}; CPU {_ms(cpu[name])}")
+        torch_cpu = statistics.median(cpu["import torch"])
+        for name, value in (("gdr-check", ratio), (CACHED, ratio_cached)):
+            verdict_a = "PASS" if value <= PROCESS_TARGET else "FAIL"
+            print(f"    {name} / import torch = {value:.2f} (target <= {PROCESS_TARGET}) {verdict_a}; "
+                  f"CPU time: {statistics.median(cpu[name]) / torch_cpu:.2f}")
+        numbers["process"] = {"seconds": times, "cpu_seconds": cpu, "ratio": ratio, "pass": ratio <= PROCESS_TARGET,
+                              "ratio_cached": ratio_cached, "pass_cached": ratio_cached <= PROCESS_TARGET}
 
         # (b)
         counted = count_reads(directory)
@@ -479,8 +510,12 @@ def markdown_rows(numbers: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
         f"| (a) `gdr-check <41 shards> --tp 4`, whole process (median) | "
         f"{statistics.median(process['seconds']['gdr-check']) * 1e3:.0f} ms | `import torch` "
-        f"{statistics.median(process['seconds']['import torch']) * 1e3:.0f} ms | {process['ratio']:.2f} | <= 0.5 | "
-        f"{'pass' if process['pass'] else 'FAIL'} |",
+        f"{statistics.median(process['seconds']['import torch']) * 1e3:.0f} ms | {process['ratio']:.2f} | "
+        f"<= {PROCESS_TARGET} | {'pass' if process['pass'] else 'FAIL'} |",
+        f"| (a) the same, bytecode cached (as installed) | "
+        f"{statistics.median(process['seconds'][CACHED]) * 1e3:.0f} ms | `import torch` "
+        f"{statistics.median(process['seconds']['import torch']) * 1e3:.0f} ms | {process['ratio_cached']:.2f} | "
+        f"<= {PROCESS_TARGET} | {'pass' if process['pass_cached'] else 'FAIL'} |",
     ]
     data = numbers["bytes"]
     kernel = f" (rchar {data['kernel_bytes']:,} B)" if data["kernel_bytes"] is not None else ""
