@@ -36,9 +36,9 @@ from ..checks.rules_guard import GuardExample, argument_report
 from ..deployment.settings import Deployment
 from ..sources import TensorInfo, open_checkpoint
 from ..sources.examples import CheckpointExample
+from .dryrun.child_launch import ChildOutcome
 from .dryrun.diagnose import dryrun_diagnostics
 from .dryrun.driver import dry_run_check, nothing_to_run
-from .dryrun.child_launch import ChildOutcome
 from .dryrun.rank_run import ranks_diagnostics
 from .dryrun.ranks import RankOutcome, RanksOutcome
 from .model_check import check_checkpoint
