@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from ...base.report import Diagnostic
-from ...pipeline.call_check import CallResult
 from ...pipeline.results import Run, TargetResult
 from ..escape import text as safe
 from .options import RenderOptions
+
+if TYPE_CHECKING:  # (a check's report never loads the call or dry-run modules: a subject's `kind` says which)
+    from ...pipeline.call_check import CallResult
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -118,8 +121,9 @@ def summary_line(run: Run) -> str:
     unreadable = sum(r.error is not None for r in run.results)
     readable = [r for r in run.results if r.error is None]
     # (a served worker's guard report counts the calls its guard checked there)
-    calls = [len(r.record.calls) if r.record.recording.guard is None else r.record.recording.guard.calls
-             for r in readable if isinstance(r, CallResult)]
+    records = [cast("CallResult", r).record for r in readable if r.kind == "call"]
+    calls = [len(record.calls) if record.recording.guard is None else record.recording.guard.calls
+             for record in records]
     if readable and len(calls) == len(readable):  # a recording's calls, as the full format counts them
         checked = calls_checked(sum(calls))
     else:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.console import Console
 from rich.table import Table
 
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
-from ...pipeline.call_check import CallResult
-from ...pipeline.dryrun.entry import DryRunTargetResult
 from ...pipeline.dryrun.rank_run import RanksResult
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import markup as escape
@@ -23,7 +21,9 @@ from .dryrun_sections import render_full as dry_run_sections
 from .dryrun_sections import render_ranks
 from .options import RenderOptions
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (a check's report never loads the call or dry-run modules: a subject's `kind` says which)
+    from ...pipeline.call_check import CallResult
+    from ...pipeline.dryrun.entry import DryRunTargetResult
     from ...pipeline.model_check import ModelCheck
 
 
@@ -158,20 +158,20 @@ def _render_quiet(console: Console, run: Run) -> None:
                               suffix=tp_suffix(run, result))
 
 
-def _render_subject(result: CallResult | DryRunTargetResult, options: RenderOptions) -> str:
-    """`call` and `dry-run` results keep their own sections (the calls; the step table and timing)."""
-    if isinstance(result, CallResult):
-        return call_sections(result.record, color=options.color, ascii_only=options.ascii_only)
-    if isinstance(result.record, RanksResult):  # `dry-run --ranks all`
-        return neutralise_log(render_ranks(result.target, result.record, color=options.color,
-                                           ascii_only=options.ascii_only))
-    return neutralise_log(dry_run_sections(result.target, result.record, color=options.color,
-                                           ascii_only=options.ascii_only))
+def _render_subject(result: TargetResult, options: RenderOptions) -> str:
+    """`call` and `dry-run` results keep their own sections (the calls; the step table and timing). Told apart by
+    `kind`, not by class: a check's report must not load the call and dry-run modules to ask."""
+    if result.kind == "call":
+        return call_sections(cast("CallResult", result).record, color=options.color, ascii_only=options.ascii_only)
+    record = cast("DryRunTargetResult", result).record
+    if isinstance(record, RanksResult):  # `dry-run --ranks all`
+        return neutralise_log(render_ranks(result.target, record, color=options.color, ascii_only=options.ascii_only))
+    return neutralise_log(dry_run_sections(result.target, record, color=options.color, ascii_only=options.ascii_only))
 
 
 def render(run: Run, options: RenderOptions) -> str:
     subject = run.results[0] if len(run.results) == 1 else None
-    if not options.quiet and isinstance(subject, (CallResult, DryRunTargetResult)) and subject.error is None:
+    if not options.quiet and subject is not None and subject.kind != "check" and subject.error is None:
         return _render_subject(subject, options)
     buffer = io.StringIO()
     console = make_console(buffer, options.color, options.ascii_only)
