@@ -69,14 +69,17 @@ def test_sglang_call_for_qwen3_next_tp2():
     assert spec["a"] == ((4, 16), (16, 1), "bfloat16") and spec["b"] == spec["a"]
     assert spec["A_log"] == ((16,), (1,), "float32")  # fp32 parameter, though the checkpoint stores bf16
     assert spec["dt_bias"] == ((16,), (1,), "bfloat16")
-    assert spec["initial_state"] == ((5, 16, 128, 128), (16 * 128 * 128, 128 * 128, 128, 1), "float32")
+    # sglang 0.5.23 counts 5 slots per running request for Qwen3-Next (`auto` -> extra_buffer under the overlap
+    # schedule: 3 + 2 ping-pong, kv_cache_configurator.py:3062-3088): the fewest rows serving 4 are 4 x 5 + 1.
+    rows = 4 * 5 + 1
+    assert spec["initial_state"] == ((rows, 16, 128, 128), (16 * 128 * 128, 128 * 128, 128, 1), "float32")
     assert spec["out"] == ((4, 1, 16, 128), (16 * 128, 16 * 128, 128, 1), "bfloat16")
     assert spec["ssm_state_indices"] == ((4,), (1,), "int32")
     assert call.ssm_state_indices.values == (1, 2, 3, 4)
     assert all(t.device == "cuda:0" for t in call.tensors().values())
     pools = result.pools
-    assert pools["ssm_pool"].shape == (36, 5, 16, 128, 128) and pools["ssm_pool"].dtype == "float32"
-    assert pools["conv_pool"].shape == (36, 5, 4096, 3) and pools["conv_pool"].dtype == "bfloat16"
+    assert pools["ssm_pool"].shape == (36, rows, 16, 128, 128) and pools["ssm_pool"].dtype == "float32"
+    assert pools["conv_pool"].shape == (36, rows, 4096, 3) and pools["conv_pool"].dtype == "bfloat16"
     assert pools["initial_state"].stride == pools["ssm_pool"].stride[1:]
     assert result.contract_run and result.report.errors == []
 
@@ -87,7 +90,9 @@ def test_kda_call_and_pools():
     assert call.variant == "kda"
     assert call.a.shape == (8, 8 * 128) and call.dt_bias.shape == (8 * 128,) and call.dt_bias.dtype == "float32"
     assert call.b.shape == (8, 8) and call.A_log.shape == (8,)
-    assert result.pools["conv_pool"].shape == (20, 9, 3, 3072)  # window-first for KDA
+    # window-first for KDA; Kimi-Linear's `auto` is extra_buffer from sglang 0.5.16 (overrides.py
+    # `_MAMBA_EXTRA_BUFFER_ARCHS`): 3 + 2 slots counted per request, 8 x 5 + 1 rows
+    assert result.pools["conv_pool"].shape == (20, 8 * 5 + 1, 3, 3072)
     assert result.settings.state_dtype == "float32"
 
 
@@ -340,8 +345,11 @@ def test_the_library_s_target_settings_take_the_budget_as_written_and_one_target
                     ["Qwen/Qwen3-Next-80B-A3B-Instruct"]):
         (result,) = check_targets(targets, lambda target: settings)
         assert result.target == "Qwen/Qwen3-Next-80B-A3B-Instruct" and result.error is None
-        assert next(d for d in result.diagnostics if d.code == "GDR132").message == (
-            "a 1 GiB budget holds the state of 12 requests per rank, fewer than the batch of 64")
+        # one slot: 36 layers x (3 x 8192 bf16 conv + 32 x 128 x 128 fp32 SSM) = 77266944 bytes; sglang's pool
+        # K = (1 GiB - slot) // slot = 12, serving 12 // 5 = 2 requests (kv_cache_configurator.py:3379-3385, :3137)
+        assert next(d for d in result.diagnostics if d.code == "GDR136").message == (
+            "a 1 GiB budget gives a pool of 12 slots, which serves 2 running requests per rank at 5 state slot(s) "
+            "counted per request (3 for the radix cache, extra_buffer + 2 ping-pong), fewer than the batch of 64")
     # one field: a changed budget is the one used, and a number is bytes (as pyproject.toml takes it)
     assert replace(settings, gpu_memory="2GiB").gpu_memory_bytes == 2048 * MiB
     assert TargetSettings(gpu_memory=1024 * MiB).gpu_memory_bytes == 1024 * MiB
@@ -360,7 +368,10 @@ def test_deployment_validation():
         Deployment(engine="trt")
     with pytest.raises(ValueError):
         Deployment(state_dtype="int8")
-    assert Deployment(batch=16).num_slots == 17
+    # the rows: as given, else the fewest the engine serves the batch from (vLLM: one slot per request and row 0)
+    qwen = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+    assert check_builtin(qwen, Deployment(batch=16, engine="vllm")).settings.num_slots == 17
+    assert check_builtin(qwen, Deployment(batch=16, slots=20)).settings.num_slots == 20
 
 
 # -- entry point and document ----------------------------------------------------------------------------------
@@ -387,11 +398,11 @@ def test_json_document():
                                  "kind": "gdn", "num_hidden_layers": 40, "num_k_heads": 16, "num_v_heads": 32,
                                  "head_k_dim": 128, "head_v_dim": 128, "conv_kernel": 4}
     assert len(document["model"]["linear_layers"]) == 30
-    assert document["deployment"] == {**document["deployment"], "tp": 2, "batch": 4, "num_slots": 5,
+    assert document["deployment"] == {**document["deployment"], "tp": 2, "batch": 4, "num_slots": 4 * 5 + 1,
                                       "state_dtype": "float32", "engine": "sglang"}
     assert document["shapes"] == {
         "mixed_qkv": [4, 4096], "a": [4, 16], "b": [4, 16], "A_log": [16], "dt_bias": [16],
-        "initial_state": [5, 16, 128, 128], "out": [4, 1, 16, 128], "ssm_state_indices": [4],
+        "initial_state": [4 * 5 + 1, 16, 128, 128], "out": [4, 1, 16, 128], "ssm_state_indices": [4],
     }
     assert {"code", "name", "severity", "message", "fixes"} <= set(document["diagnostics"][0])
 

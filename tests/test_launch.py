@@ -292,7 +292,8 @@ def test_launch_shows_the_check_command_of_the_same_deployment_and_check_agrees(
     # lowers the decode graphs to 8 too, memory_hook.py:182-188); the pool from --max-mamba-cache-size 64.
     run = run_cli("launch", "--weights-per-rank", "40GiB", "--", "sglang", "serve", "--model-path", MODEL, "--tp", "4",
                   "--attn-dp-size", "2", "--max-running-requests", "16", "--max-mamba-cache-size", "128")
-    expected = (f"gdr-check {MODEL} --tp 2 --batch 8 --slots 65 --engine sglang --mamba-strategy extra_buffer")
+    # `auto` stays `auto`: check resolves it as sglang does (extra_buffer for Qwen3-Next), 64 // 5 = 12 >= 8 served
+    expected = f"gdr-check {MODEL} --tp 2 --batch 8 --slots 65 --engine sglang"
     assert f"  the same deployment in `check`: {expected}" in run.stdout, run.stdout
     check = run_cli(*expected.split()[1:], "--output-format", "concise")
     launched = {line.split("]")[0].rsplit("[", 1)[1] for line in run.stdout.splitlines()

@@ -1,15 +1,9 @@
-"""State slots and memory per request under the engine's pool strategy and speculative decoding.
+"""The linear-attention state pool of a deployment as sglang sizes it: the slots it counts per running request, the
+pool a `--gpu-memory` budget gives, and the running requests that pool serves.
 
-sglang 0.5.23 (`mem_cache/allocation_sizing.py`, `mem_cache/memory_pool.py`):
-- every running request holds one slot of the linear-attention state pool (conv window + SSM state in every
-  linear layer); `--mamba-radix-cache-strategy extra_buffer` adds ping-pong tracking slots for the prefix
-  cache: 2 per request with the overlap scheduler (the default), 1 without it or in lazy mode;
-  `get_mamba_tracking_slots`. A request that cannot get them fails the assertion "Not enough space for mamba
-  ping pong idx, try to increase --mamba-full-memory-ratio."
-- speculative decoding adds, per running request, the verify step's intermediate states: an SSM state per
-  draft token ([L, reqs+1, T, HV, V, K]) and the conv windows of the draft tokens, stored deduplicated on CUDA
-  (one window of T + W - 2 columns per layer).
-vLLM's pool strategies are not modelled here.
+The arithmetic is `deployment.state_pool` (sglang's own formulas, cited there), the same that `gdr-check launch`
+runs; this module applies it to a model's per-rank state. A slot is one request's state in every linear-attention
+layer (conv window + SSM state). vLLM's pool strategies are not modelled here: one slot per request.
 """
 
 from __future__ import annotations
@@ -17,57 +11,62 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..deployment.settings import EngineSettings, tracking_slots
+from ..deployment.settings import EngineSettings
+from ..deployment.state_pool import RunningCap, budget_for, pool_from_budget
 from ..models.description import LinearAttentionModel
 from .expected import per_rank_heads
 
 
 @dataclass(frozen=True)
 class PoolPlan:
-    """Slots and bytes per request on one rank, and how many requests a budget holds."""
+    """The pool on one rank under the resolved strategy: slots per request, bytes, and what a budget serves."""
 
-    strategy: str
+    strategy: str  # resolved (sglang's `auto` -> extra_buffer or no_buffer); "none" with the radix cache off
+    strategy_reason: str
+    counting: str  # why `slots_per_request`, in a few words
     speculative_tokens: int
-    tracking_slots: int  # ping-pong slots per request (extra_buffer)
-    slots_per_request: int  # 1 + tracking_slots
+    tracking_slots: int  # ping-pong slots a request holds beside its own (extra_buffer)
+    held_slots: int  # 1 + tracking_slots: what a request holds at once
+    slots_per_request: int  # counted per running request when the pool caps them (sglang's mamba ratio)
     slot_bytes: int  # one slot over every linear layer
-    speculative_bytes_per_request: int
-    bytes_per_request: int
+    bytes_per_request: int  # what sizing charges per running request: (counted slots + draft tokens) x slot
     batch: int
-    bytes_for_batch: int  # the batch, and row 0 of the pool and of the speculative buffers
-    reserved_bytes: int  # row 0: one slot, and one request's verify state
+    pool_for_batch: int  # the pool (K) that serves the batch: batch x counted slots
+    bytes_for_batch: int  # the smallest budget that gives that pool
     budget: int | None = None
-    requests_that_fit: int | None = None
+    pool_size: int | None = None  # K the budget gives (rows K + 1)
+    requests_that_fit: int | None = None  # the running requests that pool serves (K // counted slots)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def cap(self) -> RunningCap | None:
+        if self.pool_size is None:
+            return None
+        return RunningCap(self.pool_size, self.slots_per_request, self.batch)
+
 
 def plan_pool(model: LinearAttentionModel, settings: EngineSettings) -> PoolPlan | None:
-    """The pool under the deployment's strategy and draft tokens; None when the heads do not split by TP."""
-    deployment = settings.deployment
+    """The pool under the deployment's resolved strategy and draft tokens; None when the heads do not split by TP
+    or the engine's strategies are not modelled."""
+    deployment, pool = settings.deployment, settings.pool
     heads = per_rank_heads(model, deployment.tp)
-    if heads is None:
+    if heads is None or pool is None or not pool.modelled:
         return None
     L = len(model.linear_layers)
     conv_slot = (heads.W - 1) * heads.width * settings.conv_itemsize
     ssm_slot = heads.HV * heads.V * heads.K * settings.state_itemsize
     slot_bytes = L * (conv_slot + ssm_slot)
-    tracking = tracking_slots(deployment.mamba_strategy)
-    T = deployment.speculative_tokens
-    speculative = 0
-    if T:
-        speculative = L * (T * ssm_slot + heads.width * (T + heads.W - 2) * settings.conv_itemsize)
-    per_request = (1 + tracking) * slot_bytes + speculative
-    batch = deployment.batch
-    # Row 0 of the pool (one slot) and of the speculative buffers (one request's verify state) is reserved.
-    reserved = slot_bytes + speculative
-    for_batch = per_request * batch + reserved
+    ratio, draft = pool.counted_slots, deployment.speculative_tokens
+    wanted = deployment.batch * ratio
     budget = deployment.gpu_memory
-    fit = max((budget - reserved) // per_request, 0) if budget is not None and per_request else None
+    size = pool_from_budget(budget, slot_bytes, ratio=ratio, draft_tokens=draft) if budget is not None else None
     return PoolPlan(
-        strategy=deployment.mamba_strategy, speculative_tokens=T, tracking_slots=tracking,
-        slots_per_request=1 + tracking, slot_bytes=slot_bytes, speculative_bytes_per_request=speculative,
-        bytes_per_request=per_request, batch=batch, bytes_for_batch=for_batch, reserved_bytes=reserved, budget=budget,
-        requests_that_fit=fit,
+        strategy=pool.strategy, strategy_reason=pool.reason, counting=pool.counting, speculative_tokens=draft,
+        tracking_slots=pool.tracking_slots, held_slots=pool.held_slots, slots_per_request=ratio,
+        slot_bytes=slot_bytes, bytes_per_request=(ratio + draft) * slot_bytes, batch=deployment.batch,
+        pool_for_batch=wanted, bytes_for_batch=budget_for(wanted, slot_bytes, ratio=ratio, draft_tokens=draft),
+        budget=budget, pool_size=size,
+        requests_that_fit=None if size is None else max(size, 0) // ratio,
     )

@@ -25,6 +25,7 @@ from ..deployment.launch_memory import (
     SglangPlan,
     VllmPlan,
 )
+from ..engines.profiles import profile_for
 from ..models.adapters import select_adapter
 from ..models.builtin import get_builtin
 from ..models.description import LinearAttentionModel, describe
@@ -257,13 +258,13 @@ def sglang_running_cap(ctx: LaunchContext) -> Finding | None:
     if plan.cap >= plan.max_running_before_cap:
         return None
     notes = list(_sglang_lines(plan))
-    notes.append(f"sglang logs `max_running_requests is capped to {plan.cap} by the mamba state cache "
-                 f"(max_mamba_cache_size={plan.pool_size}, {plan.ratio} state slots per request)`")
+    notes.append(plan.running.warning(profile_for(ctx.command.engine)))
     fixes = []
     if plan.geometry.state_dtype == "float32":
         fixes.append("`--mamba-ssm-dtype bfloat16`: about twice the slots (the SSM state is most of a slot)")
     if plan.ratio > 3:
-        fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: {plan.pool_size // 3} requests (3 slots each)")
+        fixes.append(f"`--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule`: {plan.pool_size // 3} "
+                     "requests (3 slots each)")
     if plan.radix_cache:
         fixes.append("`--disable-radix-cache`: one slot per request (with `--max-running-requests N` the pool "
                      "is sized to N)")
@@ -294,6 +295,9 @@ def sglang_pool_fits(ctx: LaunchContext) -> Finding | None:
     if not isinstance(plan, SglangPlan):
         return None
     notes = list(_sglang_lines(plan))
+    if plan.refusal is not None:  # the strategy itself: an explicit no_buffer with the overlap schedule on
+        return Finding({"engine": ctx.engine, "why": plan.refusal}, notes=notes,
+                       fixes=["add `--disable-overlap-schedule`, or leave the strategy at `auto`"])
     if plan.rest_bytes <= 0:
         need = (plan.weights_per_rank + plan.per_slot_bytes * 2) / plan.gpu.total_bytes
         return Finding({"engine": ctx.engine, "why": f"the weights ({_gib(plan.weights_per_rank)}) fill "

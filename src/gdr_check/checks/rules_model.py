@@ -24,6 +24,7 @@ from ..base.registry import RULES, Finding, Violation, declare, findings_of, rul
 from ..base.report import Diagnostic, Location
 from ..call.pools import plan_pool
 from ..deployment.decode_path import decode_path
+from ..deployment.state_pool import RunningCap, pool_from_budget
 from ..engines.profiles import STATE_DTYPES
 from ..models.adapters import QUANTITIES, Selection, adapter_serving
 from ..models.description import Locator, shown_value, why_undescribed
@@ -793,10 +794,11 @@ def state_footprint(ctx: ModelContext) -> Finding | None:
     notes = [f"SSM state {settings.state_dtype} ({settings.state_dtype_reason}); conv state "
              f"{settings.conv_dtype} ({settings.conv_dtype_reason})",
              f"the pool of {counted(memory.num_slots, 'slot')} takes {format_bytes(memory.pool_bytes)} per rank"]
-    slots = ctx.deployment.slots_per_request
-    if slots > 1:  # the figure is one slot; GDR135 counts the request's ping-pong slots (and any verify state)
-        notes.append(f"under {ctx.deployment.mamba_strategy} a request holds {slots} such slots, "
-                     f"{format_bytes(slots * memory.bytes_per_request)} (GDR135)")
+    pool = settings.pool
+    if pool is not None and pool.modelled and pool.counted_slots > 1:  # the figure is one slot (GDR135 counts)
+        notes.append(f"{ctx.deployment.profile.display_name} counts {pool.counted_slots} such slots per running "
+                     f"request ({pool.counting}), {format_bytes(pool.counted_slots * memory.bytes_per_request)}, "
+                     "when it sizes the pool (GDR135)")
     return Finding(
         {"per_request": format_bytes(memory.bytes_per_request), "layers": memory.linear_layers,
          "layer_word": layer_word(memory.linear_layers),
@@ -816,8 +818,8 @@ def state_footprint(ctx: ModelContext) -> Finding | None:
     ),
     causes=("a large batch at low TP", "an fp32 SSM state on a small GPU"),
     fixes=("raise TP, lower the batch, or use a bf16 SSM state",),
-    example=ModelExample(qwen3_next_config(), "a budget of 3 requests for a batch of 16",
-                         deployment={"batch": 16, "gpu_memory": 140_000}),
+    example=ModelExample(qwen3_next_config(), "a budget of 3 requests for a batch of 16 under vLLM",
+                         deployment={"batch": 16, "gpu_memory": 140_000, "engine": "vllm"}),
 )
 def state_budget(ctx: ModelContext) -> Finding | None:
     memory = ctx.memory
@@ -1115,156 +1117,182 @@ BLOCKING_RULES = BLOCKING_RULES | {"GDR108", "GDR126"}
 
 
 # -- pool strategies and speculative decoding -------------------------------------------------
+# The arithmetic is `deployment.state_pool` (sglang's own formulas), the same `gdr-check launch` runs.
 def _pool_plan(ctx: ModelContext) -> PoolPlan | None:
-    deployment = ctx.deployment
-    if deployment.mamba_strategy == "no_buffer" and not deployment.speculative_tokens:
-        return None
     return plan_pool(ctx.model, ctx.settings)
 
 
 def _plan_text(plan: PoolPlan) -> str:
-    parts = [f"{plan.slots_per_request} state slot(s)"]
-    if plan.tracking_slots:
-        parts[0] += f" (1 + {plan.tracking_slots} ping-pong, extra_buffer)"
+    text = f"{plan.slots_per_request} state slot(s) counted per request ({plan.counting})"
     if plan.speculative_tokens:
-        parts.append(f"the verify state of {plan.speculative_tokens} draft token(s)")
-    return " and ".join(parts)
+        text += f" and the verify state of {plan.speculative_tokens} draft token(s)"
+    return text
+
+
+def _engine_outcome(ctx: ModelContext, plan: PoolPlan, pool: int) -> tuple[str, bool]:
+    """What sglang does with a pool of `pool` (K) for the batch: its words, and whether it stops start-up."""
+    cap = RunningCap(pool, plan.slots_per_request, plan.batch)
+    refusal = cap.refusal
+    if refusal is not None:
+        return f"{ctx.deployment.profile.label} stops at start-up: `{refusal}`", True
+    return cap.warning(ctx.deployment.profile), False
+
+
+def _no_buffer_fix(plan: PoolPlan, fit_with_three: int) -> str | None:
+    if not plan.tracking_slots or fit_with_three <= (plan.requests_that_fit or 0):
+        return None
+    return ("serve with `--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule` (in gdr-check "
+            f"`--mamba-strategy no_buffer`): 3 slots counted per request, {fit_with_three} requests")
 
 
 @rule(
     "GDR135", "state-pool-plans", severity="info", scope=MODEL,
-    summary="slots and state memory per request under the pool strategy and speculative decoding",
-    message="each request holds {what}: {per_request} per rank",
+    summary="the slots sglang counts per running request under its pool strategy, and the state memory they cost",
+    message=("{engine} counts {counted} state slot(s) per running request ({counting}) when it sizes the state "
+             "pool{spec}: {per_request} per rank"),
     explanation=(
-        "sglang 0.5.23 gives every running request one slot of the linear-attention state pool. "
-        "`--mamba-radix-cache-strategy extra_buffer` adds ping-pong tracking slots for the prefix cache: 2 per "
-        "request with the overlap scheduler (the default), 1 without it (`get_mamba_tracking_slots`, "
-        "`mem_cache/allocation_sizing.py`). Speculative decoding adds the verify step's intermediate state per "
-        "request: one SSM state per draft token and the draft tokens' conv windows (`mem_cache/memory_pool.py`, "
-        "`intermediate_ssm_state_cache`, deduplicated conv windows of T + W - 2 columns).\n\n"
-        "vLLM's pool strategies and speculative buffers are not modelled."
+        "sglang sizes the linear-attention state pool in slots (one request's state in every linear layer) and caps "
+        "the running requests at the pool's slots divided by the slots it counts per request, "
+        "`_calculate_mamba_ratio` (sglang 0.5.23 `mem_cache/kv_cache_configurator.py`): 1 with the radix cache off, "
+        "else 3, plus the ping-pong tracking slots of `extra_buffer` (2 with the overlap schedule, 1 without it or "
+        "lazily, `get_mamba_tracking_slots` in `mem_cache/allocation_sizing.py`). The strategy `auto` (the "
+        "default) resolves to extra_buffer for the architectures a release lists, with the overlap schedule on and "
+        "the Triton backend, from 0.5.14 (before: no_buffer): Qwen3-Next, Qwen3.5 and, from 0.5.16, Kimi-Linear "
+        "count 5 slots per request by default. With speculative decoding sglang sizes the pool from the budget "
+        "with each running request's verify state, one slot per draft token.\n\n"
+        "This note appears where the strategy, the draft tokens or the radix cache are set; vLLM's pool "
+        "strategies and speculative buffers are not modelled."
     ),
-    fixes=("`--mamba-radix-cache-strategy no_buffer` keeps one slot per request (no prefix caching of the state)",),
+    fixes=("`--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule` counts 3 slots per request",),
     example=ModelExample(qwen3_next_config(), "extra_buffer and 2 draft tokens",
                          deployment={"mamba_strategy": "extra_buffer", "speculative_tokens": 2}),
-    engines="sglang 0.5.23.",
+    engines="sglang 0.5.9-0.5.23.",
 )
 def pool_plan_info(ctx: ModelContext) -> Finding | None:
-    if not ctx.deployment.profile.models_pool_strategies:
-        if ctx.deployment.mamba_strategy != "no_buffer" or ctx.deployment.speculative_tokens:
-            return Finding({"what": "a state slot", "per_request": "not modelled"}, severity="info",
+    deployment = ctx.deployment
+    chosen = deployment.mamba_strategy != "auto" or deployment.speculative_tokens or not deployment.radix_cache
+    if not deployment.profile.models_pool_strategies:
+        if chosen:
+            return Finding({"engine": deployment.profile.label, "counted": 1,
+                            "counting": "its pool strategies are not modelled", "spec": "",
+                            "per_request": "one slot"},
                            notes=["vLLM's mamba cache strategies and speculative buffers are not modelled: "
                                   "the numbers shown elsewhere are for one slot per request"])
         return None
     plan = _pool_plan(ctx)
-    if plan is None:
+    if plan is None or not chosen:
         return None
-    notes = [f"one slot: {format_bytes(plan.slot_bytes)} over {len(ctx.model.linear_layers)} linear layers"]
+    notes = [f"strategy: {plan.strategy} ({plan.strategy_reason})",
+             f"one slot: {format_bytes(plan.slot_bytes)} over {len(ctx.model.linear_layers)} linear layers; a "
+             f"request holds {counted(plan.held_slots, 'slot')} at once"]
     if plan.speculative_tokens:
-        notes.append(f"verify state: {format_bytes(plan.speculative_bytes_per_request)} per request "
-                     f"({plan.speculative_tokens} SSM states and the conv windows of every linear layer)")
-    rows = f"{plan.batch * plan.slots_per_request + 1} pool rows, row 0 reserved"
-    if plan.speculative_tokens:
-        rows += f"; verify state for {plan.batch + 1} rows"
-    notes.append(f"a batch of {plan.batch} needs {format_bytes(plan.bytes_for_batch)} per rank ({rows})")
+        notes.append(f"verify state: {plan.speculative_tokens} slot(s) per running request in the sizing")
+    notes.append(f"a batch of {plan.batch} needs a pool of {plan.batch} x {plan.slots_per_request} = "
+                 f"{counted(plan.pool_for_batch, 'slot')} (and row 0): a {format_bytes(plan.bytes_for_batch)} budget "
+                 "per rank")
     if plan.budget is not None:
-        notes.append(f"a {format_bytes(plan.budget)} budget holds {plan.requests_that_fit} requests")
-    return Finding({"what": _plan_text(plan), "per_request": format_bytes(plan.bytes_per_request)}, notes=notes)
+        notes.append(f"a {format_bytes(plan.budget)} budget gives a pool of {plan.pool_size} and serves "
+                     f"{plan.requests_that_fit} requests")
+    spec = (f", with the verify state of {plan.speculative_tokens} draft token(s) (one slot each)"
+            if plan.speculative_tokens else "")
+    return Finding({"engine": deployment.profile.label, "counted": plan.slots_per_request,
+                    "counting": plan.counting, "spec": spec, "per_request": format_bytes(plan.bytes_per_request)},
+                   notes=notes)
 
 
 @rule(
-    "GDR136", "state-pools-too-small-for-the-strategy", scope=MODEL,
-    summary="the budget does not hold the batch under the pool strategy",
-    message="a {budget} budget holds {fit} requests per rank with {what}, fewer than the batch of {batch}",
+    "GDR136", "state-pools-too-small-for-the-strategy", severity="warning", scope=MODEL,
+    summary="the state budget's pool serves fewer running requests than the batch",
+    message=("a {budget} budget gives a pool of {pool} slots, which serves {fit} running requests per rank at "
+             "{what}, fewer than the batch of {batch}"),
     explanation=(
-        "With `--mamba-radix-cache-strategy extra_buffer` each request takes 1 + 2 slots of the linear-attention "
-        "state pool (1 + 1 without the overlap scheduler), and speculative decoding adds the verify state of "
-        "every draft token. When the pool cannot give a request its ping-pong slots, sglang 0.5.23 stops with "
-        "`AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.`; "
-        "without extra_buffer it fails with \"Not enough space for mamba cache\". The numbers here are the "
-        "linear-attention state alone, per rank."
+        "sglang sizes its linear-attention state pool from the budget (`max_mamba_cache_size` K = (budget - one "
+        "slot) // one slot; with D draft tokens (budget - slot x (1 + D)) // (slot x (1 + D / ratio))) and serves "
+        "at most K // ratio running requests, ratio being the slots it counts per request (GDR135). Below the "
+        "requested number it caps them (a warning from sglang 0.5.17, silent before): the deployment serves a "
+        "smaller batch. Where the pool is empty or serves no request, sglang stops at start-up: then this is an "
+        "error. The numbers here are the linear-attention state alone, per rank (`--gpu-memory`)."
     ),
-    causes=("extra_buffer at a large batch on a small GPU", "many draft tokens with an fp32 SSM state"),
-    fixes=("raise `--mamba-full-memory-ratio` so the state pool gets the bytes shown",
-           "use `--mamba-radix-cache-strategy no_buffer`", "lower the batch or the draft tokens"),
-    example=ModelExample(qwen3_next_config(), "extra_buffer takes 3 slots per request of a 400 kB budget",
-                         deployment={"mamba_strategy": "extra_buffer", "batch": 8, "gpu_memory": 400_000}),
-    engines="sglang 0.5.23.",
-    supersedes=("GDR132",),  # the same budget, its requests counted with their extra slots: one count per report
+    causes=("extra_buffer (the default for Qwen3-Next and Qwen3.5) at a large batch on a small budget",
+            "many draft tokens with an fp32 SSM state"),
+    fixes=("raise `--mamba-full-memory-ratio` or `--max-mamba-cache-size` so the state pool gets the slots shown",
+           "use `--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule`",
+           "lower the batch or the draft tokens"),
+    example=ModelExample(qwen3_next_config(), "auto -> extra_buffer counts 5 slots per request of a 400 kB budget",
+                         deployment={"batch": 8, "gpu_memory": 400_000}),
+    engines="sglang 0.5.9-0.5.23.",
+    supersedes=("GDR132",),  # the same budget, its requests counted as sglang counts them: one count per report
 )
 def pool_plan_budget(ctx: ModelContext) -> Finding | None:
-    if not ctx.deployment.profile.models_pool_strategies:
-        return None
     plan = _pool_plan(ctx)
-    if plan is None or plan.budget is None or plan.requests_that_fit is None or plan.requests_that_fit >= plan.batch:
+    if plan is None or plan.pool_size is None or plan.requests_that_fit is None or plan.budget is None:
         return None
-    extra = plan.strategy == "extra_buffer"
-    message = ("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio."
-               if extra else "Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
-                             "--max-mamba-cache-size.")
-    notes = [f"{plan.batch} requests need {format_bytes(plan.bytes_for_batch)} per rank "
-             f"({plan.batch} x {format_bytes(plan.bytes_per_request)}, and {format_bytes(plan.reserved_bytes)} for "
-             "the reserved row 0)",
-             f"sglang 0.5.23 fails at allocation: `AssertionError: {message}`"]
-    fixes = [f"raise `--mamba-full-memory-ratio` until the state pool gets {format_bytes(plan.bytes_for_batch)} "
-             "per rank"]
-    if extra:
-        single = plan.slot_bytes + plan.speculative_bytes_per_request
-        fit = max(plan.budget // single - 1, 0)
-        if fit:  # a strategy under which no request fits either is no fix
-            fixes.append(f"`--mamba-radix-cache-strategy no_buffer`: {fit} requests fit in the same budget")
+    if plan.requests_that_fit >= plan.batch:
+        return None
+    outcome, refused = _engine_outcome(ctx, plan, plan.pool_size)
+    notes = [f"{plan.batch} requests need a pool of {plan.batch} x {plan.slots_per_request} = "
+             f"{counted(plan.pool_for_batch, 'slot')} of {format_bytes(plan.slot_bytes)}: a "
+             f"{format_bytes(plan.bytes_for_batch)} budget per rank", outcome]
+    fixes = [f"raise `--mamba-full-memory-ratio` until the state pool gets {format_bytes(plan.bytes_for_batch)} per "
+             f"rank, or set `--max-mamba-cache-size {plan.pool_for_batch * ctx.deployment.tp}`"]
+    three = pool_from_budget(plan.budget, plan.slot_bytes, ratio=3, draft_tokens=plan.speculative_tokens)
+    no_buffer = _no_buffer_fix(plan, max(three, 0) // 3)
+    if no_buffer is not None:
+        fixes.append(no_buffer)
     if plan.speculative_tokens:
         fixes.append("fewer draft tokens (`--speculative-num-draft-tokens`)")
     # the batch, TP, a bf16 state: as GDR132, which it replaces
-    fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request, plan.reserved_bytes)
-    return Finding({"budget": format_bytes(plan.budget), "fit": plan.requests_that_fit, "what": _plan_text(plan),
-                    "batch": plan.batch},
-                   severity="error" if extra or not plan.requests_that_fit else "warning", notes=notes, fixes=fixes)
+    fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request,
+                           plan.bytes_for_batch - plan.batch * plan.bytes_per_request)
+    return Finding({"budget": format_bytes(plan.budget), "pool": plan.pool_size, "fit": plan.requests_that_fit,
+                    "what": _plan_text(plan), "batch": plan.batch},
+                   severity="error" if refused else None, notes=notes, fixes=fixes)
 
 
 @rule(
-    "GDR137", "slot-counts-too-small-for-the-strategy", scope=MODEL,
-    summary="the pool has fewer slots than the batch needs under the pool strategy",
-    message=("a batch of {batch} needs {needed} under {strategy} ({per_request} per request and slot 0), but the "
-             "pool has {slots} (0..{last})"),
+    "GDR137", "slot-counts-too-small-for-the-strategy", severity="warning", scope=MODEL,
+    summary="the pool's rows serve fewer running requests than the batch",
+    message=("a pool of {slots} (0..{last}) serves {fit} running requests at {per_request} slots each ({counting}), "
+             "fewer than the batch of {batch}"),
     explanation=(
-        "With sglang's `--mamba-radix-cache-strategy extra_buffer` each running request holds 1 + 2 slots of the "
-        "linear-attention state pool (its own and two ping-pong tracking slots, `get_mamba_tracking_slots`), and "
-        "slot 0 is reserved: a batch of B takes B x 3 + 1 rows, the pool's size when gdr-check's `--slots` is left "
-        "out. A `--slots` below that fits the decode call (slots 1..B) but not the requests: when the pool cannot "
-        "give a request its ping-pong slots, sglang 0.5.23 stops at allocation with `AssertionError: Not enough "
-        "space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.` (GDR405). A pool too small for "
-        "the call itself is the same cause: this rule replaces the decode call's out-of-range slots (GDR241) then."
+        "sglang serves at most K // ratio running requests from a pool of K + 1 rows (row 0 is padding), ratio "
+        "being the slots it counts per request (GDR135: 5 under `extra_buffer` with the overlap schedule, the "
+        "default for Qwen3-Next and Qwen3.5; 3 under no_buffer; 1 with the radix cache off). A `--slots` below "
+        "batch x ratio + 1 gets the batch capped (a warning from sglang 0.5.17, silent before), and a pool that "
+        "serves no request stops start-up (an error). gdr-check's default `--slots` is that smallest pool. The "
+        "engine then never makes a decode call of the whole batch: this rule replaces the decode call's "
+        "out-of-range slots (GDR241)."
     ),
-    causes=("`--slots batch + 1`, the size without extra_buffer", "a pool size taken from a no_buffer deployment"),
-    fixes=("grow the pool to batch x 3 + 1 slots, or leave gdr-check's `--slots` out",
-           "lower the batch, or serve with sglang `--mamba-radix-cache-strategy no_buffer` (in gdr-check "
-           "`--mamba-strategy no_buffer`)"),
-    example=ModelExample(qwen3_next_config(), "8 requests of 3 slots in a 9-slot pool",
-                         deployment={"mamba_strategy": "extra_buffer", "batch": 8, "slots": 9}),
-    engines="sglang 0.5.23.",
-    # The model check's decode call holds slots 1..B: past a pool this small it is the same pool, said once.
+    causes=("`--slots batch + 1`, the size without sglang's radix cache", "a pool size taken from vLLM"),
+    fixes=("grow the pool to batch x ratio + 1 rows, or leave gdr-check's `--slots` out", "lower the batch"),
+    example=ModelExample(qwen3_next_config(), "8 requests of 5 counted slots in a 9-row pool",
+                         deployment={"batch": 8, "slots": 9}),
+    engines="sglang 0.5.9-0.5.23.",
+    # The model check's decode call holds slots 1..B: past a pool this small the engine caps the batch first.
     supersedes=("GDR241",),
 )
 def slot_count_for_strategy(ctx: ModelContext) -> Finding | None:
-    deployment = ctx.deployment
-    per_request, slots, batch = deployment.slots_per_request, deployment.slots, deployment.batch
-    if per_request == 1 or slots is None or slots >= batch * per_request + 1:
-        return None  # one slot a request (no_buffer, vLLM): GDR241 on the decode call says a pool too small
-    needed = batch * per_request + 1
-    fit = (slots - 1) // per_request
-    notes = [f"sglang 0.5.23 gives each request 1 + {per_request - 1} ping-pong slots under "
-             f"{deployment.mamba_strategy}: {batch} x {per_request} + 1 = {counted(needed, 'slot')}",
-             f"the pool of {counted(slots, 'slot')} holds {fit} such request{'' if fit == 1 else 's'}; sglang 0.5.23 "
-             "stops at allocation with `AssertionError: Not enough space for mamba ping pong idx, try to increase "
-             "--mamba-full-memory-ratio.` (GDR405)"]
-    fixes = [f"grow the pool to at least {counted(needed, 'slot')} (gdr-check `--slots {needed}`, or no `--slots`: "
-             f"under {deployment.mamba_strategy} the default is batch x {per_request} + 1)"]
-    if fit:  # a batch of 0 serves nothing
-        fixes.append(f"lower the batch to {fit}")
-    if slots - 1 >= batch:  # a strategy under which the batch does not fit either is no fix
-        fixes.append(f"serve with sglang `--mamba-radix-cache-strategy no_buffer` (in gdr-check `--mamba-strategy "
-                     f"no_buffer`): one slot per request, so {counted(slots, 'slot')} hold the batch of {batch}")
-    return Finding({"batch": batch, "needed": counted(needed, "slot"), "strategy": deployment.mamba_strategy,
-                    "per_request": per_request, "slots": counted(slots, "slot"), "last": slots - 1},
-                   notes=notes, fixes=fixes)
+    deployment, pool = ctx.deployment, ctx.settings.pool
+    slots, batch = deployment.slots, deployment.batch
+    if pool is None or not pool.modelled or slots is None:
+        return None  # vLLM: GDR241 on the decode call says a pool too small
+    ratio = pool.counted_slots
+    cap = RunningCap(slots - 1, ratio, batch)
+    if not cap.capped:
+        return None
+    needed = batch * ratio + 1
+    refusal = cap.refusal
+    notes = [f"{deployment.profile.label} counts {ratio} slots per running request ({pool.counting}; strategy "
+             f"{pool.strategy}: {pool.reason}): {batch} x {ratio} + 1 = {counted(needed, 'row')}",
+             (f"{deployment.profile.label} stops at start-up: `{refusal}`" if refusal
+              else cap.warning(deployment.profile))]
+    fixes = [f"grow the pool to at least {counted(needed, 'slot')} (gdr-check `--slots {needed}`, or no `--slots`)"]
+    if cap.cap:  # a batch of 0 serves nothing
+        fixes.append(f"lower the batch to {cap.cap}")
+    three = (slots - 1) // 3
+    if pool.tracking_slots and three > cap.cap:
+        fixes.append("serve with `--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule` (in gdr-check "
+                     f"`--mamba-strategy no_buffer`): 3 slots counted per request, {three} requests")
+    return Finding({"batch": batch, "fit": cap.cap, "per_request": ratio, "counting": pool.counting,
+                    "slots": counted(slots, "slot"), "last": slots - 1},
+                   severity="error" if refusal else None, notes=notes, fixes=fixes)

@@ -165,8 +165,8 @@ def check_command(
     batch: int | None = typer.Option(None, FLAGS["batch"], parser=whole_number(FLAGS["batch"]),
                                      help=f"Largest decode batch B; default {DEFAULT_BATCH}."),
     slots: int | None = typer.Option(None, FLAGS["slots"], parser=whole_number(FLAGS["slots"]),
-                                     help="State pool rows (default: batch + 1, slot 0 reserved; batch x 3 + 1 "
-                                          "under sglang's extra_buffer)."),
+                                     help="State pool rows (default: the fewest from which the engine serves the "
+                                          "batch: batch x the slots it counts per request + 1, slot 0 reserved)."),
     state_dtype: str | None = typer.Option(
         None, FLAGS["state_dtype"], help="float32, bfloat16 or float16 (default: the engine's choice)."),
     engine: str | None = typer.Option(
@@ -175,7 +175,7 @@ def check_command(
         None, FLAGS["gpu_memory"], help="Per-rank budget for the state pools, e.g. 20GiB."),
     mamba_strategy: str = typer.Option(
         MAMBA_STRATEGIES[0], FLAGS["mamba_strategy"], help=f"sglang --mamba-radix-cache-strategy: "
-                                                      f"{' or '.join(MAMBA_STRATEGIES)} (ping-pong slots)."),
+                                                      f"{', '.join(MAMBA_STRATEGIES)} (auto: sglang's own choice)."),
     speculative_tokens: int = typer.Option(
         0, FLAGS["speculative_tokens"], parser=whole_number(FLAGS["speculative_tokens"]),
         help="Draft tokens per speculative verify step (0: none); sizes the verify state."),

@@ -23,9 +23,9 @@ sglang 0.5.23 (a state pool apart from the KV pool):
 - rest memory = total x mem_fraction_static - weights (`srt/mem_cache/kv_cache_configurator.py:2990-3050`), the
   state pool `K = (budget - per_slot) // per_slot` with `budget = rest x r / (1 + r)` (`:3229-3391`), pool rows
   K + 1 (`srt/mem_cache/memory_pool.py:701-750`);
-- slots per running request (`:3062-3090`, `srt/mem_cache/allocation_sizing.py:11-19`) and the cap
-  `max_running_requests <= K // ratio`, a warning, an error only at 0 (`:3119-3160`);
-- the `auto` strategy resolution (`srt/arg_groups/overrides.py:438-486`).
+- the `auto` strategy, the slots counted per running request, the pool a budget gives and the cap
+  `max_running_requests <= K // ratio` (a warning, an error only at 0): `state_pool`, the one implementation
+  `check` reads too.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.tensor_spec import DTYPE_ITEMSIZE
+from ..engines.profiles import profile_for
 from ..models.description import LinearAttentionModel
 from .launch_command import LaunchCommand, attention_tp
 from .settings import Deployment, resolve
+from .state_pool import PoolStrategy, RunningCap, pool_from_budget, resolve_strategy
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -300,22 +302,13 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
 
 
 # -- sglang --------------------------------------------------------------------------------------------------
-# Architectures whose `auto` strategy may become extra_buffer (srt/arg_groups/overrides.py:438-450 and the
-# linear-attention registry): the GDN/KDA families gdr-check describes.
-SGLANG_EXTRA_BUFFER_FAMILIES = ("qwen3-next", "qwen3.5", "qwen3.5-moe", "kimi-linear")
-
-
-def sglang_strategy(command: LaunchCommand, model: LinearAttentionModel) -> tuple[str, bool, str]:
-    """(strategy, overlap schedule on, why): `auto` resolved as sglang 0.5.23 resolves it."""
-    overlap = not command.get("disable_overlap_schedule", False)
-    chosen = str(command.get("mamba_strategy") or "auto")
-    if chosen != "auto":
-        return chosen, overlap, "set by --mamba-radix-cache-strategy"
-    paging = int(command.get("page_size") or 1) > 1
-    backend = str(command.get("linear_attn_backend") or "triton")
-    if (overlap or paging) and backend == "triton" and model.family in SGLANG_EXTRA_BUFFER_FAMILIES:
-        return "extra_buffer", overlap, "auto -> extra_buffer (overlap schedule on, Triton linear-attention backend)"
-    return "no_buffer", False, "auto -> no_buffer, and the overlap schedule turned off"
+def sglang_strategy(command: LaunchCommand, model: LinearAttentionModel) -> PoolStrategy:
+    """The pool strategy the command's sglang release runs the model with (`state_pool.resolve_strategy`)."""
+    return resolve_strategy(
+        profile_for(command.engine), model.architecture, str(command.get("mamba_strategy") or "auto"),
+        overlap=not command.get("disable_overlap_schedule", False),
+        radix_cache=command.get("prefix_caching", True) is not False,
+        page_size=int(command.get("page_size") or 1), backend=str(command.get("linear_attn_backend") or "triton"))
 
 
 def sglang_decode_graph_default(gpu: Gpu, tp: int) -> tuple[int, int]:
@@ -358,9 +351,15 @@ class SglangPlan:
     geometry: StateGeometry
     dtype_notes: list[str] = field(default_factory=list)
 
+    refusal: str | None = None  # the strategy's own refusal (no_buffer with the overlap schedule on)
+
+    @property
+    def running(self) -> RunningCap:
+        return RunningCap(self.pool_size, self.ratio, self.max_running_before_cap)
+
     @property
     def cap(self) -> int:
-        return self.pool_size // self.ratio
+        return self.running.cap
 
     @property
     def max_running(self) -> int:
@@ -394,15 +393,8 @@ def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: La
         fraction = round((mib - reserved) / mib, 3)
         notes.append(f"--mem-fraction-static {fraction} (sglang's default for this GPU: {reserved:.0f} MiB reserved)")
     rest = int(gpu.total_bytes * float(fraction)) - weights_per_rank
-    strategy, overlap, reason = sglang_strategy(command, model)
-    radix = command.get("prefix_caching", True) is not False
-    if not radix:
-        ratio = 1
-    else:
-        tracking = 0
-        if strategy.startswith("extra_buffer"):
-            tracking = 1 if strategy == "extra_buffer_lazy" or not overlap else 2
-        ratio = 3 + tracking
+    chosen = sglang_strategy(command, model)
+    radix, ratio = chosen.radix_cache, chosen.counted_slots
     per_slot = geometry.linear_layers * geometry.layer_state_bytes
     draft = int(command.get("speculative_tokens", 0) or 0) if command.get("speculative_algorithm") else 0
     explicit = command.get("max_mamba_cache_size")
@@ -413,10 +405,7 @@ def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: La
         pool, pool_from = max(1, int(requested) // attn_dp), "--max-running-requests (radix cache off)"
     else:
         budget = max(rest, 0) * ratio_r / (1 + ratio_r)
-        if draft:
-            pool = int((budget - per_slot * (1 + draft)) // (per_slot * (1 + draft / ratio)))
-        else:
-            pool = int((budget - per_slot) // per_slot)
+        pool = pool_from_budget(budget, per_slot, ratio=ratio, draft_tokens=draft)
         pool_from = f"auto-fit: {ratio_r:g} / (1 + {ratio_r:g}) of the rest memory"
     state_bytes = (pool + 1) * per_slot
     kv_per_token = geometry.full_layers * geometry.kv_bytes_per_token
@@ -430,10 +419,12 @@ def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: La
     return SglangPlan(
         gpu=gpu, tp=tp, attn_tp=attn_tp, attn_dp=attn_dp, weights_per_rank=weights_per_rank,
         memory_fraction=float(fraction), memory_fraction_default=command.get("memory_fraction") is None,
-        rest_bytes=rest, strategy=strategy if radix else "none (radix cache off)", strategy_reason=reason,
-        overlap=overlap, radix_cache=radix, ratio=ratio, per_slot_bytes=per_slot, draft_tokens=draft,
+        rest_bytes=rest, strategy=chosen.strategy if radix else "none (radix cache off)",
+        strategy_reason=chosen.reason, overlap=chosen.overlap, radix_cache=radix, ratio=ratio,
+        per_slot_bytes=per_slot, draft_tokens=draft,
         pool_size=pool, pool_from=pool_from, kv_tokens=kv_tokens, max_running_requested=requested,
         max_running_before_cap=before, cuda_graph_max_bs=graph_bs, geometry=geometry, dtype_notes=notes,
+        refusal=chosen.refusal,
     )
 
 

@@ -21,22 +21,14 @@ from ..engines.profiles import (
     substitution_note,
 )
 from ..models.description import LinearAttentionModel, Source, shown_value
+from .state_pool import PoolStrategy, resolve_strategy
 
 # An engine as the user selects it: "sglang", "vllm" or "vllm@0.28" (see `gdr_check.engines.profiles`).
 EngineName = str
 
 
-MAMBA_STRATEGIES = ("no_buffer", "extra_buffer")  # sglang's `--mamba-radix-cache-strategy` values
-
-
-def tracking_slots(strategy: str, *, overlap: bool = True, lazy: bool = False) -> int:
-    """sglang's `get_mamba_tracking_slots` (`mem_cache/allocation_sizing.py`): the ping-pong slots a request holds
-    beside its own under `extra_buffer`, 2 with the overlap scheduler (the default), 1 without it or lazily."""
-    if strategy != "extra_buffer":
-        return 0
-    if lazy:
-        return 1
-    return 2 if overlap else 1
+# sglang's `--mamba-radix-cache-strategy` values; `auto` is what sglang resolves (`state_pool.resolve_strategy`).
+MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
 
 # GPUs by name, each with its compute capability x10 (`--gpu`): what decides a decode path that depends on the GPU.
@@ -76,14 +68,18 @@ class Deployment:
     state_dtype: str | None = None
     engine: EngineName = "sglang"  # a name or name@version; `profile` is what it selects
     gpu_memory: int | None = None  # bytes per rank available to the linear-attention state pools
-    # sglang `--mamba-radix-cache-strategy` (no_buffer, extra_buffer) and speculative draft tokens per verify step
-    # (0: no speculative decoding); see `call/pools.py`.
-    mamba_strategy: str = "no_buffer"
+    # sglang `--mamba-radix-cache-strategy` (auto: sglang's own choice for the model, `state_pool.resolve_strategy`)
+    # and speculative draft tokens per verify step (0: no speculative decoding); see `call/pools.py`.
+    mamba_strategy: str = "auto"
     speculative_tokens: int = 0
     # The GPU's compute capability x10 (90: H100/H200, 100: B200), where the engine's decode path depends on it
     # (`EngineProfile.gpu_decode_rule`); None: not given, the path every GPU takes.
     sm: int | None = None
     engine_reason: str = "default"  # why `engine` was chosen: one of ENGINE_REASONS (flag, config, installed, default)
+    # sglang's overlap schedule (`--disable-overlap-schedule` turns it off) and radix cache (`--disable-radix-cache`):
+    # with the strategy, they decide the slots counted per running request (`state_pool.counted_slots`).
+    overlap_schedule: bool = True
+    radix_cache: bool = True
 
     def __post_init__(self) -> None:
         profile_for(self.engine)  # UnknownEngineError (a ValueError) names the choices
@@ -129,20 +125,6 @@ class Deployment:
                  "(read from its package metadata); `--engine` checks for another")
         return found if note is None else f"{found}; {note}"
 
-    @property
-    def slots_per_request(self) -> int:
-        """State slots one running request holds: 1, plus sglang's ping-pong tracking slots under `extra_buffer`
-        (vLLM's strategies are not modelled: one)."""
-        if not self.profile.models_pool_strategies:
-            return 1
-        return 1 + tracking_slots(self.mamba_strategy)
-
-    @property
-    def num_slots(self) -> int:
-        # Both engines keep row 0 out of use (sglang: the dummy slot padding rows write; vLLM: the null
-        # block), so B live requests need B * (slots per request) + 1 rows.
-        return self.slots if self.slots is not None else self.batch * self.slots_per_request + 1
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -163,7 +145,7 @@ class EngineSettings:
     """The dtypes and sizes the engine uses for this model, with the reason for each choice."""
 
     deployment: Deployment
-    num_slots: int
+    num_slots: int  # rows of the state pool: the deployment's, else the fewest from which the engine serves the batch
     state_dtype: str
     state_dtype_reason: str
     conv_dtype: str
@@ -174,6 +156,13 @@ class EngineSettings:
     notes: tuple[str, ...] = ()
     # The config's `mamba_ssm_dtype` when the engine reads it and does not take it (GDR108).
     ssm_dtype_problem: SsmDtypeProblem | None = None
+    # The pool strategy the engine runs the model with (sglang's `auto` resolved) and the slots it counts.
+    pool: PoolStrategy | None = None
+
+    @property
+    def slots_per_request(self) -> int:
+        """State slots counted per running request: sglang's ratio (radix cache, ping-pong slots), else 1."""
+        return self.pool.counted_slots if self.pool is not None else 1
 
     @property
     def state_itemsize(self) -> int:
@@ -260,8 +249,12 @@ def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettin
     # The engines hold A_log as an fp32 parameter whatever the checkpoint stores; dt_bias keeps the
     # parameter dtype: the model dtype for GDN, fp32 for KDA.
     dt_bias = "float32" if model.kind == "kda" else model.dtypes.activation
+    pool = resolve_strategy(profile, model.architecture, deployment.mamba_strategy,
+                            overlap=deployment.overlap_schedule, radix_cache=deployment.radix_cache)
+    # The fewest rows (K + 1, row 0 reserved) whose K // (slots counted per request) holds the batch.
+    rows = deployment.slots if deployment.slots is not None else deployment.batch * pool.counted_slots + 1
     return EngineSettings(
-        deployment=deployment, num_slots=deployment.num_slots,
+        deployment=deployment, num_slots=rows, pool=pool,
         state_dtype=state, state_dtype_reason=reason, conv_dtype=conv, conv_dtype_reason=conv_reason,
         activation_dtype=model.dtypes.activation, A_log_dtype="float32", dt_bias_dtype=dt_bias,
         notes=tuple(notes), ssm_dtype_problem=_ssm_dtype_problem(model, deployment),

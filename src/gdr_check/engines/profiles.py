@@ -212,6 +212,15 @@ class EngineProfile:
     own_decode_verified: bool  # layers that call their own decode kernel (Jet-Nemotron) were read in this engine
     models_pool_strategies: bool  # gdr-check models this engine's pool strategies and speculative buffers
 
+    # --- sglang's state pool sizing (`deployment/state_pool.py`) --------------------------------------------
+    # The architectures whose `auto` pool strategy resolves to extra_buffer (the overlap schedule or paging on, the
+    # Triton linear-attention backend); (): `auto` always resolves to no_buffer.
+    extra_buffer_architectures: tuple[str, ...] = ()
+    # An explicit no_buffer with the overlap schedule on stops start-up (True) or turns the schedule off (False).
+    no_buffer_refuses_overlap: bool = False
+    # The state pool's cap on running requests is logged as a warning (True) or applied without a word (False).
+    pool_cap_warns: bool = False
+
     @property
     def spec(self) -> str:
         """`name@version`: what `--engine` takes to select exactly this profile."""
@@ -320,9 +329,20 @@ SGLANG_0_5_13 = replace(
     SGLANG_0_5_11, version="0.5.13", kda_grids=(GRID_NV_BHV,), kda_decode_kernel=None,
     safe_gate_route=SAFE_GATE_PACKED, gpu_decode_rule=_SM100_FLASHINFER_0_5_13,
     flags=_sglang_flags((_SCHEDULER_STRATEGY_LAZY,), _SGLANG_BACKENDS, 0.9))
-# `--mamba-radix-cache-strategy` replaces `--mamba-scheduler-strategy`, which stays as a deprecated alias.
+# The architectures `auto` resolves to extra_buffer for (`_support_mamba_cache_extra_buffer`, later
+# `_MAMBA_EXTRA_BUFFER_ARCHS`), per release: the GDN/KDA ones gdr-check describes.
+_EXTRA_BUFFER_0_5_14 = ("BailingMoeV2_5ForCausalLM", "InternS2PreviewForConditionalGeneration", "Qwen3NextForCausalLM",
+                        "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
+_EXTRA_BUFFER_0_5_16 = (*_EXTRA_BUFFER_0_5_14, "KimiLinearForCausalLM")
+_EXTRA_BUFFER_0_5_17 = (*_EXTRA_BUFFER_0_5_16, "KimiK3ForConditionalGeneration")
+_EXTRA_BUFFER_0_5_19 = (*_EXTRA_BUFFER_0_5_17, "BailingMoeV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")
+_EXTRA_BUFFER_0_5_20 = (*_EXTRA_BUFFER_0_5_19, "Glm5NextForConditionalGeneration", "Qwen4ExpForConditionalGeneration")
+# `--mamba-radix-cache-strategy` replaces `--mamba-scheduler-strategy`, which stays as a deprecated alias; `auto`
+# resolves to extra_buffer for the architectures above (no_buffer before), and an explicit no_buffer with the
+# overlap schedule on stops start-up (it turned the schedule off before).
 SGLANG_0_5_14 = replace(
     SGLANG_0_5_13, version="0.5.14", scheduler_strategy_flag="--mamba-radix-cache-strategy",
+    extra_buffer_architectures=_EXTRA_BUFFER_0_5_14, no_buffer_refuses_overlap=True,
     flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY), _SGLANG_BACKENDS, 0.9))
 # `--linear-attn-backend` gains `flashkda`.
 SGLANG_0_5_15 = replace(
@@ -330,11 +350,13 @@ SGLANG_0_5_15 = replace(
     flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY), (*_SGLANG_BACKENDS, "flashkda"), 0.9))
 # The FLA kernels move from srt/ to sglang/kernels/ (no shim at the old path); KDA accepts a flashinfer decode.
 SGLANG_0_5_16 = replace(SGLANG_0_5_15, version="0.5.16", kernel_file=_SGLANG_KERNELS_FILE,
+                        extra_buffer_architectures=_EXTRA_BUFFER_0_5_16,
                         kda_decode_backends=("cutedsl", "flashinfer", "triton"))
 # The KDA packed decode gains `lower_bound` (safe gate; safe-gate layers take the packed kernel) and the CUDA fast
 # path (`kda_packed_decode.covered()`).
 SGLANG_0_5_17 = replace(
     SGLANG_0_5_16, version="0.5.17", kda_takes_lower_bound=True, kda_fast_path=KdaFastPath(),
+    extra_buffer_architectures=_EXTRA_BUFFER_0_5_17, pool_cap_warns=True,
     flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY),
                         (*_SGLANG_BACKENDS, "flashkda", "nvidia_kda", "ptx_kda"), 0.9))
 # The helion backend (a Helion KDA packed decode): KDA accepts it, and it keeps the SM100 rule from applying.
@@ -347,10 +369,12 @@ SGLANG_0_5_18 = replace(
 _SGLANG_BACKENDS_0_5_19 = (*_SGLANG_BACKENDS, "flashkda", "nvidia_kda", "ptx_kda", "helion", "intel_xpu")
 SGLANG_0_5_19 = replace(
     SGLANG_0_5_18, version="0.5.19", kda_grids=(GRID_NV_B_HV,),
+    extra_buffer_architectures=_EXTRA_BUFFER_0_5_19,
     flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY), _SGLANG_BACKENDS_0_5_19, 0.9))
 # Safe-gate layers leave the packed decode (`lower_bound is None` guards it); `--mamba-scheduler-strategy` is
 # gone; `--mamba-full-memory-ratio` defaults to unset (0.9 as a fallback).
 SGLANG_0_5_20 = replace(SGLANG_0_5_19, version="0.5.20", safe_gate_route=SAFE_GATE_UNFUSED,
+                        extra_buffer_architectures=_EXTRA_BUFFER_0_5_20,
                         flags=_sglang_flags((_RADIX_STRATEGY,), _SGLANG_BACKENDS_0_5_19, None))
 # Safe-gate layers take the packed decode again with a decode backend that supports it (helion).
 SGLANG_0_5_22 = replace(SGLANG_0_5_20, version="0.5.22", safe_gate_route=SAFE_GATE_SWITCH,

@@ -28,7 +28,7 @@ from ..deployment.launch_memory import (
     SglangPlan,
     weights_from_tensors,
 )
-from ..deployment.settings import Deployment
+from ..deployment.settings import MAMBA_STRATEGIES, Deployment
 from ..models.adapters import select_adapter
 from ..models.builtin import BuiltinModel
 from ..models.description import describe
@@ -90,17 +90,16 @@ def _weights(checkpoint: Any, builtin: BuiltinModel | None, tp: int, given: int 
                          "give --weights-per-rank or a local checkpoint for exact sizes")
 
 
-def _decode_batch(ctx: LaunchContext) -> tuple[int, int | None, str]:
+def _decode_batch(ctx: LaunchContext) -> tuple[int, int | None]:
     """The decode batch the kernel sees and the pool rows, as the engine sizes them."""
     plan = ctx.plan
     if isinstance(plan, SglangPlan):
         batch = max(min(plan.max_running, plan.cuda_graph_max_bs), 1)
         rows = plan.pool_size + 1 if plan.pool_size > 0 else None
-        strategy = "extra_buffer" if plan.strategy.startswith("extra_buffer") else "no_buffer"
-        return batch, rows, strategy
+        return batch, rows
     blocks = plan.blocks(plan.overhead.estimate)
     batch = max(min(plan.max_num_seqs, blocks) if blocks else plan.max_num_seqs, 1)
-    return batch, (blocks if blocks > batch else None), "no_buffer"
+    return batch, (blocks if blocks > batch else None)
 
 
 def check_launch(command: LaunchCommand, *, gpu: Gpu, weights_per_rank: int | None = None,
@@ -124,12 +123,16 @@ def check_launch(command: LaunchCommand, *, gpu: Gpu, weights_per_rank: int | No
         ctx = launch_context(command, model, config, gpu, weights, overhead=overhead, weights_note=weights_note)
     except LaunchModelError as error:
         raise LaunchTargetError(f"{target}: {error}") from None
-    batch, rows, strategy = _decode_batch(ctx)
+    batch, rows = _decode_batch(ctx)
     state = command.get("state_dtype")
+    strategy = command.get("mamba_strategy") if isinstance(ctx.plan, SglangPlan) else None
     deployment = Deployment(
         tp=attention_tp(command), batch=batch, slots=rows, engine=command.engine,
-        state_dtype=None if state in (None, "auto") else str(state), mamba_strategy=strategy,
+        state_dtype=None if state in (None, "auto") else str(state),
+        mamba_strategy=str(strategy) if strategy in MAMBA_STRATEGIES else "auto",
         speculative_tokens=int(command.get("speculative_tokens", 0) or 0),
+        overlap_schedule=not command.get("disable_overlap_schedule", False),
+        radix_cache=command.get("prefix_caching", True) is not False,
     )
     check = check_checkpoint(checkpoint, deployment, builtin=builtin)
     diagnostics = run_launch_rules(ctx) + list(check.report.diagnostics)

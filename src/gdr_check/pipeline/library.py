@@ -70,7 +70,7 @@ class TargetSettings:
     slots: int | None = None
     state_dtype: str | None = None
     gpu_memory: str | int | None = None  # the per-rank budget as written ("80GiB") or in bytes
-    mamba_strategy: str = "no_buffer"
+    mamba_strategy: str = "auto"  # sglang's own choice for the model (`deployment.state_pool.resolve_strategy`)
     speculative_tokens: int = 0
     sm: int | None = None  # the GPU's compute capability x10 (`--gpu`, `--sm`); None: not given
     engine_reason: str = "default"  # why `engine` was chosen (gdr_check.engines.profiles.ENGINE_REASONS)

@@ -88,7 +88,7 @@ class ModelCheck:
             "deployment": {
                 "tp": deployment.tp,
                 "batch": deployment.batch,
-                "num_slots": deployment.num_slots,
+                "num_slots": settings.num_slots if settings else deployment.slots,
                 "state_dtype": settings.state_dtype if settings else deployment.state_dtype,
                 "conv_dtype": settings.conv_dtype if settings else None,
                 "engine": deployment.engine,
