@@ -258,7 +258,7 @@ def sglang_running_cap(ctx: LaunchContext) -> Finding | None:
     if plan.cap >= plan.max_running_before_cap:
         return None
     notes = list(_sglang_lines(plan))
-    notes.append(plan.running.warning(profile_for(ctx.command.engine)))
+    notes.append(plan.running.warning(profile_for(ctx.command.engine_spec)))
     fixes = []
     if plan.geometry.state_dtype == "float32":
         fixes.append("`--mamba-ssm-dtype bfloat16`: about twice the slots (the SSM state is most of a slot)")

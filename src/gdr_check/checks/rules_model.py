@@ -814,7 +814,8 @@ def state_footprint(ctx: ModelContext) -> Finding | None:
         "The linear-attention state pool needs one slot per running request (plus the reserved row 0) in "
         "every linear-attention layer. When the budget holds fewer requests than the decode batch, the "
         "engine caps the running requests below the batch, or fails to start. When it holds not even one "
-        "request the deployment cannot run at all: then this is an error."
+        "request the deployment cannot run at all: then this is an error. Under sglang, which counts several "
+        "slots per running request, GDR136 counts the requests as sglang does and replaces this rule."
     ),
     causes=("a large batch at low TP", "an fp32 SSM state on a small GPU"),
     fixes=("raise TP, lower the batch, or use a bf16 SSM state",),

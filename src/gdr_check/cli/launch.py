@@ -84,6 +84,9 @@ def launch_command(
         None, "--from-log", help="Read the settings from an engine's startup log (vLLM `non-default args:`, sglang "
                                  "`server_args=ServerArgs(...)`) instead of a command."),
     output_format: str = typer.Option("full", "--output-format", help="full or json."),
+    engine_version: str | None = typer.Option(
+        None, "--engine-version", help="The engine release the command runs, e.g. 0.5.14 (default: the newest "
+                                       "gdr-check knows): its flag spellings and pool rules."),
 ) -> int:
     """Predict whether an engine launch starts: its flags, its memory arithmetic, the kernel call it makes."""
     if output_format not in LAUNCH_FORMATS:
@@ -93,9 +96,9 @@ def launch_command(
         raise typer.BadParameter("give a launch command or --from-log, not both", param_hint="--from-log")
     if from_log is not None:
         raw = _read_log(from_log)
-        launch = parse_log(raw.decode("utf-8", "replace"))
+        launch = parse_log(raw.decode("utf-8", "replace"), version=engine_version)
     elif command:
-        launch = parse_launch(command)
+        launch = parse_launch(command, version=engine_version)
     else:
         raise typer.BadParameter("give the engine command after `--` (or --from-log FILE)", param_hint="COMMAND")
     result = check_launch(launch, gpu=gpu_for(gpu, _size("--gpu-total-memory", gpu_total_memory)),

@@ -57,6 +57,7 @@ SETTINGS: dict[str, str] = {
     "kv_cache_memory_bytes": "vLLM KV cache size in bytes",
     "block_size": "vLLM KV cache block size",
     "performance_mode": "vLLM --performance-mode",
+    "mamba_cache_mode": "vLLM --mamba-cache-mode (the state's prefix-caching mode before 0.33)",
 }
 
 
@@ -75,6 +76,11 @@ class LaunchCommand:
 
     def get(self, setting: str, default: Any = None) -> Any:
         return self.settings.get(setting, default)
+
+    @property
+    def engine_spec(self) -> str:
+        """`engine@version`: the release the command was read as (what `--engine` takes, e.g. sglang@0.5.14)."""
+        return f"{self.engine}@{self.table.version}"
 
 
 _ENTRIES: tuple[tuple[tuple[str, ...], str, str], ...] = (
@@ -197,6 +203,8 @@ def parse_launch(argv: Sequence[str], *, version: str | None = None) -> LaunchCo
             raise LaunchCommandError(f"{table.engine} {table.version} rejects it: {table.rejected[name]}")
         name = table.abbreviations.get(name, name)
         flag = table.lookup(name)
+        if name in table.aliases:
+            command.notes.append(table.aliases[name])
         negative = False
         if flag is None and table.negatable:
             for prefix, inverse in (("--no-", "--"), ("--disable-", "--enable-")):
@@ -264,8 +272,9 @@ def _finish(command: LaunchCommand) -> None:
         if settings.get("attn_dp", 1) == 1 and settings.get("dp", 1) > 1:
             settings["attn_dp"] = settings["dp"]
             settings["dp"] = 1
-            command.notes.append(f"--enable-dp-attention --dp-size {settings['attn_dp']} is read as --attn-dp-size "
-                                 f"{settings['attn_dp']} (sglang 0.5.23 parallel_hook.py)")
+            count = settings["attn_dp"]
+            command.notes.append(f"--enable-dp-attention --dp-size {count} is read as {count} attention data-parallel "
+                                 f"groups inside the TP group (`--attn-dp-size {count}` from sglang 0.5.22)")
     if "speculative_config" in settings:  # vLLM's JSON argument
         spec = settings.get("speculative_config")
         if isinstance(spec, dict) and spec.get("num_speculative_tokens") is not None:

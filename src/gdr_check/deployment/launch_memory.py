@@ -150,7 +150,7 @@ def _dtypes(model: LinearAttentionModel, command: LaunchCommand, tp: int) -> tup
     """The state and conv dtypes the engine picks (gdr-check's engine profiles), with the reasons."""
     wanted = command.get("state_dtype")
     state = None if wanted in (None, "auto") else str(wanted)
-    settings = resolve(model, Deployment(tp=tp, batch=1, engine=command.engine, state_dtype=state))
+    settings = resolve(model, Deployment(tp=tp, batch=1, engine=command.engine_spec, state_dtype=state))
     conv, conv_reason = settings.conv_dtype, settings.conv_dtype_reason
     conv_flag = command.get("conv_dtype")
     if conv_flag not in (None, "auto"):  # vLLM's --mamba-cache-dtype
@@ -305,7 +305,7 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
 def sglang_strategy(command: LaunchCommand, model: LinearAttentionModel) -> PoolStrategy:
     """The pool strategy the command's sglang release runs the model with (`state_pool.resolve_strategy`)."""
     return resolve_strategy(
-        profile_for(command.engine), model.architecture, str(command.get("mamba_strategy") or "auto"),
+        profile_for(command.engine_spec), model.architecture, str(command.get("mamba_strategy") or "auto"),
         overlap=not command.get("disable_overlap_schedule", False),
         radix_cache=command.get("prefix_caching", True) is not False,
         page_size=int(command.get("page_size") or 1), backend=str(command.get("linear_attn_backend") or "triton"))

@@ -4,7 +4,10 @@ Each `Flag` names its spellings in that release, the engine-neutral setting it f
 `gdr_check.deployment.launch_command.SETTINGS`), how its value reads, its choices and the release file that
 defines it; `rejected` holds the spellings the release's own parser refuses, with what it says. A release whose
 spellings differ gets its own table in `FLAG_TABLES`; `table_for(engine, version)` picks one. The release profiles
-(`engines.profiles`) name the releases; the tables here are for sglang 0.5.23 and vLLM 0.33.0.
+(`engines.profiles`) name the releases; the tables here are for sglang 0.5.23 and vLLM 0.33.0, and
+`table_for_profile` derives each earlier release's table from them and from its profile (the spellings of the state
+pool flags and their choices), with the spellings that moved between releases (below, each with the release that
+moved it); scripts/verify_launch_flags.py checks every table against the release's own argument definitions.
 
 Sources: sglang 0.5.23 `srt/arg_groups/fields/{model,parallel,schedule,memory,exec_,spec}.py`,
 `srt/arg_groups/argparse_actions.py`, `srt/arg_groups/parallel_hook.py:39-61`; vLLM 0.33.0
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..base.errors import InputError
+from .profiles import EngineProfile, profile_for
 
 
 class LaunchCommandError(InputError):
@@ -81,6 +85,9 @@ class FlagTable:
     fp8_interleaved_families: tuple[str, ...] = ()
     # Startup-log fields that turn a setting off (`disable_radix_cache=True` -> prefix caching off).
     log_negations: Mapping[str, str] = field(default_factory=dict)
+    # Spellings the release still reads for another flag (a deprecated alias, or a flag it accepts and ignores):
+    # spelling -> the note the command gets.
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def lookup(self, name: str) -> Flag | None:
         for flag in self.flags:
@@ -127,11 +134,13 @@ SGLANG_0_5_23 = FlagTable(
     ),
     rejected={
         "--mamba-scheduler-strategy": "unrecognized arguments: --mamba-scheduler-strategy (renamed "
-                                      "--mamba-radix-cache-strategy; the old spelling was removed before 0.5.23)",
+                                      "--mamba-radix-cache-strategy in 0.5.14; the old spelling removed in 0.5.20)",
         "--cuda-graph-max-bs": "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
                                "--cuda-graph-max-bs-prefill",
+        # --pp-max-micro-batch-size and --pp-async-batch-depth share the prefix (fields/parallel.py:59-72)
+        "--pp": "ambiguous option: --pp could match --pp-size, --pp-max-micro-batch-size, --pp-async-batch-depth",
     },
-    abbreviations={"--tp": "--tp-size", "--dp": "--dp-size", "--pp": "--pp-size"},
+    abbreviations={"--tp": "--tp-size", "--dp": "--dp-size"},
     display="sglang", model_hint="--model-path", legacy_dp_attention=True, memory_model="state-pool",
     conv_dtype_env="SGLANG_MAMBA_CONV_DTYPE", fp8_checks_every_merged_output=True,
     log_negations={"disable_radix_cache": "prefix_caching"},
@@ -189,18 +198,131 @@ FLAG_TABLES: dict[tuple[str, str], FlagTable] = {
 }
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _unrecognized(name: str, instead: str) -> str:
+    return f"unrecognized arguments: {name} ({instead})"
+
+
+def _with_flag(flags: list[Flag], setting: str, names: tuple[str, ...], choices: tuple[str, ...] | None = None,
+               source: str | None = None) -> None:
+    for index, flag in enumerate(flags):
+        if flag.setting == setting:
+            flags[index] = Flag(names, setting, flag.kind, source or flag.source,
+                                flag.choices if choices is None else choices)
+            return
+
+
+def _sglang_table(profile: EngineProfile, release: str) -> FlagTable:
+    """sglang `profile`'s release: 0.5.23's table with the spellings that moved (sglang's `server_args.py` before
+    0.5.20, `srt/arg_groups/` after)."""
+    base, version = SGLANG_0_5_23, _version(profile.version)
+    if version >= _version(base.version):
+        return base if release == base.version else _replace_table(base, release, base.flags, dict(base.rejected), {})
+    label = f"sglang {release}"
+    source = f"sglang {profile.version} srt/server_args.py"
+    flags = list(base.flags)
+    rejected = dict(base.rejected)
+    aliases: dict[str, str] = {}
+    removed: set[str] = set()
+    # The pool strategy: `--mamba-scheduler-strategy` until 0.5.13, both from 0.5.14 (the old one a deprecated
+    # alias), the new one alone from 0.5.20 (the profile's flags, read from each wheel).
+    radix, scheduler = profile.flag("--mamba-radix-cache-strategy"), profile.flag("--mamba-scheduler-strategy")
+    strategy = radix or scheduler
+    names = tuple(flag.name for flag in (radix, scheduler) if flag is not None)
+    _with_flag(flags, "mamba_strategy", names, tuple(strategy.choices or ()) if strategy else None, source)
+    if scheduler is not None:
+        rejected.pop("--mamba-scheduler-strategy", None)
+        if radix is not None:
+            aliases["--mamba-scheduler-strategy"] = (f"--mamba-scheduler-strategy is a deprecated alias of "
+                                                     f"--mamba-radix-cache-strategy in {label}")
+    if radix is None:
+        rejected["--mamba-radix-cache-strategy"] = _unrecognized(
+            "--mamba-radix-cache-strategy", f"{label} names it --mamba-scheduler-strategy")
+    # The decode CUDA-graph sizes: `--cuda-graph-max-bs` / `--cuda-graph-bs` until 0.5.13; the `-decode` spellings
+    # from 0.5.14, the old ones deprecated aliases until 0.5.19.
+    if version < (0, 5, 14):
+        _with_flag(flags, "max_cudagraph_capture_size", ("--cuda-graph-max-bs",), source=source)
+        _with_flag(flags, "cudagraph_capture_sizes", ("--cuda-graph-bs",), source=source)
+        rejected.pop("--cuda-graph-max-bs")
+        for name in ("--cuda-graph-max-bs-decode", "--cuda-graph-bs-decode"):
+            rejected[name] = _unrecognized(name, f"{label} names it {name.removesuffix('-decode')}")
+    elif version < (0, 5, 20):
+        _with_flag(flags, "max_cudagraph_capture_size", ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"))
+        _with_flag(flags, "cudagraph_capture_sizes", ("--cuda-graph-bs-decode", "--cuda-graph-bs"))
+        rejected.pop("--cuda-graph-max-bs")
+        for name in ("--cuda-graph-max-bs", "--cuda-graph-bs"):
+            aliases[name] = f"{name} is a deprecated alias of {name}-decode in {label}"
+    # Attention data parallelism as its own size: from 0.5.22; before, `--enable-dp-attention --dp-size N`.
+    if version < (0, 5, 22):
+        removed |= {"attn_dp"}
+        for index, flag in enumerate(flags):  # not yet deprecated: the way to ask for attention DP
+            if flag.setting == "enable_dp_attention":
+                flags[index] = Flag(flag.names, flag.setting, "bool", source)
+        for name in ("--attn-dp-size", "--attention-data-parallel-size"):
+            rejected[name] = _unrecognized(name, f"{label}: --enable-dp-attention --dp-size N")
+    # The linear-attention backends: from 0.5.10 (the profile's flags).
+    for setting, name in (("linear_attn_backend", "--linear-attn-backend"),
+                          ("linear_attn_decode_backend", "--linear-attn-decode-backend")):
+        if profile.flag(name) is None:
+            removed.add(setting)
+            rejected[name] = _unrecognized(name, f"{label} has no linear-attention backend flags")
+    state = profile.flag("--mamba-ssm-dtype")
+    _with_flag(flags, "state_dtype", ("--mamba-ssm-dtype",), tuple(state.choices or ()) if state else None, source)
+    kept = tuple(flag for flag in flags if flag.setting not in removed)
+    return _replace_table(base, release, kept, rejected, aliases)
+
+
+def _vllm_table(profile: EngineProfile, release: str) -> FlagTable:
+    """vLLM `profile`'s release: 0.33.0's table with the state flags' choices of the release (its profile), and
+    `--mamba-cache-mode`, the prefix-caching mode of the state before 0.33 and accepted with no effect there."""
+    base = VLLM_0_33_0
+    flags = list(base.flags)
+    for setting, name in (("state_dtype", "--mamba-ssm-cache-dtype"), ("conv_dtype", "--mamba-cache-dtype")):
+        found = profile.flag(name)
+        if found is not None and found.choices:
+            _with_flag(flags, setting, (name,), tuple(found.choices))
+    aliases: dict[str, str] = {}
+    mode = profile.flag("--mamba-cache-mode")
+    if mode is not None:
+        flags.append(Flag(("--mamba-cache-mode",), "mamba_cache_mode", "str", f"vLLM {profile.version} config/cache.py",
+                          tuple(mode.choices or ())))
+        if mode.no_effect:
+            aliases["--mamba-cache-mode"] = (f"--mamba-cache-mode is deprecated and has no effect in vLLM "
+                                             f"{release}: --enable-prefix-caching decides")
+    return _replace_table(base, release, tuple(flags), dict(base.rejected), aliases)
+
+
+def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejected: dict[str, str],
+                   aliases: dict[str, str]) -> FlagTable:
+    return FlagTable(
+        engine=base.engine, version=version, flags=flags, rejected=rejected, abbreviations=base.abbreviations,
+        underscores=base.underscores, positional_model=base.positional_model, switches=base.switches,
+        display=base.display, model_hint=base.model_hint, negatable=base.negatable, dotted_json=base.dotted_json,
+        legacy_dp_attention=base.legacy_dp_attention, memory_model=base.memory_model,
+        conv_window_has_draft=base.conv_window_has_draft, conv_dtype_env=base.conv_dtype_env,
+        fp8_checks_every_merged_output=base.fp8_checks_every_merged_output,
+        fp8_interleaved_families=base.fp8_interleaved_families, log_negations=base.log_negations, aliases=aliases)
+
+
+def table_for_profile(profile: EngineProfile, release: str | None = None) -> FlagTable:
+    """The launch-flag table of `release` (default: the release `profile` begins with; for the newest profile, the
+    newest table's release), one of the releases `profile` stands for."""
+    newest = SGLANG_0_5_23 if profile.name == "sglang" else VLLM_0_33_0
+    if release is None:
+        same = newest.version == profile.version or newest.version.startswith(profile.version + ".")
+        release = newest.version if same else profile.version
+    return _sglang_table(profile, release) if profile.name == "sglang" else _vllm_table(profile, release)
+
+
 def table_for(engine: str, version: str | None = None) -> FlagTable:
-    """The flag table of `engine` at `version` (default: the newest table of the engine)."""
-    by_engine: dict[str, list[tuple[str, FlagTable]]] = {}
-    for (name, release), found in FLAG_TABLES.items():
-        by_engine.setdefault(name, []).append((release, found))
-    tables = sorted(by_engine.get(engine, []), key=lambda item: tuple(int(part) for part in item[0].split(".")))
-    if not tables:
+    """The flag table of `engine` at `version` (a release or `None`, the newest), through its profile."""
+    if engine not in {name for name, _ in FLAG_TABLES}:
         raise LaunchCommandError(f"no launch-flag table for engine {engine!r}")
-    if version is None:
-        return tables[-1][1]
-    for v, table in tables:
-        if v == version:
-            return table
-    known = ", ".join(v for v, _ in tables)
-    raise LaunchCommandError(f"no launch-flag table for {engine} {version}; gdr-check reads {engine} {known}")
+    try:
+        profile = profile_for(f"{engine}@{version}" if version else engine)
+    except ValueError as error:
+        raise LaunchCommandError(str(error)) from None
+    return table_for_profile(profile, version)

@@ -127,7 +127,7 @@ def check_launch(command: LaunchCommand, *, gpu: Gpu, weights_per_rank: int | No
     state = command.get("state_dtype")
     strategy = command.get("mamba_strategy") if isinstance(ctx.plan, SglangPlan) else None
     deployment = Deployment(
-        tp=attention_tp(command), batch=batch, slots=rows, engine=command.engine,
+        tp=attention_tp(command), batch=batch, slots=rows, engine=command.engine_spec,
         state_dtype=None if state in (None, "auto") else str(state),
         mamba_strategy=str(strategy) if strategy in MAMBA_STRATEGIES else "auto",
         speculative_tokens=int(command.get("speculative_tokens", 0) or 0),

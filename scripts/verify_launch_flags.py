@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Check gdr-check's launch-flag tables against each engine release's own argument definitions.
+
+For a release's wheel, reads every option string its parser defines (sglang: `parser.add_argument("--x", ...)`
+literals in `srt/server_args.py` and `srt/arg_groups/`, and the `A[type, Arg(...)]` dataclass fields that
+`arg_groups/arg_utils.py:add_cli_args_from_dataclass` turns into `--field-name` and its `aliases`; vLLM:
+`add_argument` literals in `vllm/engine/arg_utils.py` and `vllm/entrypoints/openai/cli_args.py`), and compares them
+with `gdr_check.engines.launch_flags.table_for_profile(profile_for("<engine>@<version>"))`:
+
+- every spelling the table reads is defined by the release;
+- every spelling the table rejects is not defined by the release (argparse refuses it), except an abbreviation
+  argparse finds ambiguous, which must be a prefix of two or more defined options;
+- every spelling the table maps with a note (an alias the release keeps) is defined.
+
+It complements scripts/verify_engine_profiles.py (which reads the state-pool flags' choices and defaults into the
+profiles the tables are keyed off). Usage:
+
+    python scripts/verify_launch_flags.py WHEEL [WHEEL ...]        # exit 1 on any disagreement
+    python scripts/verify_launch_flags.py --write DIR WHEEL ...    # also store DIR/<engine>-<version>.json
+
+The stored facts (tests/data/launch_flags/) let tests/test_launch_flag_tables.py compare every table without the
+wheels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+_SGLANG_FILES = ("sglang/srt/server_args.py",)
+_SGLANG_DIRS = ("sglang/srt/arg_groups/",)
+_VLLM_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py")
+
+
+def _release(path: Path) -> tuple[str, str]:
+    match = re.match(r"(sglang|vllm)-(\d+\.\d+\.\d+)", path.name)
+    if match is None:
+        raise SystemExit(f"{path}: not an sglang or vLLM wheel name")
+    return match.group(1), match.group(2)
+
+
+def _sources(archive: zipfile.ZipFile, engine: str) -> Iterable[tuple[str, ast.Module]]:
+    names = set(archive.namelist())
+    files = list(_SGLANG_FILES if engine == "sglang" else _VLLM_FILES)
+    if engine == "sglang":
+        files += sorted(n for n in names if n.startswith(_SGLANG_DIRS) and n.endswith(".py"))
+    for name in files:
+        if name in names:
+            yield name, ast.parse(archive.read(name).decode("utf-8"), filename=name)
+
+
+def _strings(nodes: Iterable[ast.expr]) -> list[str]:
+    return [node.value for node in nodes if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def _field_options(node: ast.AnnAssign) -> list[str]:
+    """The options of an `A[T, "help"]` / `A[T, Arg(...)]` dataclass field (`add_cli_args_from_dataclass`)."""
+    annotation = node.annotation
+    if not (isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name)
+            and annotation.value.id in ("A", "Annotated") and isinstance(annotation.slice, ast.Tuple)
+            and isinstance(node.target, ast.Name)):
+        return []
+    meta = annotation.slice.elts[1] if len(annotation.slice.elts) > 1 else None
+    name = "--" + node.target.id.replace("_", "-")
+    if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
+        return [name]
+    if not (isinstance(meta, ast.Call) and isinstance(meta.func, ast.Name) and meta.func.id == "Arg"):
+        return []
+    keywords = {keyword.arg: keyword.value for keyword in meta.keywords if keyword.arg}
+    no_cli = keywords.get("no_cli")
+    if isinstance(no_cli, ast.Constant) and no_cli.value is True:
+        return []
+    cli = keywords.get("cli_name")
+    if isinstance(cli, ast.Constant) and isinstance(cli.value, str):
+        name = cli.value
+    aliases = keywords.get("aliases")
+    return [name] + (_strings(aliases.elts) if isinstance(aliases, (ast.List, ast.Tuple)) else [])
+
+
+def defined_options(wheel: Path) -> dict[str, str]:
+    """Every option string the release's parser defines -> the file that defines it."""
+    engine, _ = _release(wheel)
+    found: dict[str, str] = {}
+    with zipfile.ZipFile(wheel) as archive:
+        for name, tree in _sources(archive, engine):
+            for node in ast.walk(tree):
+                options: list[str] = []
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "add_argument"):
+                    options = [text for text in _strings(node.args) if text.startswith("-")]
+                elif isinstance(node, ast.AnnAssign) and engine == "sglang":
+                    options = _field_options(node)
+                for option in options:
+                    found.setdefault(option, name)
+    return found
+
+
+def facts(wheel: Path, table: Any) -> dict[str, Any]:
+    """What the release defines of the spellings `table` names (read, mapped, rejected, abbreviated)."""
+    engine, version = _release(wheel)
+    options = defined_options(wheel)
+    named = sorted({name for flag in table.flags for name in flag.names} | set(table.rejected)
+                   | set(table.aliases) | set(table.abbreviations) | set(table.abbreviations.values()))
+    return {"engine": engine, "version": version, "wheel": wheel.name,
+            "defined": {name: options.get(name) for name in named},
+            "prefixes": {name: sorted(o for o in options if o.startswith(name) and o != name)
+                         for name in sorted(set(table.rejected) | set(table.abbreviations))}}
+
+
+def compare(found: dict[str, Any], table: Any) -> list[str]:
+    """Disagreements between the table and the release's definitions (empty: they agree)."""
+    release = f"{found['engine']} {found['version']}"
+    defined, prefixes = found["defined"], found["prefixes"]
+    named = {name for flag in table.flags for name in flag.names} | set(table.rejected) | set(table.aliases) \
+        | set(table.abbreviations) | set(table.abbreviations.values())
+    unread = sorted(named - set(defined))
+    if unread:  # stored facts older than the table: read the wheel again
+        return [f"{release}: not read from the wheel: {', '.join(unread)} (run scripts/verify_launch_flags.py)"]
+    problems = []
+    for flag in table.flags:
+        for name in flag.names:
+            if defined.get(name) is None:
+                problems.append(f"{release}: the table reads {name} ({flag.setting}), which the release does not "
+                                "define")
+    for name in table.aliases:
+        if defined.get(name) is None:
+            problems.append(f"{release}: the table maps {name}, which the release does not define")
+    for name, words in table.rejected.items():
+        if defined.get(name) is not None:
+            problems.append(f"{release}: the table rejects {name}, which the release defines ({defined[name]})")
+        elif "ambiguous option" in words and len(prefixes.get(name, [])) < 2:
+            problems.append(f"{release}: the table calls {name} ambiguous, but it prefixes {prefixes.get(name)}")
+    for short, full in table.abbreviations.items():
+        if defined.get(short) is not None:
+            continue  # defined in its own right: not an abbreviation, still read
+        if defined.get(full) is None or [o for o in prefixes.get(short, []) if o != full]:
+            problems.append(f"{release}: {short} is no unique prefix of {full} ({prefixes.get(short)})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from gdr_check.engines.launch_flags import table_for_profile
+    from gdr_check.engines.profiles import profile_for
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("wheels", nargs="+", type=Path)
+    parser.add_argument("--write", type=Path, help="store the facts as DIR/<engine>-<version>.json")
+    arguments = parser.parse_args(argv)
+    failed = False
+    for wheel in arguments.wheels:
+        engine, version = _release(wheel)
+        table = table_for_profile(profile_for(f"{engine}@{version}"), version)
+        found = facts(wheel, table)
+        problems = compare(found, table)
+        for problem in problems:
+            print(problem)
+        failed = failed or bool(problems)
+        print(f"{engine} {version}: {'disagrees' if problems else 'agrees'} (table {table.version})")
+        if arguments.write is not None:
+            arguments.write.mkdir(parents=True, exist_ok=True)
+            (arguments.write / f"{engine}-{version}.json").write_text(json.dumps(found, indent=1) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

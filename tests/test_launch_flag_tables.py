@@ -1,0 +1,148 @@
+"""The launch-flag tables per engine release, against what each release's own argument definitions hold.
+
+tests/data/launch_flags/<engine>-<release>.json is what scripts/verify_launch_flags.py read from the released wheel
+(every option string the parser defines, of those the table names): sglang 0.5.9-0.5.23 and vLLM 0.33.0. The
+spellings checked below were read in those wheels: `--mamba-scheduler-strategy` in `server_args.py` up to 0.5.19
+(from 0.5.14 a `DeprecatedAliasStoreAction` with `new_flag="--mamba-radix-cache-strategy"`), `--cuda-graph-max-bs`
+likewise for `--cuda-graph-max-bs-decode`, `--attn-dp-size` from 0.5.22 (`arg_groups/fields/parallel.py`); vLLM's
+`--mamba-cache-mode` choices and its no-effect deprecation, and the state dtype choices, are the profiles' flags
+(scripts/verify_engine_profiles.py, tests/data/engine_facts/).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from gdr_check.deployment.launch_command import parse_launch
+from gdr_check.engines.launch_flags import LaunchCommandError, table_for, table_for_profile
+from gdr_check.engines.profiles import profile_for
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTS = sorted((ROOT / "tests" / "data" / "launch_flags").glob("*.json"))
+MODEL = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+
+
+def _verifier():
+    path = ROOT / "scripts" / "verify_launch_flags.py"
+    spec = importlib.util.spec_from_file_location("verify_launch_flags", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("verify_launch_flags", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_sglang_release_and_vllm_0_33_was_read():
+    assert {path.stem for path in FACTS} == {f"sglang-0.5.{n}" for n in range(9, 24)} | {"vllm-0.33.0"}
+
+
+@pytest.mark.parametrize("path", FACTS, ids=lambda path: path.stem)
+def test_each_releases_table_agrees_with_its_argument_definitions(path: Path):
+    found = json.loads(path.read_text())
+    table = table_for_profile(profile_for(f"{found['engine']}@{found['version']}"), found["version"])
+    assert _verifier().compare(found, table) == []
+
+
+def test_the_comparison_fails_on_a_table_that_reads_a_spelling_the_release_lacks():
+    found = json.loads((ROOT / "tests" / "data" / "launch_flags" / "sglang-0.5.21.json").read_text())
+    newest = table_for("sglang")  # 0.5.23 reads --attn-dp-size, which 0.5.21 does not define
+    problems = _verifier().compare(found, newest)
+    assert "sglang 0.5.21: the table reads --attn-dp-size (attn_dp), which the release does not define" in problems
+    assert "sglang 0.5.21: the table rejects --mamba-scheduler-strategy, which the release defines " \
+        "(sglang/srt/server_args.py)" not in problems  # removed in 0.5.20: both agree
+
+
+def read(release: str | None, words: str):
+    return parse_launch(words.split(), version=release)
+
+
+def refused(release: str | None, words: str) -> str:
+    with pytest.raises(LaunchCommandError) as caught:
+        read(release, words)
+    return str(caught.value)
+
+
+def test_the_old_strategy_spelling_is_mapped_with_a_note_while_the_release_keeps_it():
+    command = read("0.5.16", f"sglang serve --model-path {MODEL} --mamba-scheduler-strategy extra_buffer "
+                             "--cuda-graph-max-bs 64")
+    assert command.settings["mamba_strategy"] == "extra_buffer"
+    assert command.settings["max_cudagraph_capture_size"] == 64
+    assert command.notes == [
+        "--mamba-scheduler-strategy is a deprecated alias of --mamba-radix-cache-strategy in sglang 0.5.16",
+        "--cuda-graph-max-bs is a deprecated alias of --cuda-graph-max-bs-decode in sglang 0.5.16"]
+    assert command.engine_spec == "sglang@0.5.16"
+
+
+def test_spellings_a_release_does_not_define_are_refused_in_argparses_words():
+    assert refused("0.5.20", f"sglang serve --model-path {MODEL} --mamba-scheduler-strategy extra_buffer") == (
+        "sglang 0.5.20 rejects it: unrecognized arguments: --mamba-scheduler-strategy (renamed "
+        "--mamba-radix-cache-strategy in 0.5.14; the old spelling removed in 0.5.20)")
+    assert refused("0.5.13", f"sglang serve --model-path {MODEL} --mamba-radix-cache-strategy auto") == (
+        "sglang 0.5.13 rejects it: unrecognized arguments: --mamba-radix-cache-strategy (sglang 0.5.13 names it "
+        "--mamba-scheduler-strategy)")
+    assert refused("0.5.21", f"sglang serve --model-path {MODEL} --attn-dp-size 2") == (
+        "sglang 0.5.21 rejects it: unrecognized arguments: --attn-dp-size (sglang 0.5.21: --enable-dp-attention "
+        "--dp-size N)")
+    assert refused("0.5.9", f"sglang serve --model-path {MODEL} --linear-attn-backend triton") == (
+        "sglang 0.5.9 rejects it: unrecognized arguments: --linear-attn-backend (sglang 0.5.9 has no "
+        "linear-attention backend flags)")
+    # --pp-size, --pp-max-micro-batch-size and --pp-async-batch-depth share the prefix (fields/parallel.py:59-72)
+    assert refused(None, f"sglang serve --model-path {MODEL} --pp 2") == (
+        "sglang 0.5.23 rejects it: ambiguous option: --pp could match --pp-size, --pp-max-micro-batch-size, "
+        "--pp-async-batch-depth")
+
+
+def test_choices_follow_the_release():
+    assert refused("0.5.11", f"sglang serve --model-path {MODEL} --mamba-scheduler-strategy extra_buffer_lazy") == (
+        "argument --mamba-scheduler-strategy: invalid choice: 'extra_buffer_lazy' (choose from 'auto', "
+        "'no_buffer', 'extra_buffer')")
+    assert read("0.5.13", f"sglang serve --model-path {MODEL} --mamba-scheduler-strategy extra_buffer_lazy"
+                ).settings["mamba_strategy"] == "extra_buffer_lazy"
+    assert refused("0.21", f"vllm serve {MODEL} --mamba-ssm-cache-dtype bfloat16") == (
+        "argument --mamba-ssm-cache-dtype: invalid choice: 'bfloat16' (choose from 'auto', 'float32', 'float16')")
+    assert read("0.22", f"vllm serve {MODEL} --mamba-ssm-cache-dtype bfloat16").settings["state_dtype"] == "bfloat16"
+    assert refused("0.32", f"vllm serve {MODEL} --mamba-cache-mode all") == (
+        "argument --mamba-cache-mode: invalid choice: 'all' (choose from 'align', 'none')")
+    assert read("0.29", f"vllm serve {MODEL} --mamba-cache-mode all").notes == []
+
+
+def test_a_flag_the_release_accepts_and_ignores_gets_a_note():
+    assert read(None, f"vllm serve {MODEL} --mamba-cache-mode align").notes == [
+        "--mamba-cache-mode is deprecated and has no effect in vLLM 0.33.0: --enable-prefix-caching decides"]
+
+
+def test_attention_dp_before_0_5_22_is_the_switch_and_the_dp_size():
+    command = read("0.5.21", f"sglang serve --model-path {MODEL} --tp 4 --enable-dp-attention --dp-size 2")
+    assert (command.settings["attn_dp"], command.settings["dp"]) == (2, 1)
+    assert command.notes == ["--enable-dp-attention --dp-size 2 is read as 2 attention data-parallel groups inside "
+                             "the TP group (`--attn-dp-size 2` from sglang 0.5.22)"]
+
+
+def test_an_unknown_release_is_one_line():
+    assert refused("0.4.0", f"sglang serve --model-path {MODEL}").startswith(
+        "no sglang profile for version '0.4.0' (engine 'sglang@0.4.0'); known versions: 0.5.9, ")
+
+
+def test_launch_reads_the_command_as_the_release_given(tmp_path):
+    from gdr_check.cli.main import main
+
+    def run(*args: str) -> tuple[int, str]:
+        import contextlib
+        import io
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = main(["launch", "--weights-per-rank", "40GiB", *args])
+        return code, out.getvalue()
+
+    command = ["--", "sglang", "serve", "--model-path", MODEL, "--tp", "4", "--mamba-scheduler-strategy", "auto"]
+    code, out = run("--engine-version", "0.5.16", *command)
+    assert code == 0 and out.startswith(f"sglang 0.5.16: sglang serve --model-path {MODEL}\n"), out
+    assert ("  note: --mamba-scheduler-strategy is a deprecated alias of --mamba-radix-cache-strategy in sglang "
+            "0.5.16\n") in out
+    code, out = run(*command)  # the newest release: the old spelling is gone
+    assert code == 2 and "sglang 0.5.23 rejects it: unrecognized arguments: --mamba-scheduler-strategy" in out
