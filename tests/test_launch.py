@@ -89,9 +89,9 @@ def test_sglang_attention_dp_shards_the_heads_by_tp_over_attn_dp():
      "--cuda-graph-max-bs-prefill"),
     (f"sglang serve --model-path {MODEL} --mamba-scheduler-strategy extra_buffer",
      "sglang 0.5.23 rejects it: unrecognized arguments: --mamba-scheduler-strategy (renamed "
-     "--mamba-radix-cache-strategy; the old spelling was removed before 0.5.23)"),
+     "--mamba-radix-cache-strategy in 0.5.14; the old spelling removed in 0.5.20)"),
     (f"vllm serve {MODEL} --cuda-graph-sizes 8 16",
-     "vllm 0.33.0 rejects it: unrecognized arguments: --cuda-graph-sizes (use --cudagraph-capture-sizes or "
+     "vLLM 0.33.0 rejects it: unrecognized arguments: --cuda-graph-sizes (use --cudagraph-capture-sizes or "
      "--max-cudagraph-capture-size)"),
     (f"sglang serve --model-path {MODEL} --mamba-radix-cache-strategy ping_pong",
      "argument --mamba-radix-cache-strategy: invalid choice: 'ping_pong' (choose from 'auto', 'no_buffer', "

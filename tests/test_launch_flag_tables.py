@@ -1,7 +1,8 @@
 """The launch-flag tables per engine release, against what each release's own argument definitions hold.
 
 tests/data/launch_flags/<engine>-<release>.json is what scripts/verify_launch_flags.py read from the released wheel
-(every option string the parser defines, of those the table names): sglang 0.5.9-0.5.23 and vLLM 0.33.0. The
+(every option string the parser defines, of those the table names): sglang 0.5.9-0.5.23 and vLLM 0.17.0, 0.18.0,
+0.20.0, 0.22.0, 0.32.0 and 0.33.0 (`-sc` is defined from 0.20.0). The
 spellings checked below were read in those wheels: `--mamba-scheduler-strategy` in `server_args.py` up to 0.5.19
 (from 0.5.14 a `DeprecatedAliasStoreAction` with `new_flag="--mamba-radix-cache-strategy"`), `--cuda-graph-max-bs`
 likewise for `--cuda-graph-max-bs-decode`, `--attn-dp-size` from 0.5.22 (`arg_groups/fields/parallel.py`); vLLM's
@@ -38,7 +39,8 @@ def _verifier():
 
 
 def test_every_sglang_release_and_vllm_0_33_was_read():
-    assert {path.stem for path in FACTS} == {f"sglang-0.5.{n}" for n in range(9, 24)} | {"vllm-0.33.0"}
+    vllm = {"vllm-0.17.0", "vllm-0.18.0", "vllm-0.20.0", "vllm-0.22.0", "vllm-0.32.0", "vllm-0.33.0"}
+    assert {path.stem for path in FACTS} == {f"sglang-0.5.{n}" for n in range(9, 24)} | vllm
 
 
 @pytest.mark.parametrize("path", FACTS, ids=lambda path: path.stem)
@@ -109,6 +111,12 @@ def test_choices_follow_the_release():
     assert refused("0.32", f"vllm serve {MODEL} --mamba-cache-mode all") == (
         "argument --mamba-cache-mode: invalid choice: 'all' (choose from 'align', 'none')")
     assert read("0.29", f"vllm serve {MODEL} --mamba-cache-mode all").notes == []
+
+
+def test_the_short_speculative_config_flag_is_refused_before_vllm_0_20():
+    assert refused("0.18.0", f"vllm serve {MODEL} -sc {{}}") == (
+        "vLLM 0.18.0 rejects it: unrecognized arguments: -sc (vLLM 0.18.0: --speculative-config)")
+    assert read("0.20.0", f"vllm serve {MODEL} -sc {{}}").settings["speculative_config"] == {}
 
 
 def test_a_flag_the_release_accepts_and_ignores_gets_a_note():

@@ -200,7 +200,8 @@ def parse_launch(argv: Sequence[str], *, version: str | None = None) -> LaunchCo
         if table.underscores and name.startswith("--"):
             name = "--" + name[2:].replace("_", "-")
         if name in table.rejected:
-            raise LaunchCommandError(f"{table.engine} {table.version} rejects it: {table.rejected[name]}")
+            raise LaunchCommandError(f"{table.display or table.engine} {table.version} rejects it: "
+                                     f"{table.rejected[name]}")
         name = table.abbreviations.get(name, name)
         flag = table.lookup(name)
         if name in table.aliases:

@@ -276,14 +276,19 @@ def _sglang_table(profile: EngineProfile, release: str) -> FlagTable:
 
 
 def _vllm_table(profile: EngineProfile, release: str) -> FlagTable:
-    """vLLM `profile`'s release: 0.33.0's table with the state flags' choices of the release (its profile), and
-    `--mamba-cache-mode`, the prefix-caching mode of the state before 0.33 and accepted with no effect there."""
+    """vLLM `profile`'s release: 0.33.0's table with the state flags' choices of the release (its profile),
+    `--mamba-cache-mode` (the prefix-caching mode of the state before 0.33, accepted with no effect there), and `-sc`
+    only from 0.20 (read in the 0.17.0, 0.18.0, 0.20.0, 0.22.0, 0.32.0 and 0.33.0 wheels)."""
     base = VLLM_0_33_0
     flags = list(base.flags)
     for setting, name in (("state_dtype", "--mamba-ssm-cache-dtype"), ("conv_dtype", "--mamba-cache-dtype")):
         found = profile.flag(name)
         if found is not None and found.choices:
             _with_flag(flags, setting, (name,), tuple(found.choices))
+    rejected = dict(base.rejected)
+    if _version(profile.version) < (0, 20):  # `-sc` from 0.20 (engine/arg_utils.py)
+        _with_flag(flags, "speculative_config", ("--speculative-config",))
+        rejected["-sc"] = _unrecognized("-sc", f"vLLM {release}: --speculative-config")
     aliases: dict[str, str] = {}
     mode = profile.flag("--mamba-cache-mode")
     if mode is not None:
@@ -292,7 +297,7 @@ def _vllm_table(profile: EngineProfile, release: str) -> FlagTable:
         if mode.no_effect:
             aliases["--mamba-cache-mode"] = (f"--mamba-cache-mode is deprecated and has no effect in vLLM "
                                              f"{release}: --enable-prefix-caching decides")
-    return _replace_table(base, release, tuple(flags), dict(base.rejected), aliases)
+    return _replace_table(base, release, tuple(flags), rejected, aliases)
 
 
 def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejected: dict[str, str],
