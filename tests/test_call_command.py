@@ -260,7 +260,8 @@ def test_calls_are_identical_only_when_everything_shown_is(tmp_path, capsys):
     path = write_recording(tmp_path / "rec.json", same, padded, padded)
     code, out, _ = run(capsys, "call", path)
     assert "call #0 (and 2 alike: #1, #2 with other values of `ssm_state_indices`)" in out
-    out_of_range = _with_slots(call, 1, 2, 3, 9)  # slot 9 of a 5-slot pool: other diagnostics, its own section
+    # slot 21 of the 21-row pool (4 requests x 5 slots sglang counts + row 0): other diagnostics, its own section
+    out_of_range = _with_slots(call, 1, 2, 3, 4 * 5 + 1)
     path = write_recording(tmp_path / "rec.json", same, out_of_range)
     code, out, _ = run(capsys, "call", path)
     assert code == 1 and "2 call(s) checked, 2 distinct" in out and "call #1 " in out

@@ -349,7 +349,8 @@ def test_the_library_s_target_settings_take_the_budget_as_written_and_one_target
         # K = (1 GiB - slot) // slot = 12, serving 12 // 5 = 2 requests (kv_cache_configurator.py:3379-3385, :3137)
         assert next(d for d in result.diagnostics if d.code == "GDR136").message == (
             "a 1 GiB budget gives a pool of 12 slots, which serves 2 running requests per rank at 5 state slot(s) "
-            "counted per request (3 for the radix cache, extra_buffer + 2 ping-pong), fewer than the batch of 64")
+            "counted per request (3 for the radix cache + 2 ping-pong: extra_buffer with the overlap schedule), fewer "
+            "than the batch of 64")
     # one field: a changed budget is the one used, and a number is bytes (as pyproject.toml takes it)
     assert replace(settings, gpu_memory="2GiB").gpu_memory_bytes == 2048 * MiB
     assert TargetSettings(gpu_memory=1024 * MiB).gpu_memory_bytes == 1024 * MiB

@@ -209,7 +209,11 @@ def test_a_budget_that_holds_some_requests_but_not_the_batch_stays_a_warning(cap
     result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(batch=64, gpu_memory=1024 * MiB))
     assert next(d for d in result.report if d.code == "GDR132").severity == "warning" and result.ok
     assert main(["Qwen/Qwen3-Next-80B-A3B-Instruct", "--gpu-memory", "1MiB", "--output-format", "concise"]) == 1
-    assert "error[GDR132] a 1 MiB budget holds the state of 0 requests per rank" in capsys.readouterr().out
+    # sglang counts the budget as GDR136 (its pool, K = -1 slots: start-up stops), which replaces GDR132
+    assert "error[GDR136] a 1 MiB budget gives a pool of -1 slots" in capsys.readouterr().out
+    vllm = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm", gpu_memory=1 * MiB))
+    assert next(d for d in vllm.report if d.code == "GDR132").message.startswith(
+        "a 1 MiB budget holds the state of 0 requests per rank")
     # sglang's no_buffer pool with draft tokens counts the budget as GDR136, which replaces GDR132: the same
     no_room = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(gpu_memory=100, speculative_tokens=2))
     assert next(d for d in no_room.report if d.code == "GDR136").severity == "error"

@@ -624,7 +624,7 @@ def test_kimi_linear_48b_full_size(tmp_path: Path):
     assert (model.num_v_heads, model.head_v_dim) == (32, 128)
     assert result.shapes() == {
         "mixed_qkv": [8, 1536], "a": [8, 512], "b": [8, 4], "A_log": [4], "dt_bias": [512],
-        "initial_state": [9, 4, 128, 128], "out": [8, 1, 4, 128], "ssm_state_indices": [8],
+        "initial_state": [8 * 5 + 1, 4, 128, 128], "out": [8, 1, 4, 128], "ssm_state_indices": [8],
     }
     assert result.report.errors == []
 

@@ -31,8 +31,8 @@ def run(tmp_path, encoding, *args):
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
 def test_the_tables_are_drawn_in_ascii_on_a_narrow_stdout(tmp_path, encoding):
     report = run(tmp_path, encoding, "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "4").splitlines()
-    assert "argument          | shape                | dtype | strides" in report
-    assert "------------------+----------------------+-------+---------------------------------" in report
+    assert "argument          | shape                 | dtype | strides" in report
+    assert "------------------+-----------------------+-------+---------------------------------" in report
     assert not any("\\u25" in line for line in report)  # no escaped border
 
 
@@ -48,4 +48,4 @@ def test_data_is_escaped_not_rewritten(tmp_path):
 def test_a_report_file_keeps_its_utf8_tables(tmp_path):
     run(tmp_path, "ascii", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", "4", "-o", "report.txt")
     report = (tmp_path / "report.txt").read_text(encoding="utf-8").splitlines()
-    assert "argument          \u2503 shape                \u2503 dtype \u2503 strides" in report
+    assert "argument          \u2503 shape                 \u2503 dtype \u2503 strides" in report

@@ -29,10 +29,12 @@ class PoolPlan:
     held_slots: int  # 1 + tracking_slots: what a request holds at once
     slots_per_request: int  # counted per running request when the pool caps them (sglang's mamba ratio)
     slot_bytes: int  # one slot over every linear layer
+    speculative_bytes_per_request: int  # the verify state sizing charges per running request: draft tokens x slot
     bytes_per_request: int  # what sizing charges per running request: (counted slots + draft tokens) x slot
     batch: int
     pool_for_batch: int  # the pool (K) that serves the batch: batch x counted slots
     bytes_for_batch: int  # the smallest budget that gives that pool
+    reserved_bytes: int  # the padding row of the pool and of the verify state: (1 + draft tokens) x slot
     budget: int | None = None
     pool_size: int | None = None  # K the budget gives (rows K + 1)
     requests_that_fit: int | None = None  # the running requests that pool serves (K // counted slots)
@@ -65,8 +67,10 @@ def plan_pool(model: LinearAttentionModel, settings: EngineSettings) -> PoolPlan
     return PoolPlan(
         strategy=pool.strategy, strategy_reason=pool.reason, counting=pool.counting, speculative_tokens=draft,
         tracking_slots=pool.tracking_slots, held_slots=pool.held_slots, slots_per_request=ratio,
-        slot_bytes=slot_bytes, bytes_per_request=(ratio + draft) * slot_bytes, batch=deployment.batch,
-        pool_for_batch=wanted, bytes_for_batch=budget_for(wanted, slot_bytes, ratio=ratio, draft_tokens=draft),
+        slot_bytes=slot_bytes, speculative_bytes_per_request=draft * slot_bytes,
+        bytes_per_request=(ratio + draft) * slot_bytes, batch=deployment.batch, pool_for_batch=wanted,
+        bytes_for_batch=budget_for(wanted, slot_bytes, ratio=ratio, draft_tokens=draft),
+        reserved_bytes=(1 + draft) * slot_bytes,
         budget=budget, pool_size=size,
         requests_that_fit=None if size is None else max(size, 0) // ratio,
     )

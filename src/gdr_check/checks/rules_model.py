@@ -1243,8 +1243,7 @@ def pool_plan_budget(ctx: ModelContext) -> Finding | None:
     if plan.speculative_tokens:
         fixes.append("fewer draft tokens (`--speculative-num-draft-tokens`)")
     # the batch, TP, a bf16 state: as GDR132, which it replaces
-    fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request,
-                           plan.bytes_for_batch - plan.batch * plan.bytes_per_request)
+    fixes += _budget_fixes(ctx, plan.requests_that_fit, plan.bytes_per_request, plan.reserved_bytes)
     return Finding({"budget": format_bytes(plan.budget), "pool": plan.pool_size, "fit": plan.requests_that_fit,
                     "what": _plan_text(plan), "batch": plan.batch},
                    severity="error" if refused else None, notes=notes, fixes=fixes)

@@ -148,11 +148,6 @@ def _plan_lines(result: LaunchResult) -> list[str]:
     return lines
 
 
-def _rows(result: LaunchResult) -> str:
-    settings = result.check.settings
-    return str(settings.num_slots) if settings is not None else str(result.deployment.slots or "unknown")
-
-
 def render_lines(result: LaunchResult) -> list[str]:
     launch = result.context.command
     named = launch.flags.get("model", "MODEL")
@@ -167,7 +162,7 @@ def render_lines(result: LaunchResult) -> list[str]:
     lines += _plan_lines(result)
     deployment = result.deployment
     lines.append(f"  kernel call checked as: tp {deployment.tp}, batch {deployment.batch}, "
-                 f"{_rows(result)} pool rows, engine {deployment.engine}")
+                 f"{result.check.num_slots} pool rows, engine {deployment.engine}")
     lines.append(f"  the same deployment in `check`: {check_command(str(launch.get('model')), deployment)}")
     lines.append(f"verdict: {verdict(result)}")
     for diagnostic in result.diagnostics:

@@ -17,7 +17,7 @@ Sources: sglang 0.5.23 `srt/arg_groups/fields/{model,parallel,schedule,memory,ex
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..base.errors import InputError
@@ -312,14 +312,19 @@ def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejec
         fp8_interleaved_families=base.fp8_interleaved_families, log_negations=base.log_negations, aliases=aliases)
 
 
+# Per engine: its newest table and how an earlier release's table is derived from it.
+_DERIVED: dict[str, tuple[FlagTable, Callable[[EngineProfile, str], FlagTable]]] = {
+    "sglang": (SGLANG_0_5_23, _sglang_table), "vllm": (VLLM_0_33_0, _vllm_table)}
+
+
 def table_for_profile(profile: EngineProfile, release: str | None = None) -> FlagTable:
     """The launch-flag table of `release` (default: the release `profile` begins with; for the newest profile, the
     newest table's release), one of the releases `profile` stands for."""
-    newest = SGLANG_0_5_23 if profile.name == "sglang" else VLLM_0_33_0
+    newest, derive = _DERIVED[profile.name]
     if release is None:
         same = newest.version == profile.version or newest.version.startswith(profile.version + ".")
         release = newest.version if same else profile.version
-    return _sglang_table(profile, release) if profile.name == "sglang" else _vllm_table(profile, release)
+    return derive(profile, release)
 
 
 def table_for(engine: str, version: str | None = None) -> FlagTable:

@@ -49,6 +49,14 @@ class ModelCheck:
     def ok(self) -> bool:
         return self.report.ok
 
+    @property
+    def num_slots(self) -> int:
+        """The pool rows checked: the engine's for the model (`EngineSettings.num_slots`); with no model described,
+        the deployment's `--slots`, else one slot per request and row 0."""
+        if self.settings is not None:
+            return self.settings.num_slots
+        return self.deployment.slots or self.deployment.batch + 1
+
     def shapes(self) -> dict[str, list[int]]:
         """One list of ints per tensor argument of the kernel call, for one rank."""
         if self.call is None:
@@ -88,7 +96,7 @@ class ModelCheck:
             "deployment": {
                 "tp": deployment.tp,
                 "batch": deployment.batch,
-                "num_slots": settings.num_slots if settings else deployment.slots,
+                "num_slots": self.num_slots,
                 "state_dtype": settings.state_dtype if settings else deployment.state_dtype,
                 "conv_dtype": settings.conv_dtype if settings else None,
                 "engine": deployment.engine,

@@ -46,8 +46,8 @@ def _header(console: Console, target: str, result: DryRunResult) -> None:
                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}"))
     dep = check.deployment
     state = check.settings.state_dtype if check.settings else (dep.state_dtype or "default")
-    pool = counted(check.settings.num_slots, "slot") if check.settings else "pool rows unknown"
-    rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, {pool}, state {state}"))
+    rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, "
+                               f"{counted(check.num_slots, 'slot')}, state {state}"))
     child = result.child
     for name, label in (child.get("kernels") or {}).items():
         rows.append(("kernel" if name == "builtin" else "backend", label))

@@ -79,8 +79,7 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     dep = check.deployment
     settings = check.settings
     state = settings.state_dtype if settings else (dep.state_dtype or "default")
-    pool_rows = settings.num_slots if settings else dep.slots
-    slots = f"{counted(pool_rows, 'slot') if pool_rows else 'pool rows unknown'} ({dep.profile.slot_zero_note})"
+    slots = f"{counted(check.num_slots, 'slot')} ({dep.profile.slot_zero_note})"
     tp_text = f"tp={dep.tp}" if tp_sizes is None else "tp=" + ", ".join(map(str, tp_sizes))
     rows.append(("deployment", f"{dep.profile.label}, {tp_text}, batch={dep.batch}, {slots}, state {state}"))
     notes = check.source_dict()["notes"] if tp_sizes is None else list(getattr(check.checkpoint, "notes", []) or [])
