@@ -144,8 +144,9 @@ def test_passes_for_each_variant_and_engine(passing_runs, variant, engine):
     assert step["live_rows"] == 1 and step["skipped_rows"] == 1
     assert document["geometry"]["call"]["variant"] == variant
     if engine == "sglang":
-        # The state is a per-layer view of the stacked pool, with its neighbours allocated around it.
-        assert document["geometry"]["pool"]["shape"] == [3, 3, 4, 16, 16]
+        # The state is a per-layer view of the stacked pool, with its neighbours allocated around it; the pool's
+        # 2 x 5 + 1 rows (sglang counts 5 slots per request, `auto` -> extra_buffer) run as 8 under the interpreter.
+        assert document["geometry"]["pool"]["shape"] == [3, 8, 4, 16, 16]
         assert document["geometry"]["pool_layer"] == 1
         assert -1 in step["indices"]
     else:
@@ -158,10 +159,10 @@ def test_json_document_shape(passing_runs):
     document = json.loads(passing_runs["gdn-sglang"][1])
     assert document["schema_version"] == 1 and document["tool"]["name"] == "gdr-check"
     assert document["command"] == "dry-run"
-    assert document["deployment"] == {"tp": 1, "batch": 2, "num_slots": 3, "state_dtype": "float32",
+    assert document["deployment"] == {"tp": 1, "batch": 2, "num_slots": 2 * 5 + 1, "state_dtype": "float32",
                                       "conv_dtype": "bfloat16", "engine": "sglang", "engine_profile": "sglang@0.5.23",
                                       "engine_profile_reason": "flag", "sm": None, "gpu_memory": None,
-                                      "mamba_strategy": "no_buffer", "speculative_tokens": 0}
+                                      "mamba_strategy": "auto", "speculative_tokens": 0}
     assert document["dry_run"] == {"backend": "builtin", "engine": "sglang", "device_requested": "auto",
                                    "steps_requested": 2, "seed": 0}
     assert set(document["steps"][0]["kernels"]["builtin"]) == {"seconds", "output", "state", "untouched",
@@ -175,7 +176,7 @@ def test_full_report_on_cpu(passing_runs):
     code, out, err = passing_runs["full"]
     assert code == 0, out + err
     assert "no CUDA device: Triton interpreter on CPU" in out
-    assert "layer 1 of ssm_pool [3, 3, 4, 16, 16]" in out
+    assert "layer 1 of ssm_pool [3, 8, 4, 16, 16]" in out
     assert "not a kernel time; no bandwidth figures" in out
     assert "warning[GDR321]" in out
     # the bf16 checkpoint under sglang 0.5.23: beta is rounded to bf16 (GDR253, a warning since the drift grows
@@ -512,10 +513,11 @@ def test_the_only_function_level_imports_are_the_kernel_extras():
 def test_interpreter_geometry_keeps_group_size_and_layouts():
     check = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(tp=1, batch=16))
     geometry = launch_geometry(check.call, check.pools, interpreter=True)
-    assert geometry.deployed.to_dict() == {"B": 16, "S": 17, "H": 16, "HV": 32, "K": 128, "V": 128}
+    # 16 requests x the 5 slots sglang counts (`auto` -> extra_buffer) + row 0: 81 rows
+    assert geometry.deployed.to_dict() == {"B": 16, "S": 81, "H": 16, "HV": 32, "K": 128, "V": 128}
     assert geometry.dims.to_dict() == {"B": 4, "S": 8, "H": 1, "HV": 2, "K": 128, "V": 128}
     assert [c.text() for c in geometry.reductions] == [
-        "batch B 16 -> 4", "slots S 17 -> 8", "key heads H 16 -> 1", "value heads HV 32 -> 2"]
+        "batch B 16 -> 4", "slots S 81 -> 8", "key heads H 16 -> 1", "value heads HV 32 -> 2"]
     assert "H 16 -> 1, HV 32 -> 2 (G=2, K=128, V=128 and the layouts kept)" in geometry.notes[0]
     call = geometry.call
     assert call.mixed_qkv.shape == (4, 2 * 128 + 2 * 128) and call.mixed_qkv.dtype == "float16"

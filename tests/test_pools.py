@@ -248,3 +248,29 @@ def test_vllms_conv_state_window_holds_the_draft_tokens():
     assert check_builtin(QWEN3_NEXT, Deployment(engine="vllm", tp=4)).pools["conv_state"].shape == (9, W - 1, width)
     sglang = check_builtin(QWEN3_NEXT, Deployment(tp=4, speculative_tokens=2))
     assert sglang.pools["conv_pool"].shape == (L, 8 * 5 + 1, width, W - 1)
+
+
+def test_launch_and_check_read_one_pool_arithmetic():
+    """`gdr-check launch` sizes sglang's pool from the rest memory; `check` from `--gpu-memory`: the same budget gives
+    the same pool, strategy and cap in both (deployment/state_pool.py)."""
+    from gdr_check.checks.examples import config_checkpoint
+    from gdr_check.checks.rules_launch import launch_context
+    from gdr_check.deployment.launch_command import parse_launch, split_command
+    from gdr_check.deployment.launch_memory import GPUS, GiB
+    from gdr_check.models.adapters import select_adapter
+    from gdr_check.models.builtin import get_builtin
+    from gdr_check.models.description import describe
+
+    config = get_builtin(QWEN3_NEXT).config_copy()
+    checkpoint = config_checkpoint(config)
+    selection = select_adapter(checkpoint.config, checkpoint.tensors)
+    model = describe(checkpoint, selection.adapter, selection.identity)
+    command = parse_launch(split_command(f"sglang serve --model-path {QWEN3_NEXT} --tp 2 --mem-fraction-static 0.85 "
+                                         "--max-running-requests 512"))
+    plan = launch_context(command, model, config, GPUS["h100"], 60 * GiB).plan
+    budget = plan.rest_bytes * 0.9 / 1.9  # --mamba-full-memory-ratio 0.9: r / (1 + r) of the rest memory
+    slot = L * ((W - 1) * (2 * H * K + HV * V) // 2 * 2 + HV // 2 * V * K * 4)  # TP 2: half the heads
+    assert plan.per_slot_bytes == slot and plan.ratio == 5
+    assert plan.pool_size == sglang_pool(budget, slot, 5) and plan.cap == plan.pool_size // 5
+    check = check_builtin(QWEN3_NEXT, Deployment(tp=2, batch=512, gpu_memory=int(budget))).pool
+    assert (check.pool_size, check.requests_that_fit, check.slots_per_request) == (plan.pool_size, plan.cap, 5)
