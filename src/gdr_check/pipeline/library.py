@@ -17,7 +17,7 @@ from ..base.limits import LimitError, SizeError, parse_size
 from ..base.registry import without_superseded
 from ..base.report import Diagnostic
 from ..checks.rules_model import NoLinearLayers
-from ..deployment.settings import Deployment
+from ..deployment.settings import MAMBA_STRATEGIES, Deployment
 from ..engines.profiles import DEFAULT_ENGINE
 from ..sources import SourceError
 from .model_check import ModelCheck, check_model
@@ -70,7 +70,7 @@ class TargetSettings:
     slots: int | None = None
     state_dtype: str | None = None
     gpu_memory: str | int | None = None  # the per-rank budget as written ("80GiB") or in bytes
-    mamba_strategy: str = "auto"  # sglang's own choice for the model (`deployment.state_pool.resolve_strategy`)
+    mamba_strategy: str = MAMBA_STRATEGIES[0]  # auto: sglang's own choice (`deployment.state_pool.resolve_strategy`)
     speculative_tokens: int = 0
     sm: int | None = None  # the GPU's compute capability x10 (`--gpu`, `--sm`); None: not given
     engine_reason: str = "default"  # why `engine` was chosen (gdr_check.engines.profiles.ENGINE_REASONS)
