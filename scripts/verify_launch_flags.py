@@ -12,6 +12,7 @@ with `gdr_check.engines.launch_flags.table_for_profile(profile_for("<engine>@<ve
   argparse finds ambiguous, which must be a prefix of two or more defined options;
 - every spelling the table maps with a note (an alias the release keeps) is defined.
 
+For sglang it also reads the state-pool facts the profiles carry for `deployment/state_pool.py` (`pool_facts`).
 It complements scripts/verify_engine_profiles.py (which reads the state-pool flags' choices and defaults into the
 profiles the tables are keyed off). Usage:
 
@@ -102,13 +103,66 @@ def defined_options(wheel: Path) -> dict[str, str]:
     return found
 
 
+_ARCH_LISTS = ("_MAMBA_EXTRA_BUFFER_ARCHS",)  # sglang arg_groups/overrides.py from 0.5.15
+
+
+def pool_facts(wheel: Path) -> dict[str, Any] | None:
+    """sglang's state-pool facts the profiles carry (`extra_buffer_architectures`, `no_buffer_refuses_overlap`,
+    `pool_cap_warns`), read from the wheel: the architectures `auto` may resolve to extra_buffer for (the
+    `_MAMBA_EXTRA_BUFFER_ARCHS` set, or 0.5.14's `_support_mamba_cache_extra_buffer` list; none before: `auto` is
+    no_buffer), whether an explicit no_buffer asserts the overlap schedule off, whether the cap logs a warning."""
+    engine, _ = _release(wheel)
+    if engine != "sglang":
+        return None
+    archs: set[str] = set()
+    refuses = warns = False
+    with zipfile.ZipFile(wheel) as archive:
+        names = [n for n in archive.namelist() if n.startswith("sglang/srt/") and n.endswith(".py")
+                 and ("arg_groups" in n or "server_args" in n or "kv_cache" in n)]
+        for name in names:
+            text = archive.read(name).decode("utf-8")
+            refuses = refuses or "no_buffer do not support overlap schedule" in text
+            warns = warns or "max_running_requests is capped to" in text
+            if "_MAMBA_EXTRA_BUFFER_ARCHS" not in text and "_support_mamba_cache_extra_buffer" not in text:
+                continue
+            tree = ast.parse(text, filename=name)
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in _ARCH_LISTS
+                                                         for t in node.targets)):
+                    archs |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)
+                              and isinstance(c.value, str)}
+                if isinstance(node, ast.FunctionDef) and node.name == "_support_mamba_cache_extra_buffer":
+                    for compare_node in ast.walk(node):
+                        if isinstance(compare_node, ast.Compare) and isinstance(compare_node.comparators[0], ast.List):
+                            archs |= set(_strings(compare_node.comparators[0].elts))
+    return {"extra_buffer_architectures": sorted(archs), "no_buffer_refuses_overlap": refuses,
+            "pool_cap_warns": warns}
+
+
+def compare_pool(found: dict[str, Any] | None, profile: Any, described: set[str]) -> list[str]:
+    """Disagreements between a profile's state-pool facts and the release's (for the architectures gdr-check
+    describes)."""
+    if found is None:
+        return []
+    release = f"{profile.name} {found.get('version', profile.version)}"
+    problems = []
+    listed = set(found["extra_buffer_architectures"]) & described
+    if set(profile.extra_buffer_architectures) != listed:
+        problems.append(f"{release}: extra_buffer architectures {sorted(profile.extra_buffer_architectures)} in the "
+                        f"profile, {sorted(listed)} in the release")
+    for key in ("no_buffer_refuses_overlap", "pool_cap_warns"):
+        if getattr(profile, key) != found[key]:
+            problems.append(f"{release}: {key} is {getattr(profile, key)} in the profile, {found[key]} in the release")
+    return problems
+
+
 def facts(wheel: Path, table: Any) -> dict[str, Any]:
     """What the release defines of the spellings `table` names (read, mapped, rejected, abbreviated)."""
     engine, version = _release(wheel)
     options = defined_options(wheel)
     named = sorted({name for flag in table.flags for name in flag.names} | set(table.rejected)
                    | set(table.aliases) | set(table.abbreviations) | set(table.abbreviations.values()))
-    return {"engine": engine, "version": version, "wheel": wheel.name,
+    return {"engine": engine, "version": version, "wheel": wheel.name, "pool": pool_facts(wheel),
             "defined": {name: options.get(name) for name in named},
             "prefixes": {name: sorted(o for o in options if o.startswith(name) and o != name)
                          for name in sorted(set(table.rejected) | set(table.abbreviations))}}
@@ -149,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from gdr_check.engines.launch_flags import table_for_profile
     from gdr_check.engines.profiles import profile_for
+    from gdr_check.models.adapters import ADAPTERS
+
+    described = {name for adapter in ADAPTERS for name in adapter.architectures}
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("wheels", nargs="+", type=Path)
@@ -157,9 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for wheel in arguments.wheels:
         engine, version = _release(wheel)
-        table = table_for_profile(profile_for(f"{engine}@{version}"), version)
+        profile = profile_for(f"{engine}@{version}")
+        table = table_for_profile(profile, version)
         found = facts(wheel, table)
-        problems = compare(found, table)
+        problems = compare(found, table) + compare_pool(found["pool"], profile, described)
         for problem in problems:
             print(problem)
         failed = failed or bool(problems)

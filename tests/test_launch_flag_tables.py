@@ -22,6 +22,7 @@ import pytest
 from gdr_check.deployment.launch_command import parse_launch
 from gdr_check.engines.launch_flags import LaunchCommandError, table_for, table_for_profile
 from gdr_check.engines.profiles import profile_for
+from gdr_check.models.adapters import ADAPTERS
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = sorted((ROOT / "tests" / "data" / "launch_flags").glob("*.json"))
@@ -46,8 +47,33 @@ def test_every_sglang_release_and_vllm_0_33_was_read():
 @pytest.mark.parametrize("path", FACTS, ids=lambda path: path.stem)
 def test_each_releases_table_agrees_with_its_argument_definitions(path: Path):
     found = json.loads(path.read_text())
-    table = table_for_profile(profile_for(f"{found['engine']}@{found['version']}"), found["version"])
-    assert _verifier().compare(found, table) == []
+    profile = profile_for(f"{found['engine']}@{found['version']}")
+    table = table_for_profile(profile, found["version"])
+    verifier = _verifier()
+    assert verifier.compare(found, table) == []
+    # sglang's state-pool facts in the profile (auto's extra_buffer architectures, the no_buffer refusal, the cap
+    # warning), against what the release holds, for the architectures gdr-check describes
+    described = {name for adapter in ADAPTERS for name in adapter.architectures}
+    assert verifier.compare_pool(found.get("pool"), profile, described) == []
+
+
+def test_the_pool_facts_were_read_where_sglang_changed_them():
+    pools = {path.stem: json.loads(path.read_text())["pool"] for path in FACTS if path.stem.startswith("sglang")}
+    assert pools["sglang-0.5.13"] == {"extra_buffer_architectures": [], "no_buffer_refuses_overlap": False,
+                                      "pool_cap_warns": False}
+    assert "Qwen3NextForCausalLM" in pools["sglang-0.5.14"]["extra_buffer_architectures"]
+    assert "KimiLinearForCausalLM" not in pools["sglang-0.5.15"]["extra_buffer_architectures"]
+    assert "KimiLinearForCausalLM" in pools["sglang-0.5.16"]["extra_buffer_architectures"]
+    assert (pools["sglang-0.5.16"]["pool_cap_warns"], pools["sglang-0.5.17"]["pool_cap_warns"]) == (False, True)
+    assert pools["sglang-0.5.14"]["no_buffer_refuses_overlap"] and pools["sglang-0.5.23"]["no_buffer_refuses_overlap"]
+    verifier = _verifier()
+    # 0.5.16's facts against 0.5.17's profile: the profile has what the release lacks
+    wrong = verifier.compare_pool(pools["sglang-0.5.16"], profile_for("sglang@0.5.17"),
+                                  {"KimiK3ForConditionalGeneration"})
+    assert wrong == ["sglang 0.5.17: extra_buffer architectures ['InternS2PreviewForConditionalGeneration', "
+                     "'KimiK3ForConditionalGeneration', 'KimiLinearForCausalLM', 'Qwen3NextForCausalLM', "
+                     "'Qwen3_5ForConditionalGeneration', 'Qwen3_5MoeForConditionalGeneration'] in the profile, [] in "
+                     "the release", "sglang 0.5.17: pool_cap_warns is True in the profile, False in the release"]
 
 
 def test_the_comparison_fails_on_a_table_that_reads_a_spelling_the_release_lacks():

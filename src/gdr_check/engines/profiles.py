@@ -330,8 +330,8 @@ SGLANG_0_5_13 = replace(
     safe_gate_route=SAFE_GATE_PACKED, gpu_decode_rule=_SM100_FLASHINFER_0_5_13,
     flags=_sglang_flags((_SCHEDULER_STRATEGY_LAZY,), _SGLANG_BACKENDS, 0.9))
 # The architectures `auto` resolves to extra_buffer for (`_support_mamba_cache_extra_buffer`, later
-# `_MAMBA_EXTRA_BUFFER_ARCHS`), per release: the GDN/KDA ones gdr-check describes.
-_EXTRA_BUFFER_0_5_14 = ("BailingMoeV2_5ForCausalLM", "InternS2PreviewForConditionalGeneration", "Qwen3NextForCausalLM",
+# `_MAMBA_EXTRA_BUFFER_ARCHS`), per release: the GDN/KDA ones gdr-check describes (scripts/verify_launch_flags.py).
+_EXTRA_BUFFER_0_5_14 = ("InternS2PreviewForConditionalGeneration", "Qwen3NextForCausalLM",
                         "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
 _EXTRA_BUFFER_0_5_16 = (*_EXTRA_BUFFER_0_5_14, "KimiLinearForCausalLM")
 _EXTRA_BUFFER_0_5_17 = (*_EXTRA_BUFFER_0_5_16, "KimiK3ForConditionalGeneration")
