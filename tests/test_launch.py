@@ -293,8 +293,8 @@ def test_launch_shows_the_check_command_of_the_same_deployment_and_check_agrees(
     run = run_cli("launch", "--weights-per-rank", "40GiB", "--", "sglang", "serve", "--model-path", MODEL, "--tp", "4",
                   "--attn-dp-size", "2", "--max-running-requests", "16", "--max-mamba-cache-size", "128")
     # `auto` stays `auto`: check resolves it as sglang does (extra_buffer for Qwen3-Next), 64 // 5 = 12 >= 8 served
-    expected = f"gdr-check {MODEL} --tp 2 --batch 8 --slots 65 --engine sglang"
-    assert f"  the same deployment in `check`: {expected}" in run.stdout, run.stdout
+    expected = f"gdr-check {MODEL} --tp 2 --batch 8 --slots 65 --engine sglang@0.5.23"  # the release read
+    assert f"  the same deployment in `check`: {expected}\n" in run.stdout, run.stdout
     check = run_cli(*expected.split()[1:], "--output-format", "concise")
     launched = {line.split("]")[0].rsplit("[", 1)[1] for line in run.stdout.splitlines()
                 if line.startswith(("error[", "warning["))}
