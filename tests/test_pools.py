@@ -17,8 +17,11 @@ SSM state in fp32 and the conv state in bf16.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from gdr_check.cli.deployment_flags import check_command
 from gdr_check.cli.main import main
 from gdr_check.deployment.settings import Deployment
 from gdr_check.deployment.state_pool import counted_slots, tracking_slots
@@ -274,3 +277,19 @@ def test_launch_and_check_read_one_pool_arithmetic():
     assert plan.pool_size == sglang_pool(budget, slot, 5) and plan.cap == plan.pool_size // 5
     check = check_builtin(QWEN3_NEXT, Deployment(tp=2, batch=512, gpu_memory=int(budget))).pool
     assert (check.pool_size, check.requests_that_fit, check.slots_per_request) == (plan.pool_size, plan.cap, 5)
+
+
+@pytest.mark.parametrize(("switches", "rows"), [
+    ([], 8 * (3 + 2) + 1),  # auto -> extra_buffer (overlap on): 3 radix slots + 2 ping-pong slots per request
+    (["--disable-overlap-schedule"], 8 * 3 + 1),  # auto -> no_buffer without the overlap schedule: 3 radix slots
+    (["--disable-radix-cache"], 8 * 1 + 1),  # the radix cache off: one slot per request, whatever the strategy
+    (["--disable-overlap-schedule", "--disable-radix-cache"], 8 * 1 + 1),
+])
+def test_checks_switches_are_sglangs_and_size_the_pool_as_launch_does(capsys, switches, rows):
+    """`check` takes sglang's two switches under sglang's names (the table `launch` shows its `check` line from),
+    and the default pool follows them: batch x the slots sglang counts + slot 0."""
+    assert main([QWEN3_NEXT, "--batch", "8", *switches, "--output-format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deployment"]["num_slots"] == rows
+    shown = check_command(QWEN3_NEXT, Deployment(batch=8, overlap_schedule="--disable-overlap-schedule" not in switches,
+                                                 radix_cache="--disable-radix-cache" not in switches))
+    assert shown == " ".join(["gdr-check", QWEN3_NEXT, "--tp", "1", "--batch", "8", "--engine", "sglang", *switches])

@@ -25,7 +25,7 @@ from ..pipeline.run_settings import CommandLine, RunSettings, config_resolver, e
 from ..pipeline.selection import SelectorError, known_rules, rule_selection
 from ..sources import SourceError
 from ..sources.discover import checkpoint_inputs, expand_targets
-from .deployment_flags import FLAGS
+from .deployment_flags import FLAGS, SWITCHES_OFF
 from .engine_option import engine_help, engine_option, gpu_option, mamba_strategy_option, state_dtype_option
 from .escape import dump_json, neutralise_log, text
 from .formats import FORMATS
@@ -179,6 +179,11 @@ def check_command(
     speculative_tokens: int = typer.Option(
         0, FLAGS["speculative_tokens"], parser=whole_number(FLAGS["speculative_tokens"]),
         help="Draft tokens per speculative verify step (0: none); sizes the verify state."),
+    disable_overlap_schedule: bool = typer.Option(
+        False, SWITCHES_OFF["overlap_schedule"], help="sglang's overlap schedule is off: one ping-pong slot per "
+                                                      "request under extra_buffer instead of two."),
+    disable_radix_cache: bool = typer.Option(
+        False, SWITCHES_OFF["radix_cache"], help="sglang's radix cache is off: one state slot per running request."),
     gpu: str | None = typer.Option(
         None, "--gpu", help="The GPU served on (h100, h200, b200, ...), where the engine release's decode path "
                             "depends on it; default: not given."),
@@ -289,7 +294,8 @@ def check_command(
     command_line = CommandLine(
         selection=rule_selection(select, extend_select, ignore, rules=rules), tp_sizes=tp_sizes, batch=batch,
         slots=slots, state_dtype=state_dtype, engine=engine, gpu_memory=gpu_memory, mamba_strategy=mamba_strategy,
-        speculative_tokens=speculative_tokens, sm=gpu_option(gpu, sm), exit_zero=exit_zero,
+        speculative_tokens=speculative_tokens, overlap_schedule=not disable_overlap_schedule,
+        radix_cache=not disable_radix_cache, sm=gpu_option(gpu, sm), exit_zero=exit_zero,
         error_on_warning=error_on_warning, output_format=output_format)
     settings = RunSettings(command_line, resolver, config)
 

@@ -23,6 +23,11 @@ FLAGS: dict[str, str] = {
     "speculative_tokens": "--speculative-tokens",
     "sm": "--sm",  # the GPU's compute capability x10 (`check` also takes it as `--gpu NAME`)
 }
+# Deployment field -> the `check` switch that turns it off (sglang's own flag names; on by default).
+SWITCHES_OFF: dict[str, str] = {
+    "overlap_schedule": "--disable-overlap-schedule",
+    "radix_cache": "--disable-radix-cache",
+}
 # What `check` assumes when an option is left out (None: the engine's choice, or nothing).
 DEFAULTS: dict[str, object] = {"mamba_strategy": MAMBA_STRATEGIES[0], "speculative_tokens": 0}
 
@@ -35,4 +40,5 @@ def check_command(target: str, deployment: Deployment) -> str:
         if value is None or DEFAULTS.get(field) == value:
             continue
         words += [flag, str(value)]
+    words += [flag for field, flag in SWITCHES_OFF.items() if not getattr(deployment, field)]
     return " ".join(shlex.quote(word) for word in words)

@@ -72,6 +72,8 @@ class TargetSettings:
     gpu_memory: str | int | None = None  # the per-rank budget as written ("80GiB") or in bytes
     mamba_strategy: str = MAMBA_STRATEGIES[0]  # auto: sglang's own choice (`deployment.state_pool.resolve_strategy`)
     speculative_tokens: int = 0
+    overlap_schedule: bool = True  # sglang's overlap schedule (`--disable-overlap-schedule` turns it off)
+    radix_cache: bool = True  # sglang's radix cache (`--disable-radix-cache`)
     sm: int | None = None  # the GPU's compute capability x10 (`--gpu`, `--sm`); None: not given
     engine_reason: str = "default"  # why `engine` was chosen (gdr_check.engines.profiles.ENGINE_REASONS)
 
@@ -115,6 +117,7 @@ def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[s
             dep = deployment_of(tp=tp, batch=settings.batch, slots=settings.slots, state_dtype=settings.state_dtype,
                               engine=settings.engine, gpu_memory=settings.gpu_memory_bytes,
                               mamba_strategy=settings.mamba_strategy, speculative_tokens=settings.speculative_tokens,
+                              overlap_schedule=settings.overlap_schedule, radix_cache=settings.radix_cache,
                               sm=settings.sm, engine_reason=settings.engine_reason)
             try:
                 check = check_model(target, dep, revision=revision, follow_links=follow_links)

@@ -44,6 +44,8 @@ class CommandLine:
     gpu_memory: str | None = None
     mamba_strategy: str = MAMBA_STRATEGIES[0]
     speculative_tokens: int = 0
+    overlap_schedule: bool = True
+    radix_cache: bool = True
     sm: int | None = None
     exit_zero: bool | None = None
     error_on_warning: bool | None = None
@@ -144,5 +146,6 @@ class RunSettings:
             slots=given.slots if given.slots is not None else config.slots,
             state_dtype=given.state_dtype if given.state_dtype is not None else config.state_dtype,
             gpu_memory=given.gpu_memory if given.gpu_memory is not None else config.gpu_memory,  # (checked when read)
-            mamba_strategy=given.mamba_strategy, speculative_tokens=given.speculative_tokens, sm=given.sm,
+            mamba_strategy=given.mamba_strategy, speculative_tokens=given.speculative_tokens,
+            overlap_schedule=given.overlap_schedule, radix_cache=given.radix_cache, sm=given.sm,
         )
