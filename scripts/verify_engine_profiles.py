@@ -2,8 +2,11 @@
 
     python scripts/verify_engine_profiles.py sglang@0.5.23 [--wheel PATH] [--write tests/data/engine_facts]
     python scripts/verify_engine_profiles.py --all [--download-dir DIR] [--write DIR] [--delete-vllm]
+    python scripts/verify_engine_profiles.py --newest [--wheels DIR ...] [--delete-vllm]
 
-For each release the wheel is downloaded (`pip download --no-deps --only-binary=:all:`) unless `--wheel` gives it.
+For each release the wheel is downloaded (`pip download --no-deps --only-binary=:all:`) unless `--wheel` gives it
+or a `--wheels` folder holds it. `--newest` reads the newest release of each engine: the newest final release
+on the index (`pip index versions`) when it is at or after the newest verified one, else the newest verified.
 Nothing of the engine is imported or run: its files are read from the wheel (a zip) and parsed with `ast`:
 - the packed decode wrappers and kernels: every `raise` (its condition and message template), the comparison that
   skips a row, how beta = sigmoid(b) is formed, the launch grids and the conditions between them;
@@ -127,8 +130,46 @@ class Wheel:
         return sorted(name for name in self.names if name.startswith(prefix) and name.endswith(".py"))
 
 
-def download(engine: str, version: str, directory: Path) -> Path:
-    """The release's wheel in `directory`, downloaded with pip unless it is there already."""
+def index_newest(engine: str) -> str | None:
+    """The newest final release of `engine` on the package index pip is configured with (`pip index versions`,
+    which leaves pre-releases out); None when pip cannot tell (no index reachable, an answer it does not print)."""
+    command = [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", engine]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(rf"^{re.escape(engine)} \(([0-9][0-9A-Za-z.+-]*)\)$", done.stdout, re.MULTILINE)
+    return found.group(1) if done.returncode == 0 and found else None
+
+
+def newest_release(engine: str, on_index: str | None) -> tuple[str, str]:
+    """The release `--newest` verifies for `engine` and a line saying why: the newest release on the index when
+    it is at or after the newest verified one (`NEWEST_VERIFIED`; a newer one is checked against the newest
+    profile, as `--engine` checks it), else the newest verified one."""
+    from gdr_check.engines.profiles import NEWEST_VERIFIED, _version_key
+
+    verified = NEWEST_VERIFIED[engine]
+    if on_index is None:
+        return verified, (f"{engine}: the index gave no newest release; verifying the newest verified one, "
+                          f"{verified}")
+    key, verified_key = _version_key(on_index), _version_key(verified)
+    if key is None or verified_key is None or key < verified_key:
+        return verified, (f"{engine}: the index's newest release, {on_index}, is older than the newest verified "
+                          f"one; verifying {verified}")
+    if key == verified_key:
+        return on_index, f"{engine}: {on_index} is the newest release on the index and the newest verified"
+    return on_index, (f"{engine}: {on_index} on the index is newer than the newest verified release, {verified}: "
+                      f"it is checked against the newest profile (add it to VERIFIED_RELEASES and "
+                      f"tests/data/engine_facts once it agrees)")
+
+
+def download(engine: str, version: str, directory: Path, have: Iterable[Path] = ()) -> Path:
+    """The release's wheel: one already in a folder of `have`, else in `directory`, downloaded with pip unless it
+    is there already."""
+    for folder in have:
+        found = sorted(folder.glob(f"{engine}-{version}-*.whl"))
+        if found:
+            return found[0]
     directory.mkdir(parents=True, exist_ok=True)
     found = sorted(directory.glob(f"{engine}-{version}-*.whl"))
     if not found:
@@ -789,6 +830,12 @@ def _spec_of(engine: str, version: str) -> str:
 
 
 def _releases(arguments: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    if arguments.newest:
+        for engine in ("sglang", "vllm"):
+            version, why = newest_release(engine, index_newest(engine))
+            print(why, file=sys.stderr)
+            yield engine, version
+        return
     for spec in (matrix() if arguments.all else arguments.releases):
         engine, at, version = spec.partition("@")
         if engine not in ("sglang", "vllm") or not at or not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", version):
@@ -801,7 +848,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("releases", nargs="*", help="engine@version, e.g. sglang@0.5.23 vllm@0.33.0")
     parser.add_argument("--all", action="store_true", help="every release of the matrix")
+    parser.add_argument("--newest", action="store_true",
+                        help="the newest release of each engine (the index's, else the newest verified)")
     parser.add_argument("--wheel", type=Path, help="the wheel of the one release given (no download)")
+    parser.add_argument("--wheels", type=Path, action="append", default=[],
+                        help="a folder of wheels already downloaded: a release found there is not downloaded")
     parser.add_argument("--download-dir", type=Path, help="where wheels are downloaded (default: a temp dir)")
     parser.add_argument("--write", type=Path, help="store the facts as DIR/<engine>-<version>.json")
     parser.add_argument("--delete-vllm", action="store_true", help="delete each vLLM wheel once it is read")
@@ -810,7 +861,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         releases = list(_releases(arguments))
         if not releases:
-            parser.error("name a release (engine@version) or --all")
+            parser.error("name a release (engine@version), --all or --newest")
+        if arguments.newest and (arguments.all or arguments.releases):
+            parser.error("--newest takes no releases and no --all")
         if arguments.wheel is not None and len(releases) != 1:
             raise WheelError("--wheel reads one release: name exactly one")
         problems: list[str] = []
@@ -822,9 +875,11 @@ def main(argv: list[str] | None = None) -> int:
                         raise WheelError(f"{arguments.wheel}: no such wheel")
                     wheel = arguments.wheel
                 else:
-                    wheel = download(engine, version, (arguments.download_dir or Path(scratch)) / f"{engine}-{version}")
+                    wheel = download(engine, version, (arguments.download_dir or Path(scratch)) / f"{engine}-{version}",
+                                     arguments.wheels)
                 facts = extract(engine, version, wheel)
-                if arguments.delete_vllm and engine == "vllm" and arguments.wheel is None:
+                if (arguments.delete_vllm and engine == "vllm" and arguments.wheel is None
+                        and not any(wheel.parent == folder for folder in arguments.wheels)):
                     wheel.unlink()
                 if arguments.write is not None:
                     arguments.write.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,44 @@ def test_a_changed_fact_is_a_disagreement():
     assert [p.split(":")[1].strip() for p in verifier().compare(data)] == ["flags"]
 
 
+# -- what CI verifies: the newest release of each engine ----------------------------------------------------------
+def _newest_on_file(engine: str) -> str:
+    """The newest release whose facts are on file (the newest the verifier has read)."""
+    releases = [spec.partition("@")[2] for spec in fact_files() if spec.startswith(engine + "@")]
+    return max(releases, key=lambda release: tuple(int(part) for part in release.split(".")))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_newest_verifies_the_index_release_or_else_the_newest_read(engine: str):
+    newest = verifier().newest_release
+    read = _newest_on_file(engine)
+    assert newest(engine, read) == (read, f"{engine}: {read} is the newest release on the index and the newest "
+                                          f"verified")
+    assert newest(engine, None) == (read, f"{engine}: the index gave no newest release; verifying the newest "
+                                          f"verified one, {read}")
+    later = re.sub(r"\d+$", lambda number: str(int(number.group()) + 1), read)  # 0.34.0 -> 0.34.1
+    assert newest(engine, later) == (later, (
+        f"{engine}: {later} on the index is newer than the newest verified release, {read}: it is checked against "
+        f"the newest profile (add it to VERIFIED_RELEASES and tests/data/engine_facts once it agrees)"))
+    assert newest(engine, "0.1.0")[0] == read
+    assert newest(engine, "latest")[0] == read
+
+
+def test_newest_reads_pips_answer(monkeypatch: pytest.MonkeyPatch):
+    import subprocess
+
+    module = verifier()
+    answers = {"vllm": (0, "vllm (0.34.0)\nAvailable versions: 0.34.0, 0.33.0\n"), "sglang": (1, "")}
+
+    def run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        code, out = answers[command[-1]]
+        return subprocess.CompletedProcess(command, code, out, "ERROR: no index")
+
+    monkeypatch.setattr(module.subprocess, "run", run)
+    assert module.index_newest("vllm") == "0.34.0"
+    assert module.index_newest("sglang") is None
+
+
 def test_every_profile_has_a_verified_release_and_keeps_float32():
     for profile in PROFILES:
         mine = [r for r in VERIFIED_RELEASES[profile.name] if profile_for(f"{profile.name}@{r}") is profile]
