@@ -42,6 +42,13 @@ FACTS_DIR = ROOT / "tests" / "data" / "engine_facts"
 
 GDN_PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA_PACKED = "fused_recurrent_kda_packed_decode"
+HELION_KDA_PACKED = "helion_fused_recurrent_kda_packed_decode"  # sglang's Helion KDA decode backend (0.5.18 on)
+# The functions a runtime guard or a capture wraps, wherever a release defines them.
+PACKED_FUNCTIONS = (GDN_PACKED, KDA_PACKED, HELION_KDA_PACKED)
+# The packed-decode contract's arguments (gdr_check.call.packed_call.ARGUMENTS, written out: the script reads the
+# wheel without gdr-check's code): a definition with all of them takes the contract's API.
+CONTRACT_ARGUMENTS = ("mixed_qkv", "a", "b", "A_log", "dt_bias", "scale", "initial_state", "out",
+                      "ssm_state_indices")
 
 def matrix() -> list[str]:
     """The releases the whole matrix reads: those the profile module records as verified
@@ -634,10 +641,58 @@ def _vllm(wheel: Wheel) -> dict[str, Any]:
     }
 
 
+def _module_of(name: str) -> str:
+    """The module a wheel file defines: "pkg/sub/mod.py" -> "pkg.sub.mod", "pkg/sub/__init__.py" -> "pkg.sub"."""
+    parts = name[:-3].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_from(name: str, node: ast.ImportFrom) -> str:
+    """The absolute module an `from ... import` in the file `name` reads (relative levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = _module_of(name).split(".")
+    if not name.endswith("/__init__.py"):
+        package = package[:-1]
+    base = package[:len(package) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _decode_sites(wheel: Wheel, engine: str) -> dict[str, list[Any]]:
+    """Where the release defines the packed-decode functions (`PACKED_FUNCTIONS`) and with which parameters, which
+    of those definitions any module imports by name (`from module import function`, inside a function too), and
+    the classes whose instances keep one as an attribute (`self.x = function`). Files that do not name a packed
+    function are not read."""
+    definitions, imported, holders = [], set(), set()
+    for name in wheel.under(engine + "/"):
+        data = wheel.raw(name)
+        if not any(function.encode() in data for function in PACKED_FUNCTIONS):
+            continue
+        tree = wheel.tree(name)
+        assert tree is not None
+        module = _module_of(name)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in PACKED_FUNCTIONS:
+                definitions.append({"target": f"{module}:{node.name}", "parameters": _parameters(node)})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = _imported_from(name, node)
+                imported.update(f"{source}:{alias.name}" for alias in node.names if alias.name in PACKED_FUNCTIONS)
+            elif isinstance(node, ast.ClassDef):
+                if any(isinstance(item, ast.Assign) and isinstance(item.value, ast.Name)
+                       and item.value.id in PACKED_FUNCTIONS
+                       and any(isinstance(t, ast.Attribute) and _text(t.value) == "self" for t in item.targets)
+                       for item in ast.walk(node)):
+                    holders.add(f"{module}:{node.name}")
+    return {"definitions": sorted(definitions, key=lambda item: item["target"]), "imported": sorted(imported),
+            "holders": sorted(holders)}
+
+
 def extract(engine: str, version: str, wheel_path: Path) -> dict[str, Any]:
     """Every fact the profiles record, read from the release's wheel."""
     wheel = Wheel(wheel_path)
     facts = _sglang(wheel) if engine == "sglang" else _vllm(wheel)
+    facts["decode_sites"] = _decode_sites(wheel, engine)
     return {"engine": engine, "version": version, "wheel": wheel_path.name, "wheel_sha256": wheel.sha256,
             **facts, "files": dict(sorted(wheel.read.items()))}
 
@@ -732,6 +787,19 @@ def expected(facts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def expected_targets(facts: dict[str, Any]) -> dict[str, list[str]]:
+    """What a guard or a capture wraps in the release, from its decode sites: the packed-decode definitions that
+    some module imports (a definition nothing imports is never called: vLLM's GLM-5-Next copy of the GDN decode),
+    split by API (the contract's arguments, or another argument list: vLLM's own KDA packed op), and the classes
+    whose instances keep one."""
+    sites = facts["decode_sites"]
+    used = [item for item in sites["definitions"] if item["target"] in sites["imported"]]
+    contract = [item["target"] for item in used if all(name in item["parameters"] for name in CONTRACT_ARGUMENTS)]
+    return {"decode_targets": sorted(contract),
+            "other_api_targets": sorted(item["target"] for item in used if item["target"] not in contract),
+            "instance_holders": list(sites["holders"])}
+
+
 # Steps of the rule registry's wrapper orders that are not a `raise ValueError` of the wrapper: the K = 0 division
 # (GDR227) and the KDA wrapper's switch to its CUDA kernel (GDR226).
 _NOT_RAISES = frozenset({"GDR226", "GDR227"})
@@ -779,6 +847,9 @@ def profile_facts(profile: Any, engine_kind: str) -> dict[str, Any]:
         "reserved_slot_zero": profile.reserved_slot_zero,
         "packed_decode_env": profile.packed_decode_env,
         "packed_decode_env_default": profile.packed_decode_env_default,
+        "decode_targets": sorted(profile.decode_targets),
+        "other_api_targets": sorted(profile.other_api_targets),
+        "instance_holders": sorted(profile.instance_holders),
         "flags": sorted(({"name": f.name, "choices": None if f.choices is None else list(f.choices),
                           "default": f.default, "replaced_by": f.replaced_by, "no_effect": f.no_effect}
                          for f in profile.flags), key=lambda flag: flag["name"]),
@@ -797,7 +868,7 @@ def compare(facts: dict[str, Any]) -> list[str]:
         profile = profile_for(f"{facts['engine']}@{facts['version']}")
     except UnknownEngineError as error:
         return [f"{facts['engine']} {facts['version']}: {error}"]
-    want, have = expected(facts), profile_facts(profile, facts["engine"])
+    want, have = {**expected(facts), **expected_targets(facts)}, profile_facts(profile, facts["engine"])
     problems = [f"{profile.spec} ({facts['engine']} {facts['version']}): {key}: profile says {have.get(key)!r}, "
                 f"the wheel {want[key]!r}" for key in sorted(want) if have.get(key) != want[key]]
     flags = {flag["name"]: flag for flag in want["flags"]}

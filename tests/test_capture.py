@@ -4,6 +4,7 @@ installed under the real module paths for each test."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -16,6 +17,7 @@ import warnings
 import pytest
 
 import gdr_check
+import gdr_check.engines.profiles as profiles
 import gdr_check.pipeline.capture as capture_module
 from fake_engine import SGLANG_GDN_CALLER, install
 from gdr_check.base.report import LIMITS_DOCS_URL
@@ -287,11 +289,18 @@ def test_explicit_targets_that_do_not_resolve_fail_on_enter(engine, tmp_path):
     assert not (tmp_path / "rec.json").exists()
 
 
+def _sglang_targets(monkeypatch, *targets: str) -> None:
+    """`engine="sglang"` (and no engine, nothing installed) selects a profile whose release keeps its packed decodes
+    at `targets`."""
+    newest = profiles.profile_for("sglang")
+    monkeypatch.setitem(profiles._BY_SPEC, "sglang", dataclasses.replace(newest, decode_targets=targets))
+
+
 def test_a_guards_explicit_targets_that_do_not_resolve_are_refused_on_enter_in_the_captures_words(monkeypatch):
     """Not only the "found no ... function to guard" warning: that is for the engine's default locations."""
     from gdr_check.pipeline.guard import GuardError, GuardTargetError
 
-    monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", ("gdr_check_absent_engine.ops:f",))
+    _sglang_targets(monkeypatch, "gdr_check_absent_engine.ops:f")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(GuardTargetError) as raised:
@@ -320,7 +329,7 @@ def test_a_captures_explicit_target_refusal_is_exact(tmp_path):
 def test_nothing_to_patch_warns_and_writes_nothing(tmp_path, monkeypatch):
     """With no function to record, the session writes no file: an earlier recording at the path (a good one, from
     a run where the engine was installed) is kept, not replaced by an empty one that `gdr-check call` refuses."""
-    monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", ("gdr_check_absent_engine.ops:f",))
+    _sglang_targets(monkeypatch, "gdr_check_absent_engine.ops:f")
     kept = tmp_path / "kept.json"
     kept.write_text("an earlier recording")
     for path in (tmp_path / "rec.json", kept):
@@ -524,7 +533,7 @@ def test_a_default_target_missing_only_its_optional_dependency_is_absent_and_any
     (package / "broken_path.py").write_text("import gdr_missing_engine_dependency\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     optional, broken = f"gdrfakeeng.optional_path:{GDN}", f"gdrfakeeng.broken_path:{GDN}"
-    monkeypatch.setitem(capture_module.ENGINE_TARGETS, "sglang", (optional, broken))
+    _sglang_targets(monkeypatch, optional, broken)
     monkeypatch.setattr(capture_module, "OPTIONAL_DEPENDENCIES", {optional: ("gdr_missing_optional_dependency",)})
     path = tmp_path / "rec.json"
     with pytest.warns(RuntimeWarning) as warned:  # nothing to record: no file, and the warning names the failure

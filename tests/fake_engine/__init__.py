@@ -2,8 +2,8 @@
 
 `install(monkeypatch)` registers, in `sys.modules`:
 - `sglang.kernels.ops.attention.fla.fused_recurrent` and
-  `vllm.model_executor.layers.fla.ops.fused_recurrent`: `kernels.py`, loaded once per path, so each engine
-  has its own function objects, as in a real process;
+  `vllm.third_party.flash_linear_attention.ops.fused_recurrent` (the newest releases' layouts): `kernels.py`,
+  loaded once per path, so each engine has its own function objects, as in a real process;
 - callers that import a function by name, as the engines' backends do: `gdn_caller.py` as
   `sglang.srt.layers.attention.linear.kernels.gdn_triton`, `kda_caller.py` as
   `sglang.srt.layers.attention.linear.kda_backend`, and `vllm_caller.py` as
@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SGLANG_KERNELS = "sglang.kernels.ops.attention.fla.fused_recurrent"
-VLLM_KERNELS = "vllm.model_executor.layers.fla.ops.fused_recurrent"
+VLLM_KERNELS = "vllm.third_party.flash_linear_attention.ops.fused_recurrent"  # vLLM 0.26 on
 SGLANG_GDN_CALLER = "sglang.srt.layers.attention.linear.kernels.gdn_triton"
 SGLANG_KDA_CALLER = "sglang.srt.layers.attention.linear.kda_backend"
 VLLM_CALLER = "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn"

@@ -130,7 +130,8 @@ class EngineProfile:
     `skip_at_or_below`, `reserved_slot_zero`, `gdn_beta_rounding`, `gdn_grids`, `grid_dim_limit`, `kda_grids`,
     `kda_takes_lower_bound`, `kda_fast_path` (present or not), `flags` and the roles naming them,
     `packed_decode_env(_default)`, `gdn_decode_kernel`, `kda_decode_kernel`, `safe_gate_route`,
-    `kda_decode_backends`, `gpu_decode_rule`. The other fields (state and conv dtype defaults, conv layout, pool
+    `kda_decode_backends`, `gpu_decode_rule`, `decode_targets`, `other_api_targets`, `instance_holders`. The other
+    fields (state and conv dtype defaults, conv layout, pool
     layout, TP validation) were read in sglang 0.5.23 and vLLM 0.29-0.33 and are carried to the earlier epochs
     unverified."""
 
@@ -190,6 +191,15 @@ class EngineProfile:
     packed_decode_env_default: str | None
     kda_other_api: str | None  # why the engine's KDA decode cannot be compared with the contract's; None: same API
     import_name: str | None  # the module a dry-run imports to run the engine's kernel; None: read from its files
+
+    # --- where the release keeps its packed decode functions (what a runtime guard and a capture wrap) ----------
+    # "package.module:function" of every packed decode the release defines with the contract's arguments and
+    # imports somewhere (a copy nothing imports is never called); sglang's Helion KDA decode among them.
+    decode_targets: tuple[str, ...]
+    # Packed decodes the release imports that take another argument list (vLLM's own KDA op): never wrapped.
+    other_api_targets: tuple[str, ...]
+    # "package.module:Class" whose instances keep a packed decode as an attribute (`self._packed_decode = f`).
+    instance_holders: tuple[str, ...]
 
     # --- engine behaviour outside the kernel ---------------------------------------------------------------
     kda_fast_path: KdaFastPath | None  # None: the KDA wrapper always runs Triton
@@ -256,6 +266,18 @@ class EngineProfile:
 _SGLANG_SRT_FILE = "sglang/srt/layers/attention/fla/fused_recurrent.py"
 _SGLANG_KERNELS_FILE = "sglang/kernels/ops/attention/fla/fused_recurrent.py"
 _SGLANG_DTYPES = ("float32", "bfloat16", "float16")
+_GDN_PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
+_KDA_PACKED = "fused_recurrent_kda_packed_decode"
+
+
+def _targets(kernel_file: str, *functions: str) -> tuple[str, ...]:
+    """`module:function` of functions defined in the wheel file `kernel_file` ("a/b/c.py" is module a.b.c)."""
+    module = kernel_file.removesuffix(".py").replace("/", ".")
+    return tuple(f"{module}:{function}" for function in functions)
+
+
+_SGLANG_HELION_TARGET = "sglang.kernels.ops.attention.helion.kda_decode:helion_fused_recurrent_kda_packed_decode"
+_SGLANG_HELION_HOLDER = "sglang.srt.layers.attention.linear.kernels.kda_helion:HelionKDAKernel"
 _SGLANG_STRATEGIES = ("auto", "no_buffer", "extra_buffer")
 _SGLANG_STRATEGIES_LAZY = (*_SGLANG_STRATEGIES, "extra_buffer_lazy")
 _SGLANG_BACKENDS = ("triton", "cutedsl", "flashinfer")
@@ -304,6 +326,7 @@ SGLANG_0_5_10 = EngineProfile(
     cache_size_flag="--max-mamba-cache-size", memory_ratio_flag="--mamba-full-memory-ratio",
     scheduler_strategy_flag="--mamba-scheduler-strategy", state_dtype_env="SGLANG_MAMBA_SSM_DTYPE",
     packed_decode_env=None, packed_decode_env_default=None, kda_other_api=None, import_name=None,
+    decode_targets=_targets(_SGLANG_SRT_FILE, _GDN_PACKED), other_api_targets=(), instance_holders=(),
     kda_fast_path=None,
     checks_attention_heads_first=False,
     attention_heads_errors=(
@@ -318,7 +341,7 @@ SGLANG_0_5_10 = EngineProfile(
 # The last release before the packed decode: GDN and KDA layers decode with `fused_sigmoid_gating_delta_rule_update`
 # (srt/layers/attention/hybrid_linear_attn_backend.py); no linear-attention backend flags yet.
 SGLANG_0_5_9 = replace(
-    SGLANG_0_5_10, version="0.5.9", kernel_file=None, gdn_grids=(), grid_dim_limit=None,
+    SGLANG_0_5_10, version="0.5.9", kernel_file=None, gdn_grids=(), grid_dim_limit=None, decode_targets=(),
     gdn_decode_kernel="fused_sigmoid_gating_delta_rule_update", kda_decode_backends=(),
     flags=_sglang_flags((_SCHEDULER_STRATEGY,), (), 0.9)[:4])
 # SM100+ with a bf16 state decodes with flashinfer (unless speculative decoding is on).
@@ -327,6 +350,7 @@ SGLANG_0_5_11 = replace(SGLANG_0_5_10, version="0.5.11", gpu_decode_rule=_SM100_
 # longer waits for speculative decoding; the strategy flag gains `extra_buffer_lazy`.
 SGLANG_0_5_13 = replace(
     SGLANG_0_5_11, version="0.5.13", kda_grids=(GRID_NV_BHV,), kda_decode_kernel=None,
+    decode_targets=_targets(_SGLANG_SRT_FILE, _GDN_PACKED, _KDA_PACKED),
     safe_gate_route=SAFE_GATE_PACKED, gpu_decode_rule=_SM100_FLASHINFER_0_5_13,
     flags=_sglang_flags((_SCHEDULER_STRATEGY_LAZY,), _SGLANG_BACKENDS, 0.9))
 # The architectures `auto` resolves to extra_buffer for (`_support_mamba_cache_extra_buffer`, later
@@ -351,6 +375,7 @@ SGLANG_0_5_15 = replace(
 # The FLA kernels move from srt/ to sglang/kernels/ (no shim at the old path); KDA accepts a flashinfer decode.
 SGLANG_0_5_16 = replace(SGLANG_0_5_15, version="0.5.16", kernel_file=_SGLANG_KERNELS_FILE,
                         extra_buffer_architectures=_EXTRA_BUFFER_0_5_16,
+                        decode_targets=_targets(_SGLANG_KERNELS_FILE, _GDN_PACKED, _KDA_PACKED),
                         kda_decode_backends=("cutedsl", "flashinfer", "triton"))
 # The KDA packed decode gains `lower_bound` (safe gate; safe-gate layers take the packed kernel) and the CUDA fast
 # path (`kda_packed_decode.covered()`).
@@ -359,9 +384,11 @@ SGLANG_0_5_17 = replace(
     extra_buffer_architectures=_EXTRA_BUFFER_0_5_17, pool_cap_warns=True,
     flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY),
                         (*_SGLANG_BACKENDS, "flashkda", "nvidia_kda", "ptx_kda"), 0.9))
-# The helion backend (a Helion KDA packed decode): KDA accepts it, and it keeps the SM100 rule from applying.
+# The helion backend (a Helion KDA packed decode, kept by its backend object): KDA accepts it, and it keeps the
+# SM100 rule from applying.
 SGLANG_0_5_18 = replace(
     SGLANG_0_5_17, version="0.5.18", gpu_decode_rule=_SM100_FLASHINFER_0_5_18,
+    decode_targets=(*SGLANG_0_5_17.decode_targets, _SGLANG_HELION_TARGET), instance_holders=(_SGLANG_HELION_HOLDER,),
     kda_decode_backends=("cutedsl", "flashinfer", "helion", "triton"),
     flags=_sglang_flags((_SCHEDULER_ALIAS, _RADIX_STRATEGY),
                         (*_SGLANG_BACKENDS, "flashkda", "nvidia_kda", "ptx_kda", "helion"), 0.9))
@@ -432,6 +459,7 @@ VLLM_0_18 = EngineProfile(
     kda_other_api=("vLLM decodes KDA layers with `fused_recurrent_kda`, not a packed KDA decode; only its GDN "
                    "packed decode can be compared"),
     import_name="vllm",
+    decode_targets=_targets(_VLLM_MX_FILE, _GDN_PACKED), other_api_targets=(), instance_holders=(),
     kda_fast_path=None,
     checks_attention_heads_first=True,
     attention_heads_errors=(_VLLM_ATTENTION_HEADS_ERROR, _VLLM_ATTENTION_HEADS_ERROR),
@@ -442,7 +470,7 @@ VLLM_0_18 = EngineProfile(
 )
 # The last release before the packed decode: Qwen3-Next's GDN layers decode with `fused_recurrent_gated_delta_rule`
 # (models/qwen3_next.py); no environment switch yet.
-VLLM_0_17 = replace(VLLM_0_18, version="0.17", kernel_file=None, gdn_grids=(), grid_dim_limit=None,
+VLLM_0_17 = replace(VLLM_0_18, version="0.17", kernel_file=None, gdn_grids=(), grid_dim_limit=None, decode_targets=(),
                     gdn_decode_kernel="fused_recurrent_gated_delta_rule", packed_decode_env=None,
                     packed_decode_env_default=None)
 # Padding rows get NULL_BLOCK_ID = 0, and the kernel skips `idx <= 0`.
@@ -450,12 +478,15 @@ VLLM_0_20 = replace(VLLM_0_18, version="0.20", skip_at_or_below=0)
 # `bfloat16` becomes a choice of `--mamba-ssm-cache-dtype` and `--mamba-cache-dtype`.
 VLLM_0_22 = replace(VLLM_0_20, version="0.22", flags=_vllm_flags(_VLLM_DTYPES_BF16, _CACHE_MODE))
 # The FLA ops move to vllm/third_party/flash_linear_attention/ (same kernel).
-VLLM_0_26 = replace(VLLM_0_22, version="0.26", kernel_file=_VLLM_TP_FILE)
+VLLM_0_26 = replace(VLLM_0_22, version="0.26", kernel_file=_VLLM_TP_FILE,
+                    decode_targets=_targets(_VLLM_TP_FILE, _GDN_PACKED))
 # Kimi-Linear's non-speculative decode calls vLLM's own KDA packed op (vllm.models.kimi_k3, grid (NV, B*H), no
 # environment switch); `fused_recurrent_kda` is left for speculative rows.
 VLLM_0_27 = replace(
     VLLM_0_26, version="0.27", kda_grids=(GRID_NV_BH,), kda_takes_lower_bound=True,
     kda_decode_kernel="fused_recurrent_kda_packed_decode",
+    other_api_targets=tuple(f"vllm.models.kimi_k3.{vendor}.ops.third_party.kda.fused_recurrent:{_KDA_PACKED}"
+                            for vendor in ("amd", "nvidia")),
     kda_other_api=("vLLM's KDA packed op has another API (raw_g, raw_beta, state_indices; `out` [1, B, H, V]); "
                    "only its GDN packed decode can be compared"))
 # The GDN grid is split, (NV, HV, B), when B*HV > 65535: B and HV must each stay <= 65535.
@@ -492,8 +523,46 @@ DEFAULT_ENGINE = "sglang"
 
 # Why a run's engine profile was chosen, in the order the sources are tried (reports carry it as
 # `engine_profile_reason`): `--engine`, `engine` in [tool.gdr-check], the engine installed in this Python
-# environment, gdr-check's default.
-ENGINE_REASONS: tuple[str, ...] = ("flag", "config", "installed", "default")
+# environment, gdr-check's default; and for the library, its `engine=` argument.
+ENGINE_REASONS: tuple[str, ...] = ("flag", "config", "installed", "default", "argument")
+
+
+# Why a live process's engine release (`gdr_check.guard`, `gdr_check.capture`) was chosen: `engine=` naming a
+# release, the engine's release installed in this Python environment, `engine=` naming an engine that is not
+# installed (its newest profile), gdr-check's default.
+LIVE_REASONS: tuple[str, ...] = ("argument", "installed", "default")
+
+
+def installed_release(name: str) -> str | None:
+    """`name@version` of engine `name`'s release installed in this Python environment (package metadata only, the
+    engine is never imported); None when it is not installed or no profile covers its release."""
+    try:
+        version = importlib.metadata.version(name)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+    spec = f"{name}@{version}"
+    try:
+        profile_for(spec)
+    except UnknownEngineError:
+        return None
+    return spec
+
+
+def live_engine(engine: str | EngineProfile | None) -> tuple[str, str]:
+    """The engine release a runtime guard or a capture in this process wraps and checks for (`name@version`, or
+    the name as given where nothing narrows it) and why (one of LIVE_REASONS). The process runs the installed
+    release, so `engine="sglang"` selects the installed sglang's profile where sglang is installed; a release
+    given (`"vllm@0.20"`, a profile) is taken as it is; None takes the installed engine (sglang first), else the
+    default. UnknownEngineError for a name or version no profile covers."""
+    if isinstance(engine, EngineProfile):
+        return engine.spec, "argument"
+    profile = profile_for(DEFAULT_ENGINE if engine is None else engine)
+    if engine is not None and "@" in engine:
+        return engine, "argument"
+    installed = installed_release(profile.name) if engine is not None else installed_engine()
+    if installed is not None:
+        return installed, "installed"
+    return (DEFAULT_ENGINE, "default") if engine is None else (engine, "argument")
 
 
 def installed_engine() -> str | None:
@@ -501,16 +570,9 @@ def installed_engine() -> str | None:
     (the engine is never imported); the default engine first when both are installed. None when neither is, or
     when the installed release is one no profile covers (a release before the first profile)."""
     for name in (DEFAULT_ENGINE, *(other for other in ENGINE_NAMES if other is not DEFAULT_ENGINE)):
-        try:
-            version = importlib.metadata.version(name)
-        except (importlib.metadata.PackageNotFoundError, ValueError):
-            continue
-        spec = f"{name}@{version}"
-        try:
-            profile_for(spec)
-        except UnknownEngineError:
-            continue
-        return spec
+        spec = installed_release(name)
+        if spec is not None:
+            return spec
     return None
 
 

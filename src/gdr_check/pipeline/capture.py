@@ -51,33 +51,31 @@ from ..base.limits import LimitError, checked
 from ..base.tensor_spec import TensorSpec
 from ..call.packed_call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from ..call.recording import KIND, SCHEMA_VERSION
-from ..engines.profiles import UnknownEngineError, profile_for
+from ..engines.profiles import (
+    PROFILES,
+    EngineProfile,
+    UnknownEngineError,
+    installed_release,
+    live_engine,
+    profile_for,
+)
 
 DEFAULT_MAX_CALLS = 256  # a Qwen3-Next decode step makes 36 calls per rank: about 7 steps
 GDN_FUNCTION = "fused_recurrent_gated_delta_rule_packed_decode"
 KDA_FUNCTION = "fused_recurrent_kda_packed_decode"
 HELION_KDA_FUNCTION = "helion_fused_recurrent_kda_packed_decode"  # sglang's Helion KDA decode backend
 
-# Where each engine defines the packed-decode functions. Paths that do not exist in the installed version are
-# skipped; call sites that imported a function by name are found by identity, not listed here.
-ENGINE_TARGETS: dict[str, tuple[str, ...]] = {
-    "sglang": (
-        f"sglang.kernels.ops.attention.fla.fused_recurrent:{GDN_FUNCTION}",
-        f"sglang.kernels.ops.attention.fla.fused_recurrent:{KDA_FUNCTION}",
-        # the Helion KDA decode (needs the `helion` package; without it the path is absent, as for the engine)
-        f"sglang.kernels.ops.attention.helion.kda_decode:{HELION_KDA_FUNCTION}",
-        # releases that kept the FLA kernels under srt/
-        f"sglang.srt.layers.attention.fla.fused_recurrent:{GDN_FUNCTION}",
-        f"sglang.srt.layers.attention.fla.fused_recurrent:{KDA_FUNCTION}",
-    ),
-    # vLLM has a GDN packed decode only: its KDA packed ops (Kimi K3's, `vllm/models/kimi_k3/{nvidia,amd}/ops/
-    # third_party/kda/fused_recurrent.py`, 0.27 onwards) take another API, and importing them would import the
-    # Kimi K3 model package. tests/test_vllm_targets.py checks this list against a real release's source.
-    "vllm": (
-        f"vllm.model_executor.layers.fla.ops.fused_recurrent:{GDN_FUNCTION}",  # up to 0.25
-        f"vllm.third_party.flash_linear_attention.ops.fused_recurrent:{GDN_FUNCTION}",  # 0.26 onwards
-    ),
-}
+# Where each release defines its packed-decode functions: the release's profile (`EngineProfile.decode_targets`,
+# verified against every release's wheel by scripts/verify_engine_profiles.py): sglang's under srt/ before 0.5.16
+# and under sglang/kernels/ from 0.5.16, its Helion KDA decode from 0.5.18 (absent without the `helion` package);
+# vLLM's GDN decode under model_executor/ before 0.26 and under third_party/ from 0.26. vLLM's own KDA packed ops
+# (0.27 on, `EngineProfile.other_api_targets`) take another argument list and are never wrapped. Call sites that
+# imported a function by name are found by identity, not listed.
+def engine_targets(engine: str | EngineProfile) -> tuple[str, ...]:
+    """The default targets ("package.module:function") of the release `engine` selects."""
+    return profile_for(engine).decode_targets
+
+
 # Positional order of the sglang wrappers (docs/kernel-contract.md §1); the KDA one adds `lower_bound`.
 PARAMETERS: tuple[str, ...] = (*ARGUMENTS, "use_qk_l2norm_in_kernel", "lower_bound")
 _TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
@@ -95,9 +93,10 @@ _R = TypeVar("_R")
 OPTIONAL_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     f"sglang.kernels.ops.attention.helion.kda_decode:{HELION_KDA_FUNCTION}": ("helion",),
 }
-INSTANCE_HOLDERS: tuple[str, ...] = (
-    "sglang.srt.layers.attention.linear.kernels.kda_helion:HelionKDAKernel",
-)
+# Every release's holders (`EngineProfile.instance_holders`): only a holder whose class is imported is searched,
+# and only the functions being wrapped are replaced on it.
+INSTANCE_HOLDERS: tuple[str, ...] = tuple(dict.fromkeys(holder for profile in PROFILES
+                                                        for holder in profile.instance_holders))
 
 
 class CaptureError(ValueError):
@@ -408,21 +407,26 @@ def _live_original(function: Callable[..., Any]) -> Callable[..., Any]:
         function = cast(_RecordingWrapper, function).__wrapped__
 
 
-def _engines_to_search(engine: str | None) -> list[str]:
-    """The named engine; else the engines already imported; else every installed engine."""
+def engine_releases(engine: str | None) -> list[tuple[str, str]]:
+    """The engine releases a capture wraps, each as (what its calls are labelled with: a name or `name@version`,
+    why it was chosen: `profiles.LIVE_REASONS`): the release `engine` selects (`profiles.live_engine`); else each
+    engine already imported, else each installed, at its installed release where the package metadata tells it
+    (else its newest profile)."""
     if engine is not None:
-        return [profile_for(engine).name]
-    imported = [name for name in ENGINES if name in sys.modules]
-    if imported:
-        return imported
-    installed = []
-    for name in ENGINES:
-        try:
-            if importlib.util.find_spec(name) is not None:
-                installed.append(name)
-        except (ImportError, ValueError):
-            continue
-    return installed
+        return [live_engine(engine)]
+    names = [name for name in ENGINES if name in sys.modules]
+    if not names:
+        for name in ENGINES:
+            try:
+                if importlib.util.find_spec(name) is not None:
+                    names.append(name)
+            except (ImportError, ValueError):
+                continue
+    releases = []
+    for name in names:
+        installed = installed_release(name)
+        releases.append((installed, "installed") if installed is not None else (name, "default"))
+    return releases
 
 
 class Capture:
@@ -438,11 +442,13 @@ class Capture:
 
     def __init__(self, path: str | os.PathLike[str], *, targets: Sequence[str] | None = None,
                  max_calls: int = DEFAULT_MAX_CALLS, engine: str | None = None) -> None:
-        if engine is not None:  # "sglang", "vllm" or name@version: the name decides what is searched
+        if engine is not None:  # "sglang", "vllm" or name@version: the release decides what is wrapped
             try:
                 profile_for(engine)
             except UnknownEngineError as error:
                 raise CaptureError(str(error)) from None
+        # The releases wrapped (each: its calls' engine label, why), chosen at each outermost entry.
+        self.releases: list[tuple[str, str]] = []
         if isinstance(targets, str):
             targets = [targets]
         try:
@@ -532,6 +538,9 @@ class Capture:
             "schema_version": SCHEMA_VERSION,
             "kind": KIND,
             "tool": tool_info(),
+            # The engine releases whose functions were searched: the profile each selects, and why.
+            "engine_profiles": [{"engine": label, "profile": profile_for(label).spec, "reason": reason}
+                                for label, reason in self.releases],
             "patched": [{"function": s.function, "module": s.module, "variant": s.variant, "engine": s.engine,
                          "targets": list(s.targets), "holders": list(s.holders)} for s in self._sites],
             "skipped_targets": list(self._skipped),
@@ -563,9 +572,12 @@ class Capture:
         return path
 
     # -- patching ------------------------------------------------------------------------------------------------
-    def _targets(self) -> list[tuple[str, bool]]:
-        defaults = [t for engine in _engines_to_search(self.engine) for t in ENGINE_TARGETS[engine]]
-        return [(t, False) for t in defaults] + [(t, True) for t in self.extra_targets]
+    def _targets(self) -> list[tuple[str, bool, str | None]]:
+        """(target, explicit, the engine label of its calls): each release's own targets, then `targets`."""
+        self.releases = engine_releases(self.engine)
+        defaults = [(t, False, label) for label, _ in self.releases for t in engine_targets(label)]
+        label = self.releases[0][0] if self.engine is not None else None
+        return defaults + [(t, True, label) for t in self.extra_targets]
 
     def _resolve(self, target: str, explicit: bool) -> Callable[..., Any] | None:
         module_name, attribute = _split_target(target)
@@ -593,13 +605,13 @@ class Capture:
     def _patch(self) -> None:
         self._sites, self._replaced, self._skipped = [], [], []
         by_id: dict[int, _Site] = {}
-        for target, explicit in self._targets():
+        for target, explicit, label in self._targets():
             function = self._resolve(target, explicit)
             if function is None:
                 continue
             site = by_id.get(id(function))
             if site is None:
-                site = self._new_site(target, function)
+                site = self._new_site(target, function, label)
                 if site is None:
                     continue
                 by_id[id(function)] = site
@@ -607,7 +619,7 @@ class Capture:
             site.targets.append(target)
         self._replaced = install_wrappers(by_id)
         if not self._sites:
-            searched = _engines_to_search(self.engine)
+            searched = [profile_for(label).label for label, _ in self.releases]
             where = f"in {' or '.join(searched)}" if searched else "(neither sglang nor vLLM is installed)"
             skipped = "".join(f"; skipped {entry['target']}: {entry['reason']}" for entry in self._skipped)
             warnings.warn(printable(f"gdr_check.capture found no packed-decode function to record {where}, so it "
@@ -615,7 +627,7 @@ class Capture:
                                     f"targets=['package.module:function_name'] for another location", _MAX_MESSAGE),
                           RuntimeWarning, stacklevel=3)
 
-    def _new_site(self, target: str, function: Callable[..., Any]) -> _Site | None:
+    def _new_site(self, target: str, function: Callable[..., Any], label: str | None) -> _Site | None:
         bind, problem = _binder(function)
         if bind is None:
             self._skipped.append({"target": target, "reason": f"not recorded: {problem}"})
@@ -627,7 +639,7 @@ class Capture:
         except (TypeError, ValueError):
             parameters = []
         site = _Site(original=function, target=target, module=module_name, function=name,
-                     variant=_guess_variant(name, parameters), engine=self.engine or _guess_engine(module_name),
+                     variant=_guess_variant(name, parameters), engine=label or _guess_engine(module_name),
                      bind=bind)
         site.wrapper = self._wrapper_for(site)
         return site

@@ -89,11 +89,11 @@ from ..checks.compare import ModelGeometry, compare_call
 from ..checks.contract import describe_call
 from ..checks.hotpath import address_errors, out_overlaps, run_contract, tensor_matcher
 from ..deployment.settings import Deployment
-from ..engines.profiles import profile_for
+from ..engines.profiles import live_engine, profile_for
 from .capture import (
-    ENGINE_TARGETS,
     PARAMETERS,
     _split_target,
+    engine_targets,
     install_wrappers,
     missing_function,
     restore_wrappers,
@@ -463,12 +463,14 @@ _CAPTURE = _CaptureHooks()
 class Guard:
     """Context manager and decorator installing the runtime guard (see the module docs)."""
 
-    def __init__(self, engine: str = "sglang", model: str | os.PathLike[str] | None = None, *, tp: int = 1,
+    def __init__(self, engine: str | None = None, model: str | os.PathLike[str] | None = None, *, tp: int = 1,
                  mode: Mode = "raise", targets: Sequence[str] | None = None, state_dtype: str | None = None,
                  hook_graphs: bool = True, max_records: int = DEFAULT_MAX_RECORDS) -> None:
-        # "sglang", "vllm" or name@version (UnknownEngineError, a ValueError, names the choices): the profile
-        # decides the contract's checks; the name, which functions to wrap.
-        self._engine_name = profile_for(engine).name
+        # "sglang", "vllm", name@version or None (UnknownEngineError, a ValueError, names the choices): the release
+        # `live_engine` selects (the one given, else the installed one, else the default) decides which functions
+        # are wrapped (its `decode_targets`) and the contract they are checked against.
+        engine, reason = live_engine(engine)
+        self._profile = profile_for(engine)
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of: {', '.join(MODES)}")
         if model is not None and not isinstance(model, (str, os.PathLike)):  # not os.fspath's words on entry
@@ -477,8 +479,10 @@ class Guard:
         if isinstance(targets, str):
             targets = [targets]
         # Built now so that a bad `tp` or `state_dtype` is refused here, not inside the engine's first decode call.
-        self._deployment = Deployment(tp=tp, engine=engine, state_dtype=state_dtype)
-        self.engine = engine
+        self._deployment = Deployment(tp=tp, engine=engine, state_dtype=state_dtype, engine_reason=reason)
+        self.engine = engine  # as given, or the installed release (`sglang@0.5.13`) where it narrows a name
+        self.engine_profile = self._profile.spec  # the profile it selects
+        self.engine_profile_reason = reason  # argument, installed or default (profiles.LIVE_REASONS)
         self.model = None if model is None else os.fspath(model)
         self.tp = tp
         self.mode = mode
@@ -790,7 +794,7 @@ class Guard:
     def _patch(self) -> None:
         by_id: dict[int, _Site] = {}
         self.sites = []
-        targets = [(t, False) for t in ENGINE_TARGETS[self._engine_name]] + [(t, True) for t in self.extra_targets]
+        targets = [(t, False) for t in engine_targets(self._profile)] + [(t, True) for t in self.extra_targets]
         for target, explicit in targets:
             function = self._resolve(target, explicit)
             if function is None or id(function) in by_id:
@@ -956,7 +960,7 @@ class Guard:
 # `gdr_check.guard(...)` must work however `gdr_check.guard` was reached (see the same device in capture.py):
 # importing this submodule binds the package attribute to the module, so the module itself is callable.
 class _CallableModule(types.ModuleType):
-    def __call__(self, engine: str = "sglang", model: str | os.PathLike[str] | None = None, *, tp: int = 1,
+    def __call__(self, engine: str | None = None, model: str | os.PathLike[str] | None = None, *, tp: int = 1,
                  mode: Mode = "raise", targets: Sequence[str] | None = None, state_dtype: str | None = None,
                  hook_graphs: bool = True, max_records: int = DEFAULT_MAX_RECORDS) -> Guard:
         """Guard the engine's packed-decode calls inside a `with` block or a decorated function."""
