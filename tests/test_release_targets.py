@@ -121,3 +121,28 @@ def test_an_engine_name_takes_the_installed_release(monkeypatch: pytest.MonkeyPa
 def test_without_an_engine_or_an_installed_one_the_default_is_said():
     assert live_engine(None) == ("sglang", "default")
     assert live_engine("vllm") == ("vllm", "argument")
+
+
+# -- each call is checked against the release's own contract -----------------------------------------------------
+@pytest.mark.parametrize("spec", ["sglang@0.5.13", "vllm@0.20.0", "vllm@0.34.0"])
+def test_a_guarded_call_is_checked_against_the_releases_contract(spec: str, stand_ins: None):
+    """Two rows on 32768 value heads (B*HV = 65536) with slot 0 on a live row: the grid limit fails where the
+    release's wheel launches an unsplit (NV, B*HV) grid, and slot 0 is a fault where its allocator reserves it
+    (the first free slot is 1); beta's rounding is reported where the wheel's kernel rounds sigmoid(b) to b's
+    dtype."""
+    pytest.importorskip("torch")
+    from contract_calls import gdn_call
+
+    data = facts(spec)
+    unsplit = data["gdn_packed"]["grids"] == [["NV", "B*HV"]]
+    reserves_zero = data.get("first_free_slot") == 1  # (sglang's allocator; vLLM's block 0 is a null block)
+    call = gdn_call(B=2, H=1, HV=32768, K=1, V=1, S=4, slots=(0, 1))
+    (target,) = [t for t in expected(spec)["decode_targets"] if "gated_delta" in t]
+    module, _, function = target.partition(":")
+    with gdr_check.guard(engine=spec, mode="record") as guard:
+        getattr(sys.modules[module], function)(**call)
+    codes = {d.code for d in guard.diagnostics}
+    assert ("GDR244" in codes) == unsplit
+    assert ("GDR247" in codes) == (reserves_zero and not unsplit)  # (a refused call launches no slot check)
+    assert ("GDR253" in codes) == (data["gdn_packed"]["beta"] == "b.dtype")
+    assert guard.calls == 1

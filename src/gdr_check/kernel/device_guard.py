@@ -451,13 +451,15 @@ class Verdict:
 
 
 def shape_verdict(variant: str, args: tuple[Any, ...], engine: Engine,
-                  extra: Callable[[Any], list[Diagnostic]] | None = None) -> Verdict:
-    """Run the contract without reading index values (no sync) and split its diagnostics."""
+                  extra: Callable[[Any], list[Diagnostic]] | None = None, engine_kernel: bool = False) -> Verdict:
+    """Run the contract without reading index values (no sync) and split its diagnostics. `engine_kernel`: the
+    call goes to the engine's own kernel (the runtime guard), whose launch grid limits apply (GDR244, per the
+    release's grid); else to ours, whose grid has no such limit."""
     check = CONTRACT_CHECKS[variant]
     # A call about to run cannot take a meta tensor (a shape-only stand-in for `check_packed_decode`): GDR228.
     report = meta_report(dict(zip(ARGUMENTS, args, strict=False))) or check(*args, engine=engine, read_values=False)
     per_call = address_rules()
-    diagnostics = [d for d in report.diagnostics if d.code not in NOT_APPLICABLE_TO_OUR_KERNELS
+    diagnostics = [d for d in report.diagnostics if (engine_kernel or d.code not in NOT_APPLICABLE_TO_OUR_KERNELS)
                    and d.code not in per_call]
     if extra is not None:
         diagnostics += extra(args)

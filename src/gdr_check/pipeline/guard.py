@@ -622,7 +622,7 @@ class Guard:
             self.poll()  # faults an earlier call recorded come before what this call's shapes show
             ordered = site.ordered(values)
             verdict = shape_verdict(site.variant, ordered, self.engine,
-                                    extra=self._compare_with_model if self.model else None)
+                                    extra=self._compare_with_model if self.model else None, engine_kernel=True)
             refused = bool(verdict.errors)
             launch, batch, stride, on_host = None, 0, 0, False
             if not refused and verdict.pool_slots is not None:  # an empty pool too: every live row is a fault
