@@ -517,3 +517,36 @@ def test_a_model_without_linear_layers_is_refused_as_explain_refuses_it(tmp_path
     # the library raises its own error, never a CLI one
     with pytest.raises(gdr_check.pipeline.call_check.CallModelError):
         gdr_check.pipeline.call_check.check_recording(path, target=str(llama))
+
+
+# -- which engine release each call is checked for, and why ---------------------------------------------------------
+def _profile_of_calls(document: dict) -> list[tuple[str, str, str]]:
+    return [(c["engine"], c["engine_profile"], c["engine_profile_reason"]) for c in document["calls"]]
+
+
+def test_each_call_names_its_engine_profile_and_why(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no [tool.gdr-check] above the recording but the one written below
+    call = expected_call()
+    recorded = write_recording(tmp_path / "rec.json", call, engine="vllm@0.20.0")
+    _, document = run_json(capsys, "call", recorded)
+    assert _profile_of_calls(document) == [("vllm@0.20.0", "vllm@0.20", "recorded")]
+    assert document["notes"] == ["engine profile vllm@0.20: the engine the capture recorded (vllm@0.20.0)"]
+    _, document = run_json(capsys, "call", recorded, "--engine", "sglang@0.5.21")
+    assert _profile_of_calls(document) == [("sglang@0.5.21", "sglang@0.5.20", "flag")]
+    assert document["notes"] == [
+        "engine profile sglang@0.5.20: --engine sglang@0.5.21; sglang 0.5.21 is checked as sglang 0.5.20, the "
+        "profile of its release epoch (its wheel was verified against it)"]
+    # A recording that names no engine: [tool.gdr-check]'s, else the default (nothing is installed here).
+    unnamed = write_recording(tmp_path / "unnamed.json", call, engine=None)
+    _, document = run_json(capsys, "call", unnamed, "--isolated")
+    assert _profile_of_calls(document) == [("sglang", "sglang@0.5.23", "default")]
+    assert document["notes"] == ["engine profile sglang@0.5.23: gdr-check's default (no --engine, no engine "
+                                 "recorded or configured, none installed)"]
+    (tmp_path / "pyproject.toml").write_text('[tool.gdr-check]\nengine = "vllm@0.27.1"\n')
+    _, document = run_json(capsys, "call", unnamed)
+    assert _profile_of_calls(document) == [("vllm@0.27.1", "vllm@0.27", "config")]
+    # The library's `engine=` is an argument, not a default.
+    run = gdr_check.check_recording(unnamed, engine="vllm")
+    (checked,) = run.results[0].details.calls
+    assert (checked.engine, checked.to_dict()["engine_profile"], checked.engine_reason) == (
+        "vllm", "vllm@0.33", "argument")

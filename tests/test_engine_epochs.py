@@ -369,6 +369,24 @@ def test_reports_name_the_profile_and_why_it_was_chosen(good: Path, tmp_path: Pa
             "metadata); `--engine` checks for another") in " ".join(text.stdout.split())
 
 
+def test_the_librarys_engine_argument_is_reported_as_an_argument(good: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    from gdr_check.pipeline.library import TargetSettings, check_targets
+
+    def reported(settings: TargetSettings) -> tuple[str, str]:
+        (result,) = check_targets(str(good), lambda target: settings)
+        deployment = result.check.to_dict()["deployment"]
+        return deployment["engine_profile"], deployment["engine_profile_reason"]
+
+    assert reported(TargetSettings(tp_sizes=[1], engine="vllm@0.27.1")) == ("vllm@0.27", "argument")
+    assert reported(TargetSettings(tp_sizes=[1], engine="sglang")) == ("sglang@0.5.23", "argument")
+    assert reported(TargetSettings(tp_sizes=[1])) == ("sglang@0.5.23", "default")
+    site = tmp_path / "site"
+    _install(site, "vllm", "0.20.0")
+    monkeypatch.syspath_prepend(str(site))
+    assert reported(TargetSettings(tp_sizes=[1])) == ("vllm@0.20", "installed")
+
+
 @pytest.mark.parametrize(("args", "sm"), [(["--gpu", "B200"], 100), (["--gpu", "h100"], 90), (["--sm", "103"], 103),
                                           ([], None)])
 def test_the_gpu_reaches_the_report(good: Path, args: list[str], sm: int | None):

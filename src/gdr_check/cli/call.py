@@ -44,7 +44,8 @@ def call_command(
     model: str | None = typer.Option(None, "--model", help="Compare with this model: a checkpoint path or a repo id."),
     tp: int = typer.Option(1, "--tp", parser=whole_number("--tp"),
                            help="TP size of the deployment the calls came from (with --model)."),
-    engine: str | None = typer.Option(None, "--engine", help=engine_help("as recorded, else sglang")),
+    engine: str | None = typer.Option(None, "--engine", help=engine_help(
+        "as recorded, else [tool.gdr-check]'s, else the installed engine, else sglang")),
     state_dtype: str | None = typer.Option(
         None, "--state-dtype", help="The SSM state dtype the deployment chose (default: the engine's)."),
     index: int | None = typer.Option(None, "--index", parser=whole_number("--index"),
@@ -79,7 +80,7 @@ def call_command(
     try:
         run = check_recording(str(recording), target=model, tp=tp, engine=engine, state_dtype=state_dtype,
                               index=index, selection=options.selection, failing=options.failing,
-                              exit_zero=options.exit_zero)
+                              exit_zero=options.exit_zero, engine_reason="flag", config_engine=options.engine)
     except CallModelError as refused:  # a model without linear-attention layers: named by the option, as explain does
         raise typer.BadParameter(str(refused), param_hint="--model") from None
     return write_run(run, out, render_options(fmt, output_file, quiet=quiet))

@@ -52,6 +52,7 @@ class RunOptions:
                                    exit_zero=exit_zero, error_on_warning=error_on_warning)
         resolver = config_resolver(None, isolated, FORMATS)
         settings = RunSettings(command_line, resolver, resolver.for_target(anchor))
+        self.engine = settings.config.engine  # `engine` in [tool.gdr-check] (a command that takes one reads it)
         self.selection = settings.selection_for(anchor)
         self.failing = settings.failing
         self.exit_zero = settings.exit_zero

@@ -523,8 +523,9 @@ DEFAULT_ENGINE = "sglang"
 
 # Why a run's engine profile was chosen, in the order the sources are tried (reports carry it as
 # `engine_profile_reason`): `--engine`, `engine` in [tool.gdr-check], the engine installed in this Python
-# environment, gdr-check's default; and for the library, its `engine=` argument.
-ENGINE_REASONS: tuple[str, ...] = ("flag", "config", "installed", "default", "argument")
+# environment, gdr-check's default; for the library, its `engine=` argument; for `gdr-check call`, the engine a
+# recording names (`recorded`).
+ENGINE_REASONS: tuple[str, ...] = ("flag", "config", "installed", "default", "argument", "recorded")
 
 
 # Why a live process's engine release (`gdr_check.guard`, `gdr_check.capture`) was chosen: `engine=` naming a

@@ -13,7 +13,7 @@ from ..base.report import Diagnostic, KeyLocation, Location
 from ..call.recording import RecordedCall, Recording, load_recording
 from ..checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments
 from ..checks.contract import run_contract
-from ..engines.profiles import DEFAULT_ENGINE
+from ..engines.profiles import DEFAULT_ENGINE, installed_engine, profile_for, substitution_note
 from ..models.adapters import attention_head_dim
 from ..sources.key_locator import KeyLocator
 from .library import deployment_of, selected_diagnostics, without_linear_layers
@@ -71,10 +71,13 @@ class CheckedCall:
     engine: str
     diagnostics: list[Diagnostic]
     comparison: Comparison | None = None  # when a model was given
+    engine_reason: str = "default"  # why `engine` (profiles.ENGINE_REASONS: flag, argument, recorded, config, ...)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = self.recorded.to_dict()
         data["engine"] = self.engine
+        data["engine_profile"] = profile_for(self.engine).spec
+        data["engine_profile_reason"] = self.engine_reason
         data["comparison"] = None if self.comparison is None else [r.to_dict() for r in self.comparison.rows]
         data["diagnostics"] = [d.to_dict() for d in self.diagnostics]
         return data
@@ -202,13 +205,50 @@ def check_call(recorded: RecordedCall, engine: str, run: CallRun, state_dtype: s
     return CheckedCall(recorded, engine, diagnostics, comparison)
 
 
+_REASON_WORDS = {
+    "flag": "--engine {engine}",
+    "argument": "engine={engine!r}",
+    "recorded": "the engine the capture recorded ({engine})",
+    "config": "`engine = {engine!r}` in [tool.gdr-check]",
+    "installed": "{engine} is installed in this Python environment (read from its package metadata); `--engine` "
+                 "checks for another",
+    "default": "gdr-check's default (no --engine, no engine recorded or configured, none installed)",
+}
+
+
+def call_engine(recorded: RecordedCall, engine: str | None, engine_reason: str | None,
+                config_engine: str | None) -> tuple[str, str]:
+    """The engine a recorded call is checked for, and why (profiles.ENGINE_REASONS): the one given (`--engine`:
+    "flag"; the library's `engine=`: "argument"), else the one its recording names, else `engine` in
+    [tool.gdr-check], else the installed one, else the default."""
+    if engine is not None:
+        return engine, engine_reason or "argument"
+    if recorded.engine is not None:
+        return recorded.engine, "recorded"
+    if config_engine is not None:
+        return config_engine, "config"
+    installed = installed_engine()
+    return (installed, "installed") if installed is not None else (DEFAULT_ENGINE, "default")
+
+
+def engine_note(engine: str, reason: str) -> str:
+    """The note a `call` run prints for the profile its calls were checked for."""
+    note = f"engine profile {profile_for(engine).spec}: {_REASON_WORDS[reason].format(engine=engine)}"
+    substituted = substitution_note(engine)
+    return note if substituted is None else f"{note}; {substituted}"
+
+
 def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine: str | None = None,
                     state_dtype: str | None = None, index: int | None = None,
                     selection: Selection | None = None, failing: tuple[str, ...] = FAILING_DEFAULT,
-                    exit_zero: bool = False) -> Run:
+                    exit_zero: bool = False, engine_reason: str | None = None,
+                    config_engine: str | None = None) -> Run:
     """Check every call of a recording made by `gdr_check.capture()` (or the one at `index`) against the contract
     and, with `target`, compare it with the call the engine makes for that model at `tp`. One result, whose
-    `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic."""
+    `details` is the `CallRun` (the calls, the comparison, the notes); `selection` filters every diagnostic.
+    Each call is checked for `engine` (its reason `engine_reason`, "argument" by default; the command passes
+    "flag"), else the engine its recording names, else `config_engine` ([tool.gdr-check]), else the installed
+    engine, else the default; the run's notes and each call's JSON name the profile and why."""
     if index is not None and (not isinstance(index, int) or isinstance(index, bool)):  # True is no call 1
         raise CallIndexError(f"index is {described(index)}: must be a whole number (a call's position in the "
                              f"recording), or None for every call")
@@ -231,8 +271,11 @@ def check_recording(path: str, *, target: str | None = None, tp: int = 1, engine
                          f"{reason if isinstance(reason, str) else 'no reason recorded'}")
     positions = {id(recorded): i for i, recorded in enumerate(recording.calls)}
     spans = call_spans(recording.text)
-    for recorded in calls:
-        checked = check_call(recorded, engine or recorded.engine or DEFAULT_ENGINE, run, state_dtype)
+    chosen = [call_engine(recorded, engine, engine_reason, config_engine) for recorded in calls]
+    run.notes.extend(engine_note(*pair) for pair in dict.fromkeys(chosen))
+    for recorded, (call_engine_name, reason) in zip(calls, chosen, strict=True):
+        checked = check_call(recorded, call_engine_name, run, state_dtype)
+        checked.engine_reason = reason
         checked.diagnostics = [_in_recording(d, recording.path, spans, positions[id(recorded)])
                                for d in selected_diagnostics(selection, checked.diagnostics)]
         run.calls.append(checked)

@@ -18,7 +18,7 @@ from ..base.registry import without_superseded
 from ..base.report import Diagnostic
 from ..checks.rules_model import NoLinearLayers
 from ..deployment.settings import MAMBA_STRATEGIES, Deployment
-from ..engines.profiles import DEFAULT_ENGINE
+from ..engines.profiles import choose_engine
 from ..sources import SourceError
 from .model_check import ModelCheck, check_model
 from .pyproject_config import Config
@@ -64,7 +64,8 @@ class TargetSettings:
 
     config: Config = field(default_factory=Config)  # where the settings came from (`--show-settings`)
     selection: Selection = field(default_factory=Selection)
-    engine: str = DEFAULT_ENGINE
+    # The engine release checked for; None: the installed engine, else sglang (as `gdr-check check` chooses).
+    engine: str | None = None
     tp_sizes: Sequence[int] = DEFAULT_TP
     batch: int = DEFAULT_BATCH
     slots: int | None = None
@@ -75,9 +76,17 @@ class TargetSettings:
     overlap_schedule: bool = True  # sglang's overlap schedule (`--disable-overlap-schedule` turns it off)
     radix_cache: bool = True  # sglang's radix cache (`--disable-radix-cache`)
     sm: int | None = None  # the GPU's compute capability x10 (`--gpu`, `--sm`); None: not given
-    engine_reason: str = "default"  # why `engine` was chosen (gdr_check.engines.profiles.ENGINE_REASONS)
+    # Why `engine` was chosen (gdr_check.engines.profiles.ENGINE_REASONS); None: "argument" for an engine given,
+    # else "installed" or "default".
+    engine_reason: str | None = None
 
     def __post_init__(self) -> None:
+        if self.engine is None:
+            engine, reason = choose_engine(None, None)
+            object.__setattr__(self, "engine", engine)
+            object.__setattr__(self, "engine_reason", self.engine_reason or reason)
+        elif self.engine_reason is None:
+            object.__setattr__(self, "engine_reason", "argument")
         self.gpu_memory_bytes  # noqa: B018 - a budget that is no size is refused here, not at the first check
 
     @property
