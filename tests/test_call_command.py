@@ -547,6 +547,6 @@ def test_each_call_names_its_engine_profile_and_why(tmp_path, capsys, monkeypatc
     assert _profile_of_calls(document) == [("vllm@0.27.1", "vllm@0.27", "config")]
     # The library's `engine=` is an argument, not a default.
     run = gdr_check.check_recording(unnamed, engine="vllm")
-    (checked,) = run.results[0].details.calls
+    (checked,) = run.results[0].record.calls
     assert (checked.engine, checked.to_dict()["engine_profile"], checked.engine_reason) == (
         "vllm", "vllm@0.33", "argument")
