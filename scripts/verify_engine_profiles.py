@@ -641,6 +641,66 @@ def _vllm(wheel: Wheel) -> dict[str, Any]:
     }
 
 
+SGLANG_MAMBA_UTILS = "sglang/srt/configs/mamba_utils.py"
+VLLM_MAMBA_UTILS = "vllm/model_executor/layers/mamba/mamba_utils.py"
+
+
+def _torch_dtype(node: ast.expr | None) -> str | None:
+    """"float32" for `torch.float32`; None for anything else."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return node.attr
+    return None
+
+
+def _sglang_state_dtypes(wheel: Wheel) -> dict[str, Any] | None:
+    """sglang's state dtype defaults (`mamba2_state_dtype`): the SSM state's default, the conv state's (the
+    fallback of its environment lookup), the config names it takes (its `dtype_map`) and whether an unknown config
+    name raises (else it logs and keeps the default)."""
+    function = _function(wheel.tree(SGLANG_MAMBA_UTILS), "mamba2_state_dtype")
+    if function is None:
+        return None
+    out: dict[str, Any] = {"file": SGLANG_MAMBA_UTILS, "ssm_default": None, "conv_default": None, "config_names": {},
+                           "unknown_config_raises": any(isinstance(node, ast.Raise) for node in ast.walk(function))}
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, value = node.targets[0].id, node.value
+        if name == "ssm_dtype" and out["ssm_default"] is None and _torch_dtype(value):
+            out["ssm_default"] = _torch_dtype(value)
+        elif name == "conv_dtype" and isinstance(value, ast.Call) and len(value.args) == 2:
+            out["conv_default"] = _torch_dtype(value.args[1])
+        elif name == "dtype_map" and isinstance(value, ast.Dict):
+            out["config_names"] = {key.value: _torch_dtype(item) for key, item in zip(value.keys, value.values,
+                                                                                      strict=True)
+                                   if isinstance(key, ast.Constant)}
+    return out
+
+
+def _vllm_state_dtypes(wheel: Wheel) -> dict[str, Any] | None:
+    """vLLM's state dtypes (`MambaStateDtypeCalculator`): whether the conv state takes `--mamba-cache-dtype` through
+    `get_kv_cache_torch_dtype` ("auto": the model dtype), whether an "auto" SSM state takes the conv state's dtype,
+    and the KDA recurrent state's dtype (the last of `kda_state_dtype`'s tuple) and whether it reads the SSM
+    cache dtype at all."""
+    tree = wheel.tree(VLLM_MAMBA_UTILS)
+    gdn, kda = _function(tree, "_mamba_state_dtype"), _function(tree, "kda_state_dtype")
+    if gdn is None or kda is None:
+        return None
+    follows = any(isinstance(node, ast.If) and _text(node.test) == "mamba_ssm_cache_dtype=='auto'"
+                  and any(isinstance(item, ast.Assign) and _text(item.value) == "conv_state_dtype"
+                          for item in node.body) for node in ast.walk(gdn))
+    conv = any(isinstance(node, ast.Assign) and _text(node.targets[0]) == "conv_state_dtype"
+               and _text(node.value).startswith("get_kv_cache_torch_dtype(mamba_cache_dtype,")
+               for node in ast.walk(gdn))
+    returned = [node.value for node in ast.walk(kda) if isinstance(node, ast.Return)]
+    last = returned[0].elts[-1] if returned and isinstance(returned[0], ast.Tuple) else None
+    kda_state = _torch_dtype(last)
+    for node in ast.walk(kda):  # 0.30 on: `if mamba_ssm_cache_dtype == "auto": recurrent_state_dtype = torch.X`
+        if isinstance(node, ast.If) and _text(node.test) == "mamba_ssm_cache_dtype=='auto'":
+            kda_state = next((_torch_dtype(item.value) for item in node.body if isinstance(item, ast.Assign)), None)
+    return {"file": VLLM_MAMBA_UTILS, "conv_from_cache_dtype": conv, "ssm_auto_follows_conv": follows,
+            "kda_state": kda_state, "kda_reads_ssm_cache_dtype": "mamba_ssm_cache_dtype" in _parameters(kda)}
+
+
 def _module_of(name: str) -> str:
     """The module a wheel file defines: "pkg/sub/mod.py" -> "pkg.sub.mod", "pkg/sub/__init__.py" -> "pkg.sub"."""
     parts = name[:-3].split("/")
@@ -693,6 +753,7 @@ def extract(engine: str, version: str, wheel_path: Path) -> dict[str, Any]:
     wheel = Wheel(wheel_path)
     facts = _sglang(wheel) if engine == "sglang" else _vllm(wheel)
     facts["decode_sites"] = _decode_sites(wheel, engine)
+    facts["state_dtypes"] = _sglang_state_dtypes(wheel) if engine == "sglang" else _vllm_state_dtypes(wheel)
     return {"engine": engine, "version": version, "wheel": wheel_path.name, "wheel_sha256": wheel.sha256,
             **facts, "files": dict(sorted(wheel.read.items()))}
 
@@ -787,6 +848,23 @@ def expected(facts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def expected_state_dtypes(facts: dict[str, Any]) -> dict[str, Any]:
+    """The profile's state dtype defaults the release's state dtype code implies (none where it was not found)."""
+    found = facts.get("state_dtypes")
+    if found is None:
+        return {}
+    if facts["engine"] == "sglang":
+        return {"default_state_dtype": found["ssm_default"], "conv_dtype": found["conv_default"],
+                "config_ssm_dtype_names": sorted([name, dtype] for name, dtype in found["config_names"].items()),
+                "config_ssm_dtype_fails": found["unknown_config_raises"]}
+    # vLLM: `--mamba-cache-dtype` and `--mamba-ssm-cache-dtype` default to "auto" (the flags, verified above): the
+    # conv state in the model dtype, the SSM state in the conv state's.
+    model = found["conv_from_cache_dtype"]
+    return {"default_state_dtype": "model" if model and found["ssm_auto_follows_conv"] else None,
+            "conv_dtype": "model" if model else None, "kda_state_dtype": found["kda_state"],
+            "kda_state_dtype_fixed": not found["kda_reads_ssm_cache_dtype"]}
+
+
 def expected_targets(facts: dict[str, Any]) -> dict[str, list[str]]:
     """What a guard or a capture wraps in the release, from its decode sites: the packed-decode definitions that
     some module imports (a definition nothing imports is never called: vLLM's GLM-5-Next copy of the GDN decode),
@@ -847,6 +925,12 @@ def profile_facts(profile: Any, engine_kind: str) -> dict[str, Any]:
         "reserved_slot_zero": profile.reserved_slot_zero,
         "packed_decode_env": profile.packed_decode_env,
         "packed_decode_env_default": profile.packed_decode_env_default,
+        "default_state_dtype": profile.default_state_dtype,
+        "conv_dtype": profile.conv_dtype,
+        "kda_state_dtype": profile.kda_state_dtype,
+        "kda_state_dtype_fixed": profile.kda_state_dtype_fixed,
+        "config_ssm_dtype_names": sorted([name, dtype] for name, dtype in profile.config_ssm_dtype_names),
+        "config_ssm_dtype_fails": profile.config_ssm_dtype_failure is not None,
         "decode_targets": sorted(profile.decode_targets),
         "other_api_targets": sorted(profile.other_api_targets),
         "instance_holders": sorted(profile.instance_holders),
@@ -868,7 +952,8 @@ def compare(facts: dict[str, Any]) -> list[str]:
         profile = profile_for(f"{facts['engine']}@{facts['version']}")
     except UnknownEngineError as error:
         return [f"{facts['engine']} {facts['version']}: {error}"]
-    want, have = {**expected(facts), **expected_targets(facts)}, profile_facts(profile, facts["engine"])
+    want = {**expected(facts), **expected_targets(facts), **expected_state_dtypes(facts)}
+    have = profile_facts(profile, facts["engine"])
     problems = [f"{profile.spec} ({facts['engine']} {facts['version']}): {key}: profile says {have.get(key)!r}, "
                 f"the wheel {want[key]!r}" for key in sorted(want) if have.get(key) != want[key]]
     flags = {flag["name"]: flag for flag in want["flags"]}

@@ -109,7 +109,11 @@ def test_vllm_pools_are_per_layer_and_window_first():
     ("Qwen/Qwen3-Next-80B-A3B-Instruct", "vllm", "float32", "float32"),
     ("Qwen/Qwen3.5-4B", "vllm", None, "float32"),  # from text_config.mamba_ssm_dtype
     ("Qwen/Qwen3.5-4B", "sglang", "bf16", "bfloat16"),
-    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "vllm", "bfloat16", "float32"),  # KDA state is always fp32
+    # vLLM's KDA recurrent state ignores --mamba-ssm-cache-dtype up to 0.29 and takes it from 0.30
+    # (`kda_state_dtype`, model_executor/layers/mamba/mamba_utils.py of each release)
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "vllm@0.29.0", "bfloat16", "float32"),
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "vllm@0.30.0", "bfloat16", "bfloat16"),
+    ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "vllm", None, "float32"),
     ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "sglang", None, "float32"),
 ])
 def test_state_dtype_defaults(repo_id: str, engine: str, state_dtype: str | None, expected: str):

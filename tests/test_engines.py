@@ -19,6 +19,7 @@ from gdr_check.engines.profiles import (
     SGLANG_0_5_23,
     VLLM_0_28,
     VLLM_0_29,
+    VLLM_0_30,
     VLLM_0_33,
     EngineProfile,
     UnknownEngineError,
@@ -29,7 +30,7 @@ from gdr_check.pipeline.model_check import check_builtin
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 MiB = 1024 * 1024
-_VLLM_VERSIONS = "0.17, 0.18, 0.20, 0.22, 0.26, 0.27, 0.28, 0.29, 0.32, 0.33"
+_VLLM_VERSIONS = "0.17, 0.18, 0.20, 0.22, 0.26, 0.27, 0.28, 0.29, 0.30, 0.32, 0.33"
 _SGLANG_VERSIONS = ("0.5.9, 0.5.10, 0.5.11, 0.5.13, 0.5.14, 0.5.15, 0.5.16, 0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.22, "
                     "0.5.23")
 
@@ -42,7 +43,8 @@ _SGLANG_VERSIONS = ("0.5.9, 0.5.10, 0.5.11, 0.5.13, 0.5.14, 0.5.15, 0.5.16, 0.5.
     ("vllm", VLLM_0_33),  # a name alone is its newest profile
     ("vllm@0.29", VLLM_0_29),
     ("vllm@0.29.0", VLLM_0_29),
-    ("vllm@0.31.1", VLLM_0_29),
+    ("vllm@0.29.1", VLLM_0_29),
+    ("vllm@0.31.1", VLLM_0_30),
     ("vllm@0.35.0", VLLM_0_33),
     ("vllm@0.28", VLLM_0_28),
     ("vllm@0.28.2", VLLM_0_28),
@@ -118,7 +120,7 @@ def test_deployment_reports_the_profile_its_engine_selected():
 
 
 @pytest.mark.parametrize(("engine", "note"), [
-    ("vllm@0.30", "vLLM 0.30 is checked as vLLM 0.29, the profile of its release epoch (its wheel was verified "
+    ("vllm@0.31", "vLLM 0.31 is checked as vLLM 0.30, the profile of its release epoch (its wheel was verified "
                   "against it)"),
     ("vllm@0.25.1", "vLLM 0.25.1 has no profile of its own: checked as vLLM 0.22, the newest profile at or below it "
                     "(behaviour carries forward until a profile records a change)"),
@@ -135,7 +137,7 @@ def test_a_version_checked_as_an_older_profile_says_so(engine, note):
 
 
 @pytest.mark.parametrize(("engine", "profile"), [
-    ("sglang@0.5.23.post1", "sglang@0.5.23"), ("vllm@0.30.0rc1", "vllm@0.29"), ("vllm@v0.30", "vllm@0.29"),
+    ("sglang@0.5.23.post1", "sglang@0.5.23"), ("vllm@0.30.0rc1", "vllm@0.29"), ("vllm@v0.30", "vllm@0.30"),
     ("vllm@0.29.1+cu130", "vllm@0.29"), ("vllm@0.29.0", "vllm@0.29"), ("vllm@0.29rc1", "vllm@0.28")])
 def test_released_version_strings_select_a_profile(engine, profile):
     # The wheel refused `sglang@0.5.23.post1` and `vllm@0.30.0rc1`, real release names, while its error offered

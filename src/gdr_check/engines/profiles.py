@@ -130,9 +130,12 @@ class EngineProfile:
     `skip_at_or_below`, `reserved_slot_zero`, `gdn_beta_rounding`, `gdn_grids`, `grid_dim_limit`, `kda_grids`,
     `kda_takes_lower_bound`, `kda_fast_path` (present or not), `flags` and the roles naming them,
     `packed_decode_env(_default)`, `gdn_decode_kernel`, `kda_decode_kernel`, `safe_gate_route`,
-    `kda_decode_backends`, `gpu_decode_rule`, `decode_targets`, `other_api_targets`, `instance_holders`. The other
-    fields (state and conv dtype defaults, conv layout, pool
-    layout, TP validation) were read in sglang 0.5.23 and vLLM 0.29-0.33 and are carried to the earlier epochs
+    `kda_decode_backends`, `gpu_decode_rule`, `decode_targets`, `other_api_targets`, `instance_holders`, and the
+    state dtype defaults: `default_state_dtype`, `conv_dtype`, `config_ssm_dtype_names` and whether an unknown
+    name fails (sglang: `mamba2_state_dtype`, srt/configs/mamba_utils.py:47-105), `kda_state_dtype` and
+    `kda_state_dtype_fixed` (vLLM: `MambaStateDtypeCalculator`, model_executor/layers/mamba/mamba_utils.py). The
+    other fields (conv and pool layouts, `conv_window_holds_drafts`, `config_ssm_dtype_families`, sglang's KDA state
+    default, TP validation) were read in sglang 0.5.23 and vLLM 0.29-0.33 and are carried to the earlier epochs
     unverified."""
 
     name: str  # "sglang" or "vllm": what `--engine` takes before any `@version`
@@ -493,8 +496,11 @@ VLLM_0_27 = replace(
 VLLM_0_28 = replace(VLLM_0_27, version="0.28", gdn_grids=(GRID_NV_HV_B, GRID_NV_BHV), grid_dim_limit=None)
 # Beta stays in fp32 in the GDN packed decode.
 VLLM_0_29 = replace(VLLM_0_28, version="0.29", gdn_beta_rounding=None)
+# The KDA recurrent state takes `--mamba-ssm-cache-dtype` ("auto": float32; float32 or bfloat16; any other value
+# raises ValueError): `kda_state_dtype`, model_executor/layers/mamba/mamba_utils.py:133-148.
+VLLM_0_30 = replace(VLLM_0_29, version="0.30", kda_state_dtype_fixed=False)
 # `--mamba-cache-mode` loses `all`.
-VLLM_0_32 = replace(VLLM_0_29, version="0.32", flags=_vllm_flags(
+VLLM_0_32 = replace(VLLM_0_30, version="0.32", flags=_vllm_flags(
     _VLLM_DTYPES_BF16, EngineFlag("--mamba-cache-mode", ("align", "none"), "none")))
 # `--mamba-cache-mode` is deprecated and has no effect: the mamba state is prefix-cached with
 # `--enable-prefix-caching`.
@@ -505,7 +511,8 @@ VLLM_0_33 = replace(VLLM_0_32, version="0.33", scheduler_strategy_flag="--enable
 PROFILES: tuple[EngineProfile, ...] = (
     SGLANG_0_5_9, SGLANG_0_5_10, SGLANG_0_5_11, SGLANG_0_5_13, SGLANG_0_5_14, SGLANG_0_5_15, SGLANG_0_5_16,
     SGLANG_0_5_17, SGLANG_0_5_18, SGLANG_0_5_19, SGLANG_0_5_20, SGLANG_0_5_22, SGLANG_0_5_23,
-    VLLM_0_17, VLLM_0_18, VLLM_0_20, VLLM_0_22, VLLM_0_26, VLLM_0_27, VLLM_0_28, VLLM_0_29, VLLM_0_32, VLLM_0_33)
+    VLLM_0_17, VLLM_0_18, VLLM_0_20, VLLM_0_22, VLLM_0_26, VLLM_0_27, VLLM_0_28, VLLM_0_29, VLLM_0_30, VLLM_0_32,
+    VLLM_0_33)
 # The releases whose wheels scripts/verify_engine_profiles.py read and found in agreement with their profiles (their
 # facts are tests/data/engine_facts/<engine>-<release>.json), oldest first. A release after the newest is accepted,
 # checked as the newest profile, with a note saying it is unverified.
