@@ -116,7 +116,7 @@ class Deployment:
 
     @property
     def profile_note(self) -> str | None:
-        """What a version with no profile of its own was checked as (`vllm@0.30` -> vLLM 0.29), or that a release
+        """What a version with no profile of its own was checked as (`vllm@0.31` -> vLLM 0.30), or that a release
         is newer than the newest verified one; for an engine found installed, which; None otherwise."""
         note = substitution_note(self.engine)
         if self.engine_reason != "installed":

@@ -170,7 +170,7 @@ class EngineProfile:
     config_ssm_dtype_names: tuple[tuple[str, str], ...]
     config_ssm_dtype_failure: str | None
     kda_state_dtype: str  # KDA recurrent state default
-    kda_state_dtype_fixed: bool  # True: the engine ignores a requested KDA state dtype
+    kda_state_dtype_fixed: bool  # True: the engine ignores a requested KDA state dtype (vLLM before 0.30)
     conv_dtype: str  # conv state default: a dtype or MODEL_DTYPE
     gdn_conv_channel_first: bool  # GDN conv state per slot is (conv_dim/tp, W-1) rather than (W-1, conv_dim/tp)
     # The conv state's window grows by the speculative draft tokens: W-1+num_spec rows (vLLM's
@@ -649,7 +649,7 @@ def _version_key(version: str) -> tuple[tuple[int, ...], int] | None:
 def profile_for(engine: str | EngineProfile) -> EngineProfile:
     """The profile `engine` selects: a name ("vllm": its newest profile), `name@version`, or a profile.
 
-    A version selects the newest profile at or below it: "vllm@0.29.1" and "vllm@0.30" → the 0.29 profile
+    A version selects the newest profile at or below it: "vllm@0.29.1" and "vllm@0.29.9" → the 0.29 profile
     (an engine's behaviour carries forward until a newer profile records a change). A version older than every
     profile of the name is an error, as is an unknown name.
     """
@@ -662,7 +662,7 @@ def profile_for(engine: str | EngineProfile) -> EngineProfile:
 
 
 def substitution_note(engine: str | EngineProfile) -> str | None:
-    """For `name@version` that selects the profile of an earlier release (`vllm@0.30` -> the 0.29 profile), a
+    """For `name@version` that selects the profile of an earlier release (`vllm@0.31` -> the 0.30 profile), a
     note saying so, and for a release newer than the newest verified one, a warning naming it; None for a name, a
     profile, or a profile's own version."""
     profile = profile_for(engine)
