@@ -24,7 +24,9 @@ import json, re, sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource
-from gdr_check.kernel import device_guard, gdn, kda
+from gdr_check.kernel import device_guard
+from gdr_check.kernel.gdn import fused as gdn
+from gdr_check.kernel.kda import fused as kda
 from gdr_check.kernel.tiling import TileConfig, guard_constants
 
 POINTERS = {"mixed_qkv": "*bf16", "a": "*bf16", "b": "*bf16", "A_log": "*fp32", "dt_bias": "*fp32", "out": "*bf16",
