@@ -27,7 +27,7 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
   the same kernel launched plainly.
 
 Before timing, every implementation is run once on fresh random inputs at every point and compared with the
-float64 reference (``gdr_check.kernel.naive``): state and ``out`` relative to the largest reference value,
+float64 reference (``gdr_check.kernel.gdn.naive``, ``kda.naive``): state and ``out`` relative to the largest reference value,
 slots not named left bitwise unchanged, ``out`` of live rows written (NaN-poisoned first).
 
 Graph replay follows ``decode_bandwidth.py``: one graph launches the implementation once per slot set, over
