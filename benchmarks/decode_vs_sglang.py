@@ -27,8 +27,8 @@ B = 1, 8, 32, 128, 512, 1024, fp32 and bf16 state, this times under CUDA-graph r
   the same kernel launched plainly.
 
 Before timing, every implementation is run once on fresh random inputs at every point and compared with the
-float64 reference (``gdr_check.kernel.gdn.naive``, ``kda.naive``): state and ``out`` relative to the largest reference value,
-slots not named left bitwise unchanged, ``out`` of live rows written (NaN-poisoned first).
+float64 reference (``gdr_check.kernel.gdn.naive``, ``kda.naive``): state and ``out`` relative to the largest
+reference value, slots not named left bitwise unchanged, ``out`` of live rows written (NaN-poisoned first).
 
 Graph replay follows ``decode_bandwidth.py``: one graph launches the implementation once per slot set, over
 disjoint slot sets that hold at least 256 MB of state (over 4x the 60 MB L2), so every launch streams its
