@@ -18,20 +18,27 @@ from gdr_check.kernel._triton_common import INTERPRETED  # noqa: E402
 from kernel_helpers import DEVICE, make_call  # noqa: E402
 
 
-def test_every_variant_applies_and_imports_as_its_own_package(tmp_path, monkeypatch):
-    names = guard_variants.build(sorted(guard_variants.VARIANTS), None, tmp_path)
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[list[str], Path]:
+    """Every variant's copy, built once for the module (52 package copies: seconds)."""
+    folder = tmp_path_factory.mktemp("variants")
+    return guard_variants.build(sorted(guard_variants.VARIANTS), None, folder), folder
+
+
+def test_every_variant_applies_and_imports_as_its_own_package(built, monkeypatch):
+    names, folder = built
     assert names == sorted(guard_variants.VARIANTS)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(folder))
     copy = importlib.import_module("gdr_check_no_record.kernel.gdn.fused")
-    assert copy.__file__.startswith(str(tmp_path))
-    source = (tmp_path / "gdr_check_no_record" / "kernel" / "gdn" / "fused.py").read_text(encoding="utf-8")
+    assert copy.__file__.startswith(str(folder))
+    source = (folder / "gdr_check_no_record" / "kernel" / "gdn" / "fused.py").read_text(encoding="utf-8")
     assert "        if False:\n          record_fault(fault_counter" in source
     # The copy's modules import each other, not the package they were copied from.
     checked = importlib.import_module("gdr_check_no_record.kernel.gdn.checked")
     assert checked.checked_launch.__module__ == "gdr_check_no_record.kernel.device_guard"
     assert checked.launch_packed_decode.__module__ == "gdr_check_no_record.kernel.gdn.fused"
     # A variant made by a function of the source: the record's body moved, as written, into a called function.
-    common = (tmp_path / "gdr_check_record_out_of_line" / "kernel" / "_triton_common.py").read_text(encoding="utf-8")
+    common = (folder / "gdr_check_record_out_of_line" / "kernel" / "_triton_common.py").read_text(encoding="utf-8")
     body_at = common.index("@triton.jit(noinline=True)\ndef _record_body(")
     out_of_line = common[body_at:common.index("def record_fault(")]
     assert "    index = tl.atomic_add(counter, 1)\n" in out_of_line and "    tl.store(flag, 1)\n" in out_of_line
@@ -48,12 +55,12 @@ def test_a_replacement_that_no_longer_matches_names_its_variant(tmp_path, monkey
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="runs the variants' kernels in Triton's CPU interpreter")
-def test_every_variant_runs_a_faulty_call_through_its_guarded_kernels(tmp_path, monkeypatch):
+def test_every_variant_runs_a_faulty_call_through_its_guarded_kernels(built, monkeypatch):
     # A variant that patches the fault record's branch only fails when a fault takes that branch (a name the
     # kernel no longer has, an argument list that changed): every variant runs a call with an out-of-range slot,
     # GDN and KDA, through the checked kernels.
-    names = guard_variants.build(sorted(guard_variants.VARIANTS), None, tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    names, folder = built
+    monkeypatch.syspath_prepend(str(folder))
     for name in names:
         checked = importlib.import_module(f"gdr_check_{name}.kernel.ops")
         faults = importlib.import_module(f"gdr_check_{name}.kernel.device_guard")

@@ -23,7 +23,9 @@ naive = importlib.import_module("gdr_check.kernel")
                                        probe.Candidate(4, 1, 1, 1, False)], ids=lambda c: c.label)
 def test_the_tma_kernel_matches_the_float64_reference(monkeypatch, candidate):
     monkeypatch.setattr(bench, "DEVICE", "cpu")
-    g = bench.geometry("Qwen/Qwen3-Next-80B-A3B-Instruct", 4)  # H = 4, HV = 8, K = V = 128
+    # TP 8: H = 2, HV = 4 (two value heads per key head, as at every TP), K = V = 128 as served; the candidates'
+    # tiles cover V = 128 as at TP 4, with half the programs of TP 4's eight value heads to interpret.
+    g = bench.geometry("Qwen/Qwen3-Next-80B-A3B-Instruct", 8)
     x = bench.make_inputs(g, 3, "fp32", 8, 2, seed=3)
     # b in fp32: sglang's beta rounding goes through b's dtype, and the interpreter's fp32 -> bf16 conversion
     # truncates where the GPU's rounds to nearest (the reference rounds as the GPU does).
