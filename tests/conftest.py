@@ -21,3 +21,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     (tests/interpreter_shortcuts.py)."""
     if "triton.runtime.interpreter" in sys.modules:
         interpreter_shortcuts.install()
+
+
+# The files whose tests take seconds of CPU each (engine worker processes, multi-rank dry-runs, the guard variants'
+# 52 package copies, the dry-run's child processes, the package build), longest first: they start first, so
+# that the suite's last minutes are short tests the workers share (`--dist worksteal` in pyproject.toml), not one
+# worker finishing a long test while the other waits.
+RUN_FIRST = ("test_guard_variants.py", "test_plugins.py", "test_ranks.py", "test_dryrun.py", "test_packaging.py",
+             "test_device_guard.py", "test_tma_state_probe.py")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    order = {name: rank for rank, name in enumerate(RUN_FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(RUN_FIRST)))  # stable: files keep their order
