@@ -50,10 +50,18 @@ def test_isolated_does_not_read_a_broken_pyproject(cwd: Path):
 
 
 def _isolated_line(*command: str) -> str:
+    """`--isolated` and its help, the lines its help wraps onto included (how far it wraps depends on the
+    command's longest option name)."""
     result = run_cli(*command, "--help")
     assert result.exit_code == 0
-    [line] = [line for line in result.stdout.splitlines() if "--isolated" in line]
-    return " ".join(line.strip("│ ").split())
+    rows = [line.strip("│ ") for line in result.stdout.splitlines()]
+    [start] = [i for i, row in enumerate(rows) if "--isolated" in row]
+    words = rows[start].split()
+    for row in rows[start + 1:]:
+        if not row or row.startswith("-") or set(row) <= set("─╰╯"):
+            break
+        words += row.split()
+    return " ".join(words)
 
 
 def test_isolated_has_the_same_help_in_every_command(cwd: Path):
