@@ -6,6 +6,7 @@ imported; GDR_CHECK_TEST_GPU=1 runs them on a real GPU instead.
 
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -13,6 +14,13 @@ import interpreter_shortcuts
 
 if not os.environ.get("GDR_CHECK_TEST_GPU"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# The processes the tests start (CLI runs, dry-run children, rank workers, engine workers) load the package's
+# bytecode from a cache outside the checkout, as an installed wheel's is compiled at install. Where the
+# environment sets PYTHONDONTWRITEBYTECODE, each of those hundreds of processes compiled the source again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX",
+                      os.path.join(tempfile.gettempdir(), f"gdr-check-tests-pycache-{os.getuid()}"))
 
 
 @pytest.hookimpl(tryfirst=True)
