@@ -147,6 +147,19 @@ def _kda_cuda_misses(profile: EngineProfile, batch: int, heads: int, K: int, V: 
     return CallContext.build(call, profile).kda_cuda_misses()
 
 
+def _verdict(crosses: bool) -> str:
+    """What a batch's grid against the limit says about a pasted grid error."""
+    return "crosses the limit: this is the cause" if crosses else \
+        "is within the limit: look for another bad launch argument"
+
+
+def _batch_line(batch: int, heads: int, product: str) -> str:
+    """`--batch B`: the grid's `product` (B*H_l, B*HV_l) = B*heads against the limit."""
+    blocks = batch * heads
+    verdict = _verdict(blocks > GRID_LIMIT)
+    return f"--batch {batch}: the grid needs {product} = {batch}*{heads} = {blocks}, which {verdict}"
+
+
 def _kda_grid(context: Context, heads: int) -> list[str]:
     """GDR402 for a KDA model: Triton's (NV, B, HV) grid limits B and HV_l; the CUDA kernel's 1-D grid, B*HV_l."""
     profile = context.profile or profile_for(DEFAULT_ENGINE)
@@ -156,11 +169,7 @@ def _kda_grid(context: Context, heads: int) -> list[str]:
                f"list, not the contract's), whose Triton grid is ({', '.join(grid)}): B*H_l <= {GRID_LIMIT} "
                f"(H_l = {heads} heads per rank), so the largest batch that launches is {GRID_LIMIT // heads}"]
         if context.batch:
-            blocks = context.batch * heads
-            verdict = "crosses the limit: this is the cause" if blocks > GRID_LIMIT else \
-                "is within the limit: look for another bad launch argument"
-            out.append(f"--batch {context.batch}: the grid needs B*H_l = {context.batch}*{heads} = {blocks}, which "
-                       f"{verdict}")
+            out.append(_batch_line(context.batch, heads, "B*H_l"))
         return out
     if profile.kda_decode_kernel is not None:
         return [f"{profile.label} decodes KDA layers with `{profile.kda_decode_kernel}`, not the packed KDA kernel: "
@@ -192,7 +201,7 @@ def _kda_grid(context: Context, heads: int) -> list[str]:
         if fast is not None and cuda == [] and batch >= fast.min_batch:
             blocks = batch * heads
             if blocks > GRID_X_LIMIT:
-                verdict = "crosses the limit: this is the cause"
+                verdict = _verdict(True)
             elif crosses:
                 verdict = (f"is within the limit: with the {profile.kda_state_dtype} state the grid is not the cause; "
                            f"with another state dtype Triton runs, and B = {batch} > {GRID_LIMIT} is the cause")
@@ -202,8 +211,7 @@ def _kda_grid(context: Context, heads: int) -> list[str]:
             out.append(f"--batch {batch}: the CUDA kernel launches B*HV_l = {batch}*{heads} = {blocks} blocks, "
                        f"which {verdict}")
         else:
-            verdict = "crosses the limit: this is the cause" if crosses else \
-                "is within the limit: look for another bad launch argument"
+            verdict = _verdict(crosses)
             needs = f"B*HV_l = {batch}*{heads} = {batch * heads}" if unsplit else f"B = {batch} and HV_l = {heads}"
             out.append(f"--batch {batch}: the Triton grid needs {needs}, which {verdict}")
     return out
@@ -230,11 +238,7 @@ def _grid(values: Mapping[str, str], context: Context) -> list[str]:
     out = [f"HV_l = {heads} value heads per rank: the largest batch that launches is {GRID_LIMIT} // {heads} = "
            f"{GRID_LIMIT // heads}"]
     if context.batch:
-        grid = context.batch * heads
-        verdict = "crosses the limit: this is the cause" if grid > GRID_LIMIT else \
-            "is within the limit: look for another bad launch argument"
-        out.append(f"--batch {context.batch}: the grid needs B*HV_l = {context.batch}*{heads} = {grid}, which "
-                   f"{verdict}")
+        out.append(_batch_line(context.batch, heads, "B*HV_l"))
     return out
 
 
