@@ -120,7 +120,8 @@ VARIANTS: dict[str, list[Patch]] = {
 # Kernel experiments (time them with --ours): the small-batch dependent chain.
 PREFETCH_LOAD = ("        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, "
                  "STATE_EVICTION)\n")
-STATE_BARRIER = [(k, PREFETCH_LOAD, PREFETCH_LOAD + "        tl.debug_barrier()\n") for k in KERNELS]
+# (the prefetched first tile is loaded in COMMON; the one loaded after the gates, in each kernel)
+STATE_BARRIER = [(f, PREFETCH_LOAD, PREFETCH_LOAD + "        tl.debug_barrier()\n") for f in (COMMON, *KERNELS)]
 GDN_DECAY_IN_TILE = [
     ("kernel/gdn/fused.py", "            S = next_tile.to(tl.float32)\n",
      "            S = next_tile.to(tl.float32) * decay\n"),
@@ -235,8 +236,8 @@ VARIANTS["bare"] = VARIANTS["no_inputs"] + VARIANTS["no_reductions"]
 VARIANTS["bare_no_out"] = VARIANTS["bare"] + VARIANTS["no_out"]
 # launched programmatically (PDL) but without the early release: the next grid launches as this one's programs
 # exit; and not launched programmatically at all (the launch before PDL became the default)
-VARIANTS["no_release"] = [(k, "        slots += wait_for_previous_grid()\n        release_dependents()\n",
-                           "        slots += wait_for_previous_grid()\n") for k in KERNELS]
+VARIANTS["no_release"] = [(COMMON, "        slots += wait_for_previous_grid()\n        release_dependents()\n",
+                           "        slots += wait_for_previous_grid()\n")]
 VARIANTS["no_pdl"] = [(COMMON, "    if requested is False or (requested is None and pairs > PROGRAMMATIC_MAX_PAIRS):\n",
                        "    if True:\n")]  # (after the separate slot check too)
 # programmatic at every size (the default stops at `tiling.PROGRAMMATIC_MAX_PAIRS`), with and without the release
@@ -317,11 +318,16 @@ _LATE_VERDICT = ("    if GUARD:  # after the loads are issued: out-of-range and 
                  "    else:\n")
 # the guard's verdict right after the scan's load in program order (before the q/k loads and the gate arithmetic),
 # so that the scan's load is issued with the state's; the stores still the only ones to wait for it
-VARIANTS["verdict_early"] = [p for k in KERNELS for p in (
-    (k, _SCAN_LOAD, _SCAN_LOAD + "        computed, fault = guard_row(slots, given_slot, i_n, batch, stride_index, "
-                                 "pool_slots, scan, SKIP_AT_OR_BELOW,\n"
-                                 "                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)\n"),
-    (k, _LATE_VERDICT, "    if not GUARD:\n"))]
+VARIANTS["verdict_early"] = [
+    (COMMON, "    scan = live  # (a placeholder: read only by the guard)\n",
+     "    scan = live  # (a placeholder: read only by the guard)\n    computed = live\n    fault = live\n"),
+    (COMMON, _SCAN_LOAD, _SCAN_LOAD + "        computed, fault = guard_row(slots, given_slot, i_n, batch, "
+                                      "stride_index, pool_slots, scan, SKIP_AT_OR_BELOW,\n"
+                                      "                                    RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)\n"),
+    (COMMON, "scan, row, q, k, \\\n        k_dot_q\n", "scan, row, q, k, \\\n        k_dot_q, computed, fault\n"),
+    *[p for k in KERNELS for p in (
+        (k, "        k_dot_q = start_program(", "        k_dot_q, computed, fault = start_program("),
+        (k, _LATE_VERDICT, "    if not GUARD:\n"))]]
 VARIANTS["scan_whole_batch_verdict_early"] = VARIANTS["scan_whole_batch"] + VARIANTS["verdict_early"]
 # guarded launches on the table's rows alone (no `_GUARDED_ROWS`): the guarded tilings' A/B
 VARIANTS["no_guarded_rows"] = [("kernel/tiling.py", "_GUARDED_ROWS: dict[tuple[str, int, bool], TileConfig] = {\n",

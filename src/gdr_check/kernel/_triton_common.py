@@ -401,3 +401,51 @@ def device_name(device: Any) -> str | None:
     if getattr(device, "type", None) != "cuda":
         return None
     return str(torch.cuda.get_device_name(device))
+
+
+@triton.jit
+def start_program(slots, state, mixed_qkv, scale, stride_qkv, stride_slot, stride_index, pool_slots, batch,
+                  H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
+                  BV: tl.constexpr, TILES: tl.constexpr, STATE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
+                  PREFETCH: tl.constexpr, USE_L2NORM: tl.constexpr, SKIP_AT_OR_BELOW: tl.constexpr,
+                  PROGRAMMATIC: tl.constexpr, GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr,
+                  SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr):
+    """The GDN and KDA decode kernels' common start, in the order measured fastest: the program's row and heads,
+    the wait for the previous grid, the slot, the first state tile (PREFETCH), the guard's duplicate scan, and q, k
+    (scaled q, k . q). Returns `slots` (moved past the wait), the row n, value head j, first V row and `out` row,
+    whether the row is live, the slot as given, the head's state, its readable rows, the first tile, the scan's
+    slots, the packed row, q, k and k . q. Inlined: the compiled kernels are those of the code written out in each
+    (their PTX compared instruction for instruction)."""
+    i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, HV, H)
+    if PROGRAMMATIC:
+        # Launched programmatically after the stream's previous grid (PDL: the slot check, or any other), whose
+        # writes may still be in flight: nothing is read before the wait (the slots' address depends on its
+        # result; every other load follows it), and the next grid may launch at once, to wait in its turn.
+        slots += wait_for_previous_grid()
+        release_dependents()
+    if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
+        slot, live = load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW)
+        given_slot = slot
+    else:
+        slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
+        given_slot = slot  # (read only by the guard)
+    slot = tl.where(live, slot, 0)
+
+    # With PREFETCH the first state tile is requested before the q/k loads and the gate arithmetic, so its
+    # latency overlaps them instead of following them: the state stream is what the kernel waits on. (A
+    # single tile without it comes after the gate arithmetic: faster at small B, tiling.py.)
+    head_state = state + slot * stride_slot + i_hv * (V * K)
+    state_rows = tl.where(live, V, 0)  # a skipped row reads no state: every state lane masked off
+    next_tile = state_rows  # (a placeholder: without PREFETCH the kernel loads its first tile itself)
+    if PREFETCH:
+        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
+    scan = live  # (a placeholder: read only by the guard)
+    if GUARD:  # the duplicate scan's slots are requested with the state; only the stores wait for the verdict
+        scan = load_scan_block(slots, given_slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO,
+                               SCAN_BLOCK, SCAN_LOOP)
+    row = mixed_qkv + i_n * stride_qkv
+    q, k = load_query_key(row, i_h, H, K, BK, USE_L2NORM, INPUT_EVICTION)
+    q = q * scale
+    k_dot_q = tl.sum(k * q)
+    return slots, i_n, i_hv, v_start, head_row, live, given_slot, head_state, state_rows, next_tile, scan, row, q, k, \
+        k_dot_q

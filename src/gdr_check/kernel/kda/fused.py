@@ -22,17 +22,11 @@ from .._triton_common import (
     device_name,
     guard_row,
     launches_programmatically,
-    load_query_key,
-    load_readable_slot,
-    load_scan_block,
-    load_slot,
     load_state_tile,
-    locate_program,
     record_fault,
-    release_dependents,
     softplus,
+    start_program,
     store_state_tile,
-    wait_for_previous_grid,
 )
 from ..layout import Engine, check_engine, infer_heads
 from ..tiling import (
@@ -54,7 +48,7 @@ def kda_packed_decode_kernel(
     mixed_qkv, a, b, A_log, dt_bias, out, state, slots, scale, lower_bound,
     stride_qkv, stride_a, stride_b, stride_slot, stride_index,
     pool_slots, batch, fault_counter, fault_records, fault_flag, fault_tag_cell,  # the guard's (unused without GUARD)
-    H: tl.constexpr, HV: tl.constexpr,  # head counts as constants: see locate_program
+    H: tl.constexpr, HV: tl.constexpr,  # head counts as constants: see _triton_common.locate_program
     K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, TILES: tl.constexpr,
     STATE_EVICTION: tl.constexpr, STORE_EVICTION: tl.constexpr, INPUT_EVICTION: tl.constexpr,
     PREFETCH: tl.constexpr, LOOP_STAGES: tl.constexpr,
@@ -63,34 +57,11 @@ def kda_packed_decode_kernel(
     GUARD: tl.constexpr, RESERVED_ZERO: tl.constexpr, SCAN_BLOCK: tl.constexpr, SCAN_LOOP: tl.constexpr,
     MAX_RECORDS: tl.constexpr,
 ):
-    i_n, i_hv, i_h, v_start, head_row = locate_program(V, BV, TILES, HV, H)
-    if PROGRAMMATIC:
-        # Launched programmatically after the stream's previous grid (PDL: the slot check, or any other), whose
-        # writes may still be in flight: nothing is read before the wait (the slots' address depends on its
-        # result; every other load follows it), and the next grid may launch at once, to wait in its turn.
-        slots += wait_for_previous_grid()
-        release_dependents()
-    if GUARD:  # memory-safe: reads need an in-pool slot; writes wait for the duplicate scan's verdict below
-        slot, live = load_readable_slot(slots, i_n, stride_index, pool_slots, SKIP_AT_OR_BELOW)
-        given_slot = slot
-    else:
-        slot, live = load_slot(slots, i_n, stride_index, SKIP_AT_OR_BELOW)
-    slot = tl.where(live, slot, 0)
-
-    # With PREFETCH the first state tile is requested before the q/k loads and the gate arithmetic, so its
-    # latency overlaps them instead of following them: the state stream is what the kernel waits on. (A
-    # single tile without it comes after the gate arithmetic: faster at small B, tiling.py.)
-    head_state = state + slot * stride_slot + i_hv * (V * K)
-    state_rows = tl.where(live, V, 0)  # a skipped row reads no state: every state lane masked off
-    if PREFETCH:
-        next_tile = load_state_tile(head_state, v_start + tl.arange(0, BV), state_rows, K, BK, STATE_EVICTION)
-    if GUARD:  # the duplicate scan's slots are requested with the state; only the stores wait for the verdict
-        scan = load_scan_block(slots, given_slot, i_n, batch, stride_index, SKIP_AT_OR_BELOW, RESERVED_ZERO,
-                               SCAN_BLOCK, SCAN_LOOP)
-    row = mixed_qkv + i_n * stride_qkv
-    q, k = load_query_key(row, i_h, H, K, BK, USE_L2NORM, INPUT_EVICTION)
-    q = q * scale
-    k_dot_q = tl.sum(k * q)
+    slots, i_n, i_hv, v_start, head_row, live, given_slot, head_state, state_rows, next_tile, scan, row, q, k, \
+        k_dot_q = start_program(
+            slots, state, mixed_qkv, scale, stride_qkv, stride_slot, stride_index, pool_slots, batch, H, HV, K, V,
+            BK, BV, TILES, STATE_EVICTION, INPUT_EVICTION, PREFETCH, USE_L2NORM, SKIP_AT_OR_BELOW, PROGRAMMATIC,
+            GUARD, RESERVED_ZERO, SCAN_BLOCK, SCAN_LOOP)
 
     o_k = tl.arange(0, BK)
     mask_k = o_k < K
