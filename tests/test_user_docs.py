@@ -314,3 +314,15 @@ def test_a_tensor_diagnostic_without_an_index_points_at_the_shard_from_the_worki
     sarif = json.loads(run_cli("ckpt", "--isolated", "--select", "GDR115", "--output-format", "sarif").stdout)
     location = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert location == "ckpt/model.safetensors" and (cwd / location).is_file()
+
+
+def test_the_readmes_real_run_is_what_the_first_command_prints(cwd: Path):
+    """The quick start's sample output is the tool's, not an older release's (it showed 9 slots after the default
+    pool became sglang's batch x slots + 1)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("A real run of the first command:"):].split("```text\n", 1)[1].split("```\n", 1)[0]
+    command, shown = block.split("\n", 1)
+    assert command == f"$ gdr-check {QWEN} --tp 4"
+    result = run_cli(QWEN, "--tp", "4")
+    assert result.exit_code == 0
+    assert shown == result.stdout
