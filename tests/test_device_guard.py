@@ -1373,8 +1373,8 @@ def test_a_fault_recorded_while_the_buffer_is_read_is_kept_for_the_next_read(mon
 
 
 def test_faults_past_the_kept_records_while_they_are_read_are_counted_not_shown(monkeypatch):
-    """Four records kept: faults 0-2 are read while faults 3-5 land; 3 is kept (row 3), 4 and 5 are not (the
-    device still keeps 0-3, not yet told of the read). The first read shows 0-2 whole; the next shows 3 and
+    """Four records kept: faults 0-2 are read while faults 3-5 land; 3 is kept (one of layer 2's rows), 4 and 5 are
+    not (the device still keeps 0-3, not yet told of the read). The first read shows 0-2 whole; the next shows 3 and
     stops before 4, which a kernel numbered after the first read might still be storing; the one after that
     (its kernel has run by then) counts 4 and 5. Nothing is overwritten."""
     buffer = FaultBuffer(DEVICE, max_records=4)
@@ -1384,7 +1384,10 @@ def test_faults_past_the_kept_records_while_they_are_read_are_counted_not_shown(
     assert not pending and [(f.row, f.layer) for f in faults] == [(0, "layer 1"), (1, "layer 1"), (2, "layer 1")]
     assert total == 3
     faults, total = buffer.take()
-    assert [(f.row, f.layer) for f in faults] == [(0, "layer 2")] and total == 1 and buffer.host_flag[0] == 1
+    # Which of layer 2's three rows took fault number 3 is the device's atomics' order: any of them on a GPU (row 2
+    # on an H100), row 0 in the interpreter, which runs the programs in order.
+    [kept] = faults
+    assert kept.layer == "layer 2" and kept.row in (0, 1, 2) and total == 1 and buffer.host_flag[0] == 1
     assert buffer.take() == ([], 2) and buffer.take() == ([], 0)
 
 
