@@ -4,6 +4,8 @@ documented command and option as a user would)."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -316,13 +318,33 @@ def test_a_tensor_diagnostic_without_an_index_points_at_the_shard_from_the_worki
     assert location == "ckpt/model.safetensors" and (cwd / location).is_file()
 
 
-def test_the_readmes_real_run_is_what_the_first_command_prints(cwd: Path):
-    """The quick start's sample output is the tool's, not an older release's (it showed 9 slots after the default
-    pool became sglang's batch x slots + 1)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme[readme.index("A real run of the first command:"):].split("```text\n", 1)[1].split("```\n", 1)[0]
-    command, shown = block.split("\n", 1)
-    assert command == f"$ gdr-check {QWEN} --tp 4"
-    result = run_cli(QWEN, "--tp", "4")
-    assert result.exit_code == 0
-    assert shown == result.stdout
+
+def _shown_runs() -> list[tuple[str, str, str]]:
+    """(page, command, output) of every ```text block in README.md and docs/ that shows a `$ gdr-check` run."""
+    runs = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for block in page.read_text(encoding="utf-8").split("```text\n")[1:]:
+            text = block.split("```\n", 1)[0]
+            if text.startswith("$ gdr-check "):
+                command, output = re.match(r"\$ ((?:[^\n]*\\\n)*[^\n]*)\n(.*)", text, re.S).groups()
+                runs.append((str(page.relative_to(ROOT)), command.replace("\\\n", " "), output))
+    return runs
+
+
+SHOWN_RUNS = _shown_runs()
+
+
+def test_the_docs_show_runs():
+    assert [(page, command.split()[1]) for page, command, _ in SHOWN_RUNS][:1] == [
+        ("README.md", "Qwen/Qwen3-Next-80B-A3B-Instruct")]
+    assert len(SHOWN_RUNS) >= 3
+
+
+@pytest.mark.parametrize("page,command,shown", SHOWN_RUNS, ids=[f"{p}:{c[:60]}" for p, c, _ in SHOWN_RUNS])
+def test_a_run_the_docs_show_is_what_the_command_prints(cwd: Path, page: str, command: str, shown: str):
+    """Sample output in the README and docs is the tool's, whole, not an older release's (the README showed 9 slots
+    after the default pool became sglang's batch x slots + 1)."""
+    args = shlex.split(command)
+    assert args[0] == "gdr-check"
+    result = run_cli(*args[1:])
+    assert shown == result.stdout, page
