@@ -336,11 +336,21 @@ MODELS = {"qwen3-next": "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3.5": "Qwen/Qwe
           "kimi-linear": "moonshotai/Kimi-Linear-48B-A3B-Instruct"}
 
 
-def copy_package(source: Path, dest: Path, name: str, patches: list[Patch]) -> None:
-    """`source` (a gdr_check package folder) as the package `name` under `dest`, with `patches` applied."""
+def copy_package(source: Path, dest: Path, name: str, patches: list[Patch], kernel_only: bool = False) -> None:
+    """`source` (a gdr_check package folder) as the package `name` under `dest`, with `patches` applied.
+
+    `kernel_only`: the copy holds `kernel/` alone and imports the other layers from `gdr_check` itself (the
+    variants patch only the kernels and their launch; 15 modules to compile per copy, not 77)."""
     tree = dest / name
-    shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    if kernel_only:
+        tree.mkdir(parents=True)
+        (tree / "__init__.py").write_text(f'"""{name}: the kernels of gdr_check with a variant\'s patches."""\n')
+        shutil.copytree(source / "kernel", tree / "kernel", ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__"))
     for patch in patches:
+        if kernel_only and not patch[0].startswith("kernel/"):
+            raise SystemExit(f"variant {name}: patches {patch[0]}, outside the kernels")
         path = tree / patch[0]
         text = path.read_text(encoding="utf-8")
         try:
@@ -353,15 +363,22 @@ def copy_package(source: Path, dest: Path, name: str, patches: list[Patch]) -> N
         path.write_text(patched, encoding="utf-8")
     for path in tree.rglob("*.py"):  # absolute imports of the package go to the copy
         text = path.read_text(encoding="utf-8")
-        text = re.sub(r"\bgdr_check\.", f"{name}.", text)
-        path.write_text(re.sub(r"\b(from|import) gdr_check\b", rf"\1 {name}", text), encoding="utf-8")
+        if kernel_only:  # ... of its kernels; a relative import above kernel/ goes to gdr_check itself
+            depth = len(path.relative_to(tree).parts) - 1
+            text = re.sub(rf"^(\s*from )\.{{{depth + 1}}}(\w)", r"\1gdr_check.\2", text, flags=re.M)
+            text = re.sub(r"\bgdr_check\.kernel\b", f"{name}.kernel", text)
+        else:
+            text = re.sub(r"\bgdr_check\.", f"{name}.", text)
+            text = re.sub(r"\b(from|import) gdr_check\b", rf"\1 {name}", text)
+        path.write_text(text, encoding="utf-8")
 
 
 def build(variants: list[str], base: str | None, dest: Path) -> list[str]:
     """The package copies to time; their names (`gdr_check_<variant>`, `gdr_check_base`)."""
     names = []
     for variant in variants:
-        copy_package(ROOT / "src" / "gdr_check", dest, f"gdr_check_{variant}", VARIANTS[variant])
+        copy_package(ROOT / "src" / "gdr_check", dest, f"gdr_check_{variant}", VARIANTS[variant],
+                     kernel_only=True)
         names.append(variant)
     if base and Path(base).is_dir():  # a package folder (where the repository's history is not at hand)
         if not (Path(base) / "__init__.py").is_file() or not (Path(base) / "kernel").is_dir():
