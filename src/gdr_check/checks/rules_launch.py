@@ -1,4 +1,4 @@
-"""GDR501-GDR504 (engine launch): what an engine does at start-up with a launch command, from its arithmetic.
+"""GDR501-GDR505, GDR508-GDR509 (engine launch): what an engine does at start-up with a launch command.
 
 The numbers come from `models.launch_memory` (vLLM 0.33.0 and sglang 0.5.23 formulas, cited there); each rule
 decides whether the engine refuses to start (an error) or serves less than asked (a warning), and says the largest
@@ -26,6 +26,7 @@ from ..deployment.launch_memory import (
     VllmPlan,
 )
 from ..engines.profiles import profile_for
+from ..models import quant_groups
 from ..models.adapters import select_adapter
 from ..models.builtin import get_builtin
 from ..models.description import LinearAttentionModel, describe
@@ -355,3 +356,86 @@ def fp8_block_at_tp(ctx: LaunchContext) -> list[Finding]:
             fixes=[f"TP {working.split(', ')[-1]} (the largest that loads)" if working != "none" else
                    f"keep `{problem.layer}` unquantized in the checkpoint (`modules_to_not_convert`)"]))
     return findings
+
+
+_GROUP_CONFIG = {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True,
+                                         "desc_act": False}}
+
+
+def _group_findings(ctx: LaunchContext, outcome: str) -> list[Finding]:
+    scheme = quant_groups.group_scheme(ctx.config)
+    if scheme is None:
+        return []
+    table = ctx.command.table
+    tp = attention_tp(ctx.command)
+    problems = [p for p in quant_groups.width_problems(ctx.model, ctx.config, tp, table) if p.outcome == outcome]
+    if not problems:
+        return []
+    sizes = (quant_groups.working_tp_sizes if outcome == "error" else quant_groups.quiet_tp_sizes)(
+        ctx.model, ctx.config, table)
+    working = ", ".join(map(str, sizes)) or "none"
+    findings = []
+    for problem in problems:
+        layers = f"{problem.layers} linear-attention layer{'s' if problem.layers != 1 else ''}"
+        notes = [f"{table.display} says: `{problem.says}` ({problem.source})",
+                 f"`{problem.layer}` in {layers}, first `{problem.prefix}`"]
+        largest = "loads" if outcome == "error" else "needs no fallback"
+        fixes = [f"TP {working.split(', ')[-1]} (the largest that {largest})"] if working != "none" else []
+        fixes.append(f"keep `{problem.layer}` unquantized in the checkpoint")
+        findings.append(Finding(
+            {"layer": problem.layer, "width": problem.width, "side": problem.side, "tp": tp,
+             "multiple": problem.multiple, "scheme": scheme.label, "engine": ctx.engine, "working": working},
+            notes=notes, fixes=fixes))
+    return findings
+
+
+@RULE_SET.rule(
+    "GDR508", "group-quant-refused-at-tp", scope=LAUNCH,
+    summary="the engine cannot load a group-quantized (AWQ, GPTQ, WNA16) or NVFP4 GDN/KDA projection at this TP size",
+    message="`{layer}` is {width} {side} columns per rank at TP {tp}, not a multiple of {multiple} ({scheme}): "
+            "{engine} stops loading the checkpoint (TP sizes that work: {working})",
+    explanation=(
+        "Each engine release loads a 4-bit group-quantized layer only when its per-rank slice suits the kernel "
+        "(`engines/group_quant.py` holds each release's checks). sglang 0.5.9-0.5.23 repacks GPTQ and "
+        "compressed-tensors WNA16 weights for Marlin, which refuses an output slice that is not a multiple of 64 "
+        "(`kernels/jit/csrc/gemm/marlin/gptq_marlin_repack.cuh:305-316` in 0.5.23: `size_n = N is not divisible by "
+        "tile_n_size = 64`): a GDN `in_proj_ba` holds two columns per value head and a KDA `b_proj` one, so a few "
+        "heads per rank are too narrow, for KDA even at TP 1. Its AWQ falls back to the unoptimized kernel (GDR509), "
+        "which still refuses an input slice that splits a quantization group. vLLM pads Marlin's tiles from 0.24 "
+        "and refuses only an input slice that splits a group (AWQ), and an NVFP4 input slice that is not a "
+        "multiple of 16 (ModelOpt). Layers the config keeps unquantized (`modules_to_not_convert`, `ignore`, "
+        "`exclude_modules`, GPTQ `dynamic` `-:` entries, AutoRound `extra_config` with 16 bits) are not checked."
+    ),
+    fixes=("serve at one of the TP sizes shown", "keep the narrow projections unquantized in the checkpoint"),
+    example=LaunchExample("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 2 "
+                          "--context-length 4096", weights_gib=25.0, config_changes=_GROUP_CONFIG,
+                          note="a GPTQ config that quantizes in_proj_ba too"),
+    engines="sglang 0.5.9-0.5.23; vLLM 0.17-0.33 (AWQ, ModelOpt NVFP4).",
+)
+def group_quant_refused(ctx: LaunchContext) -> list[Finding]:
+    return _group_findings(ctx, "error")
+
+
+@RULE_SET.rule(
+    "GDR509", "group-quant-fallback-at-tp", severity="warning", scope=LAUNCH,
+    summary="the engine loads a group-quantized GDN/KDA projection on its slow fallback kernel at this TP size",
+    message="`{layer}` is {width} {side} columns per rank at TP {tp}, not a multiple of {multiple} ({scheme}): "
+            "{engine} falls back to its unoptimized kernel for it (TP sizes without a fallback: {working})",
+    explanation=(
+        "AWQ layers run on Marlin only when the per-rank slice suits it; otherwise the engine logs a warning and "
+        "uses the plain AWQ kernel for that layer (sglang 0.5.23 `srt/layers/quantization/awq/awq.py:367-375`, "
+        "`Layer '...' is not supported by AWQMarlin. Falling back to unoptimized AWQ kernels.`; vLLM before 0.24 "
+        "the same, `awq_marlin.py:294-300`). sglang's Marlin needs 64 output and 128 input columns per rank and no "
+        "quantization group split across ranks (`marlin_utils.py:161-193`); vLLM pads tiles from 0.24 and falls "
+        "back only for a split group (`auto_awq.py:313-333` in 0.33.0). The model loads, and the layer is slower."
+    ),
+    fixes=("serve at one of the TP sizes shown", "keep the narrow projections unquantized in the checkpoint"),
+    example=LaunchExample("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 2 "
+                          "--context-length 4096", weights_gib=25.0,
+                          config_changes={"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                                                  "zero_point": True, "version": "gemm"}},
+                          note="an AWQ config that quantizes in_proj_ba too"),
+    engines="sglang 0.5.9-0.5.23; vLLM 0.17-0.33.",
+)
+def group_quant_fallback(ctx: LaunchContext) -> list[Finding]:
+    return _group_findings(ctx, "warning")

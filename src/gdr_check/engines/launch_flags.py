@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..base.errors import InputError
+from .group_quant import SGLANG_GROUPS, VLLM_GROUP_EPOCHS, GroupQuantFacts, facts_for
 from .profiles import EngineProfile, profile_for
 
 
@@ -83,6 +84,8 @@ class FlagTable:
     # families whose `in_proj_qkvz`/`in_proj_ba` are one interleaved output in this release.
     fp8_checks_every_merged_output: bool = False
     fp8_interleaved_families: tuple[str, ...] = ()
+    # Group-quantized (AWQ, GPTQ, compressed-tensors WNA16) and NVFP4 layers at load (`engines.group_quant`).
+    group_quant: GroupQuantFacts = GroupQuantFacts()
     # Startup-log fields that turn a setting off (`disable_radix_cache=True` -> prefix caching off).
     log_negations: Mapping[str, str] = field(default_factory=dict)
     # Spellings the release still reads for another flag (a deprecated alias, or a flag it accepts and ignores):
@@ -142,7 +145,7 @@ SGLANG_0_5_23 = FlagTable(
     },
     abbreviations={"--tp": "--tp-size", "--dp": "--dp-size"},
     display="sglang", model_hint="--model-path", legacy_dp_attention=True, memory_model="state-pool",
-    conv_dtype_env="SGLANG_MAMBA_CONV_DTYPE", fp8_checks_every_merged_output=True,
+    conv_dtype_env="SGLANG_MAMBA_CONV_DTYPE", fp8_checks_every_merged_output=True, group_quant=SGLANG_GROUPS,
     log_negations={"disable_radix_cache": "prefix_caching"},
     switches=frozenset({"--trust-remote-code", "--enable-metrics", "--skip-server-warmup", "--enable-torch-compile",
                         "--enable-ep-moe", "--enable-mixed-chunk", "--disable-custom-all-reduce", "--log-requests"}),
@@ -184,6 +187,7 @@ VLLM_0_33_0 = FlagTable(
     abbreviations={"--tensor-parallel": "--tensor-parallel-size"},
     display="vLLM", model_hint="MODEL (vllm serve MODEL) or --model", negatable=True, dotted_json=True,
     memory_model="shared-blocks", conv_window_has_draft=True, fp8_interleaved_families=("qwen3-next",),
+    group_quant=facts_for(VLLM_GROUP_EPOCHS, (0, 33, 0)),
     switches=frozenset({"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel",
                         "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--disable-log-requests",
                         "--disable-log-stats", "--enable-log-requests", "--async-scheduling",
@@ -297,11 +301,12 @@ def _vllm_table(profile: EngineProfile, release: str) -> FlagTable:
         if mode.no_effect:
             aliases["--mamba-cache-mode"] = (f"--mamba-cache-mode is deprecated and has no effect in vLLM "
                                              f"{release}: --enable-prefix-caching decides")
-    return _replace_table(base, release, tuple(flags), rejected, aliases)
+    return _replace_table(base, release, tuple(flags), rejected, aliases,
+                          facts_for(VLLM_GROUP_EPOCHS, _version(release)))
 
 
 def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejected: dict[str, str],
-                   aliases: dict[str, str]) -> FlagTable:
+                   aliases: dict[str, str], group_quant: GroupQuantFacts | None = None) -> FlagTable:
     return FlagTable(
         engine=base.engine, version=version, flags=flags, rejected=rejected, abbreviations=base.abbreviations,
         underscores=base.underscores, positional_model=base.positional_model, switches=base.switches,
@@ -309,7 +314,8 @@ def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejec
         legacy_dp_attention=base.legacy_dp_attention, memory_model=base.memory_model,
         conv_window_has_draft=base.conv_window_has_draft, conv_dtype_env=base.conv_dtype_env,
         fp8_checks_every_merged_output=base.fp8_checks_every_merged_output,
-        fp8_interleaved_families=base.fp8_interleaved_families, log_negations=base.log_negations, aliases=aliases)
+        fp8_interleaved_families=base.fp8_interleaved_families, log_negations=base.log_negations, aliases=aliases,
+        group_quant=base.group_quant if group_quant is None else group_quant)
 
 
 # Per engine: its newest table and how an earlier release's table is derived from it.
