@@ -222,4 +222,25 @@ CASES = [
         "weight quantization block_k = 128.\n",
         [("GDR414", {"partition": "input_size_per_partition", "width": "64", "block_name": "block_k",
                      "block": "128"})]),
+    # Marlin's shape check, raised (vLLM 0.7.2 AWQ, Qwen2.5-VL-72B at TP 2: 29568 / 2 = 14784 = 128 x 115 + 64).
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/13640",
+        "ValueError: Weight input_size_per_partition = 14784 is not divisible by min_thread_k = 128. Consider reducing "
+        "tensor_parallel_size or running with --quantization gptq.\n",
+        [("GDR418", {"partition": "input_size_per_partition", "width": "14784", "thread": "min_thread_k",
+                     "multiple": "128"})],
+        reasons=("14784 input columns per rank = 128 x 115 + 64: not whole Marlin tiles",)),
+    # sglang's Marlin repack (the issue's title), after its JIT kernel's `Failed at <file>:<line>: ` prefix.
+    PastedCase(
+        "https://github.com/sgl-project/sglang/issues/43342",
+        "RuntimeError: Failed at /sgl-workspace/sglang/python/sglang/kernels/jit/csrc/gemm/marlin/"
+        "gptq_marlin_repack.cuh:311: size_n = 8608 is not divisible by tile_n_size = 64\n",
+        [("GDR419", {"width": "8608", "multiple": "64"})],
+        reasons=("8608 output columns per rank = 64 x 134 + 32: not whole repack tiles",)),
+    # The AWQ fallback as vLLM 0.7 logged it (the PR that added it).
+    PastedCase(
+        "https://github.com/vllm-project/vllm/pull/13119",
+        "WARNING 02-11 22:26:57 awq_marlin.py:131] Layer 'model.layers.0.mlp.down_proj' is not supported by "
+        "AWQMarlin. Falling back to unoptimized AWQ kernels.\n",
+        [("GDR420", {"prefix": "model.layers.0.mlp.down_proj", "kernel": "AWQMarlin"})]),
 ]

@@ -1,8 +1,8 @@
-"""GDR412-GDR414: what engines print when a launch of a GDN/KDA model is refused or capped, for `explain`.
+"""GDR412-GDR414, GDR418-GDR420: what engines print when a GDN/KDA model launch is refused or capped (`explain`).
 
 The engines' own messages (vLLM 0.33.0, sglang 0.5.23, quoted from their source), declared so that `gdr-check
 explain` recognises them in a log, a traceback or a wrapper's message, and connects them to the launch rules that
-predict them before launch (GDR501, GDR503, GDR505: `gdr-check launch`).
+predict them before launch (GDR501, GDR503, GDR505, GDR508, GDR509: `gdr-check launch`).
 """
 
 from __future__ import annotations
@@ -127,4 +127,119 @@ def _fp8_block(values: Mapping[str, str], context: Context) -> list[str]:
             working = [tp for tp in (1, 2, 4, 8, 16) if full % tp == 0 and (full // tp) % block == 0]
             out.append(f"that is {name} = {full} over tp={context.tp}; TP sizes whose slice is whole blocks: "
                        f"{', '.join(map(str, working)) or 'none'}")
+    return out
+
+
+def _slices(width: int, multiple: int, context: Context) -> list[str]:
+    """Which of the model's widths `width` is a TP slice of, and the TP sizes whose slice is a multiple of
+    `multiple` (with --model and --tp)."""
+    out = []
+    for name, full in context.widths.items():
+        if context.tp and full % context.tp == 0 and full // context.tp == width:
+            working = [tp for tp in (1, 2, 4, 8, 16) if full % tp == 0 and (full // tp) % multiple == 0]
+            out.append(f"that is {name} = {full} over tp={context.tp}; TP sizes whose slice is a multiple of "
+                       f"{multiple}: {', '.join(map(str, working)) or 'none'}")
+    return out
+
+
+_MARLIN_SHAPE = ("Weight {partition} = {width} is not divisible by {thread} = {multiple}. Consider reducing "
+                 "tensor_parallel_size or running with --quantization gptq.")
+
+declare(
+    "GDR418", "marlin-shape-not-divisible-at-load",
+    summary="a Marlin (AWQ/GPTQ 4-bit) layer's per-rank slice is narrower than Marlin's tile",
+    message=_MARLIN_SHAPE,
+    explanation=(
+        "Marlin, the 4-bit kernel both engines run AWQ and GPTQ layers with, needs each rank's output slice to be "
+        "a multiple of 64 (`min_thread_n`), its input slice a multiple of 128 (`min_thread_k`) and no quantization "
+        "group split across ranks (sglang 0.5.23 `srt/layers/quantization/marlin_utils.py:161-193`; vLLM before "
+        "0.24, `quantization/utils/marlin_utils.py`; vLLM 0.24 on pads the tiles and checks only the group). The "
+        "GDN `in_proj_ba` (two columns per value head) and the KDA `b_proj` (one per head) are narrow: a few heads "
+        "per rank are fewer than 64 columns. Where the engine only asks (AWQ) it falls back to a slower kernel "
+        "(GDR420); where this is raised the load stops. `gdr-check launch` predicts both (GDR508, GDR509)."),
+    causes=("a TP size that leaves a projection fewer columns than Marlin's tile",
+            "a checkpoint that quantizes the small gate projections (`in_proj_ba`, `in_proj_a`/`in_proj_b`, `b_proj`)"),
+    fixes=("a smaller TP size", "keep the small projections unquantized in the checkpoint",
+           "vLLM 0.24 or later, whose Marlin pads the tiles"),
+    example=PastedExample("ValueError: Weight output_size_per_partition = 32 is not divisible by  min_thread_n = 64. "
+                          "Consider reducing tensor_parallel_size or running with --quantization gptq."),
+    engines="sglang 0.5.9-0.5.23; vLLM 0.17-0.23",
+    scope="pasted",
+)
+
+
+@reasoner("GDR418", numeric=("width", "multiple"))
+def _marlin_shape(values: Mapping[str, str], context: Context) -> list[str]:
+    width, multiple = int(values["width"]), int(values["multiple"])
+    side = "output" if "output" in values["partition"] else "input"
+    out = [f"{width} {side} columns per rank = {multiple} x {width // multiple} + {width % multiple}: not whole "
+           f"Marlin tiles"]
+    return out + _slices(width, multiple, context)
+
+
+_REPACK = "size_n = {width} is not divisible by tile_n_size = {multiple}"
+
+declare(
+    "GDR419", "marlin-repack-not-divisible",
+    summary="the Marlin weight repack refused a GPTQ/WNA16 layer whose per-rank output is not whole 64-column tiles",
+    message=_REPACK,
+    explanation=(
+        "sglang loads GPTQ (and AutoRound's GPTQ packing) and compressed-tensors WNA16 checkpoints through Marlin "
+        "without acting on Marlin's shape check (`hardware_backend/gpu/quantization/gptq_kernels.py:89-94`, "
+        "`compressed_tensors/schemes/compressed_tensors_wNa16.py:221-226` in 0.5.23); the repack of the weights "
+        "then stops on an output slice that is not a multiple of 64 (`kernels/jit/csrc/gemm/marlin/"
+        "gptq_marlin_repack.cuh:305-316` from 0.5.17, the sgl-kernel op before). A GDN `in_proj_ba` at TP 2 and "
+        "up, or a Kimi-Linear `b_proj` (32 heads) at any TP, is narrower. `gdr-check launch` predicts it (GDR508)."),
+    causes=("a TP size that leaves `in_proj_ba` fewer than 64 columns per rank",
+            "a checkpoint that quantizes the small gate projections"),
+    fixes=("a smaller TP size", "keep the small projections unquantized in the checkpoint "
+                                "(GPTQModel `dynamic` `-:` entries, AutoRound `extra_config` with 16 bits)"),
+    example=PastedExample("RuntimeError: size_n = 32 is not divisible by tile_n_size = 64"),
+    engines="sglang 0.5.9-0.5.23",
+    scope="pasted",
+)
+
+
+@reasoner("GDR419", numeric=("width", "multiple"))
+def _repack(values: Mapping[str, str], context: Context) -> list[str]:
+    width, multiple = int(values["width"]), int(values["multiple"])
+    return [f"{width} output columns per rank = {multiple} x {width // multiple} + {width % multiple}: not whole "
+            f"repack tiles"] + _slices(width, multiple, context)
+
+
+_AWQ_FALLBACK = "Layer '{prefix}' is not supported by {kernel}. Falling back to unoptimized AWQ kernels."
+
+declare(
+    "GDR420", "awq-marlin-fallback",
+    severity="warning",
+    summary="an AWQ layer runs on the slow unoptimized kernel: its per-rank slice does not suit Marlin",
+    message=_AWQ_FALLBACK,
+    explanation=(
+        "Both engines run AWQ layers on Marlin when each rank's slice suits it and log this for each layer that "
+        "does not (sglang 0.5.23 `srt/layers/quantization/awq/awq.py:367-375`, 64 output and 128 input columns, no "
+        "group split; vLLM 0.33.0 `auto_awq.py:313-333`, only a group split, its Marlin padding the tiles). The "
+        "layer then runs the unoptimized AWQ kernel, which loads but is slower; it stops only where an input slice "
+        "splits a group. `gdr-check launch` predicts it (GDR509)."),
+    causes=("a GDN `in_proj_ba` or KDA `b_proj` slice of fewer than 64 columns (sglang, vLLM before 0.24)",),
+    fixes=("a smaller TP size", "keep the small projections unquantized (`modules_to_not_convert`)"),
+    example=PastedExample("[2026-01-01 10:00:00 TP0] Layer 'model.layers.0.linear_attn.in_proj_ba' is not supported by "
+                          "AWQMarlin. Falling back to unoptimized AWQ kernels."),
+    engines="sglang 0.5.9-0.5.23; vLLM 0.17-0.33",
+    scope="pasted",
+)
+
+
+@reasoner("GDR420")
+def _awq_fallback(values: Mapping[str, str], context: Context) -> list[str]:
+    module = values["prefix"].rsplit(".", 1)[-1]
+    out = [f"`{module}` runs on the unoptimized AWQ kernel ({values['kernel']} refused its per-rank shape)"]
+    if values["kernel"] == "AutoAWQMarlin":  # vLLM 0.24 on: tiles padded, only a split group falls back
+        return out + ["vLLM's AutoAWQMarlin (0.24 on) pads its tiles: it falls back only where the layer's input "
+                      "slice splits a quantization group (auto_awq.py:313-333 in 0.33.0)"]
+    if context.tp and module in ("in_proj_ba", "b_proj"):
+        for name, full in context.widths.items():
+            if name.startswith(("in_proj_ba", "num_heads")) and full % context.tp == 0:
+                fits = [str(tp) for tp in (1, 2, 4, 8, 16) if full % tp == 0 and (full // tp) % 64 == 0]
+                out.append(f"{name} = {full} over tp={context.tp}: {full // context.tp} output columns per rank; "
+                           f"Marlin takes multiples of 64 (TP sizes that give one: {', '.join(fits) or 'none'})")
     return out
