@@ -54,7 +54,7 @@ class GroupRelease(Protocol):
 
 @dataclass(frozen=True)
 class GroupScheme:
-    scheme: str  # "awq" | "gptq" | "wna16" | "nvfp4"
+    scheme: str  # "awq" | "gptq" (through Marlin) | "gptq-plain" | "wna16" | "nvfp4"
     label: str
     bits: int
     group_size: int  # -1: one group over the whole input
@@ -92,6 +92,10 @@ def group_scheme(config: Mapping[str, Any]) -> GroupScheme | None:
                            _strings(quant.get("modules_to_not_convert")))
     if method == "gptq":
         bits, group = _int(quant.get("bits"), 4), _int(quant.get("group_size"), 128)
+        if quant.get("sym") is not True or quant.get("desc_act") is None or bits not in (4, 8):
+            # sglang converts GPTQ to Marlin only when `sym` and `desc_act` are given, symmetric, 4 or 8 bits
+            # (`gptq/gptq.py:459-482` in 0.5.23); the plain GPTQ kernels are not modelled.
+            return GroupScheme("gptq-plain", f"GPTQ {bits}-bit, group {group}", bits, group, "regex")
         dynamic = quant.get("dynamic")
         negatives = tuple(key[2:] for key in dynamic if isinstance(key, str) and key.startswith("-:")) \
             if isinstance(dynamic, Mapping) else ()
