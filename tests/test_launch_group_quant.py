@@ -217,3 +217,17 @@ def test_modelopt_nvfp4_on_vllm_checks_the_input_slice_only(tmp_path):
     folder = _folder(tmp_path, "Qwen3-Next-NVFP4", "Qwen/Qwen3-Next-80B-A3B-Instruct", quant)
     run = _launch(folder, "vllm", "serve", "-tp", "16", "--max-model-len", "4096", "--model")
     assert "GDR508" not in run.stdout and "GDR509" not in run.stdout, run.stdout
+
+
+def test_explain_reads_the_repack_message_with_the_models_widths():
+    text = _geometry("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    tp = 2
+    ba = 2 * text["linear_num_value_heads"]  # in_proj_ba: two values per value head
+    width = ba // tp
+    run = run_cli("explain", f"RuntimeError: size_n = {width} is not divisible by tile_n_size = {SGLANG_TILE_N}",
+                  "--model", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp", str(tp))
+    assert run.exit_code == 0, run.stderr
+    working = [t for t in (1, 2, 4, 8, 16) if ba % t == 0 and (ba // t) % SGLANG_TILE_N == 0]
+    assert run.stdout.startswith("GDR419 marlin-repack-not-divisible (error)")
+    assert (f"that is in_proj_ba width (2*HV) = {ba} over tp={tp}; TP sizes whose slice is a multiple of "
+            f"{SGLANG_TILE_N}: {', '.join(map(str, working))}") in run.stdout, run.stdout

@@ -23,7 +23,9 @@ The projections (the engine's layer, its checkpoint shards, its output widths an
   `quant_blocks`), `out_proj` row-parallel over value_dim; Qwen3.5's `in_proj_ba` replicated where the release
   does so for the scheme (vLLM 0.22 on, `qwen_gdn_linear_attn.py:853-869` in 0.33.0);
 - KDA (sglang 0.5.23 `models/kimi_linear.py:331-381`, the unfused path it takes for a quantized checkpoint; vLLM
-  0.22.0 `mamba/gdn/kimi_gdn_linear_attn.py:120-225`): q, k, v (sglang: one `qkv_proj`) column-parallel of
+  0.22.0 `mamba/gdn/kimi_gdn_linear_attn.py:120-225`; from 0.27 vLLM fuses q, k, v, b, f_a into `in_proj_qkvgfab`,
+  where with Marlin's padding only `o_proj`'s input is checked, the same layer): q, k, v (sglang: one `qkv_proj`)
+  column-parallel of
   projection_size = heads x head_dim each, `f_a_proj` and `g_a_proj` replicated (head_dim outputs), `f_b_proj` and
   `g_b_proj` column-parallel from head_dim to projection_size, `b_proj` column-parallel of one output per head,
   `o_proj` row-parallel over projection_size.
