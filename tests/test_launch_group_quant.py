@@ -147,9 +147,10 @@ def test_awq_falls_back_on_sglang_and_old_vllm_but_not_once_vllm_pads_marlin_til
     # in_proj_ba is one interleaved output of 2 x num_v_heads (qwen_gdn_linear_attn.py create_ba_proj).
     per_rank = 2 * text["linear_num_value_heads"] // tp
     assert per_rank % SGLANG_MIN_THREAD_N
-    old = _launch(folder, "vllm", "serve", "-tp", str(tp), "--max-model-len", "4096", "--model", engine="0.22.0")
+    # 0.23.0 is the last release without the padding (its marlin_utils.py has no allow_tile_padding).
+    old = _launch(folder, "vllm", "serve", "-tp", str(tp), "--max-model-len", "4096", "--model", engine="0.23.0")
     assert (f"warning[GDR509]: `in_proj_ba` is {per_rank} output columns per rank at TP {tp}, not a multiple of 64 "
-            f"(AWQ 4-bit, group 128): vLLM 0.22.0 falls back to its unoptimized kernel for it (TP sizes without a "
+            f"(AWQ 4-bit, group 128): vLLM 0.23.0 falls back to its unoptimized kernel for it (TP sizes without a "
             f"fallback: 1)") in old.stdout, old.stdout
     assert ("vLLM says: `Layer 'model.layers.0.linear_attn.in_proj_ba' is not supported by AWQMarlin. Falling back "
             "to unoptimized AWQ kernels.`") in old.stdout
