@@ -188,7 +188,7 @@ declare(
         "without acting on Marlin's shape check (`hardware_backend/gpu/quantization/gptq_kernels.py:89-94`, "
         "`compressed_tensors/schemes/compressed_tensors_wNa16.py:221-226` in 0.5.23); the repack of the weights "
         "then stops on an output slice that is not a multiple of 64 (`kernels/jit/csrc/gemm/marlin/"
-        "gptq_marlin_repack.cuh:305-316` from 0.5.17, the sgl-kernel op before). A GDN `in_proj_ba` at TP 2 and "
+        "gptq_marlin_repack.cuh:305-316`, under `jit_kernel/csrc/` in 0.5.9). A GDN `in_proj_ba` at TP 2 and "
         "up, or a Kimi-Linear `b_proj` (32 heads) at any TP, is narrower. `gdr-check launch` predicts it (GDR508)."),
     causes=("a TP size that leaves `in_proj_ba` fewer than 64 columns per rank",
             "a checkpoint that quantizes the small gate projections"),

@@ -18,8 +18,9 @@ Read in the wheels:
   compressed-tensors WNA16 compute the same Marlin check and drop its answer (`hardware_backend/gpu/quantization/
   gptq_kernels.py:89-94`, `compressed_tensors/schemes/compressed_tensors_wNa16.py:221-226`); the weight repack then
   refuses an output slice that is not a multiple of 64 or an input slice not a multiple of 16
-  (`kernels/jit/csrc/gemm/marlin/gptq_marlin_repack.cuh:305-316` from 0.5.17, the sgl-kernel op with the same words
-  before). ModelOpt NVFP4 pads the weight to the GEMM's alignment (`modelopt_quant.py:197-240`): nothing to check.
+  (`kernels/jit/csrc/gemm/marlin/gptq_marlin_repack.cuh:305-316`; the same JIT kernel under `jit_kernel/csrc/` in
+  0.5.9, `:303-316`). ModelOpt NVFP4 pads the weight to the GEMM's alignment (`modelopt_quant.py:197-240`):
+  nothing to check.
 - vLLM 0.17-0.23: AWQ as sglang's (`awq_marlin.py:294-300`, `awq.py:198-212` in 0.22.0); Qwen3.5's `in_proj_ba` is
   replicated, not split, under AWQ, GPTQ and AutoRound from 0.22 (`mamba/gdn/qwen_gdn_linear_attn.py:620-632`).
 - vLLM 0.24 onwards: Marlin zero-pads tiles (`marlin_utils.py:306-323`, `allow_tile_padding`); AWQ falls back only
