@@ -232,3 +232,47 @@ def test_explain_reads_the_repack_message_with_the_models_widths():
     assert run.stdout.startswith("GDR419 marlin-repack-not-divisible (error)")
     assert (f"that is in_proj_ba width (2*HV) = {ba} over tp={tp}; TP sizes whose slice is a multiple of "
             f"{SGLANG_TILE_N}: {', '.join(map(str, working))}") in run.stdout, run.stdout
+
+
+def _wheel_text(engine: str, member: str) -> str | None:
+    import os
+    import zipfile
+    from pathlib import Path
+
+    given = os.environ.get(f"GDR_CHECK_{engine.upper()}_PATH")
+    if not given:
+        return None
+    path = Path(given)
+    if path.is_dir():
+        return (path / member).read_text() if (path / member).is_file() else None
+    with zipfile.ZipFile(path) as wheel:
+        return wheel.read(member).decode() if member in wheel.namelist() else None
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_each_message_is_the_wheels_own_words_at_the_cited_lines(engine):
+    """Every engine message GDR508/GDR509 quote from the newest release is in the file and lines they cite, as the
+    string literals there (split over lines as the source splits them)."""
+    import re
+
+    from gdr_check.engines.launch_flags import table_for
+
+    table = table_for(engine)
+    checked = 0
+    for check in table.group_quant.checks:
+        name, version, where = check.source.split(" ", 2)
+        if version != table.version:
+            continue  # an earlier release's file, read when the fact was written (engines/group_quant.py)
+        file, lines = where.rsplit(":", 1)
+        member = file if file.startswith("vllm/") else f"sglang/{file}"
+        text = _wheel_text(engine, member)
+        if text is None:
+            pytest.skip(f"GDR_CHECK_{engine.upper()}_PATH is not set, or holds no {member}")
+        first, last = (int(n) for n in lines.split("-"))
+        cited = "\n".join(text.splitlines()[first - 1:last])
+        literals = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', cited))
+        for fragment in re.split(r"\{[a-z]+\}|\b\d+\b", check.says):
+            fragment = fragment.replace("'", "").strip(" .")
+            assert fragment.replace("'", "") in literals.replace("%s", "").replace("'", ""), (check, fragment)
+        checked += 1
+    assert checked >= 2
