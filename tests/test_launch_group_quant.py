@@ -68,7 +68,7 @@ def autoround_qwen36(keep_gates: bool) -> dict:
 def test_autoround_keeping_in_proj_a_b_in_bf16_loads_on_sglang_at_tp_2(tmp_path):
     folder = _folder(tmp_path, "Qwen3.6-35B-A3B-int4-AutoRound", "Qwen/Qwen3.6-35B-A3B", autoround_qwen36(True))
     run = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "2", "--model-path")
-    assert "GDR508" not in run.stdout and "GDR509" not in run.stdout, run.stdout
+    assert "error[GDR508]" not in run.stdout and "warning[GDR509]" not in run.stdout, run.stdout
 
 
 def test_autoround_quantizing_in_proj_ba_stops_sglang_at_tp_2_with_the_repack_message(tmp_path):
@@ -104,7 +104,7 @@ def test_vllm_replicates_qwen35_in_proj_ba_under_awq_from_0_22(tmp_path):
     old = _launch(folder, "vllm", "serve", "-tp", str(tp), "--max-model-len", "4096", "--model", engine="0.20.0")
     assert f"warning[GDR509]: `in_proj_ba` is {split} output columns per rank at TP {tp}" in old.stdout, old.stdout
     new = _launch(folder, "vllm", "serve", "-tp", str(tp), "--max-model-len", "4096", "--model", engine="0.22.0")
-    assert "GDR509" not in new.stdout, new.stdout
+    assert "warning[GDR509]" not in new.stdout, new.stdout
 
 
 def gptq_coder_next(keep_linear_attention: bool) -> dict:
@@ -124,7 +124,7 @@ def test_gptq_coder_next_on_sglang_at_tp_4(tmp_path, keep):
                      gptq_coder_next(keep))
     run = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "4", "--model-path")
     if keep:
-        assert "GDR508" not in run.stdout, run.stdout
+        assert "error[GDR508]" not in run.stdout, run.stdout
         return
     text = _geometry("Qwen/Qwen3-Next-80B-A3B-Instruct")
     per_rank = 2 * (text["linear_num_value_heads"] // 4)  # 16
@@ -155,11 +155,11 @@ def test_awq_falls_back_on_sglang_and_old_vllm_but_not_once_vllm_pads_marlin_til
     assert ("vLLM says: `Layer 'model.layers.0.linear_attn.in_proj_ba' is not supported by AWQMarlin. Falling back "
             "to unoptimized AWQ kernels.`") in old.stdout
     # The plain AWQ kernel takes 32 columns: 32 % (32 // 4 bits) == 0 (awq.py:198-212): a warning, no error.
-    assert "GDR508" not in old.stdout
+    assert "error[GDR508]" not in old.stdout
     # vLLM 0.24.0 auto_awq.py:317-327: check_marlin_supports_layer(..., allow_tile_padding=True) falls back only
     # for a split group; the group of 128 divides every input slice here.
     new = _launch(folder, "vllm", "serve", "-tp", str(tp), "--max-model-len", "4096", "--model", engine="0.24.0")
-    assert "GDR509" not in new.stdout and "GDR508" not in new.stdout, new.stdout
+    assert "warning[GDR509]" not in new.stdout and "error[GDR508]" not in new.stdout, new.stdout
     sg = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", str(tp), "--model-path")
     assert ("sglang says: `Layer 'model.layers.0.linear_attn.in_proj_ba' is not supported by AWQMarlin. Falling back "
             "to unoptimized AWQ kernels.`") in sg.stdout, sg.stdout
@@ -194,7 +194,7 @@ def test_compressed_tensors_wna16_on_sglang_refuses_in_proj_ba_at_tp_2_and_loads
     assert (f"error[GDR508]: `in_proj_ba` is {per_rank} output columns per rank at TP 2, not a multiple of 64 "
             f"(compressed-tensors W4A16, group 32)") in two.stdout, two.stdout
     one = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "1", "--model-path")
-    assert "GDR508" not in one.stdout, one.stdout  # 2 x 32 = 64 columns on one rank
+    assert "error[GDR508]" not in one.stdout, one.stdout  # 2 x 32 = 64 columns on one rank
 
 
 def test_kimi_linear_gptq_on_sglang_refuses_b_proj_even_at_tp_1(tmp_path):
@@ -217,7 +217,7 @@ def test_modelopt_nvfp4_on_vllm_checks_the_input_slice_only(tmp_path):
     quant = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}
     folder = _folder(tmp_path, "Qwen3-Next-NVFP4", "Qwen/Qwen3-Next-80B-A3B-Instruct", quant)
     run = _launch(folder, "vllm", "serve", "-tp", "16", "--max-model-len", "4096", "--model")
-    assert "GDR508" not in run.stdout and "GDR509" not in run.stdout, run.stdout
+    assert "error[GDR508]" not in run.stdout and "warning[GDR509]" not in run.stdout, run.stdout
 
 
 def test_explain_reads_the_repack_message_with_the_models_widths():
@@ -276,3 +276,13 @@ def test_each_message_is_the_wheels_own_words_at_the_cited_lines(engine):
             assert fragment.replace("'", "") in literals.replace("%s", "").replace("'", ""), (check, fragment)
         checked += 1
     assert checked >= 2
+
+
+def test_a_scheme_the_release_is_not_modelled_for_is_said_in_the_header(tmp_path):
+    folder = _folder(tmp_path, "Qwen3-Coder-Next-GPTQ-4bit", "Qwen/Qwen3-Next-80B-A3B-Instruct", gptq_coder_next(False))
+    run = _launch(folder, "vllm", "serve", "-tp", "4", "--max-model-len", "4096", "--model")
+    assert ("  note: quantization: GPTQ 4-bit, group 32: the per-rank widths are not checked: how vLLM 0.33.0 picks "
+            "this scheme's kernel (per layer and GPU, or outside Marlin) is not modelled") in run.stdout, run.stdout
+    run = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "4", "--model-path")
+    assert ("  note: quantization: GPTQ 4-bit, group 32: the GDN/KDA projections' per-rank widths checked as this "
+            "release loads them (GDR508, GDR509)") in run.stdout, run.stdout

@@ -32,6 +32,7 @@ from ..deployment.settings import MAMBA_STRATEGIES, Deployment
 from ..models.adapters import select_adapter
 from ..models.builtin import BuiltinModel
 from ..models.description import describe
+from ..models.quant_groups import group_scheme
 from ..sources import SourceError
 from .model_check import ModelCheck, check_checkpoint, open_target
 
@@ -137,4 +138,11 @@ def check_launch(command: LaunchCommand, *, gpu: Gpu, weights_per_rank: int | No
     check = check_checkpoint(checkpoint, deployment, builtin=builtin)
     diagnostics = run_launch_rules(ctx) + list(check.report.diagnostics)
     notes = list(checkpoint.notes)
+    scheme = group_scheme(config)
+    if scheme is not None:
+        covered = scheme.scheme in command.table.group_quant.modelled
+        notes.append(f"quantization: {scheme.label}: " + (
+            "the GDN/KDA projections' per-rank widths checked as this release loads them (GDR508, GDR509)" if covered
+            else f"the per-rank widths are not checked: how {ctx.engine} picks this scheme's kernel (per layer and "
+                 "GPU, or outside Marlin) is not modelled"))
     return LaunchResult(ctx, check, deployment, diagnostics, notes)
