@@ -286,3 +286,29 @@ def test_a_scheme_the_release_is_not_modelled_for_is_said_in_the_header(tmp_path
     run = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "4", "--model-path")
     assert ("  note: quantization: GPTQ 4-bit, group 32: the GDN/KDA projections' per-rank widths checked as this "
             "release loads them (GDR508, GDR509)") in run.stdout, run.stdout
+
+
+def test_sglang_0_5_9_splits_qwen35_gates_into_in_proj_b_and_in_proj_a(tmp_path):
+    # sglang 0.5.9 srt/models/qwen3_5.py:148-165: in_proj_b and in_proj_a are separate column-parallel layers of
+    # num_v_heads outputs; 0.5.10 merges them into in_proj_ba (two outputs, summed per rank).
+    folder = _folder(tmp_path, "Qwen3.6-35B-A3B-int4-AutoRound", "Qwen/Qwen3.6-35B-A3B", autoround_qwen36(False))
+    heads = _geometry("Qwen/Qwen3.6-35B-A3B")["linear_num_value_heads"]
+    assert heads % SGLANG_TILE_N and (2 * heads) % SGLANG_TILE_N == 0
+    old = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "1", "--model-path", engine="0.5.9")
+    assert (f"error[GDR508]: `in_proj_b` is {heads} output columns per rank at TP 1, not a multiple of "
+            f"{SGLANG_TILE_N}") in old.stdout, old.stdout
+    assert f"error[GDR508]: `in_proj_a` is {heads} output columns per rank at TP 1" in old.stdout
+    new = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "1", "--model-path", engine="0.5.10")
+    assert "error[GDR508]" not in new.stdout, new.stdout
+
+
+def test_sglang_0_5_9_fp8_in_proj_ba_is_one_output_and_loads_at_tp_1(tmp_path):
+    # sglang 0.5.9 srt/models/qwen3_next.py:259-267: in_proj_ba is one column-parallel output (2 x num_v_heads), not
+    # split at TP 1 and not merged, so the FP8 block check has nothing to refuse; 0.5.10 on merges two outputs of
+    # num_v_heads (qwen3_next.py:143-146 in 0.5.14) and checks each against block_n at any TP.
+    quant = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    folder = _folder(tmp_path, "Qwen3-Next-FP8", "Qwen/Qwen3-Next-80B-A3B-Instruct", quant)
+    old = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "1", "--model-path", engine="0.5.9")
+    assert "error[GDR505]" not in old.stdout, old.stdout
+    new = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "1", "--model-path", engine="0.5.10")
+    assert "error[GDR505]: `in_proj_ba` is 32 output columns per rank at TP 1" in new.stdout, new.stdout

@@ -18,7 +18,7 @@ Sources: sglang 0.5.23 `srt/arg_groups/fields/{model,parallel,schedule,memory,ex
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..base.errors import InputError
 from .group_quant import SGLANG_GROUPS, VLLM_GROUP_EPOCHS, GroupQuantFacts, facts_for
@@ -84,6 +84,9 @@ class FlagTable:
     # families whose `in_proj_qkvz`/`in_proj_ba` are one interleaved output in this release.
     fp8_checks_every_merged_output: bool = False
     fp8_interleaved_families: tuple[str, ...] = ()
+    # The families whose GDN layer has separate `in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a` layers in this
+    # release (sglang 0.5.9 `srt/models/qwen3_5.py:130-165`; merged into `in_proj_qkvz`/`in_proj_ba` from 0.5.10).
+    gdn_separate_families: tuple[str, ...] = ()
     # Group-quantized (AWQ, GPTQ, compressed-tensors WNA16) and NVFP4 layers at load (`engines.group_quant`).
     group_quant: GroupQuantFacts = GroupQuantFacts()
     # Startup-log fields that turn a setting off (`disable_radix_cache=True` -> prefix caching off).
@@ -276,7 +279,13 @@ def _sglang_table(profile: EngineProfile, release: str) -> FlagTable:
     state = profile.flag("--mamba-ssm-dtype")
     _with_flag(flags, "state_dtype", ("--mamba-ssm-dtype",), tuple(state.choices or ()) if state else None, source)
     kept = tuple(flag for flag in flags if flag.setting not in removed)
-    return _replace_table(base, release, kept, rejected, aliases)
+    table = _replace_table(base, release, kept, rejected, aliases)
+    if version < (0, 5, 10):
+        # sglang 0.5.9's GDN layers (`srt/models/qwen3_next.py:248-268`: `in_proj_qkvz` and `in_proj_ba` one
+        # column-parallel output each; `srt/models/qwen3_5.py:130-165`: four separate projections)
+        table = replace(table, fp8_interleaved_families=("qwen3-next",),
+                        gdn_separate_families=("qwen3.5", "qwen3.5-moe"))
+    return table
 
 
 def _vllm_table(profile: EngineProfile, release: str) -> FlagTable:
@@ -314,7 +323,8 @@ def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejec
         legacy_dp_attention=base.legacy_dp_attention, memory_model=base.memory_model,
         conv_window_has_draft=base.conv_window_has_draft, conv_dtype_env=base.conv_dtype_env,
         fp8_checks_every_merged_output=base.fp8_checks_every_merged_output,
-        fp8_interleaved_families=base.fp8_interleaved_families, log_negations=base.log_negations, aliases=aliases,
+        fp8_interleaved_families=base.fp8_interleaved_families, gdn_separate_families=base.gdn_separate_families,
+        log_negations=base.log_negations, aliases=aliases,
         group_quant=base.group_quant if group_quant is None else group_quant)
 
 

@@ -39,6 +39,9 @@ class Fp8Checks(Protocol):
     @property
     def fp8_interleaved_families(self) -> tuple[str, ...]: ...
 
+    @property
+    def gdn_separate_families(self) -> tuple[str, ...]: ...
+
 
 @dataclass(frozen=True)
 class BlockProblem:
@@ -88,6 +91,9 @@ def block_problems(model: LinearAttentionModel, config: dict[str, Any], tp: int,
         ("in_proj_ba", () if interleaved else ("in_proj_b", "in_proj_a"),
          [2 * heads] if interleaved else [heads, heads]),
     ]
+    if model.family in release.gdn_separate_families:  # four layers, not two merged ones
+        layers = [("in_proj_qkv", (), [key_dim, key_dim, value_dim]), ("in_proj_z", (), [value_dim]),
+                  ("in_proj_b", (), [heads]), ("in_proj_a", (), [heads])]
     problems: dict[tuple[str, str], BlockProblem] = {}
     for layer in model.linear_layers:
         for module, shards, outputs in layers:

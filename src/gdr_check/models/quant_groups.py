@@ -21,7 +21,8 @@ name matches or all its shards do.
 The projections (the engine's layer, its checkpoint shards, its output widths and whole input width):
 - GDN: `in_proj_qkvz` and `in_proj_ba` column-parallel (one interleaved output or four / two, as
   `quant_blocks`), `out_proj` row-parallel over value_dim; Qwen3.5's `in_proj_ba` replicated where the release
-  does so for the scheme (vLLM 0.22 on, `qwen_gdn_linear_attn.py:853-869` in 0.33.0);
+  does so for the scheme (vLLM 0.22 on, `qwen_gdn_linear_attn.py:853-869` in 0.33.0); sglang 0.5.9's Qwen3.5 has
+  four layers instead (`in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`: `launch_flags.gdn_separate_families`);
 - KDA (sglang 0.5.23 `models/kimi_linear.py:331-381`, the unfused path it takes for a quantized checkpoint; vLLM
   0.22.0 `mamba/gdn/kimi_gdn_linear_attn.py:120-225`; from 0.27 vLLM fuses q, k, v, b, f_a into `in_proj_qkvgfab`,
   where with Marlin's padding only `o_proj`'s input is checked, the same layer): q, k, v (sglang: one `qkv_proj`)
@@ -52,6 +53,9 @@ class GroupRelease(Protocol):
 
     @property
     def fp8_interleaved_families(self) -> tuple[str, ...]: ...
+
+    @property
+    def gdn_separate_families(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,12 @@ def projections(model: LinearAttentionModel, scheme: str, release: GroupRelease)
         ]
     if model.kind != "gdn":
         return []
+    if model.family in release.gdn_separate_families:  # sglang 0.5.9's Qwen3.5: four layers
+        return [Projection("in_proj_qkv", (), (key_dim, key_dim, value_dim), hidden, "column"),
+                Projection("in_proj_z", (), (value_dim,), hidden, "column"),
+                Projection("in_proj_b", (), (v_heads,), hidden, "column"),
+                Projection("in_proj_a", (), (v_heads,), hidden, "column"),
+                Projection("out_proj", (), (value_dim,), value_dim, "row")]
     interleaved = model.family in release.fp8_interleaved_families
     ba_parallel = "replicated" if not interleaved and scheme in facts.ba_replicated else "column"
     return [
