@@ -243,4 +243,10 @@ CASES = [
         "WARNING 02-11 22:26:57 awq_marlin.py:131] Layer 'model.layers.0.mlp.down_proj' is not supported by "
         "AWQMarlin. Falling back to unoptimized AWQ kernels.\n",
         [("GDR420", {"prefix": "model.layers.0.mlp.down_proj", "kernel": "AWQMarlin"})]),
+    # The plain AWQ kernel's group check (vLLM, Qwen2.5-VL-72B AWQ at TP 2 and 4).
+    PastedCase(
+        "https://github.com/QwenLM/Qwen3-VL/issues/831",
+        "ValueError: The input size is not aligned with the quantized weight shape. This can be caused by too large "
+        "tensor parallel size.\n",
+        [("GDR421", {})]),
 ]

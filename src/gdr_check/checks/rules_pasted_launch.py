@@ -1,4 +1,4 @@
-"""GDR412-GDR414, GDR418-GDR420: what engines print when a GDN/KDA model launch is refused or capped (`explain`).
+"""GDR412-GDR414, GDR418-GDR421: what engines print when a GDN/KDA model launch is refused or capped (`explain`).
 
 The engines' own messages (vLLM 0.33.0, sglang 0.5.23, quoted from their source), declared so that `gdr-check
 explain` recognises them in a log, a traceback or a wrapper's message, and connects them to the launch rules that
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..base.registry import declare
-from .explanations import Context, reasoner
+from .explanations import V_WIDTH, Context, reasoner
 from .rules_pasted import PastedExample
 
 _MAMBA_BLOCKS = ("max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode sequence "
@@ -242,4 +242,41 @@ def _awq_fallback(values: Mapping[str, str], context: Context) -> list[str]:
                 fits = [str(tp) for tp in (1, 2, 4, 8, 16) if full % tp == 0 and (full // tp) % 64 == 0]
                 out.append(f"{name} = {full} over tp={context.tp}: {full // context.tp} output columns per rank; "
                            f"Marlin takes multiples of 64 (TP sizes that give one: {', '.join(fits) or 'none'})")
+    return out
+
+
+_IN_ALIGN = ("The input size is not aligned with the quantized weight shape. This can be caused by too large tensor "
+             "parallel size.")
+
+declare(
+    "GDR421", "group-split-across-ranks-at-load",
+    summary="a 4-bit group-quantized layer's per-rank input slice splits a quantization group",
+    message=_IN_ALIGN,
+    explanation=(
+        "The plain AWQ and GPTQ kernels (sglang 0.5.23 `srt/layers/quantization/awq/schemes/awq_linear.py:39-45`, "
+        "`gptq/schemes/gptq_linear.py:47-52`; vLLM 0.33.0 `quantization/auto_awq.py:818-824`) need each rank's "
+        "input slice of a row-parallel layer to hold whole quantization groups. Both engines reach them for a layer "
+        "Marlin does not take: AWQ falls back to them (GDR420), and vLLM 0.24 on falls back for exactly this case. "
+        "For the GDN `out_proj` the slice is value_dim / TP, for the KDA `o_proj` heads x head_dim / TP, whole "
+        "groups of 128 at every TP that splits the heads; a model whose other row-parallel layers (MLP down "
+        "projections) are narrower per rank meets it first. `gdr-check launch` predicts it for the GDN/KDA "
+        "projections (GDR508)."),
+    causes=("a TP size that leaves a row-parallel layer an input slice that is not whole groups",),
+    fixes=("a smaller TP size", "a checkpoint quantized with a smaller group size"),
+    example=PastedExample("ValueError: The input size is not aligned with the quantized weight shape. This can be "
+                          "caused by too large tensor parallel size."),
+    engines="sglang 0.5.9-0.5.23; vLLM 0.17-0.33",
+    scope="pasted",
+)
+
+
+@reasoner("GDR421")
+def _group_split(values: Mapping[str, str], context: Context) -> list[str]:
+    out = []
+    for name, full in context.widths.items():
+        if context.tp and name == V_WIDTH and full % context.tp == 0:
+            per = full // context.tp
+            whole = [str(g) for g in (32, 64, 128) if per % g == 0]
+            out.append(f"{name} = {full} over tp={context.tp}: {per} input columns per rank for `out_proj`/`o_proj`, "
+                       f"whole groups of {', '.join(whole) or 'none of 32, 64, 128'}")
     return out
