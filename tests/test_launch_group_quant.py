@@ -312,3 +312,13 @@ def test_sglang_0_5_9_fp8_in_proj_ba_is_one_output_and_loads_at_tp_1(tmp_path):
     assert "error[GDR505]" not in old.stdout, old.stdout
     new = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "1", "--model-path", engine="0.5.10")
     assert "error[GDR505]: `in_proj_ba` is 32 output columns per rank at TP 1" in new.stdout, new.stdout
+
+
+@pytest.mark.parametrize("blocks,quantized", [("model.language_model.layers,mtp.layers", True),
+                                              ("model.visual.blocks", False)])
+def test_autoround_block_name_to_quantize_limits_what_is_checked(tmp_path, blocks, quantized):
+    # sglang 0.5.23 auto_round.py:240-245: a layer outside `block_name_to_quantize` stays unquantized.
+    quant = {**autoround_qwen36(False), "block_name_to_quantize": blocks}
+    folder = _folder(tmp_path, "Qwen3.6-35B-A3B-AutoRound", "Qwen/Qwen3.6-35B-A3B", quant)
+    run = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "2", "--model-path")
+    assert ("error[GDR508]: `in_proj_ba`" in run.stdout) is quantized, run.stdout

@@ -157,6 +157,12 @@ def _matches(scheme: GroupScheme, path: str) -> bool:
     return False
 
 
+def _tail(name: str) -> str:
+    """`model.language_model.layers.3.x` -> `layers.3.x`: a checkpoint's own prefix is not the engine's."""
+    at = name.find("layers")
+    return name[at:] if at >= 0 else name
+
+
 def _named(entry: str, tail: str) -> bool:
     return entry == tail or entry.endswith("." + tail)
 
@@ -226,8 +232,8 @@ def mixer(model: LinearAttentionModel) -> str:
 
 def _kept(scheme: GroupScheme, projection: Projection, prefix: str, shards_too: bool) -> bool:
     path = f"{prefix}.{projection.module}"
-    if scheme.blocks and not any(path.split("model.", 1)[-1].startswith(block.split("model.", 1)[-1])
-                                 for block in scheme.blocks):
+    blocks = [block for block in scheme.blocks if not block.startswith("mtp")]  # the MTP head's own layers
+    if blocks and not any(_tail(path).startswith(_tail(block)) for block in blocks):
         return True
     if _matches(scheme, path):
         return True
