@@ -254,12 +254,17 @@ def test_each_message_is_the_wheels_own_words_at_the_cited_lines(engine):
     """Every engine message GDR508/GDR509 quote from the newest release is in the file and lines they cite, as the
     string literals there (split over lines as the source splits them)."""
     import re
+    from dataclasses import replace
 
     from gdr_check.engines.launch_flags import table_for
 
     table = table_for(engine)
     checked = 0
-    for check in table.group_quant.checks:
+    facts = table.group_quant
+    quoted = list(facts.checks)
+    if facts.awq_shards_disagree:
+        quoted.append(replace(facts.checks[0], says=facts.awq_shards_disagree, source=facts.awq_shards_source))
+    for check in quoted:
         name, version, where = check.source.split(" ", 2)
         if version != table.version:
             continue  # an earlier release's file, read when the fact was written (engines/group_quant.py)
@@ -322,3 +327,24 @@ def test_autoround_block_name_to_quantize_limits_what_is_checked(tmp_path, block
     folder = _folder(tmp_path, "Qwen3.6-35B-A3B-AutoRound", "Qwen/Qwen3.6-35B-A3B", quant)
     run = _launch(folder, "python", "-m", "sglang.launch_server", "--tp", "2", "--model-path")
     assert ("error[GDR508]: `in_proj_ba`" in run.stdout) is quantized, run.stdout
+
+
+@pytest.mark.parametrize("entries,version,refused", [
+    (["in_proj_a"], "0.33.0", True),    # in_proj_a is not a substring of ...in_proj_ba: the shards disagree
+    (["in_proj_b"], "0.23.0", True),    # before 0.24 only the shards are read: in_proj_b named, in_proj_a not
+    (["in_proj_b"], "0.24.0", False),   # from 0.24 the fused name first: "in_proj_b" is in "...in_proj_ba"
+    (["in_proj_a", "in_proj_b"], "0.23.0", False),
+])
+def test_vllm_awq_refuses_a_fused_layer_whose_shards_differ(tmp_path, entries, version, refused):
+    # vLLM quantization/utils/quant_utils.py:500-505 (0.22.0, shards only) and :664-683 (0.33.0, the fused name
+    # first); Qwen3.5's packed_modules_mapping maps in_proj_ba to in_proj_b, in_proj_a (models/qwen3_5.py:481-484).
+    quant = {**awq_qwen3_next(), "modules_to_not_convert": entries}
+    folder = _folder(tmp_path, "Qwen3.6-35B-A3B-AWQ", "Qwen/Qwen3.6-35B-A3B", quant)
+    run = _launch(folder, "vllm", "serve", "-tp", "2", "--max-model-len", "4096", "--model", engine=version)
+    line = (f"error[GDR510]: `in_proj_ba` fuses `in_proj_b` and `in_proj_a`, and `modules_to_not_convert` keeps only "
+            f"`{entries[0]}` unquantized: vLLM {version} stops loading the checkpoint (all shards of a fused layer "
+            f"must have one precision)")
+    assert (line in run.stdout) is refused, run.stdout
+    if refused:
+        assert ("vLLM says: `Detected some but not all shards of model.layers.0.linear_attn.in_proj_ba are quantized. "
+                "All shards of fused layers to have the same precision.`") in run.stdout

@@ -1,4 +1,4 @@
-"""GDR501-GDR505, GDR508-GDR509 (engine launch): what an engine does at start-up with a launch command.
+"""GDR501-GDR505, GDR508-GDR510 (engine launch): what an engine does at start-up with a launch command.
 
 The numbers come from `models.launch_memory` (vLLM 0.33.0 and sglang 0.5.23 formulas, cited there); each rule
 decides whether the engine refuses to start (an error) or serves less than asked (a warning), and says the largest
@@ -439,3 +439,40 @@ def group_quant_refused(ctx: LaunchContext) -> list[Finding]:
 )
 def group_quant_fallback(ctx: LaunchContext) -> list[Finding]:
     return _group_findings(ctx, "warning")
+
+
+@RULE_SET.rule(
+    "GDR510", "awq-fused-shards-disagree", scope=LAUNCH,
+    summary="the config keeps only some shards of a fused GDN projection unquantized: vLLM refuses the layer",
+    message="`{layer}` fuses {shards}, and `modules_to_not_convert` keeps only {kept} unquantized: {engine} stops "
+            "loading the checkpoint (all shards of a fused layer must have one precision)",
+    explanation=(
+        "vLLM loads Qwen3.5's `in_proj_qkvz` (from `in_proj_qkv`, `in_proj_z`) and `in_proj_ba` (from `in_proj_b`, "
+        "`in_proj_a`) as one layer each and reads AWQ's `modules_to_not_convert` against the shard names, as "
+        "substrings of the layer path: all shards named keeps the layer unquantized, none quantizes it, some of them "
+        "stops the load (`Detected some but not all shards of ... are quantized.`, `quantization/utils/"
+        "quant_utils.py:500-505` in 0.22.0). From 0.24 the fused name is tried first (`quant_utils.py:664-683` in "
+        "0.33.0), so an entry that is a substring of it (`in_proj_b` is one of `in_proj_ba`) keeps the whole layer. "
+        "sglang reads the entries against the fused layer's own path only (`awq/awq.py:61-62` in 0.5.23) and does "
+        "not refuse."
+    ),
+    fixes=("name every shard of the fused layer in `modules_to_not_convert` (or none)",
+           "name the fused layer (`in_proj_ba`), which vLLM 0.24 and later match first"),
+    example=LaunchExample("vllm serve Qwen/Qwen3.5-35B-A3B -tp 2 --max-model-len 4096", model="Qwen/Qwen3.5-35B-A3B",
+                          weights_gib=20.0,
+                          config_changes={"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                                                  "zero_point": True, "version": "gemm",
+                                                                  "modules_to_not_convert": ["in_proj_a"]}},
+                          note="an AWQ config that keeps in_proj_a but not in_proj_b in 16 bits"),
+    engines="vLLM 0.17-0.33.",
+)
+def awq_fused_shards_disagree(ctx: LaunchContext) -> list[Finding]:
+    findings = []
+    for conflict in quant_groups.shard_conflicts(ctx.model, ctx.config, ctx.command.table):
+        layers = f"{conflict.layers} linear-attention layer{'s' if conflict.layers != 1 else ''}"
+        findings.append(Finding(
+            {"layer": conflict.layer, "shards": " and ".join(f"`{s}`" for s in conflict.shards),
+             "kept": " and ".join(f"`{s}`" for s in conflict.kept), "engine": ctx.engine},
+            notes=[f"{ctx.command.table.display} says: `{conflict.says}` ({conflict.source})",
+                   f"`{conflict.layer}` in {layers}, first `{conflict.prefix}`"]))
+    return findings

@@ -26,6 +26,9 @@ Read in the wheels:
 - vLLM 0.24 onwards: Marlin zero-pads tiles (`marlin_utils.py:306-323`, `allow_tile_padding`); AWQ falls back only
   for an input slice that splits a group (`auto_awq.py:313-333` in 0.33.0), and the fallback refuses that slice
   (`auto_awq.py:818-832`).
+- vLLM's AWQ `modules_to_not_convert` against a fused layer (Qwen3.5's `in_proj_qkvz`, `in_proj_ba`): its shard
+  names, all or none, else it stops (`quant_utils.py:500-505` in 0.22.0); from 0.24 the fused name is tried first
+  (`quant_utils.py:664-683` in 0.33.0).
 - vLLM, every release: ModelOpt NVFP4 refuses an input slice that is not a multiple of 16 (`modelopt.py:2026-2029`
   in 0.33.0, `:1087-1089` in 0.17.0). GPTQ and compressed-tensors WNA16 go through a kernel picked per GPU among
   several (Machete, Marlin, ...; `model_executor/kernels/linear/__init__.py:887-955` in 0.33.0): not modelled.
@@ -33,7 +36,7 @@ Read in the wheels:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GROUP = "group"  # the multiple is the checkpoint's group size (checked only where it is below the layer's input)
 PACK = "pack"  # the multiple is the pack factor, 32 / bits
@@ -64,6 +67,11 @@ class GroupQuantFacts:
     kda_merged_qkv: bool = False
     # The schemes this release's facts cover; the others are not predicted.
     modelled: tuple[str, ...] = ()
+    # AWQ's `modules_to_not_convert` against a fused layer: the fused name first (vLLM 0.24 on), then its shards,
+    # which must all agree, or the release stops with `awq_shards_disagree` (vLLM `quant_utils.py`, is_layer_skipped).
+    awq_fused_name_first: bool = True
+    awq_shards_disagree: str = ""
+    awq_shards_source: str = ""
 
 
 _AWQ_FALLBACK_SG = "Layer '{prefix}' is not supported by AWQMarlin. Falling back to unoptimized AWQ kernels."
@@ -100,15 +108,18 @@ SGLANG_GROUPS = GroupQuantFacts(
 _NVFP4 = WidthCheck("nvfp4", "input", 16, "error", _NVFP4_IN, "vLLM 0.33.0 vllm/model_executor/layers/quantization/"
                     "modelopt.py:2026-2029")
 
+_SHARDS = ("Detected some but not all shards of {prefix} are quantized. All shards of fused layers to have the same "
+           "precision.")
 VLLM_GROUPS_0_17 = GroupQuantFacts(
+    awq_fused_name_first=False, awq_shards_disagree=_SHARDS,
+    awq_shards_source="vLLM 0.22.0 vllm/model_executor/layers/quantization/utils/quant_utils.py:500-505",
     checks=_awq_marlin_unpadded(
         "Layer '{prefix}' is not supported by AWQMarlin. Falling back to unoptimized AWQ kernels.",
         "vLLM 0.22.0 vllm/model_executor/layers/quantization/awq_marlin.py:294-300",
         "vLLM 0.22.0 vllm/model_executor/layers/quantization/awq.py:198-212") + (_NVFP4,),
     modelled=("awq", "nvfp4"),
 )
-VLLM_GROUPS_0_22 = GroupQuantFacts(checks=VLLM_GROUPS_0_17.checks, ba_replicated=("awq", "gptq"),
-                                   modelled=VLLM_GROUPS_0_17.modelled)
+VLLM_GROUPS_0_22 = replace(VLLM_GROUPS_0_17, ba_replicated=("awq", "gptq"))
 _AUTO_AWQ = "vLLM 0.33.0 vllm/model_executor/layers/quantization/auto_awq.py"
 VLLM_GROUPS_0_24 = GroupQuantFacts(
     checks=(
@@ -117,7 +128,8 @@ VLLM_GROUPS_0_24 = GroupQuantFacts(
         WidthCheck("awq", "input", GROUP, "error", _IN_ALIGN, _AUTO_AWQ + ":818-832", after_fallback=True),
         _NVFP4,
     ),
-    ba_replicated=("awq", "gptq"), modelled=("awq", "nvfp4"),
+    ba_replicated=("awq", "gptq"), modelled=("awq", "nvfp4"), awq_shards_disagree=_SHARDS,
+    awq_shards_source="vLLM 0.33.0 vllm/model_executor/layers/quantization/utils/quant_utils.py:664-683",
 )
 
 # vLLM: the first release of each epoch and its facts (the release a table is for takes the last epoch it reaches).

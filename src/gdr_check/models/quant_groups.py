@@ -230,12 +230,49 @@ def mixer(model: LinearAttentionModel) -> str:
     return "self_attn" if model.kind == "kda" else "linear_attn"
 
 
-def _kept(scheme: GroupScheme, projection: Projection, prefix: str, shards_too: bool) -> bool:
+@dataclass(frozen=True)
+class ShardConflict:
+    layer: str
+    prefix: str
+    kept: tuple[str, ...]  # the shards the config keeps unquantized
+    shards: tuple[str, ...]
+    says: str
+    source: str
+    layers: int
+
+
+def shard_conflicts(model: LinearAttentionModel, config: Mapping[str, Any],
+                    release: GroupRelease) -> list[ShardConflict]:
+    """The fused projections whose shards AWQ's `modules_to_not_convert` names only in part, where the release
+    refuses that (vLLM: all shards or none; from 0.24 unless the fused name itself is named)."""
+    scheme = group_scheme(config)
+    facts = release.group_quant
+    if scheme is None or scheme.scheme != "awq" or not facts.awq_shards_disagree:
+        return []
+    found: dict[str, ShardConflict] = {}
+    counts: dict[str, int] = {}
+    for layer in model.linear_layers:
+        prefix = f"model.layers.{layer}.{mixer(model)}"
+        for projection in projections(model, scheme.scheme, release):
+            path = f"{prefix}.{projection.module}"
+            if not projection.shards or (facts.awq_fused_name_first and _matches(scheme, path)):
+                continue
+            kept = tuple(shard for shard in projection.shards if _matches(scheme, f"{prefix}.{shard}"))
+            if kept and len(kept) < len(projection.shards):
+                found.setdefault(projection.module, ShardConflict(
+                    projection.module, path, kept, projection.shards, facts.awq_shards_disagree.format(prefix=path),
+                    facts.awq_shards_source, 0))
+                counts[projection.module] = counts.get(projection.module, 0) + 1
+    return [ShardConflict(**{**c.__dict__, "layers": counts[name]}) for name, c in found.items()]
+
+
+def _kept(scheme: GroupScheme, projection: Projection, prefix: str, shards_too: bool,
+          fused_first: bool = True) -> bool:
     path = f"{prefix}.{projection.module}"
     blocks = [block for block in scheme.blocks if not block.startswith("mtp")]  # the MTP head's own layers
     if blocks and not any(_tail(path).startswith(_tail(block)) for block in blocks):
         return True
-    if _matches(scheme, path):
+    if _matches(scheme, path) and (fused_first or not projection.shards):
         return True
     return shards_too and bool(projection.shards) and all(
         _matches(scheme, f"{prefix}.{shard}") for shard in projection.shards)
@@ -268,7 +305,8 @@ def width_problems(model: LinearAttentionModel, config: Mapping[str, Any], tp: i
     for layer in model.linear_layers:
         prefix = f"model.layers.{layer}.{mixer(model)}"
         for projection in projections(model, scheme.scheme, release):
-            if _kept(scheme, projection, prefix, shards_too):
+            fused_first = scheme.scheme != "awq" or facts.awq_fused_name_first or not facts.awq_matches_shards
+            if _kept(scheme, projection, prefix, shards_too, fused_first):
                 continue
             for problem in _layer_problems(scheme, projection, f"{prefix}.{projection.module}", tp, facts):
                 key = (problem.layer, problem.outcome)

@@ -56,7 +56,7 @@ class LaunchResult:
         return any(d.severity == "error" and d.code in LAUNCH_CODES for d in self.diagnostics)
 
 
-LAUNCH_CODES = frozenset({"GDR501", "GDR502", "GDR503", "GDR504", "GDR505", "GDR508", "GDR509"})
+LAUNCH_CODES = frozenset({"GDR501", "GDR502", "GDR503", "GDR504", "GDR505", "GDR508", "GDR509", "GDR510"})
 _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)B(?![a-z])")
 
 
