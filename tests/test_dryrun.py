@@ -4,7 +4,7 @@ End-to-end runs start the real child process (`python -m gdr_check.pipeline.dryr
 because this machine has no CUDA device (or GDR_CHECK_TEST_GPU is unset and conftest set TRITON_INTERPRET).
 Sizes are tiny (H=2, HV=4, K=V=16; batch 2, 2 steps) so each run costs a few seconds.
 
-The child-crash and timeout tests use the test-only hook GDR_CHECK_DRYRUN_TEST_FAULT (runner/child.py).
+The child-crash and timeout tests install their fault in the child by monkeypatching (child_faults.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import child_faults
 import gdr_check.pipeline.dryrun.entry
 from checkpoint_builders import kimi_config, kimi_tensors, qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.base.tensor_spec import TensorSpec
@@ -42,7 +43,7 @@ from gdr_check.pipeline.model_check import check_builtin, check_model
 
 REPO = Path(__file__).resolve().parents[1]
 SGLANG_SOURCE = REPO / ".sglang" / "src"
-FAULT = "GDR_CHECK_DRYRUN_TEST_FAULT"
+FAULT = child_faults.DRYRUN_FAULT
 # The torch-free CI runs (Python 3.10/3.13, dependency floors) install no kernel extra: what needs it skips.
 KERNEL_EXTRA = all(importlib.util.find_spec(name) is not None for name in ("torch", "triton", "numpy"))
 needs_kernel_extra = pytest.mark.skipif(not KERNEL_EXTRA, reason="the kernel extra (torch, triton) is not installed")
@@ -301,6 +302,7 @@ def test_refuses_a_deployment_with_errors(capsys, checkpoints):
 
 @needs_kernel_extra
 def test_child_crash_is_reported(capsys, checkpoints, monkeypatch):
+    child_faults.enable(monkeypatch)
     monkeypatch.setenv(FAULT, "abort")
     code, out, _ = dry_run(capsys, str(checkpoints["gdn"]), "--batch", "2")
     assert code == 1
@@ -317,6 +319,7 @@ def test_child_crash_is_reported(capsys, checkpoints, monkeypatch):
 
 @needs_kernel_extra
 def test_child_timeout_is_reported(capsys, checkpoints, monkeypatch):
+    child_faults.enable(monkeypatch)
     monkeypatch.setenv(FAULT, "hang")
     code, document = dry_run_json(capsys, str(checkpoints["gdn"]), "--batch", "2", "--timeout", "1")
     assert code == 1
@@ -480,7 +483,7 @@ def test_the_cli_process_never_imports_torch(checkpoints):
     # The child aborts before it imports anything heavy; the parent must not have imported torch either.
     script = ("import sys; from gdr_check.cli.main import main; code = main(['dry-run', sys.argv[1]]); "
               "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'heavy import'; sys.exit(code)")
-    env = {**os.environ, FAULT: "abort"}
+    env = child_faults.environment({**os.environ, FAULT: "abort"})
     done = subprocess.run([sys.executable, "-c", script, str(checkpoints["gdn"])], capture_output=True, text=True,
                           env=env)
     assert done.returncode == 1, done.stderr

@@ -1,7 +1,8 @@
 """Signals during a dry-run: SIGINT and SIGTERM stop the run with one line and the shell's code (130, 143), its
 child process dies with it, and no report (not even a partial one) is left at the `-o` path; a parent killed
 outright (SIGKILL, no cleanup at all) still takes its child along (the parent-death signal). The child is held
-in place with the dry-run's test hook (it sleeps instead of running), so no kernel runs and torch is not needed."""
+in place with a fault installed in it (child_faults.py: it sleeps instead of running), so no kernel runs and torch
+is not needed."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import child_faults
 from cli_checkpoints import write_good
-from gdr_check.pipeline.dryrun.child import TEST_FAULT_ENV
 
 OLD = b"the previous report\n"
 
@@ -51,7 +52,7 @@ def started(tmp_path):
     report = tmp_path / "report.json"
     report.write_bytes(OLD)
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("GDR_CHECK_", "GITHUB_"))}
-    environment.update({TEST_FAULT_ENV: "hang", "NO_COLOR": "1"})
+    environment = child_faults.environment({**environment, child_faults.DRYRUN_FAULT: "hang", "NO_COLOR": "1"})
     process = subprocess.Popen([sys.executable, "-m", "gdr_check", "dry-run", "good", "--device", "cpu",
                                 "--output-format", "json", "-o", str(report)], cwd=tmp_path, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)

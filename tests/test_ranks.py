@@ -2,8 +2,8 @@
 
 End-to-end runs go through the real CLI: one `python -m gdr_check.pipeline.dryrun.rank_worker` process per rank, gloo
 on the CPU under the Triton interpreter, tiny sizes (H=2, HV=4 / H=HV=4, K=V=16; batch 1, one step). The
-mis-sharding and fault runs use the test-only hooks GDR_CHECK_RANKS_TEST_MISSHARD and GDR_CHECK_RANKS_TEST_FAULT
-(runner/rank_worker.py). The launcher's timeout and kill paths are tested with a stand-in worker module.
+mis-sharding and fault runs install their faults in the rank processes by monkeypatching (child_faults.py).
+The launcher's timeout and kill paths are tested with a stand-in worker module.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+import child_faults
 from checkpoint_builders import (
     kimi_config,
     kimi_tensors,
@@ -27,13 +28,14 @@ from checkpoint_builders import (
 )
 from gdr_check.cli.main import main
 from gdr_check.deployment.settings import Deployment
-from gdr_check.models.sharding import LayerDims, find_misshards, inject, ranges, sharding_plan
+from gdr_check.models.sharding import LayerDims, find_misshards, ranges, sharding_plan
 from gdr_check.pipeline.dryrun import ranks as launcher
 from gdr_check.pipeline.dryrun.plan import plan_for
 from gdr_check.pipeline.model_check import check_model
+from misshardings import inject
 
-MISSHARD = "GDR_CHECK_RANKS_TEST_MISSHARD"
-FAULT = "GDR_CHECK_RANKS_TEST_FAULT"
+MISSHARD = child_faults.RANKS_MISSHARD
+FAULT = child_faults.RANKS_FAULT
 REPORT_SCHEMA = json.loads((resources.files("gdr_check") / "schema" / "report-v1.json").read_text(encoding="utf-8"))
 SMALL = ("--device", "cpu", "--batch", "1", "--steps", "1", "--ranks", "all")
 
@@ -164,6 +166,7 @@ def test_vllm_kda_runs_nothing(capsys, checkpoints):
 
 @needs_kernel_extra
 def test_misshardings_and_nan_are_named_from_real_ranks(capsys, checkpoints, monkeypatch):
+    child_faults.enable(monkeypatch)
     monkeypatch.setenv(MISSHARD, "a-head-block,unsliced-A_log,unsplit-qkv")
     monkeypatch.setenv(FAULT, "0:nan")  # one run for both: each rank process costs seconds
     code, document = run_json(capsys, str(checkpoints["split"]), "--tp", "2")
@@ -181,6 +184,7 @@ def test_misshardings_and_nan_are_named_from_real_ranks(capsys, checkpoints, mon
 
 @needs_kernel_extra
 def test_kda_gate_sliced_by_hv_is_named(capsys, checkpoints, monkeypatch):
+    child_faults.enable(monkeypatch)
     monkeypatch.setenv(MISSHARD, "kda-gate-by-hv")
     code, document = run_json(capsys, str(checkpoints["kda"]), "--tp", "2")
     assert code == 1
@@ -194,6 +198,7 @@ def test_kda_gate_sliced_by_hv_is_named(capsys, checkpoints, monkeypatch):
 
 @needs_kernel_extra
 def test_a_rank_that_raises_is_named_and_the_others_stopped(capsys, checkpoints, monkeypatch):
+    child_faults.enable(monkeypatch)
     monkeypatch.setenv(FAULT, "1:raise")
     code, document = run_json(capsys, str(checkpoints["gdn"]), "--tp", "2")
     assert code == 1

@@ -19,7 +19,7 @@ tp=1. Torch-free: the dry-run ranks (`gdr_check.pipeline.dryrun.rank_worker`) in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..base.variants import variant_spec
@@ -75,12 +75,10 @@ class ShardingPlan:
     dims: LayerDims
     tp: int
     tensors: dict[str, TensorShard] = field(default_factory=dict)
-    injected: str | None = None  # a test-only mis-sharding applied to this plan (pipeline/dryrun/rank_worker.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"layout": self.layout, "variant": self.variant, "dims": vars(self.dims), "tp": self.tp,
-                "tensors": {name: shard.to_dict() for name, shard in self.tensors.items()},
-                "injected": self.injected}
+                "tensors": {name: shard.to_dict() for name, shard in self.tensors.items()}}
 
     def unsharded(self) -> ShardingPlan:
         return sharding_plan(self.layout, self.variant, self.dims, 1)
@@ -167,37 +165,6 @@ def model_layout(model: LinearAttentionModel) -> str:
     if model.kind == "kda":
         return "kda"
     return "gdn-fused-qkvz" if "Qwen3Next" in (model.architecture or "") else "gdn-split-qkv"
-
-
-# -- test-only mis-shardings (never used outside tests; pipeline/dryrun/rank_worker.py reads the hook) -----------
-MISSHARDINGS: tuple[str, ...] = ("a-head-block", "unsliced-A_log", "kda-gate-by-hv", "unsplit-qkv")
-
-
-def _with_columns(plan: ShardingPlan, tensor: str, columns: list[tuple[int, ...]], kind: str) -> ShardingPlan:
-    tensors = dict(plan.tensors)
-    tensors[tensor] = replace(plan.tensors[tensor], columns=tuple(columns))
-    return replace(plan, tensors=tensors, injected=kind)
-
-
-def inject(plan: ShardingPlan, kind: str) -> ShardingPlan:
-    """`plan` with one classic mis-sharding, the way a buggy loader would slice."""
-    d, tp = plan.dims, plan.tp
-    if kind == "a-head-block":  # the last rank takes rank 0's block of `a`
-        columns = list(plan.tensors["a"].columns)
-        columns[-1] = columns[0]
-        return _with_columns(plan, "a", columns, kind)
-    if kind == "unsliced-A_log":
-        return _with_columns(plan, "A_log", [tuple(range(d.HV))] * tp, kind)
-    if kind == "kda-gate-by-hv":  # the block offset counted in heads, not in heads*K columns
-        HV_l = d.HV // tp
-        columns = [_block(r * HV_l, HV_l * d.K) for r in range(tp)]
-        plan = _with_columns(plan, "a", columns, kind)
-        return _with_columns(plan, "dt_bias", columns, kind)
-    if kind == "unsplit-qkv":  # contiguous blocks of the whole [q|k|v] instead of per part
-        canonical = plan.unsharded().tensors[QKV_TENSOR].columns[0]
-        width = len(canonical) // tp
-        return _with_columns(plan, QKV_TENSOR, [canonical[r * width:(r + 1) * width] for r in range(tp)], kind)
-    raise ValueError(f"unknown mis-sharding {kind!r} (one of {', '.join(MISSHARDINGS)})")
 
 
 # -- diagnosis: what a rank received, in heads -------------------------------------------------------------------

@@ -6,10 +6,6 @@ print) is redirected to stderr, so stdout carries exactly the result.
 
 Result `status`: "ok" (the run finished; its checks may still have failed), "environment" (torch or triton is
 missing, or `--device cuda` without a CUDA device: exit 3), "failed" (an exception outside the kernel calls).
-
-Test hook (tests only, never set it otherwise): GDR_CHECK_DRYRUN_TEST_FAULT=abort makes the child print a line
-to stderr and abort (SIGABRT) after reading the plan, standing in for a process killed by a device fault;
-=hang makes it sleep, for the timeout path.
 """
 
 from __future__ import annotations
@@ -18,7 +14,6 @@ import json
 import math
 import os
 import sys
-import time
 import traceback
 from typing import Any, TextIO
 
@@ -26,7 +21,6 @@ from .lifeline import die_with_parent
 from .messages import ChildResult, DeviceInfo, EnvironmentResult, FailedResult, OkResult, not_importable
 from .plan import DryRunPlan
 
-TEST_FAULT_ENV = "GDR_CHECK_DRYRUN_TEST_FAULT"
 ENVIRONMENT_EXIT = 3
 
 
@@ -47,16 +41,6 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(item) for item in value]
     return value
-
-
-def _test_fault() -> None:
-    fault = os.environ.get(TEST_FAULT_ENV)
-    if fault == "abort":
-        sys.stderr.write(f"simulated device fault ({TEST_FAULT_ENV}=abort)\n")
-        sys.stderr.flush()
-        os.abort()
-    if fault == "hang":
-        time.sleep(3600)
 
 
 def _environment(message: str) -> EnvironmentResult:
@@ -113,7 +97,6 @@ def main() -> int:
     output = _claim_stdout()
     try:
         plan_data = json.load(sys.stdin)
-        _test_fault()
         result, code = run(plan_data)
     except Exception as error:  # noqa: BLE001 - reported to the parent as a failed run, with the traceback on stderr
         traceback.print_exc()

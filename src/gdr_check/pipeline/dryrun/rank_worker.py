@@ -12,8 +12,6 @@ Triton interpreter at reduced sizes. Every rank decides the same way before the 
 stdout carries one JSON object a line: progress events, then {"event": "result"} or {"event": "failed"}.
 A rank that fails exits at once without leaving its collective; the parent stops the others.
 
-Test hooks (tests only): GDR_CHECK_RANKS_TEST_FAULT="RANK:raise|abort|hang|nan" fails that rank;
-GDR_CHECK_RANKS_TEST_MISSHARD=KIND[,KIND...] slices with classic mis-shardings (`models.sharding.MISSHARDINGS`).
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ...base.variants import variant_spec
 from ...kernel.ops import REFERENCES
-from ...models.sharding import LayerDims, ShardingPlan, find_misshards, inject, sharding_plan
+from ...models.sharding import LayerDims, ShardingPlan, find_misshards, sharding_plan
 from .child import _claim_stdout, jsonable
 from .geometry import launch_geometry
 from .lifeline import die_with_parent
@@ -49,8 +47,6 @@ try:
 except ImportError:  # not on POSIX: no peak-memory figure
     HAS_RESOURCE = False
 
-FAULT_ENV = "GDR_CHECK_RANKS_TEST_FAULT"
-MISSHARD_ENV = "GDR_CHECK_RANKS_TEST_MISSHARD"
 PARAMETERS = ("A_log", "dt_bias")
 GPU_TIMED_CALLS = 20
 
@@ -64,28 +60,6 @@ def transport(requested: str, world: int, cuda_count: int) -> tuple[str, str, st
         return "nccl", "cuda", f"NCCL, one GPU per rank ({cuda_count} GPUs)"
     return "gloo", "cuda", (f"gloo, all {world} ranks sharing GPU 0 ({cuda_count} GPU(s) for {world} ranks; NCCL "
                             f"refuses two ranks on one device)")
-
-
-class RankFault(RuntimeError):
-    """The test hook's injected exception."""
-
-
-def _fault(rank: int, phase: str) -> str | None:
-    spec = os.environ.get(FAULT_ENV, "")
-    if ":" not in spec:
-        return None
-    target, kind = spec.split(":", 1)
-    if target != str(rank):
-        return None
-    if kind == "raise" and phase == "kernel":
-        raise RankFault(f"simulated failure on rank {rank} ({FAULT_ENV})")
-    if kind == "abort" and phase == "kernel":
-        sys.stderr.write(f"simulated crash on rank {rank}\n")
-        sys.stderr.flush()
-        os.abort()
-    if kind == "hang" and phase == "kernel":
-        time.sleep(3600)
-    return kind
 
 
 class Rank:
@@ -136,10 +110,6 @@ class Rank:
         d = geometry.dims
         full = LayerDims(d.H * world, d.HV * world, d.K, d.V)
         correct = sharding_plan(self.spec["layout"], plan.variant, full, world)
-        hook = os.environ.get(MISSHARD_ENV)
-        used = correct
-        for kind in filter(None, (hook or "").split(",")):
-            used = inject(used, kind)
         kernels, missing = _kernels(plan)
         if missing is not None:
             return {"backend_unavailable": {"backend": plan.backend, "reason": missing}}
@@ -183,7 +153,7 @@ class Rank:
         full_state = broadcast(make(pool_shape, state_dtype, scale=0.5) if rank == 0 else None, pool_shape)
 
         def columns(name: str) -> Any:
-            return torch.tensor(used.tensors[name].columns[rank], dtype=torch.long, device=device)
+            return torch.tensor(correct.tensors[name].columns[rank], dtype=torch.long, device=device)
 
         def place(target: Any, value: Any) -> None:
             # A slice longer than the argument (an unsliced tensor): the kernel reads its first entries.
@@ -217,7 +187,6 @@ class Rank:
             for position, kernel in enumerate(kernels):
                 run = tensors if position == 0 else tensors.with_pool(before.clone(), allocate(call.out, device))
                 run.out.fill_(float("nan"))
-                fault = _fault(rank, "kernel")
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 start = time.perf_counter()
@@ -225,8 +194,6 @@ class Rank:
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 seconds[kernel.name].append(time.perf_counter() - start)
-                if fault == "nan":
-                    run.out.fill_(float("nan"))
                 runs.append(run)
             record: dict[str, Any] = {"step": number, "kernels": {}}
             rows_list = live_rows(indices, plan.engine)
@@ -267,12 +234,12 @@ class Rank:
         timing = self._gpu_timing(kernels, tensors, device) if not interpreter else {}
         memory = (torch.cuda.max_memory_allocated(device) if device.type == "cuda" else _max_rss())
         mine = {"rank": rank, "device": str(device), "seconds": seconds, "timed_us": timing, "memory_bytes": memory,
-                "columns": {name: list(shard.columns[rank]) for name, shard in used.tensors.items()}}
+                "columns": {name: list(shard.columns[rank]) for name, shard in correct.tensors.items()}}
         everyone: list[Any] = [None] * world
         dist.all_gather_object(everyone, mine)
         if rank != 0:
             return {"status": "ok"}
-        received = {name: tuple(tuple(r["columns"][name]) for r in everyone) for name in used.tensors}
+        received = {name: tuple(tuple(r["columns"][name]) for r in everyone) for name in correct.tensors}
         as_received = ShardingPlan(correct.layout, correct.variant, full, world,
                                    {n: s.__class__(s.tensor, s.source, s.source_width, received[n], s.how)
                                     for n, s in correct.tensors.items()})
