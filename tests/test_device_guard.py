@@ -32,7 +32,7 @@ from gdr_check.kernel import (  # noqa: E402
     packed_decode,
 )
 from gdr_check.kernel._triton_common import DirectLauncher  # noqa: E402
-from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults, guard_indices  # noqa: E402
+from gdr_check.kernel.device_guard import FaultBuffer, PendingFaults  # noqa: E402
 from gdr_check.kernel.gdn import fused as gdn_module  # noqa: E402
 from gdr_check.kernel.gdn.fused import launch_packed_decode as gdn_launch  # noqa: E402
 from gdr_check.kernel.kda import fused as kda_module  # noqa: E402
@@ -262,10 +262,10 @@ def test_shape_verdicts_are_cached_per_signature(monkeypatch):
     first = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, seed=14)
     for _ in range(3):
         packed_decode(*first.clone().args())
-    assert calls == ["gdn"] and device_guard.verdict_cache_info() == 1
+    assert calls == ["gdn"] and len(device_guard._VERDICTS) == 1
     other = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[1, 2, -1], pool_slots=3, seed=15)  # another batch size
     packed_decode(*other.args())
-    assert calls == ["gdn", "gdn"] and device_guard.verdict_cache_info() == 2
+    assert calls == ["gdn", "gdn"] and len(device_guard._VERDICTS) == 2
     # A shape error is cached too, and raised on every call without re-running the contract.
     broken = list(first.args())
     broken[0] = first.mixed_qkv[None]
@@ -325,7 +325,8 @@ def test_the_check_kernel_hands_the_engine_indices_with_every_faulty_row_skipped
     indices = torch.tensor(SLOTS, dtype=torch.int64, device=DEVICE)[None].expand(2, -1).t()[:, 0]  # strided
     buffer = FaultBuffer(DEVICE)
     for _ in range(2):  # the first launch compiles; on CUDA the second goes straight to the compiled kernel
-        safe = guard_indices(indices, S, "sglang", buffer, buffer.tag_for("layer 1", S))
+        check = buffer.check_launch("sglang", indices.device)  # what the engine guard launches, once per call
+        safe = check(indices, indices.shape[0], indices.stride(0), S, buffer.tag_for("layer 1", S))
         assert safe.tolist() == [1, -1, 2, -1, 0, -1, 3, 0, 0] and safe.dtype == torch.int64
         assert [(f.code, f.row, f.slot, f.layer) for f in buffer.take()[0]] == [
             (code, row, slot, "layer 1") for code, row, slot in SGLANG_FAULTS]
@@ -921,7 +922,7 @@ def test_the_check_releases_the_next_launch_only_for_a_checked_kernel_and_only_w
     indices = torch.tensor([1, 2, 3], dtype=torch.int32)
     check(indices, 3, 1, 4, 0, release=True)  # this device cannot: no release
     check.programmatic = True  # as on sm_90 and later
-    guard_indices(indices, 4, "sglang", buffer, 0)  # the engine guard's check
+    buffer.check_launch("sglang", indices.device)(indices, 3, 1, 4, 0)  # the engine guard's check
     check(indices, 3, 1, 4, 0, release=True)  # a checked kernel's
     check(indices, 3, 1, 4, 0, release=True)  # the same variant again: the direct launch
     assert [constants["RELEASE"] for _, _, constants, _ in kernel.jit] == [False, True]

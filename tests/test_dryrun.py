@@ -40,6 +40,7 @@ from gdr_check.pipeline.dryrun.geometry import launch_geometry, restrided
 from gdr_check.pipeline.dryrun.kernels import KernelUnderTest
 from gdr_check.pipeline.dryrun.plan import DryRunPlan, plan_for
 from gdr_check.pipeline.model_check import check_builtin, check_model
+from rule_patterns import message_pattern
 
 REPO = Path(__file__).resolve().parents[1]
 SGLANG_SOURCE = REPO / ".sglang" / "src"
@@ -648,7 +649,7 @@ def test_diagnostics_name_the_worst_step(monkeypatch, checkpoints):
         kernel="gdr-check", step=2, error="0.02", tolerance="1e-05", dtype="float32", slot=3, head=1,
     ).diagnostic().message
     assert message.startswith("the state of touched slots after the gdr-check kernel differs")
-    assert rules_dryrun.StateMismatch.rule.message_pattern().fullmatch(message)
+    assert message_pattern(rules_dryrun.StateMismatch.rule).fullmatch(message)
     with pytest.raises(TypeError, match=r"unknown fields \['solt'\], missing \['slot'\]"):
         rules_dryrun.StateMismatch(kernel="k", step=2, error="e", tolerance="t", dtype="d", solt=3, head=1)
 

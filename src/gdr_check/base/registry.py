@@ -145,18 +145,6 @@ class Rule:
         # a diagnostic. (A cached_property writes the instance dict directly, so it works on a frozen class.)
         return "{" in self.message or "}" in self.message
 
-    def message_pattern(self) -> re.Pattern[str]:
-        """The message template as a regex: each `{field}` becomes a named wildcard. It backtracks on crafted
-        text: tests use it as an oracle on short lines; `checks.explain` matches pasted text without it."""
-        parts, seen = [], set()
-        for literal, name, _, _ in string.Formatter().parse(self.message):
-            parts.append(re.escape(literal))
-            if name:
-                group = re.sub(r"\W", "_", name)
-                parts.append(f"(?P={group})" if group in seen else f"(?P<{group}>.+?)")
-                seen.add(group)
-        return re.compile("".join(parts))
-
 
 def declared_fields(owner: type, rule: Rule, optional: frozenset[str] = frozenset()) -> frozenset[str]:
     """The fields `owner` declares (its own annotations but `rule` and `fields`), checked against `rule`'s message

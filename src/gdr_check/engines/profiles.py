@@ -615,11 +615,6 @@ def kernel_files(name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.kernel_file for p in reversed(PROFILES) if p.name == name and p.kernel_file))
 
 
-def engine_choices() -> tuple[str, ...]:
-    """Every `--engine` value that selects a profile, names first: ("sglang", "vllm", "sglang@0.5.23", ...)."""
-    return (*ENGINE_NAMES, *(p.spec for p in PROFILES))
-
-
 class UnknownEngineError(ValueError):
     """`--engine` (or the `engine` argument) names no profile. `code` tells which part is unknown."""
 

@@ -538,14 +538,6 @@ class CheckLaunch:
         return safe
 
 
-def guard_indices(indices: torch.Tensor, pool_slots: int, engine: Engine, buffer: FaultBuffer, tag: int
-                  ) -> torch.Tensor:
-    """Launch the check kernel once (see `CheckLaunch`, which the guard keeps per call signature): the indices an
-    engine's kernel may use (faulty rows set to -1), with faults recorded in `buffer`. Capture-safe: one kernel
-    launch, one allocation from the current (graph) pool."""
-    return buffer.check_launch(engine, indices.device)(indices, indices.shape[0], indices.stride(0), pool_slots, tag)
-
-
 # -- the checked kernels ---------------------------------------------------------------------------------------
 _VERDICTS: dict[tuple[Any, ...], Verdict] = {}
 _VERDICTS_LOCK = threading.Lock()
@@ -563,11 +555,6 @@ def cached_verdict(variant: str, engine: Engine, args: tuple[Any, ...]) -> Verdi
                 _VERDICTS.clear()
             _VERDICTS[key] = verdict
     return verdict
-
-
-def verdict_cache_info() -> int:
-    """How many signatures are cached (for tests and benchmarks)."""
-    return len(_VERDICTS)
 
 
 def checked_launch(variant: str, launch: Callable[..., Any], args: tuple[Any, ...], engine: Engine, context: Context,
