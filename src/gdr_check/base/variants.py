@@ -8,6 +8,7 @@ one more record. The wrapper's order of checks is the one tuple per variant in `
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +27,17 @@ class VariantSpec:
     has_lower_bound: bool
     # Checkpoints may fuse the output gate z into the qkv projection (`in_proj_qkvz`): Qwen3-Next's GDN.
     fused_z_projection: bool
+    # Checkpoints may fuse `b` and `a` into one projection (`in_proj_ba`, [b | a] per key head): Qwen3-Next's GDN.
+    fused_ba_projection: bool
+    # The kernel takes H = HV heads of K = V channels (KDA: the packed decode infers H from `mixed_qkv` and
+    # requires num_q_heads == num_k_heads); the configs then hold one head count (Kimi-Linear's `num_heads`).
+    symmetric_heads: bool
+    # The models' full-attention layers are grouped-query attention, whose `num_key_value_heads` TP splits or
+    # replicates (the GDN hybrids: Qwen3-Next, Qwen3.5, OLMo-Hybrid); Kimi-Linear's (KDA) are MLA, with none.
+    attention_kv_heads: bool
+    # The one weight layout of the variant's checkpoints (`models.sharding`); None: read from the checkpoint's
+    # projections or its architecture.
+    weight_layout: str | None
 
     def gate_width(self, HV: int, K: int) -> int:
         """Elements of `a` per row, and of `dt_bias`, on one rank with HV value heads of K key channels."""
@@ -41,12 +53,25 @@ class VariantSpec:
 
 
 GDN = VariantSpec(
-    name="gdn", gate_per_key=False, has_lower_bound=False, fused_z_projection=True,
+    name="gdn", gate_per_key=False, has_lower_bound=False, fused_z_projection=True, fused_ba_projection=True,
+    symmetric_heads=False, attention_kv_heads=True, weight_layout=None,
 )
 KDA = VariantSpec(
-    name="kda", gate_per_key=True, has_lower_bound=True, fused_z_projection=False,
+    name="kda", gate_per_key=True, has_lower_bound=True, fused_z_projection=False, fused_ba_projection=False,
+    symmetric_heads=True, attention_kv_heads=False, weight_layout="kda",
 )
 VARIANTS: dict[str, VariantSpec] = {spec.name: spec for spec in (GDN, KDA)}
+DEFAULT_VARIANT = GDN  # a kernel whose name and parameters match no other variant's
+
+
+def kernel_variant(function_name: str, parameters: Iterable[str] = ()) -> VariantSpec:
+    """The variant of an engine's decode function: the one whose name it contains ("..._kda_packed_decode") or
+    whose extra argument it takes (`lower_bound`); else GDN's."""
+    name, taken = function_name.lower(), set(parameters)
+    for spec in VARIANTS.values():
+        if spec is not DEFAULT_VARIANT and (spec.name in name or (spec.has_lower_bound and "lower_bound" in taken)):
+            return spec
+    return DEFAULT_VARIANT
 
 
 def variant_spec(name: str) -> VariantSpec:

@@ -74,7 +74,7 @@ def _conv_shape(model: LinearAttentionModel, heads: RankHeads, profile: EnginePr
     # sglang GDN keeps the conv state channel-first (conv_dim/tp, W-1); sglang KDA and vLLM window-first, vLLM's
     # window W-1 plus the speculative draft tokens.
     window = heads.W - 1 + (drafts if profile.conv_window_holds_drafts else 0)
-    if profile.gdn_conv_channel_first and model.kind == "gdn":
+    if profile.decode_of(model.kind).conv_channel_first:
         return (heads.width, window)
     return (window, heads.width)
 

@@ -183,8 +183,8 @@ class CallContext:
         """What keeps the engine's CUDA KDA decode kernel from taking this call (sglang 0.5.23's `covered()`):
         [] when it takes it (Triton is skipped), None when the question does not arise (a GDN call, an engine
         whose KDA wrapper always runs Triton, the switch off: `use_qk_l2norm_in_kernel=False`, unknown dims)."""
-        fast = self.profile.kda_fast_path
-        if self.variant != "kda" or fast is None or self.HV is None or self.V is None or self.K is None:
+        fast = self.profile.decode_of(self.variant).fast_path
+        if fast is None or self.HV is None or self.V is None or self.K is None:
             return None
         c = self.call
         if fast.requires_l2norm and not c.use_qk_l2norm_in_kernel:

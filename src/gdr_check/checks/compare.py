@@ -521,8 +521,8 @@ class _Comparer:
             fits["mixed_qkv"] = t  # the width still tells which rank's heads it holds
             heads["mixed_qkv"] = model.HV // t
 
-        if (model.kind == "gdn" and heads.get("a") == 2 * (model.HV // reference) and fits.get("b") == reference
-                and fits.get("a") != reference):
+        if (variant_spec(model.kind).fused_ba_projection and heads.get("a") == 2 * (model.HV // reference)
+                and fits.get("b") == reference and fits.get("a") != reference):
             fits["a"] = None  # twice the heads of `b`: the fused ba output, not another TP's shard
         for name, count in heads.items():
             if count is not None and fits.get(name) is None and name not in self.explained:
@@ -615,7 +615,7 @@ class _Comparer:
         model = self.model
         H_l, HV_l = model.H // reference, model.HV // reference
         notes = [f"`{name}` carries {count} value heads; at tp={reference} a rank holds HV_l={HV_l}"]
-        if name == "a" and model.kind == "gdn" and count == 2 * HV_l:
+        if name == "a" and variant_spec(model.kind).fused_ba_projection and count == 2 * HV_l:
             notes.append(f"{count} = 2*HV_l: the fused `ba` projection passed unsplit (b and a together)")
         elif count == H_l and H_l != HV_l:
             notes.append(f"{count} = H_l: sized with the key-head count (`num_k_heads`) instead of the value heads")

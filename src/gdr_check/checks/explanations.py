@@ -31,6 +31,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..base.registry import RULES, Rule, get
+from ..base.variants import variant_spec
 
 if TYPE_CHECKING:
     from ..engines.profiles import EngineProfile
@@ -116,10 +117,15 @@ def model_widths(kind: str, H: int, HV: int, K: int, V: int, attention_heads: in
     """The numbers of a linear-attention layer with H key and HV value heads of sizes K and V: a GDN layer (`kind`
     "gdn"), whose fused projections are qkvz and ba, or a KDA one, with separate q/k/v projections (no z) and a
     per-key-channel gate; `attention_heads`, the full-attention layers' head count, when the model has one."""
-    kda = kind == "kda"
-    widths = {KDA_HEADS: HV} if kda and H == HV else {H_HEADS: H, HV_HEADS: HV}
+    spec = variant_spec(kind)
+    widths = {KDA_HEADS: HV} if spec.symmetric_heads and H == HV else {H_HEADS: H, HV_HEADS: HV}
     widths |= {QKV_WIDTH: 2 * H * K + HV * V, V_WIDTH: HV * V}
-    widths |= {KDA_GATE_WIDTH: HV * K} if kda else {QKVZ_WIDTH: 2 * H * K + 2 * HV * V, BA_WIDTH: 2 * HV}
+    if spec.gate_per_key:
+        widths[KDA_GATE_WIDTH] = HV * K
+    if spec.fused_z_projection:
+        widths[QKVZ_WIDTH] = 2 * H * K + 2 * HV * V
+    if spec.fused_ba_projection:
+        widths[BA_WIDTH] = 2 * HV
     if attention_heads:
         widths["num_attention_heads (full attention)"] = attention_heads
     return ModelNumbers(widths, {K_DIM: K, V_DIM: V})

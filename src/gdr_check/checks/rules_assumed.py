@@ -566,7 +566,7 @@ _FP32_BETA = {p.name: p for p in reversed(PROFILES) if p.gdn_beta_rounding is No
 def beta_rounding(ctx: CallContext) -> Finding | None:
     dtype = ctx.call.b.dtype
     profile = ctx.profile
-    if ctx.variant != "gdn" or profile.gdn_beta_rounding is None or dtype in ("float32", "float64"):
+    if profile.decode_of(ctx.variant).beta_rounding is None or dtype in ("float32", "float64"):
         return None
     fixes = [f"no {profile.label} setting changes it (the layer passes `b` in the model dtype); a direct caller "
              f"can pass `b` in float32, which keeps beta exact"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ..base.limits import counted
 from ..base.registry import RULES, Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..base.report import Diagnostic, Location
+from ..base.variants import variant_spec
 from ..call.pools import plan_pool
 from ..deployment.decode_path import decode_path
 from ..deployment.state_pool import RunningCap, pool_from_budget
@@ -121,7 +122,7 @@ def working_tp_sizes(model: LinearAttentionModel) -> list[int]:
     sizes = _divisors(math.gcd(H, HV))
     if model.num_attention_heads:
         sizes = [t for t in sizes if model.num_attention_heads % t == 0]
-    kv = model.num_key_value_heads if model.kind == "gdn" else None
+    kv = model.num_key_value_heads if variant_spec(model.kind).attention_kv_heads else None
     if kv:
         sizes = [t for t in sizes if kv % t == 0 or t % kv == 0]
     return sizes
@@ -681,8 +682,7 @@ def tp_attention_heads(ctx: ModelContext) -> Finding | None:
     heads, tp = ctx.model.num_attention_heads, ctx.deployment.tp
     if not heads or heads % tp == 0:
         return None
-    gdn_error, kda_error = ctx.deployment.profile.attention_heads_errors
-    note = (kda_error if ctx.model.kind == "kda" else gdn_error).format(heads=heads, tp=tp)
+    note = ctx.deployment.profile.decode_of(ctx.model.kind).attention_heads_error.format(heads=heads, tp=tp)
     working = working_tp_sizes(ctx.model)
     return Finding({"tp": tp, "heads": heads}, location=_where(ctx.model.sources.get("num_attention_heads")),
                    notes=[note, f"TP sizes that work: {_sizes_text(working)}"],
@@ -706,7 +706,7 @@ def tp_attention_heads(ctx: ModelContext) -> Finding | None:
 )
 def tp_kv_heads(ctx: ModelContext) -> Finding | None:
     kv, tp = ctx.model.num_key_value_heads, ctx.deployment.tp
-    if ctx.model.kind != "gdn" or not kv or kv % tp == 0 or tp % kv == 0:
+    if not variant_spec(ctx.model.kind).attention_kv_heads or not kv or kv % tp == 0 or tp % kv == 0:
         return None
     return Finding({"tp": tp, "kv_heads": kv}, location=_where(ctx.model.sources.get("num_key_value_heads")),
                    fixes=[f"use tp={t}" for t in _nearest(working_tp_sizes(ctx.model), tp)] or ["use tp=1"])
@@ -760,7 +760,7 @@ def uneven_groups(ctx: ModelContext) -> Finding | None:
 )
 def asymmetric_kda(ctx: ModelContext) -> Finding | None:
     model = ctx.model
-    if model.kind != "kda" or not model.complete:
+    if not variant_spec(model.kind).symmetric_heads or not model.complete:
         return None
     if model.num_k_heads == model.num_v_heads and model.head_k_dim == model.head_v_dim:
         return None
@@ -846,9 +846,9 @@ def _budget_fixes(ctx: ModelContext, fit: int, per_request: int, reserved: int |
              f"reserved row 0): raise the budget to at least that")
     fixes = [first, "raise TP to split the state across more ranks"]
     profile, settings = ctx.deployment.profile, ctx.settings
-    kda_fixed = ctx.model.kind == "kda" and profile.kda_state_dtype_fixed
+    fixed = profile.decode_of(ctx.model.kind).state_dtype_fixed
     halve = profile.state_dtype_setting("bfloat16")  # None where the release's flag has no bfloat16 (vLLM < 0.22)
-    if settings.state_dtype == "float32" and not kda_fixed and halve is not None:
+    if settings.state_dtype == "float32" and not fixed and halve is not None:
         fixes.append(f"halve the SSM state with `{halve}`, at some accuracy cost (GDR249)")
     return fixes
 
@@ -872,8 +872,8 @@ def _budget_fixes(ctx: ModelContext, fit: int, per_request: int, reserved: int |
 )
 def vllm_packed_switch(ctx: ModelContext) -> Finding | None:
     profile = ctx.deployment.profile
-    env = profile.packed_decode_env
-    if env is None or ctx.model.kind == "kda" or (ctx.model.adapter is not None and ctx.model.adapter.own_decode):
+    env = profile.decode_of(ctx.model.kind).packed_decode_env
+    if env is None or (ctx.model.adapter is not None and ctx.model.adapter.own_decode):
         return None  # no switch, or not the packed kernel at all: GDR134 says which kernel the engine calls
     return Finding({"engine": profile.label,
                     "statement": f"runs the GDN packed decode by default (`{env}` defaults to "

@@ -79,6 +79,23 @@ class KdaFastPath:
 
 
 @dataclass(frozen=True, slots=True)
+class VariantDecode:
+    """One variant's decode facts in one release: the profile's `gdn_*` and `kda_*` fields, picked by the
+    variant's name in one place (`EngineProfile.decode_of`) instead of a branch on the name at each reader."""
+
+    kernel: str | None  # None: the layers decode with the contract's packed kernel; else the one they call
+    grids: tuple[tuple[str, ...], ...]  # the packed op's launch grids; (): no packed op
+    beta_rounding: str | None  # B_DTYPE: sigmoid(b) rounded to b's dtype; None: fp32 throughout
+    state_dtype_fixed: bool  # the engine ignores a requested state dtype
+    other_api: str | None  # why the engine's decode cannot be compared with the contract's; None: same API
+    attention_heads_error: str  # what the engine does with a TP not dividing the attention heads ({heads}, {tp})
+    conv_channel_first: bool  # conv state per slot is (conv_dim/tp, W-1) rather than (W-1, conv_dim/tp)
+    packed_decode_env: str | None  # the environment variable that switches the packed decode off; None: none
+    fast_path: KdaFastPath | None  # the CUDA kernel the wrapper swaps in; None: the wrapper always runs Triton
+    decode_backends: tuple[str, ...] | None  # the decode backends the layer accepts; None: any
+
+
+@dataclass(frozen=True, slots=True)
 class EngineFlag:
     """One command-line flag of an engine release, as the release's argument definitions declare it.
 
@@ -263,6 +280,17 @@ class EngineProfile:
 
     def row_is_live(self, slot: int) -> bool:
         return slot > self.skip_at_or_below
+
+    def decode_of(self, variant: str) -> VariantDecode:
+        """The release's decode facts for `variant` ("gdn" or "kda"): the one place that maps a variant's name
+        to the profile's fields of that variant."""
+        gdn_error, kda_error = self.attention_heads_errors
+        if variant == "kda":
+            return VariantDecode(self.kda_decode_kernel, self.kda_grids, None, self.kda_state_dtype_fixed,
+                                 self.kda_other_api, kda_error, False, None, self.kda_fast_path,
+                                 self.kda_decode_backends)
+        return VariantDecode(self.gdn_decode_kernel, self.gdn_grids, self.gdn_beta_rounding, False, None, gdn_error,
+                             self.gdn_conv_channel_first, self.packed_decode_env, None, None)
 
 
 # --- sglang ------------------------------------------------------------------------------------------------------

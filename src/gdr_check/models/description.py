@@ -22,7 +22,7 @@ from ..base.errors import display_path
 from ..base.limits import LIMITS, range_problem, shorten
 from ..base.report import Location
 from ..base.tensor_spec import canonical_dtype
-from ..base.variants import VariantName
+from ..base.variants import VariantName, variant_spec
 from .adapters import (
     GEOMETRY_FIELDS,
     SHAPE_FIELDS,
@@ -451,7 +451,8 @@ def describe(checkpoint: CheckpointLike, adapter: Adapter, identity: Identity) -
         bound = adapter.lower_bound(view)
         if bound is not None:
             model.lower_bound = (bound[0], locate.config(bound[1]))
-    if model.num_key_value_heads is None and adapter.kind == "gdn" and model.num_attention_heads is not None:
+    if (model.num_key_value_heads is None and variant_spec(adapter.kind).attention_kv_heads
+            and model.num_attention_heads is not None):
         # Missing KV heads mean multi-head attention, as in transformers.
         model.num_key_value_heads = model.num_attention_heads
         sources["num_key_value_heads"] = Source("default", detail="`num_attention_heads` (no `num_key_value_heads`)")

@@ -117,7 +117,7 @@ def _fused_ba_columns(d: LayerDims, tp: int, rank: int, part: str) -> tuple[int,
 
 def sharding_plan(layout: str, variant: str, dims: LayerDims, tp: int) -> ShardingPlan:
     """How the engine shards one layer of `layout` over `tp` ranks (tp divides H and HV: callers check)."""
-    d = dims
+    d, spec = dims, variant_spec(variant)
     HV_l = d.HV // tp
     ranks = range(tp)
     heads = tuple(_block(r * HV_l, HV_l) for r in ranks)
@@ -139,7 +139,7 @@ def sharding_plan(layout: str, variant: str, dims: LayerDims, tp: int) -> Shardi
         shards.append(TensorShard(QKV_TENSOR, qkv_source, qkv_width,
                                   tuple(_split_qkv_columns(d, tp, r) for r in ranks),
                                   "q, k and v each in head blocks, concatenated"))
-        if variant == "kda":
+        if spec.gate_per_key:
             gate = tuple(_block(r * HV_l * d.K, HV_l * d.K) for r in ranks)
             shards.append(TensorShard("a", "f_b_proj", d.HV * d.K, gate, "value-head blocks of HV*K (all K per head)"))
         else:
@@ -148,7 +148,7 @@ def sharding_plan(layout: str, variant: str, dims: LayerDims, tp: int) -> Shardi
         shards.append(TensorShard("b", "in_proj_b" if layout == "gdn-split-qkv" else "b_proj", d.HV, heads,
                                   "value-head blocks"))
     shards.append(TensorShard("A_log", "A_log", d.HV, heads, "value-head blocks"))
-    if variant == "kda":
+    if spec.gate_per_key:
         shards.append(TensorShard("dt_bias", "dt_bias", d.HV * d.K,
                                   tuple(_block(r * HV_l * d.K, HV_l * d.K) for r in ranks),
                                   "value-head blocks of HV*K (all K per head)"))
@@ -162,8 +162,9 @@ def model_layout(model: LinearAttentionModel) -> str:
     """The layout whose sharding applies: the checkpoint's, else (a built-in description) the architecture's."""
     if model.layouts:
         return str(model.layouts[0])
-    if model.kind == "kda":
-        return "kda"
+    own = variant_spec(model.kind).weight_layout
+    if own is not None:
+        return own
     return "gdn-fused-qkvz" if "Qwen3Next" in (model.architecture or "") else "gdn-split-qkv"
 
 

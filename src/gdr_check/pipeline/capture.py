@@ -49,6 +49,7 @@ from ..base.files import (
 from ..base.identity import tool_info
 from ..base.limits import LimitError, checked
 from ..base.tensor_spec import TensorSpec
+from ..base.variants import kernel_variant
 from ..call.packed_call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant
 from ..call.recording import KIND, SCHEMA_VERSION
 from ..engines.profiles import (
@@ -200,10 +201,6 @@ def _caller(frame: types.FrameType | None) -> dict[str, Any] | None:
 def _guess_engine(module: str) -> str | None:
     top = module.split(".", 1)[0]
     return top if top in ENGINES else None
-
-
-def _guess_variant(name: str, parameters: Iterable[str]) -> Variant:
-    return "kda" if "kda" in name.lower() or "lower_bound" in parameters else "gdn"
 
 
 Binder = Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
@@ -639,7 +636,7 @@ class Capture:
         except (TypeError, ValueError):
             parameters = []
         site = _Site(original=function, target=target, module=module_name, function=name,
-                     variant=_guess_variant(name, parameters), engine=label or _guess_engine(module_name),
+                     variant=kernel_variant(name, parameters).name, engine=label or _guess_engine(module_name),
                      bind=bind)
         site.wrapper = self._wrapper_for(site)
         return site

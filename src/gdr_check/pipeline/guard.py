@@ -83,7 +83,7 @@ from typing import Any, Literal
 from ..base.errors import described
 from ..base.limits import DEFAULT_MAX_RECORDS, KEPT_DIAGNOSTICS, UNLISTED_FAULTS, checked, counted
 from ..base.tensor_spec import is_fake_tensor_type
-from ..base.variants import variant_spec
+from ..base.variants import kernel_variant, variant_spec
 from ..call.packed_call import ARGUMENTS, TENSOR_ARGUMENTS, Variant
 from ..checks.compare import ModelGeometry, compare_call
 from ..checks.contract import describe_call
@@ -245,7 +245,7 @@ def _tensors(args: tuple[Any, ...]) -> dict[str, Any]:
 class _Site:
     """One engine function being guarded, with its signature for binding positional calls."""
 
-    def __init__(self, original: Callable[..., Any], target: str, variant: str) -> None:
+    def __init__(self, original: Callable[..., Any], target: str, variant: Variant) -> None:
         self.original = original
         self.target = target
         self.variant = variant
@@ -698,8 +698,7 @@ class Guard:
                 if len(self._host_labels) >= HOST_POOL_LABELS:  # a stand-in engine allocating pools anew
                     self._host_labels.clear()
                 label = self._host_labels[pool] = _layer_label(args[6], len(self._host_labels))
-        variant: Variant = "kda" if site.variant == "kda" else "gdn"
-        call = describe_call(variant, _tensors(args), args[5], bool(args[9]), args[10] if len(args) > 10 else None)
+        call = describe_call(site.variant, _tensors(args), args[5], bool(args[9]), args[10] if len(args) > 10 else None)
         slot_rules = FAULT_CODES.values()
         found = f"found on the host ({self.engine}: CPU tensors, no Triton interpreter); the call ran as given"
         self._act([replace(d, notes=[f"in {label}", found, *d.notes])
@@ -714,9 +713,8 @@ class Guard:
         the call then goes on to be traced as given."""
         values = {**site.defaults, **values} if site.defaults else values
         args = site.ordered(values)
-        variant: Variant = "kda" if site.variant == "kda" else "gdn"
         try:
-            call_spec = describe_call(variant, _tensors(args), args[5], bool(args[9]),
+            call_spec = describe_call(site.variant, _tensors(args), args[5], bool(args[9]),
                                       args[10] if len(args) > 10 else None)
         except (TypeError, ValueError, AttributeError):  # an argument that is no tensor: the engine's to refuse
             return call(**values)
@@ -800,7 +798,7 @@ class Guard:
             if function is None or id(function) in by_id:
                 continue
             function = getattr(function, "__gdr_check_guard_original__", function)
-            site = _Site(function, target, "kda" if "kda" in target.rsplit(":", 1)[1].lower() else "gdn")
+            site = _Site(function, target, kernel_variant(target.rsplit(":", 1)[1]).name)
             missing = [name for name in ARGUMENTS if name not in site.names]
             if missing:
                 continue  # another API (vLLM's KDA op): not the packed-decode contract

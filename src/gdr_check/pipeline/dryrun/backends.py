@@ -111,5 +111,4 @@ def known_unavailable(backend: str, variant: str) -> str | None:
 
 
 def _other_api(backend: str, variant: str) -> str | None:
-    profile = profile_for(backend)
-    return profile.kda_other_api if variant == "kda" else None
+    return profile_for(backend).decode_of(variant).other_api

@@ -140,6 +140,7 @@ def _not_packed(check: ModelCheck, path: DecodePath, backend: str) -> Diagnostic
     model = check.model
     assert model is not None, "a decode path is that of a described model"
     profile = check.deployment.profile
+    decode = profile.decode_of(model.kind)
     # The switch changes the deployment's path; the dry-run models the engine's default decode kernels.
     fixes = [f"in the deployment: {path.switch} (the dry-run models the default decode kernels, so it does not "
              "follow this switch)"] if path.switch else []
@@ -160,8 +161,7 @@ def _not_packed(check: ModelCheck, path: DecodePath, backend: str) -> Diagnostic
                  "`--slots`, `--state-dtype`) still checks the TP split, the state pools and the shapes; only the "
                  "kernel contract and the dry-run need the packed call")
     why = (f"under {profile.label} the decode step calls its own `{path.kernel}` (another argument list), not the "
-           "contract's packed decode kernel" if model.kind == "kda" and profile.kda_decode_kernel == path.kernel
-           and profile.kda_grids else
+           "contract's packed decode kernel" if decode.kernel == path.kernel and decode.grids else
            f"under {profile.label} the decode step calls `{path.kernel}`, not a packed decode kernel")
     return rules_dryrun.NothingToDryRun(why=why).diagnostic(notes=[path.reason], fixes=fixes)
 

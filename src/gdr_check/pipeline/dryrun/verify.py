@@ -36,7 +36,7 @@ def beta_ties(b: torch.Tensor, variant: str, engine: str) -> torch.Tensor:
     rounding: beta then differs by one 16-bit ulp (docs/kernel-contract.md §6.1 step 8).
     """
     mantissa = _MANTISSA_BITS.get(b.dtype)
-    if variant != "gdn" or profile_for(engine).gdn_beta_rounding is None or mantissa is None:
+    if profile_for(engine).decode_of(variant).beta_rounding is None or mantissa is None:
         return torch.zeros(b.shape, dtype=torch.bool, device=b.device)
     beta = torch.sigmoid(b.double())
     ulp = torch.exp2(torch.floor(torch.log2(beta)) - mantissa).clamp_min(2.0**-24)
