@@ -31,7 +31,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..base.registry import RULES, Rule, get
-from ..base.variants import variant_spec
+from ..base.variants import VARIANTS, variant_spec
 
 if TYPE_CHECKING:
     from ..engines.profiles import EngineProfile
@@ -580,9 +580,11 @@ def head_v_dim(context: Context) -> int | None:
 def model_kind(context: Context) -> str | None:
     """"kda" or "gdn" for the model the context names (`model_widths` gives a KDA model the per-channel gate width,
     a GDN one the fused ba width), None without a model."""
-    if KDA_GATE_WIDTH in context.widths:
-        return "kda"
-    return "gdn" if BA_WIDTH in context.widths else None
+    for spec in VARIANTS.values():
+        if (spec.gate_per_key and KDA_GATE_WIDTH in context.widths) or (
+                spec.fused_ba_projection and BA_WIDTH in context.widths):
+            return spec.name
+    return None
 
 
 def named_widths(value: int, context: Context, only: Iterable[str] | None = None) -> list[str]:

@@ -23,7 +23,7 @@ import types
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import triton
 import triton.language as tl
@@ -158,9 +158,16 @@ def _load_module(path: Path) -> types.ModuleType:
     return module
 
 
+class SglangPackedDecode(NamedTuple):
+    """sglang's packed-decode wrappers, one field per variant (`getattr(loaded, variant)`)."""
+
+    gdn: Callable[..., Any]
+    kda: Callable[..., Any]
+
+
 def load_sglang_packed_decode(
     source: str | os.PathLike[str] | None = None,
-) -> tuple[Callable[..., Any], Callable[..., Any]]:
+) -> SglangPackedDecode:
     """sglang's ``(GDN, KDA)`` packed-decode wrappers, unmodified, from the first source found.
 
     Raises FileNotFoundError when there is no source. Each function has ``source_path`` set.
@@ -186,7 +193,7 @@ def load_sglang_packed_decode(
 
     # Where the loaded wrappers came from, for reports (functools.wraps types the wrapper without it).
     gdn.source_path = kda.source_path = str(path)  # type: ignore[attr-defined]
-    return gdn, kda
+    return SglangPackedDecode(gdn, kda)
 
 
 _VLLM_MODULES = (

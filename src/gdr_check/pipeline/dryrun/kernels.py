@@ -40,10 +40,10 @@ def _sglang_kernel(variant: str) -> KernelUnderTest | str:
     from ...kernel.engine_kernels import load_sglang_packed_decode  # imports triton: the child process only
 
     try:
-        gdn, kda = load_sglang_packed_decode()
+        loaded = load_sglang_packed_decode()
     except FileNotFoundError as error:
         return str(error)
-    chosen = kda if variant == "kda" else gdn
+    chosen = getattr(loaded, variant)  # one field per variant
     label = f"sglang {variant.upper()} packed decode from {getattr(chosen, 'source_path', '?')}"
     return KernelUnderTest(name="sglang", label=label, checked=chosen, fast=chosen)
 
