@@ -3,7 +3,8 @@
 What differs between the two kernels' calls, per rank, is a field here: the width of the gate arguments, the
 extra `lower_bound` argument, whether checkpoints fuse z into the qkv projection. Code reads the spec
 (`variant_spec(call.variant).gate_width(HV, K)`) instead of testing the variant's name, so a third variant is
-one more record. The wrapper's order of checks is the one tuple per variant in `checks/rules_wrapper.py`.
+one more record. The wrapper's order of checks is the one tuple per variant in `checks/rules_wrapper.py`; what an
+engine release does with each variant (decode kernel, grids, state dtype, ...) is `EngineProfile.decode_of(name)`.
 """
 
 from __future__ import annotations
