@@ -43,6 +43,7 @@ from ..base.report import Diagnostic, Report
 from ..base.tensor_spec import TensorSpec
 from ..call.packed_call import ARGUMENTS, CallContext, Engine, Origin, PackedDecodeCall, Variant
 from ..engines.profiles import profile_for
+from . import rules_param_dtype, rules_wrapper  # noqa: F401  (importing registers the call-scope rules a plan runs)
 from .call_plan import call_plan
 from .rules_assumed import OUT_MUST_NOT_OVERLAP
 from .rules_guard import argument_report

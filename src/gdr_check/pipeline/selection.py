@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .. import checks
 from ..base.registry import CATEGORIES, without_superseded
 from ..base.report import Diagnostic
-from ..checks import RULES
 
 ALL = "ALL"
 _CODE_PREFIX = re.compile(r"^GDR\d{0,3}$")
@@ -96,9 +96,27 @@ def _layer_decision(layer: RuleSelection, code: str) -> bool | None:
 
 
 # -- parsing --------------------------------------------------------------------------------------------------
+class _EveryRule(Mapping[str, object]):
+    """`gdr_check.checks.RULES`, read when first looked into: it registers every rule module, so a run whose
+    selection names no rule never loads the rule modules it does not report from (the pasted-log, launch and
+    dry-run rules on a checkpoint's check)."""
+
+    def __getitem__(self, code: str) -> object:
+        return checks.RULES[code]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(checks.RULES)
+
+    def __len__(self) -> int:
+        return len(checks.RULES)
+
+
+_EVERY_RULE = _EveryRule()
+
+
 def known_rules() -> Mapping[str, object]:
-    """Every registered rule, code -> Rule (importing `gdr_check.checks` registers them all)."""
-    return RULES
+    """Every rule, code -> Rule (registered on first use: see `_EveryRule`)."""
+    return _EVERY_RULE
 
 
 def _categories() -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +21,9 @@ from .common import calls_checked, diagnostics_tally
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
-    from ...pipeline.call_check import CallRun, CheckedCall
+    from ...pipeline.call_check import CallResult, CallRun, CheckedCall
+    from ...pipeline.results import TargetResult
+    from .options import RenderOptions
 
 _MAX_VALUES_SHOWN = 8
 
@@ -110,6 +112,11 @@ def _call_table(console: Console, call: CheckedCall, tp: int) -> None:
     if variant_spec(call.recorded.call.variant).has_lower_bound:
         _add_row(table, "lower_bound", _cell(call.recorded.call.lower_bound), *(("", "") if compared else ()))
     console.print(table)
+
+
+def render_subject(result: TargetResult, options: RenderOptions) -> str:
+    """A `call` run's `full` report (`full.render` comes here for a `call` subject)."""
+    return render_full(cast("CallResult", result).record, color=options.color, ascii_only=options.ascii_only)
 
 
 def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) -> str:

@@ -4,7 +4,7 @@ verdict; `render_ranks` for `--ranks all` (the `dry-run` command renders through
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -12,13 +12,17 @@ from rich.table import Table
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
 from ...pipeline.dryrun.diagnose import KERNEL_NAMES, fmt, number
+from ...pipeline.dryrun.rank_run import RanksResult
 from ..escape import markup as escape
+from ..escape import neutralise_log
 from .common import diagnostics_tally
 from .console import make_console, render_diagnostic
 
 if TYPE_CHECKING:
     from ...pipeline.dryrun.driver import DryRunResult
-    from ...pipeline.dryrun.rank_run import RanksResult
+    from ...pipeline.dryrun.entry import DryRunTargetResult
+    from ...pipeline.results import TargetResult
+    from .options import RenderOptions
 
 
 def _dims(dims: dict[str, int]) -> str:
@@ -167,6 +171,14 @@ def _summary(result: DryRunResult) -> str:
     steps = len(result.child.get("steps") or [])
     verdict = "passed" if result.ok else "failed"
     return f"dry-run {verdict}: {steps} step(s) verified; {tally}"
+
+
+def render_subject(result: TargetResult, options: RenderOptions) -> str:
+    """A dry run's `full` report (`full.render` comes here for a `dry-run` subject); `--ranks all` has its own."""
+    record = cast("DryRunTargetResult", result).record
+    if isinstance(record, RanksResult):  # `dry-run --ranks all`
+        return neutralise_log(render_ranks(result.target, record, color=options.color, ascii_only=options.ascii_only))
+    return neutralise_log(render_full(result.target, record, color=options.color, ascii_only=options.ascii_only))
 
 
 def render_full(target: str, result: DryRunResult, *, color: bool, ascii_only: bool = False) -> str:

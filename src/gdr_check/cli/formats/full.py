@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
+import importlib
 import io
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
-from ...pipeline.dryrun.rank_run import RanksResult
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import markup as escape
 from ..escape import neutralise_log, text
-from .call_sections import render_full as call_sections
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 from .console import make_console, render_diagnostic
-from .dryrun_sections import render_full as dry_run_sections
-from .dryrun_sections import render_ranks
 from .options import RenderOptions
 
-if TYPE_CHECKING:  # (a check's report never loads the call or dry-run modules: a subject's `kind` says which)
-    from ...pipeline.call_check import CallResult
-    from ...pipeline.dryrun.entry import DryRunTargetResult
+if TYPE_CHECKING:
     from ...pipeline.model_check import ModelCheck
+
+# The `full` sections of the other commands' subjects, by `kind`: the module of this folder that renders them
+# (`render_subject`), imported when such a subject is rendered, as `format_module` imports a format, so that a
+# check's report never loads the call and dry-run modules.
+SECTIONS = {"call": "call_sections", "dry-run": "dryrun_sections"}
 
 
 def _ranges(values: list[int]) -> str:
@@ -161,12 +161,9 @@ def _render_quiet(console: Console, run: Run) -> None:
 def _render_subject(result: TargetResult, options: RenderOptions) -> str:
     """`call` and `dry-run` results keep their own sections (the calls; the step table and timing). Told apart by
     `kind`, not by class: a check's report must not load the call and dry-run modules to ask."""
-    if result.kind == "call":
-        return call_sections(cast("CallResult", result).record, color=options.color, ascii_only=options.ascii_only)
-    record = cast("DryRunTargetResult", result).record
-    if isinstance(record, RanksResult):  # `dry-run --ranks all`
-        return neutralise_log(render_ranks(result.target, record, color=options.color, ascii_only=options.ascii_only))
-    return neutralise_log(dry_run_sections(result.target, record, color=options.color, ascii_only=options.ascii_only))
+    sections = importlib.import_module(f"{__package__}.{SECTIONS[result.kind]}")
+    text: str = sections.render_subject(result, options)
+    return text
 
 
 def render(run: Run, options: RenderOptions) -> str:
