@@ -7,15 +7,12 @@ report and the error lines only.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TextIO
-
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from contextlib import AbstractContextManager, contextmanager
+from typing import TextIO, cast
 
 # One target is too quick to be worth a bar.
 MIN_TARGETS = 2
@@ -37,21 +34,13 @@ def _ignore(index: int, target: str) -> None:
 
 @contextmanager
 def target_progress(targets: int, *, quiet: bool = False, stream: TextIO | None = None) -> Iterator[Step]:
-    """A `step(index, target)` callable to call before checking each target; a bar when `wanted`."""
+    """A `step(index, target)` callable to call before checking each target; a bar when `wanted`. The bar is
+    drawn by `progress_bar`, imported only then (as `formats.format_module` imports a format): rich's progress
+    machinery is not loaded by a run that draws no bar."""
     stream = stream if stream is not None else sys.stderr
     if not wanted(targets, stream, quiet=quiet):
         yield _ignore
         return
-
-    console = Console(file=stream, highlight=False, emoji=False)
-    columns = (TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.description}"))
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("", total=targets)
-
-        def step(index: int, target: str) -> None:
-            shown = "".join(char if char.isprintable() else "?" for char in target)  # no control characters
-            bar.update(task, completed=index, description=escape(shown))
-
+    bar = importlib.import_module(f"{__package__}.progress_bar").bar
+    with cast("AbstractContextManager[Step]", bar(targets, stream)) as step:
         yield step
-        bar.update(task, completed=targets)
