@@ -17,7 +17,7 @@ import typer
 from ..base.limits import checked
 from ..pipeline.call_check import CallModelError, check_recording
 from .engine_option import engine_help, engine_option, state_dtype_option
-from .formats.console import render_options
+from .formats.options import render_options
 from .main import app
 from .numbers import whole_number
 from .output import Output, report_path

@@ -29,7 +29,7 @@ from .deployment_flags import FLAGS, SWITCHES_OFF
 from .engine_option import engine_help, engine_option, gpu_option, mamba_strategy_option, state_dtype_option
 from .escape import dump_json, neutralise_log, text
 from .formats import FORMATS
-from .formats.console import render_options
+from .formats.options import render_options
 from .main import app
 from .models_list import render
 from .numbers import MAX_DIGITS, whole_number

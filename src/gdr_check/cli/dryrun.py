@@ -23,7 +23,7 @@ from ..pipeline.dryrun.plan import BACKENDS, DEVICES
 from ..pipeline.dryrun.rank_run import RanksResult
 from .engine_option import engine_help, engine_option, state_dtype_option
 from .escape import lines
-from .formats.console import render_options
+from .formats.options import render_options
 from .main import app
 from .numbers import decimal_number, whole_number
 from .output import Output, report_path

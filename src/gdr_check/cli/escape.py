@@ -17,8 +17,6 @@ import json
 import re
 from typing import Any
 
-from rich.markup import escape as escape_markup
-
 # C0 (tab and newline included: data must not lay out the report), DEL, C1, U+2028/2029 (line breaks to some
 # terminals and editors), bidi marks, embeddings, overrides and isolates, and lone surrogates.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -96,12 +94,6 @@ def neutralise_log(block: str) -> str:
 def xml_text(serialised: str) -> str:
     """Serialised XML with the legacy CI-command marker as a character reference (`#` as `&#35;`)."""
     return serialised.replace(_LEGACY_COMMAND, "#&#35;[") if _LEGACY_COMMAND in serialised else serialised
-
-
-def markup(value: object) -> str:
-    """Data for a rich markup string: made safe (`text`), then rich's own markup escaped."""
-
-    return escape_markup(text(value))
 
 
 def dump_json(value: Any, **options: Any) -> str:

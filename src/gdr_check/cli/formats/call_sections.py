@@ -15,10 +15,10 @@ from rich.table import Table
 from ...base.limits import counted
 from ...base.tensor_spec import TensorSpec, short_dtype
 from ...base.variants import variant_spec
-from ..escape import markup, neutralise_log
-from ..escape import markup as escape
+from ..escape import neutralise_log
 from .common import calls_checked, diagnostics_tally
-from .console import make_console, render_diagnostic
+from .console import make_console, markup, render_diagnostic
+from .console import markup as escape
 
 if TYPE_CHECKING:
     from ...pipeline.call_check import CallResult, CallRun, CheckedCall

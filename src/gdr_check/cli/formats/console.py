@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import IO, cast
 
 from rich.console import Console
+from rich.markup import escape as escape_markup
 
 from ...base.report import Diagnostic
-from ..escape import markup as escape
-from .options import RenderOptions
+from ..escape import text
+
+
+def markup(value: object) -> str:
+    """Data for a rich markup string: made safe (`escape.text`), then rich's own markup escaped. (Here, beside
+    the console, so that the formats without one never import rich.)"""
+    return escape_markup(text(value))
+
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 LABEL = {"error": "error", "warning": "warning", "info": "info"}
@@ -34,13 +39,13 @@ def _location(d: Diagnostic) -> str | None:
 def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None, suffix: str = "") -> None:
     """One rustc-style diagnostic; `origin` names the checkpoint for a diagnostic without a file when no
     header above says which one (`--quiet`), `suffix` the TP size in a matrix."""
-    console.print(f"[{STYLE[d.severity]}]{LABEL[d.severity]}[{d.code}][/]: [bold]{escape(d.message)}[/bold]"
-                  f"{escape(suffix)}", soft_wrap=True)
+    console.print(f"[{STYLE[d.severity]}]{LABEL[d.severity]}[{d.code}][/]: [bold]{markup(d.message)}[/bold]"
+                  f"{markup(suffix)}", soft_wrap=True)
     where = _location(d)
     if origin is not None and (d.location is None or d.location.file is None):
         where = f"{origin}, {where}" if where else origin
     if where:
-        console.print(f"  [blue]-->[/blue] {escape(where)}", soft_wrap=True)
+        console.print(f"  [blue]-->[/blue] {markup(where)}", soft_wrap=True)
     notes = list(d.notes)
     location = d.location
     tensor = location.tensor if location is not None else None
@@ -55,9 +60,9 @@ def render_diagnostic(console: Console, d: Diagnostic, origin: str | None = None
     if notes:
         console.print("   [blue]|[/blue]")
     for note in notes:
-        console.print(f"   [blue]=[/blue] [bold]note[/bold]: {escape(note)}", soft_wrap=True)
+        console.print(f"   [blue]=[/blue] [bold]note[/bold]: {markup(note)}", soft_wrap=True)
     for fix in d.fixes:
-        console.print(f"[bold green]help[/bold green]: {escape(fix)}", soft_wrap=True)
+        console.print(f"[bold green]help[/bold green]: {markup(fix)}", soft_wrap=True)
     console.print()
 
 
@@ -85,29 +90,3 @@ class _AsciiStream:
 
     def isatty(self) -> bool:
         return False
-
-
-def stdout_lacks_boxes() -> bool:
-    """Whether stdout's encoding cannot write rich's box drawing (PYTHONIOENCODING=ascii, a Latin-1 terminal):
-    a report written there draws its tables in ASCII instead of an escape per border character."""
-    try:
-        "\u2501\u2503\u2547".encode(getattr(sys.stdout, "encoding", None) or "utf-8")
-    except (UnicodeEncodeError, LookupError):
-        return True
-    return False
-
-
-def use_color() -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
-
-
-def render_options(fmt: str, output_file: str | os.PathLike[str] | None, *, show_info: bool = False,
-                   quiet: bool = False) -> RenderOptions:
-    """How a report looks where it goes: on stdout, in colour where the terminal takes it and in ASCII boxes where
-    its encoding lacks box drawing; in a report file, plain UTF-8 (naming the targets it could not read)."""
-    to_stdout = output_file is None
-    return RenderOptions(color=fmt == "full" and to_stdout and use_color(),
-                         ascii_only=to_stdout and stdout_lacks_boxes(), show_info=show_info, quiet=quiet,
-                         errors_in_report=not to_stdout)

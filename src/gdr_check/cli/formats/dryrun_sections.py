@@ -13,10 +13,10 @@ from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
 from ...pipeline.dryrun.diagnose import KERNEL_NAMES, fmt, number
 from ...pipeline.dryrun.rank_run import RanksResult
-from ..escape import markup as escape
 from ..escape import neutralise_log
 from .common import diagnostics_tally
 from .console import make_console, render_diagnostic
+from .console import markup as escape
 
 if TYPE_CHECKING:
     from ...pipeline.dryrun.driver import DryRunResult

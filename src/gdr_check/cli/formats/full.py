@@ -12,10 +12,10 @@ from rich.table import Table
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
 from ...pipeline.results import FatalError, Run, TargetResult
-from ..escape import markup as escape
 from ..escape import neutralise_log, text
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
 from .console import make_console, render_diagnostic
+from .console import markup as escape
 from .options import RenderOptions
 
 if TYPE_CHECKING:
