@@ -16,10 +16,10 @@ import numbers
 import os
 import re
 import stat
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
+from .records import dataclass
 from .report import LIMITS_DOCS_URL
 
 # Values in error messages are shortened: an integer of thousands of digits is shown by its first and last

@@ -20,7 +20,7 @@ import inspect
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import (
     Any,
     ClassVar,
@@ -29,6 +29,7 @@ from typing import (
     Union,
 )
 
+from .records import dataclass
 from .report import Diagnostic, Location, Severity
 
 CATEGORIES: dict[str, str] = {

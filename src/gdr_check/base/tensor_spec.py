@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from .limits import counted, shorten
+from .records import dataclass
 
 # Canonical dtype names are torch's, without the "torch." prefix.
 DTYPE_ITEMSIZE: dict[str, int] = {

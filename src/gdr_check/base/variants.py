@@ -10,8 +10,9 @@ engine release does with each variant (decode kernel, grids, state dtype, ...) i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
+
+from .records import dataclass
 
 VariantName = Literal["gdn", "kda"]
 

@@ -6,9 +6,10 @@ divisibility first (`per_rank_heads` returns None when TP does not split the hea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from ..base.records import dataclass
 from ..base.tensor_spec import TensorSpec, contiguous_strides
 from ..base.variants import variant_spec
 from ..deployment.settings import EngineSettings

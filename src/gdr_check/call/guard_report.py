@@ -9,10 +9,11 @@ the file and the field.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..base.errors import printable
+from ..base.records import dataclass
 from ..base.report import Diagnostic
 
 COMMAND = "guard"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final, Literal
 
+from ..base.records import dataclass
 from ..base.tensor_spec import TensorSpec
 from ..base.variants import VariantName, variant_spec
 from ..engines import profiles as engines

@@ -8,9 +8,10 @@ layer (conv window + SSM state). vLLM's pool strategies are not modelled here: o
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from ..base.records import dataclass
 from ..deployment.settings import EngineSettings
 from ..deployment.state_pool import RunningCap, budget_for, pool_from_budget
 from ..models.description import LinearAttentionModel

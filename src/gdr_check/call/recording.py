@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeGuard
 
 from ..base.errors import InputError, not_utf8, printable
 from ..base.files import RECORDING_KIND, json_error_reason, loads_bounded
 from ..base.identity import REPORT_SCHEMA_VERSION
 from ..base.limits import LIMITS, MAX_RECORDING_BYTES, read_bounded, shorten
+from ..base.records import dataclass
 from ..base.tensor_spec import TensorSpec, check_sizes, index_values_problem, known_dtype
 from ..base.variants import VARIANTS
 from ..engines.profiles import UnknownEngineError, profile_for

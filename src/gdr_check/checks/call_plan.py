@@ -9,9 +9,9 @@ registry, because it reads the call's context.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from ..base.records import dataclass
 from ..base.registry import Rule, RuleSet
 from ..call.packed_call import CallContext
 

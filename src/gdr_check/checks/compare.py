@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from ..base.records import dataclass
 from ..base.registry import RULE_SET, Finding, Rule, declare
 from ..base.report import Diagnostic, Location, Severity
 from ..base.tensor_spec import TensorSpec, contiguous_strides

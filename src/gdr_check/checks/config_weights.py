@@ -10,8 +10,9 @@ rules of `rules_model` report what it finds.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from ..base.records import dataclass
 from ..models.adapters import GEOMETRY_FIELDS, SHAPE_FIELDS, Geometry, TensorLike, split_layer_name
 from ..models.description import LinearAttentionModel, Source, layer_is_full, layer_is_linear, solve_layer
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..base.records import dataclass
 from ..base.tensor_spec import TensorSpec
 from ..base.variants import variant_spec
 from ..call.expected import expected_call

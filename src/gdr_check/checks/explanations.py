@@ -26,10 +26,11 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..base.records import dataclass
 from ..base.registry import RULES, Rule, get
 from ..base.variants import VARIANTS, variant_spec
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..base.limits import LIMITS, shorten
+from ..base.records import dataclass
 from ..base.registry import RULE_SET, Finding, RuleSet, rule
 from ..base.report import Diagnostic, Report
 from ..base.tensor_spec import TensorSpec

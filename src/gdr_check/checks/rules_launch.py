@@ -9,9 +9,10 @@ low and a high end (`Overhead`): a prediction that depends on where in that rang
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..base.records import dataclass
 from ..base.registry import RULE_SET, Finding, RuleSet
 from ..base.report import Diagnostic
 from ..deployment.launch_command import LaunchCommand, attention_tp, parse_launch, split_command

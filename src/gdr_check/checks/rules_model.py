@@ -16,10 +16,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..base.limits import counted
+from ..base.records import dataclass
 from ..base.registry import RULES, Finding, Violation, declare, findings_of, rule, rules_in_scope
 from ..base.report import Diagnostic, Location
 from ..base.variants import variant_spec

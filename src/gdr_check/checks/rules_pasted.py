@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from ..base.records import dataclass
 from ..base.registry import Finding, declare
 from ..base.tensor_spec import TensorSpec
 from ..call.packed_call import GRID_X_LIMIT, CallContext, PackedDecodeCall

@@ -6,7 +6,6 @@ import difflib
 import os
 import re
 import sys
-from dataclasses import dataclass
 from typing import NoReturn
 
 import typer
@@ -14,6 +13,7 @@ import typer
 from ..base.errors import InputError
 from ..base.identity import tool_info
 from ..base.limits import checked
+from ..base.records import dataclass
 from ..base.registry import get
 from ..checks import RULES
 from ..checks.explanations import MAX_PASTE, Context, Explanation, find_all

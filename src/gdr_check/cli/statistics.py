@@ -7,8 +7,9 @@ Every (target, TP size) result counts, an unreadable target's GDR0xx diagnostic 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
+from ..base.records import dataclass
 from ..pipeline.results import Run
 from .formats.common import entries, plain
 

@@ -12,9 +12,10 @@ rule in `server_args.py` / `arg_groups/attention_hook.py`; vLLM's GDN and KDA la
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from ..base.records import dataclass
 from ..engines.profiles import SAFE_GATE_PACKED, EngineProfile, profile_for
 from ..models.description import LinearAttentionModel
 

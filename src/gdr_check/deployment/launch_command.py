@@ -16,9 +16,10 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..base.records import dataclass
 from ..engines.launch_flags import Flag, FlagTable, LaunchCommandError, table_for
 
 # The settings a launch command can give, engine-neutral; each engine's flags fill some of them.

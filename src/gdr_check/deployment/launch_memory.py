@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..base.records import dataclass
 from ..base.tensor_spec import DTYPE_ITEMSIZE
 from ..engines.profiles import profile_for
 from ..models.description import LinearAttentionModel

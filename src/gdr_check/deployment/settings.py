@@ -7,10 +7,11 @@ reason it was chosen.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from ..base.limits import checked
+from ..base.records import dataclass
 from ..base.tensor_spec import DTYPE_ITEMSIZE, canonical_dtype
 from ..engines.profiles import (
     ENGINE_REASONS,

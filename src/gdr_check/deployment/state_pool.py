@@ -21,8 +21,7 @@ formulas below are sglang 0.5.23's, unchanged since 0.5.9 where not said:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..base.records import dataclass
 from ..engines.profiles import EngineProfile
 
 # `_calculate_mamba_ratio`'s base: the slots counted per running request with the radix cache on.

@@ -36,7 +36,9 @@ Read in the wheels:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from ..base.records import dataclass
 
 GROUP = "group"  # the multiple is the checkpoint's group size (checked only where it is below the layer's input)
 PACK = "pack"  # the multiple is the pack factor, 32 / bits

@@ -18,9 +18,10 @@ Sources: sglang 0.5.23 `srt/arg_groups/fields/{model,parallel,schedule,memory,ex
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from ..base.errors import InputError
+from ..base.records import dataclass
 from .group_quant import SGLANG_GROUPS, VLLM_GROUP_EPOCHS, GroupQuantFacts, facts_for
 from .profiles import EngineProfile, profile_for
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..base.records import dataclass
 from ..base.tensor_spec import canonical_dtype
 
 # The CUDA limit on gridDim.y and gridDim.z.

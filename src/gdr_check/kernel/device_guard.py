@@ -21,7 +21,7 @@ from __future__ import annotations
 import reprlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch
@@ -30,6 +30,7 @@ import triton.language as tl
 
 from ..base.errors import described
 from ..base.limits import DEFAULT_MAX_RECORDS, UNLISTED_FAULTS, checked, counted
+from ..base.records import dataclass
 from ..base.registry import Finding
 from ..base.report import Diagnostic, Severity
 from ..call.packed_call import ARGUMENTS

@@ -11,10 +11,11 @@ import functools
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.records import dataclass
 from .layout import next_power_of_2
 
 if TYPE_CHECKING:

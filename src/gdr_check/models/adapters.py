@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Protocol, TypeVar
 
 from ..base.limits import LIMITS
+from ..base.records import dataclass
 from ..base.variants import VariantName
 
 Kind = VariantName

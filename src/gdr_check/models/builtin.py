@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from ..base.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from itertools import repeat
 from typing import Any, Literal, Protocol
 
 from ..base.errors import display_path
 from ..base.limits import LIMITS, range_problem, shorten
+from ..base.records import dataclass
 from ..base.report import Location
 from ..base.tensor_spec import canonical_dtype
 from ..base.variants import VariantName, variant_spec

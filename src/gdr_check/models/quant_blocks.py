@@ -22,9 +22,9 @@ value_dim) and two for `in_proj_ba` (num_v_heads each) for every family.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..base.records import dataclass
 from .description import LinearAttentionModel
 
 TP_SIZES = (1, 2, 4, 8, 16)

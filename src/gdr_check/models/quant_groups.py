@@ -37,9 +37,9 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..base.records import dataclass
 from ..engines.group_quant import GROUP, PACK, GroupQuantFacts
 from .description import LinearAttentionModel
 from .quant_blocks import TP_SIZES

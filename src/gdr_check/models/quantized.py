@@ -23,9 +23,9 @@ where no rule reads them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ..base.records import dataclass
 from .adapters import TensorLike
 
 QWEIGHT, WEIGHT_PACKED, WEIGHT = ".qweight", ".weight_packed", ".weight"

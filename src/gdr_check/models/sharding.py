@@ -19,9 +19,10 @@ tp=1. Torch-free: the dry-run ranks (`gdr_check.pipeline.dryrun.rank_worker`) in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from ..base.records import dataclass
 from ..base.variants import variant_spec
 
 if TYPE_CHECKING:

@@ -4,11 +4,12 @@ call that model needs at its deployment (`gdr-check call`). One `Run`, as every 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, ClassVar
 
 from ..base.errors import InputError, described
 from ..base.limits import counted
+from ..base.records import dataclass
 from ..base.report import Diagnostic, KeyLocation, Location
 from ..call.recording import RecordedCall, Recording, load_recording
 from ..checks.compare import Comparison, ModelGeometry, compare_call, contract_arguments

@@ -33,7 +33,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
@@ -48,6 +48,7 @@ from ..base.files import (
 )
 from ..base.identity import tool_info
 from ..base.limits import LimitError, checked
+from ..base.records import dataclass
 from ..base.tensor_spec import TensorSpec
 from ..base.variants import kernel_variant
 from ..call.packed_call import ARGUMENTS, ENGINES, TENSOR_ARGUMENTS, PackedDecodeCall, Variant

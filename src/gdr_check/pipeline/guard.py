@@ -77,11 +77,12 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from ..base.errors import described
 from ..base.limits import DEFAULT_MAX_RECORDS, KEPT_DIAGNOSTICS, UNLISTED_FAULTS, checked, counted
+from ..base.records import dataclass
 from ..base.tensor_spec import is_fake_tensor_type
 from ..base.variants import kernel_variant, variant_spec
 from ..call.packed_call import ARGUMENTS, TENSOR_ARGUMENTS, Variant

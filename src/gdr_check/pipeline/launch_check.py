@@ -11,10 +11,11 @@ findings for the same deployment.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..base.errors import InputError
+from ..base.records import dataclass
 from ..base.report import Diagnostic
 from ..checks.rules_launch import LaunchContext, launch_context, run_launch_rules
 from ..deployment.launch_command import LaunchCommand, attention_tp

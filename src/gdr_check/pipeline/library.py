@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..base.errors import InputError
 from ..base.limits import LimitError, SizeError, parse_size
+from ..base.records import dataclass
 from ..base.registry import without_superseded
 from ..base.report import Diagnostic
 from ..checks.rules_model import NoLinearLayers

@@ -7,11 +7,12 @@ checkpoint is a diagnostic in `ModelCheck.report`. No torch, triton or numpy on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..base.errors import display_path
 from ..base.identity import REPORT_SCHEMA_VERSION
+from ..base.records import dataclass
 from ..base.report import Diagnostic, Report
 from ..base.tensor_spec import TensorSpec
 from ..call.expected import RankHeads, StateMemory, engine_pools, expected_call, per_rank_heads, state_memory

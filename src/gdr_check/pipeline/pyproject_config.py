@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -27,6 +27,7 @@ else:  # Python 3.10: the same parser, released as tomli
 from ..base.errors import InputError, not_utf8
 from ..base.files import PYPROJECT_NAME
 from ..base.limits import LIMITS, LimitError, SizeError, parse_size, read_bounded, shorten
+from ..base.records import dataclass
 from ..engines.profiles import UnknownEngineError, profile_for, state_dtype_problem
 from ..models.builtin import get_builtin
 from .selection import RuleSelection, SelectorError, known_rules, rule_selection

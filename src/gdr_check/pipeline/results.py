@@ -6,10 +6,11 @@ subjects of the other commands are its subclasses where they are built (`call_ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base.identity import REPORT_SCHEMA_VERSION, tool_info
+from ..base.records import dataclass
 from ..base.report import Diagnostic, Report
 
 if TYPE_CHECKING:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from ..base.records import dataclass
 from ..deployment.settings import MAMBA_STRATEGIES
 from ..engines.profiles import choose_engine
 from ..sources.discover import ExcludePatterns, is_excluded

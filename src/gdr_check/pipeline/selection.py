@@ -19,9 +19,10 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .. import checks
+from ..base.records import dataclass
 from ..base.registry import CATEGORIES, without_superseded
 from ..base.report import Diagnostic
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..base.errors import display_path
 from ..base.files import CACHE_REPO_PREFIX, is_checkpoint_file_name
+from ..base.records import dataclass
 from ..base.source_error import SourceError
 from .rules import UnreadableFiles, UnrecognizedInputs
 

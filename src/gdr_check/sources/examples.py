@@ -11,9 +11,10 @@ import json
 import os
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..base.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.files import CACHE_REPO_PREFIX
 from ..base.limits import read_bounded
+from ..base.records import dataclass
 from ..base.source_error import SourceError
 from .metadata_reader import MetadataReader, permission_denied
 from .rules import MissingCacheRevisions, ModelNotFound, UnreadableFiles, UnresolvedCacheRevisions

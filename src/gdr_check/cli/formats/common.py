@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+from ...base.records import dataclass
 from ...base.report import Diagnostic
 from ...pipeline.results import Run, TargetResult
 from ..escape import text as safe

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+
+from ...base.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ import importlib.util
 import os
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...base.errors import printable
+from ...base.records import dataclass
 from ...engines.profiles import kernel_files, profile_for
 
 # Where `kernel.engines.find_sglang_source` looks (that module imports triton, which the parent never does; a test

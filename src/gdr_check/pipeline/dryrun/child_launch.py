@@ -8,9 +8,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ...base.records import dataclass
 from .lifeline import parent_environment
 from .plan import DryRunPlan
 

@@ -6,12 +6,13 @@ Torch-free: torch and triton are imported only by the child process.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from ...base.errors import InputError, printable
 from ...base.identity import REPORT_SCHEMA_VERSION
 from ...base.limits import checked
+from ...base.records import dataclass
 from ...base.report import Diagnostic
 from ...checks import rules_dryrun, rules_model
 from ...deployment.decode_path import DecodePath, decode_path

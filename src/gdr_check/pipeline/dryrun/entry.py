@@ -3,9 +3,10 @@ one `Run`; `ranks="all"` runs every rank of the TP group."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
+from ...base.records import dataclass
 from ...engines.profiles import DEFAULT_ENGINE
 from ...sources import SourceError
 from ..library import DeploymentError, deployment_of, selected_diagnostics

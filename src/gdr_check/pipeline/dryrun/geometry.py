@@ -7,9 +7,10 @@ for bf16), the layouts and each axis's stride padding, so the kernel's indexing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
+from ...base.records import dataclass
 from ...base.tensor_spec import TensorSpec
 from ...base.variants import variant_spec
 from ...call.packed_call import PackedDecodeCall

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from ...base.records import dataclass
 from .backends import known_unavailable
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from ...base.records import dataclass
 from ...base.tensor_spec import TensorSpec
 from ...call.packed_call import PackedDecodeCall
 from ...engines.profiles import DEFAULT_ENGINE, ENGINE_NAMES, profile_for

@@ -6,9 +6,10 @@ Torch-free: torch and triton are imported only by the rank processes.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from ...base.records import dataclass
 from ...base.report import Diagnostic
 from ...checks import rules_dryrun, rules_ranks
 from ...models.sharding import model_layout, ranges

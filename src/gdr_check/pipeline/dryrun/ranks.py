@@ -15,10 +15,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from ...base.records import dataclass
 from .child_launch import child_environment
 from .plan import DryRunPlan
 

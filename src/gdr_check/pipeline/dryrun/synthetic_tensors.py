@@ -7,11 +7,11 @@ Values are random and never zero; slot indices give distinct live slots and some
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ...base.records import dataclass
 from ...base.tensor_spec import TensorSpec
 from ...base.variants import variant_spec
 from ...call.packed_call import PackedDecodeCall
