@@ -1,4 +1,4 @@
-"""`dataclass`, as `dataclasses.dataclass` makes it, at a third of the cost to define.
+"""`dataclass`, as `dataclasses.dataclass` makes it, at about half the cost to define.
 
 `dataclasses.dataclass` writes each method it adds (`__init__`, `__repr__`, `__eq__`, `__hash__`, and for a
 frozen class `__setattr__` and `__delattr__`) as source text and compiles it with `exec` when the class is
@@ -8,8 +8,10 @@ off, which still writes its `__init__` (and a frozen class's guards), and is giv
 `__hash__` written once below, which read the class's fields: the same text, comparisons and hashes as the
 generated ones (a field's `repr`, `compare` and `hash` options included, and `...` for a repr that reaches
 itself), a method the class defines itself kept, `__hash__` added, kept or set to None as `dataclass` decides.
-`order=True` is passed through to `dataclasses.dataclass` unchanged. `dataclasses.fields`, `replace` and
-`asdict` work as on any dataclass (`__dataclass_params__` records `repr` and `eq` as off).
+`order=True` and `slots=True` classes are made by `dataclasses.dataclass` unchanged (the slotted ones are the
+package's hot value types, compared and hashed per call, where the generated methods are faster to call).
+`dataclasses.fields`, `replace` and `asdict` work as on any dataclass (`__dataclass_params__` records `repr` and
+`eq` as off).
 """
 
 from __future__ import annotations
@@ -101,7 +103,9 @@ def dataclass(cls: type[T] | None = None, /, *, init: bool = True, repr: bool = 
     """`dataclasses.dataclass` with the same arguments and the same result, defined faster (see the module)."""
 
     def make(cls: type[T]) -> type[T]:
-        if order:  # the ordering methods need eq's own: nothing to save there
+        if order or slots:  # ordering needs eq's own methods; slotted classes are the package's hot values
+            # (TensorSpec, PackedDecodeCall, TensorInfo, Diagnostic...), compared and hashed per call: they keep
+            # the generated methods, which are faster to call
             return dataclasses.dataclass(cls, init=init, repr=repr, eq=eq, order=order, unsafe_hash=unsafe_hash,
                                          frozen=frozen, kw_only=kw_only, slots=slots)
         own = dict(cls.__dict__)
