@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,8 +15,10 @@ import pytest
 
 from checkpoint_builders import kimi_config, qwen3_5_config, qwen3_next_config, qwen_tensors, write_checkpoint
 from gdr_check.deployment.settings import Deployment
+from gdr_check.engines.profiles import profile_for
 from gdr_check.pipeline.model_check import check_builtin, check_model
 from gdr_check.sources import SourceError
+from vllm_real import release
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -442,3 +446,57 @@ def test_a_size_past_the_limit_names_the_limit_not_the_unit():
     from gdr_check.base.limits import SizeError, parse_size
     with pytest.raises(SizeError, match=r"^gpu_memory is 2EiB: must be in 1\.\.2\*\*60 "):
         parse_size("2EiB")
+
+
+# vLLM 0.30+: `MambaStateDtypeCalculator.kda_state_dtype` (model_executor/layers/mamba/mamba_utils.py:133-148 in the
+# 0.33.0 wheel) takes "auto" (float32), "float32" and "bfloat16" and raises, for any other value,
+# ValueError("KDA recurrent state supports only auto, float32, and bfloat16; " f"got {mamba_ssm_cache_dtype}").
+KIMI = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
+_KDA_REFUSAL = "ValueError: KDA recurrent state supports only auto, float32, and bfloat16; got float16"
+
+
+def test_vllm_refuses_a_float16_kda_state():
+    result = check_builtin(KIMI, Deployment(engine="vllm@0.33.0", state_dtype="float16", tp=4))
+    [diagnostic] = [d for d in result.report if d.code == "GDR138"]
+    assert (diagnostic.severity, diagnostic.message) == (
+        "error", "vLLM 0.33 refuses a float16 KDA recurrent state: it stops at start-up")
+    assert f"vLLM 0.33 stops with `{_KDA_REFUSAL}`" in diagnostic.notes
+    assert diagnostic.fixes[:2] == ["serve with `--mamba-ssm-cache-dtype bfloat16` (halves the state)",
+                                    "serve with `--mamba-ssm-cache-dtype float32`"]
+
+
+@pytest.mark.parametrize("engine, state_dtype", [
+    ("vllm@0.33.0", "bfloat16"), ("vllm@0.33.0", "float32"), ("vllm@0.33.0", None),
+    ("vllm@0.29.0", "float16"),  # before 0.30 the flag is ignored for KDA: the state stays float32
+    ("sglang", "float16"),
+])
+def test_kda_state_dtypes_the_engine_takes(engine, state_dtype):
+    result = check_builtin(KIMI, Deployment(engine=engine, state_dtype=state_dtype, tp=4))
+    assert "GDR138" not in result.report.codes()
+
+
+def test_a_gdn_model_keeps_a_float16_state_under_vllm():
+    # `_mamba_state_dtype` (mamba_utils.py:96-110) looks any non-auto name up: float16 is taken for GDN
+    result = check_builtin("Qwen/Qwen3-Next-80B-A3B-Instruct", Deployment(engine="vllm", state_dtype="float16"))
+    assert "GDR138" not in result.report.codes() and result.settings.state_dtype == "float16"
+
+
+def test_the_kda_refusal_is_the_release_own_text():
+    # The message is read from the wheel (GDR_CHECK_VLLM_PATH, vLLM 0.33.0): the ValueError's two string parts
+    wheel = release()
+    if wheel is None or not wheel.is_file():
+        pytest.skip("set GDR_CHECK_VLLM_PATH to the vLLM 0.33.0 wheel")
+    with zipfile.ZipFile(wheel) as archive:
+        tree = ast.parse(archive.read("vllm/model_executor/layers/mamba/mamba_utils.py"))
+    [function] = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                  and node.name == "kda_state_dtype"]
+    [raised] = [node.exc for node in ast.walk(function) if isinstance(node, ast.Raise)]
+    assert isinstance(raised, ast.Call) and isinstance(raised.func, ast.Name)
+    [message] = raised.args
+    parts = [value.value if isinstance(value, ast.Constant) else "{dtype}"
+             for value in (message.values if isinstance(message, ast.JoinedStr) else [message])]
+    accepted = [node for node in ast.walk(function) if isinstance(node, ast.Compare)
+                and isinstance(node.ops[0], ast.In)]
+    profile = profile_for("vllm@0.33.0")
+    assert profile.kda_state_dtype_refusal == f"{raised.func.id}: {''.join(parts)}"
+    assert list(profile.kda_state_dtypes or ()) == [item.value for item in accepted[0].comparators[0].elts]

@@ -369,3 +369,13 @@ def test_sglang_speculative_pool_is_the_joint_solve_with_the_verify_state():
                   "EAGLE", "--speculative-num-draft-tokens", str(draft))
     plan = json.loads(run.stdout)["plan"]
     assert (plan["pool_size"], plan["ratio"], plan["draft_tokens"]) == (pool, ratio, draft)
+
+
+def test_launch_flags_a_float16_kda_state_under_vllm():
+    # mamba_utils.py:133-148 (vLLM 0.33.0): the KDA state dtype function refuses float16 while the config is built
+    done = run_cli("launch", "--gpu", "h100", "--", "vllm", "serve", "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+                   "--tensor-parallel-size", "4", "--max-model-len", "65536", "--mamba-ssm-cache-dtype", "float16")
+    assert done.exit_code == 1, done.stdout + done.stderr
+    assert ("error[GDR138]: vLLM 0.33 refuses a float16 KDA recurrent state: it stops at start-up" in done.stdout)
+    assert ("vLLM 0.33 stops with `ValueError: KDA recurrent state supports only auto, float32, and bfloat16; got "
+            "float16`") in done.stdout

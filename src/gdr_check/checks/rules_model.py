@@ -1296,3 +1296,34 @@ def slot_count_for_strategy(ctx: ModelContext) -> Finding | None:
     return Finding({"batch": batch, "fit": cap.cap, "per_request": ratio, "counting": pool.counting,
                     "slots": counted(slots, "slot"), "last": slots - 1},
                    severity="error" if refusal else None, notes=notes, fixes=fixes)
+
+
+@rule(
+    "GDR138", "kda-state-dtype-refused", severity="error", scope=MODEL,
+    summary="the engine release refuses the KDA recurrent state dtype the deployment requests",
+    message="{engine} refuses a {dtype} KDA recurrent state: it stops at start-up",
+    explanation=(
+        "From vLLM 0.30.0 a KDA model's recurrent state follows `--mamba-ssm-cache-dtype` (before, vLLM kept it "
+        "in float32 whatever the flag said). Its KDA state dtype function takes only \"auto\" (float32), float32 "
+        "and bfloat16, and raises a ValueError for anything else, float16 included, although the flag itself "
+        "offers float16. The model class calls it while vLLM builds its configuration, so the server stops "
+        "before it loads a weight (vLLM 0.33.0: model_executor/layers/mamba/mamba_utils.py:133-148, called from "
+        "platforms/interface.py:1059). GDN models are not affected: their state takes float16."
+    ),
+    causes=("`--mamba-ssm-cache-dtype float16` (gdr-check `--state-dtype float16`) copied from a GDN deployment",),
+    fixes=("serve with `--mamba-ssm-cache-dtype bfloat16` to halve the state, or leave it at auto (float32)",),
+    example=ModelExample(kimi_linear_config(), "a float16 KDA state under vLLM",
+                         deployment={"engine": "vllm", "state_dtype": "float16"}),
+    engines="vLLM 0.30.0 and later.",
+)
+def kda_state_dtype_refused(ctx: ModelContext) -> Finding | None:
+    refusal = ctx.settings.kda_state_refusal
+    if refusal is None:
+        return None
+    profile = ctx.deployment.profile
+    accepted = profile.kda_state_dtypes or ()
+    flag = profile.state_dtype_flag
+    return Finding({"engine": profile.label, "dtype": ctx.settings.state_dtype},
+                   notes=[f"{profile.label} stops with `{refusal}`"],
+                   fixes=[f"serve with `{flag} {dtype}`" + (" (halves the state)" if dtype == "bfloat16" else "")
+                          for dtype in reversed(accepted)] + [f"leave `{flag}` at auto ({profile.kda_state_dtype})"])

@@ -159,6 +159,8 @@ class EngineSettings:
     ssm_dtype_problem: SsmDtypeProblem | None = None
     # The pool strategy the engine runs the model with (sglang's `auto` resolved) and the slots it counts.
     pool: PoolStrategy | None = None
+    # The error the engine stops with at start-up on the KDA state dtype the deployment requests (GDR138).
+    kda_state_refusal: str | None = None
 
     @property
     def slots_per_request(self) -> int:
@@ -259,4 +261,15 @@ def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettin
         state_dtype=state, state_dtype_reason=reason, conv_dtype=conv, conv_dtype_reason=conv_reason,
         activation_dtype=model.dtypes.activation, A_log_dtype="float32", dt_bias_dtype=dt_bias,
         notes=tuple(notes), ssm_dtype_problem=_ssm_dtype_problem(model, deployment),
+        kda_state_refusal=_kda_state_refusal(model, deployment),
     )
+
+
+def _kda_state_refusal(model: LinearAttentionModel, deployment: Deployment) -> str | None:
+    """The engine's start-up error for a KDA state dtype the deployment requests and the release refuses."""
+    profile, wanted = deployment.profile, deployment.state_dtype
+    if model.kind != "kda" or wanted is None or profile.kda_state_dtype_fixed or profile.kda_state_dtypes is None:
+        return None
+    if wanted in profile.kda_state_dtypes or profile.kda_state_dtype_refusal is None:
+        return None
+    return profile.kda_state_dtype_refusal.format(dtype=wanted)

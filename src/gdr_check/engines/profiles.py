@@ -189,6 +189,10 @@ class EngineProfile:
     config_ssm_dtype_failure: str | None
     kda_state_dtype: str  # KDA recurrent state default
     kda_state_dtype_fixed: bool  # True: the engine ignores a requested KDA state dtype (vLLM before 0.30)
+    # The KDA state dtypes a flag may request (None: every one of STATE_DTYPES), and the error the engine stops
+    # with at start-up on any other, in its own words (`{dtype}`: the requested one); None where none is refused.
+    kda_state_dtypes: tuple[str, ...] | None
+    kda_state_dtype_refusal: str | None
     conv_dtype: str  # conv state default: a dtype or MODEL_DTYPE
     gdn_conv_channel_first: bool  # GDN conv state per slot is (conv_dim/tp, W-1) rather than (W-1, conv_dim/tp)
     # The conv state's window grows by the speculative draft tokens: W-1+num_spec rows (vLLM's
@@ -351,7 +355,7 @@ SGLANG_0_5_10 = EngineProfile(
     # "Invalid mamba_ssm_dtype ... Using default 'float32'" and keeps float32.
     config_ssm_dtype_names=(("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float16")),
     config_ssm_dtype_failure=None,
-    kda_state_dtype="float32", kda_state_dtype_fixed=False,
+    kda_state_dtype="float32", kda_state_dtype_fixed=False, kda_state_dtypes=None, kda_state_dtype_refusal=None,
     conv_dtype="bfloat16", gdn_conv_channel_first=True, conv_window_holds_drafts=False, stacked_state_pool=True,
     flags=_sglang_flags((_SCHEDULER_STRATEGY,), _SGLANG_BACKENDS, 0.9),
     state_dtype_flag="--mamba-ssm-dtype", conv_dtype_flag=None,
@@ -482,7 +486,7 @@ VLLM_0_18 = EngineProfile(
                             ("half", "float16"), ("float", "float32"), ("auto", MODEL_DTYPE)),
     config_ssm_dtype_failure=("its Qwen3.5 hook makes it `mamba_ssm_cache_dtype`, which vLLM's dtype table has no "
                               "entry for, so vLLM fails at start-up"),
-    kda_state_dtype="float32", kda_state_dtype_fixed=True,
+    kda_state_dtype="float32", kda_state_dtype_fixed=True, kda_state_dtypes=None, kda_state_dtype_refusal=None,
     conv_dtype=MODEL_DTYPE, gdn_conv_channel_first=False, conv_window_holds_drafts=True, stacked_state_pool=False,
     flags=_vllm_flags(_VLLM_DTYPES, _CACHE_MODE),
     state_dtype_flag="--mamba-ssm-cache-dtype", conv_dtype_flag="--mamba-cache-dtype",
@@ -526,8 +530,12 @@ VLLM_0_28 = replace(VLLM_0_27, version="0.28", gdn_grids=(GRID_NV_HV_B, GRID_NV_
 # Beta stays in fp32 in the GDN packed decode.
 VLLM_0_29 = replace(VLLM_0_28, version="0.29", gdn_beta_rounding=None)
 # The KDA recurrent state takes `--mamba-ssm-cache-dtype` ("auto": float32; float32 or bfloat16; any other value
-# raises ValueError): `kda_state_dtype`, model_executor/layers/mamba/mamba_utils.py:133-148.
-VLLM_0_30 = replace(VLLM_0_29, version="0.30", kda_state_dtype_fixed=False)
+# raises ValueError): `MambaStateDtypeCalculator.kda_state_dtype`, model_executor/layers/mamba/mamba_utils.py:133-148
+# (0.33.0), which the model's `get_mamba_state_dtype_from_config` calls while the config is built
+# (platforms/interface.py:1059 in 0.33.0), so `--mamba-ssm-cache-dtype float16` stops vLLM before it loads weights.
+VLLM_0_30 = replace(
+    VLLM_0_29, version="0.30", kda_state_dtype_fixed=False, kda_state_dtypes=("float32", "bfloat16"),
+    kda_state_dtype_refusal="ValueError: KDA recurrent state supports only auto, float32, and bfloat16; got {dtype}")
 # `--mamba-cache-mode` loses `all`.
 VLLM_0_32 = replace(VLLM_0_30, version="0.32", flags=_vllm_flags(
     _VLLM_DTYPES_BF16, EngineFlag("--mamba-cache-mode", ("align", "none"), "none")))
