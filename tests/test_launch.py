@@ -379,3 +379,93 @@ def test_launch_flags_a_float16_kda_state_under_vllm():
     assert ("error[GDR138]: vLLM 0.33 refuses a float16 KDA recurrent state: it stops at start-up" in done.stdout)
     assert ("vLLM 0.33 stops with `ValueError: KDA recurrent state supports only auto, float32, and bfloat16; got "
             "float16`") in done.stdout
+
+
+# -- the start-up defaults of earlier releases (launch --engine-version) ----------------------------------------
+def _plan(*args: str) -> dict:
+    run = run_cli("launch", "--output-format", "json", *args)
+    assert run.exit_code in (0, 1), run.stdout + run.stderr
+    return json.loads(run.stdout)["plan"]
+
+
+@pytest.mark.parametrize("release, utilization, at_capture", [
+    ("0.17.1", 0.9, "assert"),  # config/cache.py:49 default=0.9; no Mamba block check (causal_conv1d.py:1162 asserts)
+    ("0.18.0", 0.9, "cap"),  # cache.py:41 0.9; compilation.py:1198-1245 caps the capture sizes with a warning
+    ("0.19.0", 0.9, "cap"),  # cache.py:41 0.9; compilation.py:1282 the same cap
+    ("0.20.0", 0.92, "refuse"),  # cache.py:66 0.92; compilation.py:1421-1442 raises ValueError
+    ("0.33.0", 0.92, "refuse"),  # cache.py:215 0.92; compilation.py:1510-1531
+])
+def test_vllm_utilization_default_and_mamba_block_check_per_release(release, utilization, at_capture):
+    plan = _plan("--gpu", "h100", "--engine-version", release, "--", "vllm", "serve", MODEL, "-tp", "4",
+                 "--max-model-len", "8192")
+    assert (plan["memory_fraction"], plan["memory_fraction_default"]) == (utilization, True)
+    assert plan["mamba_blocks_at_capture"] == at_capture
+
+
+@pytest.mark.parametrize("release, gpu, seqs, capture", [
+    # config/vllm.py `_set_cudagraph_sizes`: min(max_num_seqs x 2, 512) up to 0.27.0 (0.27.0 vllm.py:1834), from
+    # 0.28.0 the ceiling is 1024 on SM100 (0.28.0 vllm.py:1937-1941); B200 gets 1024 sequences in both
+    # (arg_utils.py get_batch_defaults: >= 70 GiB and no "a100" in the name)
+    ("0.27.0", "b200", 1024, min(1024 * 2, 512)),
+    ("0.28.0", "b200", 1024, min(1024 * 2, 1024)),
+    ("0.33.0", "h100", 1024, min(1024 * 2, 512)),
+    ("0.33.0", "a100-80g", 256, min(256 * 2, 512)),
+])
+def test_vllm_capture_size_default_per_release(release, gpu, seqs, capture):
+    plan = _plan("--gpu", gpu, "--engine-version", release, "--", "vllm", "serve", MODEL, "-tp", "4",
+                 "--max-model-len", "8192")
+    assert (plan["max_num_seqs"], plan["capture_max"]) == (seqs, capture)
+
+
+def test_vllm_capture_size_counts_the_draft_tokens():
+    # min(max_num_seqs x decode_query_len x 2, 512) with decode_query_len = 1 + 2 draft tokens (vllm.py:2466-2470)
+    plan = _plan("--gpu", "h100", "--", "vllm", "serve", MODEL, "-tp", "4", "--max-model-len", "8192",
+                 "--max-num-seqs", "64", "--speculative-config",
+                 '{"method": "qwen3_next_mtp", "num_speculative_tokens": 2}')
+    assert plan["capture_max"] == min(64 * 3 * 2, 512)
+
+
+def test_vllm_0_19_caps_the_capture_sizes_where_0_20_refuses():
+    # 0.6 x 79.25 GiB - 42 GiB leaves too few blocks for 1024 sequences at any peak; 0.19.0 caps the capture sizes
+    # (a warning, it starts), 0.20.0 raises (compilation.py:1421-1442)
+    line = ["--weights-per-rank", "42GiB", "--", "vllm", "serve", MODEL, "-tp", "2", "--max-model-len", "4096",
+            "--gpu-memory-utilization", "0.6", "--max-num-seqs", "1024"]
+    old = run_cli("launch", "--engine-version", "0.19.0", *line)
+    assert "warning[GDR511]: vLLM 0.19.0 caps its decode CUDA graphs: its largest decode CUDA-graph batch, 512, " \
+           "exceeds the" in old.stdout and "GDR501" not in old.stdout
+    new = run_cli("launch", "--engine-version", "0.20.0", *line)
+    assert "error[GDR501]: max_num_seqs (1024) exceeds the" in new.stdout and "GDR511" not in new.stdout
+
+
+def _sglang_fraction(mib: float, chunked: int, graph_bs: int, tp: int, speculative_mib: int = 0) -> float:
+    # sglang's `--mem-fraction-static` default (0.5.9 server_args.py:1020-1062, 0.5.23 memory_hook.py:281-327):
+    # 512 + max(chunked, 2048) x 1.5 + graph bs x 2 + tp / 8 x 1024, at least 10 GiB above 60 GiB, then the
+    # speculative reserve
+    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - (reserved + speculative_mib)) / mib, 3)
+
+
+@pytest.mark.parametrize("release, graph_bs, chunked", [
+    ("0.5.19", 24, 2048),  # 0.5.19 memory_hook.py: under 35 GiB, chunked 2048, graphs to 24 at TP < 4
+    ("0.5.20", 48, 4096),  # 0.5.20 memory_hook.py: 4096 and 48
+])
+def test_sglang_small_gpu_graph_defaults_per_release(release, graph_bs, chunked):
+    plan = _plan("--gpu-total-memory", "24GiB", "--weights-per-rank", "10GiB", "--engine-version", release, "--",
+                 "sglang", "serve", "--model-path", MODEL, "--tp", "1", "--context-length", "8192")
+    assert plan["cuda_graph_max_bs"] == graph_bs
+    assert plan["memory_fraction"] == _sglang_fraction(24 * 1024, chunked, graph_bs, 1)
+
+
+@pytest.mark.parametrize("release, speculative_mib", [
+    ("0.5.9", 2048),  # server_args.py:1050-1057: EAGLE (not STANDALONE, not NGRAM) + 2 GiB
+    ("0.5.13", 4096),  # 0.5.10-0.5.13 server_args.py: + 4 GiB
+    ("0.5.14", 0),  # 0.5.14 server_args.py:3278-3314: no speculative reserve
+    ("0.5.23", 0),
+])
+def test_sglang_speculative_reserve_per_release(release, speculative_mib):
+    plan = _plan("--gpu", "h100", "--weights-per-rank", "40GiB", "--engine-version", release, "--", "python", "-m",
+                 "sglang.launch_server", "--model-path", MODEL, "--tp", "4", "--context-length", "8192",
+                 "--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "2")
+    assert plan["memory_fraction"] == _sglang_fraction(79.25 * 1024, 8192, 512, 4, speculative_mib)

@@ -84,11 +84,14 @@ class LaunchExample:
     model: str = "Qwen/Qwen3-Next-80B-A3B-Instruct"  # a built-in model's config
     config_changes: dict[str, Any] = field(default_factory=dict)  # keys replaced in that config
     note: str = ""
+    engine_version: str | None = None  # the release (`launch --engine-version`); None: the newest
 
     @property
     def text(self) -> str:
         lines = [f"# {self.note}"] if self.note else []
-        lines.append(f"gdr-check launch --gpu {self.gpu} --weights-per-rank {self.weights_gib:g}GiB -- {self.command}")
+        release = f" --engine-version {self.engine_version}" if self.engine_version else ""
+        lines.append(f"gdr-check launch --gpu {self.gpu} --weights-per-rank {self.weights_gib:g}GiB{release} -- "
+                     f"{self.command}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -106,7 +109,7 @@ class LaunchExample:
         model = describe(checkpoint, selection.adapter, selection.identity)
         if model is None:
             raise ValueError("the example config describes no model")
-        command = parse_launch(split_command(self.command))
+        command = parse_launch(split_command(self.command), version=self.engine_version)
         ctx = launch_context(command, model, config, GPUS[self.gpu], int(self.weights_gib * GiB))
         return run_launch_rules(ctx, rules)
 
@@ -158,6 +161,8 @@ def vllm_mamba_blocks(ctx: LaunchContext) -> Finding | None:
     plan = ctx.plan
     if not isinstance(plan, VllmPlan) or not plan.full_cuda_graphs or not plan.fits_one_request(plan.overhead.low):
         return None  # (one request that does not fit stops vLLM first: GDR502)
+    if plan.mamba_blocks_at_capture != "refuse":
+        return None  # before vLLM 0.20.0 the capture sizes meet the blocks instead (GDR511)
     over = plan.overhead
     most, expected, fewest = plan.blocks(over.low), plan.blocks(over.estimate), plan.blocks(over.high)
     if plan.max_num_seqs <= fewest:
@@ -178,6 +183,59 @@ def vllm_mamba_blocks(ctx: LaunchContext) -> Finding | None:
     when = "at any start-up peak" if certain else f"if its start-up peak reaches {_gib(over.high)}"
     return Finding({"seqs": plan.max_num_seqs, "blocks": expected if certain else fewest, "engine": ctx.engine,
                     "when": when}, fixes=fixes, notes=notes, severity="error" if certain else "warning")
+
+
+@RULE_SET.rule(
+    "GDR511", "vllm-capture-sizes-exceed-mamba-blocks", scope=LAUNCH,
+    summary="vLLM before 0.20 captures decode CUDA graphs larger than its Mamba cache blocks",
+    message="{engine} {what}: its largest decode CUDA-graph batch, {capture}, exceeds the {blocks} Mamba cache blocks",
+    explanation=(
+        "Before vLLM 0.20.0 nothing refuses `max_num_seqs` above the Mamba cache blocks (GDR501 from 0.20.0). "
+        "Under FULL decode CUDA graphs each captured decode batch reads one state block per sequence, and the "
+        "largest capture size defaults to min(max_num_seqs x 2, 512). vLLM 0.17.x captures it anyway and stops at "
+        "capture with `AssertionError` at `assert num_cache_lines >= batch` in `causal_conv1d_update` "
+        "(vllm/model_executor/layers/mamba/ops/causal_conv1d.py:1162; reported as vllm-project/vllm#34094). vLLM "
+        "0.18.x and 0.19.x cap the capture sizes to the blocks with a warning (`Capping cudagraph capture sizes "
+        "from max X to Y to fit Mamba cache blocks (N blocks available)`, config/compilation.py:1198-1245 in "
+        "0.18.0): the server starts, and larger decode batches run without CUDA graphs."
+    ),
+    causes=("the default max_num_seqs (1024 on H100) with a pool of fewer blocks",),
+    fixes=("lower `--max-num-seqs` or `--max-cudagraph-capture-size` to the blocks shown",
+           "raise `--gpu-memory-utilization`"),
+    example=LaunchExample("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct --tensor-parallel-size 2 "
+                          "--max-model-len 4096 --gpu-memory-utilization 0.58 --max-num-seqs 1024",
+                          weights_gib=42.0, note="vLLM 0.17.1: capture sizes to 512 and fewer blocks",
+                          engine_version="0.17.1"),
+    engines="vLLM 0.17.x-0.19.x.",
+)
+def vllm_capture_blocks(ctx: LaunchContext) -> Finding | None:
+    plan = ctx.plan
+    if (not isinstance(plan, VllmPlan) or not plan.full_cuda_graphs or plan.mamba_blocks_at_capture == "refuse"
+            or not plan.fits_one_request(plan.overhead.low)):
+        return None
+    over = plan.overhead
+    most, expected, fewest = plan.blocks(over.low), plan.blocks(over.estimate), plan.blocks(over.high)
+    if plan.capture_max <= fewest:
+        return None
+    certain = plan.capture_max > most
+    blocks = expected if certain else fewest
+    notes = list(_vllm_lines(plan, over.estimate))
+    notes.append(f"largest capture size {plan.capture_max}; blocks {fewest} to {most} for a start-up peak of "
+                 f"{_gib(over.high)} to {_gib(over.low)}")
+    fatal = plan.mamba_blocks_at_capture == "assert" and certain
+    if plan.mamba_blocks_at_capture == "assert":
+        what = "stops at CUDA-graph capture" if certain else "may stop at CUDA-graph capture"
+        notes.append("vLLM stops with `AssertionError` at `assert num_cache_lines >= batch` (causal_conv1d_update)")
+    else:
+        what = "caps its decode CUDA graphs"
+        notes.append(f"vLLM logs `Capping cudagraph capture sizes from max {plan.capture_max} to ... to fit Mamba "
+                     f"cache blocks ({blocks} blocks available)` and runs larger decode batches without CUDA graphs")
+    fixes = ([f"`--max-cudagraph-capture-size {fewest}` (or `--max-num-seqs {max(fewest // 2, 1)}`) fits at every "
+              "estimate"] if fewest else ["raise `--gpu-memory-utilization` or `--tensor-parallel-size`"])
+    if not certain:
+        notes.append("whether it does depends on the peak vLLM measures: a larger peak leaves fewer blocks")
+    return Finding({"engine": ctx.engine, "what": what, "capture": plan.capture_max, "blocks": blocks},
+                   fixes=fixes, notes=notes, severity="error" if fatal else "warning")
 
 
 @RULE_SET.rule(

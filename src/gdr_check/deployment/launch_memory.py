@@ -1,5 +1,9 @@
 """The engines' own memory arithmetic for a launch: what vLLM 0.33.0 and sglang 0.5.23 compute at start-up.
 
+The defaults an earlier release resolves from the GPU differently (vLLM's `--gpu-memory-utilization`, `max_num_seqs`
+tiers, capture-size ceiling and Mamba block check; sglang's GPU tiers and speculative reserve) are that release's
+flag-table data (`engines.launch_flags.LaunchDefaults`), read here from `command.table.defaults`.
+
 From the launch command's settings (`launch_command.LaunchCommand`), the model's geometry and config, the GPU and
 the weights per rank, this module reproduces the numbers each engine derives before serving:
 
@@ -37,6 +41,7 @@ from typing import Any
 
 from ..base.records import dataclass
 from ..base.tensor_spec import DTYPE_ITEMSIZE
+from ..engines.launch_flags import SGLANG_DEFAULTS_0_5_23, VLLM_DEFAULTS_0_33, LaunchDefaults
 from ..engines.profiles import profile_for
 from ..models.description import LinearAttentionModel
 from .launch_command import LaunchCommand, attention_tp
@@ -166,14 +171,30 @@ def _dtypes(model: LinearAttentionModel, command: LaunchCommand, tp: int) -> tup
 
 
 # -- vLLM ----------------------------------------------------------------------------------------------------
-def vllm_default_max_num_seqs(gpu: Gpu, performance_mode: str | None = None) -> int:
-    """vLLM 0.33.0 `get_batch_defaults` for the OpenAI server: 1024 from 160 GiB, or from 70 GiB on a GPU whose
-    name has no "a100"; 256 otherwise; doubled under `--performance-mode throughput`."""
-    if gpu.total_bytes >= 160 * GiB or (gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower()):
-        seqs = 1024
-    else:
-        seqs = 256
+def vllm_default_max_num_seqs(gpu: Gpu, performance_mode: str | None = None,
+                              defaults: LaunchDefaults = VLLM_DEFAULTS_0_33) -> int:
+    """The release's `max_num_seqs` default for the OpenAI server (`LaunchDefaults.seqs_tiers`, vLLM's
+    `get_batch_defaults`), doubled under `--performance-mode throughput`."""
+    seqs = defaults.seqs_fallback
+    for tier in defaults.seqs_tiers:
+        if gpu.total_bytes >= tier.min_gib * GiB and (tier.excluded_name is None
+                                                       or tier.excluded_name not in gpu.name.lower()):
+            seqs = tier.seqs
+            break
     return seqs * 2 if performance_mode == "throughput" else seqs
+
+
+def vllm_capture_max(gpu: Gpu, max_num_seqs: int, draft_tokens: int, defaults: LaunchDefaults,
+                     flag: Any = None, sizes: Any = None) -> int:
+    """The largest decode CUDA-graph capture size: the flag, the largest size given, else the release's default
+    min(max_num_seqs x (1 + draft tokens) x 2, ceiling) (`_set_cudagraph_sizes`, vLLM 0.33.0 config/vllm.py:2447-2470;
+    the ceiling 1024 on SM100 from 0.28.0, 512 before and elsewhere)."""
+    if flag is not None:
+        return int(flag)
+    if isinstance(sizes, list) and sizes:
+        return max(int(size) for size in sizes)
+    ceiling = defaults.graph_ceiling_sm100 if gpu.sm // 10 == 10 else defaults.graph_ceiling
+    return min(max_num_seqs * (1 + draft_tokens) * 2, ceiling)
 
 
 @dataclass
@@ -200,6 +221,11 @@ class VllmPlan:
     dtype_notes: list[str] = field(default_factory=list)
     num_gpu_blocks_override: int | None = None
     kv_cache_memory_bytes: int | None = None
+    memory_fraction_default: bool = False
+    capture_max: int = 0  # the largest decode CUDA-graph capture size
+    # What the release does when the Mamba blocks are fewer than the sequences or capture sizes
+    # (`LaunchDefaults.mamba_blocks_at_capture`).
+    mamba_blocks_at_capture: str = "refuse"
 
     def available(self, overhead: int) -> int:
         """KV cache memory: `--kv-cache-memory-bytes`, else total x utilization - weights - overhead."""
@@ -285,20 +311,32 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
     per_request = full_groups * math.ceil(max_len / block) + linear_groups * state_blocks
     seqs = command.get("max_running")
     performance = command.get("performance_mode")
+    defaults = command.table.defaults
     cc = command.get("compilation_config") or {}
     mode = str(cc.get("cudagraph_mode", "")).upper() if isinstance(cc, dict) else ""
     full_graphs = not command.get("enforce_eager") and mode not in ("NONE", "PIECEWISE")
     override = command.get("num_gpu_blocks_override")
     kv_bytes = command.get("kv_cache_memory_bytes")
+    fraction = command.get("memory_fraction")
+    default_fraction = defaults.memory_fraction if defaults.memory_fraction is not None else 0.92
+    max_num_seqs = int(seqs) if seqs is not None else vllm_default_max_num_seqs(gpu, performance, defaults)
+    graph_flag = command.get("max_cudagraph_capture_size")
+    graph_sizes = command.get("cudagraph_capture_sizes")
+    if isinstance(cc, dict):
+        graph_flag = cc.get("max_cudagraph_capture_size", graph_flag)
+        graph_sizes = cc.get("cudagraph_capture_sizes", graph_sizes)
     return VllmPlan(
         gpu=gpu, tp=tp, weights_per_rank=weights_per_rank, overhead=overhead,
-        memory_fraction=float(command.get("memory_fraction") or 0.92), max_model_len=int(max_len),
-        max_num_seqs=int(seqs) if seqs is not None else vllm_default_max_num_seqs(gpu, performance),
+        memory_fraction=float(fraction) if fraction is not None else default_fraction,
+        memory_fraction_default=fraction is None, max_model_len=int(max_len),
+        max_num_seqs=max_num_seqs,
         max_num_seqs_default=seqs is None, full_cuda_graphs=full_graphs, prefix_caching=prefix, draft_tokens=draft,
         geometry=geometry, block_size=block, page_bytes=page, group_size=group, groups=groups,
         bytes_per_block=group * page, blocks_per_request=per_request, checkpoint_blocks=checkpoint_blocks,
         dtype_notes=notes, num_gpu_blocks_override=int(override) if override is not None else None,
         kv_cache_memory_bytes=int(kv_bytes) if kv_bytes is not None else None,
+        capture_max=vllm_capture_max(gpu, max_num_seqs, draft, defaults, graph_flag, graph_sizes),
+        mamba_blocks_at_capture=defaults.mamba_blocks_at_capture,
     )
 
 
@@ -312,18 +350,24 @@ def sglang_strategy(command: LaunchCommand, model: LinearAttentionModel) -> Pool
         page_size=int(command.get("page_size") or 1), backend=str(command.get("linear_attn_backend") or "triton"))
 
 
-def sglang_decode_graph_default(gpu: Gpu, tp: int) -> tuple[int, int]:
-    """(decode CUDA-graph max batch, chunked prefill size) by GPU memory (memory_hook.py:89-170)."""
+def sglang_decode_graph_default(gpu: Gpu, tp: int,
+                                defaults: LaunchDefaults = SGLANG_DEFAULTS_0_5_23) -> tuple[int, int]:
+    """(decode CUDA-graph max batch, chunked prefill size) by GPU memory: the release's tiers
+    (`LaunchDefaults.graph_tiers`, sglang's `_handle_gpu_memory_settings`)."""
     mib = gpu.total_bytes / MiB
-    if mib < 20 * 1024:
-        return 8, 2048
-    if mib < 35 * 1024:
-        return (48 if tp < 4 else 160), 4096
-    if mib < 60 * 1024:
-        return (32 if tp < 4 else 160), 4096
-    if mib < 160 * 1024:
-        return (256 if tp < 4 else 512), 8192
-    return 512, 16384
+    for tier in defaults.graph_tiers:
+        if tier.below_gib is None or mib < tier.below_gib * 1024:
+            return (tier.graph_bs_small_tp if tp < 4 else tier.graph_bs_large_tp), tier.chunked_prefill
+    return 512, 16384  # (a table always ends with an open tier)
+
+
+def sglang_speculative_reserve(algorithm: Any, defaults: LaunchDefaults) -> int:
+    """MiB the release's `--mem-fraction-static` default reserves for a speculative algorithm (0 for none, NGRAM,
+    or a release that reserves nothing)."""
+    if not algorithm or str(algorithm).upper() == "NGRAM":
+        return 0
+    reserves = dict(defaults.speculative_reserve_mib)
+    return reserves.get(str(algorithm).upper(), reserves.get("*", 0))
 
 
 @dataclass
@@ -377,7 +421,8 @@ def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: La
     kv_dtype = model.dtypes.activation if kv_dtype == "auto" else kv_dtype
     geometry = state_geometry(model, config, tp=attn_tp, state_dtype=state, conv_dtype=conv, kv_dtype=kv_dtype)
     requested = command.get("max_running")
-    graph_bs, chunked = sglang_decode_graph_default(gpu, tp)
+    defaults = command.table.defaults
+    graph_bs, chunked = sglang_decode_graph_default(gpu, tp, defaults)
     graph_flag = command.get("max_cudagraph_capture_size")
     if graph_flag is not None:
         graph_bs = int(graph_flag)
@@ -391,6 +436,7 @@ def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: La
             reserved += graph_bs * attn_dp * 3 + (graph_bs * attn_dp * 1.5 if graph_bs > 300 else 0)
         if mib > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
+        reserved += sglang_speculative_reserve(command.get("speculative_algorithm"), defaults)
         fraction = round((mib - reserved) / mib, 3)
         notes.append(f"--mem-fraction-static {fraction} (sglang's default for this GPU: {reserved:.0f} MiB reserved)")
     rest = int(gpu.total_bytes * float(fraction)) - weights_per_rank

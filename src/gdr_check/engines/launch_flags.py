@@ -49,6 +49,52 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class SeqsTier:
+    """One tier of vLLM's `max_num_seqs` default for the OpenAI server (`get_batch_defaults`): GPUs with at least
+    `min_gib` GiB whose name lacks `excluded_name` get `seqs`."""
+
+    min_gib: int
+    excluded_name: str | None
+    seqs: int
+
+
+@dataclass(frozen=True)
+class GraphTier:
+    """One tier of sglang's GPU-memory defaults (`_handle_gpu_memory_settings`): below `below_gib` GiB (None: any
+    size), the chunked prefill size and the decode CUDA-graph max batch at TP < 4 and at TP >= 4."""
+
+    below_gib: int | None
+    chunked_prefill: int
+    graph_bs_small_tp: int
+    graph_bs_large_tp: int
+
+
+@dataclass(frozen=True)
+class LaunchDefaults:
+    """The start-up defaults a release resolves from the GPU, and what it does when the decode CUDA graphs need more
+    state blocks than the pool has. One per release epoch; `source` cites the release files read."""
+
+    source: str
+    # vLLM: `--gpu-memory-utilization`'s default; sglang computes `--mem-fraction-static` (None here).
+    memory_fraction: float | None = None
+    # vLLM: `max_num_seqs` tiers, first match wins, else `seqs_fallback`.
+    seqs_tiers: tuple[SeqsTier, ...] = ()
+    seqs_fallback: int = 256
+    # vLLM: the largest default capture size is min(max_num_seqs x decode query length x 2, ceiling); the ceiling
+    # on SM100 (data-centre Blackwell) where it differs.
+    graph_ceiling: int = 512
+    graph_ceiling_sm100: int = 512
+    # vLLM, FULL decode graphs with more sequences or capture sizes than Mamba blocks: "refuse" (ValueError
+    # before capture), "cap" (capture sizes capped to the blocks, a warning), "assert" (nothing checks: capture
+    # of a batch above the blocks fails `assert num_cache_lines >= batch` in `causal_conv1d_update`).
+    mamba_blocks_at_capture: str = "refuse"
+    # sglang: GPU-memory tiers (smallest first; the last has below_gib None), and the reserve added for a
+    # speculative algorithm (MiB: "STANDALONE", and "*" for any other but NGRAM); () where none is added.
+    graph_tiers: tuple[GraphTier, ...] = ()
+    speculative_reserve_mib: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class FlagTable:
     """The flags gdr-check reads for one engine release, and the spellings that release no longer takes."""
 
@@ -95,6 +141,8 @@ class FlagTable:
     # Spellings the release still reads for another flag (a deprecated alias, or a flag it accepts and ignores):
     # spelling -> the note the command gets.
     aliases: Mapping[str, str] = field(default_factory=dict)
+    # The defaults the release resolves from the GPU (memory fraction, batch, CUDA-graph sizes).
+    defaults: LaunchDefaults = field(default_factory=lambda: LaunchDefaults(source=""))
 
     def lookup(self, name: str) -> Flag | None:
         for flag in self.flags:
@@ -102,6 +150,22 @@ class FlagTable:
                 return flag
         return None
 
+
+# sglang's GPU-memory tiers: 0.5.9-0.5.19 (server_args.py `_handle_gpu_memory_settings`, 0.5.9:935-998;
+# arg_groups/memory_hook.py from 0.5.19) and from 0.5.20 (memory_hook.py:89-180 in 0.5.23), where GPUs under 35 GiB
+# got a 4096-token chunked prefill and decode graphs to 48 / 160 (24 / 80 before). The tiers above 35 GiB are
+# the same in every release.
+_SGLANG_TIERS_ABOVE_35 = (GraphTier(60, 4096, 32, 160), GraphTier(90, 8192, 256, 512),
+                          GraphTier(160, 8192, 256, 512), GraphTier(None, 16384, 512, 512))
+_SGLANG_TIERS_0_5_9 = (GraphTier(20, 2048, 8, 8), GraphTier(35, 2048, 24, 80), *_SGLANG_TIERS_ABOVE_35)
+_SGLANG_TIERS_0_5_20 = (GraphTier(20, 2048, 8, 8), GraphTier(35, 4096, 48, 160), *_SGLANG_TIERS_ABOVE_35)
+# `--mem-fraction-static`'s default reserves, after the 10 GiB floor, 6 GiB for a STANDALONE draft model and, for
+# any other speculative algorithm but NGRAM, 2 GiB in 0.5.9 (server_args.py:1050-1057) and 4 GiB in 0.5.10-0.5.13
+# (0.5.10 server_args.py:1316-1322); from 0.5.14 nothing (0.5.14 server_args.py:3278-3314).
+_SGLANG_SPEC_0_5_9 = (("STANDALONE", 6144), ("*", 2048))
+_SGLANG_SPEC_0_5_10 = (("STANDALONE", 6144), ("*", 4096))
+SGLANG_DEFAULTS_0_5_23 = LaunchDefaults(
+    source="sglang 0.5.23 srt/arg_groups/memory_hook.py:78-345", graph_tiers=_SGLANG_TIERS_0_5_20)
 
 _SG = "sglang 0.5.23 srt/arg_groups/fields/"
 SGLANG_0_5_23 = FlagTable(
@@ -150,10 +214,24 @@ SGLANG_0_5_23 = FlagTable(
     abbreviations={"--tp": "--tp-size", "--dp": "--dp-size"},
     display="sglang", model_hint="--model-path", legacy_dp_attention=True, memory_model="state-pool",
     conv_dtype_env="SGLANG_MAMBA_CONV_DTYPE", fp8_checks_every_merged_output=True, group_quant=SGLANG_GROUPS,
-    log_negations={"disable_radix_cache": "prefix_caching"},
+    log_negations={"disable_radix_cache": "prefix_caching"}, defaults=SGLANG_DEFAULTS_0_5_23,
     switches=frozenset({"--trust-remote-code", "--enable-metrics", "--skip-server-warmup", "--enable-torch-compile",
                         "--enable-ep-moe", "--enable-mixed-chunk", "--disable-custom-all-reduce", "--log-requests"}),
 )
+
+# vLLM's `max_num_seqs` default for the OpenAI server (engine/arg_utils.py `get_batch_defaults`): 1024 from 70 GiB
+# on a GPU whose name lacks "a100", else 256 (0.17.1-0.27.x); from 0.28.0 also 1024 from 160 GiB whatever the name
+# (0.28.0 arg_utils.py `get_batch_defaults`; 0.33.0 :2940-3006 also keeps GB10, compute capability 12.1, at 256,
+# a GPU gdr-check's table does not list). Doubled under `--performance-mode throughput` (0.33.0 :3183-3188).
+_VLLM_SEQS_0_17 = (SeqsTier(70, "a100", 1024),)
+_VLLM_SEQS_0_28 = (SeqsTier(160, None, 1024), SeqsTier(70, "a100", 1024))
+VLLM_DEFAULTS_0_33 = LaunchDefaults(
+    # config/cache.py:215 (0.92; 0.9 up to 0.19.x), config/vllm.py:2447-2470 (the capture ceiling, 1024 on
+    # SM100 from 0.28.0), config/compilation.py:1510-1531 (the Mamba block check, from 0.20.0)
+    source="vLLM 0.33.0 config/cache.py:215, engine/arg_utils.py:2940-3006, config/vllm.py:2447-2470, "
+           "config/compilation.py:1510-1531",
+    memory_fraction=0.92, seqs_tiers=_VLLM_SEQS_0_28, graph_ceiling=512, graph_ceiling_sm100=1024,
+    mamba_blocks_at_capture="refuse")
 
 _VL = "vLLM 0.33.0 vllm/"
 VLLM_0_33_0 = FlagTable(
@@ -192,6 +270,7 @@ VLLM_0_33_0 = FlagTable(
     display="vLLM", model_hint="MODEL (vllm serve MODEL) or --model", negatable=True, dotted_json=True,
     memory_model="shared-blocks", conv_window_has_draft=True, fp8_interleaved_families=("qwen3-next",),
     group_quant=facts_for(VLLM_GROUP_EPOCHS, (0, 33, 0)),
+    defaults=VLLM_DEFAULTS_0_33,
     switches=frozenset({"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel",
                         "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--disable-log-requests",
                         "--disable-log-stats", "--enable-log-requests", "--async-scheduling",
@@ -229,6 +308,7 @@ def _sglang_table(profile: EngineProfile, release: str) -> FlagTable:
     base, version = SGLANG_0_5_23, _version(profile.version)
     if version >= _version(base.version):
         return base if release == base.version else _replace_table(base, release, base.flags, dict(base.rejected), {})
+    defaults = _sglang_defaults(_release_key(profile, release))
     label = f"sglang {release}"
     source = f"sglang {profile.version} srt/server_args.py"
     flags = list(base.flags)
@@ -280,7 +360,7 @@ def _sglang_table(profile: EngineProfile, release: str) -> FlagTable:
     state = profile.flag("--mamba-ssm-dtype")
     _with_flag(flags, "state_dtype", ("--mamba-ssm-dtype",), tuple(state.choices or ()) if state else None, source)
     kept = tuple(flag for flag in flags if flag.setting not in removed)
-    table = _replace_table(base, release, kept, rejected, aliases)
+    table = _replace_table(base, release, kept, rejected, aliases, defaults=defaults)
     if version < (0, 5, 10):
         # sglang 0.5.9's GDN layers (`srt/models/qwen3_next.py:248-268`: `in_proj_qkvz` and `in_proj_ba` one
         # column-parallel output each; `srt/models/qwen3_5.py:130-165`: four separate projections)
@@ -312,11 +392,13 @@ def _vllm_table(profile: EngineProfile, release: str) -> FlagTable:
             aliases["--mamba-cache-mode"] = (f"--mamba-cache-mode is deprecated and has no effect in vLLM "
                                              f"{release}: --enable-prefix-caching decides")
     return _replace_table(base, release, tuple(flags), rejected, aliases,
-                          facts_for(VLLM_GROUP_EPOCHS, _version(release)))
+                          facts_for(VLLM_GROUP_EPOCHS, _version(release)),
+                          defaults=_vllm_defaults(_release_key(profile, release)))
 
 
 def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejected: dict[str, str],
-                   aliases: dict[str, str], group_quant: GroupQuantFacts | None = None) -> FlagTable:
+                   aliases: dict[str, str], group_quant: GroupQuantFacts | None = None,
+                   defaults: LaunchDefaults | None = None) -> FlagTable:
     return FlagTable(
         engine=base.engine, version=version, flags=flags, rejected=rejected, abbreviations=base.abbreviations,
         underscores=base.underscores, positional_model=base.positional_model, switches=base.switches,
@@ -326,7 +408,41 @@ def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejec
         fp8_checks_every_merged_output=base.fp8_checks_every_merged_output,
         fp8_interleaved_families=base.fp8_interleaved_families, gdn_separate_families=base.gdn_separate_families,
         log_negations=base.log_negations, aliases=aliases,
-        group_quant=base.group_quant if group_quant is None else group_quant)
+        group_quant=base.group_quant if group_quant is None else group_quant,
+        defaults=base.defaults if defaults is None else defaults)
+
+
+def _release_key(profile: EngineProfile, release: str) -> tuple[int, ...]:
+    """The release's numbers ("0.19.0" -> (0, 19, 0)); the profile's where the release is not plain numbers."""
+    try:
+        return _version(release)
+    except ValueError:
+        return _version(profile.version)
+
+
+def _sglang_defaults(version: tuple[int, ...]) -> LaunchDefaults:
+    """sglang's GPU-memory defaults of a release (the tiers and speculative reserves above)."""
+    if version >= (0, 5, 20):
+        return SGLANG_DEFAULTS_0_5_23
+    where = "srt/arg_groups/memory_hook.py" if version >= (0, 5, 19) else "srt/server_args.py"
+    spec = (_SGLANG_SPEC_0_5_9 if version < (0, 5, 10) else _SGLANG_SPEC_0_5_10 if version < (0, 5, 14) else ())
+    return LaunchDefaults(source=f"sglang {'.'.join(map(str, version))} {where} (_handle_gpu_memory_settings)",
+                          graph_tiers=_SGLANG_TIERS_0_5_9, speculative_reserve_mib=spec)
+
+
+def _vllm_defaults(version: tuple[int, ...]) -> LaunchDefaults:
+    """vLLM's start-up defaults of a release: `--gpu-memory-utilization` 0.9 before 0.20.0 (0.18.0 and 0.19.0
+    config/cache.py:41), the `max_num_seqs` tiers and capture ceiling before 0.28.0 (0.27.0 config/vllm.py:1784:
+    512 on every GPU), and the Mamba block check: the capture sizes capped with a warning in 0.18.x-0.19.x
+    (`adjust_cudagraph_sizes_for_mamba_cache`, 0.18.0 config/compilation.py:1198-1245), nothing in 0.17.x."""
+    if version >= (0, 28):
+        return VLLM_DEFAULTS_0_33
+    at = ".".join(map(str, version))
+    check = "refuse" if version >= (0, 20) else "cap" if version >= (0, 18) else "assert"
+    return LaunchDefaults(
+        source=f"vLLM {at} config/cache.py, engine/arg_utils.py (get_batch_defaults), config/vllm.py, "
+               "config/compilation.py", memory_fraction=0.92 if version >= (0, 20) else 0.9,
+        seqs_tiers=_VLLM_SEQS_0_17, graph_ceiling=512, graph_ceiling_sm100=512, mamba_blocks_at_capture=check)
 
 
 # Per engine: its newest table and how an earlier release's table is derived from it.
