@@ -469,3 +469,23 @@ def test_sglang_speculative_reserve_per_release(release, speculative_mib):
                  "sglang.launch_server", "--model-path", MODEL, "--tp", "4", "--context-length", "8192",
                  "--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "2")
     assert plan["memory_fraction"] == _sglang_fraction(79.25 * 1024, 8192, 512, 4, speculative_mib)
+
+
+@pytest.mark.parametrize("release, align, state_blocks", [
+    # 0.33.0: FlashInfer's GDN prefill on Hopper aligns the block to 64 tokens and holds one checkpoint block more
+    # (platforms/interface.py:1089-1094, qwen_gdn_linear_attn.py:748, kv_cache_interface.py:1135-1141)
+    ("0.33.0", 64, 2 + 1),
+    # 0.32.0: neither (interface.py:1084-1094 aligns to the backend's 16-token kernel block only; align mode holds
+    # 2 + draft blocks)
+    ("0.32.0", 16, 2),
+])
+def test_vllm_gdn_prefill_checkpoints_from_0_33(release, align, state_blocks):
+    conv_dim = 2 * HK * DK + HV * DV
+    page = conv_dim // 4 * (CONV - 1) * 2 + HV // 4 * DV * DK * 2  # bf16 conv and SSM (the model dtype), tp 4
+    attn_token = 2 * max(1, KV_HEADS // 4) * HEAD_DIM * 2
+    block = align * math.ceil(page / (align * attn_token))
+    plan = _plan("--gpu", "h100", "--engine-version", release, "--", "vllm", "serve", MODEL, "-tp", "4",
+                 "--max-model-len", "8192")
+    assert plan["block_size"] == block
+    # 12 full-attention layers in one group, 36 linear layers in three: ceil(8192 / block) + 3 x state blocks
+    assert plan["blocks_per_request"] == math.ceil(8192 / block) + 3 * state_blocks

@@ -286,7 +286,8 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
     prefix = command.get("prefix_caching", True) is not False  # vLLM 0.33 config/cache.py:257: on
     # Hopper picks FlashInfer's GDN prefill (qwen_gdn_linear_attn.py:148-174); in align mode it exports prefill
     # checkpoints on a 64-token grid and takes one more state block per request.
-    flashinfer_checkpoints = prefix and model.kind == "gdn" and gpu.sm == 90
+    flashinfer_checkpoints = (command.table.defaults.gdn_prefill_checkpoints and prefix and model.kind == "gdn"
+                              and gpu.sm == 90)
     align = 16 if command.get("block_size") is None else max(16, int(command.get("block_size")))
     if flashinfer_checkpoints:
         align = math.lcm(align, 64)

@@ -88,6 +88,11 @@ class LaunchDefaults:
     # before capture), "cap" (capture sizes capped to the blocks, a warning), "assert" (nothing checks: capture
     # of a batch above the blocks fails `assert num_cache_lines >= batch` in `causal_conv1d_update`).
     mamba_blocks_at_capture: str = "refuse"
+    # vLLM: with the Mamba state prefix-cached ("align" mode) on Hopper, a GDN layer's FlashInfer prefill keeps one
+    # checkpoint block more per request and the attention block aligns to its 64-token chunks (0.33.0
+    # qwen_gdn_linear_attn.py:689-702,748, v1/attention/backends/gdn_attn.py:34, platforms/interface.py:1089-1094;
+    # none of it in 0.32.0).
+    gdn_prefill_checkpoints: bool = False
     # sglang: GPU-memory tiers (smallest first; the last has below_gib None), and the reserve added for a
     # speculative algorithm (MiB: "STANDALONE", and "*" for any other but NGRAM); () where none is added.
     graph_tiers: tuple[GraphTier, ...] = ()
@@ -231,7 +236,7 @@ VLLM_DEFAULTS_0_33 = LaunchDefaults(
     source="vLLM 0.33.0 config/cache.py:215, engine/arg_utils.py:2940-3006, config/vllm.py:2447-2470, "
            "config/compilation.py:1510-1531",
     memory_fraction=0.92, seqs_tiers=_VLLM_SEQS_0_28, graph_ceiling=512, graph_ceiling_sm100=1024,
-    mamba_blocks_at_capture="refuse")
+    mamba_blocks_at_capture="refuse", gdn_prefill_checkpoints=True)
 
 _VL = "vLLM 0.33.0 vllm/"
 VLLM_0_33_0 = FlagTable(
@@ -433,16 +438,19 @@ def _sglang_defaults(version: tuple[int, ...]) -> LaunchDefaults:
 def _vllm_defaults(version: tuple[int, ...]) -> LaunchDefaults:
     """vLLM's start-up defaults of a release: `--gpu-memory-utilization` 0.9 before 0.20.0 (0.18.0 and 0.19.0
     config/cache.py:41), the `max_num_seqs` tiers and capture ceiling before 0.28.0 (0.27.0 config/vllm.py:1784:
-    512 on every GPU), and the Mamba block check: the capture sizes capped with a warning in 0.18.x-0.19.x
-    (`adjust_cudagraph_sizes_for_mamba_cache`, 0.18.0 config/compilation.py:1198-1245), nothing in 0.17.x."""
-    if version >= (0, 28):
+    512 on every GPU), the Mamba block check: the capture sizes capped with a warning in 0.18.x-0.19.x
+    (`adjust_cudagraph_sizes_for_mamba_cache`, 0.18.0 config/compilation.py:1198-1245), nothing in 0.17.x; and the
+    GDN prefill checkpoints only from 0.33.0."""
+    if version >= (0, 33):
         return VLLM_DEFAULTS_0_33
     at = ".".join(map(str, version))
     check = "refuse" if version >= (0, 20) else "cap" if version >= (0, 18) else "assert"
     return LaunchDefaults(
         source=f"vLLM {at} config/cache.py, engine/arg_utils.py (get_batch_defaults), config/vllm.py, "
                "config/compilation.py", memory_fraction=0.92 if version >= (0, 20) else 0.9,
-        seqs_tiers=_VLLM_SEQS_0_17, graph_ceiling=512, graph_ceiling_sm100=512, mamba_blocks_at_capture=check)
+        seqs_tiers=_VLLM_SEQS_0_28 if version >= (0, 28) else _VLLM_SEQS_0_17, graph_ceiling=512,
+        graph_ceiling_sm100=1024 if version >= (0, 28) else 512, mamba_blocks_at_capture=check,
+        gdn_prefill_checkpoints=False)
 
 
 # Per engine: its newest table and how an earlier release's table is derived from it.
