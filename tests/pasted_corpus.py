@@ -209,6 +209,36 @@ CASES = [
         "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size\n"
         "with --mamba-ssm-dtype bfloat16.\n",
         [("GDR413", {"cap": "12", "pool": "64", "ratio": "5"})]),
+    # The illegal memory access report without its first line (the Qwen3-Next thread's excerpt from its second
+    # line, as a paste that lost the message's line): PyTorch's next line names cudaErrorIllegalAddress.
+    PastedCase(
+        "https://github.com/vllm-project/vllm/issues/27571",
+        "(Worker_DP0_TP0_EP0 pid=1539019) ERROR 10-27 20:05:10 [multiproc_executor.py:699] Search for "
+        "`cudaErrorIllegalAddress' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for "
+        "more information.\n"
+        "(Worker_DP0_TP0_EP0 pid=1539019) ERROR 10-27 20:05:10 [multiproc_executor.py:699] CUDA kernel errors "
+        "might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n",
+        [("GDR403", {})],
+        reasons=("the message's own line (`an illegal memory access was encountered`) is not in the paste: read from "
+                 "the line that follows it, which names `cudaErrorIllegalAddress`",)),
+    # vLLM before 0.18 capturing a decode CUDA graph larger than its Mamba blocks: the assertion as a PR quoted it
+    # (Qwen3.5-4B) ...
+    PastedCase(
+        "https://github.com/vllm-project/vllm/pull/35946",
+        "assert num_cache_lines >= batch\nAssertionError\n",
+        [("GDR417", {})]),
+    # ... and inside the worker's traceback (Qwen3-Coder-Next at TP 2 on H100 NVL, vLLM 0.15.0).
+    PastedCase(
+        "https://github.com/QwenLM/Qwen3-Coder/issues/559",
+        "  ERROR 02-03 13:39:49 [multiproc_executor.py:852]     mixed_qkv_non_spec = causal_conv1d_update(\n"
+        "  ERROR 02-03 13:39:49 [multiproc_executor.py:852]                          ^^^^^^^^^^^^^^^^^^^^^\n"
+        "  ERROR 02-03 13:39:49 [multiproc_executor.py:852]   File \"/usr/local/lib/python3.12/dist-packages/vllm/"
+        "model_executor/layers/mamba/ops/causal_conv1d.py\", line 1160,\n"
+        "  in causal_conv1d_update\n"
+        "  ERROR 02-03 13:39:49 [multiproc_executor.py:852]     assert num_cache_lines >= batch\n"
+        "  ERROR 02-03 13:39:49 [multiproc_executor.py:852]            ^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "  ERROR 02-03 13:39:49 [multiproc_executor.py:852] AssertionError\n",
+        [("GDR417", {})]),
     # FP8 block quantization at TP: block_n on one line (sglang's loader) ...
     PastedCase(
         "https://github.com/inclusionAI/humming/issues/69",

@@ -103,6 +103,10 @@ class Rule:
     # The check reads where the tensors lie (storages, offsets), not only their shapes: a verdict kept per call
     # signature (the checked kernels, the runtime guard) judges this rule again on every call.
     by_address: bool = False
+    # Text of the lines an engine or PyTorch prints after this rule's message that name the same error on their
+    # own (`cudaErrorIllegalAddress` after `CUDA error: an illegal memory access was encountered`): a paste that
+    # lost the message's line is still read as this rule, and says the line is missing (pasted rules only).
+    follow_on: tuple[str, ...] = ()
 
     def fields(self) -> list[str]:
         return [name for _, name, _, _ in string.Formatter().parse(self.message) if name]

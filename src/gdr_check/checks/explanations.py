@@ -513,7 +513,24 @@ def find_all(text: str, context: Context | None = None) -> list[Explanation]:
             shown = missing if len(missing) <= 80 else missing[:77].rsplit(" ", 1)[0] + " ..."
             told = [f"the message is cut short: the engine's text goes on with `{shown}`", *told]
         found[key] = Explanation(rule, values, message, number, told)
-    return list(found.values())
+    _follow_ons(lines, found, context or Context())
+    return sorted(found.values(), key=lambda item: item.line or 0)
+
+
+def _follow_ons(lines: list[str], found: dict[tuple[str, str], Explanation], context: Context) -> None:
+    """A rule whose message line is not in the paste, read from a line printed after it (`Rule.follow_on`)."""
+    have = {code for code, _ in found}
+    for rule in _ranked():
+        if not rule.follow_on or rule.code in have:
+            continue
+        for number, line in enumerate(lines, 1):
+            marker = next((text for text in rule.follow_on if text in line), None)
+            if marker is None:
+                continue
+            told = [f"the message's own line (`{rule.message}`) is not in the paste: read from the line that "
+                    f"follows it, which names `{marker}`", *reasons(rule.code, {}, context)]
+            found[(rule.code, line)] = Explanation(rule, {}, message_of(line), number, told)
+            break
 
 
 def reasons(code: str, values: Mapping[str, str], context: Context) -> list[str]:

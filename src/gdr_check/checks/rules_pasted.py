@@ -261,6 +261,9 @@ declare(
            "check the call with `gdr-check call` or the runtime guard: it names the bad slot and the pool size"),
     example=PastedExample("torch.AcceleratorError: CUDA error: an illegal memory access was encountered"),
     engines="any (PyTorch's message)",
+    # PyTorch's next line names the CUDA error (`Search for `cudaErrorIllegalAddress' in ...`), the driver API's
+    # name is CUDA_ERROR_ILLEGAL_ADDRESS (Triton, cuda-python).
+    follow_on=("cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS"),
     scope="pasted",
 )
 

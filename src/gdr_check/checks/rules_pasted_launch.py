@@ -280,3 +280,94 @@ def _group_split(values: Mapping[str, str], context: Context) -> list[str]:
             out.append(f"{name} = {full} over tp={context.tp}: {per} input columns per rank for `out_proj`/`o_proj`, "
                        f"whole groups of {', '.join(whole) or 'none of 32, 64, 128'}")
     return out
+
+
+_KDA_STATE = "KDA recurrent state supports only auto, float32, and bfloat16; got {dtype}"
+
+declare(
+    "GDR415", "vllm-kda-state-dtype-refused",
+    summary="vLLM refused to start: the KDA recurrent state dtype requested is not one it keeps a KDA state in",
+    message=_KDA_STATE,
+    explanation=(
+        "From vLLM 0.30.0 a KDA model's (Kimi-Linear's) recurrent state follows `--mamba-ssm-cache-dtype`, and "
+        "vLLM takes only auto (float32), float32 and bfloat16 for it: any other value raises this ValueError "
+        "while the configuration is built, before a weight is loaded "
+        "(`vllm/model_executor/layers/mamba/mamba_utils.py:133-148` in 0.33.0). The flag itself offers float16, "
+        "which a GDN model takes. `gdr-check check --state-dtype float16` and `gdr-check launch` report it "
+        "before launch (GDR138)."),
+    causes=("`--mamba-ssm-cache-dtype float16` kept from a GDN model's deployment",),
+    fixes=("`--mamba-ssm-cache-dtype bfloat16` (half the state) or float32, or leave it at auto",),
+    example=PastedExample("ValueError: KDA recurrent state supports only auto, float32, and bfloat16; got float16"),
+    engines="vLLM 0.30.0 and later",
+    scope="pasted",
+)
+
+
+@reasoner("GDR415", names=("dtype",))
+def _kda_state(values: Mapping[str, str], context: Context) -> list[str]:
+    dtype = values["dtype"].strip()
+    return [f"`--mamba-ssm-cache-dtype {dtype}` is the cause: `bfloat16` halves the float32 state as {dtype} "
+            "would have, and vLLM takes it for KDA",
+            "`gdr-check check MODEL --engine vllm --state-dtype " + dtype + "` reports this before launch (GDR138)"]
+
+
+_CAPPING = ("Capping cudagraph capture sizes from max {capture} to {capped} to fit Mamba cache blocks ({blocks} "
+            "blocks available). This limits the maximum batch size that can use CUDA graphs. To increase this "
+            "limit, reduce max_num_seqs or increase available GPU memory.")
+
+declare(
+    "GDR416", "vllm-capture-sizes-capped-to-mamba-blocks",
+    severity="warning",
+    summary="vLLM 0.18-0.19 captured fewer decode CUDA graphs than configured: its Mamba cache blocks cap them",
+    message=_CAPPING,
+    explanation=(
+        "vLLM 0.18.x and 0.19.x cap the CUDA-graph capture sizes to the Mamba cache blocks when a hybrid model's "
+        "block pool has fewer blocks than the largest capture size, under FULL decode graphs "
+        "(`adjust_cudagraph_sizes_for_mamba_cache`, `vllm/config/compilation.py:1198-1245` in 0.18.0): each "
+        "decode sequence in a captured batch reads one state block. The server starts; decode batches above the "
+        "cap run without CUDA graphs. From 0.20.0 vLLM refuses instead when `max_num_seqs` exceeds the blocks "
+        "(GDR412). `gdr-check launch --engine-version 0.19.0` predicts it (GDR511)."),
+    causes=("the default max_num_seqs (1024 on H100, so capture sizes to 512) with few blocks left",),
+    fixes=("`--max-num-seqs` (or `--max-cudagraph-capture-size`) at most the blocks available",
+           "raise `--gpu-memory-utilization`"),
+    example=PastedExample(
+        "WARNING 03-01 10:00:00 [compilation.py:1236] " + _CAPPING.format(capture=512, capped=400, blocks=411)),
+    engines="vLLM 0.18.x-0.19.x",
+    scope="pasted",
+)
+
+
+@reasoner("GDR416", numeric=("capture", "capped", "blocks"))
+def _capture_capped(values: Mapping[str, str], context: Context) -> list[str]:
+    capture, capped, blocks = int(values["capture"]), int(values["capped"]), int(values["blocks"])
+    return [f"decode batches of {capped + 1} to {capture} sequences run without CUDA graphs ({blocks} blocks: one "
+            "per decoding sequence)",
+            f"`--max-num-seqs {blocks}` keeps every decode batch captured; vLLM 0.20.0 and later refuse to start "
+            "instead of capping (GDR412)"]
+
+
+_CONV_LINES = "assert num_cache_lines >= batch"
+
+declare(
+    "GDR417", "vllm-capture-batch-above-mamba-blocks",
+    summary="vLLM 0.17 failed at CUDA-graph capture: a captured decode batch has more sequences than state blocks",
+    message=_CONV_LINES,
+    explanation=(
+        "vLLM 0.17.x captures FULL decode CUDA graphs up to the largest capture size without checking the Mamba "
+        "cache blocks; a capture batch larger than the blocks fails the assertion in `causal_conv1d_update` "
+        "(`vllm/model_executor/layers/mamba/ops/causal_conv1d.py:1162` in 0.17.1), the number of conv-state rows "
+        "against the batch (vllm-project/vllm#34094). 0.18 caps the capture sizes instead (GDR416), 0.20 refuses "
+        "`max_num_seqs` above the blocks (GDR412). `gdr-check launch --engine-version 0.17.1` predicts it (GDR511)."),
+    causes=("the default max_num_seqs (capture sizes to 512) with a large model per rank or a long max length",),
+    fixes=("`--max-cudagraph-capture-size` or `--max-num-seqs` at most the blocks", "raise `--gpu-memory-utilization`",
+           "a vLLM release from 0.20.0, which names the blocks"),
+    example=PastedExample("    assert num_cache_lines >= batch\nAssertionError"),
+    engines="vLLM 0.17.x",
+    scope="pasted",
+)
+
+
+@reasoner("GDR417")
+def _capture_assert(values: Mapping[str, str], context: Context) -> list[str]:
+    return ["`gdr-check launch --engine-version 0.17.1 -- <the command>` computes the blocks and the largest capture "
+            "size before launch (GDR511)"]
