@@ -489,3 +489,77 @@ def test_vllm_gdn_prefill_checkpoints_from_0_33(release, align, state_blocks):
     assert plan["block_size"] == block
     # 12 full-attention layers in one group, 36 linear layers in three: ceil(8192 / block) + 3 x state blocks
     assert plan["blocks_per_request"] == math.ceil(8192 / block) + 3 * state_blocks
+
+
+# -- real startup logs (--from-log) ------------------------------------------------------------------------------
+# vllm-project/vllm#36734: vLLM 0.17.1's banner and its non-default args (Qwen3.5-122B-A10B-GPTQ-Int4, TP 2)
+_BANNER = "(APIServer pid=140954) INFO 03-17 11:29:48 [utils.py:302] "
+_VLLM_0_17_LOG = (
+    _BANNER + "       \u2588     \u2588     \u2588\u2584   \u2584\u2588\n"
+    + _BANNER + " \u2584\u2584 \u2584\u2588 \u2588     \u2588     \u2588 \u2580\u2584\u2580 \u2588"
+    "  version 0.17.1\n"
+    + _BANNER + "  \u2588\u2584\u2588\u2580 \u2588     \u2588     \u2588     \u2588"
+    "  model   Qwen/Qwen3.5-122B-A10B-GPTQ-Int4\n"
+    "(APIServer pid=140954) INFO 03-17 11:29:48 [utils.py:238] non-default args: {'model_tag': "
+    "'Qwen/Qwen3.5-122B-A10B-GPTQ-Int4', 'enable_auto_tool_choice': True, 'tool_call_parser': 'qwen3_coder', "
+    "'port': 8848, 'model': 'Qwen/Qwen3.5-122B-A10B-GPTQ-Int4', 'max_model_len': 131072, 'served_model_name': "
+    "['Qwen3.5-27B-AWQ-4bit'], 'reasoning_parser': 'qwen3', 'tensor_parallel_size': 2, 'enable_prefix_caching': "
+    "True, 'max_num_seqs': 16}\n")
+# nlzy/vllm-gfx906#45: a compilation_config printed as JSON (null, true, false) inside the Python dict, and the API
+# server's version line of a release before any profile
+_VLLM_JSON_LOG = (
+    "(APIServer pid=24796) INFO 10-02 11:31:04 [api_server.py:1896] vLLM API server version "
+    "0.10.2.dev756+gfx906.update1.gcdfcd781c\n"
+    "(APIServer pid=24796) INFO 10-02 11:31:04 [utils.py:328] non-default args: {'model_tag': "
+    "'/mnt/models/vllm_models/Qwen3-Next-80B-A3B-Thinking-AWQ-8bit/', 'model': "
+    "'/mnt/models/vllm_models/Qwen3-Next-80B-A3B-Thinking-AWQ-8bit/', 'max_model_len': 131072, "
+    "'tensor_parallel_size': 4, 'gpu_memory_utilization': 0.95, 'max_num_batched_tokens': 7168, 'max_num_seqs': 80, "
+    "'compilation_config': {\"level\":3,\"debug_dump_path\":\"\",\"cache_dir\":\"\",\"backend\":\"\",\"custom_ops\":[],"
+    "\"splitting_ops\":null,\"use_inductor\":true,\"compile_sizes\":null,\"inductor_compile_config\":"
+    "{\"enable_auto_functionalized_v2\":false},\"inductor_passes\":{},\"cudagraph_mode\":null,\"use_cudagraph\":true,"
+    "\"cudagraph_num_of_warmups\":0,\"cudagraph_capture_sizes\":null,\"cudagraph_copy_inputs\":false,"
+    "\"full_cuda_graph\":false,\"pass_config\":{},\"max_capture_size\":null,\"local_cache_dir\":null}}\n")
+
+
+def test_a_vllm_log_is_read_as_the_release_its_banner_names():
+    command = parse_log(_VLLM_0_17_LOG)
+    assert (command.table.version, command.get("tp"), command.get("max_running"), command.get("max_model_len")) == (
+        "0.17.1", 2, 16, 131072)
+    assert command.notes == ["vLLM 0.17.1: the release the log names (its banner)"]
+    assert parse_log(_VLLM_0_17_LOG, version="0.33.0").table.version == "0.33.0"  # --engine-version wins
+
+
+def test_a_vllm_log_with_a_json_argument_and_a_release_before_every_profile():
+    command = parse_log(_VLLM_JSON_LOG, version="0.33.0")
+    assert (command.get("tp"), command.get("memory_fraction"), command.get("max_running")) == (4, 0.95, 80)
+    assert command.get("compilation_config")["cudagraph_mode"] is None  # JSON null: vLLM's default mode
+    assert command.get("cudagraph_capture_sizes") is None
+    with pytest.raises(LaunchCommandError) as caught:
+        parse_log(_VLLM_JSON_LOG)
+    assert str(caught.value).startswith("the log is from vLLM 0.10.2.dev756+gfx906.update1.gcdfcd781c: no vLLM "
+                                        "profile for version")
+    assert str(caught.value).endswith("give --engine-version to read it as another release")
+
+
+def test_an_unset_cudagraph_mode_in_a_log_keeps_full_decode_graphs():
+    plan = _plan("--gpu", "h100", "--weights-per-rank", "20GiB", "--", "vllm", "serve", MODEL, "-tp", "4",
+                 "--max-model-len", "8192", "--compilation-config", '{"cudagraph_mode": null}')
+    assert plan["full_cuda_graphs"] is True
+
+
+def test_an_sglang_log_wrapped_by_the_terminal_is_read_under_the_release_spellings():
+    # A server_args line wrapped inside words (as sgl-project/sglang#10622 pasted one: `prefill_round_robin_b` /
+    # `alance`), with sglang 0.5.13's field names: the strategy under its old name, attention DP as
+    # --enable-dp-attention --dp-size (parallel_hook.py:39-61 reads it as attention DP)
+    log = ("[2026-01-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-Next-80B-A3B-Instruct', tp_size=4, "
+           "mem_fraction_static=0.8, enable_dp_attent\nion=True, dp_size=2, cuda_graph_max_bs=256, "
+           "mamba_scheduler_strategy='no_buffer', prefill_round_robin_b\nalance=False)\n")
+    old = parse_log(log, version="0.5.13")
+    assert (old.get("tp"), old.get("attn_dp"), old.get("dp"), old.get("mamba_strategy"),
+            old.get("max_cudagraph_capture_size")) == (4, 2, 1, "no_buffer", 256)
+    new = parse_log(log)  # read as 0.5.23, which renamed the strategy flag: said, not read
+    assert new.get("mamba_strategy") is None
+    assert (
+        "the log sets `mamba_scheduler_strategy`, which sglang 0.5.23 does not take (unrecognized arguments: "
+        "--mamba-scheduler-strategy (renamed --mamba-radix-cache-strategy in 0.5.14; the old spelling removed in "
+        "0.5.20)): not read; give --engine-version with the release that wrote the log") in new.notes

@@ -15,8 +15,10 @@ import ast
 import json
 import re
 import shlex
+import tokenize
 from collections.abc import Sequence
 from dataclasses import field
+from io import StringIO
 from typing import Any
 
 from ..base.records import dataclass
@@ -288,7 +290,7 @@ def _finish(command: LaunchCommand) -> None:
     cc = settings.get("compilation_config")  # vLLM's JSON argument
     if isinstance(cc, dict):
         for key in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
-            if key in cc and key not in settings:
+            if cc.get(key) is not None and key not in settings:
                 settings[key] = cc[key]
     for name in ("tp", "dp", "pp", "attn_dp", "attn_cp", "max_running", "speculative_tokens", "page_size"):
         value = settings.get(name)
@@ -313,6 +315,12 @@ def attention_tp(command: LaunchCommand) -> int:
 
 # -- a startup log ----------------------------------------------------------------------------------------
 _VLLM_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
+# The release a vLLM startup log names: its banner (`version 0.17.1` beside the logo, vLLM 0.11 on) or the API
+# server's `vLLM API server version X` line.
+_VLLM_LOG_RELEASE = re.compile(r"(?:\u2588\s+version|vLLM API server version) (v?\d+(?:\.\d+)+[0-9A-Za-z.+-]*)")
+# JSON's literals, as vLLM prints a JSON argument (`'compilation_config': {"cudagraph_mode":null, ...}`) inside the
+# Python dict of its non-default args.
+_JSON_LITERALS = {"null": "None", "true": "True", "false": "False"}
 _SGLANG_SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
 # Startup-log field -> setting, per engine.
 _LOG_FIELDS: dict[str, dict[str, str]] = {
@@ -384,17 +392,93 @@ def _keyword_literals(text: str) -> dict[str, Any]:
     return values
 
 
+def _bracketed(text: str, marker: str) -> str | None:
+    """What the last `marker` (ending in its opening bracket) encloses, up to the matching bracket, read across line
+    breaks (a pasted log wrapped at the terminal's width, even inside a word: the breaks are dropped), by one scan
+    that skips quoted strings; None when the text has no such marker or it is not closed."""
+    at = text.rfind(marker)
+    if at < 0:
+        return None
+    opening = marker[-1]
+    closing = {"(": ")", "{": "}", "[": "]"}[opening]
+    depth, quote, index = 1, "", at + len(marker)
+    body: list[str] = []
+    while index < len(text):
+        char = text[index]
+        index += 1
+        if char in "\r\n":
+            continue
+        if quote:
+            if char == "\\" and index < len(text):
+                body += [char, text[index]]
+                index += 1
+                continue
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == opening:
+            depth += 1
+        elif char == closing:
+            depth -= 1
+            if depth == 0:
+                return "".join(body) if opening == "(" else opening + "".join(body) + closing
+        body.append(char)
+    return None
+
+
+def _python_literal(text: str) -> Any:
+    """A Python literal that may hold JSON's null, true and false (a JSON argument printed inside a dict): the
+    names are replaced token by token (never inside a string), then the text is read with `ast.literal_eval`."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        pass
+    try:
+        tokens = [(kind, _JSON_LITERALS.get(value, value) if kind == tokenize.NAME else value)
+                  for kind, value, *_ in tokenize.generate_tokens(StringIO(text).readline)]
+        return ast.literal_eval(tokenize.untokenize(tokens))
+    except (ValueError, SyntaxError, tokenize.TokenError, IndentationError):
+        raise LaunchCommandError("the log's `non-default args:` line is cut or not a Python dict") from None
+
+
+def _log_fields(engine: str, table: FlagTable) -> dict[str, str]:
+    """Startup-log field -> setting for `table`'s release: each `--flag` of the release's table under its field name
+    (`--mamba-scheduler-strategy` -> `mamba_scheduler_strategy` in an sglang 0.5.13 log), and the fields a log
+    names otherwise (`_LOG_FIELDS`). A flag whose presence negates a setting (`--disable-radix-cache`) is read
+    through `FlagTable.log_negations` instead, as its field holds True or False."""
+    derived = {name[2:].replace("-", "_"): flag.setting for flag in table.flags if flag.kind != "false"
+               for name in flag.names if name.startswith("--")}
+    return {**derived, **_LOG_FIELDS[engine]}
+
+
+def log_release(text: str) -> str | None:
+    """The engine release a vLLM startup log names (its banner or the API server's version line), if any."""
+    found = _VLLM_LOG_RELEASE.findall(text)
+    return found[-1].lstrip("v") if found else None
+
+
 def parse_log(text: str, *, version: str | None = None) -> LaunchCommand:
     """The settings of an engine's startup log: vLLM's `non-default args: {...}` line or sglang's
-    `server_args=ServerArgs(...)` line (the last one in the text)."""
+    `server_args=ServerArgs(...)` line (the last one in the text). The release is `version`, else the one a vLLM
+    log names (a note says so), else the newest."""
     vllm = _VLLM_NON_DEFAULT.findall(text)
     sglang = _SGLANG_SERVER_ARGS.findall(text)
+    wrapped = _bracketed(text, "non-default args: {"), _bracketed(text, "server_args=ServerArgs(")
+    vllm = [wrapped[0]] if wrapped[0] is not None else vllm
+    sglang = [wrapped[1]] if wrapped[1] is not None else sglang
+    notes: list[str] = []
     if vllm and not sglang:
-        try:
-            values = ast.literal_eval(vllm[-1])
-        except (ValueError, SyntaxError):
-            raise LaunchCommandError("the log's `non-default args:` line is cut or not a Python dict") from None
+        values = _python_literal(vllm[-1])
         engine, entry = "vllm", "vLLM startup log (non-default args)"
+        named = log_release(text)
+        if version is None and named is not None:
+            try:
+                table_for(engine, named)
+            except LaunchCommandError as error:
+                raise LaunchCommandError(f"the log is from vLLM {named}: {error}; give --engine-version to read it "
+                                         "as another release") from None
+            version = named
+            notes.append(f"vLLM {named}: the release the log names (its banner)")
     elif sglang:
         values = _keyword_literals(sglang[-1])
         engine, entry = "sglang", "sglang startup log (server_args)"
@@ -404,11 +488,18 @@ def parse_log(text: str, *, version: str | None = None) -> LaunchCommand:
     if not isinstance(values, dict):
         raise LaunchCommandError("the log's settings line is not a mapping")
     command = LaunchCommand(engine=engine, entry=entry, table=table_for(engine, version))
-    fields = _LOG_FIELDS[engine]
+    command.notes.extend(notes)
+    fields = _log_fields(engine, command.table)
     for key, value in values.items():
         setting = fields.get(key)
         if setting is None:
             command.ignored.append(str(key))
+            spelling = "--" + str(key).replace("_", "-")
+            if spelling in command.table.rejected and value not in (None, False):
+                command.notes.append(
+                    f"the log sets `{key}`, which {command.table.display} {command.table.version} does not take "
+                    f"({command.table.rejected[spelling]}): not read; give --engine-version with the release that "
+                    "wrote the log")
         elif value is not None:
             command.settings[setting] = value
             command.flags[setting] = key

@@ -314,7 +314,8 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
     performance = command.get("performance_mode")
     defaults = command.table.defaults
     cc = command.get("compilation_config") or {}
-    mode = str(cc.get("cudagraph_mode", "")).upper() if isinstance(cc, dict) else ""
+    # (JSON's null, as a startup log prints an unset mode, is vLLM's default)
+    mode = str(cc.get("cudagraph_mode") or "").upper() if isinstance(cc, dict) else ""
     full_graphs = not command.get("enforce_eager") and mode not in ("NONE", "PIECEWISE")
     override = command.get("num_gpu_blocks_override")
     kv_bytes = command.get("kv_cache_memory_bytes")
