@@ -22,6 +22,8 @@ from gdr_check.deployment.launch_command import (
     parse_log,
     split_command,
 )
+from gdr_check.deployment.launch_memory import derived_length
+from gdr_check.engines.launch_flags import table_for
 
 GiB = 1 << 30
 MODEL = "Qwen/Qwen3-Next-80B-A3B-Instruct"
@@ -563,3 +565,54 @@ def test_an_sglang_log_wrapped_by_the_terminal_is_read_under_the_release_spellin
         "the log sets `mamba_scheduler_strategy`, which sglang 0.5.23 does not take (unrecognized arguments: "
         "--mamba-scheduler-strategy (renamed --mamba-radix-cache-strategy in 0.5.14; the old spelling removed in "
         "0.5.20)): not read; give --engine-version with the release that wrote the log") in new.notes
+
+
+# -- a maximum length above the model's -----------------------------------------------------------------------------
+def test_vllm_refuses_a_max_model_len_above_the_config():
+    # vllm/config/model.py:2655-2685 (0.33.0): 1048576 > max_position_embeddings 262144 (the published config, no
+    # rope scaling) raises unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set
+    line = ["vllm", "serve", MODEL, "-tp", "4", "--max-model-len", str(4 * 262144)]
+    run = run_cli("launch", "--gpu", "h100", "--", *line)
+    assert run.exit_code == 1
+    assert ("error[GDR512]: --max-model-len 1048576 is above the model's 262144 (max_position_embeddings): vLLM 0.33.0 "
+            "stops at start-up") in run.stdout
+    assert ("vLLM stops with `ValueError: User-specified max_model_len (1048576) is greater than the derived "
+            "max_model_len (max_position_embeddings=262144 or model_max_length=None in model's "
+            "config.json).") in run.stdout
+    assert "verdict: vLLM 0.33.0 refuses to start" in run.stdout
+    allowed = run_cli("launch", "--gpu", "h100", "--", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", *line)
+    assert ("warning[GDR512]: --max-model-len 1048576 is above the model's 262144 (max_position_embeddings): vLLM "
+            "0.33.0 serves it, as VLLM_ALLOW_LONG_MAX_MODEL_LEN is set") in allowed.stdout
+
+
+def test_sglang_refuses_a_context_length_above_the_config():
+    # srt/configs/model_config.py:1296-1316 (0.5.23)
+    run = run_cli("launch", "--gpu", "h100", "--", "sglang", "serve", "--model-path", MODEL, "--tp", "4",
+                  "--context-length", "300000")
+    assert run.exit_code == 1
+    assert ("sglang stops with `ValueError: Warning: User-specified context_length (300000) is greater than the "
+            "derived context_length (262144).") in run.stdout
+
+
+@pytest.mark.parametrize("rope, vllm_length, sglang_length", [
+    (None, 4096, 4096),
+    ({"rope_type": "linear", "factor": 4.0}, 4 * 4096, 4 * 4096),
+    # vLLM leaves a YaRN max_position_embeddings unscaled (model.py:2607-2618); sglang scales it unless the RoPE
+    # parameters name original_max_position_embeddings (hf_transformers/common.py:680-688)
+    ({"rope_type": "yarn", "factor": 4.0}, 4096, 4 * 4096),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}, 4096, 4096),
+    ({"rope_type": "llama3", "factor": 8.0}, 4096, 4096),
+])
+def test_the_derived_length_follows_each_engine(rope, vllm_length, sglang_length):
+    config = {"max_position_embeddings": 4096, "rope_scaling": rope}
+    assert derived_length(config, table_for("vllm")) == (vllm_length, "max_position_embeddings")
+    assert derived_length(config, table_for("sglang")) == (sglang_length, "max_position_embeddings")
+
+
+def test_vllm_refuses_a_max_model_len_below_one_in_its_words():
+    # config/model.py:1070-1075 (0.33.0); -1 is its auto-fit value (argparse_utils.py:77-92)
+    with pytest.raises(LaunchCommandError) as caught:
+        parse_launch(split_command(f"vllm serve {MODEL} --max-model-len 0"))
+    assert str(caught.value) == ("vLLM refuses --max-model-len 0: `ValueError: max_model_len must be a positive "
+                                 "integer, got int: 0. Example: max_model_len=2048`")
+    assert parse_launch(split_command(f"vllm serve {MODEL} --max-model-len -1")).get("max_model_len") == -1

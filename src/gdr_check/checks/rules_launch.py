@@ -1,4 +1,4 @@
-"""GDR501-GDR505, GDR508-GDR510 (engine launch): what an engine does at start-up with a launch command.
+"""GDR5xx (engine launch): what an engine does at start-up with a launch command, from its arithmetic.
 
 The numbers come from `models.launch_memory` (vLLM 0.33.0 and sglang 0.5.23 formulas, cited there); each rule
 decides whether the engine refuses to start (an error) or serves less than asked (a warning), and says the largest
@@ -25,6 +25,8 @@ from ..deployment.launch_memory import (
     Overhead,
     SglangPlan,
     VllmPlan,
+    derived_length,
+    max_position,
 )
 from ..engines.profiles import profile_for
 from ..models import quant_groups
@@ -236,6 +238,50 @@ def vllm_capture_blocks(ctx: LaunchContext) -> Finding | None:
         notes.append("whether it does depends on the peak vLLM measures: a larger peak leaves fewer blocks")
     return Finding({"engine": ctx.engine, "what": what, "capture": plan.capture_max, "blocks": blocks},
                    fixes=fixes, notes=notes, severity="error" if fatal else "warning")
+
+
+@RULE_SET.rule(
+    "GDR512", "max-model-len-above-the-model", scope=LAUNCH,
+    summary="the engine refuses a maximum length above the model's own",
+    message="{flag} {length} is above the model's {derived} ({key}{scaled}): {engine} {outcome}",
+    explanation=(
+        "Both engines derive the longest length a model serves from its config, `max_position_embeddings` times the "
+        "RoPE scaling factor (not for the RoPE types whose position count is already scaled), and refuse a longer "
+        "`--max-model-len` (vLLM: `vllm/config/model.py:2545-2700` in 0.33.0, the same words from 0.17.1) or "
+        "`--context-length` (sglang: `srt/configs/model_config.py:1296-1316`, the length from "
+        "`srt/utils/hf_transformers/common.py:677-694` in 0.5.23) with a ValueError while the model config is "
+        "built, unless `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` / `SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1` is set. "
+        "vLLM also takes a tokenizer's smaller `model_max_length`; gdr-check reads the config only."),
+    causes=("a length copied from a model with a longer context", "a RoPE scaling the checkpoint's config lacks"),
+    fixes=("lower the maximum length to the model's", "set the engine's override variable, knowing that positions "
+           "past the trained length give wrong outputs"),
+    example=LaunchExample("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct -tp 4 --max-model-len 1048576",
+                          weights_gib=40.0, note="four times the model's 262144 positions"),
+    engines="vLLM 0.17.1 - 0.33.0; sglang 0.5.23",
+    supersedes=("GDR502",),
+)
+def max_model_len_above_model(ctx: LaunchContext) -> Finding | None:
+    length, table = ctx.command.get("max_model_len"), ctx.command.table
+    derived = derived_length(ctx.config, table)
+    if (not isinstance(length, int) or length < 1 or derived is None or length <= derived[0]
+            or not table.long_context_env):
+        return None
+    allowed = ctx.command.env.get(table.long_context_env, "").lower() in ("1", "true")
+    positions = max_position(ctx.config)
+    scaled = f" {positions} x the RoPE factor" if positions is not None and positions != derived[0] else ""
+    error = table.long_context_error.format(length=length, key=derived[1], derived=derived[0])
+    flag = ctx.command.flags.get("max_model_len", "--max-model-len")
+    if allowed:
+        return Finding({"flag": flag, "length": length, "derived": derived[0], "key": derived[1], "scaled": scaled,
+                        "engine": ctx.engine, "outcome": f"serves it, as {table.long_context_env} is set"},
+                       severity="warning",
+                       notes=[f"{table.long_context_env} is set: {table.display} logs a warning and serves the longer "
+                              "length; positions past the model's give wrong outputs or CUDA errors"])
+    return Finding({"flag": flag, "length": length, "derived": derived[0], "key": derived[1], "scaled": scaled,
+                    "engine": ctx.engine, "outcome": "stops at start-up"},
+                   notes=[f"{table.display} stops with `{error}`"],
+                   fixes=[f"`{flag} {derived[0]}`", f"`{table.long_context_env}=1` in the environment, if the model "
+                          "was trained for the longer length"])
 
 
 @RULE_SET.rule(

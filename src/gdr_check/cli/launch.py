@@ -119,10 +119,14 @@ def verdict(result: LaunchResult) -> str:
     model_errors = [d.code for d in result.diagnostics if d.severity == "error" and d.code.startswith("GDR1")]
     if model_errors:
         return f"{engine} stops loading the model ({', '.join(dict.fromkeys(model_errors))}: the model check below)"
-    if any(d.severity == "warning" and d.code in ("GDR501", "GDR502") for d in launch.values()):
+    plan = result.context.plan
+    may_stop = ("GDR501", "GDR502") + (("GDR511",) if getattr(plan, "mamba_blocks_at_capture", "") == "assert" else ())
+    if any(d.severity == "warning" and d.code in may_stop for d in launch.values()):
         return f"{engine} may refuse to start (it depends on the start-up peak it measures)"
     if "GDR503" in launch:
         return f"{engine} starts, capping the running requests"
+    if "GDR511" in launch:
+        return f"{engine} starts, capping its decode CUDA graphs (larger decode batches run without them)"
     return f"{engine} starts"
 
 

@@ -296,6 +296,11 @@ def _finish(command: LaunchCommand) -> None:
         value = settings.get(name)
         if value is not None and value < (0 if name == "speculative_tokens" else 1):
             raise LaunchCommandError(f"{command.flags.get(name, name)} must be >= 1 (got {value})")
+    length = settings.get("max_model_len")
+    refusal = command.table.nonpositive_length_error
+    if refusal is not None and isinstance(length, int) and length < 1 and length != -1:
+        raise LaunchCommandError(f"{command.table.display} refuses {command.flags.get('max_model_len', '')} {length}: "
+                                 f"`{refusal.format(length=length)}`")
     fraction = settings.get("memory_fraction")
     if fraction is not None and not 0 < fraction <= 1:
         raise LaunchCommandError(f"{command.flags['memory_fraction']} must be in (0, 1] (got {fraction})")

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..base.records import dataclass
 from ..base.tensor_spec import DTYPE_ITEMSIZE
-from ..engines.launch_flags import SGLANG_DEFAULTS_0_5_23, VLLM_DEFAULTS_0_33, LaunchDefaults
+from ..engines.launch_flags import SGLANG_DEFAULTS_0_5_23, VLLM_DEFAULTS_0_33, FlagTable, LaunchDefaults
 from ..engines.profiles import profile_for
 from ..models.description import LinearAttentionModel
 from .launch_command import LaunchCommand, attention_tp
@@ -113,6 +113,26 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
 def max_position(config: dict[str, Any]) -> int | None:
     value = _text_config(config).get("max_position_embeddings", config.get("max_position_embeddings"))
     return value if isinstance(value, int) and value > 0 else None
+
+
+def derived_length(config: dict[str, Any], table: FlagTable) -> tuple[int, str] | None:
+    """The longest maximum length the engine takes without its override (`FlagTable.long_context_*`): the config's
+    `max_position_embeddings` times the RoPE factor, except for the RoPE types whose factor the engine does not
+    apply; None when the config gives no length."""
+    text = _text_config(config)
+    base = max_position(config)
+    if base is None:
+        return None
+    rope = text.get("rope_scaling") or text.get("rope_parameters") or config.get("rope_scaling")
+    factor: float = 1.0
+    if isinstance(rope, dict):
+        kind = rope.get("rope_type", rope.get("type"))
+        value = rope.get("factor")
+        skipped = kind in table.rope_unscaled_types or (
+            table.rope_original_unscaled and "original_max_position_embeddings" in rope)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and not skipped:
+            factor = float(value)
+    return int(base * factor), "max_position_embeddings"
 
 
 def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: int, state_dtype: str,

@@ -148,6 +148,15 @@ class FlagTable:
     aliases: Mapping[str, str] = field(default_factory=dict)
     # The defaults the release resolves from the GPU (memory fraction, batch, CUDA-graph sizes).
     defaults: LaunchDefaults = field(default_factory=lambda: LaunchDefaults(source=""))
+    # A maximum length above the model's (its `max_position_embeddings`, scaled by the RoPE factor except for the
+    # RoPE types listed, or whenever the RoPE parameters name `original_max_position_embeddings` where
+    # `rope_original_unscaled`) stops the engine unless `long_context_env` is set: its words (`{length}`,
+    # `{key}`, `{derived}`); and its words for a length below 1 (None: not checked).
+    long_context_env: str = ""
+    long_context_error: str = ""
+    rope_unscaled_types: tuple[str, ...] = ()
+    rope_original_unscaled: bool = False
+    nonpositive_length_error: str | None = None
 
     def lookup(self, name: str) -> Flag | None:
         for flag in self.flags:
@@ -220,6 +229,11 @@ SGLANG_0_5_23 = FlagTable(
     display="sglang", model_hint="--model-path", legacy_dp_attention=True, memory_model="state-pool",
     conv_dtype_env="SGLANG_MAMBA_CONV_DTYPE", fp8_checks_every_merged_output=True, group_quant=SGLANG_GROUPS,
     log_negations={"disable_radix_cache": "prefix_caching"}, defaults=SGLANG_DEFAULTS_0_5_23,
+    # srt/configs/model_config.py:1296-1316 (0.5.23); the derived length: srt/utils/hf_transformers/common.py:677-694
+    long_context_env="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+    long_context_error=("ValueError: Warning: User-specified context_length ({length}) is greater than the derived "
+                        "context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. ..."),
+    rope_unscaled_types=("llama3",), rope_original_unscaled=True,
     switches=frozenset({"--trust-remote-code", "--enable-metrics", "--skip-server-warmup", "--enable-torch-compile",
                         "--enable-ep-moe", "--enable-mixed-chunk", "--disable-custom-all-reduce", "--log-requests"}),
 )
@@ -276,6 +290,15 @@ VLLM_0_33_0 = FlagTable(
     memory_model="shared-blocks", conv_window_has_draft=True, fp8_interleaved_families=("qwen3-next",),
     group_quant=facts_for(VLLM_GROUP_EPOCHS, (0, 33, 0)),
     defaults=VLLM_DEFAULTS_0_33,
+    # config/model.py:2545-2700 (0.33.0; the same words from 0.17.1, config/model.py:2029): the derived length and
+    # the RoPE types whose factor is not applied; :1070-1075 the positive-length check
+    long_context_env="VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    long_context_error=("ValueError: User-specified max_model_len ({length}) is greater than the derived "
+                        "max_model_len ({key}={derived} or model_max_length=None in model's config.json). To allow "
+                        "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. ..."),
+    rope_unscaled_types=("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"),
+    nonpositive_length_error=("ValueError: max_model_len must be a positive integer, got int: {length}. Example: "
+                              "max_model_len=2048"),
     switches=frozenset({"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel",
                         "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--disable-log-requests",
                         "--disable-log-stats", "--enable-log-requests", "--async-scheduling",
@@ -414,7 +437,9 @@ def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejec
         fp8_interleaved_families=base.fp8_interleaved_families, gdn_separate_families=base.gdn_separate_families,
         log_negations=base.log_negations, aliases=aliases,
         group_quant=base.group_quant if group_quant is None else group_quant,
-        defaults=base.defaults if defaults is None else defaults)
+        defaults=base.defaults if defaults is None else defaults, long_context_env=base.long_context_env,
+        long_context_error=base.long_context_error, rope_unscaled_types=base.rope_unscaled_types,
+        rope_original_unscaled=base.rope_original_unscaled, nonpositive_length_error=base.nonpositive_length_error)
 
 
 def _release_key(profile: EngineProfile, release: str) -> tuple[int, ...]:

@@ -16,8 +16,9 @@ from typing import Any
 
 from ..base.errors import InputError
 from ..base.records import dataclass
+from ..base.registry import RULES
 from ..base.report import Diagnostic
-from ..checks.rules_launch import LaunchContext, launch_context, run_launch_rules
+from ..checks.rules_launch import LAUNCH, LaunchContext, launch_context, run_launch_rules
 from ..deployment.launch_command import LaunchCommand, attention_tp
 from ..deployment.launch_memory import (
     DEFAULT_OVERHEAD,
@@ -57,7 +58,8 @@ class LaunchResult:
         return any(d.severity == "error" and d.code in LAUNCH_CODES for d in self.diagnostics)
 
 
-LAUNCH_CODES = frozenset({"GDR501", "GDR502", "GDR503", "GDR504", "GDR505", "GDR508", "GDR509", "GDR510"})
+# The launch rules (scope "launch", `checks.rules_launch`): the engine's start-up, as against the model check.
+LAUNCH_CODES = frozenset(code for code, rule in RULES.items() if rule.scope == LAUNCH)
 _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)B(?![a-z])")
 
 
