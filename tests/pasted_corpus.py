@@ -239,6 +239,21 @@ CASES = [
         "  ERROR 02-03 13:39:49 [multiproc_executor.py:852]            ^^^^^^^^^^^^^^^^^^^^^^^^\n"
         "  ERROR 02-03 13:39:49 [multiproc_executor.py:852] AssertionError\n",
         [("GDR417", {})]),
+    # vLLM refusing a max_model_len above the config's: as posted under a GGUF config's wrong max_position_embeddings
+    # ...
+    PastedCase(
+        "https://github.com/huggingface/transformers/pull/39976",
+        "User-specified max_model_len (131072) is greater than the derived max_model_len (max_position_embeddings=32768 "
+        "or model_max_length=None in model's config.json).\n",
+        [("GDR422", {"length": "131072", "key": "max_position_embeddings", "derived": "32768",
+                     "model_max_length": "None"})],
+        reasons=("131072 asked, 32768 derived from `max_position_embeddings`: 4x the model's length",)),
+    # ... and inside a wrapper's message (a worker address in front, the message cut at "This").
+    PastedCase(
+        "https://github.com/xorbitsai/inference/issues/1715",
+        "ValueError: [address=127.0.0.1:37657, pid=3125985] User-specified max_model_len (4096) is greater than the "
+        "derived max_model_len (seq_length=2048 or model_max_length=None in model's config.json). This\n",
+        [("GDR422", {"length": "4096", "key": "seq_length", "derived": "2048", "model_max_length": "None"})]),
     # FP8 block quantization at TP: block_n on one line (sglang's loader) ...
     PastedCase(
         "https://github.com/inclusionAI/humming/issues/69",

@@ -1,4 +1,4 @@
-"""GDR412-GDR414, GDR418-GDR421: what engines print when a GDN/KDA model launch is refused or capped (`explain`).
+"""GDR412-GDR422: what engines print when a GDN/KDA model launch is refused or capped (`explain`).
 
 The engines' own messages (vLLM 0.33.0, sglang 0.5.23, quoted from their source), declared so that `gdr-check
 explain` recognises them in a log, a traceback or a wrapper's message, and connects them to the launch rules that
@@ -371,3 +371,37 @@ declare(
 def _capture_assert(values: Mapping[str, str], context: Context) -> list[str]:
     return ["`gdr-check launch --engine-version 0.17.1 -- <the command>` computes the blocks and the largest capture "
             "size before launch (GDR511)"]
+
+
+_LONG = ("User-specified max_model_len ({length}) is greater than the derived max_model_len ({key}={derived} or "
+         "model_max_length={model_max_length} in model's config.json).")
+
+declare(
+    "GDR422", "vllm-max-model-len-above-the-model",
+    summary="vLLM refused to start: --max-model-len is above the length the model's config gives",
+    message=_LONG,
+    explanation=(
+        "vLLM derives the longest length a model serves from its config (`max_position_embeddings` or another "
+        "length key, times the RoPE factor for RoPE types that do not already scale it, at most a tokenizer's "
+        "`model_max_length`) and raises this ValueError for a longer `--max-model-len` unless "
+        "`VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` is set (`vllm/config/model.py:2545-2700` in 0.33.0; the same words from "
+        "0.17.1). `gdr-check launch` predicts it from the config (GDR512)."),
+    causes=("a length copied from another model, or from the model card's extended-context recipe without its RoPE "
+            "scaling",),
+    fixes=("`--max-model-len` at most the derived length", "add the RoPE scaling the model card gives for longer "
+           "contexts (`--hf-overrides`), or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 knowingly"),
+    example=PastedExample("ValueError: User-specified max_model_len (1048576) is greater than the derived max_model_len "
+                          "(max_position_embeddings=262144 or model_max_length=None in model's config.json)."),
+    engines="vLLM 0.17.1 - 0.33.0 (and earlier)",
+    scope="pasted",
+)
+
+
+@reasoner("GDR422", numeric=("length", "derived"))
+def _long_length(values: Mapping[str, str], context: Context) -> list[str]:
+    length, derived, key = int(values["length"]), int(values["derived"]), values["key"].strip()
+    out = [f"{length} asked, {derived} derived from `{key}`"
+           + (f": {length / derived:g}x the model's length" if derived else ""),
+           f"`--max-model-len {derived}` starts; a longer one needs the model's RoPE scaling for it, or "
+           "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (positions past the trained length give wrong outputs)"]
+    return out
