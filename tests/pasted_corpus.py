@@ -243,8 +243,8 @@ CASES = [
     # ...
     PastedCase(
         "https://github.com/huggingface/transformers/pull/39976",
-        "User-specified max_model_len (131072) is greater than the derived max_model_len (max_position_embeddings=32768 "
-        "or model_max_length=None in model's config.json).\n",
+        "User-specified max_model_len (131072) is greater than the derived max_model_len "
+        "(max_position_embeddings=32768 or model_max_length=None in model's config.json).\n",
         [("GDR422", {"length": "131072", "key": "max_position_embeddings", "derived": "32768",
                      "model_max_length": "None"})],
         reasons=("131072 asked, 32768 derived from `max_position_embeddings`: 4x the model's length",)),
