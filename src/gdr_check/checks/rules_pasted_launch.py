@@ -391,7 +391,8 @@ declare(
     fixes=("`--max-model-len` at most the derived length", "add the RoPE scaling the model card gives for longer "
            "contexts (`--hf-overrides`), or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 knowingly"),
     example=PastedExample("ValueError: User-specified max_model_len (1048576) is greater than the derived "
-                          "max_model_len (max_position_embeddings=262144 or model_max_length=None in model's config.json)."),
+                          "max_model_len (max_position_embeddings=262144 or model_max_length=None in model's "
+                          "config.json)."),
     engines="vLLM 0.17.1 - 0.33.0 (and earlier)",
     scope="pasted",
 )
