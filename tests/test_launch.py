@@ -616,3 +616,19 @@ def test_vllm_refuses_a_max_model_len_below_one_in_its_words():
     assert str(caught.value) == ("vLLM refuses --max-model-len 0: `ValueError: max_model_len must be a positive "
                                  "integer, got int: 0. Example: max_model_len=2048`")
     assert parse_launch(split_command(f"vllm serve {MODEL} --max-model-len -1")).get("max_model_len") == -1
+
+
+@pytest.mark.parametrize("config, vllm, sglang", [
+    # vLLM: the smallest length key, model_max_length over all (model_arch_config_convertor.py:374-402, 0.33.0);
+    # sglang: the first of max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings
+    # (hf_transformers/common.py:668-694, 0.5.23)
+    ({"max_position_embeddings": 8192, "seq_length": 4096}, (4096, "seq_length"), (4096, "seq_length")),
+    ({"max_position_embeddings": 8192, "max_seq_len": 16384}, (8192, "max_position_embeddings"),
+     (16384, "max_seq_len")),
+    ({"max_position_embeddings": 8192, "seq_length": 4096, "model_max_length": 16384},
+     (16384, "model_max_length"), (4096, "seq_length")),
+    ({"model_max_length": 1048576}, (1048576, "model_max_length"), (1048576, "model_max_length")),
+])
+def test_the_length_key_each_engine_reads(config, vllm, sglang):
+    assert derived_length(config, table_for("vllm")) == vllm
+    assert derived_length(config, table_for("sglang")) == sglang

@@ -116,13 +116,18 @@ def max_position(config: dict[str, Any]) -> int | None:
 
 
 def derived_length(config: dict[str, Any], table: FlagTable) -> tuple[int, str] | None:
-    """The longest maximum length the engine takes without its override (`FlagTable.long_context_*`): the config's
-    `max_position_embeddings` times the RoPE factor, except for the RoPE types whose factor the engine does not
-    apply; None when the config gives no length."""
+    """The longest maximum length the engine takes without its override, and the config key it comes from
+    (`FlagTable.length_*`): the engine's length key times the RoPE factor, except for the RoPE types whose factor the
+    engine does not apply; None when the config gives no length."""
     text = _text_config(config)
-    base = max_position(config)
-    if base is None:
+    found = [(value, key) for key in table.length_keys
+             if isinstance(value := text.get(key, config.get(key)), int) and not isinstance(value, bool) and value > 0]
+    if not found:
         return None
+    base, key = min(found, key=lambda item: item[0]) if table.length_smallest else found[0]
+    override = table.length_override_key
+    if override is not None and any(name == override for _, name in found):
+        base, key = next(item for item in found if item[1] == override)
     rope = text.get("rope_scaling") or text.get("rope_parameters") or config.get("rope_scaling")
     factor: float = 1.0
     if isinstance(rope, dict):
@@ -132,7 +137,7 @@ def derived_length(config: dict[str, Any], table: FlagTable) -> tuple[int, str] 
             table.rope_original_unscaled and "original_max_position_embeddings" in rope)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and not skipped:
             factor = float(value)
-    return int(base * factor), "max_position_embeddings"
+    return int(base * factor), key
 
 
 def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: int, state_dtype: str,
@@ -298,11 +303,12 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
                               draft_columns=draft if command.table.conv_window_has_draft else 0)
     max_len = command.get("max_model_len")
     if max_len in (None, -1):
-        max_len = max_position(config)
-        if max_len is None:
-            raise LaunchModelError("the launch command gives no --max-model-len and the config no "
-                                   "`max_position_embeddings`")
-        notes.append(f"max model length {max_len} (the config's `max_position_embeddings`)")
+        derived = derived_length(config, command.table)
+        if derived is None:
+            raise LaunchModelError("the launch command gives no --max-model-len and the config no length "
+                                   f"({', '.join(command.table.length_keys)})")
+        max_len = derived[0]
+        notes.append(f"max model length {max_len} (the config's `{derived[1]}`)")
     prefix = command.get("prefix_caching", True) is not False  # vLLM 0.33 config/cache.py:257: on
     # Hopper picks FlashInfer's GDN prefill (qwen_gdn_linear_attn.py:148-174); in align mode it exports prefill
     # checkpoints on a 64-token grid and takes one more state block per request.
@@ -479,7 +485,8 @@ def plan_sglang(model: LinearAttentionModel, config: dict[str, Any], command: La
     state_bytes = (pool + 1) * per_slot
     kv_per_token = geometry.full_layers * geometry.kv_bytes_per_token
     kv_tokens = max(rest - state_bytes, 0) // kv_per_token if kv_per_token else 0
-    context = int(command.get("max_model_len") or max_position(config) or 0)
+    derived = derived_length(config, command.table)
+    context = int(command.get("max_model_len") or (derived[0] if derived else 0))
     if requested is not None:
         before = min(max(1, int(requested) // attn_dp), kv_tokens // 2)
     else:

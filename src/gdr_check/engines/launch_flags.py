@@ -157,6 +157,11 @@ class FlagTable:
     rope_unscaled_types: tuple[str, ...] = ()
     rope_original_unscaled: bool = False
     nonpositive_length_error: str | None = None
+    # The config keys the engine derives the model's length from, in its order: the smallest of them
+    # (`length_smallest`, vLLM) or the first present (sglang); `length_override_key` replaces them when present.
+    length_keys: tuple[str, ...] = ("max_position_embeddings",)
+    length_smallest: bool = False
+    length_override_key: str | None = None
 
     def lookup(self, name: str) -> Flag | None:
         for flag in self.flags:
@@ -234,6 +239,8 @@ SGLANG_0_5_23 = FlagTable(
     long_context_error=("ValueError: Warning: User-specified context_length ({length}) is greater than the derived "
                         "context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. ..."),
     rope_unscaled_types=("llama3",), rope_original_unscaled=True,
+    # srt/utils/hf_transformers/common.py:668-694: the first key present
+    length_keys=("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"),
     switches=frozenset({"--trust-remote-code", "--enable-metrics", "--skip-server-warmup", "--enable-torch-compile",
                         "--enable-ep-moe", "--enable-mixed-chunk", "--disable-custom-all-reduce", "--log-requests"}),
 )
@@ -299,6 +306,11 @@ VLLM_0_33_0 = FlagTable(
     rope_unscaled_types=("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"),
     nonpositive_length_error=("ValueError: max_model_len must be a positive integer, got int: {length}. Example: "
                               "max_model_len=2048"),
+    # transformers_utils/model_arch_config_convertor.py:374-402 (0.33.0): the smallest key present, and
+    # `model_max_length` over them all
+    length_keys=("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                 "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len"),
+    length_smallest=True, length_override_key="model_max_length",
     switches=frozenset({"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel",
                         "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--disable-log-requests",
                         "--disable-log-stats", "--enable-log-requests", "--async-scheduling",
@@ -439,7 +451,9 @@ def _replace_table(base: FlagTable, version: str, flags: tuple[Flag, ...], rejec
         group_quant=base.group_quant if group_quant is None else group_quant,
         defaults=base.defaults if defaults is None else defaults, long_context_env=base.long_context_env,
         long_context_error=base.long_context_error, rope_unscaled_types=base.rope_unscaled_types,
-        rope_original_unscaled=base.rope_original_unscaled, nonpositive_length_error=base.nonpositive_length_error)
+        rope_original_unscaled=base.rope_original_unscaled, nonpositive_length_error=base.nonpositive_length_error,
+        length_keys=base.length_keys, length_smallest=base.length_smallest,
+        length_override_key=base.length_override_key)
 
 
 def _release_key(profile: EngineProfile, release: str) -> tuple[int, ...]:
