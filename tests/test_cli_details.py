@@ -205,7 +205,7 @@ def test_list_models_text_explains_the_confidence_tags(repo: Path):
     ]
     assert lines[6].split() == ["Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen3NextForCausalLM", "V"]
     kimi = next(line for line in lines if line.startswith("moonshotai/Kimi-Linear-48B-A3B-Base"))
-    assert kimi.split()[2:] == ["U", "not", "verified:", "num_attention_heads"]
+    assert kimi.split()[2:] == ["S", "not", "verified:", "num_attention_heads", "(S),", "model_max_length", "(S)"]
 
 
 def test_list_models_refuses_a_target_it_would_not_check(repo: Path):

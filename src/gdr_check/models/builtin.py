@@ -78,6 +78,9 @@ def _kimi_linear() -> dict[str, Any]:
         },
         "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
         "num_experts": 256, "num_experts_per_token": 8, "torch_dtype": "bfloat16",
+        # The model's length: no `max_position_embeddings` (MLA without positions), 1M tokens as `model_max_length`,
+        # the key both engines read (docs/models.md §3, S).
+        "model_max_length": 1048576,
     }
 
 
@@ -107,8 +110,10 @@ _MODELS: tuple[BuiltinModel, ...] = (
     BuiltinModel("Qwen/Qwen3.5-397B-A17B",
                  _qwen3_5(moe=True, hidden=4096, layers=60, value_heads=64, heads=32, kv_heads=2),
                  "S", ("mamba_ssm_dtype", "linear_*")),
-    BuiltinModel("moonshotai/Kimi-Linear-48B-A3B-Instruct", _kimi_linear(), "U", ("num_attention_heads",)),
-    BuiltinModel("moonshotai/Kimi-Linear-48B-A3B-Base", _kimi_linear(), "U", ("num_attention_heads",)),
+    BuiltinModel("moonshotai/Kimi-Linear-48B-A3B-Instruct", _kimi_linear(), "S",
+                 ("num_attention_heads (S)", "model_max_length (S)")),
+    BuiltinModel("moonshotai/Kimi-Linear-48B-A3B-Base", _kimi_linear(), "S",
+                 ("num_attention_heads (S)", "model_max_length (S)")),
 )
 
 _BY_ID = {model.repo_id.lower(): model for model in _MODELS}
