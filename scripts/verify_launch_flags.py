@@ -12,7 +12,8 @@ with `gdr_check.engines.launch_flags.table_for_profile(profile_for("<engine>@<ve
   argparse finds ambiguous, which must be a prefix of two or more defined options;
 - every spelling the table maps with a note (an alias the release keeps) is defined.
 
-For sglang it also reads the state-pool facts the profiles carry for `deployment/state_pool.py` (`pool_facts`).
+For sglang it also reads the state-pool facts the profiles carry for `deployment/state_pool.py` (`pool_facts`), and
+for both engines the start-up defaults each table carries (`LaunchDefaults`: `defaults_facts`).
 It complements scripts/verify_engine_profiles.py (which reads the state-pool flags' choices and defaults into the
 profiles the tables are keyed off). Usage:
 
@@ -156,6 +157,83 @@ def compare_pool(found: dict[str, Any] | None, profile: Any, described: set[str]
     return problems
 
 
+_TIER = re.compile(r"gpu_mem < (\d+) \* 1024:")
+_CHUNKED = re.compile(r"chunked_prefill_size\s*=\s*(\d+)")
+_MAX_BS = re.compile(r"(?:cuda_graph_max_bs|max_bs)\s*=\s*(\d+)\b")
+_SPECULATIVE = re.compile(
+    r'if self\.speculative_algorithm == "STANDALONE":[^\n]*\n(?:\s*#[^\n]*\n)*\s*reserved_mem \+= (\d+) \* 1024\s*\n'
+    r'\s*elif self\.speculative_algorithm != "NGRAM":[^\n]*\n(?:\s*#[^\n]*\n)*\s*reserved_mem \+= (\d+) \* 1024')
+_VLLM_UTILIZATION = re.compile(r"gpu_memory_utilization: float = Field\(default=([\d.]+)")
+
+
+def _text(archive: zipfile.ZipFile, name: str) -> str:
+    return archive.read(name).decode("utf-8") if name in set(archive.namelist()) else ""
+
+
+def defaults_facts(wheel: Path) -> dict[str, Any]:
+    """The start-up defaults a release resolves from the GPU (`LaunchDefaults`), read from its source text.
+
+    sglang (`_handle_gpu_memory_settings`, in srt/server_args.py or srt/arg_groups/memory_hook.py): for each GPU-memory
+    tier below 20/35/60/90/160 GiB its chunked prefill size and decode CUDA-graph max batch at TP < 4 and >= 4, and
+    the speculative reserve (MiB) for STANDALONE and any other algorithm but NGRAM, where the release adds one.
+    vLLM: `--gpu-memory-utilization`'s default (config/cache.py), whether `get_batch_defaults` has the 160 GiB tier
+    (engine/arg_utils.py), the capture ceiling on SM100 (config/vllm.py), what the release does with capture sizes
+    or sequences above the Mamba blocks (config/compilation.py: a ValueError, a capped list, or nothing) and whether
+    the GDN prefill takes FlashInfer checkpoints (`FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`)."""
+    engine, _ = _release(wheel)
+    with zipfile.ZipFile(wheel) as archive:
+        if engine == "sglang":
+            text = _text(archive, "sglang/srt/arg_groups/memory_hook.py")
+            if "_handle_gpu_memory_settings" not in text or "gpu_mem < 35 * 1024" not in text:
+                text = _text(archive, "sglang/srt/server_args.py")
+            tiers = []
+            marks = list(_TIER.finditer(text))
+            for mark, following in zip(marks, marks[1:] + [None], strict=True):
+                end = following.start() if following else text.find("B200", mark.end())  # the open tier's comment
+                segment = text[mark.end(): end if end > 0 else mark.end()]
+                chunked, bs = _CHUNKED.search(segment), _MAX_BS.findall(segment)
+                if chunked and bs:
+                    tiers.append([int(mark.group(1)), int(chunked.group(1)), int(bs[0]), int(bs[-1])])
+            spec = _SPECULATIVE.search(text)
+            reserve = [["STANDALONE", int(spec.group(1)) * 1024], ["*", int(spec.group(2)) * 1024]] if spec else []
+            return {"graph_tiers": tiers[:5], "speculative_reserve_mib": reserve}
+        utilization = _VLLM_UTILIZATION.search(_text(archive, "vllm/config/cache.py"))
+        compilation = _text(archive, "vllm/config/compilation.py")
+        names = archive.namelist()
+        checkpoints = any("FLASHINFER_GDN_CHECKPOINT_ALIGNMENT" in _text(archive, name) for name in names
+                          if name.startswith("vllm/model_executor/layers/mamba/gdn/") and name.endswith(".py"))
+        return {
+            "memory_fraction": float(utilization.group(1)) if utilization else None,
+            "seqs_160_gib_tier": "device_memory >= 160 * GiB_bytes" in _text(archive, "vllm/engine/arg_utils.py"),
+            "graph_ceiling_sm100": 1024 if "1024 if current_platform.is_device_capability_family(100)"
+            in _text(archive, "vllm/config/vllm.py") else 512,
+            "mamba_blocks_at_capture": ("refuse" if "exceeds available Mamba cache" in compilation else "cap"
+                                        if "adjust_cudagraph_sizes_for_mamba_cache" in compilation else "assert"),
+            "gdn_prefill_checkpoints": checkpoints,
+        }
+
+
+def compare_defaults(found: dict[str, Any] | None, table: Any) -> list[str]:
+    """Disagreements between a table's `LaunchDefaults` and the release's (none for facts stored before they were
+    read)."""
+    if not found:
+        return []
+    defaults, release = table.defaults, f"{table.engine} {table.version}"
+    if table.engine == "sglang":
+        expected: dict[str, Any] = {
+            "graph_tiers": [[tier.below_gib, tier.chunked_prefill, tier.graph_bs_small_tp, tier.graph_bs_large_tp]
+                            for tier in defaults.graph_tiers if tier.below_gib is not None],
+            "speculative_reserve_mib": [list(item) for item in defaults.speculative_reserve_mib]}
+    else:
+        expected = {"memory_fraction": defaults.memory_fraction,
+                    "seqs_160_gib_tier": any(tier.min_gib == 160 for tier in defaults.seqs_tiers),
+                    "graph_ceiling_sm100": defaults.graph_ceiling_sm100,
+                    "mamba_blocks_at_capture": defaults.mamba_blocks_at_capture,
+                    "gdn_prefill_checkpoints": defaults.gdn_prefill_checkpoints}
+    return [f"{release}: {key} is {value!r} in the table, {found.get(key)!r} in the release"
+            for key, value in expected.items() if found.get(key) != value]
+
+
 def facts(wheel: Path, table: Any) -> dict[str, Any]:
     """What the release defines of the spellings `table` names (read, mapped, rejected, abbreviated)."""
     engine, version = _release(wheel)
@@ -163,6 +241,7 @@ def facts(wheel: Path, table: Any) -> dict[str, Any]:
     named = sorted({name for flag in table.flags for name in flag.names} | set(table.rejected)
                    | set(table.aliases) | set(table.abbreviations) | set(table.abbreviations.values()))
     return {"engine": engine, "version": version, "wheel": wheel.name, "pool": pool_facts(wheel),
+            "defaults": defaults_facts(wheel),
             "defined": {name: options.get(name) for name in named},
             "prefixes": {name: sorted(o for o in options if o.startswith(name) and o != name)
                          for name in sorted(set(table.rejected) | set(table.abbreviations))}}
@@ -217,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         profile = profile_for(f"{engine}@{version}")
         table = table_for_profile(profile, version)
         found = facts(wheel, table)
-        problems = compare(found, table) + compare_pool(found["pool"], profile, described)
+        problems = (compare(found, table) + compare_pool(found["pool"], profile, described)
+                    + compare_defaults(found["defaults"], table))
         for problem in problems:
             print(problem)
         failed = failed or bool(problems)

@@ -55,6 +55,8 @@ def test_each_releases_table_agrees_with_its_argument_definitions(path: Path):
     # warning), against what the release holds, for the architectures gdr-check describes
     described = {name for adapter in ADAPTERS for name in adapter.architectures}
     assert verifier.compare_pool(found.get("pool"), profile, described) == []
+    # the start-up defaults the table carries for the release (LaunchDefaults), against its source text
+    assert verifier.compare_defaults(found.get("defaults"), table) == []
 
 
 def test_the_pool_facts_were_read_where_sglang_changed_them():
@@ -180,3 +182,29 @@ def test_launch_reads_the_command_as_the_release_given(tmp_path):
             "0.5.16\n") in out
     code, out = run(*command)  # the newest release: the old spelling is gone
     assert code == 2 and "sglang 0.5.23 rejects it: unrecognized arguments: --mamba-scheduler-strategy" in out
+
+
+def test_the_launch_defaults_were_read_where_the_releases_changed_them():
+    defaults = {path.stem: json.loads(path.read_text())["defaults"] for path in FACTS}
+    # sglang: GPUs under 35 GiB get 4096-token chunks and decode graphs to 48 / 160 from 0.5.20 (24 / 80 before)
+    assert defaults["sglang-0.5.19"]["graph_tiers"][1] == [35, 2048, 24, 80]
+    assert defaults["sglang-0.5.20"]["graph_tiers"][1] == [35, 4096, 48, 160]
+    # the speculative reserve: 2 GiB (0.5.9), 4 GiB (0.5.10-0.5.13), none from 0.5.14; STANDALONE 6 GiB
+    assert defaults["sglang-0.5.9"]["speculative_reserve_mib"] == [["STANDALONE", 6144], ["*", 2048]]
+    assert defaults["sglang-0.5.13"]["speculative_reserve_mib"] == [["STANDALONE", 6144], ["*", 4096]]
+    assert defaults["sglang-0.5.14"]["speculative_reserve_mib"] == []
+    # vLLM: nothing checks the Mamba blocks at capture in 0.17, 0.18 caps the capture sizes, 0.20 refuses; the
+    # utilization default 0.9 until 0.19, 0.92 after; the FlashInfer GDN checkpoints only in 0.33
+    assert [defaults[f"vllm-{v}"]["mamba_blocks_at_capture"] for v in ("0.17.0", "0.18.0", "0.20.0", "0.33.0")] == [
+        "assert", "cap", "refuse", "refuse"]
+    assert [defaults[f"vllm-{v}"]["memory_fraction"] for v in ("0.17.0", "0.18.0", "0.20.0", "0.33.0")] == [
+        0.9, 0.9, 0.92, 0.92]
+    assert [defaults[f"vllm-{v}"]["gdn_prefill_checkpoints"] for v in ("0.32.0", "0.33.0")] == [False, True]
+
+
+def test_the_comparison_fails_on_a_table_whose_defaults_the_release_lacks():
+    found = json.loads((ROOT / "tests" / "data" / "launch_flags" / "vllm-0.18.0.json").read_text())["defaults"]
+    verifier = _verifier()
+    assert verifier.compare_defaults(found, table_for("vllm", "0.20.0")) == [
+        "vllm 0.20.0: memory_fraction is 0.92 in the table, 0.9 in the release",
+        "vllm 0.20.0: mamba_blocks_at_capture is 'refuse' in the table, 'cap' in the release"]
