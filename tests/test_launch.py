@@ -632,3 +632,17 @@ def test_vllm_refuses_a_max_model_len_below_one_in_its_words():
 def test_the_length_key_each_engine_reads(config, vllm, sglang):
     assert derived_length(config, table_for("vllm")) == vllm
     assert derived_length(config, table_for("sglang")) == sglang
+
+
+@pytest.mark.parametrize("text", [
+    "non-default args: {'model': 'm', 'tensor_parallel_size': " + "1+" * 100_000 + "1}",
+    "server_args=ServerArgs(model_path='m', tp_size=" + "1+" * 100_000 + "1)",
+])
+def test_a_deep_expression_in_a_startup_line_is_no_traceback(text):
+    # ast.literal_eval overflows the parser's recursion on a long `1+1+...`: passed over (sglang) or one line (vLLM)
+    try:
+        command = parse_log(text)
+    except LaunchCommandError as error:
+        assert str(error) == "the log's `non-default args:` line is cut or not a Python dict"
+    else:
+        assert command.get("model") == "m" and command.get("tp") is None

@@ -391,10 +391,14 @@ def _keyword_literals(text: str) -> dict[str, Any]:
             continue
         try:
             values[text[start:equals]] = ast.literal_eval(text[equals + 1:end])
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
             continue
         position = end
     return values
+
+
+# The most text a startup settings line is read over (an engine prints a few kilobytes): a longer one is cut.
+_MAX_SETTINGS_LINE = 1 << 20
 
 
 def _bracketed(text: str, marker: str) -> str | None:
@@ -408,7 +412,8 @@ def _bracketed(text: str, marker: str) -> str | None:
     closing = {"(": ")", "{": "}", "[": "]"}[opening]
     depth, quote, index = 1, "", at + len(marker)
     body: list[str] = []
-    while index < len(text):
+    stop = min(len(text), index + _MAX_SETTINGS_LINE)
+    while index < stop:
         char = text[index]
         index += 1
         if char in "\r\n":
@@ -436,13 +441,13 @@ def _python_literal(text: str) -> Any:
     names are replaced token by token (never inside a string), then the text is read with `ast.literal_eval`."""
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):  # (a deep expression overflows the parser)
         pass
     try:
         tokens = [(kind, _JSON_LITERALS.get(value, value) if kind == tokenize.NAME else value)
                   for kind, value, *_ in tokenize.generate_tokens(StringIO(text).readline)]
         return ast.literal_eval(tokenize.untokenize(tokens))
-    except (ValueError, SyntaxError, tokenize.TokenError, IndentationError):
+    except (ValueError, SyntaxError, tokenize.TokenError, RecursionError, MemoryError):
         raise LaunchCommandError("the log's `non-default args:` line is cut or not a Python dict") from None
 
 
