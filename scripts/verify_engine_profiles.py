@@ -885,8 +885,8 @@ _NOT_RAISES = frozenset({"GDR226", "GDR227"})
 
 def _registry_messages(variant: str) -> list[str]:
     """The messages of the rules that mirror the reference wrapper's raises, in the wrapper's order."""
-    from gdr_check import checks  # noqa: F401  (importing registers the rules)
     from gdr_check.base.registry import RULE_SET, RULES
+    from gdr_check.checks import all_rules  # noqa: F401  (importing registers every rule)
 
     codes = [code for step in RULE_SET.wrapper_orders[variant]
              for code in ((step,) if isinstance(step, str) else step) if code not in _NOT_RAISES]

@@ -410,3 +410,15 @@ def test_a_bad_gpu_is_one_line_and_exit_2(good: Path, args: list[str], problem: 
     assert result.exit_code == 2 and result.stdout == ""
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith("error: ") and problem in line, line
+
+
+def test_the_verifier_compares_a_release_in_a_fresh_process():
+    """`scripts/verify_engine_profiles.py` as CI runs it: its own interpreter, where no test has loaded the rules
+    before (it read the wrapper orders from a registry that a check no longer fills with every rule, and failed
+    with a KeyError in CI only)."""
+    import subprocess
+
+    script = ("import json, sys; sys.path.insert(0, 'scripts'); import verify_engine_profiles as v; "
+              "facts = json.load(open('tests/data/engine_facts/sglang-0.5.23.json')); print(v.compare(facts))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
