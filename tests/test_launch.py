@@ -22,7 +22,7 @@ from gdr_check.deployment.launch_command import (
     parse_log,
     split_command,
 )
-from gdr_check.deployment.launch_memory import derived_length
+from gdr_check.deployment.launch_memory import LaunchModelError, derived_length
 from gdr_check.engines.launch_flags import table_for
 
 GiB = 1 << 30
@@ -580,6 +580,10 @@ def test_vllm_refuses_a_max_model_len_above_the_config():
             "max_model_len (max_position_embeddings=262144 or model_max_length=None in model's "
             "config.json).") in run.stdout
     assert "verdict: vLLM 0.33.0 refuses to start" in run.stdout
+    # GDR512 supersedes GDR502 (the KV cache of one such sequence): with weights that leave too little memory
+    # for it, only GDR512 is shown (both were)
+    heavy = run_cli("launch", "--gpu", "h100", "--weights-per-rank", "70GiB", "--", *line)
+    assert "error[GDR512]" in heavy.stdout and "GDR502" not in heavy.stdout
     allowed = run_cli("launch", "--gpu", "h100", "--", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", *line)
     assert ("warning[GDR512]: --max-model-len 1048576 is above the model's 262144 (max_position_embeddings): vLLM "
             "0.33.0 serves it, as VLLM_ALLOW_LONG_MAX_MODEL_LEN is set") in allowed.stdout
@@ -607,6 +611,18 @@ def test_the_derived_length_follows_each_engine(rope, vllm_length, sglang_length
     config = {"max_position_embeddings": 4096, "rope_scaling": rope}
     assert derived_length(config, table_for("vllm")) == (vllm_length, "max_position_embeddings")
     assert derived_length(config, table_for("sglang")) == (sglang_length, "max_position_embeddings")
+
+
+@pytest.mark.parametrize("length, factor, shown", [(4096, 1e308, "4096 and a RoPE factor 1e+308"),
+                                                   (10 ** 400, 1.0, f"{str(10 ** 400)[:159]}… and a RoPE factor 1")])
+def test_a_length_past_every_number_is_one_line(length, factor, shown):
+    """A RoPE factor or a length key so large the product is no number (it was `internal error: OverflowError`)."""
+    config = {"max_position_embeddings": length, "rope_scaling": {"rope_type": "linear", "factor": factor}}
+    for engine in ("vllm", "sglang"):
+        with pytest.raises(LaunchModelError) as caught:
+            derived_length(config, table_for(engine))
+        assert str(caught.value) == (f"the model's config gives `max_position_embeddings` {shown}: their product is "
+                                     "not a length")
 
 
 def test_vllm_refuses_a_max_model_len_below_one_in_its_words():

@@ -348,3 +348,37 @@ def test_vllm_awq_refuses_a_fused_layer_whose_shards_differ(tmp_path, entries, v
     if refused:
         assert ("vLLM says: `Detected some but not all shards of model.layers.0.linear_attn.in_proj_ba are quantized. "
                 "All shards of fused layers to have the same precision.`") in run.stdout
+
+
+REDOS = "(.|.)*(.|.)*(.|.)*(.|.)*(.|.)*(.|.)*X"
+
+
+@pytest.mark.parametrize("quantization,line", [
+    ({"quant_method": "awq", "bits": 0, "group_size": 128, "version": "gemm"},
+     "`quantization_config.bits` is 0 (an int), not a positive integer"),
+    ({"quant_method": "awq", "bits": 64, "group_size": 128, "version": "gemm"},
+     "`quantization_config.bits` is 64: the engines load 2, 3, 4 or 8-bit groups"),
+    ({"quant_method": "awq", "bits": 4, "group_size": "32", "version": "gemm"},
+     "`quantization_config.group_size` is '32' (a str), not a positive integer or -1"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": -7, "sym": True, "desc_act": False},
+     "`quantization_config.group_size` is -7 (an int), not a positive integer or -1"),
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized",
+      "config_groups": {"group_0": {"weights": {"num_bits": True, "strategy": "group", "group_size": 128}}}},
+     "`quantization_config.config_groups.group_0.weights.num_bits` is True (a bool), not a positive integer"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False,
+      "dynamic": {f"-:{REDOS}": {}}},
+     f"`quantization_config.dynamic` holds the pattern '{REDOS}': a quantified group, more than 3 unbounded "
+     "repeats or over 512 characters, which gdr-check does not run (it can backtrack without end)"),
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["re:.*a.*b.*c.*d"],
+      "config_groups": {"g": {"weights": {"num_bits": 4, "strategy": "group", "group_size": 128}}}},
+     "`quantization_config.ignore` holds the pattern '.*a.*b.*c.*d': a quantified group, more than 3 unbounded "
+     "repeats or over 512 characters, which gdr-check does not run (it can backtrack without end)"),
+], ids=["bits-0", "bits-64", "group-str", "group-negative", "ct-bits-bool", "dynamic-redos", "ignore-many-repeats"])
+@pytest.mark.parametrize("engine", ["vllm serve", "python -m sglang.launch_server --model-path"])
+def test_a_quantization_config_no_engine_loads_is_one_line_and_exit_2(tmp_path, quantization, line, engine):
+    """Values gdr-check cannot compute with (it divided by the bits and ran the config's patterns as given: a
+    ZeroDivisionError as "internal error", and a pattern that backtracked for minutes)."""
+    folder = _folder(tmp_path, "bad", "Qwen/Qwen3-Next-80B-A3B-Instruct", quantization)
+    result = run_cli("launch", "--weights-per-rank", "20GiB", "--", *engine.split(), folder, "--max-model-len", "4096")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: {line}\n"

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
+from ..base.errors import printable
 from ..base.records import dataclass
 from ..base.tensor_spec import DTYPE_ITEMSIZE
 from ..engines.launch_flags import SGLANG_DEFAULTS_0_5_23, VLLM_DEFAULTS_0_33, FlagTable, LaunchDefaults
@@ -137,7 +138,14 @@ def derived_length(config: dict[str, Any], table: FlagTable) -> tuple[int, str] 
             table.rope_original_unscaled and "original_max_position_embeddings" in rope)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and not skipped:
             factor = float(value)
-    return int(base * factor), key
+    try:
+        length = base * factor
+    except OverflowError:  # an int past float's range
+        length = math.inf
+    if not math.isfinite(length) or length >= 1 << 62:
+        raise LaunchModelError(f"the model's config gives `{key}` {printable(base)} and a RoPE factor {factor:g}: "
+                               "their product is not a length")
+    return int(length), key
 
 
 def state_geometry(model: LinearAttentionModel, config: dict[str, Any], *, tp: int, state_dtype: str,

@@ -39,6 +39,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..base.errors import InputError, described, printable
 from ..base.records import dataclass
 from ..engines.group_quant import GROUP, PACK, GroupQuantFacts
 from .description import LinearAttentionModel
@@ -77,8 +78,56 @@ def _quantization(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return quant if isinstance(quant, Mapping) else None
 
 
-def _int(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+class QuantizationConfigError(InputError):
+    """The checkpoint's `quantization_config` holds a value no engine loads (said in one line)."""
+
+
+# The widths the engines' group kernels pack (2, 3, 4 and 8 bits; vLLM's and sglang's GPTQ configs refuse others).
+_BITS = (2, 3, 4, 8)
+# A pattern from the config is run against every projection's name: one with a quantified group, or more unbounded
+# quantifiers than a name pattern needs, can backtrack for hours on a 50-character name, so it is refused.
+_QUANTIFIED_GROUP = re.compile(r"\)(?:[*+?]|\{\d*,\d*\})")
+_UNBOUNDED = re.compile(r"(?<!\\)(?:[*+]|\{\d*,\})")
+_MAX_UNBOUNDED = 3
+_MAX_PATTERN = 512
+
+
+def _key_path(within: str, key: str) -> str:
+    return ".".join(("quantization_config", *([within] if within else []), key))
+
+
+def _int(quant: Mapping[str, Any], keys: tuple[str, ...], default: int, *, whole_input: bool = False,
+         within: str = "") -> int:
+    """The first of `keys` the config gives, as a positive integer (-1 too where `whole_input`: one group over the
+    whole input); `default` when it gives none. `within`: where `quant` lies in `quantization_config`."""
+    key = next((k for k in keys if quant.get(k) is not None), None)
+    if key is None:
+        return default
+    value = quant[key]
+    if isinstance(value, int) and not isinstance(value, bool) and (value > 0 or (whole_input and value == -1)):
+        return value
+    raise QuantizationConfigError(f"`{_key_path(within, key)}` is {described(value)}, not a "
+                                  f"{'positive integer or -1' if whole_input else 'positive integer'}")
+
+
+def _bits(quant: Mapping[str, Any], keys: tuple[str, ...], default: int, *, within: str = "") -> int:
+    bits = _int(quant, keys, default, within=within)
+    if bits not in _BITS:
+        key = next(k for k in keys if quant.get(k) is not None)
+        raise QuantizationConfigError(f"`{_key_path(within, key)}` is {bits}: the engines load "
+                                      f"{', '.join(map(str, _BITS[:-1]))} or {_BITS[-1]}-bit groups")
+    return bits
+
+
+def _pattern(where: str, pattern: str) -> str:
+    """`pattern` (a layer-name regex from the config), refused where it could backtrack without end."""
+    if (len(pattern) > _MAX_PATTERN or _QUANTIFIED_GROUP.search(pattern)
+            or len(_UNBOUNDED.findall(pattern)) > _MAX_UNBOUNDED):
+        raise QuantizationConfigError(
+            f"`quantization_config.{where}` holds the pattern {printable(repr(pattern), 80)}: a quantified "
+            f"group, more than {_MAX_UNBOUNDED} unbounded repeats or over {_MAX_PATTERN} characters, which "
+            "gdr-check does not run (it can backtrack without end)")
+    return pattern
 
 
 def _strings(value: object) -> tuple[str, ...]:
@@ -92,41 +141,48 @@ def group_scheme(config: Mapping[str, Any]) -> GroupScheme | None:
         return None
     method = str(quant.get("quant_method", "")).lower()
     if method == "awq" and str(quant.get("version", "gemm")).lower() == "gemm":
-        bits, group = _int(quant.get("bits", quant.get("w_bit")), 4), _int(quant.get("group_size",
-                                                                                    quant.get("q_group_size")), 128)
+        bits = _bits(quant, ("bits", "w_bit"), 4)
+        group = _int(quant, ("group_size", "q_group_size"), 128, whole_input=True)
         return GroupScheme("awq", f"AWQ {bits}-bit, group {group}", bits, group, "substring",
                            _strings(quant.get("modules_to_not_convert")))
     if method == "gptq":
-        bits, group = _int(quant.get("bits"), 4), _int(quant.get("group_size"), 128)
+        bits, group = _bits(quant, ("bits",), 4), _int(quant, ("group_size",), 128, whole_input=True)
         if quant.get("sym") is not True or quant.get("desc_act") is None or bits not in (4, 8):
             # sglang converts GPTQ to Marlin only when `sym` and `desc_act` are given, symmetric, 4 or 8 bits
             # (`gptq/gptq.py:459-482` in 0.5.23); the plain GPTQ kernels are not modelled.
             return GroupScheme("gptq-plain", f"GPTQ {bits}-bit, group {group}", bits, group, "regex")
         dynamic = quant.get("dynamic")
-        negatives = tuple(key[2:] for key in dynamic if isinstance(key, str) and key.startswith("-:")) \
-            if isinstance(dynamic, Mapping) else ()
+        negatives = tuple(_pattern("dynamic", key[2:]) for key in dynamic
+                          if isinstance(key, str) and key.startswith("-:")) if isinstance(dynamic, Mapping) else ()
         return GroupScheme("gptq", f"GPTQ {bits}-bit, group {group}", bits, group, "regex", negatives)
     if method in ("auto-round", "intel/auto-round"):
         if "gptq" not in str(quant.get("packing_format", "auto_round:auto_gptq")):
             return None
-        bits, group = _int(quant.get("bits"), 4), _int(quant.get("group_size"), 128)
+        bits, group = _bits(quant, ("bits",), 4), _int(quant, ("group_size",), 128, whole_input=True)
         extra = quant.get("extra_config")
-        kept = tuple(name for name, entry in extra.items() if isinstance(name, str) and isinstance(entry, Mapping)
-                     and _int(entry.get("bits"), bits) >= 16) if isinstance(extra, Mapping) else ()
+        kept = tuple(_pattern("extra_config", name) for name, entry in extra.items()
+                     if isinstance(name, str) and isinstance(entry, Mapping)
+                     and isinstance(entry.get("bits"), int) and entry["bits"] >= 16) if isinstance(extra, Mapping) \
+            else ()
         blocks = quant.get("block_name_to_quantize")
         named = tuple(b.strip() for b in blocks.split(",")) if isinstance(blocks, str) else _strings(blocks)
         return GroupScheme("gptq", f"AutoRound {bits}-bit (GPTQ packing), group {group}", bits, group, "names", kept,
                            named)
     if method == "compressed-tensors":
         fmt = str(quant.get("format", ""))
-        weights = [group.get("weights") for group in (quant.get("config_groups") or {}).values()
-                   if isinstance(group, Mapping)] if isinstance(quant.get("config_groups"), Mapping) else []
-        first = next((w for w in weights if isinstance(w, Mapping)), None)
+        groups = quant.get("config_groups")
+        weight_groups = [(f"config_groups.{name}.weights", group.get("weights")) for name, group in groups.items()
+                         if isinstance(group, Mapping)] if isinstance(groups, Mapping) else []
+        where, first = next(((w, weights) for w, weights in weight_groups if isinstance(weights, Mapping)), ("", None))
         if first is None:
             return None
-        bits = _int(first.get("num_bits"), 4)
-        group = _int(first.get("group_size"), -1) if first.get("strategy") in ("group", "tensor_group") else -1
+        bits = _bits(first, ("num_bits",), 4, within=where)
+        group = _int(first, ("group_size",), -1, whole_input=True, within=where) if first.get("strategy") in (
+            "group", "tensor_group") else -1
         ignored = _strings(quant.get("ignore"))
+        for entry in ignored:
+            if entry.startswith("re:"):
+                _pattern("ignore", entry[3:])
         if fmt == "pack-quantized":
             return GroupScheme("wna16", f"compressed-tensors W{bits}A16, group {group}", bits, group, "ct", ignored)
         if fmt == "nvfp4-pack-quantized":
@@ -134,7 +190,7 @@ def group_scheme(config: Mapping[str, Any]) -> GroupScheme | None:
         return None
     if method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "NVFP4":
         excluded = _strings(quant.get("exclude_modules")) or _strings(quant.get("ignore"))
-        return GroupScheme("nvfp4", "ModelOpt NVFP4", 4, _int(quant.get("group_size"), 16), "wildcard", excluded)
+        return GroupScheme("nvfp4", "ModelOpt NVFP4", 4, _int(quant, ("group_size",), 16), "wildcard", excluded)
     return None
 
 
