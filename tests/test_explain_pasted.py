@@ -104,6 +104,27 @@ def test_trailing_punctuation_and_markdown_quotes_are_ignored():
     assert found.values == {"heads": "16", "tp": "3"}
 
 
+def test_a_kda_state_dtype_that_is_no_state_dtype_is_not_advised_as_one():
+    """vLLM refuses any KDA state dtype but auto, float32 and bfloat16; for float64 "bfloat16 halves the state as
+    float64 would have" was wrong, and `check --state-dtype float64` is refused as an unknown dtype."""
+    [found] = find_all("ValueError: KDA recurrent state supports only auto, float32, and bfloat16; got float64")
+    assert found.reasons == ["`--mamba-ssm-cache-dtype float64` is the cause: vLLM keeps a KDA state in float32 "
+                             "(auto) or bfloat16 only"]
+    [found] = find_all("ValueError: KDA recurrent state supports only auto, float32, and bfloat16; got float16")
+    assert found.reasons[1] == ("`gdr-check check MODEL --engine vllm --state-dtype float16` reports this before "
+                                "launch (GDR138)")
+
+
+def test_capture_sizes_capped_to_no_block_advise_memory_not_a_sequence_count():
+    text = ("Capping cudagraph capture sizes from max 512 to {capped} to fit Mamba cache blocks ({blocks} blocks "
+            "available). This limits the maximum batch size that can use CUDA graphs. To increase this limit, reduce "
+            "max_num_seqs or increase available GPU memory.")
+    [found] = find_all(text.format(capped=0, blocks=0))
+    assert found.reasons[1] == ("no `--max-num-seqs` helps with no block at all: raise `--gpu-memory-utilization` or "
+                                "lower `--max-model-len`; vLLM 0.20.0 and later refuse to start instead (GDR412)")
+    [found] = find_all(text.format(capped=400, blocks=411))
+    assert found.reasons[1].startswith("`--max-num-seqs 411` keeps every decode batch captured")
+
 def test_the_kda_heads_message_names_the_tp_sizes_that_divide():
     [found] = find_all("[2026-11-02 09:14:03 TP1] ValueError: KDA num_heads (32) must be divisible by shard "
                        "tp_size (3)")

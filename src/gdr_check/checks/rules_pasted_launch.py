@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..base.registry import declare
+from ..engines.group_quant import AWQ_FALLBACK, IN_ALIGN, REPACK_N
+from ..engines.profiles import profile_for
 from .explanations import V_WIDTH, Context, reasoner
 from .rules_pasted import PastedExample
 
@@ -177,12 +179,10 @@ def _marlin_shape(values: Mapping[str, str], context: Context) -> list[str]:
     return out + _slices(width, multiple, context)
 
 
-_REPACK = "size_n = {width} is not divisible by tile_n_size = {multiple}"
-
 declare(
     "GDR419", "marlin-repack-not-divisible",
     summary="the Marlin weight repack refused a GPTQ/WNA16 layer whose per-rank output is not whole 64-column tiles",
-    message=_REPACK,
+    message=REPACK_N,
     explanation=(
         "sglang loads GPTQ (and AutoRound's GPTQ packing) and compressed-tensors WNA16 checkpoints through Marlin "
         "without acting on Marlin's shape check (`hardware_backend/gpu/quantization/gptq_kernels.py:89-94`, "
@@ -207,13 +207,11 @@ def _repack(values: Mapping[str, str], context: Context) -> list[str]:
             f"repack tiles"] + _slices(width, multiple, context)
 
 
-_AWQ_FALLBACK = "Layer '{prefix}' is not supported by {kernel}. Falling back to unoptimized AWQ kernels."
-
 declare(
     "GDR420", "awq-marlin-fallback",
     severity="warning",
     summary="an AWQ layer runs on the slow unoptimized kernel: its per-rank slice does not suit Marlin",
-    message=_AWQ_FALLBACK,
+    message=AWQ_FALLBACK,
     explanation=(
         "Both engines run AWQ layers on Marlin when each rank's slice suits it and log this for each layer that "
         "does not (sglang 0.5.23 `srt/layers/quantization/awq/awq.py:367-375`, 64 output and 128 input columns, no "
@@ -245,13 +243,10 @@ def _awq_fallback(values: Mapping[str, str], context: Context) -> list[str]:
     return out
 
 
-_IN_ALIGN = ("The input size is not aligned with the quantized weight shape. This can be caused by too large tensor "
-             "parallel size.")
-
 declare(
     "GDR421", "group-split-across-ranks-at-load",
     summary="a 4-bit group-quantized layer's per-rank input slice splits a quantization group",
-    message=_IN_ALIGN,
+    message=IN_ALIGN,
     explanation=(
         "The plain AWQ and GPTQ kernels (sglang 0.5.23 `srt/layers/quantization/awq/schemes/awq_linear.py:39-45`, "
         "`gptq/schemes/gptq_linear.py:47-52`; vLLM 0.33.0 `quantization/auto_awq.py:818-824`) need each rank's "
@@ -282,7 +277,7 @@ def _group_split(values: Mapping[str, str], context: Context) -> list[str]:
     return out
 
 
-_KDA_STATE = "KDA recurrent state supports only auto, float32, and bfloat16; got {dtype}"
+_KDA_STATE = (profile_for("vllm@0.30").kda_state_dtype_refusal or "").removeprefix("ValueError: ")
 
 declare(
     "GDR415", "vllm-kda-state-dtype-refused",
@@ -306,6 +301,9 @@ declare(
 @reasoner("GDR415", names=("dtype",))
 def _kda_state(values: Mapping[str, str], context: Context) -> list[str]:
     dtype = values["dtype"].strip()
+    if dtype != "float16":  # not a state dtype at all for KDA: nothing to halve, and `check` takes no such dtype
+        return [f"`--mamba-ssm-cache-dtype {dtype}` is the cause: vLLM keeps a KDA state in float32 (auto) or "
+                "bfloat16 only"]
     return [f"`--mamba-ssm-cache-dtype {dtype}` is the cause: `bfloat16` halves the float32 state as {dtype} "
             "would have, and vLLM takes it for KDA",
             "`gdr-check check MODEL --engine vllm --state-dtype " + dtype + "` reports this before launch (GDR138)"]
@@ -340,10 +338,13 @@ declare(
 @reasoner("GDR416", numeric=("capture", "capped", "blocks"))
 def _capture_capped(values: Mapping[str, str], context: Context) -> list[str]:
     capture, capped, blocks = int(values["capture"]), int(values["capped"]), int(values["blocks"])
-    return [f"decode batches of {capped + 1} to {capture} sequences run without CUDA graphs ({blocks} blocks: one "
-            "per decoding sequence)",
-            f"`--max-num-seqs {blocks}` keeps every decode batch captured; vLLM 0.20.0 and later refuse to start "
-            "instead of capping (GDR412)"]
+    ran = (f"decode batches of {capped + 1} to {capture} sequences run without CUDA graphs ({blocks} blocks: one "
+           "per decoding sequence)")
+    if blocks < 1:  # no sequence count keeps a graph: the memory is what is missing
+        return [ran, "no `--max-num-seqs` helps with no block at all: raise `--gpu-memory-utilization` or lower "
+                     "`--max-model-len`; vLLM 0.20.0 and later refuse to start instead (GDR412)"]
+    return [ran, f"`--max-num-seqs {blocks}` keeps every decode batch captured; vLLM 0.20.0 and later refuse to "
+                 "start instead of capping (GDR412)"]
 
 
 _CONV_LINES = "assert num_cache_lines >= batch"

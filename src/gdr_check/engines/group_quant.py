@@ -76,13 +76,15 @@ class GroupQuantFacts:
     awq_shards_source: str = ""
 
 
-_AWQ_FALLBACK_SG = "Layer '{prefix}' is not supported by AWQMarlin. Falling back to unoptimized AWQ kernels."
-_IN_ALIGN = ("The input size is not aligned with the quantized weight shape. This can be caused by too large tensor "
-             "parallel size.")
+# The engines' own messages (`explain` matches them too: checks/rules_pasted_launch.py), `{prefix}` the layer.
+AWQ_FALLBACK = "Layer '{prefix}' is not supported by {kernel}. Falling back to unoptimized AWQ kernels."
+_AWQ_FALLBACK_SG = AWQ_FALLBACK.format(prefix="{prefix}", kernel="AWQMarlin")
+IN_ALIGN = ("The input size is not aligned with the quantized weight shape. This can be caused by too large tensor "
+            "parallel size.")
 _OUT_ALIGN = ("The output size is not aligned with the quantized weight shape. This can be caused by too large "
               "tensor parallel size.")
-_REPACK_N = "size_n = {width} is not divisible by tile_n_size = 64"
-_REPACK_K = "size_k = {width} is not divisible by tile_k_size = 16"
+REPACK_N = "size_n = {width} is not divisible by tile_n_size = {multiple}"
+_REPACK_K = "size_k = {width} is not divisible by tile_k_size = {multiple}"
 _NVFP4_IN = "Unsupported model when in features size is not multiple of 16"
 
 
@@ -92,7 +94,7 @@ def _awq_marlin_unpadded(says: str, source: str, plain: str) -> tuple[WidthCheck
         WidthCheck("awq", "output", 64, "warning", says, source),
         WidthCheck("awq", "input", 128, "warning", says, source),
         WidthCheck("awq", "input", GROUP, "warning", says, source),
-        WidthCheck("awq", "input", GROUP, "error", _IN_ALIGN, plain, after_fallback=True),
+        WidthCheck("awq", "input", GROUP, "error", IN_ALIGN, plain, after_fallback=True),
         WidthCheck("awq", "output", PACK, "error", _OUT_ALIGN, plain, after_fallback=True),
     )
 
@@ -102,7 +104,7 @@ SGLANG_GROUPS = GroupQuantFacts(
                                 "sglang 0.5.23 srt/layers/quantization/awq/schemes/awq_linear.py:39-53") + tuple(
         WidthCheck(scheme, side, multiple, "error", says,
                    "sglang 0.5.23 kernels/jit/csrc/gemm/marlin/gptq_marlin_repack.cuh:305-316")
-        for scheme in ("gptq", "wna16") for side, multiple, says in (("output", 64, _REPACK_N),
+        for scheme in ("gptq", "wna16") for side, multiple, says in (("output", 64, REPACK_N),
                                                                       ("input", 16, _REPACK_K))),
     awq_matches_shards=False, kda_merged_qkv=True, modelled=("awq", "gptq", "wna16", "nvfp4"),
 )
@@ -116,7 +118,7 @@ VLLM_GROUPS_0_17 = GroupQuantFacts(
     awq_fused_name_first=False, awq_shards_disagree=_SHARDS,
     awq_shards_source="vLLM 0.22.0 vllm/model_executor/layers/quantization/utils/quant_utils.py:500-505",
     checks=_awq_marlin_unpadded(
-        "Layer '{prefix}' is not supported by AWQMarlin. Falling back to unoptimized AWQ kernels.",
+        _AWQ_FALLBACK_SG,
         "vLLM 0.22.0 vllm/model_executor/layers/quantization/awq_marlin.py:294-300",
         "vLLM 0.22.0 vllm/model_executor/layers/quantization/awq.py:198-212") + (_NVFP4,),
     modelled=("awq", "nvfp4"),
@@ -127,7 +129,7 @@ VLLM_GROUPS_0_24 = GroupQuantFacts(
     checks=(
         WidthCheck("awq", "input", GROUP, "warning", "Layer '{prefix}' is not supported by AutoAWQMarlin. Falling "
                    "back to unoptimized AWQ kernels.", _AUTO_AWQ + ":313-333"),
-        WidthCheck("awq", "input", GROUP, "error", _IN_ALIGN, _AUTO_AWQ + ":818-832", after_fallback=True),
+        WidthCheck("awq", "input", GROUP, "error", IN_ALIGN, _AUTO_AWQ + ":818-832", after_fallback=True),
         _NVFP4,
     ),
     ba_replicated=("awq", "gptq"), modelled=("awq", "nvfp4"), awq_shards_disagree=_SHARDS,

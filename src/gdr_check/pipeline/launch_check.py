@@ -16,7 +16,7 @@ from typing import Any
 
 from ..base.errors import InputError
 from ..base.records import dataclass
-from ..base.registry import RULES
+from ..base.registry import RULES, without_superseded
 from ..base.report import Diagnostic
 from ..checks.rules_launch import LAUNCH, LaunchContext, launch_context, run_launch_rules
 from ..deployment.launch_command import LaunchCommand, attention_tp
@@ -139,7 +139,7 @@ def check_launch(command: LaunchCommand, *, gpu: Gpu, weights_per_rank: int | No
         radix_cache=command.get("prefix_caching", True) is not False,
     )
     check = check_checkpoint(checkpoint, deployment, builtin=builtin)
-    diagnostics = run_launch_rules(ctx) + list(check.report.diagnostics)
+    diagnostics = without_superseded(run_launch_rules(ctx) + list(check.report.diagnostics))
     notes = list(checkpoint.notes)
     scheme = group_scheme(config)
     if scheme is not None:
