@@ -72,15 +72,20 @@ def main() -> int:
     parser.add_argument("--all", action="store_true")
     args = parser.parse_args()
     if args.compare:
+        if len(args.files) != 2:
+            parser.error("--compare takes two snapshots: BEFORE AFTER")
         before, after = (json.loads(open(path, encoding="utf-8").read()) for path in args.files)
-        differ = sorted(cell for cell in before.keys() | after.keys() if before.get(cell) != after.get(cell))
-        print(f"{len(before) - len(differ)} of {len(before)} cells identical" + "".join(f"\n  differs: {c}"
-                                                                                      for c in differ))
+        cells = before.keys() | after.keys()  # a cell only one side has differs
+        differ = sorted(cell for cell in cells if before.get(cell) != after.get(cell))
+        print(f"{len(cells) - len(differ)} of {len(cells)} cells identical" + "".join(f"\n  differs: {c}"
+                                                                                    for c in differ))
         return 1 if differ else 0
-    cells = snapshot(args.all)
+    if len(args.files) != 1:
+        parser.error("a snapshot is written to one file")
+    snapshot_cells = snapshot(args.all)
     with open(args.files[0], "w", encoding="utf-8") as out:
-        json.dump(cells, out)
-    print(f"{len(cells)} cells, {sum(text.count(chr(10)) for text in cells.values())} PTX lines")
+        json.dump(snapshot_cells, out)
+    print(f"{len(snapshot_cells)} cells, {sum(text.count(chr(10)) for text in snapshot_cells.values())} PTX lines")
     return 0
 
 

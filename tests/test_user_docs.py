@@ -43,6 +43,13 @@ def test_explain_refuses_a_format_it_does_not_write(cwd: Path, fmt: str):
     assert "Traceback" not in result.stderr
 
 
+def test_launch_refuses_a_format_it_does_not_write_and_writes_nothing_in_it(cwd: Path):
+    """It wrote a SARIF document on stdout beside "unknown format 'sarif'" (found in review)."""
+    result = run_cli("launch", "--output-format", "sarif", "--", "vllm", "serve", QWEN)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("error: Invalid value for --output-format: unknown format 'sarif'; expected one of: "
+                             "full, json\n")
+
 def test_explain_reads_json_from_the_environment_and_full_for_any_other_format(cwd: Path, monkeypatch):
     monkeypatch.setenv("GDR_CHECK_OUTPUT_FORMAT", "json")
     assert json.loads(run_cli("explain", "GDR212").stdout)["code"] == "GDR212"

@@ -21,7 +21,7 @@ from ..pipeline.launch_check import LAUNCH_CODES, LaunchResult, check_launch, gp
 from .deployment_flags import check_command
 from .escape import neutralise_log, text
 from .main import app
-from .output import Output
+from .output import LAUNCH_FORMATS, Output
 
 EPILOG = """Examples:
 
@@ -32,7 +32,6 @@ EPILOG = """Examples:
   gdr-check launch --gpu h100 --from-log server.log
 """
 
-LAUNCH_FORMATS = ("full", "json")
 
 
 def _size(option: str, value: str | None) -> int | None:

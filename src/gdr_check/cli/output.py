@@ -47,6 +47,10 @@ def _option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
 
 
 EXPLAIN_FORMATS = ("full", "json")  # what `explain` writes
+LAUNCH_FORMATS = ("full", "json")  # what `launch` writes
+# The commands that write only some formats and take no report file: a usage error of theirs is written in one of
+# their formats (a run that asked for another left a SARIF document on stdout beside "unknown format 'sarif'").
+_FEW_FORMATS = {"explain": EXPLAIN_FORMATS, "launch": LAUNCH_FORMATS}
 
 
 def output_format_from_argv(argv: Sequence[str]) -> str:
@@ -127,11 +131,12 @@ class Output:
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Output:
         """Where a run that fails before its command parses its options reports: the format and file the command
-        line asks for. `explain` takes no report file and writes full or json only: its usage errors write
-        nothing else (a `-o` it refuses left a SARIF file behind)."""
-        if next((arg for arg in argv if not arg.startswith("-")), None) == "explain":
+        line asks for. `explain` and `launch` take no report file and write full or json only: their usage errors
+        write nothing else (a `-o` explain refuses left a SARIF file behind)."""
+        command = next((arg for arg in argv if not arg.startswith("-")), None)
+        if command in _FEW_FORMATS:
             chosen = output_format_from_argv(argv)
-            return cls(chosen if chosen in EXPLAIN_FORMATS else "full", None)
+            return cls(chosen if chosen in _FEW_FORMATS[command] else "full", None)
         return cls(output_format_from_argv(argv), output_file_from_argv(argv))
 
     def write(self, text: str) -> None:
