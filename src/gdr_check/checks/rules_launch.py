@@ -8,6 +8,7 @@ low and a high end (`Overhead`): a prediction that depends on where in that rang
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import field
 from typing import Any
@@ -91,9 +92,13 @@ class LaunchExample:
     @property
     def text(self) -> str:
         lines = [f"# {self.note}"] if self.note else []
+        command = self.command
+        if self.config_changes:  # a folder whose config.json is the built-in model's published one, changed
+            lines.append(f"# ./model/config.json: {self.model}'s, with {json.dumps(self.config_changes)}")
+            command = command.replace(self.model, "./model")
         release = f" --engine-version {self.engine_version}" if self.engine_version else ""
         lines.append(f"gdr-check launch --gpu {self.gpu} --weights-per-rank {self.weights_gib:g}GiB{release} -- "
-                     f"{self.command}")
+                     f"{command}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
