@@ -62,18 +62,23 @@ def install() -> None:
         _install_misshards([kind for kind in os.environ[RANKS_MISSHARD].split(",") if kind])
 
 
+def _crash_or_hang(kind: str, crash: str) -> None:
+    """`abort`: say `crash` on stderr and abort the process, as a device fault does; `hang`: never return."""
+    if kind == "abort":
+        sys.stderr.write(crash + "\n")
+        sys.stderr.flush()
+        os.abort()
+    if kind == "hang":
+        time.sleep(3600)
+
+
 def _install_child_fault(kind: str) -> None:
     from gdr_check.pipeline.dryrun.plan import DryRunPlan
 
     real = DryRunPlan.from_dict.__func__  # type: ignore[attr-defined]
 
     def from_dict(cls: type[DryRunPlan], data: dict[str, Any]) -> DryRunPlan:
-        if kind == "abort":
-            sys.stderr.write(f"simulated device fault ({DRYRUN_FAULT}=abort)\n")
-            sys.stderr.flush()
-            os.abort()
-        if kind == "hang":
-            time.sleep(3600)
+        _crash_or_hang(kind, f"simulated device fault ({DRYRUN_FAULT}=abort)")
         return real(cls, data)
 
     DryRunPlan.from_dict = classmethod(from_dict)  # type: ignore[method-assign, assignment]
@@ -94,12 +99,7 @@ def _install_rank_fault(rank: int, kind: str) -> None:
         def checked(*args: Any) -> Any:
             if kind == "raise":
                 raise RankFault(f"simulated failure on rank {rank} ({RANKS_FAULT})")
-            if kind == "abort":
-                sys.stderr.write(f"simulated crash on rank {rank}\n")
-                sys.stderr.flush()
-                os.abort()
-            if kind == "hang":
-                time.sleep(3600)
+            _crash_or_hang(kind, f"simulated crash on rank {rank}")
             result = real(*args)
             if kind == "nan":
                 args[7].fill_(float("nan"))  # `out`, in the wrappers' argument order

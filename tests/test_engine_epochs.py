@@ -9,7 +9,6 @@ release's own source implies.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -33,6 +32,7 @@ from gdr_check.engines.profiles import (
 )
 from gdr_check.kernel.layout import row_is_live
 from gdr_check.pipeline.model_check import check_builtin
+from repo_scripts import script
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = ROOT / "tests" / "data" / "engine_facts"
@@ -44,15 +44,8 @@ KDA_PACKED = "fused_recurrent_kda_packed_decode"
 RELEASES = ("vllm@0.33.0", "vllm@0.20.0", "vllm@0.27.1", "sglang@0.5.13", "sglang@0.5.21")
 
 
-@cache
 def verifier() -> ModuleType:
-    path = ROOT / "scripts" / "verify_engine_profiles.py"
-    spec = importlib.util.spec_from_file_location("verify_engine_profiles", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verify_engine_profiles", module)
-    spec.loader.exec_module(module)
-    return module
+    return script("verify_engine_profiles")
 
 
 @cache

@@ -12,10 +12,9 @@ likewise for `--cuda-graph-max-bs-decode`, `--attn-dp-size` from 0.5.22 (`arg_gr
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -23,20 +22,15 @@ from gdr_check.deployment.launch_command import parse_launch
 from gdr_check.engines.launch_flags import LaunchCommandError, table_for, table_for_profile
 from gdr_check.engines.profiles import profile_for
 from gdr_check.models.adapters import ADAPTERS
+from repo_scripts import script
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = sorted((ROOT / "tests" / "data" / "launch_flags").glob("*.json"))
 MODEL = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 
 
-def _verifier():
-    path = ROOT / "scripts" / "verify_launch_flags.py"
-    spec = importlib.util.spec_from_file_location("verify_launch_flags", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verify_launch_flags", module)
-    spec.loader.exec_module(module)
-    return module
+def _verifier() -> ModuleType:
+    return script("verify_launch_flags")
 
 
 def test_every_sglang_release_and_vllm_0_33_was_read():
