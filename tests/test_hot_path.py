@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import gc
 import weakref
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,8 @@ from gdr_check import TensorSpec
 from gdr_check.base.report import Diagnostic, Location
 from gdr_check.call.packed_call import PackedDecodeCall
 from gdr_check.sources.checkpoint import TensorInfo
+from package_source import source_files
 
-PACKAGE = Path(__file__).resolve().parent.parent / "src" / "gdr_check"
 GC_OWNER = "cli/main.py"
 # read-only uses outside the CLI
 GC_READERS = {("pipeline/capture.py", "get_referrers"), ("pipeline/capture.py", "get_freeze_count")}
@@ -27,18 +26,14 @@ HOT_MODULES = {"base/tensor_spec.py", "base/report.py", "pipeline/guard.py", "ch
 NORMALISING_POST_INITS = {("deployment/settings.py", "object.__setattr__")}
 
 
-def _modules() -> list[tuple[str, ast.Module]]:
-    return [(path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
-            for path in sorted(PACKAGE.rglob("*.py"))]
-
-
 def test_only_the_cli_entry_point_touches_the_garbage_collector():
     """Only the CLI changes the collector's state; elsewhere `gc` may only be read through the functions named in
     GC_READERS (pipeline/capture.py finds live engine backends that hold a packed-decode function:
     `INSTANCE_HOLDERS`)."""
     importing, uses = set(), set()
-    for name, tree in _modules():
-        for node in ast.walk(tree):
+    for source in source_files():
+        name = source.relative
+        for node in source.nodes:
             if isinstance(node, ast.Import) and any(alias.name == "gc" for alias in node.names):
                 importing.add(name)
                 # Under another name its uses would escape the attribute check below.
@@ -56,10 +51,11 @@ def test_no_construction_bypasses_on_the_hot_paths():
         return isinstance(node, ast.Attribute) and node.attr == "__dict__"
 
     found = set()
-    modules = [(name, tree) for name, tree in _modules() if name in HOT_MODULES]
+    modules = [source for source in source_files() if source.relative in HOT_MODULES]
     assert len(modules) == len(HOT_MODULES)
-    for name, tree in modules:
-        for node in ast.walk(tree):
+    for source in modules:
+        name = source.relative
+        for node in source.nodes:
             if isinstance(node, ast.Attribute):
                 base = node.value
                 if node.attr == "__setattr__" and isinstance(base, ast.Name) and base.id == "object":

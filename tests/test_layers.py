@@ -12,8 +12,11 @@ a cycle is fixed by moving the code.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from pathlib import Path
+
+from package_source import source_files
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 PACKAGE = "gdr_check"
@@ -42,6 +45,8 @@ HEAVY = ("torch", "triton")
 OPTIONAL = ("huggingface_hub",)
 
 
+# The graph is built when a test first asks for it (in the one worker that runs these tests), not at collection.
+@functools.cache
 def _modules() -> dict[str, tuple[Path, bool]]:
     modules = {}
     for path in sorted(ROOT.rglob("*.py")):
@@ -51,9 +56,6 @@ def _modules() -> dict[str, tuple[Path, bool]]:
             parts = parts[:-1]
         modules[".".join(parts)] = (path, is_package)
     return modules
-
-
-MODULES = _modules()
 
 
 def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> list[tuple[str, bool]]:
@@ -75,25 +77,27 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -
         for end in range(1, len(parts) + 1):
             candidate = ".".join(parts[:end])
             # A module's own parent packages are initialized before it runs: no edge.
-            if candidate in MODULES and candidate != module and not module.startswith(candidate + "."):
+            if candidate in _modules() and candidate != module and not module.startswith(candidate + "."):
                 found.append((candidate, end < len(parts)))
     # The named modules first, then the parent packages that run on the way (marked True).
     named = [name for name, parent in found if not parent]
     return [(name, False) for name in named] + [(name, True) for name, parent in found if parent and name not in named]
 
 
+@functools.cache
 def _imports() -> list[tuple[str, str, bool, int]]:
     """(importer, imported, at function level, line) for each import statement, `if TYPE_CHECKING:` ones
     included; `at function level` is only set for the module a function-level import names, not for the parent
     packages it runs on the way."""
     edges = []
-    for module, (path, is_package) in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    trees = {source.path: source for source in source_files()}
+    for module, (path, is_package) in _modules().items():
+        source = trees[path]
         in_function: set[int] = set()
-        for node in ast.walk(tree):
+        for node in source.nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 in_function.update(id(child) for child in ast.walk(node))
-        for node in ast.walk(tree):
+        for node in source.nodes:
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             lazy = id(node) in in_function
@@ -106,29 +110,25 @@ def _imports() -> list[tuple[str, str, bool, int]]:
     return edges
 
 
-EDGES = _imports()
-
-
+@functools.cache
 def _lazy_exports() -> list[tuple[str, str, bool, int]]:
     """(package, module, False, line) for each module a package's PEP 562 `_EXPORTS` (`base/lazy.py`) names: the
     package imports it on first use of the name, out of the AST's sight, so that a lazy export that runs back up
     or closes a cycle would otherwise pass. Not edges for `_heavy_modules`: nothing runs at import."""
     edges = []
-    for module, (path, is_package) in MODULES.items():
+    trees = {source.path: source.tree for source in source_files()}
+    for module, (path, is_package) in _modules().items():
         if not is_package:
             continue
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in trees[path].body:
             target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
             if not (isinstance(target, ast.Name) and target.id == "_EXPORTS") or node.value is None:
                 continue
             for name in set(ast.literal_eval(node.value).values()):  # ".checks.contract", or "description"
                 exported = importlib.util.resolve_name(name if name.startswith(".") else f".{name}", module)
-                assert exported in MODULES, f"{module}._EXPORTS names {name!r}, no module of the package"
+                assert exported in _modules(), f"{module}._EXPORTS names {name!r}, no module of the package"
                 edges.append((module, exported, False, node.lineno))
     return edges
-
-
-EXPORT_EDGES = _lazy_exports()
 
 
 def _layer(module: str) -> int:
@@ -142,11 +142,12 @@ def _layer(module: str) -> int:
                          f"and to docs/package-layers.md")
 
 
+@functools.cache
 def _heavy_modules() -> set[str]:
     """The package's modules that import torch or triton when they are imported (module-level imports, followed
     through the package)."""
-    graph: dict[str, set[str]] = {module: set() for module in MODULES}
-    for importer, imported, lazy, _line in EDGES:
+    graph: dict[str, set[str]] = {module: set() for module in _modules()}
+    for importer, imported, lazy, _line in _imports():
         if not lazy:
             graph[importer].add(imported)
     heavy = {module for module, targets in graph.items()
@@ -161,27 +162,24 @@ def _heavy_modules() -> set[str]:
     return heavy
 
 
-HEAVY_MODULES = _heavy_modules()
-
-
 def test_every_module_has_a_layer() -> None:
-    for module in MODULES:
+    for module in _modules():
         _layer(module)
 
 
 def test_the_kernels_are_the_heavy_modules() -> None:
     """The computed set is not empty (the allowance above is not vacuous) and holds no metadata-path stage."""
-    assert "gdr_check.kernel.gdn.fused" in HEAVY_MODULES and "gdr_check.kernel.kda.fused" in HEAVY_MODULES
+    assert "gdr_check.kernel.gdn.fused" in _heavy_modules() and "gdr_check.kernel.kda.fused" in _heavy_modules()
     # (and the engine plugins' worker side, `integrations.served`, which runs in an engine worker only)
-    assert {_layer(module) for module in HEAVY_MODULES} <= {_layer("gdr_check.kernel"), _layer("gdr_check.pipeline"),
-                                                            _layer("gdr_check.integrations")}
+    layers = {_layer(module) for module in _heavy_modules()}
+    assert layers <= {_layer("gdr_check.kernel"), _layer("gdr_check.pipeline"), _layer("gdr_check.integrations")}
 
 
 def test_no_cycle() -> None:
     """No cycle among the imports that run (function-level ones included)."""
-    graph: dict[str, set[str]] = {module: set() for module in MODULES}
-    for importer, imported, _lazy, _line in EDGES + EXPORT_EDGES:
-        if imported in MODULES:
+    graph: dict[str, set[str]] = {module: set() for module in _modules()}
+    for importer, imported, _lazy, _line in _imports() + _lazy_exports():
+        if imported in _modules():
             graph[importer].add(imported)
     # Tarjan's strongly connected components, iteratively.
     index: dict[str, int] = {}
@@ -225,13 +223,13 @@ def test_no_cycle() -> None:
 
 
 def _back_edges() -> set[tuple[str, str]]:
-    return {(importer, imported) for importer, imported, _lazy, _line in EDGES + EXPORT_EDGES
-            if imported in MODULES and _layer(imported) > _layer(importer)}
+    return {(importer, imported) for importer, imported, _lazy, _line in _imports() + _lazy_exports()
+            if imported in _modules() and _layer(imported) > _layer(importer)}
 
 
 def _unlisted_lazy() -> set[tuple[str, str]]:
-    return {(importer, imported) for importer, imported, lazy, _line in EDGES
-            if lazy and imported not in HEAVY_MODULES and imported.split(".")[0] not in HEAVY + OPTIONAL}
+    return {(importer, imported) for importer, imported, lazy, _line in _imports()
+            if lazy and imported not in _heavy_modules() and imported.split(".")[0] not in HEAVY + OPTIONAL}
 
 
 def test_no_import_runs_back_up() -> None:
@@ -245,6 +243,6 @@ def test_function_level_imports_are_heavy_or_optional_only() -> None:
 def test_lazy_exports_are_edges() -> None:
     """The packages' lazy exports are read (the check above is not vacuous for them): `gdr_check.kernel` exports
     the checked GDN wrapper, `gdr_check.models` its description."""
-    names = {(importer, imported) for importer, imported, _lazy, _line in EXPORT_EDGES}
+    names = {(importer, imported) for importer, imported, _lazy, _line in _lazy_exports()}
     assert {("gdr_check.kernel", "gdr_check.kernel.gdn.checked"),
             ("gdr_check.models", "gdr_check.models.description")} <= names

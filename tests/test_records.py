@@ -7,12 +7,12 @@ import ast
 import dataclasses
 import itertools
 from dataclasses import field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gdr_check.base.records import dataclass as record
+from package_source import source_files
 
 OPTIONS = [dict(zip(("frozen", "eq", "repr", "unsafe_hash", "slots"), values, strict=True))
            for values in itertools.product((False, True), repeat=5)]
@@ -126,13 +126,12 @@ def test_order_is_passed_through() -> None:
 def test_the_package_makes_its_dataclasses_with_records() -> None:
     """Every module but the engines' plugin side (`integrations/`, standard library only) takes `dataclass`
     from `base.records`, so no dataclass of the package pays for `exec`-compiled methods again."""
-    package = Path(__file__).resolve().parent.parent / "src" / "gdr_check"
     offenders = []
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package).as_posix()
+    for source in source_files():
+        relative = source.relative
         if relative.startswith("integrations/") or relative == "base/records.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in source.nodes:
             if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" and node.level == 0:
                 if any(alias.name == "dataclass" for alias in node.names):
                     offenders.append(relative)

@@ -5,9 +5,8 @@ constexpr global, or compiling raises `NameError: Cannot access global variable 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
+from package_source import source_files
 
 
 def _is_jit(decorator: ast.expr) -> bool:
@@ -18,10 +17,10 @@ def _is_jit(decorator: ast.expr) -> bool:
 
 def _jit_functions() -> list[tuple[str, ast.FunctionDef]]:
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for source in source_files():
+        for node in source.nodes:
             if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
-                found.append((f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}", node))
+                found.append((f"{source.relative}:{node.lineno} {node.name}", node))
     return found
 
 

@@ -8,8 +8,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from gdr_check.cli import coercion
+from package_source import source_files
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
@@ -33,12 +33,12 @@ def test_pyproject_admits_exactly_the_tested_range() -> None:
 
 def test_only_the_shim_imports_private_typer_names() -> None:
     importers = set()
-    for path in SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for source in source_files():
+        for node in source.nodes:
             names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(name.startswith("typer._") for name in names):
-                importers.add(path.relative_to(SRC).as_posix())
+                importers.add(source.relative)
     assert importers == {"cli/coercion.py"}
 
 
