@@ -15,7 +15,8 @@ release, run as they are:
 Stood in (tests/vllm_real.py's stand-ins for the rest): vLLM's config module (`VllmConfig`,
 `set_current_vllm_config`), `resolve_obj_by_qualname` (what vLLM's does: import, then the attribute), the TP
 rank of `vllm.distributed.parallel_state`, and the worker class (`StandInGpuWorker`: its `init_device` sets the
-TP rank, its `load_model` imports the GDN layer as building the model does). For sglang: the model runner module
+TP rank, its `load_model` imports the GDN layer as building the model does), and the compiler's decorators
+(`vllm_real.eager_compile`). For sglang: the model runner module
 (`StandInModelRunner`, in the order of the release's `ModelRunner`: `init_torch_distributed` in `__init__`,
 then `initialize`, which loads the model, builds the GDN backend and runs a decode step) and the runtime
 context's `get_parallel()`. tests/test_plugins.py checks that order against the release's source.
@@ -139,6 +140,7 @@ def vllm_worker(root: str, out: str, spawned: bool) -> None:
     """A vLLM worker process: `WorkerProc.__init__`'s calls, then one decode step."""
     if spawned:
         vllm_environment(Path(root))
+    vllm_real.without_compiler(setattr)  # before the worker imports vLLM's files (tests/vllm_real.py says why)
     _log_lines(out)
     worker_base = importlib.import_module(VLLM_WORKER)
     wrapper = worker_base.WorkerWrapperBase(rpc_rank=RANK)

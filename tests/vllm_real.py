@@ -16,7 +16,11 @@ whatever is read from it or returned by calling it is false (platform probes: no
 re-exports once it has probed vLLM's settings). The Triton kernel is vLLM's: under TRITON_INTERPRET=1 it runs in
 the interpreter on the CPU, with one name swapped: the `exp` that `fused_recurrent.py` imports from `op.py`
 (`tl.exp` bound to a module global, which the interpreter cannot call) becomes a jit function computing the
-same, as in sglang_real.py. On a GPU (GDR_CHECK_TEST_GPU=1) nothing is swapped.
+same, as in sglang_real.py. On a GPU (GDR_CHECK_TEST_GPU=1) nothing is swapped. While the files are imported,
+`torch.compile` and `torch.compiler.disable` return what they decorate (`eager_compile`): the real ones import
+`torch._dynamo`, ~2.6 s of CPU in every process that loads the files here (more than importing torch), and no
+test calls a decorated function under a compiler: the decode step runs eagerly, where `disable` changes nothing,
+and never reaches the layer's compiled `prepare_gdn_attention_core_inputs`.
 `decode` runs one step through the layer's own methods; what it stands in for that call is in its docstring.
 
 `packed_decode_sites` reads a release as text (nothing imported): where it defines the packed decodes and which
@@ -160,6 +164,21 @@ class _StandInFinder:
         return None
 
 
+def eager_compile(function: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """`torch.compile` / `torch.compiler.disable` as vLLM's files use them, as decorators (`@torch.compiler.disable`,
+    `@torch.compile(fullgraph=True)`): returns what it decorates (see the module's docstring)."""
+    return function if function is not None else eager_compile
+
+
+def without_compiler(setattr_: Any) -> None:
+    """Stand `eager_compile` in for the compiler's decorators; `setattr_` is `monkeypatch.setattr` in a test
+    process (undone after the test) or `setattr` in a process of its own."""
+    import torch
+
+    setattr_(torch, "compile", eager_compile)
+    setattr_(torch.compiler, "disable", eager_compile)
+
+
 def load(monkeypatch, root: Path) -> dict[str, types.ModuleType]:
     """Import the real modules under their real names; `monkeypatch` removes every `vllm` module (and stand-in)."""
     import importlib
@@ -186,6 +205,7 @@ def load(monkeypatch, root: Path) -> dict[str, types.ModuleType]:
     utils = sys.modules["vllm.triton_utils"] = _stand_in("vllm.triton_utils")
     utils.triton, utils.tl, utils.tldevice = triton, tl, tldevice  # type: ignore[attr-defined]
     monkeypatch.setattr(sys, "meta_path", [_StandInFinder(real), *sys.meta_path])
+    without_compiler(monkeypatch.setattr)
     try:
         modules = {name: importlib.import_module(name) for name in (OPS, KERNELS, GDN_LAYER)}
     finally:
