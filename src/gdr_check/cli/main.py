@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import typer
 import typer.core
+import typer.main
 
 from ..base.errors import InputError
 from ..base.identity import VERSION
@@ -106,10 +107,19 @@ class _Typer(typer.Typer):
                 **kwargs: Any) -> Callable[[CommandFunction], CommandFunction]:
         return super().command(name, cls=cls or _Command, **kwargs)
 
+    _built: tuple[tuple[str | None, ...], Any] | None = None  # (the registered commands, their click group)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         argv = kwargs["args"] if "args" in kwargs else (args[0] if args else None)
         _register_commands(commands_for(list(sys.argv[1:] if argv is None else argv)))
-        return super().__call__(*args, **kwargs)
+        # Typer builds the click group from the commands' signatures on every call (~4 ms, most of an in-process
+        # run: tests, tools that call `main` repeatedly); it depends only on the commands registered, so it is
+        # built again only when a call has registered another. (What `Typer.__call__` adds around the group, its
+        # exception hook, changes nothing with pretty exceptions off.)
+        registered = tuple(info.name for info in self.registered_commands)
+        if self._built is None or self._built[0] != registered:
+            self._built = (registered, typer.main.get_command(self))
+        return self._built[1](*args, **kwargs)
 
 
 app = _Typer(
