@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import json
 import logging
 import multiprocessing
@@ -243,9 +244,10 @@ def sglang_environment(root: Path) -> None:
         parent, _, leaf = name.rpartition(".")
         if parent in sys.modules:
             setattr(sys.modules[parent], leaf, sys.modules[name])
-    import torch
-
-    release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+    # torch's release from its installed metadata: importing torch here (~2 s) would be charged to every spawn
+    # test's parent, whose worker imports it again; the worker's kernels import it where they need it.
+    version = importlib.metadata.version("torch")
+    release = tuple(int(part) for part in version.split("+")[0].split(".")[:2])
     sys.modules["sglang.srt.utils.common"].torch_release = release  # type: ignore[attr-defined]
     context = types.ModuleType("sglang.srt.runtime_context")
     context.get_parallel = _get_parallel  # type: ignore[attr-defined]
