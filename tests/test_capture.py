@@ -545,3 +545,13 @@ def test_a_default_target_missing_only_its_optional_dependency_is_absent_and_any
     # comes after it, as on a GPU worker that ran sglang's helion test first)
     assert any(f"; skipped {broken}: {reason}; pass targets=" in str(w.message) for w in warned)
     assert not path.exists()
+
+
+def test_only_the_namespaces_holding_a_wanted_object_are_walked():
+    """`_holding` keeps exactly the namespaces that hold one of the objects (by identity, not equality), in their
+    order: the ones install_wrappers and restore_wrappers then walk name by name."""
+    first, second = object(), [1]
+    namespaces = [("a", {"x": 1, "y": first}), ("b", {"x": [1]}), ("c", {}), ("d", {"z": second, "w": first})]
+    assert [name for name, _ in capture_module._holding(namespaces, {id(second)})] == ["d"]
+    assert [name for name, _ in capture_module._holding(namespaces, {id(first), id(second)})] == ["a", "d"]
+    assert list(capture_module._holding(namespaces, set())) == []

@@ -92,6 +92,7 @@ from ..checks.hotpath import address_errors, out_overlaps, run_contract, tensor_
 from ..deployment.settings import Deployment
 from ..engines.profiles import live_engine, profile_for
 from .capture import (
+    GUARD_WRAPPERS,
     PARAMETERS,
     _split_target,
     engine_targets,
@@ -937,6 +938,7 @@ class Guard:
         # the guard it belongs to (a wrapper whose guard has left passes calls through: see capture.py).
         guarded_wrapper.__gdr_check_guard_original__ = original  # type: ignore[attr-defined]
         guarded_wrapper.__gdr_check_guard__ = guard  # type: ignore[attr-defined]
+        GUARD_WRAPPERS.add(guarded_wrapper)
         return guarded_wrapper
 
     def _unpatch(self) -> None:
