@@ -4,6 +4,7 @@ Kernel tests run Triton kernels on the CPU through its interpreter, which must b
 imported; GDR_CHECK_TEST_GPU=1 runs them on a real GPU instead.
 """
 
+import gc
 import os
 import sys
 import tempfile
@@ -43,3 +44,13 @@ RUN_FIRST = ("test_guard_variants.py", "test_plugins.py", "test_ranks.py", "test
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order = {name: rank for rank, name in enumerate(RUN_FIRST)}
     items.sort(key=lambda item: order.get(item.path.name, len(RUN_FIRST)))  # stable: files keep their order
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """At the end, pytest collects garbage five times over to find exceptions raised in finalizers
+    (`_pytest/unraisableexception.py`), ~4 s in a worker whose heap holds torch, triton, hypothesis and the suite's
+    modules. One full collection here finds every unreachable object (the hook that records what a finalizer
+    raises is still installed); then the survivors are frozen, so that pytest's five passes walk only what the
+    finalizers left, and garbage they make is still collected and its finalizers checked."""
+    gc.collect()
+    gc.freeze()
