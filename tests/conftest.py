@@ -4,6 +4,7 @@ Kernel tests run Triton kernels on the CPU through its interpreter, which must b
 imported; GDR_CHECK_TEST_GPU=1 runs them on a real GPU instead.
 """
 
+import atexit
 import gc
 import os
 import sys
@@ -51,6 +52,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     (`_pytest/unraisableexception.py`), ~4 s in a worker whose heap holds torch, triton, hypothesis and the suite's
     modules. One full collection here finds every unreachable object (the hook that records what a finalizer
     raises is still installed); then the survivors are frozen, so that pytest's five passes walk only what the
-    finalizers left, and garbage they make is still collected and its finalizers checked."""
+    finalizers left, and garbage they make is still collected and its finalizers checked. The heap is thawed at
+    exit, so that the interpreter's own last collection still finalizes everything (extension modules check)."""
     gc.collect()
     gc.freeze()
+    atexit.register(gc.unfreeze)

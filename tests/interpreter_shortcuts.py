@@ -1,8 +1,8 @@
-"""Two shortcuts through Triton's CPU interpreter (triton/runtime/interpreter.py) for the suite's in-process kernel
+"""Three shortcuts through Triton's CPU interpreter (triton/runtime/interpreter.py) for the suite's in-process kernel
 runs; each computes what the interpreter computes, in less time. tests/conftest.py installs them once triton's
 interpreter is imported; GDR_CHECK_TEST_PLAIN_INTERPRETER=1 leaves the interpreter as it is (processes the tests
 start, such as the dry-run's children and the rank workers, always run it as it is). tests/test_interpreter_shortcuts.py
-checks both against the interpreter's own paths.
+checks each against the interpreter's own paths.
 
 1. A reduction with a combine function of its own (the guard's `tl.reduce(seen, 0, _bit_or)`, over 128 or 1024
    rows per program) falls back to `ReduceOps.generic_reduce`, which calls the combine function once per element
@@ -15,9 +15,12 @@ checks both against the interpreter's own paths.
    (`GridExecutor.__call__`) has already patched the same modules and nothing restores the callee's patches
    before the launch ends. The shortcut patches each module once per launch: a callee that sees only modules
    the launch has patched already is not patched again.
+3. The numpy dtype of a Triton type (`_get_np_dtype`), asked for by nearly every operation the interpreter runs,
+   builds its table of 17 `np.dtype`s again on each call (~6 s of a suite run's CPU). The shortcut asks the
+   interpreter's function once per element type and keeps its answer: the table is a constant of the module.
 
 Measured: the device guard's 28 scan-shape cases (tests/test_device_guard.py) spent about half their time in
-these two paths.
+the first two paths.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ tree_reductions = 0  # reductions the tree took (the others fell back to the int
 
 
 def install() -> bool:
-    """Install both shortcuts if triton's interpreter is imported and has the functions they replace; True when
+    """Install the shortcuts if triton's interpreter is imported and has the functions they replace; True when
     they are in place (now or before)."""
     global _installed
     if _installed:
@@ -45,10 +48,11 @@ def install() -> bool:
     reduce_ops = getattr(interpreter, "ReduceOps", None)
     patch_lang = getattr(interpreter, "_patch_lang", None)
     if (reduce_ops is None or patch_lang is None or not hasattr(reduce_ops, "generic_reduce")
-            or not hasattr(interpreter, "GridExecutor")):
+            or not hasattr(interpreter, "GridExecutor") or not hasattr(interpreter, "_get_np_dtype")):
         return False  # another Triton: the interpreter runs as it is
     _install_tree_reduce(interpreter, reduce_ops)
     _install_patch_once(interpreter, patch_lang)
+    _install_np_dtype_table(interpreter)
     _installed = True
     return True
 
@@ -145,3 +149,24 @@ def _install_patch_once(interpreter: Any, patch_lang: Any) -> None:
     interpreter.GridExecutor._plain_call = grid_call
     interpreter._patch_lang = patch_lang_once
     interpreter.GridExecutor.__call__ = launch
+
+
+def _install_np_dtype_table(interpreter: Any) -> None:
+    import triton.language as tl
+
+    plain = interpreter._get_np_dtype
+    known: dict[Any, Any] = {}
+
+    def np_dtype(tt_dtype: Any) -> Any:
+        # A block's numpy dtype is its element's (the interpreter's own rule): keyed by the element type.
+        key = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
+        try:
+            return known[key]
+        except KeyError:
+            found = known[key] = plain(key)
+            return found
+        except TypeError:  # a type that cannot be a key: as the interpreter answers it
+            return plain(tt_dtype)
+
+    interpreter._plain_get_np_dtype = plain
+    interpreter._get_np_dtype = np_dtype

@@ -1,6 +1,6 @@
 """tests/interpreter_shortcuts.py computes what Triton's interpreter computes: its tree reduction against the
-interpreter's element-by-element one (and numpy's), and the guarded kernels' results, faults and state with both
-shortcuts against the plain interpreter's, bitwise."""
+interpreter's element-by-element one (and numpy's), its dtype table against the interpreter's for every type, and
+the guarded kernels' results, faults and state with the shortcuts against the plain interpreter's, bitwise."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def plain(interpreter, monkeypatch) -> None:
     monkeypatch.setattr(interpreter.ReduceOps, "generic_reduce", interpreter.ReduceOps._plain_generic_reduce)
     monkeypatch.setattr(interpreter, "_patch_lang", interpreter._plain_patch_lang)
     monkeypatch.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor._plain_call)
+    monkeypatch.setattr(interpreter, "_get_np_dtype", interpreter._plain_get_np_dtype)
 
 
 @triton.jit
@@ -97,3 +98,18 @@ def test_the_guarded_kernels_compute_what_the_plain_interpreter_does(interpreter
     assert total > 0 and (faults, total) == (plain_faults, plain_total)
     assert torch.equal(out, plain_out) and torch.equal(pool, plain_pool)
     assert builtins == plain_builtins  # triton.language is left as the plain interpreter leaves it
+
+
+def test_the_dtype_table_answers_as_the_interpreter_does(interpreter):
+    """Every scalar type of the interpreter's table, each as a block of two shapes and as a pointer (alone and in a
+    block), asked twice (the second answer comes from the table)."""
+    scalars = [tl.int1, tl.float16, tl.float32, tl.float64, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32,
+               tl.uint32, tl.int64, tl.uint64, tl.bfloat16, tl.float8e5, tl.float8e5b16, tl.float8e4nv,
+               tl.float8e4b8, tl.float8e4b15]
+    types = [*scalars, *(tl.block_type(t, [4]) for t in scalars), *(tl.block_type(t, [2, 8]) for t in scalars),
+             tl.pointer_type(tl.float32), tl.block_type(tl.pointer_type(tl.bfloat16), [16])]
+    for _ in range(2):
+        assert [interpreter._get_np_dtype(t) for t in types] == [interpreter._plain_get_np_dtype(t) for t in types]
+    assert interpreter._get_np_dtype(tl.bfloat16) == np.dtype(np.uint16)  # stored as its bits, as Triton keeps it
+    with pytest.raises(KeyError):  # a type the interpreter has no numpy dtype for is refused as it refuses it
+        interpreter._get_np_dtype(tl.void)
