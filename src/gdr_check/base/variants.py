@@ -1,10 +1,13 @@
 """The two packed-decode variants as data: Gated DeltaNet (GDN) and Kimi Delta Attention (KDA).
 
 What differs between the two kernels' calls, per rank, is a field here: the width of the gate arguments, the
-extra `lower_bound` argument, whether checkpoints fuse z into the qkv projection. Code reads the spec
-(`variant_spec(call.variant).gate_width(HV, K)`) instead of testing the variant's name, so a third variant is
-one more record. The wrapper's order of checks is the one tuple per variant in `checks/rules_wrapper.py`; what an
-engine release does with each variant (decode kernel, grids, state dtype, ...) is `EngineProfile.decode_of(name)`.
+extra `lower_bound` argument, whether checkpoints fuse z into the qkv projection, the layer's module name, the
+`dt_bias` dtype. Code reads the spec (`variant_spec(call.variant).gate_width(HV, K)`) instead of testing the
+variant's name, so a third variant is one more record. What an engine release does with each variant (decode
+kernel, grids, state dtype, ...) is `EngineProfile.decode_of(name)`. What is a different procedure per variant,
+not a value, is a table keyed by the name beside the procedures (the kernels in `kernel/ops.py`, the wrapper's
+order of checks in `checks/rules_wrapper.py`, ...); tests/test_variants.py lists each of them and fails on any
+other branch on the name.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ class VariantSpec:
     """What a packed-decode call of one variant looks like."""
 
     name: VariantName
+    # How messages, tables and docs write the variant: the kernels' own names for it (sglang's `gdn_backend.py` and
+    # `kda_backend.py`, the flash-linear-attention ops `gated_delta_rule` and `kda`).
+    label: str
     # The gate arguments `a` and `dt_bias` hold one value per (value head, key channel): HV*K wide (KDA's
     # per-channel decay); else one per value head: HV wide (GDN's scalar decay per head).
     gate_per_key: bool
@@ -40,6 +46,18 @@ class VariantSpec:
     # The one weight layout of the variant's checkpoints (`models.sharding`); None: read from the checkpoint's
     # projections or its architecture.
     weight_layout: str | None
+    # The module that holds a layer's linear attention in the engines' models, `model.layers.<i>.<mixer>`: what
+    # quantization configs' module paths name (Qwen3-Next's `linear_attn`; Kimi-Linear's `self_attn`, sglang 0.5.23
+    # srt/models/kimi_linear.py:559-564).
+    mixer: str
+    # The dtype the engines give the `dt_bias` parameter; None: the model's activation dtype (GDN layers create it
+    # without a dtype). KDA's is float32 whatever the checkpoint stores (vLLM 0.33
+    # model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py:237-239, sglang 0.5.23 srt/models/kimi_linear.py:385-389).
+    dt_bias_dtype: str | None
+    # The engines' layer checks that TP divides its head count before any projection is split (sglang 0.5.23
+    # srt/models/kimi_linear.py:60-64 raises ValueError; vLLM asserts); False: the first sharded width that does not
+    # split fails in the shared linear layers' `divide()`.
+    layer_checks_heads: bool
 
     def gate_width(self, HV: int, K: int) -> int:
         """Elements of `a` per row, and of `dt_bias`, on one rank with HV value heads of K key channels."""
@@ -55,12 +73,14 @@ class VariantSpec:
 
 
 GDN = VariantSpec(
-    name="gdn", gate_per_key=False, has_lower_bound=False, fused_z_projection=True, fused_ba_projection=True,
-    symmetric_heads=False, attention_kv_heads=True, weight_layout=None,
+    name="gdn", label="GDN", gate_per_key=False, has_lower_bound=False, fused_z_projection=True,
+    fused_ba_projection=True, symmetric_heads=False, attention_kv_heads=True, weight_layout=None,
+    mixer="linear_attn", dt_bias_dtype=None, layer_checks_heads=False,
 )
 KDA = VariantSpec(
-    name="kda", gate_per_key=True, has_lower_bound=True, fused_z_projection=False, fused_ba_projection=False,
-    symmetric_heads=True, attention_kv_heads=False, weight_layout="kda",
+    name="kda", label="KDA", gate_per_key=True, has_lower_bound=True, fused_z_projection=False,
+    fused_ba_projection=False, symmetric_heads=True, attention_kv_heads=False, weight_layout="kda",
+    mixer="self_attn", dt_bias_dtype="float32", layer_checks_heads=True,
 )
 VARIANTS: dict[str, VariantSpec] = {spec.name: spec for spec in (GDN, KDA)}
 DEFAULT_VARIANT = GDN  # a kernel whose name and parameters match no other variant's

@@ -451,8 +451,9 @@ class _Comparer:
         """False when the wrong kernel was called (the gates are then read with the other kernel's shapes)."""
         if self.recorded.variant == self.model.kind:
             return True
-        self.emit(KERNEL_VARIANT, {"recorded": self.recorded.variant.upper(), "model": self.model.name,
-                                   "expected": self.model.kind.upper()}, argument="a", covers=("a", "dt_bias"))
+        self.emit(KERNEL_VARIANT, {"recorded": variant_spec(self.recorded.variant).label, "model": self.model.name,
+                                   "expected": variant_spec(self.model.kind).label},
+                  argument="a", covers=("a", "dt_bias"))
         self.explained.update(("a", "dt_bias"))
         return False
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from ..base.registry import CATEGORIES, RULE_SET, Rule, RuleSet
+from ..base.variants import variant_spec
 from .examples import BASE_TEXT
 
 # The pages live in a folder beside the index named after it: docs/rules.md -> docs/rules/<CODE>.md.
@@ -18,8 +19,7 @@ _DOCS_CITATION = re.compile(r"\bdocs/(kernel-contract|models|engines)\.md\b")
 
 
 def _wrapper_positions(rule: Rule) -> str:
-    names = {"gdn": "GDN", "kda": "KDA"}
-    return ", ".join(f"{names[v]} check {n}" for v, n in sorted(rule.wrapper.items()))
+    return ", ".join(f"{variant_spec(v).label} check {n}" for v, n in sorted(rule.wrapper.items()))
 
 
 def _rule_body(rule: Rule, prose: Callable[[str], str] = str) -> list[str]:
@@ -51,7 +51,7 @@ def example_text(rule: Rule) -> str:
 def _wrapper_orders(rules: RuleSet) -> Iterable[str]:
     for variant, steps in rules.wrapper_orders.items():
         checks = [" = ".join(step) if isinstance(step, tuple) else step for step in steps]
-        yield f"- {variant.upper()} wrapper, checks 1-{len(steps)}: " + ", ".join(checks)
+        yield f"- {variant_spec(variant).label} wrapper, checks 1-{len(steps)}: " + ", ".join(checks)
 
 
 def render_rule(rule: Rule) -> str:

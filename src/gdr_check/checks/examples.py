@@ -37,7 +37,7 @@ from ..models.description import describe
 from ..sources.checkpoint import Checkpoint
 
 BATCH, SLOTS, HEAD_K, HEAD_V, VALUE_HEADS = 4, 8, 8, 8, 4
-KEY_HEADS = {"gdn": 2, "kda": 4}  # KDA (Kimi style): H = HV
+KEY_HEADS = 2  # H of a variant with fewer key heads than value heads (GDN); a symmetric one (KDA) has H = HV
 BASE_TEXT = (f"the base call: B={BATCH}, {SLOTS} slots, K=V={HEAD_K}, HV={VALUE_HEADS} value heads (GDN: H=2 "
              f"key heads, KDA: H=HV), activations bf16 except `b` (fp32), A_log/dt_bias/state fp32, int32 slots "
              f"3, 1, 5, 2, scale K**-0.5, use_qk_l2norm_in_kernel=True, on cuda:0")
@@ -80,8 +80,9 @@ _STORAGE_NAMES = {number: name for name, number in _STORAGES.items()}
 
 def base_arguments(variant: str, device: str = "cuda:0") -> dict[str, Any]:
     """The keyword arguments of the valid base call (TensorSpecs and values)."""
-    H, HV, K, V, B = KEY_HEADS[variant], VALUE_HEADS, HEAD_K, HEAD_V, BATCH
-    gate = variant_spec(variant).gate_width(HV, K)
+    spec = variant_spec(variant)
+    H, HV, K, V, B = VALUE_HEADS if spec.symmetric_heads else KEY_HEADS, VALUE_HEADS, HEAD_K, HEAD_V, BATCH
+    gate = spec.gate_width(HV, K)
     shapes = {
         "mixed_qkv": ((B, 2 * H * K + HV * V), "bfloat16"), "a": ((B, gate), "bfloat16"), "b": ((B, HV), "float32"),
         "A_log": ((HV,), "float32"), "dt_bias": ((gate,), "float32"),
@@ -115,7 +116,7 @@ class CallExample:
 
     @property
     def text(self) -> str:
-        head = f"{self.variant.upper()} call, {self.engine}"
+        head = f"{variant_spec(self.variant).label} call, {self.engine}"
         if self.device != "cuda:0":
             head += f", every tensor on {self.device}"
         lines = [f"# {head}: the base call" + (" with" if self.changes else "")]

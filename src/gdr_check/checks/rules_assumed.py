@@ -14,7 +14,7 @@ from ..base.limits import LIMITS, counted, shorten
 from ..base.registry import Finding, rule
 from ..base.variants import variant_spec
 from ..call.packed_call import GRID_DIM_LIMIT, GRID_X_LIMIT, CallContext, next_power_of_2
-from ..engines.profiles import GRID_NV_BHV, PROFILES
+from ..engines.profiles import PROFILES
 from .examples import CallExample, tensor
 from .kernel_causes import live_rows, padding_rows, wrapped_skip
 
@@ -273,25 +273,20 @@ def grid_limit(ctx: CallContext) -> Finding | None:
         return None
     B, HV = ctx.B, ctx.HV
     fails = "the launch fails"
-    if ctx.variant == "gdn":
-        limit = ctx.profile.grid_dim_limit  # None: the engine splits the grid, (NV, HV, B) when B*HV > 65535
-        if limit is None:
-            return _axes_over_limit(B, HV, fails)
+    decode = ctx.profile.decode_of(ctx.variant)
+    # An unsplit (NV, B*HV) grid (sglang's GDN, its Triton KDA before 0.5.19, vLLM's GDN before 0.28); None: B
+    # and HV on axes of their own (the split grids)
+    limit = decode.grid_limit
+    if limit is not None:
         if B * HV <= limit:
             return None
-        return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV, "limit": limit, "outcome": fails},
-                       [f"cap the decode batch at {limit // HV} ({limit} // HV={HV}), or raise TP so that each "
-                        f"rank has fewer value heads"], argument="mixed_qkv")
-    if ctx.profile.kda_grids == (GRID_NV_BHV,):  # the Triton KDA grid before sglang 0.5.19: (NV, B*HV)
-        if B * HV <= GRID_DIM_LIMIT:
-            return None
-        if ctx.profile.kda_fast_path is None or ctx.kda_cuda_misses() != []:
-            return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV, "limit": GRID_DIM_LIMIT, "outcome": fails},
-                           [f"cap the decode batch at {GRID_DIM_LIMIT // HV} ({GRID_DIM_LIMIT} // HV={HV}), or "
-                            f"raise TP so that each rank has fewer value heads"], argument="mixed_qkv")
+        if decode.fast_path is None or ctx.kda_cuda_misses() != []:
+            return Finding({"what": f"B*HV = {B}*{HV}", "value": B * HV, "limit": limit, "outcome": fails},
+                           [f"cap the decode batch at {limit // HV} ({limit} // HV={HV}), or raise TP so that each "
+                            f"rank has fewer value heads"], argument="mixed_qkv")
     if B <= GRID_DIM_LIMIT and HV <= GRID_DIM_LIMIT and B * HV <= GRID_X_LIMIT:
         return None  # fits either kernel's grid, whichever runs
-    fast = ctx.profile.kda_fast_path
+    fast = decode.fast_path
     if fast is not None and ctx.kda_cuda_misses() == []:  # the CUDA kernel: B*HV blocks on grid x
         blocks = B * HV
         if blocks <= GRID_X_LIMIT:

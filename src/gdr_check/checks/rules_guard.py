@@ -106,7 +106,7 @@ class GuardExample:
 
     @property
     def text(self) -> str:
-        lines = [f"# {self.variant.upper()} call to the runtime guard: the base call with"]
+        lines = [f"# {variant_spec(self.variant).label} call to the runtime guard: the base call with"]
         lines += [f"{name} = {value!r}" for name, value in self.changes.items()]
         if self.note:
             lines.append(f"# {self.note}")

@@ -630,8 +630,9 @@ def tp_linear_heads(ctx: ModelContext) -> Finding | None:
         # the real one. An error needs the config's head_k_dim.
         notes.insert(0, f"only H*K = {H * (K or 0)} is measured: H = {H} rests on head_k_dim = head_v_dim = {K}, an "
                         "assumption (no config field and no tensor gives K alone); the TP sizes listed rest on it too")
-    if model.kind == "kda":
-        notes.append(f"sglang 0.5.23 raises `ValueError: KDA num_heads ({H}) must be divisible by shard "
+    spec = variant_spec(model.kind)
+    if spec.layer_checks_heads:
+        notes.append(f"sglang 0.5.23 raises `ValueError: {spec.label} num_heads ({H}) must be divisible by shard "
                      f"tp_size ({tp})`; vLLM fails a bare assertion")
     else:
         notes.append(f"sglang and vLLM stop while loading, in `divide()`: `AssertionError: <n> is not divisible "

@@ -194,7 +194,8 @@ def _dtypes(model: LinearAttentionModel, command: LaunchCommand, tp: int) -> tup
     conv_flag = command.get("conv_dtype")
     if conv_flag not in (None, "auto"):  # vLLM's --mamba-cache-dtype
         conv, conv_reason = str(conv_flag), "--mamba-cache-dtype"
-        if state is None and model.kind == "gdn":  # vLLM mamba_utils.py:105-106: SSM auto follows the conv dtype
+        # vLLM mamba_utils.py:105-106: an auto SSM dtype follows the conv dtype, unless the variant has its own
+        if state is None and settings.deployment.profile.decode_of(model.kind).own_state_dtype is None:
             return conv, conv, [f"SSM state {conv} (follows --mamba-cache-dtype)", f"conv state {conv}"]
     env = command.table.conv_dtype_env
     if env is not None and env in command.env:
@@ -320,8 +321,7 @@ def plan_vllm(model: LinearAttentionModel, config: dict[str, Any], command: Laun
     prefix = command.get("prefix_caching", True) is not False  # vLLM 0.33 config/cache.py:257: on
     # Hopper picks FlashInfer's GDN prefill (qwen_gdn_linear_attn.py:148-174); in align mode it exports prefill
     # checkpoints on a 64-token grid and takes one more state block per request.
-    flashinfer_checkpoints = (command.table.defaults.gdn_prefill_checkpoints and prefix and model.kind == "gdn"
-                              and gpu.sm == 90)
+    flashinfer_checkpoints = command.table.defaults.prefill_checkpoints(model.kind) and prefix and gpu.sm == 90
     align = 16 if command.get("block_size") is None else max(16, int(command.get("block_size")))
     if flashinfer_checkpoints:
         align = math.lcm(align, 64)

@@ -13,6 +13,7 @@ from typing import Any
 from ..base.limits import checked
 from ..base.records import dataclass
 from ..base.tensor_spec import DTYPE_ITEMSIZE, canonical_dtype
+from ..base.variants import variant_spec
 from ..engines.profiles import (
     ENGINE_REASONS,
     MODEL_DTYPE,
@@ -185,7 +186,8 @@ def _reads_config_ssm_dtype(model: LinearAttentionModel, profile: EngineProfile)
 def _ssm_dtype_problem(model: LinearAttentionModel, deployment: Deployment) -> SsmDtypeProblem | None:
     """The config's `mamba_ssm_dtype` when the engine reads it for this model and does not take it."""
     raw, profile = model.dtypes.mamba_ssm_dtype, deployment.profile
-    if raw is None or model.kind != "gdn" or not _reads_config_ssm_dtype(model, profile):
+    own = profile.decode_of(model.kind).own_state_dtype  # a variant state no config key changes
+    if raw is None or own is not None or not _reads_config_ssm_dtype(model, profile):
         return None
     if isinstance(raw, str) and raw in dict(profile.config_ssm_dtype_names):
         return None
@@ -212,16 +214,17 @@ def _state_dtype(model: LinearAttentionModel, deployment: Deployment) -> tuple[s
     notes: list[str] = []
     profile = deployment.profile
     engine = profile.display_name
-    if model.kind == "kda" and profile.kda_state_dtype_fixed:
-        fixed = profile.kda_state_dtype
-        if deployment.state_dtype not in (None, fixed):
-            notes.append(f"{engine} keeps the KDA recurrent state in {fixed}; the requested "
+    decode, label = profile.decode_of(model.kind), variant_spec(model.kind).label
+    own = decode.own_state_dtype
+    if own is not None and decode.state_dtype_fixed:
+        if deployment.state_dtype not in (None, own):
+            notes.append(f"{engine} keeps the {label} recurrent state in {own}; the requested "
                          f"{deployment.state_dtype} is not used")
-        return fixed, f"{engine} keeps the KDA recurrent state in {fixed}", notes
+        return own, f"{engine} keeps the {label} recurrent state in {own}", notes
     if deployment.state_dtype is not None:
         return deployment.state_dtype, "set by the deployment", notes
-    if model.kind == "kda":
-        return profile.kda_state_dtype, f"{engine}'s KDA default; the config is not consulted", notes
+    if own is not None:
+        return own, f"{engine}'s {label} default; the config is not consulted", notes
     hook = _reads_config_ssm_dtype(model, profile)
     raw = model.dtypes.mamba_ssm_dtype
     configured = dict(profile.config_ssm_dtype_names).get(raw) if hook and isinstance(raw, str) else None
@@ -249,9 +252,9 @@ def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettin
         conv, conv_reason = model.dtypes.activation, f"{profile.display_name}'s default: the model dtype"
     else:
         conv, conv_reason = profile.conv_dtype, f"{profile.display_name}'s default conv state dtype"
-    # The engines hold A_log as an fp32 parameter whatever the checkpoint stores; dt_bias keeps the
-    # parameter dtype: the model dtype for GDN, fp32 for KDA.
-    dt_bias = "float32" if model.kind == "kda" else model.dtypes.activation
+    # The engines hold A_log as an fp32 parameter whatever the checkpoint stores; dt_bias is the variant's
+    # (`VariantSpec.dt_bias_dtype`: fp32 for KDA), else the model dtype.
+    dt_bias = variant_spec(model.kind).dt_bias_dtype or model.dtypes.activation
     pool = resolve_strategy(profile, model.architecture, deployment.mamba_strategy,
                             overlap=deployment.overlap_schedule, radix_cache=deployment.radix_cache)
     # The fewest rows (K + 1, row 0 reserved) whose K // (slots counted per request) holds the batch.
@@ -266,10 +269,11 @@ def resolve(model: LinearAttentionModel, deployment: Deployment) -> EngineSettin
 
 
 def _kda_state_refusal(model: LinearAttentionModel, deployment: Deployment) -> str | None:
-    """The engine's start-up error for a KDA state dtype the deployment requests and the release refuses."""
-    profile, wanted = deployment.profile, deployment.state_dtype
-    if model.kind != "kda" or wanted is None or profile.kda_state_dtype_fixed or profile.kda_state_dtypes is None:
+    """The engine's start-up error for a state dtype of the variant (KDA's) the deployment requests and the release
+    refuses."""
+    decode, wanted = deployment.profile.decode_of(model.kind), deployment.state_dtype
+    if wanted is None or decode.state_dtype_fixed or decode.state_dtypes is None:
         return None
-    if wanted in profile.kda_state_dtypes or profile.kda_state_dtype_refusal is None:
+    if wanted in decode.state_dtypes or decode.state_dtype_refusal is None:
         return None
-    return profile.kda_state_dtype_refusal.format(dtype=wanted)
+    return decode.state_dtype_refusal.format(dtype=wanted)

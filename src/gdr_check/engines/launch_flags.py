@@ -98,6 +98,11 @@ class LaunchDefaults:
     graph_tiers: tuple[GraphTier, ...] = ()
     speculative_reserve_mib: tuple[tuple[str, int], ...] = ()
 
+    def prefill_checkpoints(self, variant: str) -> bool:
+        """Whether the variant's layers keep prefill checkpoint blocks (`gdn_prefill_checkpoints`: GDN's FlashInfer
+        prefill): the one place that maps a variant's name to these defaults' per-variant field."""
+        return self.gdn_prefill_checkpoints if variant == "gdn" else False
+
 
 @dataclass(frozen=True)
 class FlagTable:

@@ -86,8 +86,18 @@ class VariantDecode:
 
     kernel: str | None  # None: the layers decode with the contract's packed kernel; else the one they call
     grids: tuple[tuple[str, ...], ...]  # the packed op's launch grids; (): no packed op
+    # The limit on B*HV of an unsplit (NV, B*HV) launch of the packed op; None: B and HV on axes of their own
+    grid_limit: int | None
     beta_rounding: str | None  # B_DTYPE: sigmoid(b) rounded to b's dtype; None: fp32 throughout
     state_dtype_fixed: bool  # the engine ignores a requested state dtype
+    # The variant's own recurrent state default, which no config key changes (vLLM's `kda_state_dtype`); None: the
+    # engine's SSM state dtype (its flag, the config's `mamba_ssm_dtype` hook, its default; vLLM's follows
+    # `--mamba-cache-dtype` when the SSM dtype is auto: `_mamba_state_dtype`, mamba_utils.py:105-106)
+    own_state_dtype: str | None
+    # The state dtypes a flag may request (None: every one of STATE_DTYPES) and the engine's start-up error on
+    # any other (`{dtype}`; None: none refused)
+    state_dtypes: tuple[str, ...] | None
+    state_dtype_refusal: str | None
     other_api: str | None  # why the engine's decode cannot be compared with the contract's; None: same API
     attention_heads_error: str  # what the engine does with a TP not dividing the attention heads ({heads}, {tp})
     conv_channel_first: bool  # conv state per slot is (conv_dim/tp, W-1) rather than (W-1, conv_dim/tp)
@@ -291,11 +301,19 @@ class EngineProfile:
         to the profile's fields of that variant."""
         gdn_error, kda_error = self.attention_heads_errors
         if variant == "kda":
-            return VariantDecode(self.kda_decode_kernel, self.kda_grids, None, self.kda_state_dtype_fixed,
-                                 self.kda_other_api, kda_error, False, None, self.kda_fast_path,
-                                 self.kda_decode_backends)
-        return VariantDecode(self.gdn_decode_kernel, self.gdn_grids, self.gdn_beta_rounding, False, None, gdn_error,
-                             self.gdn_conv_channel_first, self.packed_decode_env, None, None)
+            return VariantDecode(
+                kernel=self.kda_decode_kernel, grids=self.kda_grids,
+                grid_limit=GRID_DIM_LIMIT if self.kda_grids == (GRID_NV_BHV,) else None, beta_rounding=None,
+                state_dtype_fixed=self.kda_state_dtype_fixed, own_state_dtype=self.kda_state_dtype,
+                state_dtypes=self.kda_state_dtypes, state_dtype_refusal=self.kda_state_dtype_refusal,
+                other_api=self.kda_other_api, attention_heads_error=kda_error, conv_channel_first=False,
+                packed_decode_env=None, fast_path=self.kda_fast_path, decode_backends=self.kda_decode_backends)
+        return VariantDecode(
+            kernel=self.gdn_decode_kernel, grids=self.gdn_grids, grid_limit=self.grid_dim_limit,
+            beta_rounding=self.gdn_beta_rounding, state_dtype_fixed=False, own_state_dtype=None, state_dtypes=None,
+            state_dtype_refusal=None, other_api=None, attention_heads_error=gdn_error,
+            conv_channel_first=self.gdn_conv_channel_first, packed_decode_env=self.packed_decode_env, fast_path=None,
+            decode_backends=None)
 
 
 # --- sglang ------------------------------------------------------------------------------------------------------

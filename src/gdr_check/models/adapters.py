@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..base.limits import LIMITS
 from ..base.records import dataclass
-from ..base.variants import VariantName
+from ..base.variants import VariantName, variant_spec
 
 Kind = VariantName
 
@@ -878,7 +878,8 @@ def linear_markers(config: Mapping[str, Any] | None, selection: Selection | None
     view = ConfigView(config, ("text_config", "llm_config"))
     markers: list[tuple[str, str]] = []
     if selection is not None and selection.adapter is not None and selection.adapter.known:
-        markers.append(("architectures", f"routed to the engines' {selection.adapter.kind.upper()} backend"))
+        label = variant_spec(selection.adapter.kind).label
+        markers.append(("architectures", f"routed to the engines' {label} backend"))
     for key in _MARKER_KEYS:
         found = view.find(key)
         if found is not None:

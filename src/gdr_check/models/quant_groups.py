@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..base.errors import InputError, described, printable
 from ..base.records import dataclass
+from ..base.variants import variant_spec
 from ..engines.group_quant import GROUP, PACK, GroupQuantFacts
 from .description import LinearAttentionModel
 from .quant_blocks import TP_SIZES
@@ -242,28 +243,36 @@ class Projection:
 
 def projections(model: LinearAttentionModel, scheme: str, release: GroupRelease) -> list[Projection]:
     """The release's quantizable GDN or KDA projections of one layer; empty where the geometry is unknown."""
-    hidden = model.hidden_size
-    if hidden is None or None in (model.num_k_heads, model.num_v_heads, model.head_k_dim, model.head_v_dim):
+    if model.hidden_size is None or None in (model.num_k_heads, model.num_v_heads, model.head_k_dim,
+                                             model.head_v_dim):
         return []
+    layer = _PROJECTIONS.get(model.kind)
+    return [] if layer is None else layer(model, scheme, release)
+
+
+def _kda_projections(model: LinearAttentionModel, scheme: str, release: GroupRelease) -> list[Projection]:
+    hidden = model.hidden_size or 0
     k_heads, v_heads = model.num_k_heads or 0, model.num_v_heads or 0
     key_dim, value_dim = k_heads * (model.head_k_dim or 0), v_heads * (model.head_v_dim or 0)
-    facts = release.group_quant
-    if model.kind == "kda":
-        head_dim, size = model.head_k_dim or 0, value_dim
-        qkv = [Projection("qkv_proj", ("q_proj", "k_proj", "v_proj"), (key_dim, key_dim, value_dim), hidden,
-                          "column")] if facts.kda_merged_qkv else [
-            Projection(name, (), (width,), hidden, "column")
-            for name, width in (("q_proj", key_dim), ("k_proj", key_dim), ("v_proj", value_dim))]
-        return qkv + [
-            Projection("f_a_proj", (), (head_dim,), hidden, "replicated"),
-            Projection("f_b_proj", (), (size,), head_dim, "column"),
-            Projection("b_proj", (), (v_heads,), hidden, "column"),
-            Projection("g_a_proj", (), (head_dim,), hidden, "replicated"),
-            Projection("g_b_proj", (), (size,), head_dim, "column"),
-            Projection("o_proj", (), (size,), size, "row"),
-        ]
-    if model.kind != "gdn":
-        return []
+    head_dim, size = model.head_k_dim or 0, value_dim
+    qkv = [Projection("qkv_proj", ("q_proj", "k_proj", "v_proj"), (key_dim, key_dim, value_dim), hidden,
+                      "column")] if release.group_quant.kda_merged_qkv else [
+        Projection(name, (), (width,), hidden, "column")
+        for name, width in (("q_proj", key_dim), ("k_proj", key_dim), ("v_proj", value_dim))]
+    return qkv + [
+        Projection("f_a_proj", (), (head_dim,), hidden, "replicated"),
+        Projection("f_b_proj", (), (size,), head_dim, "column"),
+        Projection("b_proj", (), (v_heads,), hidden, "column"),
+        Projection("g_a_proj", (), (head_dim,), hidden, "replicated"),
+        Projection("g_b_proj", (), (size,), head_dim, "column"),
+        Projection("o_proj", (), (size,), size, "row"),
+    ]
+
+
+def _gdn_projections(model: LinearAttentionModel, scheme: str, release: GroupRelease) -> list[Projection]:
+    hidden = model.hidden_size or 0
+    k_heads, v_heads = model.num_k_heads or 0, model.num_v_heads or 0
+    key_dim, value_dim = k_heads * (model.head_k_dim or 0), v_heads * (model.head_v_dim or 0)
     if model.family in release.gdn_separate_families:  # sglang 0.5.9's Qwen3.5: four layers
         return [Projection("in_proj_qkv", (), (key_dim, key_dim, value_dim), hidden, "column"),
                 Projection("in_proj_z", (), (value_dim,), hidden, "column"),
@@ -271,7 +280,7 @@ def projections(model: LinearAttentionModel, scheme: str, release: GroupRelease)
                 Projection("in_proj_a", (), (v_heads,), hidden, "column"),
                 Projection("out_proj", (), (value_dim,), value_dim, "row")]
     interleaved = model.family in release.fp8_interleaved_families
-    ba_parallel = "replicated" if not interleaved and scheme in facts.ba_replicated else "column"
+    ba_parallel = "replicated" if not interleaved and scheme in release.group_quant.ba_replicated else "column"
     return [
         Projection("in_proj_qkvz", () if interleaved else ("in_proj_qkv", "in_proj_z"),
                    (2 * key_dim + 2 * value_dim,) if interleaved else (key_dim, key_dim, value_dim, value_dim),
@@ -282,8 +291,15 @@ def projections(model: LinearAttentionModel, scheme: str, release: GroupRelease)
     ]
 
 
+# Each variant's projection layout in the engines' layers: a procedure per variant, by `VariantSpec.name`; a
+# variant without one has no projections checked here.
+_PROJECTIONS: dict[str, Callable[[LinearAttentionModel, str, GroupRelease], list[Projection]]] = {
+    "gdn": _gdn_projections, "kda": _kda_projections,
+}
+
+
 def mixer(model: LinearAttentionModel) -> str:
-    return "self_attn" if model.kind == "kda" else "linear_attn"
+    return variant_spec(model.kind).mixer
 
 
 @dataclass(frozen=True)

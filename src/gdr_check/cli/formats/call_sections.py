@@ -149,7 +149,7 @@ def render_full(run: CallRun, *, color: bool = False, ascii_only: bool = False) 
         origin = f"  from {recorded.caller}" if recorded.caller else ""
         console.print(f"[bold]call #{recorded.index}[/bold]{escape(alike)}  "
                       f"{escape(recorded.function or 'packed decode')} ({first.engine}, "
-                      f"{recorded.call.variant.upper()}){escape(origin)}", soft_wrap=True)
+                      f"{variant_spec(recorded.call.variant).label}){escape(origin)}", soft_wrap=True)
         if not recorded.values_read:
             console.print("  [dim]note[/dim]  index values were not read (recorded during CUDA-graph capture)",
                           soft_wrap=True)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
+from ...base.variants import variant_spec
 from ...pipeline.dryrun.diagnose import KERNEL_NAMES, fmt, number
 from ...pipeline.dryrun.rank_run import RanksResult
 from ..escape import neutralise_log
@@ -46,8 +47,9 @@ def _header(console: Console, target: str, result: DryRunResult) -> None:
     rows: list[tuple[str, str]] = []
     model = check.model
     if model is not None:
-        rows.append(("model", f"{model.architecture} ({model.family}), {model.kind.upper()}: H={model.num_k_heads} "
-                              f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}"))
+        rows.append(("model", f"{model.architecture} ({model.family}), {variant_spec(model.kind).label}: "
+                              f"H={model.num_k_heads} HV={model.num_v_heads} "
+                              f"K={model.head_k_dim} V={model.head_v_dim}"))
     dep = check.deployment
     state = check.settings.state_dtype if check.settings else (dep.state_dtype or "default")
     rows.append(("deployment", f"{dep.profile.label}, tp={dep.tp}, batch={dep.batch}, "
@@ -203,8 +205,9 @@ def render_ranks(target: str, result: RanksResult, *, color: bool, ascii_only: b
     rows: list[tuple[str, str]] = []
     model = result.check.model
     if model is not None:
-        rows.append(("model", (f"{model.architecture} ({model.family}), {model.kind.upper()}: H={model.num_k_heads} "
-                               f"HV={model.num_v_heads} K={model.head_k_dim} V={model.head_v_dim}")))
+        rows.append(("model", (f"{model.architecture} ({model.family}), {variant_spec(model.kind).label}: "
+                               f"H={model.num_k_heads} HV={model.num_v_heads} "
+                               f"K={model.head_k_dim} V={model.head_v_dim}")))
     rows.append(("deployment", f"{result.check.deployment.profile.label}, tp={result.tp}"))
     if data.get("transport"):
         rows.append(("transport", data["transport"]["why"]))

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ...base.limits import counted
 from ...base.tensor_spec import short_dtype
+from ...base.variants import variant_spec
 from ...pipeline.results import FatalError, Run, TargetResult
 from ..escape import neutralise_log, text
 from .common import entries, matrix_rows, mib, passing_tp_sizes, summary_line, tp_suffix, where
@@ -70,7 +71,7 @@ def _header(console: Console, result: TargetResult, tp_sizes: list[int | None] |
     if model is not None:
         layers = model.linear_layers
         total = "?" if model.num_hidden_layers is None else model.num_hidden_layers  # unusable: its GDR108 says why
-        rows.append(("model", f"{model.architecture} ({model.family}), {model.kind.upper()}: "
+        rows.append(("model", f"{model.architecture} ({model.family}), {variant_spec(model.kind).label}: "
                               f"{len(layers)} of {total} layers linear [{_ranges(layers)}]"))
         dims = {"H": model.num_k_heads, "HV": model.num_v_heads, "K": model.head_k_dim, "V": model.head_v_dim,
                 "conv": model.conv_kernel}

@@ -14,6 +14,7 @@ from ...base.identity import REPORT_SCHEMA_VERSION
 from ...base.limits import checked
 from ...base.records import dataclass
 from ...base.report import Diagnostic
+from ...base.variants import variant_spec
 from ...checks import rules_dryrun, rules_model
 from ...deployment.decode_path import DecodePath, decode_path
 from ...deployment.settings import Deployment
@@ -149,7 +150,7 @@ def _not_packed(check: ModelCheck, path: DecodePath, backend: str) -> Diagnostic
         other = decode_path(model, name)
         if name == profile.name or not other.packed:
             continue
-        layers = f"its {model.kind.upper()} layers decode with `{other.kernel}`"
+        layers = f"its {variant_spec(model.kind).label} layers decode with `{other.kernel}`"
         display = profile_for(name).display_name
         if backend == "builtin":
             fixes.append(f"dry-run under {display}: `--engine {name}` ({layers})")

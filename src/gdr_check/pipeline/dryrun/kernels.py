@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...base.records import dataclass
+from ...base.variants import variant_spec
 from .backends import known_unavailable
 
 
@@ -23,7 +24,7 @@ def builtin_kernel(variant: str, engine: str) -> KernelUnderTest:
 
     checked, fast = CHECKED[variant], LAUNCHERS[variant]
     return KernelUnderTest(
-        name="builtin", label=f"gdr-check Triton {variant.upper()} kernel ({engine} profile)",
+        name="builtin", label=f"gdr-check Triton {variant_spec(variant).label} kernel ({engine} profile)",
         checked=functools.partial(checked, engine=engine), fast=functools.partial(fast, engine=engine),
     )
 
@@ -44,7 +45,7 @@ def _sglang_kernel(variant: str) -> KernelUnderTest | str:
     except FileNotFoundError as error:
         return str(error)
     chosen = getattr(loaded, variant)  # one field per variant
-    label = f"sglang {variant.upper()} packed decode from {getattr(chosen, 'source_path', '?')}"
+    label = f"sglang {variant_spec(variant).label} packed decode from {getattr(chosen, 'source_path', '?')}"
     return KernelUnderTest(name="sglang", label=label, checked=chosen, fast=chosen)
 
 
