@@ -163,7 +163,8 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
         raise ValueError(f"`{where}.call` is missing")
     variant = data.get("variant", entry.get("variant", "gdn"))
     if variant not in VARIANTS:
-        raise ValueError(f"`{where}.call.variant` must be \"gdn\" or \"kda\" (got {variant!r})")
+        names = " or ".join(f'"{name}"' for name in VARIANTS)
+        raise ValueError(f"`{where}.call.variant` must be {names} (got {variant!r})")
     engine = entry.get("engine")
     if engine is not None and not _names_an_engine(engine):
         raise ValueError(f"`{where}.engine` must be one of {', '.join(ENGINES)} (or name@version) or null (got "
@@ -171,9 +172,11 @@ def _call_entry(entry: Any, index: int) -> RecordedCall:
     missing = [name for name in (*TENSOR_ARGUMENTS, "scale") if name not in data]
     if missing:
         raise ValueError(f"`{where}.call` has no `{missing[0]}`")
-    if not VARIANTS[variant].has_lower_bound and data.get("lower_bound") is not None:
-        raise ValueError(f"`{where}.call.lower_bound` is {_shown(data['lower_bound'])}, but the call is a GDN call: "
-                         f"the GDN kernel has no lower_bound (only KDA calls take one)")
+    spec = VARIANTS[variant]
+    if not spec.has_lower_bound and data.get("lower_bound") is not None:
+        takers = " and ".join(s.label for s in VARIANTS.values() if s.has_lower_bound)
+        raise ValueError(f"`{where}.call.lower_bound` is {_shown(data['lower_bound'])}, but the call is a {spec.label} "
+                         f"call: the {spec.label} kernel has no lower_bound (only {takers} calls take one)")
     if "index" in entry:
         _count(entry["index"], f"{where}.index")
     tensors = {name: _tensor(data[name], f"{where}.call.{name}") for name in TENSOR_ARGUMENTS}
