@@ -25,8 +25,8 @@ class VariantSpec:
     """What a packed-decode call of one variant looks like."""
 
     name: VariantName
-    # How messages, tables and docs write the variant: the kernels' own names for it (sglang's `gdn_backend.py` and
-    # `kda_backend.py`, the flash-linear-attention ops `gated_delta_rule` and `kda`).
+    # How messages, tables and docs write the variant: the abbreviation the engines' layers and backends use
+    # (Gated DeltaNet: GDN; Kimi Delta Attention: KDA).
     label: str
     # The gate arguments `a` and `dt_bias` hold one value per (value head, key channel): HV*K wide (KDA's
     # per-channel decay); else one per value head: HV wide (GDN's scalar decay per head).
