@@ -7,6 +7,7 @@ imported; GDR_CHECK_TEST_GPU=1 runs them on a real GPU instead.
 import atexit
 import gc
 import os
+import shutil
 import sys
 import tempfile
 
@@ -23,6 +24,13 @@ if not os.environ.get("GDR_CHECK_TEST_GPU"):
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 os.environ.setdefault("PYTHONPYCACHEPREFIX",
                       os.path.join(tempfile.gettempdir(), f"gdr-check-tests-pycache-{os.getuid()}"))
+
+# The cache of validated header reads (sources/header_cache.py) stays on, as users run it, so that every reading
+# test reads through it (a hit must answer as the miss did), but in a folder of this session's: never the real
+# ~/.cache. Tests of the cache itself point it at folders of their own.
+os.environ.pop("GDR_CHECK_NO_CACHE", None)
+os.environ["GDR_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="gdr-check-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["GDR_CHECK_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -19,12 +19,22 @@ def load_json_file(reader: MetadataReader, path: Path, *, what: str, invalid: ty
                    index: bool = False) -> tuple[Any, str]:
     """(parsed value, text) of the JSON file at `path`, a config or (`index`) a safetensors index, each under its
     own cap (limits.py); `invalid` (a rule's error) is raised for unparseable content."""
+    return parse_json_bytes(read_json_bytes(reader, path, what=what, index=index), path, invalid=invalid)
+
+
+def read_json_bytes(reader: MetadataReader, path: Path, *, what: str, index: bool = False) -> bytearray:
+    """The bytes of the JSON file at `path` (see `load_json_file`); an LFS pointer in its place is refused."""
     if index:  # the help for a big index does not take it for a fake one
         raw = reader.read_small_file(path, MAX_INDEX_BYTES, what, fix=OversizedJsonFiles.rule.fixes[1])
     else:
         raw = reader.read_small_file(path, MAX_CONFIG_BYTES, what)
     if raw.startswith(LFS_POINTER_PREFIX):
         raise GitLfsPointers.at(path, reader.cache_repo)
+    return raw
+
+
+def parse_json_bytes(raw: bytearray, path: Path, *, invalid: type[SourceError]) -> tuple[Any, str]:
+    """(parsed value, text) of a JSON file's bytes read by `read_json_bytes`."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

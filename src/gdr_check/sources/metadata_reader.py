@@ -15,6 +15,7 @@ from io import FileIO
 from pathlib import Path
 
 from ..base.errors import display_path
+from .header_cache import HeaderCache
 from .rules import (
     DanglingLinks,
     IncompleteDownloads,
@@ -37,8 +38,10 @@ class MetadataReader:
     """
 
     def __init__(self, cache_repo: Path | None = None, named: Path | None = None, *,
-                 follow_links: bool = False) -> None:
+                 follow_links: bool = False, metadata_cache: HeaderCache | None = None) -> None:
         self.cache_repo = cache_repo
+        # Validated header and index reads kept between runs (header_cache.py); None: no cache.
+        self.metadata_cache = metadata_cache
         self.follow_links = follow_links
         # The file the user named may itself be a link outside the cache: that is their choice. Links found
         # inside a checkpoint are not.

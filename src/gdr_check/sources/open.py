@@ -18,7 +18,8 @@ from ..base.files import (
     is_cache_repo_dir,
 )
 from ..base.source_error import SourceError
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, TensorInfo
+from .header_cache import HEADER, INDEX, HeaderCache, Sharded
 from .hf_cache import (
     CacheEntry,
     enclosing_cache_repo,
@@ -27,7 +28,7 @@ from .hf_cache import (
     resolve_repo_id,
     split_revision,
 )
-from .jsonfile import load_json_file
+from .jsonfile import load_json_file, parse_json_bytes, read_json_bytes
 from .jsonpos import LazyKeyLocations, member_spans
 from .key_locator import KeyLocator
 from .metadata_reader import MetadataReader, broken_link, permission_denied
@@ -46,7 +47,7 @@ from .rules import (
     UnreadableFiles,
     UnrecognizedInputs,
 )
-from .safetensors_header import json_type, read_safetensors_header
+from .safetensors_header import header_tensors, json_type, read_header_bytes
 
 SINGLE_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
@@ -56,7 +57,7 @@ _NAME = attrgetter("name")
 
 def open_checkpoint(
     target: str | os.PathLike[str], *, cache_dir: str | None = None, revision: str | None = None,
-    follow_links: bool = False,
+    follow_links: bool = False, metadata_cache: bool | None = None,
 ) -> Checkpoint:
     """Read the metadata of `target`: a `.safetensors` file, a sharded index or its directory, a model
     directory, a bare `config.json`, a Hugging Face cache entry, or an `org/name` id (`org/name@rev`) found in
@@ -64,16 +65,24 @@ def open_checkpoint(
 
     `revision` picks the snapshot of a cached model (a branch, tag, commit or commit prefix; `@rev` in the
     target wins). `follow_links` follows links inside a checkpoint wherever they point (git-annex, DVC,
-    shared storage); without it only the Hugging Face cache's own links are followed.
+    shared storage); without it only the Hugging Face cache's own links are followed. `metadata_cache` turns the
+    cache of validated header and index reads on or off (`sources/header_cache.py`); None: on unless
+    `GDR_CHECK_NO_CACHE` says off.
 
     Reads config.json, indexes and safetensors headers only (never tensor data, never a pickle). Raises
     `SourceError` (one line naming the file, with a GDR0xx code) when the checkpoint cannot be read.
     """
-    return _open_checkpoint(target, cache_dir, revision, follow_links)
+    cache = HeaderCache.from_environment(metadata_cache)
+    try:
+        return _open_checkpoint(target, cache_dir, revision, follow_links, cache)
+    finally:
+        if cache is not None:
+            cache.prune()  # only where this run wrote entries
 
 
 def _open_checkpoint(
     target: str | os.PathLike[str], cache_dir: str | None, revision: str | None, follow_links: bool,
+    cache: HeaderCache | None,
 ) -> Checkpoint:
     text = os.fspath(target)
     path = Path(os.path.abspath(os.path.expanduser(text)))
@@ -83,7 +92,7 @@ def _open_checkpoint(
     if not os.path.lexists(path):
         if looks_like_repo_id(text):
             repo_id, at_revision = split_revision(text)
-            reader = MetadataReader(follow_links=follow_links)
+            reader = MetadataReader(follow_links=follow_links, metadata_cache=cache)
             entry = resolve_repo_id(repo_id, reader, cache_dir, at_revision or revision)
             checkpoint = _open_cache_entry(text, entry, reader)
             if at_revision and revision is not None and revision != at_revision:
@@ -96,12 +105,13 @@ def _open_checkpoint(
         raise broken_link(path)
     if path.is_dir():
         if is_cache_repo_dir(path):
-            reader = MetadataReader(path, follow_links=follow_links)
+            reader = MetadataReader(path, follow_links=follow_links, metadata_cache=cache)
             return _open_cache_entry(text, resolve_cache_repo(path, reader, revision=revision), reader)
         kind = "hf-cache" if cache_repo else "directory"
-        builder = _Builder(text, path, kind, MetadataReader(cache_repo, follow_links=follow_links))
+        reader = MetadataReader(cache_repo, follow_links=follow_links, metadata_cache=cache)
+        builder = _Builder(text, path, kind, reader)
         return _unrevised(builder.directory(path), text, revision)
-    reader = MetadataReader(cache_repo, named=path, follow_links=follow_links)
+    reader = MetadataReader(cache_repo, named=path, follow_links=follow_links, metadata_cache=cache)
     return _unrevised(_Builder(text, path.parent, "", reader).file(path), text, revision)
 
 
@@ -128,6 +138,7 @@ class _Builder:
         self.reader = reader
         self.root = root
         self.checkpoint = Checkpoint(target=target, root=root, kind=kind)
+        self.headers: list[tuple[bytes | None, int]] = []  # each header read: its cache key and end of data
 
     # -- entry points -------------------------------------------------------------------------------------
     def file(self, path: Path) -> Checkpoint:
@@ -212,9 +223,12 @@ class _Builder:
         self.checkpoint.config_file = display_path(path)
         self.checkpoint.config_keys = KeyLocator(text)  # located when a diagnostic asks (key_locator.py)
 
-    def _shard(self, path: Path, shard: str) -> list[str]:
-        """Read one shard's header into the checkpoint; returns its tensor names, in header order."""
-        infos = read_safetensors_header(self.reader, path, shard)
+    def _shard(self, path: Path, shard: str, read: tuple[bytearray, int] | None = None) -> list[str]:
+        """Read one shard's header into the checkpoint (`read`: its bytes and file size, read already); returns its
+        tensor names, in header order."""
+        raw, size = read if read is not None else read_header_bytes(self.reader, path)
+        infos, key, data_end = header_tensors(self.reader, path, shard, raw, size)
+        self.headers.append((key, data_end))
         tensors = self.checkpoint.tensors
         names = list(map(_NAME, infos))
         if not tensors.keys().isdisjoint(names):  # a name an earlier shard holds: find the first, in order
@@ -227,20 +241,31 @@ class _Builder:
         return names
 
     def _sharded(self, index_path: Path) -> None:
-        value, text = load_json_file(self.reader, index_path, what=f"`{index_path.name}`", invalid=InvalidIndexJson,
-                                     index=True)
-        if not isinstance(value, dict):
-            raise MalformedIndexes(index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
-        weight_map = value.get("weight_map")
-        if weight_map is None:
-            raise MalformedIndexes(index_path, reason="it has no `weight_map`")
-        if not isinstance(weight_map, dict):
-            raise MalformedIndexes(
-                index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object")
+        raw = read_json_bytes(self.reader, index_path, what=f"`{index_path.name}`", index=True)
+        notes = len(self.checkpoint.notes)
         # Located only when first used: see LazyKeyLocations.
-        lines = LazyKeyLocations(lambda: member_spans(text, "weight_map"))
+        lines = LazyKeyLocations(lambda: member_spans(raw.decode("utf-8"), "weight_map"))
         self.checkpoint.index_file = display_path(index_path)
         self.checkpoint.index_lines = lines
+        cache = self.reader.metadata_cache
+        key = cache.key(INDEX, raw) if cache is not None else None
+        # What an earlier run read from this very index and shards, checked against their bytes (header_cache.py)
+        read = self._sharded_from_cache(cache, key) if cache is not None and key is not None else {}
+        if read is None:
+            return
+        # The weight map an earlier run validated from these very bytes, else parsed here
+        weight_map = cache.load_index(key) if cache is not None and key is not None else None
+        cached = weight_map is not None
+        if weight_map is None:
+            value, _ = parse_json_bytes(raw, index_path, invalid=InvalidIndexJson)
+            if not isinstance(value, dict):
+                raise MalformedIndexes(index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
+            weight_map = value.get("weight_map")
+            if weight_map is None:
+                raise MalformedIndexes(index_path, reason="it has no `weight_map`")
+            if not isinstance(weight_map, dict):
+                raise MalformedIndexes(
+                    index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object")
 
         # An index of a large checkpoint has ~76k entries: the checks below run as C-level passes over it, and
         # walk it in order only to name the first entry at fault.
@@ -260,6 +285,8 @@ class _Builder:
             if not is_plain_file_name(shard):
                 tensor = first_tensor(shard)
                 raise ShardPathsOutsideCheckpoint(index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
+        if cache is not None and key is not None and not cached:  # every check of the index's own content passed
+            cache.store_index(key, weight_map)
 
         # Report every missing shard before reading any header: re-downloading is one step.
         missing = [s for s in sorted(shards) if not os.path.lexists(self.root / s)]
@@ -277,7 +304,7 @@ class _Builder:
                 fix=f"re-download `{first}`{also}",
             )
         for shard in sorted(shards):
-            names = self._shard(self.root / shard, shard)
+            names = self._shard(self.root / shard, shard, read.get(shard))
             # Every tensor the index puts in this shard is in its header: as many of the header's (distinct)
             # names are put in this shard by the index as the index puts there in all.
             if sum(map(eq, map(weight_map.get, names), repeat(shard))) != listed[shard]:
@@ -295,6 +322,31 @@ class _Builder:
                 f"{len(unlisted)} tensor(s) in the shards are not listed in `{index_path.name}`, "
                 f"e.g. `{unlisted[0]}`"
             )
+        if cache is not None and key is not None and all(header_key is not None for header_key, _ in self.headers):
+            infos = list(self.checkpoint.tensors.values())
+            cache.store_checkpoint(key, Sharded(
+                shards=sorted(shards), header_keys=[k for k, _ in self.headers if k is not None],
+                data_ends=[end for _, end in self.headers], names=list(self.checkpoint.tensors),
+                dtypes=[info.dtype for info in infos], shapes=[info.shape for info in infos],
+                tensor_shards=[info.shard for info in infos], notes=self.checkpoint.notes[notes:]))
+
+    def _sharded_from_cache(self, cache: HeaderCache, index_key: bytes) -> dict[str, tuple[bytearray, int]] | None:
+        """None where the cache holds what reading this index (key `index_key`) and its shards gave, and every
+        shard's header and size are those it was read from: the checkpoint is then filled from the cache. Else the
+        headers read on the way (shard -> bytes and file size), for the reading to go on with."""
+        entry = cache.load_checkpoint(index_key)
+        # A missing shard is the reading's to report, before any header is read
+        if entry is None or not all(os.path.lexists(self.root / shard) for shard in entry.shards):
+            return {}
+        read: dict[str, tuple[bytearray, int]] = {}
+        for shard, header_key, data_end in zip(entry.shards, entry.header_keys, entry.data_ends, strict=True):
+            raw, size = read[shard] = read_header_bytes(self.reader, self.root / shard)
+            if size != 8 + len(raw) + data_end or cache.key(HEADER, raw) != header_key:
+                return read
+        tensors = list(map(TensorInfo, entry.names, entry.dtypes, entry.shapes, entry.tensor_shards))
+        self.checkpoint.tensors = dict(zip(entry.names, tensors, strict=True))
+        self.checkpoint.notes.extend(entry.notes)
+        return None
 
     def _finish(self) -> Checkpoint:
         checkpoint = self.checkpoint

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import struct
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..base.files import json_error_reason
 from ..base.source_error import SourceError
 from ..base.tensor_spec import canonical_dtype
 from .checkpoint import TensorInfo
+from .header_cache import HEADER
 from .metadata_reader import MetadataReader
 from .rules import (
     GitLfsPointers,
@@ -81,6 +83,13 @@ def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> l
     Raises `SourceError` for a truncated or oversized file, an over-long or malformed header, or tensor
     entries that do not tile the data region exactly.
     """
+    raw, size = read_header_bytes(reader, path)
+    return header_tensors(reader, path, shard, raw, size)[0]
+
+
+def read_header_bytes(reader: MetadataReader, path: Path) -> tuple[bytearray, int]:
+    """The N header bytes of the safetensors file at `path` and the file's size; `SourceError` where the file is
+    too short for its length field, the field is over the cap, or the file is an LFS pointer."""
     handle, size = reader.open(path)
     with handle:
         if size < 8:
@@ -107,7 +116,23 @@ def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> l
         raise TruncatedSafetensorsFiles(path, actual_size=8 + len(raw), expected_size=8 + length,
             detail=f"8 + {length}-byte header", fix=f"re-download or re-copy `{path.name}`",
         )
-    tensors, data_end = parse_header(raw, path, shard)
+    return raw, size
+
+
+def header_tensors(reader: MetadataReader, path: Path, shard: str, raw: bytearray, size: int
+                   ) -> tuple[list[TensorInfo], bytes | None, int]:
+    """The tensors of the header bytes `raw` of a file of `size` bytes (`read_header_bytes`), the header's cache
+    key (None: no cache) and the end of its data region; `SourceError` for a malformed header or a file size the
+    header does not account for."""
+    length = len(raw)
+    cache = reader.metadata_cache
+    key = cache.key(HEADER, raw) if cache is not None else None
+    cached = cache.load_header(key) if cache is not None and key is not None else None
+    if cached is not None:  # what `parse_header` returned for these very bytes (header_cache.py)
+        names, dtypes, shapes, data_end = cached
+        tensors = list(map(TensorInfo, names, dtypes, shapes, repeat(shard)))
+    else:
+        tensors, data_end = parse_header(raw, path, shard)
     expected = 8 + length + data_end
     if size < expected:
         raise TruncatedSafetensorsFiles(path, actual_size=size, expected_size=expected,
@@ -116,7 +141,10 @@ def read_safetensors_header(reader: MetadataReader, path: Path, shard: str) -> l
         )
     if size > expected:
         raise OversizedSafetensorsFiles(path, extra=size - expected, actual_size=size, expected_size=expected)
-    return tensors
+    if cache is not None and key is not None and cached is None:
+        cache.store_header(key, [info.name for info in tensors], [info.dtype for info in tensors],
+                           [info.shape for info in tensors], data_end)
+    return tensors, key, data_end
 
 
 def parse_header(raw: bytes | bytearray, path: Path | str, shard: str) -> tuple[list[TensorInfo], int]:
