@@ -35,7 +35,7 @@ from .models_list import render
 from .numbers import MAX_DIGITS, whole_number
 from .output import Output, format_option_name, report_path
 from .progress import target_progress
-from .run_options import ISOLATED_HELP, OUTPUT_FILE_HELP, QUIET_HELP, check_format, write_run
+from .run_options import ISOLATED_HELP, NO_CACHE_HELP, OUTPUT_FILE_HELP, QUIET_HELP, check_format, write_run
 from .targets import group_targets
 
 # One way to split any text (no two quantifiers compete for the same characters): linear, never backtracking.
@@ -235,6 +235,7 @@ def check_command(
     follow_links: bool = typer.Option(
         False, "--follow-links", help="Follow links inside checkpoints wherever they point (git-annex, DVC, shared "
                                       "storage); still read-only and header-only."),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     show_settings: bool = typer.Option(
         False, "--show-settings", help="Print the config file and settings each target would be checked with, and "
                                        "exit."),
@@ -298,6 +299,7 @@ def check_command(
         radix_cache=not disable_radix_cache, sm=gpu_option(gpu, sm), exit_zero=exit_zero,
         error_on_warning=error_on_warning, output_format=output_format)
     settings = RunSettings(command_line, resolver, config)
+    metadata_cache = False if no_cache else None  # None: on unless GDR_CHECK_NO_CACHE turns it off
 
     if show_settings:
         if out.output_file is not None:
@@ -307,7 +309,7 @@ def check_command(
             # metadata only, as the run reads it, and never checked
             if target not in unreadable:
                 try:
-                    open_target(target, revision=revision, follow_links=follow_links)
+                    open_target(target, revision=revision, follow_links=follow_links, metadata_cache=metadata_cache)
                 except SourceError as error:
                     unreadable[target] = error
         # The settings as a JSON document, or as text for the other listing formats (as `--list-models`); to
@@ -325,7 +327,7 @@ def check_command(
     else:
         with target_progress(len(paths), quiet=quiet or silent) as progress:
             results = check_targets(paths, settings.for_target, unreadable=unreadable, revision=revision,
-                                    follow_links=follow_links, progress=progress)
+                                    follow_links=follow_links, metadata_cache=metadata_cache, progress=progress)
     if out.output_file is not None:  # (what no report file can replace: worked out only when one is written)
         out.protect(_files_found(paths, results, resolver))
     run = Run(results, failing=settings.failing, exit_zero=settings.exit_zero)

@@ -22,6 +22,7 @@ from .deployment_flags import check_command
 from .escape import neutralise_log, text
 from .main import app
 from .output import LAUNCH_FORMATS, Output
+from .run_options import NO_CACHE_HELP
 
 EPILOG = """Examples:
 
@@ -86,6 +87,7 @@ def launch_command(
     engine_version: str | None = typer.Option(
         None, "--engine-version", help="The engine release the command runs, e.g. 0.5.14 (default: the newest "
                                        "gdr-check knows): its flag spellings and pool rules."),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ) -> int:
     """Predict whether an engine launch starts: its flags, its memory arithmetic, the kernel call it makes."""
     if output_format not in LAUNCH_FORMATS:
@@ -101,7 +103,8 @@ def launch_command(
     else:
         raise typer.BadParameter("give the engine command after `--` (or --from-log FILE)", param_hint="COMMAND")
     result = check_launch(launch, gpu=gpu_for(gpu, _size("--gpu-total-memory", gpu_total_memory)),
-                          weights_per_rank=_size("--weights-per-rank", weights_per_rank))
+                          weights_per_rank=_size("--weights-per-rank", weights_per_rank),
+                          metadata_cache=False if no_cache else None)
     out = Output(output_format, None)
     if output_format == "json":
         out.write(json.dumps(_document(result), indent=2) + "\n")

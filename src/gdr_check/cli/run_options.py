@@ -24,6 +24,9 @@ FORMAT_HELP = f"One of: {', '.join(FORMATS)}; default full."
 OUTPUT_FILE_HELP = "Write the report here instead of stdout (`-`: stdout)."
 QUIET_HELP = "Print the diagnostics only: no headers, tables, summary or progress. The exit code is unchanged."
 ISOLATED_HELP = "Ignore every pyproject.toml."
+NO_CACHE_HELP = ("Neither read nor write the cache of checked checkpoint headers (names, dtypes and shapes, never "
+                 "weights; in $GDR_CHECK_CACHE_DIR, else $XDG_CACHE_HOME/gdr-check, else ~/.cache/gdr-check). "
+                 "GDR_CHECK_NO_CACHE=1 does the same.")
 
 
 def check_format(output_format: str | None) -> str:

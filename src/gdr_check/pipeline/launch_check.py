@@ -107,11 +107,13 @@ def _decode_batch(ctx: LaunchContext) -> tuple[int, int | None]:
 
 
 def check_launch(command: LaunchCommand, *, gpu: Gpu, weights_per_rank: int | None = None,
-                 overhead: Overhead = DEFAULT_OVERHEAD, cache_dir: str | None = None) -> LaunchResult:
-    """Open the command's model, run the engine's arithmetic and rules, and check the deployment it implies."""
+                 overhead: Overhead = DEFAULT_OVERHEAD, cache_dir: str | None = None,
+                 metadata_cache: bool | None = None) -> LaunchResult:
+    """Open the command's model, run the engine's arithmetic and rules, and check the deployment it implies
+    (`metadata_cache`: as `open_checkpoint` takes it)."""
     target = str(command.get("model"))
     try:
-        checkpoint, builtin = open_target(target, cache_dir=cache_dir)
+        checkpoint, builtin = open_target(target, cache_dir=cache_dir, metadata_cache=metadata_cache)
     except SourceError as error:
         raise LaunchTargetError(str(error)) from None
     config = checkpoint.config or {}

@@ -106,12 +106,13 @@ class TargetSettings:
 def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
                   settings_for: Callable[[str], TargetSettings], *,
                   unreadable: Mapping[str, Exception] | None = None, revision: str | None = None,
-                  follow_links: bool = False,
+                  follow_links: bool = False, metadata_cache: bool | None = None,
                   progress: Callable[[int, str], None] | None = None) -> list[TargetResult]:
     """Check every (target, tp) pair (`targets`: paths or repo ids, or one of them); unreadable targets become
     FatalErrors, not exceptions. `unreadable`
     holds the targets that already failed (a directory with no checkpoint below it); `progress` is told each
-    target before it is checked. `Run(check_targets(...))` is what `gdr-check check` renders."""
+    target before it is checked; `metadata_cache` is `open_checkpoint`'s. `Run(check_targets(...))` is what
+    `gdr-check check` renders."""
     named = [targets] if isinstance(targets, (str, os.PathLike)) else list(targets)  # one: not its characters
     results: list[TargetResult] = []
     for index, target in enumerate(os.fspath(each) for each in named):
@@ -130,7 +131,8 @@ def check_targets(targets: str | os.PathLike[str] | Iterable[str | os.PathLike[s
                               overlap_schedule=settings.overlap_schedule, radix_cache=settings.radix_cache,
                               sm=settings.sm, engine_reason=settings.engine_reason)
             try:
-                check = check_model(target, dep, revision=revision, follow_links=follow_links)
+                check = check_model(target, dep, revision=revision, follow_links=follow_links,
+                                    metadata_cache=metadata_cache)
             except SourceError as error:
                 fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
                 results.append(TargetResult(target, error=fatal, tp=tp))

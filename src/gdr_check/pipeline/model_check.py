@@ -129,11 +129,13 @@ def builtin_checkpoint(model: BuiltinModel, note: str | None = None) -> Checkpoi
 
 
 def open_target(target: str, *, cache_dir: str | None = None, revision: str | None = None,
-                follow_links: bool = False) -> tuple[Checkpoint, BuiltinModel | None]:
+                follow_links: bool = False, metadata_cache: bool | None = None
+                ) -> tuple[Checkpoint, BuiltinModel | None]:
     """The checkpoint for a path or repo id; a built-in description when a known repo id is not cached (and
-    no revision was asked for: a revision means its files)."""
+    no revision was asked for: a revision means its files). `metadata_cache`: as `open_checkpoint` takes it."""
     try:
-        return open_checkpoint(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links), None
+        return open_checkpoint(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links,
+                               metadata_cache=metadata_cache), None
     except SourceError as error:
         model = get_builtin(str(target)) if revision is None else None
         # a repo id a letter or two off a built-in one (a revision, `@rev` or given apart, names its files: no guess)
@@ -148,9 +150,10 @@ def open_target(target: str, *, cache_dir: str | None = None, revision: str | No
 
 
 def check_model(target: str, deployment: Deployment, *, cache_dir: str | None = None, revision: str | None = None,
-                follow_links: bool = False) -> ModelCheck:
+                follow_links: bool = False, metadata_cache: bool | None = None) -> ModelCheck:
     """Check one model for one deployment. Raises `SourceError` when the input cannot be read."""
-    checkpoint, builtin = open_target(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links)
+    checkpoint, builtin = open_target(target, cache_dir=cache_dir, revision=revision, follow_links=follow_links,
+                                      metadata_cache=metadata_cache)
     return check_checkpoint(checkpoint, deployment, builtin=builtin)
 
 
