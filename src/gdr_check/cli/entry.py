@@ -7,6 +7,7 @@ caught here, where nothing of the CLI has run yet.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -35,4 +36,9 @@ def run() -> None:
         code = _main()
     except KeyboardInterrupt:
         code = _interrupted()
+    # The process ends here. On the way out the interpreter runs one last cyclic collection over every object
+    # still alive: after a large checkpoint, hundreds of thousands that reference counting frees anyway (~40 ms
+    # on the 41-shard 80B checkpoint, docs/performance.md). Frozen, they are left to it; exit handlers and the
+    # flushing of standard output and files still run as before.
+    gc.freeze()
     sys.exit(code)
