@@ -49,7 +49,7 @@ _MEASURED_MAIN = (
 def run_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin=None) -> Outcome:
     """`python -m gdr_check ARGS` in `cwd`; output decoded strictly as UTF-8 (a failure is a test failure)."""
     environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
+                   if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR")) or k == "GDR_CHECK_CACHE_DIR"}
     environment.update({"NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}, **(env or {}))
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "maxrss"

@@ -51,7 +51,8 @@ def tree(tmp_path_factory) -> Path:
 
 def run(fmt: str, cwd: Path, targets: tuple[str, ...] = TARGETS, *extra: str, seed: str = "0") -> tuple[int, bytes]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GDR_CHECK_", "GITHUB_")) and k not in ("TRITON_INTERPRET", "FORCE_COLOR")}
+           if (not k.startswith(("GDR_CHECK_", "GITHUB_")) or k == "GDR_CHECK_CACHE_DIR")
+           and k not in ("TRITON_INTERPRET", "FORCE_COLOR")}
     env["PYTHONHASHSEED"] = seed
     done = subprocess.run([sys.executable, "-m", "gdr_check", *targets, *ARGS, "--output-format", fmt, *extra],
                           cwd=cwd, env=env, capture_output=True, timeout=120)

@@ -21,7 +21,8 @@ OLD = b"the previous report\n"
 
 
 def _environment() -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR")) or k == "GDR_CHECK_CACHE_DIR"}
     environment.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
     return environment
 

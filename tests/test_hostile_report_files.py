@@ -178,7 +178,8 @@ def _run_with_stdout(args: tuple[str, ...], cwd: Path, stdout: str) -> tuple[int
     character's bytes are test failures too)."""
     import subprocess
 
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR")) or k == "GDR_CHECK_CACHE_DIR"}
     environment.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
     reader, writer = os.pipe()
     os.close(reader)

@@ -51,7 +51,8 @@ def started(tmp_path):
     write_good(tmp_path / "good")
     report = tmp_path / "report.json"
     report.write_bytes(OLD)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("GDR_CHECK_", "GITHUB_"))}
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("GDR_CHECK_", "GITHUB_")) or k == "GDR_CHECK_CACHE_DIR"}
     environment = child_faults.environment({**environment, child_faults.DRYRUN_FAULT: "hang", "NO_COLOR": "1"})
     process = subprocess.Popen([sys.executable, "-m", "gdr_check", "dry-run", "good", "--device", "cpu",
                                 "--output-format", "json", "-o", str(report)], cwd=tmp_path, env=environment,

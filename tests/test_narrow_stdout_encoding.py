@@ -19,7 +19,8 @@ CONFIG = ('{"model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers"
 
 
 def run(tmp_path, encoding, *args):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR"))}
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("GDR_CHECK_", "GITHUB_", "FORCE_COLOR")) or k == "GDR_CHECK_CACHE_DIR"}
     environment.update(NO_COLOR="1", PYTHONIOENCODING=encoding, HF_HOME=str(tmp_path / "hf"),
                        HF_HUB_CACHE=str(tmp_path / "hf" / "hub"))
     done = subprocess.run([sys.executable, "-m", "gdr_check", *args, "--isolated"], cwd=tmp_path, env=environment,

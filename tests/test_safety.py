@@ -79,7 +79,8 @@ def audited_runs(runs: list[list[str]], *, cwd: Path, **env: str) -> tuple[list[
     """Run each argument list through `main` in one fresh process under the audit hook; returns each run's
     record and the process's stderr."""
     environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("GDR_CHECK_", "HF_", "GITHUB_")) and k != "TRITON_INTERPRET"}
+                   if (not k.startswith(("GDR_CHECK_", "HF_", "GITHUB_")) or k == "GDR_CHECK_CACHE_DIR")
+                   and k != "TRITON_INTERPRET"}
     environment.update(env)
     done = subprocess.run([sys.executable, "-c", _AUDITED_RUN, json.dumps(runs)], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=120)
@@ -227,15 +228,20 @@ def test_follow_links_reads_what_the_links_point_at_read_only_and_header_only(tm
     os.symlink(pickled, tmp_path / "pickled" / "pytorch_model.bin")
     (tmp_path / "oversized").mkdir()
     os.symlink(_sparse(tmp_path / "big" / "config.json", MAX_CONFIG_BYTES + 1), tmp_path / "oversized" / "config.json")
+    cache = tmp_path / "metadata-cache"  # the one place a check writes: its cache of validated header reads
     records, stderr = audited_runs([["annexed", "--follow-links"], ["pickled", "--follow-links"],
-                                    ["oversized", "--follow-links"]], cwd=tmp_path)
+                                    ["oversized", "--follow-links"]], cwd=tmp_path, GDR_CHECK_CACHE_DIR=str(cache))
     followed, pickle_run, oversized = records
     assert followed["code"] in (0, 1), stderr
     assert {str(store / "config.json"), str(store / "s0.safetensors")} <= set(followed["opened"])
     assert pickle_run["code"] == 2 and str(pickled) not in pickle_run["opened"]
     assert oversized["code"] == 2 and "over the 16777216-byte limit" in stderr
+    assert followed["written"] and all(path.startswith(f"{cache}{os.sep}metadata-v1{os.sep}") and
+                                       path.endswith(".tmp") for path in followed["written"])
+    for record in records[1:]:  # (nothing is read from a pickle or an oversized config, so nothing is kept)
+        assert record["written"] == []
     for record in records:
-        assert record["written"] == [] and record["pickle"] == [] and record["socket"] == []
+        assert record["pickle"] == [] and record["socket"] == []
     assert not (tmp_path / "marker").exists()
 
 
@@ -342,7 +348,8 @@ def _heavy_modules_after(tmp_path: Path, args: list[str], *, fake_torch: bool = 
     hook_dir.mkdir(exist_ok=True)
     (hook_dir / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     out = tmp_path / "modules.json"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET" and not k.startswith("GDR_CHECK_")}
+    env = {k: v for k, v in os.environ.items()
+           if k != "TRITON_INTERPRET" and (not k.startswith("GDR_CHECK_") or k == "GDR_CHECK_CACHE_DIR")}
     env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(hook_dir), env.get("PYTHONPATH")])),
                GDR_CHECK_TEST_MODULES_OUT=str(out))
     if fake_torch:

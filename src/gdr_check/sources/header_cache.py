@@ -38,7 +38,6 @@ from hashlib import sha256
 from pathlib import Path
 
 from ..base.identity import VERSION
-from ..base.records import dataclass
 
 CACHE_DIR_VARIABLE = "GDR_CHECK_CACHE_DIR"
 NO_CACHE_VARIABLE = "GDR_CHECK_NO_CACHE"
@@ -77,19 +76,18 @@ def cache_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
     return Path(home) / ".cache" / "gdr-check" if home != "~" else None
 
 
-@dataclass(slots=True)
 class Sharded:
     """What reading a sharded checkpoint's index and headers gave: the shards (sorted, as read), each header's key
-    and end of data, every tensor in the order the checkpoint holds them (the shard each is in), and the notes."""
+    and end of data, every tensor in the order the checkpoint holds them (the shard each is in), and the notes.
+    (A plain class: a dataclass's generated methods are compiled on every import, for a record built once a run.)"""
 
-    shards: list[str]
-    header_keys: list[bytes]
-    data_ends: list[int]
-    names: list[str]
-    dtypes: list[str]
-    shapes: list[tuple[int, ...]]
-    tensor_shards: list[str]
-    notes: list[str]
+    __slots__ = ("data_ends", "dtypes", "header_keys", "names", "notes", "shapes", "shards", "tensor_shards")
+
+    def __init__(self, shards: list[str], header_keys: list[bytes], data_ends: list[int], names: list[str],
+                 dtypes: list[str], shapes: list[tuple[int, ...]], tensor_shards: list[str], notes: list[str]) -> None:
+        self.shards, self.header_keys, self.data_ends = shards, header_keys, data_ends
+        self.names, self.dtypes, self.shapes, self.tensor_shards = names, dtypes, shapes, tensor_shards
+        self.notes = notes
 
 
 def _native_arrays() -> bool:
