@@ -95,8 +95,8 @@ def test_a_hit_reads_what_the_miss_read(kind: str, tmp_path: Path, cache_dir: Pa
     read = (set(json.loads((root / INDEX_NAME).read_text())["weight_map"].values()) if sharded
             else {path.name for path in root.glob("*.safetensors")})  # (an index names the shards read)
     headers = {_header_bytes(root / name) for name in read}
-    # one entry per distinct header, and for an index its weight map and the whole checkpoint
-    assert len(entries(cache_dir)) == len(headers) + (2 if sharded else 0)
+    # one entry per distinct header read on its own; one for the whole of a sharded checkpoint
+    assert len(entries(cache_dir)) == (1 if sharded else len(headers))
     request.getfixturevalue("parsing_forbidden")
     assert reading(root) == without  # the hit: nothing parsed, every byte of the metadata read as before
 
@@ -148,19 +148,21 @@ DAMAGES = {
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_or_foreign_entry_is_a_miss(damage: str, tmp_path: Path, cache_dir: Path,
                                               monkeypatch: pytest.MonkeyPatch):
-    root = _sharded(tmp_path / "ck")
-    without = reading(root, metadata_cache=False)
-    reading(root)
+    sharded = _sharded(tmp_path / "ck")  # one entry for the whole checkpoint ...
+    single = write_safetensors(tmp_path / "one" / "model.safetensors", SMALL).parent  # ... and one for a header
+    without = [reading(root, metadata_cache=False) for root in (sharded, single)]
+    for root in (sharded, single):
+        reading(root)
     files = entries(cache_dir)
-    assert len(files) == 4
+    assert len(files) == 2
     originals = [path.read_bytes() for path in files]
     for number, path in enumerate(files):
         path.write_bytes(DAMAGES[damage](originals[number], originals[number - 1]))
-    assert reading(root) == without  # every entry passed over, the checkpoint read again
+    assert [reading(root) for root in (sharded, single)] == without  # every entry passed over, the files read again
     assert [path.read_bytes() for path in entries(cache_dir)] == originals  # and the entries written anew
     monkeypatch.setattr(safetensors_header, "parse_header", None)  # (a call would fail) ...
     monkeypatch.setattr(source_open, "parse_json_bytes", None)
-    assert reading(root) == without  # ... and read from them next time
+    assert [reading(root) for root in (sharded, single)] == without  # ... and read from them next time
 
 
 def test_an_entry_that_is_a_link_or_a_folder_is_a_miss(tmp_path: Path, cache_dir: Path):
@@ -300,7 +302,7 @@ def test_turned_off_nothing_is_written(tmp_path: Path, cache_dir: Path, monkeypa
         monkeypatch.setenv(header_cache.NO_CACHE_VARIABLE, value)
         assert not header_cache.cache_disabled()
     open_checkpoint(root)
-    assert len(entries(cache_dir)) == 4
+    assert len(entries(cache_dir)) == 1
 
 
 def test_launch_takes_no_cache_too(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch):
@@ -311,7 +313,7 @@ def test_launch_takes_no_cache_too(tmp_path: Path, cache_dir: Path, monkeypatch:
     off = run_cli(*command[:3], "--no-cache", *command[3:])
     assert not cache_dir.exists()
     on = run_cli(*command)
-    assert len(entries(cache_dir)) == 3 + 2
+    assert len(entries(cache_dir)) == 1
     assert (on.exit_code, on.stdout) == (off.exit_code, off.stdout)
 
 
@@ -366,5 +368,5 @@ def test_an_entry_is_whole_or_absent(tmp_path: Path, cache_dir: Path):
         data = path.read_bytes()
         magic, version, order, kind, key, length, _ = struct.unpack_from("<8sBcc32sQI", data)
         assert (magic, version, len(data)) == (b"GDRCACHE", 1, struct.calcsize("<8sBcc32sQI") + length)
-        assert path.name == key.hex() + ".gdrc" and kind in (b"H", b"I", b"C")
+        assert path.name == key.hex() + ".gdrc" and kind in (b"H", b"C")
         assert b"\x80\x04" not in data[:2]  # (not a pickle)

@@ -1,14 +1,18 @@
-"""A cache of validated metadata reads, keyed by the bytes read: a safetensors header's tensors, an index's weight map.
+"""A cache of validated metadata reads, keyed by the bytes read: a safetensors header's tensors, a sharded checkpoint's.
 
 Reading a large checkpoint is mostly parsing and validating JSON: 41 headers and an index of ~76k tensors take
 hundreds of milliseconds (docs/performance.md, *Metadata path*), the same work on every run over the same files.
 This cache keeps the result of that work between runs, addressed by content:
 
 - **Key**: the SHA-256 of a tag (what was read, this cache's format and the package version) followed by the exact
-  bytes the reader has already read (a header's N bytes, the index file). A file whose bytes change can never meet
-  an old entry, and no byte of a checkpoint is read for the cache that a run without it would not read.
-- **Value**: only what a full validation returned, and only after it passed: a header's tensor names, dtypes,
-  shapes and the end of its data region (`parse_header`'s result); an index's weight map. So a miss runs the
+  bytes the reader has already read (a header's N bytes; a sharded checkpoint's index). A file whose bytes change
+  can never meet an old entry, and no byte of a checkpoint is read for the cache that a run without it would not.
+- **Value**: only what a full validation returned, and only after it passed. For a safetensors file read on its
+  own: its tensor names, dtypes, shapes and the end of its data region (`parse_header`'s result). For a sharded
+  checkpoint, one entry under its index's key: each shard's header key and end of data, which a hit checks against
+  the header bytes it reads and the file's size, then every tensor of the merged, cross-checked reading and its
+  notes (one entry, not one per header: a hit then skips parsing the index and cross-checking it with the headers
+  too, ~100 ms against ~135 on the 80B checkpoint, and a first run writes one file, not 43). So a miss runs the
   reader unchanged (every error path included), and a hit returns what the miss returned for the same bytes.
   Never tensor data, never a path: an entry holds what the bytes say and nothing about where they came from.
 - **Format**: our own, parsed here: a fixed header (magic, format, byte order, kind, key, payload length and
@@ -20,8 +24,8 @@ This cache keeps the result of that work between runs, addressed by content:
   entries (a hit refreshes an entry's time at most once a day).
 
 Where: `$GDR_CHECK_CACHE_DIR`, else `$XDG_CACHE_HOME/gdr-check`, else `~/.cache/gdr-check`. Off with
-`GDR_CHECK_NO_CACHE=1` or the command line's `--no-cache`. Any change to what a header or index read accepts or
-returns must change `FORMAT` (the package version is in the key too).
+`GDR_CHECK_NO_CACHE=1` or the command line's `--no-cache`. Any change to what reading a header or an index accepts
+or returns must change `FORMAT` (the package version is in the key too).
 """
 
 from __future__ import annotations
@@ -49,9 +53,8 @@ MAX_CACHE_BYTES = 512 * 1024 * 1024  # ~50 checkpoints of the 80B model's size (
 PRUNED_TO = 0.75  # pruning deletes down to this share of the limit, so that it does not run on every write
 TOUCH_AFTER_S = 86_400  # a hit moves an entry's time forward at most this often
 HEADER = "HEADER"
-INDEX = "INDEX"
 CHECKPOINT = "CHECKPOINT"
-_KINDS = {HEADER: b"H", INDEX: b"I", CHECKPOINT: b"C"}
+_KINDS = {HEADER: b"H", CHECKPOINT: b"C"}
 _ORDER = b"<" if sys.byteorder == "little" else b">"
 _PREFIX = struct.Struct("<8sBcc32sQI")  # magic, format, byte order, kind, key, payload length, payload CRC-32
 _LENGTH = struct.Struct("<Q")
@@ -136,26 +139,9 @@ class HeaderCache:
         except (ValueError, struct.error, UnicodeDecodeError):
             return None
 
-    def load_index(self, key: bytes) -> dict[str, str] | None:
-        """An index's validated weight map, or None."""
-        sections = self._load(INDEX, key, 4)
-        if sections is None:
-            return None
-        try:
-            (count,) = _LENGTH.unpack(sections[0])
-            names = _strings(sections[1], count)
-            shards = _strings(sections[2], -1)
-            shard_index = array("I", sections[3])
-            if len(shard_index) != count or (count and max(shard_index) >= len(shards)):
-                return None
-            weight_map = dict(zip(names, map(shards.__getitem__, shard_index), strict=True))
-            return weight_map if len(weight_map) == count else None
-        except (ValueError, struct.error, UnicodeDecodeError):
-            return None
-
     def load_checkpoint(self, index_key: bytes) -> Sharded | None:
         """What reading the index with key `index_key` and every shard it names gave, or None."""
-        sections = self._load(CHECKPOINT, self.key(CHECKPOINT, index_key), 11)
+        sections = self._load(CHECKPOINT, index_key, 11)
         if sections is None:
             return None
         try:
@@ -208,14 +194,6 @@ class HeaderCache:
             self._store(HEADER, key, [struct.pack("<QQ", data_end, len(names)), *_table_sections(names, dtypes,
                                                                                               shapes)])
 
-    def store_index(self, key: bytes, weight_map: Mapping[str, str]) -> None:
-        """Keep an index's validated weight map under `key`."""
-        shards = list(dict.fromkeys(weight_map.values()))
-        position = {shard: index for index, shard in enumerate(shards)}
-        sections = [_LENGTH.pack(len(weight_map)), _joined(list(weight_map)), _joined(shards),
-                    array("I", map(position.__getitem__, weight_map.values())).tobytes()]
-        self._store(INDEX, key, sections)
-
     def store_checkpoint(self, index_key: bytes, read: Sharded) -> None:
         """Keep what reading an index and its shards gave, under the index's key (see `Sharded`)."""
         position = {shard: index for index, shard in enumerate(read.shards)}
@@ -226,7 +204,7 @@ class HeaderCache:
         sections = [_LENGTH.pack(len(read.names)), _joined(read.shards), b"".join(read.header_keys),
                     array("Q", read.data_ends).tobytes(), *_table_sections(read.names, read.dtypes, read.shapes),
                     array("I", map(position.__getitem__, read.tensor_shards)).tobytes(), notes]
-        self._store(CHECKPOINT, self.key(CHECKPOINT, index_key), sections)
+        self._store(CHECKPOINT, index_key, sections)
 
     def _store(self, kind: str, key: bytes, sections: list[bytes | None]) -> None:
         if not self.writable or any(section is None for section in sections):

@@ -19,7 +19,7 @@ from ..base.files import (
 )
 from ..base.source_error import SourceError
 from .checkpoint import Checkpoint, TensorInfo
-from .header_cache import HEADER, INDEX, HeaderCache, Sharded
+from .header_cache import CHECKPOINT, HEADER, HeaderCache, Sharded
 from .hf_cache import (
     CacheEntry,
     enclosing_cache_repo,
@@ -223,11 +223,13 @@ class _Builder:
         self.checkpoint.config_file = display_path(path)
         self.checkpoint.config_keys = KeyLocator(text)  # located when a diagnostic asks (key_locator.py)
 
-    def _shard(self, path: Path, shard: str, read: tuple[bytearray, int] | None = None) -> list[str]:
-        """Read one shard's header into the checkpoint (`read`: its bytes and file size, read already); returns its
-        tensor names, in header order."""
+    def _shard(self, path: Path, shard: str, read: tuple[bytearray, int] | None = None, *, keep: bool = True
+               ) -> list[str]:
+        """Read one shard's header into the checkpoint (`read`: its bytes and file size, read already; `keep`: with
+        an entry of its own in the cache, where a whole sharded checkpoint has one); returns its tensor names, in
+        header order."""
         raw, size = read if read is not None else read_header_bytes(self.reader, path)
-        infos, key, data_end = header_tensors(self.reader, path, shard, raw, size)
+        infos, key, data_end = header_tensors(self.reader, path, shard, raw, size, keep=keep)
         self.headers.append((key, data_end))
         tensors = self.checkpoint.tensors
         names = list(map(_NAME, infos))
@@ -248,24 +250,20 @@ class _Builder:
         self.checkpoint.index_file = display_path(index_path)
         self.checkpoint.index_lines = lines
         cache = self.reader.metadata_cache
-        key = cache.key(INDEX, raw) if cache is not None else None
+        key = cache.key(CHECKPOINT, raw) if cache is not None else None
         # What an earlier run read from this very index and shards, checked against their bytes (header_cache.py)
         read = self._sharded_from_cache(cache, key) if cache is not None and key is not None else {}
         if read is None:
             return
-        # The weight map an earlier run validated from these very bytes, else parsed here
-        weight_map = cache.load_index(key) if cache is not None and key is not None else None
-        cached = weight_map is not None
+        value, _ = parse_json_bytes(raw, index_path, invalid=InvalidIndexJson)
+        if not isinstance(value, dict):
+            raise MalformedIndexes(index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
+        weight_map = value.get("weight_map")
         if weight_map is None:
-            value, _ = parse_json_bytes(raw, index_path, invalid=InvalidIndexJson)
-            if not isinstance(value, dict):
-                raise MalformedIndexes(index_path, reason=f"the index is a JSON {json_type(value)}, not an object")
-            weight_map = value.get("weight_map")
-            if weight_map is None:
-                raise MalformedIndexes(index_path, reason="it has no `weight_map`")
-            if not isinstance(weight_map, dict):
-                raise MalformedIndexes(
-                    index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object")
+            raise MalformedIndexes(index_path, reason="it has no `weight_map`")
+        if not isinstance(weight_map, dict):
+            raise MalformedIndexes(
+                index_path, reason=f"`weight_map` is a JSON {json_type(weight_map)}, not an object")
 
         # An index of a large checkpoint has ~76k entries: the checks below run as C-level passes over it, and
         # walk it in order only to name the first entry at fault.
@@ -285,8 +283,6 @@ class _Builder:
             if not is_plain_file_name(shard):
                 tensor = first_tensor(shard)
                 raise ShardPathsOutsideCheckpoint(index_path, location=lines.get(tensor), shard=shard, tensor=tensor)
-        if cache is not None and key is not None and not cached:  # every check of the index's own content passed
-            cache.store_index(key, weight_map)
 
         # Report every missing shard before reading any header: re-downloading is one step.
         missing = [s for s in sorted(shards) if not os.path.lexists(self.root / s)]
@@ -304,7 +300,7 @@ class _Builder:
                 fix=f"re-download `{first}`{also}",
             )
         for shard in sorted(shards):
-            names = self._shard(self.root / shard, shard, read.get(shard))
+            names = self._shard(self.root / shard, shard, read.get(shard), keep=False)
             # Every tensor the index puts in this shard is in its header: as many of the header's (distinct)
             # names are put in this shard by the index as the index puts there in all.
             if sum(map(eq, map(weight_map.get, names), repeat(shard))) != listed[shard]:

@@ -119,15 +119,16 @@ def read_header_bytes(reader: MetadataReader, path: Path) -> tuple[bytearray, in
     return raw, size
 
 
-def header_tensors(reader: MetadataReader, path: Path, shard: str, raw: bytearray, size: int
+def header_tensors(reader: MetadataReader, path: Path, shard: str, raw: bytearray, size: int, *, keep: bool = True
                    ) -> tuple[list[TensorInfo], bytes | None, int]:
     """The tensors of the header bytes `raw` of a file of `size` bytes (`read_header_bytes`), the header's cache
     key (None: no cache) and the end of its data region; `SourceError` for a malformed header or a file size the
-    header does not account for."""
+    header does not account for. `keep`: the header has an entry of its own in the cache (a sharded checkpoint's
+    headers are kept together instead, `open._Builder._sharded`)."""
     length = len(raw)
     cache = reader.metadata_cache
     key = cache.key(HEADER, raw) if cache is not None else None
-    cached = cache.load_header(key) if cache is not None and key is not None else None
+    cached = cache.load_header(key) if cache is not None and key is not None and keep else None
     if cached is not None:  # what `parse_header` returned for these very bytes (header_cache.py)
         names, dtypes, shapes, data_end = cached
         tensors = list(map(TensorInfo, names, dtypes, shapes, repeat(shard)))
@@ -141,7 +142,7 @@ def header_tensors(reader: MetadataReader, path: Path, shard: str, raw: bytearra
         )
     if size > expected:
         raise OversizedSafetensorsFiles(path, extra=size - expected, actual_size=size, expected_size=expected)
-    if cache is not None and key is not None and cached is None:
+    if cache is not None and key is not None and cached is None and keep:
         cache.store_header(key, [info.name for info in tensors], [info.dtype for info in tensors],
                            [info.shape for info in tensors], data_end)
     return tensors, key, data_end
