@@ -493,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {name + ' / import torch':55s} = {ratios[name]:.2f} (target <= {PROCESS_TARGET}) {verdict_a}; "
                   f"CPU time: {cpu_ratios[name]:.2f}")
         meeting = [name for name in GDR_CHECK_RUNS if ratios[name] <= PROCESS_TARGET]
-        print(f"    target met by: {', '.join(meeting) if meeting else 'none of the runs'}")
+        print(f"    target met (wall time) by: {'; '.join(meeting) if meeting else 'none of the runs'}; by CPU time: "
+              f"{'; '.join(n for n in GDR_CHECK_RUNS if cpu_ratios[n] <= PROCESS_TARGET) or 'none of the runs'}")
         numbers["process"] = {"seconds": times, "cpu_seconds": cpu, "ratios": ratios, "cpu_ratios": cpu_ratios,
                               "target": PROCESS_TARGET, "met_by": meeting}
 
