@@ -370,3 +370,23 @@ def test_an_entry_is_whole_or_absent(tmp_path: Path, cache_dir: Path):
         assert (magic, version, len(data)) == (b"GDRCACHE", 1, struct.calcsize("<8sBcc32sQI") + length)
         assert path.name == key.hex() + ".gdrc" and kind in (b"H", b"C")
         assert b"\x80\x04" not in data[:2]  # (not a pickle)
+
+
+def test_an_entry_naming_files_outside_the_checkpoint_is_no_entry(tmp_path: Path, cache_dir: Path):
+    # An entry is written only from a validated index, whose shards are plain file names; one that names anything
+    # else (written by hand into the cache folder, checksum and all) is not used, and what it names is not opened.
+    root = _sharded(tmp_path / "ck")
+    without = reading(root, metadata_cache=False)
+    secret = write_safetensors(tmp_path / "secret.safetensors", {"s": ("F32", [1])})
+    cache = header_cache.HeaderCache(cache_dir)
+    index_key = cache.key(header_cache.CHECKPOINT, (root / INDEX_NAME).read_bytes())
+    raw = _header_bytes(secret)
+    for shards in (["../secret.safetensors"], ["s2.safetensors", "s1.safetensors"], ["s1.safetensors"] * 2):
+        cache.store_checkpoint(index_key, header_cache.Sharded(
+            shards=shards, header_keys=[cache.key(header_cache.HEADER, raw)] * len(shards),
+            data_ends=[4] * len(shards), names=["s"], dtypes=["float32"], shapes=[(1,)], tensor_shards=shards[:1],
+            notes=[]))
+        assert cache.load_checkpoint(index_key) is not None  # a well-formed entry ...
+        got = reading(root)
+        assert got == without  # ... not used
+        assert str(secret) not in got[3] and "secret.safetensors" not in str(got[3])

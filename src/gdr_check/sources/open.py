@@ -331,8 +331,11 @@ class _Builder:
         shard's header and size are those it was read from: the checkpoint is then filled from the cache. Else the
         headers read on the way (shard -> bytes and file size), for the reading to go on with."""
         entry = cache.load_checkpoint(index_key)
-        # A missing shard is the reading's to report, before any header is read
-        if entry is None or not all(os.path.lexists(self.root / shard) for shard in entry.shards):
+        # A missing shard is the reading's to report, before any header is read; an entry naming anything but plain
+        # file names, sorted and distinct (as an index read gives them), is no entry of ours
+        if (entry is None or entry.shards != sorted(set(entry.shards))
+                or not all(map(is_plain_file_name, entry.shards))
+                or not all(os.path.lexists(self.root / shard) for shard in entry.shards)):
             return {}
         read: dict[str, tuple[bytearray, int]] = {}
         for shard, header_key, data_end in zip(entry.shards, entry.header_keys, entry.data_ends, strict=True):
