@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -287,6 +288,26 @@ def test_a_full_disk_is_no_cache_and_leaves_no_partial_file(tmp_path: Path, cach
     monkeypatch.undo()
 
 
+def test_a_cache_folder_that_refuses_files_is_no_cache(tmp_path: Path, cache_dir: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    # (as a read-only folder does for anyone but root, who runs this suite here)
+    root = _sharded(tmp_path / "ck")
+    single = write_safetensors(tmp_path / "one" / "model.safetensors", SMALL).parent
+    without = [reading(target, metadata_cache=False) for target in (root, single)]
+    real_open = os.open
+    refused: list[str] = []
+
+    def read_only(path: Any, flags: int, *args: Any) -> int:
+        if flags & os.O_CREAT:
+            refused.append(os.fspath(path))
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(header_cache.os, "open", read_only)
+    assert [reading(target) for target in (root, single)] == without
+    assert len(refused) == 2 and entries(cache_dir) == []  # one try a run, nothing left behind
+
+
 def test_turned_off_nothing_is_written(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch):
     clean_output_env(monkeypatch)
     root = str(_sharded(tmp_path / "ck"))
@@ -338,15 +359,20 @@ def test_pruning_removes_the_least_recently_used_entries_only(tmp_path: Path, ca
     foreign = folder / "notes.txt"
     foreign.write_text("not an entry")
     os.utime(foreign, (1, 1))
+    stale, fresh = folder / f"{'0' * 64}.1.2.tmp", folder / f"{'1' * 64}.1.2.tmp"  # a crashed run's, a running one's
+    stale.write_bytes(b"partial")
+    fresh.write_bytes(b"partial")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
     total = sum((folder / name).stat().st_size for name in ages)
     cache = header_cache.HeaderCache(cache_dir)
     cache.written = 1
     cache.prune(limit=total - 1)  # over by a byte: the oldest entries go, down to three quarters of the limit
-    assert sorted(ages[path.name] for path in folder.iterdir() if path != foreign) == [1, 2]
-    assert foreign.read_text() == "not an entry"
+    assert sorted(ages[path.name] for path in folder.iterdir() if path not in (foreign, fresh)) == [1, 2]
+    assert foreign.read_text() == "not an entry" and fresh.exists() and not stale.exists()
     cache.written = 0
     cache.prune(limit=0)  # a run that wrote nothing does not prune
-    assert sorted(path.name for path in folder.iterdir()) == sorted([foreign.name, *[n for n in ages if ages[n]]])
+    assert sorted(path.name for path in folder.iterdir()) == sorted([foreign.name, fresh.name,
+                                                                     *[n for n in ages if ages[n]]])
 
 
 def test_an_index_change_is_a_miss(tmp_path: Path, cache_dir: Path):
