@@ -7,7 +7,6 @@ caught here, where nothing of the CLI has run yet.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Callable
@@ -16,6 +15,7 @@ INTERRUPTED = 130  # as `main.INTERRUPTED`: 128 + SIGINT
 
 _main: Callable[[], int] | None
 try:
+    from .main import before_exit as _before_exit
     from .main import main as _main
 except KeyboardInterrupt:  # Ctrl-C during the imports: `run` says so
     _main = None
@@ -36,9 +36,5 @@ def run() -> None:
         code = _main()
     except KeyboardInterrupt:
         code = _interrupted()
-    # The process ends here. On the way out the interpreter runs one last cyclic collection over every object
-    # still alive: after a large checkpoint, hundreds of thousands that reference counting frees anyway (~40 ms
-    # on the 41-shard 80B checkpoint, docs/performance.md). Frozen, they are left to it; exit handlers and the
-    # flushing of standard output and files still run as before.
-    gc.freeze()
+    _before_exit()
     sys.exit(code)

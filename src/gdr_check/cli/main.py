@@ -182,6 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.enable()
 
 
+def before_exit() -> None:
+    """Called by the console script once the run is over, just before the process exits. On the way out the
+    interpreter runs one last cyclic collection over every object still alive: after a large checkpoint, hundreds
+    of thousands that reference counting frees anyway (~40 ms on the 41-shard 80B checkpoint, docs/performance.md).
+    Frozen, they are left out of it; exit handlers and the flushing of standard output and files run as before."""
+    gc.freeze()
+
+
 def _main(argv: Sequence[str] | None) -> int:
     # Whoever writes to stdout during the run (the report, typer's help, click's version), a stdout that cannot
     # take it is one error line and exit 2 (`GuardedStdout`); the stream is given back afterwards.
