@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
+import subprocess
+import sys
 import weakref
 
 import pytest
@@ -44,6 +47,25 @@ def test_only_the_cli_entry_point_touches_the_garbage_collector():
                 uses.add((name, node.attr))
     assert importing == {GC_OWNER, *(name for name, _ in GC_READERS)}
     assert {use for use in uses if use[0] != GC_OWNER} == GC_READERS
+
+
+_BEFORE_EXIT = """
+import gc, sys
+{imports}
+from gdr_check.cli.main import before_exit
+before_exit()
+print(gc.get_freeze_count() > 0)
+"""
+
+
+@pytest.mark.parametrize("imports, frozen", [("", True), ("import triton", False)])
+def test_before_exit_freezes_the_heap_unless_triton_would_report_leaks(imports: str, frozen: bool):
+    """The console script's last step skips the interpreter's final collection (`gc.freeze`), except where triton is
+    loaded: its nanobind bindings print a leak report for every object of theirs that exit did not finalize."""
+    done = subprocess.run([sys.executable, "-c", _BEFORE_EXIT.format(imports=imports)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert (done.returncode, done.stdout) == (0, f"{frozen}\n")
+    assert "leaked" not in done.stderr
 
 
 def test_no_construction_bypasses_on_the_hot_paths():
