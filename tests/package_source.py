@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,11 @@ class SourceFile:
     def nodes(self) -> tuple[ast.AST, ...]:
         """Every node of the module, in `ast.walk` order."""
         return tuple(ast.walk(self.tree))
+
+    def mentions(self, word: str) -> bool:
+        """Whether `word` occurs in the source as a whole word: a module that never spells it cannot import, call
+        or name it, so its syntax tree need not be walked for it."""
+        return re.search(rf"\b{re.escape(word)}\b", self.text) is not None
 
 
 @functools.cache

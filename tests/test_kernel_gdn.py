@@ -160,10 +160,10 @@ def test_empty_batch_is_a_no_op():
     assert torch.equal(ran.pool_backing, call.pool_backing)
 
 
-@pytest.mark.parametrize("variant", ["packed_decode", "kda_packed_decode"])
-def test_cpu_tensors_outside_the_interpreter_are_one_clear_error(variant):
+def test_cpu_tensors_outside_the_interpreter_are_one_clear_error():
     """Triton has no CPU driver: without TRITON_INTERPRET the checked kernels say what to do (GDR251) instead of
-    Triton's `0 active drivers` traceback."""
+    Triton's `0 active drivers` traceback. Both variants in one child process (each start imports torch and
+    triton, seconds)."""
     import subprocess
     import sys
 
@@ -171,14 +171,15 @@ def test_cpu_tensors_outside_the_interpreter_are_one_clear_error(variant):
         "import sys; sys.path.insert(0, 'tests')\n"
         "from kernel_helpers import make_call\n"
         "from gdr_check.kernel import packed_decode, kda_packed_decode\n"
-        f"kda = {variant == 'kda_packed_decode'}\n"
-        "call = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, kda=kda, seed=1)\n"
-        "try:\n"
-        f"    {variant}(*call.args())\n"
-        "except ValueError as error:\n"
-        "    print(error)\n")
+        "for kda, kernel in ((False, packed_decode), (True, kda_packed_decode)):\n"
+        "    call = make_call(B=2, H=1, HV=2, K=8, V=8, slots=[1, 2], pool_slots=3, kda=kda, seed=1)\n"
+        "    try:\n"
+        "        kernel(*call.args())\n"
+        "    except ValueError as error:\n"
+        "        print(kernel.__name__, error)\n")
     environment = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GDR_CHECK_TEST_GPU")}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=300, check=False)
-    assert done.stdout == ("all tensors are on cpu: the Triton kernel cannot run there outside the interpreter (set "
-                           "TRITON_INTERPRET=1 before triton is imported, or move them to the GPU)\n"), done.stderr
+    message = ("all tensors are on cpu: the Triton kernel cannot run there outside the interpreter (set "
+               "TRITON_INTERPRET=1 before triton is imported, or move them to the GPU)")
+    assert done.stdout == f"packed_decode {message}\nkda_packed_decode {message}\n", done.stderr

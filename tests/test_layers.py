@@ -84,23 +84,33 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -
     return [(name, False) for name in named] + [(name, True) for name, parent in found if parent and name not in named]
 
 
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # the fields that hold statements
+
+
+def _import_statements(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Each import statement of the module and whether it stands inside a function, found by walking statements
+    only (an import is a statement; expressions, most of a module's nodes, cannot hold one)."""
+    found = []
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, in_function = stack.pop()
+        for field in _BODIES:
+            for child in getattr(node, field, None) or ():
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    found.append((child, in_function))
+                stack.append((child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))))
+    return found
+
+
 @functools.cache
 def _imports() -> list[tuple[str, str, bool, int]]:
     """(importer, imported, at function level, line) for each import statement, `if TYPE_CHECKING:` ones
     included; `at function level` is only set for the module a function-level import names, not for the parent
     packages it runs on the way."""
     edges = []
-    trees = {source.path: source for source in source_files()}
+    trees = {source.path: source.tree for source in source_files()}
     for module, (path, is_package) in _modules().items():
-        source = trees[path]
-        in_function: set[int] = set()
-        for node in source.nodes:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                in_function.update(id(child) for child in ast.walk(node))
-        for node in source.nodes:
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            lazy = id(node) in in_function
+        for node, lazy in _import_statements(trees[path]):
             for target, parent in _targets(module, is_package, node):
                 edges.append((module, target, lazy and not parent, node.lineno))
             if not getattr(node, "level", 0):

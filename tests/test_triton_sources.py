@@ -17,7 +17,7 @@ def _is_jit(decorator: ast.expr) -> bool:
 
 def _jit_functions() -> list[tuple[str, ast.FunctionDef]]:
     found = []
-    for source in source_files():
+    for source in (source for source in source_files() if source.mentions("jit")):
         for node in source.nodes:
             if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
                 found.append((f"{source.relative}:{node.lineno} {node.name}", node))
