@@ -65,7 +65,9 @@ def test_every_variant_runs_a_faulty_call_through_its_guarded_kernels(built, mon
         checked = importlib.import_module(f"gdr_check_{name}.kernel.ops")
         faults = importlib.import_module(f"gdr_check_{name}.kernel.device_guard")
         for kda in (False, True):
-            call = make_call(B=3, H=1, HV=2, K=8, V=8, slots=[1, 7, 2], pool_slots=4, kda=kda, seed=5)
+            # two rows of one head, the second past the pool: the interpreter runs each program in Python, so the
+            # smallest faulty call keeps the 104 runs short
+            call = make_call(B=2, H=1, HV=1, K=8, V=8, slots=[1, 7], pool_slots=4, kda=kda, seed=5)
             run = checked.kda_packed_decode if kda else checked.packed_decode
             buffer = faults.FaultBuffer(DEVICE)
             run(*call.args(), context="engine", faults=buffer, label=f"{name} layer")
