@@ -8,12 +8,20 @@ import atexit
 import gc
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
 import pytest
 
 import interpreter_shortcuts
+
+# A suite started in the background of a shell without job control (`cmd &` in a script, some CI runners) inherits
+# SIGINT ignored, and so does every process it starts: Python then installs no KeyboardInterrupt handler, and the
+# tests that interrupt a gdr-check process (test_hostile_environment.py, test_hostile_signals.py) would see Ctrl-C
+# ignored. A handler here is reset to the default in each child at exec, as a terminal would have it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if not os.environ.get("GDR_CHECK_TEST_GPU"):
     os.environ.setdefault("TRITON_INTERPRET", "1")

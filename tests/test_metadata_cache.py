@@ -143,6 +143,7 @@ DAMAGES = {
     "empty": lambda data, other: b"",
     "foreign text": lambda data, other: b"# not an entry\n" * 40,
     "another entry's bytes": lambda data, other: other,
+    "grown by garbage": lambda data, other: data + b"\0" * 65536,  # a miss on its prefix, before the bulk is read
 }
 
 
@@ -344,6 +345,28 @@ def test_where_the_cache_lives(tmp_path: Path):
     assert header_cache.cache_directory({"XDG_CACHE_HOME": "/x"}) == Path("/x/gdr-check")
     assert header_cache.cache_directory({"XDG_CACHE_HOME": "relative"}) == Path(home, ".cache", "gdr-check")
     assert header_cache.cache_directory({}) == Path(home, ".cache", "gdr-check")
+    assert header_cache.cache_directory({"HOME": "/h"}) == Path("/h/.cache/gdr-check")
+    assert header_cache.cache_directory({"GDR_CHECK_CACHE_DIR": "~/c"}) == Path(home, "c")
+    # No folder, so no cache: a relative path (entries would land wherever a run starts), a `~user` that names no
+    # user (this raised RuntimeError through `Path.expanduser`: an internal error, found in review), a home that is
+    # empty (`HOME=` expands `~` to `/`), relative or the root.
+    for environ in ({"GDR_CHECK_CACHE_DIR": "relative/c"}, {"GDR_CHECK_CACHE_DIR": "~no-such-user-gdr/c"},
+                    {"HOME": ""}, {"HOME": "relative-home"}, {"HOME": "/"}, {"XDG_CACHE_HOME": "x", "HOME": ""}):
+        assert header_cache.cache_directory(environ) is None, environ
+
+
+@pytest.mark.parametrize("folder", ["~no-such-user-gdr/c", "relative-cache"])
+def test_a_cache_folder_that_names_no_absolute_path_is_no_cache(folder: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    root = _sharded(tmp_path / "ck")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(header_cache.CACHE_DIR_VARIABLE, folder)
+    monkeypatch.delenv(header_cache.NO_CACHE_VARIABLE, raising=False)
+    clean_output_env(monkeypatch)
+    on = run_cli(str(root), "--output-format", "json")
+    off = run_cli(str(root), "--output-format", "json", "--no-cache")
+    assert (on.exit_code, on.stdout, on.stderr) == (off.exit_code, off.stdout, off.stderr) and on.exit_code == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ck"]  # nothing written where the run started
 
 
 def test_pruning_removes_the_least_recently_used_entries_only(tmp_path: Path, cache_dir: Path):

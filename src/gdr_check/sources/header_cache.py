@@ -23,7 +23,10 @@ This cache keeps the result of that work between runs, addressed by content:
   the same result and exit code. The folder is kept under `MAX_CACHE_BYTES` by deleting its least recently used
   entries (a hit refreshes an entry's time at most once a day).
 
-Where: `$GDR_CHECK_CACHE_DIR`, else `$XDG_CACHE_HOME/gdr-check`, else `~/.cache/gdr-check`. Off with
+Trust: the folder is the user's own, as `__pycache__` is: an entry is checked for damage, not for intent, and
+whoever can write the folder can make a hit report what the entry says (README and docs/ci.md say so).
+
+Where: `$GDR_CHECK_CACHE_DIR`, else `$XDG_CACHE_HOME/gdr-check`, else `~/.cache/gdr-check` (absolute paths only). Off with
 `GDR_CHECK_NO_CACHE=1` or the command line's `--no-cache`. Any change to what reading a header or an index accepts
 or returns must change `FORMAT` (the package version is in the key too).
 """
@@ -69,14 +72,20 @@ def cache_disabled(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def cache_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
-    """`$GDR_CHECK_CACHE_DIR`, else `$XDG_CACHE_HOME/gdr-check`, else `~/.cache/gdr-check` (None: no home)."""
-    if environ.get(CACHE_DIR_VARIABLE):
-        return Path(environ[CACHE_DIR_VARIABLE]).expanduser()
+    """`$GDR_CHECK_CACHE_DIR`, else `$XDG_CACHE_HOME/gdr-check`, else `~/.cache/gdr-check`; None (no cache) where
+    the folder named is not an absolute path: a relative one would put entries in whatever folder a run starts
+    in, and `~user` that names no user, or a home that is unset or empty (`HOME=` gives `/`), names no folder."""
+    given = environ.get(CACHE_DIR_VARIABLE)
+    if given:
+        folder = os.path.expanduser(given)  # (`Path.expanduser` raises on an unknown `~user`)
+        return Path(folder) if os.path.isabs(folder) else None
     xdg = environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is invalid and ignored
         return Path(xdg) / "gdr-check"
-    home = os.path.expanduser("~")
-    return Path(home) / ".cache" / "gdr-check" if home != "~" else None
+    home = environ.get("HOME") if "HOME" in environ else os.path.expanduser("~")
+    if not home or not os.path.isabs(home) or os.path.normpath(home) == "/":
+        return None
+    return Path(home) / ".cache" / "gdr-check"
 
 
 class Sharded:
@@ -174,7 +183,12 @@ class HeaderCache:
                     or (hasattr(os, "getuid") and info.st_uid != os.getuid())):  # another user's file is foreign
                 return None
             with os.fdopen(handle, "rb", closefd=False) as file:
-                data = file.read(info.st_size + 1)
+                # The fixed prefix first: a file whose size is not the one its prefix gives (garbage, a file
+                # grown or cut) is a miss before its bulk is read.
+                prefix = file.read(_PREFIX.size)
+                if len(prefix) < _PREFIX.size or _PREFIX.size + _PREFIX.unpack(prefix)[5] != info.st_size:
+                    return None
+                data = prefix + file.read(info.st_size + 1 - _PREFIX.size)
             if info.st_mtime < time.time() - TOUCH_AFTER_S and os.utime in os.supports_fd:
                 try:
                     os.utime(handle)  # least recently used goes first when pruning
@@ -227,10 +241,10 @@ class HeaderCache:
             self.written += 1
         except (OSError, ValueError):  # unwritable, full, or a file where the folder should be: no cache
             self.writable = False
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            _remove(temporary)
+        except BaseException:  # interrupted mid-write (Ctrl-C): no temporary file is left behind
+            _remove(temporary)
+            raise
 
     def prune(self, limit: int = MAX_CACHE_BYTES) -> None:
         """After this run wrote entries: delete the least recently used ones while the folder holds over `limit`
@@ -346,3 +360,10 @@ def _sections(data: bytes, kind: bytes, key: bytes, count: int) -> list[bytes] |
         sections.append(bytes(payload[at:at + size]))
         at += size
     return sections if len(sections) == count else None
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
