@@ -26,9 +26,9 @@ This cache keeps the result of that work between runs, addressed by content:
 Trust: the folder is the user's own, as `__pycache__` is: an entry is checked for damage, not for intent, and
 whoever can write the folder can make a hit report what the entry says (README and docs/ci.md say so).
 
-Where: `$GDR_CHECK_CACHE_DIR`, else `$XDG_CACHE_HOME/gdr-check`, else `~/.cache/gdr-check` (absolute paths only). Off with
-`GDR_CHECK_NO_CACHE=1` or the command line's `--no-cache`. Any change to what reading a header or an index accepts
-or returns must change `FORMAT` (the package version is in the key too).
+Where: `$GDR_CHECK_CACHE_DIR`, else `$XDG_CACHE_HOME/gdr-check`, else `~/.cache/gdr-check` (absolute paths only).
+Off with `GDR_CHECK_NO_CACHE=1` or the command line's `--no-cache`. Any change to what reading a header or an index
+accepts or returns must change `FORMAT` (the package version is in the key too).
 """
 
 from __future__ import annotations
