@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_builders import kimi_tensors, qwen_tensors, write_checkpoint
+from checkpoint_builders import kimi_config, kimi_tensors, qwen_tensors, write_checkpoint
 from cli_checkpoints import clean_output_env, run_cli
 from fixtures_sources import INDEX_NAME, write_json, write_safetensors, write_sharded
 from gdr_check.models.builtin import get_builtin
@@ -325,6 +325,21 @@ def test_turned_off_nothing_is_written(tmp_path: Path, cache_dir: Path, monkeypa
         assert not header_cache.cache_disabled()
     open_checkpoint(root)
     assert len(entries(cache_dir)) == 1
+
+
+def test_dry_run_takes_no_cache_too(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    """As `check` and `launch` (its flag was missing, found in review). A KDA model under vLLM, whose decode is not
+    the packed kernel (GDR314): the model is read, nothing is launched."""
+    clean_output_env(monkeypatch)
+    config = kimi_config(layers=4, H=4, D=16)
+    root = str(write_checkpoint(tmp_path / "kda", config, kimi_tensors(config), shards=2))
+    command = ["dry-run", root, "--engine", "vllm", "--output-format", "json"]
+    off = run_cli(*command, "--no-cache")
+    assert not cache_dir.exists()
+    on = run_cli(*command)
+    assert len(entries(cache_dir)) == 1
+    assert on.exit_code == off.exit_code == 1
+    assert [json.loads(run.stdout)["refused_because"] for run in (on, off)] == [["GDR314"], ["GDR314"]]
 
 
 def test_launch_takes_no_cache_too(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch):

@@ -34,6 +34,7 @@ from .run_options import (
     FORMAT_HELP,
     IGNORE_HELP,
     ISOLATED_HELP,
+    NO_CACHE_HELP,
     OUTPUT_FILE_HELP,
     QUIET_HELP,
     SELECT_HELP,
@@ -96,6 +97,7 @@ def dry_run_command(
     exit_zero: bool | None = typer.Option(None, "--exit-zero", help=EXIT_ZERO_HELP),
     error_on_warning: bool | None = typer.Option(None, "--error-on-warning", help=ERROR_ON_WARNING_HELP),
     isolated: bool = typer.Option(False, "--isolated", help=ISOLATED_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     output_format: str | None = typer.Option(None, "--output-format", envvar="GDR_CHECK_OUTPUT_FORMAT",
                                              help=FORMAT_HELP),
@@ -127,7 +129,8 @@ def dry_run_command(
     run = dry_run(target, tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=profile, backend=backend,
                   device=device, steps=steps, seed=seed, timeout=timeout, selection=options.selection,
                   failing=options.failing, exit_zero=options.exit_zero, ranks=ranks, weights=weights,
-                  engine_reason="default" if engine is None and backend == "builtin" else "flag")
+                  engine_reason="default" if engine is None and backend == "builtin" else "flag",
+                  metadata_cache=False if no_cache else None)  # None: on unless GDR_CHECK_NO_CACHE turns it off
     code = write_run(run, out, render_options(fmt, output_file, quiet=quiet))
     result = run.results[0]
     record = result.record if isinstance(result, DryRunTargetResult) else None

@@ -62,20 +62,20 @@ def dry_run(target: str, *, tp: int = 1, batch: int = 8, slots: int | None = Non
             engine: str = DEFAULT_ENGINE, backend: str = "builtin", device: str = "auto", steps: int = 3,
             seed: int = 0, timeout: float = 1800.0, selection: Selection | None = None,
             failing: tuple[str, ...] = FAILING_DEFAULT, exit_zero: bool = False, ranks: str = "one",
-            weights: bool = False, engine_reason: str = "default") -> Run:
+            weights: bool = False, engine_reason: str = "default", metadata_cache: bool | None = None) -> Run:
     """Run the deployment's per-rank kernel call on synthetic tensors in a child process (this process never
     imports torch) and verify every step. One result, whose `details` is the `runner.api.DryRunResult`; a
     target that cannot be read is a FatalError result (exit 2), a dry-run that did not launch or failed
     fails the run even when selection hides its diagnostics. `ranks="all"` runs one process per TP rank
     (`runner.ranks_api.ranks_dry_run`, whose `RanksResult` is then the `details`); `weights` reads one layer's
     real `A_log` and `dt_bias` for it (DryRunOptionError, a ValueError, for any other `ranks` or for `weights`
-    without `ranks="all"`)."""
+    without `ranks="all"`). `metadata_cache`: as `open_checkpoint` takes it."""
 
     dry_run_options(ranks, weights)  # refused as `--ranks`/`--weights` are, before the model is read
     deployment = deployment_of(tp=tp, batch=batch, slots=slots, state_dtype=state_dtype, engine=engine,
                                engine_reason=engine_reason)  # `engine_reason`: why `engine` (ENGINE_REASONS)
     try:
-        check = check_model(target, deployment)
+        check = check_model(target, deployment, metadata_cache=metadata_cache)
     except SourceError as error:
         fatal = FatalError(error.code, str(error), error.path, diagnostic=error.diagnostic())
         return Run([TargetResult(target, error=fatal, tp=tp)], failing=failing, exit_zero=exit_zero)
