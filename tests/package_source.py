@@ -44,9 +44,3 @@ def source_files() -> tuple[SourceFile, ...]:
     return tuple(SourceFile(path, path.relative_to(PACKAGE).as_posix(), path.read_text(encoding="utf-8"))
                  for path in sorted(PACKAGE.rglob("*.py")))
 
-
-def source_file(relative: str) -> SourceFile:
-    for source in source_files():
-        if source.relative == relative:
-            return source
-    raise KeyError(relative)

@@ -16,9 +16,9 @@ import functools
 import importlib.util
 from pathlib import Path
 
+from package_source import PACKAGE as ROOT
 from package_source import source_files
 
-ROOT = Path(__file__).resolve().parents[1] / "src" / "gdr_check"
 PACKAGE = "gdr_check"
 
 # The layers, lowest first: one folder each (a folder's subfolders are part of its layer). A module imports only
@@ -49,7 +49,7 @@ OPTIONAL = ("huggingface_hub",)
 @functools.cache
 def _modules() -> dict[str, tuple[Path, bool]]:
     modules = {}
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in (source.path for source in source_files()):
         parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         if is_package:
